@@ -1,0 +1,105 @@
+# tlpx: thin targets over the gateware (Python), the host tools (Rust) and the simulator.
+#   make demo   set everything up, run the main job on the simulated card
+#   make test   set everything up, run every test
+# Set-up is idempotent: a second run installs nothing.
+
+SHELL        := /bin/bash
+ROOT         := $(abspath .)
+VENV         := $(ROOT)/.venv
+PY           := $(VENV)/bin/python
+STAMPS       := $(ROOT)/.stamps
+BUILD        := $(ROOT)/build
+CARGO        ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+HOST_BIN     := $(ROOT)/host/target/release
+DATA_WIDTH   ?= 64
+ALL_WIDTHS   := 64 128 256
+CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
+APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
+
+export PATH := $(dir $(CARGO)):$(PATH)
+
+.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help
+
+help:
+	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
+	@echo "make test   - set up, build, and run all tests (gateware pytest, cargo test, integration)"
+	@echo "make bench  - simulator speed and MMIO round trip -> docs/performance.md"
+	@echo "make sim    - run tlpx-sim in the foreground (DATA_WIDTH=64|128|256)"
+	@echo "make regs   - regenerate host/crates/tlpx-regs and docs/registers.md from csr.json"
+
+all: gateware host
+
+# Set-up ----------------------------------------------------------------------------------------
+
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/rust
+
+$(STAMPS)/apt:
+	@mkdir -p $(STAMPS)
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@touch $@
+
+$(STAMPS)/venv: gateware/requirements.txt gateware/pyproject.toml | $(STAMPS)/apt
+	@mkdir -p $(STAMPS)
+	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r gateware/requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e gateware
+	@touch $@
+
+$(STAMPS)/rust: | $(STAMPS)/apt
+	@mkdir -p $(STAMPS)
+	@command -v $(CARGO) >/dev/null 2>&1 || { \
+	  echo "setup: no cargo found; installing Debian's rustc/cargo (the project is tested with Rust 1.95)"; \
+	  $(SUDO) apt-get install -y -qq cargo rustc; }
+	@$(CARGO) --version
+	@touch $@
+
+# Gateware --------------------------------------------------------------------------------------
+
+gateware: $(call CARD_LIB,$(DATA_WIDTH))
+
+gateware-all: $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w)))
+
+$(BUILD)/card/dw%/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width $* --output $(BUILD)/card/dw$*
+
+$(BUILD)/card/dw%/csr.json: $(BUILD)/card/dw%/libtlpxcard.so
+	@true
+
+regs: $(BUILD)/card/dw64/csr.json
+	$(PY) gateware/tools/gen_regs.py $< --rust host/crates/tlpx-regs/src/lib.rs --docs docs/registers.md
+
+check-regs: $(BUILD)/card/dw64/csr.json
+	$(PY) gateware/tools/gen_regs.py $< --rust host/crates/tlpx-regs/src/lib.rs --docs docs/registers.md --check
+
+# Host ------------------------------------------------------------------------------------------
+
+host: $(STAMPS)/rust
+	cd host && $(CARGO) build --release --workspace --quiet
+
+# Main jobs -------------------------------------------------------------------------------------
+
+demo: setup gateware host
+	@scripts/demo.sh
+
+test: setup gateware-all check-regs host
+	@scripts/test.sh
+
+bench: setup gateware-all host
+	@scripts/bench.sh
+
+sim: setup gateware host
+	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH)
+
+lint: setup
+	cd host && $(CARGO) clippy --workspace --release -- -D warnings
+
+clean:
+	rm -rf $(BUILD) host/target

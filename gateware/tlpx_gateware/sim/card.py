@@ -1,0 +1,206 @@
+"""Python driver of the Verilated card through the C ABI of tlpx_card.h (ctypes).
+
+Used by the gateware tests: a small behavioural root complex that sends TLPs beat by beat
+and collects what the card sends back. tlpx-sim is the full root complex; this one is only
+enough to test the card's blocks from Python.
+"""
+
+import ctypes
+import json
+from pathlib import Path
+
+from tlpx_gateware import tlp
+
+MAX_DWORDS = 8
+
+
+class CardInputs(ctypes.Structure):
+    _fields_ = [
+        ("rx_dat", ctypes.c_uint32 * MAX_DWORDS),
+        ("rx_be", ctypes.c_uint32),
+        ("rx_valid", ctypes.c_uint8),
+        ("rx_first", ctypes.c_uint8),
+        ("rx_last", ctypes.c_uint8),
+        ("tx_ready", ctypes.c_uint8),
+        ("msi_ready", ctypes.c_uint8),
+        ("cfg_bus_master_enable", ctypes.c_uint8),
+        ("cfg_msi_enable", ctypes.c_uint8),
+        ("reserved0", ctypes.c_uint8),
+        ("cfg_requester_id", ctypes.c_uint16),
+        ("cfg_max_payload_size", ctypes.c_uint16),
+        ("cfg_max_request_size", ctypes.c_uint16),
+        ("reserved1", ctypes.c_uint16),
+    ]
+
+
+class CardOutputs(ctypes.Structure):
+    _fields_ = [
+        ("tx_dat", ctypes.c_uint32 * MAX_DWORDS),
+        ("tx_be", ctypes.c_uint32),
+        ("tx_valid", ctypes.c_uint8),
+        ("tx_first", ctypes.c_uint8),
+        ("tx_last", ctypes.c_uint8),
+        ("rx_ready", ctypes.c_uint8),
+        ("msi_valid", ctypes.c_uint8),
+        ("msi_vector", ctypes.c_uint8),
+        ("reserved0", ctypes.c_uint16),
+    ]
+
+
+class CardTimeout(Exception):
+    pass
+
+
+class Card:
+    """One Verilated card. `send(dwords)` queues a TLP; `run()` clocks it."""
+
+    CARD_ID = 0x0100  # bus 1, device 0, function 0
+    HOST_ID = 0x0000
+
+    def __init__(self, library):
+        library = Path(library)
+        if not library.exists():
+            raise FileNotFoundError(f"card library {library} not found: run `make gateware`")
+        self.lib = ctypes.CDLL(str(library))
+        self.lib.tlpx_card_new.restype = ctypes.c_void_p
+        self.lib.tlpx_card_free.argtypes = [ctypes.c_void_p]
+        self.lib.tlpx_card_reset.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+        self.lib.tlpx_card_cycle.argtypes = [ctypes.c_void_p, ctypes.POINTER(CardInputs), ctypes.POINTER(CardOutputs)]
+        self.lib.tlpx_card_cycles.argtypes = [ctypes.c_void_p]
+        self.lib.tlpx_card_cycles.restype = ctypes.c_uint64
+        self.lib.tlpx_card_build_info.restype = ctypes.c_char_p
+        self.data_width = self.lib.tlpx_card_data_width()
+        self.dwords_per_beat = self.data_width // 32
+        self.build_info = json.loads(self.lib.tlpx_card_build_info().decode())
+        self.handle = ctypes.c_void_p(self.lib.tlpx_card_new())
+        self.inputs = CardInputs()
+        self.outputs = CardOutputs()
+        self.inputs.cfg_requester_id = self.CARD_ID
+        self.inputs.cfg_max_payload_size = 256
+        self.inputs.cfg_max_request_size = 512
+        self.inputs.cfg_bus_master_enable = 1
+        self.inputs.cfg_msi_enable = 1
+        self.inputs.tx_ready = 1
+        self.inputs.msi_ready = 1
+        self.lib.tlpx_card_reset(self.handle, 16)
+        self.tx_queue = []        # beats to send: (dwords, be, first, last)
+        self.received = []        # complete TLPs from the card, as DW lists
+        self.msis = []            # (cycle, vector)
+        self._partial = []
+        self.next_tag = 0
+
+    def close(self):
+        if self.handle:
+            self.lib.tlpx_card_free(self.handle)
+            self.handle = None
+
+    @property
+    def cycles(self):
+        return self.lib.tlpx_card_cycles(self.handle)
+
+    # Host -> card ---------------------------------------------------------------------------------
+
+    def send(self, dwords):
+        """Queues one TLP (header + payload DWs) for the card, cut into beats."""
+        n = self.dwords_per_beat
+        beats = [dwords[i:i + n] for i in range(0, len(dwords), n)]
+        for i, beat in enumerate(beats):
+            be = 0
+            for j in range(len(beat)):
+                be |= 0xF << (4 * j)
+            self.tx_queue.append((beat + [0] * (n - len(beat)), be, i == 0, i == len(beats) - 1))
+
+    def step(self):
+        inp, out = self.inputs, self.outputs
+        if self.tx_queue:
+            dat, be, first, last = self.tx_queue[0]
+            for j, d in enumerate(dat):
+                inp.rx_dat[j] = d
+            inp.rx_be, inp.rx_valid, inp.rx_first, inp.rx_last = be, 1, int(first), int(last)
+        else:
+            inp.rx_valid = 0
+        self.lib.tlpx_card_cycle(self.handle, ctypes.byref(inp), ctypes.byref(out))
+        if inp.rx_valid and out.rx_ready:
+            self.tx_queue.pop(0)
+        if out.tx_valid and inp.tx_ready:
+            for j in range(self.dwords_per_beat):
+                if (out.tx_be >> (4 * j)) & 0xF:
+                    self._partial.append(out.tx_dat[j])
+            if out.tx_last:
+                self.received.append(self._partial)
+                self._partial = []
+        if out.msi_valid and inp.msi_ready:
+            self.msis.append((self.cycles, out.msi_vector))
+
+    def run(self, cycles):
+        for _ in range(cycles):
+            self.step()
+
+    def run_until(self, predicate, timeout=2000):
+        for _ in range(timeout):
+            if predicate():
+                return
+            self.step()
+        raise CardTimeout(f"condition not met within {timeout} cycles")
+
+    # Requests -------------------------------------------------------------------------------------
+
+    def _tag(self):
+        self.next_tag = (self.next_tag + 1) & 0xFF
+        return self.next_tag
+
+    def request(self, dwords, timeout=2000):
+        """Sends a non-posted request and returns its completion's DWs."""
+        tag = (dwords[1] >> 8) & 0xFF
+        self.send(dwords)
+        match = lambda t: ((t[0] >> 24) & 0x1F) == tlp.TYPE_CPL and ((t[2] >> 8) & 0xFF) == tag
+        self.run_until(lambda: any(match(t) for t in self.received), timeout)
+        for i, t in enumerate(self.received):
+            if match(t):
+                return self.received.pop(i)
+
+    def mrd32(self, address, length=1, first_be=0xF, last_be=None):
+        if last_be is None:
+            last_be = 0 if length == 1 else 0xF
+        tag = self._tag()
+        return self.request([
+            tlp.dw0(tlp.FMT_3DW_NO_DATA, tlp.TYPE_MEM, length),
+            (self.HOST_ID << 16) | (tag << 8) | (last_be << 4) | first_be,
+            address & 0xFFFFFFFC,
+        ])
+
+    def mwr32(self, address, data, first_be=0xF, last_be=None, ep=0):
+        if last_be is None:
+            last_be = 0 if len(data) == 1 else 0xF
+        self.send([
+            tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_MEM, len(data), ep=ep),
+            (self.HOST_ID << 16) | (last_be << 4) | first_be,
+            address & 0xFFFFFFFC,
+        ] + list(data))
+        self.run_until(lambda: not self.tx_queue)
+
+    def read32(self, address):
+        cpl = self.mrd32(address)
+        status = (cpl[1] >> 13) & 7
+        if status != tlp.CPL_SC:
+            raise IOError(f"read of 0x{address:x} completed with status {tlp.CPL_STATUS_NAMES.get(status, status)}")
+        return cpl[3]
+
+    def write32(self, address, value):
+        self.mwr32(address, [value])
+
+
+def completion_fields(cpl):
+    """Decodes a completion's header DWs into a dict."""
+    return {
+        "fmt": cpl[0] >> 29,
+        "type": (cpl[0] >> 24) & 0x1F,
+        "length": cpl[0] & 0x3FF,
+        "completer_id": cpl[1] >> 16,
+        "status": (cpl[1] >> 13) & 7,
+        "byte_count": cpl[1] & 0xFFF,
+        "requester_id": cpl[2] >> 16,
+        "tag": (cpl[2] >> 8) & 0xFF,
+        "lower_address": cpl[2] & 0x7F,
+        "data": cpl[3:],
+    }

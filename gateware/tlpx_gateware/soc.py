@@ -1,0 +1,210 @@
+"""The tlpx card: a PCIe PHY, the LitePCIe endpoint, and tlpx's blocks behind BAR0.
+
+BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed places:
+
+| offset  | block         | what                                                       |
+|---------|---------------|------------------------------------------------------------|
+| 0x0000  | ident         | magic, version, features, map hash, scratch, software IRQ  |
+| 0x0800  | timebase      | 64-bit cycle counter                                       |
+| 0x1000  | request_path  | counters of what the host sent and how it was answered     |
+| 0x1800  | pcie_msi      | LitePCIe MSI: enable, clear, vector                        |
+| 0x2000  | pcie_dma0     | LitePCIe DMA reader/writer/loopback                        |
+
+The register map has one source: this file. `csr.json` (with fields and descriptions) is
+exported from it and everything else (Rust crate tlpx-regs, docs/registers.md) is generated
+from that; the ident block carries a hash of the map so a host knows what it talks to.
+"""
+
+import json
+
+from migen import *
+
+from litex.gen import *
+from litex.build.generic_platform import GenericPlatform
+from litex.build.io import CRG
+from litex.soc.integration.soc_core import SoCMini
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.csr import CSRStatus, CSRStorage, _CompoundCSR
+
+from litepcie.common import phy_layout
+from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
+from litepcie.frontend.dma import LitePCIeDMA
+
+from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
+from tlpx_gateware.cores.request_path.core import RequestPath
+from tlpx_gateware.cores.timebase.core import Timebase
+from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
+
+DATA_WIDTHS = (64, 128, 256)
+DEFAULT_CLOCK_HZ = {64: 125e6, 128: 125e6, 256: 250e6}
+
+CSR_MAP = {
+    "ident":        0,
+    "timebase":     1,
+    "request_path": 2,
+    "pcie_msi":     3,
+    "pcie_dma0":    4,
+}
+
+# MSI sources, bit = index in pcie_msi's enable/vector registers.
+MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software"]
+
+# Platform -----------------------------------------------------------------------------------------
+
+class SimCardPlatform(GenericPlatform):
+    """The card as a Verilator model: no vendor toolchain, only Verilog out."""
+    default_clk_name = "sys_clk"
+
+    def __init__(self, data_width):
+        GenericPlatform.__init__(self, "sim", simphy_ios(data_width), name="tlpx_card")
+
+    def build(self, *args, **kwargs):
+        raise NotImplementedError("use tlpx_gateware.build to make the Verilator model")
+
+# Endpoint view of the PHY -------------------------------------------------------------------------
+
+class EndpointPHYView:
+    """What the LitePCIe endpoint is built on: the PHY's parameters, but streams of our own.
+
+    The request path feeds `source` with completions only and merges `sink` onto the PHY.
+    """
+    def __init__(self, phy):
+        self.data_width       = phy.data_width
+        self.endianness       = phy.endianness
+        self.qword_aligned    = phy.qword_aligned
+        self.id               = phy.id
+        self.bar0_mask        = phy.bar0_mask
+        self.max_request_size = phy.max_request_size
+        self.max_payload_size = phy.max_payload_size
+        self.msi              = phy.msi
+        self.sink             = stream.Endpoint(phy_layout(phy.data_width))
+        self.source           = stream.Endpoint(phy_layout(phy.data_width))
+
+# Card ---------------------------------------------------------------------------------------------
+
+class TlpxCard(SoCMini):
+    mem_map = {"csr": 0x00000000}
+    csr_map = CSR_MAP
+
+    def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000):
+        if data_width not in DATA_WIDTHS:
+            raise ValueError(f"data width must be one of {DATA_WIDTHS} bits, not {data_width!r}")
+        clock_hz = clock_hz or DEFAULT_CLOCK_HZ[data_width]
+        platform = SimCardPlatform(data_width)
+        self.data_width = data_width
+        self.clock_hz   = clock_hz
+
+        SoCMini.__init__(self, platform,
+            clk_freq       = clock_hz,
+            csr_data_width = 32,
+            csr_ordering   = "little",
+            csr_paging     = 0x800,
+            ident          = "",
+            with_ctrl      = False,
+        )
+
+        # Clock / reset: driven by the simulator.
+        self.crg = CRG(platform.request("sys_clk"), platform.request("sys_rst"))
+
+        # PHY ------------------------------------------------------------------------------------
+        self.pcie_phy = phy = SimPHY(platform.request("pcie"), data_width=data_width, bar0_size=bar0_size)
+
+        # Identification and timebase ------------------------------------------------------------
+        self.ident = Identification(
+            features   = ["request_path", "msi", "dma_loopback"],
+            data_width = data_width,
+            clock_hz   = clock_hz,
+            map_hash   = map_hash,
+        )
+        self.timebase = Timebase()
+        self.add_constant("IDENT_MAGIC", MAGIC)
+        self.add_constant("IDENT_VERSION_MAJOR", VERSION_MAJOR)
+        self.add_constant("IDENT_VERSION_MINOR", VERSION_MINOR)
+
+        # LitePCIe endpoint behind tlpx's request path -------------------------------------------
+        endpoint_phy = EndpointPHYView(phy)
+        self.pcie_endpoint = endpoint = LitePCIeEndpoint(endpoint_phy,
+            endianness           = phy.endianness,
+            address_width        = 32,
+            max_pending_requests = 8,
+        )
+        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block).
+        self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
+            mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs)])
+        self.bus.add_master(name="request_path", master=self.request_path.bus)
+
+        # MSI ------------------------------------------------------------------------------------
+        self.pcie_msi = msi = LitePCIeMSI(width=32)
+        self.comb += msi.source.connect(phy.msi)
+
+        # DMA (LitePCIe) -------------------------------------------------------------------------
+        self.pcie_dma0 = dma = LitePCIeDMA(endpoint_phy, endpoint,
+            with_loopback = True,
+            address_width = 32,
+        )
+
+        irq_signals = {
+            "pcie_dma0_writer": dma.writer.irq,
+            "pcie_dma0_reader": dma.reader.irq,
+            "software":         self.ident.irq,
+        }
+        for i, name in enumerate(MSI_SOURCES):
+            self.comb += msi.irqs[i].eq(irq_signals[name])
+            self.add_constant(f"MSI_{name.upper()}", i)
+
+# Register map export ------------------------------------------------------------------------------
+
+def _access(csr):
+    if isinstance(csr, CSRStatus):
+        return "ro"
+    return "rw"
+
+
+def register_map(soc):
+    """The card's register map as plain data: regions, registers, fields (after finalize)."""
+    regions = []
+    for name, region in sorted(soc.csr_regions.items(), key=lambda kv: kv[1].origin):
+        registers = []
+        offset = region.origin
+        for csr in region.obj:
+            words = (csr.size + region.busword - 1) // region.busword
+            fields = []
+            for f in getattr(getattr(csr, "fields", None), "fields", []):
+                fields.append({
+                    "name":        f.name,
+                    "offset":      f.offset,
+                    "size":        f.size,
+                    "access":      "ro" if isinstance(csr, CSRStatus) else ("wo" if f.pulse else "rw"),
+                    "description": (f.description or "").strip(),
+                    "values":      [list(map(str, v)) for v in (f.values or [])],
+                })
+            registers.append({
+                "name":        csr.name,
+                "offset":      offset,
+                "size_bits":   csr.size,
+                "words":       words,
+                "access":      _access(csr),
+                "reset":       getattr(csr, "storage", None) is not None and int(csr.storage.reset.value) or 0,
+                "description": (csr.description or "").strip() if isinstance(csr.description, str) else "",
+                "fields":      fields,
+            })
+            offset += 4 * words
+        regions.append({"name": name, "offset": region.origin, "registers": registers})
+    constants = {k: (v if isinstance(v, (int, str)) or v is None else str(v)) for k, v in sorted(soc.constants.items())}
+    return {"regions": regions, "constants": constants}
+
+
+def map_hash(regmap):
+    """FNV-1a (32-bit) over the canonical JSON of the map's structure (not its prose)."""
+    structure = [
+        [r["name"], r["offset"], [
+            [g["name"], g["offset"], g["size_bits"], g["access"],
+             [[f["name"], f["offset"], f["size"]] for f in g["fields"]]]
+            for g in r["registers"]]]
+        for r in regmap["regions"]
+    ]
+    data = json.dumps(structure, sort_keys=True, separators=(",", ":")).encode()
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
