@@ -1,0 +1,5 @@
+//! One module per subcommand: each has `struct Cmd` (its arguments) and `fn run`.
+
+pub mod info;
+pub mod list;
+pub mod selftest;

@@ -1,0 +1,54 @@
+//! tlpx: drive a tlpx card (real or simulated) from the command line.
+
+mod cmd;
+mod output;
+mod selector;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// tlpx, an open PCIe bus exerciser and spy.
+///
+/// Without --device, tlpx drives the simulated card of a running `tlpx-sim`.
+#[derive(Debug, Parser)]
+#[command(name = "tlpx", version, about, long_about = None)]
+struct Cli {
+    /// Card to drive: `sim` (the default simulator socket), `sim:PATH` (a simulator socket),
+    /// or a PCI address such as 0000:03:00.0. Also read from TLPX_DEVICE.
+    #[arg(long, short = 'd', global = true, env = "TLPX_DEVICE", default_value = "sim")]
+    device: String,
+
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every PCI function libpci sees, and the simulated card if a simulator runs.
+    List(cmd::list::Cmd),
+    /// Show a card's identification block, link, MPS/MRRS and features.
+    Info(cmd::info::Cmd),
+    /// Check a card end to end: registers, counter, MSI, UR handling, DMA loopback.
+    Selftest(cmd::selftest::Cmd),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::List(c) => cmd::list::run(c, &cli.device, cli.json),
+        Command::Info(c) => cmd::info::run(c, &cli.device, cli.json),
+        Command::Selftest(c) => cmd::selftest::run(c, &cli.device, cli.json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tlpx: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make test: every test of the project. Gateware tests (pytest) need the Verilated cards
+# of all data widths (make gateware-all); Rust tests include integration tests that start
+# tlpx-sim on the real card library.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
+
+echo "== gateware tests (pytest)"
+.venv/bin/python -m pytest -q gateware/tlpx_gateware
+
+echo "== host tests (cargo test)"
+cd host
+mkdir -p ../build
+status=0
+"$CARGO" test --release --workspace >../build/cargo-test.log 2>&1 || status=$?
+cd ..
+grep -E "^(test result|     Running|error)|FAILED|panicked" build/cargo-test.log || true
+if [ "$status" != 0 ]; then
+    echo "cargo test failed (exit $status); full log in build/cargo-test.log"
+    tail -60 build/cargo-test.log
+    exit "$status"
+fi
+passed=$(grep -Eo "test result: ok\. [0-9]+ passed" build/cargo-test.log | awk '{s+=$4} END {print s+0}')
+echo "host: ${passed} passed, 0 failed"
