@@ -58,11 +58,13 @@ void apply_inputs(Vtlpx_card *m, const tlpx_card_inputs *in) {
     m->pcie_cfg_max_request_size = in->cfg_max_request_size;
 }
 
+// Rising edge. The clock is lowered again without an eval: the next cycle's eval (with its
+// new inputs) settles the falling edge too, as the design has no negative-edge logic. Two
+// evals per cycle instead of three.
 void edge(Card *card) {
     card->model->sys_clk = 1;
     card->model->eval();
     card->model->sys_clk = 0;
-    card->model->eval();
     card->cycles++;
 }
 
@@ -102,11 +104,17 @@ TLPX_EXPORT void tlpx_card_reset(void *handle, uint32_t cycles) {
     std::memset(&idle, 0, sizeof idle);
     apply_inputs(card->model.get(), &idle);
     card->model->sys_rst = 1;
-    for (uint32_t i = 0; i < (cycles ? cycles : 1); i++) edge(card);
+    for (uint32_t i = 0; i < (cycles ? cycles : 1); i++) {
+        card->model->eval();
+        edge(card);
+    }
     card->model->sys_rst = 0;
     // The card registers its reset input (LiteX CRG): let the release reach every flop
     // before the first TLP arrives.
-    for (int i = 0; i < 4; i++) edge(card);
+    for (int i = 0; i < 4; i++) {
+        card->model->eval();
+        edge(card);
+    }
 }
 
 TLPX_EXPORT void tlpx_card_cycle(void *handle, const tlpx_card_inputs *in, tlpx_card_outputs *out) {

@@ -123,7 +123,7 @@ impl Card {
         if reg.size_bits <= 32 {
             return self.device.bar_read(bar, reg.offset, Width::W32);
         }
-        if reg.offset % 8 == 0 {
+        if reg.offset.is_multiple_of(8) {
             return self.device.bar_read(bar, reg.offset, Width::W64);
         }
         let low = self.device.bar_read(bar, reg.offset, Width::W32)?;
@@ -137,7 +137,7 @@ impl Card {
         if reg.size_bits <= 32 {
             return self.device.bar_write(bar, reg.offset, Width::W32, value);
         }
-        if reg.offset % 8 == 0 {
+        if reg.offset.is_multiple_of(8) {
             return self.device.bar_write(bar, reg.offset, Width::W64, value);
         }
         self.device.bar_write(bar, reg.offset, Width::W32, value & 0xFFFF_FFFF)?;

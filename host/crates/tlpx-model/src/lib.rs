@@ -5,3 +5,4 @@
 //!   plus the TLP splitting rules (MPS, MRRS, RCB, 4 KiB) the simulator applies.
 
 pub mod link;
+pub mod stats;

@@ -35,6 +35,8 @@ enum Command {
     Info(cmd::info::Cmd),
     /// Check a card end to end: registers, counter, MSI, UR handling, DMA loopback.
     Selftest(cmd::selftest::Cmd),
+    /// Measure the cost of the access paths (and the simulator's speed).
+    Bench(cmd::bench::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::List(c) => cmd::list::run(c, &cli.device, cli.json),
         Command::Info(c) => cmd::info::run(c, &cli.device, cli.json),
         Command::Selftest(c) => cmd::selftest::run(c, &cli.device, cli.json),
+        Command::Bench(c) => cmd::bench::run(c, &cli.device, cli.json),
     };
     match result {
         Ok(code) => code,

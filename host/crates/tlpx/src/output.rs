@@ -10,9 +10,9 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 
 /// Formats a byte count as "4 KiB", "256 B".
 pub fn bytes(n: u64) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{} KiB", n >> 10)
     } else {
         format!("{n} B")

@@ -92,7 +92,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&serde_json::json!({ "functions": entries, "notes": notes }))?;
     } else {
-        println!("{:<8} {:<14} {:<9} {:<40} {}", "SOURCE", "ADDRESS", "ID", "CLASS", "DESCRIPTION");
+        println!("{:<8} {:<14} {:<9} {:<40} DESCRIPTION", "SOURCE", "ADDRESS", "ID", "CLASS");
         for e in &entries {
             let mark = if e.tlpx_card { format!("  <- tlpx card (--device {})", e.selector.as_deref().unwrap_or("?")) } else { String::new() };
             println!(

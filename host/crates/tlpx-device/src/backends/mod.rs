@@ -1,0 +1,3 @@
+//! One module per backend.
+
+pub mod sim;

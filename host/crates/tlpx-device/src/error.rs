@@ -1,0 +1,27 @@
+//! Errors of the device layer. Messages say what went wrong and what to do about it.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum DeviceError {
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("no simulated card at {path}: {reason}. Start one with `tlpx-sim` (or `make sim`), or choose another device with --device")]
+    SimNotRunning { path: String, reason: String },
+    #[error("lost the connection to the simulator at {path}: {reason}")]
+    SimDisconnected { path: String, reason: String },
+    #[error("the simulator speaks protocol version {found}, this tlpx speaks {expected}: use the tlpx and tlpx-sim of the same build")]
+    ProtocolMismatch { expected: u32, found: u32 },
+    #[error("the card answered a {what} with completion status {status}")]
+    CompletionError { what: String, status: String },
+    #[error("timed out after {0:?} waiting for the card")]
+    Timeout(std::time::Duration),
+    #[error("no such device: {0}")]
+    NoSuchDevice(String),
+    #[error("libpci: {0}")]
+    Pci(String),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+    #[error("{0}")]
+    Backend(String),
+}

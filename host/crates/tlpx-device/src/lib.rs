@@ -1,0 +1,198 @@
+//! The `Device` trait: everything host tools need from a tlpx card, whatever carries it.
+//!
+//! Backends (one module each under `backends/`):
+//! - `sim`: the simulated card in a `tlpx-sim` process (Unix socket + shared host memory);
+//! - `vfio` and `litepcie` (later issues): a real card through /dev/vfio or LitePCIe's driver.
+//!
+//! Callers hold a `Box<dyn Device>` and never learn which backend they drive. Optional
+//! capabilities that only some backends have are reached through `try_as_*` methods.
+
+pub mod backends;
+pub mod card;
+pub mod error;
+pub mod litepcie_dma;
+pub mod pci;
+
+use std::time::Duration;
+
+pub use error::DeviceError;
+
+/// Width of one BAR access. A 64-bit access is one 2-DW TLP on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Width {
+    W8,
+    W16,
+    W32,
+    W64,
+}
+
+impl Width {
+    pub fn bytes(self) -> u64 {
+        match self {
+            Width::W8 => 1,
+            Width::W16 => 2,
+            Width::W32 => 4,
+            Width::W64 => 8,
+        }
+    }
+    pub fn from_bits(bits: u32) -> Result<Width, DeviceError> {
+        match bits {
+            8 => Ok(Width::W8),
+            16 => Ok(Width::W16),
+            32 => Ok(Width::W32),
+            64 => Ok(Width::W64),
+            other => Err(DeviceError::InvalidArgument(format!(
+                "access width must be 8, 16, 32 or 64 bits, not {other}"
+            ))),
+        }
+    }
+}
+
+/// What a backend knows about the card it drives.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceDescription {
+    /// "sim", "vfio", "litepcie".
+    pub backend: String,
+    /// Where the card is: a PCI address ("0000:03:00.0") or a sim socket path.
+    pub location: String,
+    /// PCI address as the host's config space presents it (the sim has one too).
+    pub pci_address: String,
+    /// Size in bytes of each implemented BAR, index = BAR number.
+    pub bar_sizes: Vec<Option<u64>>,
+}
+
+/// A DMA-able buffer of host memory: the CPU sees it at `host_ptr`, the card at `bus_addr`.
+///
+/// The memory stays mapped while the buffer lives; `Device::free_dma` returns it. Access
+/// goes through volatile reads/writes because the card writes it behind the compiler's back.
+#[derive(Debug)]
+pub struct DmaBuffer {
+    /// Backend-specific handle, used by `free_dma`.
+    pub id: u64,
+    /// Address the card uses in its TLPs.
+    pub bus_addr: u64,
+    /// Length in bytes.
+    pub len: usize,
+    host_ptr: *mut u8,
+    // Keeps the mapping that backs `host_ptr` alive.
+    _backing: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+}
+
+// SAFETY: the buffer is plain memory shared with a device; synchronisation is the caller's
+// job exactly as with any DMA buffer, and all accessors are volatile.
+unsafe impl Send for DmaBuffer {}
+
+impl DmaBuffer {
+    /// # Safety
+    /// `host_ptr..host_ptr+len` must stay mapped and writable while `backing` lives.
+    pub unsafe fn new(
+        id: u64,
+        bus_addr: u64,
+        len: usize,
+        host_ptr: *mut u8,
+        backing: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> DmaBuffer {
+        DmaBuffer { id, bus_addr, len, host_ptr, _backing: backing }
+    }
+
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host_ptr
+    }
+
+    fn check(&self, offset: usize, n: usize) -> Result<(), DeviceError> {
+        if offset.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "DMA buffer access at offset {offset} of {n} bytes is outside the buffer of {} bytes",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes from the buffer at `offset`.
+    pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> Result<(), DeviceError> {
+        self.check(offset, dst.len())?;
+        for (i, b) in dst.iter_mut().enumerate() {
+            // SAFETY: bounds checked above; the mapping is alive while self lives.
+            *b = unsafe { std::ptr::read_volatile(self.host_ptr.add(offset + i)) };
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the buffer at `offset`.
+    pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
+        self.check(offset, src.len())?;
+        for (i, b) in src.iter().enumerate() {
+            // SAFETY: bounds checked above; the mapping is alive while self lives.
+            unsafe { std::ptr::write_volatile(self.host_ptr.add(offset + i), *b) };
+        }
+        Ok(())
+    }
+
+    pub fn read_u32(&self, offset: usize) -> Result<u32, DeviceError> {
+        let mut b = [0u8; 4];
+        self.read_bytes(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    pub fn write_u32(&self, offset: usize, value: u32) -> Result<(), DeviceError> {
+        self.write_bytes(offset, &value.to_le_bytes())
+    }
+}
+
+/// One interrupt as the host received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Interrupt {
+    /// MSI vector number.
+    pub vector: u32,
+    /// Card cycle at which the interrupt reached the host, when the backend knows it
+    /// (the sim does; real hardware does not).
+    pub card_cycle: Option<u64>,
+}
+
+/// Everything host tools need from a card. Object safe; implemented by every backend.
+pub trait Device: Send {
+    /// Backend, location and BARs of the card.
+    fn description(&self) -> DeviceDescription;
+
+    /// Reads `width` at `offset` of BAR `bar`. The value is zero-extended.
+    fn bar_read(&mut self, bar: u8, offset: u64, width: Width) -> Result<u64, DeviceError>;
+
+    /// Writes the low `width` bits of `value` at `offset` of BAR `bar` (a posted write).
+    fn bar_write(&mut self, bar: u8, offset: u64, width: Width, value: u64) -> Result<(), DeviceError>;
+
+    /// Reads `len` bytes of configuration space from `offset` (both within 0..4096).
+    fn config_read(&mut self, offset: u16, len: u16) -> Result<Vec<u8>, DeviceError>;
+
+    /// Writes bytes of configuration space at `offset`.
+    fn config_write(&mut self, offset: u16, data: &[u8]) -> Result<(), DeviceError>;
+
+    /// Allocates `len` bytes of DMA-able host memory visible to the card.
+    fn alloc_dma(&mut self, len: usize) -> Result<DmaBuffer, DeviceError>;
+
+    /// Returns a buffer from `alloc_dma`; the card must not touch it afterwards.
+    fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError>;
+
+    /// Waits for an interrupt on one of the vectors in `vector_mask` (bit n = vector n).
+    /// Returns `Ok(None)` on timeout. On the sim the timeout is card (virtual) time.
+    fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError>;
+
+    /// Lets `duration` of card time pass without doing anything else. On hardware this is a
+    /// sleep; on the sim it advances virtual time, which does not run on its own while every
+    /// client is busy elsewhere (see docs/sim-protocol.md).
+    fn idle(&mut self, duration: Duration) -> Result<(), DeviceError>;
+
+    /// Raw TLP injection, for tests of the card's error handling (the sim only).
+    fn try_as_tlp_injector(&mut self) -> Option<&mut dyn TlpInjector> {
+        None
+    }
+}
+
+/// Sends hand-made TLPs to the card: the only way to exercise requests a CPU cannot
+/// produce (configuration requests, I/O, MRd64 below 4 GiB, poisoned writes).
+pub trait TlpInjector {
+    /// Sends one TLP (header and payload DWs as in tlpx_card.h) to the card. For a
+    /// non-posted request, waits up to `timeout` of card time for the completion with the
+    /// same tag and returns its DWs; for a posted one returns `Ok(None)` once it was delivered.
+    fn inject_tlp(&mut self, dwords: &[u32], timeout: Duration) -> Result<Option<Vec<u32>>, DeviceError>;
+}

@@ -1,0 +1,79 @@
+//! LitePCIe's scatter-gather DMA (reader, writer, loopback) on a tlpx card.
+//!
+//! Programming model (litepcie/frontend/dma.py): in "prog" mode each descriptor written to
+//! a table (`*_table_value` then `*_table_we`) is executed once; the writer raises its MSI
+//! source when a descriptor is done. With `loopback_enable`, what the reader fetches from
+//! host memory is what the writer stores back.
+
+use std::time::Duration;
+
+use tlpx_regs::{pcie_dma0, pcie_msi};
+
+use crate::card::Card;
+use crate::{DeviceError, DmaBuffer};
+
+/// Largest descriptor the table takes (24-bit length).
+pub const MAX_DESCRIPTOR_BYTES: usize = (1 << 24) - 4;
+
+/// Outcome of one loopback transfer.
+#[derive(Debug, Clone, Copy)]
+pub struct Loopback {
+    /// Card cycles from enabling the engines to the writer's interrupt being seen.
+    pub cycles: u64,
+    /// Whether the writer's interrupt arrived before the timeout.
+    pub completed: bool,
+}
+
+fn descriptor(buffer: &DmaBuffer) -> Result<u64, DeviceError> {
+    if buffer.len == 0 || buffer.len > MAX_DESCRIPTOR_BYTES || !buffer.len.is_multiple_of(4) {
+        return Err(DeviceError::InvalidArgument(format!(
+            "a DMA descriptor covers 4..={MAX_DESCRIPTOR_BYTES} bytes in whole DWs, not {}",
+            buffer.len
+        )));
+    }
+    Ok(pcie_dma0::reader_table_value::ADDRESS_LSB.set(buffer.bus_addr & 0xFFFF_FFFF)
+        | pcie_dma0::reader_table_value::LENGTH.set(buffer.len as u64))
+}
+
+/// Stops both engines and the loopback, and masks the DMA interrupts.
+pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
+    card.write(pcie_dma0::READER_ENABLE, 0)?;
+    card.write(pcie_dma0::WRITER_ENABLE, 0)?;
+    card.write(pcie_dma0::LOOPBACK_ENABLE, 0)?;
+    card.write(pcie_msi::ENABLE, 0)?;
+    Ok(())
+}
+
+/// Copies `src` to `dst` through the card (reader -> loopback -> writer) and waits up to
+/// `timeout` (card time on the simulator) for the writer's interrupt. Leaves the engines
+/// stopped.
+pub fn loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, timeout: Duration) -> Result<Loopback, DeviceError> {
+    if src.len != dst.len {
+        return Err(DeviceError::InvalidArgument(format!(
+            "loopback source ({} bytes) and destination ({} bytes) must be the same size",
+            src.len, dst.len
+        )));
+    }
+    let (src_desc, dst_desc) = (descriptor(src)?, descriptor(dst)?);
+    stop(card)?;
+    card.write(pcie_dma0::READER_TABLE_RESET, 1)?;
+    card.write(pcie_dma0::WRITER_TABLE_RESET, 1)?;
+    card.write(pcie_dma0::READER_TABLE_LOOP_PROG_N, 0)?;
+    card.write(pcie_dma0::WRITER_TABLE_LOOP_PROG_N, 0)?;
+    card.write(pcie_dma0::LOOPBACK_ENABLE, 1)?;
+    card.write(pcie_dma0::WRITER_TABLE_VALUE, dst_desc)?;
+    card.write(pcie_dma0::WRITER_TABLE_WE, dst.bus_addr >> 32)?;
+    card.write(pcie_dma0::READER_TABLE_VALUE, src_desc)?;
+    card.write(pcie_dma0::READER_TABLE_WE, src.bus_addr >> 32)?;
+    let writer_bit = tlpx_regs::constants::MSI_PCIE_DMA0_WRITER;
+    card.write(pcie_msi::CLEAR, 1 << writer_bit)?;
+    card.write(pcie_msi::ENABLE, 1 << writer_bit)?;
+    let start = card.cycles()?;
+    card.write(pcie_dma0::WRITER_ENABLE, 1)?;
+    card.write(pcie_dma0::READER_ENABLE, 1)?;
+    let irq = card.device().wait_interrupt(1, timeout)?;
+    let end = card.cycles()?;
+    card.write(pcie_msi::CLEAR, 1 << writer_bit)?;
+    stop(card)?;
+    Ok(Loopback { cycles: end.saturating_sub(start), completed: irq.is_some() })
+}

@@ -1,0 +1,340 @@
+//! The card's configuration space. Like a hard IP, the sim owns it (the Verilated card has
+//! none) and hands the card what a hard IP would through its cfg_* inputs.
+//!
+//! Type 0 header (PCI Local Bus 3.0, 6.1) with a capability list: Power Management (PCI PM
+//! 1.2), MSI with 64-bit addresses and one vector (PCI 3.0, 6.8.1) and the PCI Express
+//! capability of an endpoint (PCIe Base, 7.5.3). No extended capabilities.
+//!
+//! At start the command register has memory space and bus mastering enabled and MSI is
+//! enabled with its one vector, as if a driver had already set the card up.
+
+// Layout ------------------------------------------------------------------------------------------
+
+pub const SIZE: usize = 4096;
+pub const VENDOR_ID: u16 = 0x10EE;
+pub const DEVICE_ID: u16 = 0x7C01;
+pub const CLASS_CODE: u32 = 0x11_80_00; // Signal processing controller, other
+pub const REVISION: u8 = 1;
+pub const SUBSYSTEM_VENDOR_ID: u16 = 0x10EE;
+pub const SUBSYSTEM_ID: u16 = 0x0007;
+
+pub const COMMAND: usize = 0x04;
+pub const CMD_MEMORY: u16 = 1 << 1;
+pub const CMD_BUS_MASTER: u16 = 1 << 2;
+pub const BAR0: usize = 0x10;
+pub const CAP_PM: usize = 0x40;
+pub const CAP_MSI: usize = 0x50;
+pub const CAP_PCIE: usize = 0x70;
+
+// MSI capability registers (64-bit layout).
+const MSI_CONTROL: usize = CAP_MSI + 2;
+const MSI_ADDR_LO: usize = CAP_MSI + 4;
+const MSI_ADDR_HI: usize = CAP_MSI + 8;
+const MSI_DATA: usize = CAP_MSI + 12;
+
+// PCI Express capability registers.
+const PCIE_DEVCAP: usize = CAP_PCIE + 0x04;
+const PCIE_DEVCTL: usize = CAP_PCIE + 0x08;
+const PCIE_LINKCAP: usize = CAP_PCIE + 0x0C;
+const PCIE_LINKCTL: usize = CAP_PCIE + 0x10;
+const PCIE_LINKSTA: usize = CAP_PCIE + 0x12;
+const PCIE_DEVCAP2: usize = CAP_PCIE + 0x24;
+const PCIE_DEVCTL2: usize = CAP_PCIE + 0x28;
+const PCIE_LINKCAP2: usize = CAP_PCIE + 0x2C;
+const PCIE_LINKCTL2: usize = CAP_PCIE + 0x30;
+
+/// Where MSIs are addressed at start (the x86 local APIC window, as Linux programs it).
+pub const MSI_DEFAULT_ADDRESS: u32 = 0xFEE0_0000;
+
+/// Encodes 128..4096 bytes as the 3-bit size field of Device Control / Capabilities.
+pub fn size_code(bytes: u32) -> Option<u16> {
+    (bytes.is_power_of_two() && (128..=4096).contains(&bytes)).then(|| (bytes / 128).trailing_zeros() as u16)
+}
+
+/// Decodes a 3-bit size field; reserved codes (6, 7) read as 4096.
+pub fn size_bytes(code: u16) -> u32 {
+    128 << (code & 7).min(5)
+}
+
+/// What the card is told, and what the root complex needs, from config space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardView {
+    pub memory_enable: bool,
+    pub bus_master_enable: bool,
+    pub msi_enable: bool,
+    /// Vectors the driver enabled (Multiple Message Enable): 1, 2, 4 .. 32.
+    pub msi_vectors: u32,
+    pub msi_address: u64,
+    pub msi_data: u16,
+    pub max_payload_size: u32,
+    pub max_read_request_size: u32,
+    /// BAR0 bus address (memory BAR, low flag bits cleared).
+    pub bar0: u64,
+}
+
+pub struct ConfigSpace {
+    bytes: [u8; SIZE],
+    /// Bits a config write may change (everything else is read-only).
+    writable: [u8; SIZE],
+    bar0_size: u32,
+}
+
+/// Parameters of the config space a run presents.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigParams {
+    pub generation: u8,
+    pub lanes: u8,
+    pub mps: u32,
+    pub mrrs: u32,
+    /// Largest payload the card supports (Device Capabilities).
+    pub mps_supported: u32,
+    pub bar0_address: u32,
+    pub bar0_size: u32,
+}
+
+impl ConfigSpace {
+    pub fn new(p: ConfigParams) -> Result<ConfigSpace, String> {
+        let mps_code = size_code(p.mps).ok_or(format!("MPS must be 128, 256, ..., 4096 bytes, not {}", p.mps))?;
+        let mrrs_code = size_code(p.mrrs).ok_or(format!("MRRS must be 128, 256, ..., 4096 bytes, not {}", p.mrrs))?;
+        let sup_code = size_code(p.mps_supported).ok_or(format!("supported MPS must be 128..4096, not {}", p.mps_supported))?;
+        if p.mps > p.mps_supported {
+            return Err(format!("MPS {} is larger than the {} bytes the card supports", p.mps, p.mps_supported));
+        }
+        if !(1..=5).contains(&p.generation) {
+            return Err(format!("PCIe generation must be 1..5, not {}", p.generation));
+        }
+        if ![1, 2, 4, 8, 16].contains(&p.lanes) {
+            return Err(format!("link width must be 1, 2, 4, 8 or 16 lanes, not {}", p.lanes));
+        }
+        if !p.bar0_size.is_power_of_two() || p.bar0_size < 16 || !p.bar0_address.is_multiple_of(p.bar0_size) {
+            return Err(format!("BAR0 at {:#x} of {:#x} bytes is not naturally aligned", p.bar0_address, p.bar0_size));
+        }
+        let mut c = ConfigSpace { bytes: [0; SIZE], writable: [0; SIZE], bar0_size: p.bar0_size };
+
+        // Type 0 header.
+        c.put16(0x00, VENDOR_ID);
+        c.put16(0x02, DEVICE_ID);
+        c.put16(COMMAND, CMD_MEMORY | CMD_BUS_MASTER);
+        c.mask16(COMMAND, 0x0546); // memory, bus master, parity error, SERR#, INTx disable
+        c.put16(0x06, 1 << 4); // status: capabilities list
+        c.bytes[0x08] = REVISION;
+        c.put_bytes(0x09, &CLASS_CODE.to_le_bytes()[..3]);
+        c.mask8(0x0C, 0xFF); // cache line size
+        c.put32(BAR0, p.bar0_address); // 32-bit, non-prefetchable memory BAR
+        c.mask32(BAR0, !(p.bar0_size - 1) & !0xF);
+        c.put16(0x2C, SUBSYSTEM_VENDOR_ID);
+        c.put16(0x2E, SUBSYSTEM_ID);
+        c.bytes[0x34] = CAP_PM as u8;
+        // Interrupt line 0 (none assigned).
+        c.mask8(0x3C, 0xFF);
+        // Interrupt pin 0: no INTx, MSI only.
+
+        // Power management: version 3 (PM 1.2), D0, No_Soft_Reset.
+        c.bytes[CAP_PM] = 0x01;
+        c.bytes[CAP_PM + 1] = CAP_MSI as u8;
+        c.put16(CAP_PM + 2, 0x0003);
+        c.put16(CAP_PM + 4, 0x0008);
+        c.mask16(CAP_PM + 4, 0x0003); // PowerState
+
+        // MSI: 64-bit, one vector (LitePCIe's MSI block always sends vector 0 and names the
+        // source in its pcie_msi.vector register), enabled.
+        c.bytes[CAP_MSI] = 0x05;
+        c.bytes[CAP_MSI + 1] = CAP_PCIE as u8;
+        c.put16(MSI_CONTROL, (1 << 7) | 1);
+        c.mask16(MSI_CONTROL, (7 << 4) | 1);
+        c.put32(MSI_ADDR_LO, MSI_DEFAULT_ADDRESS);
+        c.mask32(MSI_ADDR_LO, !3);
+        c.mask32(MSI_ADDR_HI, !0);
+        c.mask16(MSI_DATA, 0xFFFF);
+
+        // PCI Express capability, version 2, endpoint.
+        c.bytes[CAP_PCIE] = 0x10;
+        c.bytes[CAP_PCIE + 1] = 0x00;
+        c.put16(CAP_PCIE + 2, 0x0002);
+        // Device Capabilities: MPS supported, extended (8-bit) tags, role-based error reporting.
+        c.put32(PCIE_DEVCAP, u32::from(sup_code) | (1 << 5) | (1 << 15));
+        // Device Control: relaxed ordering, extended tags, no snoop, the sizes.
+        c.put16(PCIE_DEVCTL, (1 << 4) | (1 << 8) | (1 << 11) | (mps_code << 5) | (mrrs_code << 12));
+        c.mask16(PCIE_DEVCTL, 0x000F | (1 << 4) | (7 << 5) | (1 << 8) | (1 << 11) | (7 << 12));
+        // Link Capabilities: max speed, max width, port 0.
+        c.put32(PCIE_LINKCAP, u32::from(p.generation) | (u32::from(p.lanes) << 4));
+        c.mask16(PCIE_LINKCTL, 0x0003 | (1 << 6) | (1 << 7)); // ASPM, common clock, ext synch
+        // Link Status: current speed and negotiated width; slot clock configuration.
+        c.put16(PCIE_LINKSTA, u16::from(p.generation) | (u16::from(p.lanes) << 4) | (1 << 12));
+        // Device Capabilities 2: completion timeout ranges A-D supported, disable supported.
+        c.put32(PCIE_DEVCAP2, 0x1F);
+        c.mask16(PCIE_DEVCTL2, 0x001F);
+        // Link Capabilities 2: supported speeds vector (bit 1 = 2.5 GT/s ...).
+        let speeds = ((1u32 << p.generation) - 1) << 1;
+        c.put32(PCIE_LINKCAP2, speeds);
+        c.put16(PCIE_LINKCTL2, u16::from(p.generation));
+        c.mask16(PCIE_LINKCTL2, 0x000F);
+        Ok(c)
+    }
+
+    fn put_bytes(&mut self, off: usize, v: &[u8]) {
+        self.bytes[off..off + v.len()].copy_from_slice(v);
+    }
+    fn put16(&mut self, off: usize, v: u16) {
+        self.put_bytes(off, &v.to_le_bytes());
+    }
+    fn put32(&mut self, off: usize, v: u32) {
+        self.put_bytes(off, &v.to_le_bytes());
+    }
+    fn mask8(&mut self, off: usize, m: u8) {
+        self.writable[off] = m;
+    }
+    fn mask16(&mut self, off: usize, m: u16) {
+        self.writable[off..off + 2].copy_from_slice(&m.to_le_bytes());
+    }
+    fn mask32(&mut self, off: usize, m: u32) {
+        self.writable[off..off + 4].copy_from_slice(&m.to_le_bytes());
+    }
+    fn get16(&self, off: usize) -> u16 {
+        u16::from_le_bytes([self.bytes[off], self.bytes[off + 1]])
+    }
+    fn get32(&self, off: usize) -> u32 {
+        u32::from_le_bytes([self.bytes[off], self.bytes[off + 1], self.bytes[off + 2], self.bytes[off + 3]])
+    }
+
+    pub fn bytes(&self) -> &[u8; SIZE] {
+        &self.bytes
+    }
+
+    pub fn bar0_size(&self) -> u32 {
+        self.bar0_size
+    }
+
+    fn check_range(offset: u16, len: usize) -> Result<(), String> {
+        if usize::from(offset) + len > SIZE || len == 0 {
+            return Err(format!(
+                "config access at offset {offset:#x} of {len} bytes is outside the 4096 bytes of config space (need 1..=4096 bytes within 0..0x1000)"
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn read(&self, offset: u16, len: u16) -> Result<Vec<u8>, String> {
+        Self::check_range(offset, usize::from(len))?;
+        let o = usize::from(offset);
+        Ok(self.bytes[o..o + usize::from(len)].to_vec())
+    }
+
+    /// Writes `data` at `offset`; only writable bits change. Returns whether anything did.
+    pub fn write(&mut self, offset: u16, data: &[u8]) -> Result<bool, String> {
+        Self::check_range(offset, data.len())?;
+        let o = usize::from(offset);
+        let mut changed = false;
+        for (i, &d) in data.iter().enumerate() {
+            let m = self.writable[o + i];
+            let new = (self.bytes[o + i] & !m) | (d & m);
+            changed |= new != self.bytes[o + i];
+            self.bytes[o + i] = new;
+        }
+        Ok(changed)
+    }
+
+    /// What the card and the root complex take from config space now.
+    pub fn view(&self) -> CardView {
+        let cmd = self.get16(COMMAND);
+        let msi = self.get16(MSI_CONTROL);
+        let devctl = self.get16(PCIE_DEVCTL);
+        let mme = (msi >> 4) & 7;
+        CardView {
+            memory_enable: cmd & CMD_MEMORY != 0,
+            bus_master_enable: cmd & CMD_BUS_MASTER != 0,
+            msi_enable: msi & 1 != 0,
+            msi_vectors: 1 << mme.min(5),
+            msi_address: (u64::from(self.get32(MSI_ADDR_HI)) << 32) | u64::from(self.get32(MSI_ADDR_LO)),
+            msi_data: self.get16(MSI_DATA),
+            max_payload_size: size_bytes(devctl >> 5).min(size_bytes(self.get16(PCIE_DEVCAP))),
+            max_read_request_size: size_bytes(devctl >> 12),
+            bar0: u64::from(self.get32(BAR0) & !0xF),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlpx_device::pci::decode;
+
+    fn params() -> ConfigParams {
+        ConfigParams { generation: 3, lanes: 4, mps: 256, mrrs: 512, mps_supported: 4096, bar0_address: 0xF000_0000, bar0_size: 1 << 20 }
+    }
+
+    #[test]
+    fn header_and_capabilities_decode() {
+        let c = ConfigSpace::new(params()).unwrap();
+        let b = c.bytes();
+        assert_eq!(&b[0..4], &[0xEE, 0x10, 0x01, 0x7C]);
+        assert_eq!(&b[9..12], &[0x00, 0x80, 0x11]);
+        let caps: Vec<u8> = decode::capabilities(b).iter().map(|c| c.id).collect();
+        assert_eq!(caps, vec![0x01, 0x05, 0x10]);
+        let v = c.view();
+        assert!(v.memory_enable && v.bus_master_enable && v.msi_enable);
+        assert_eq!(v.msi_vectors, 1);
+        assert_eq!((v.max_payload_size, v.max_read_request_size), (256, 512));
+        assert_eq!(v.bar0, 0xF000_0000);
+        assert_eq!(v.msi_address, 0xFEE0_0000);
+    }
+
+    #[test]
+    fn bar_sizing_reads_back_the_size() {
+        let mut c = ConfigSpace::new(params()).unwrap();
+        c.write(BAR0 as u16, &[0xFF; 4]).unwrap();
+        let v = u32::from_le_bytes(c.read(BAR0 as u16, 4).unwrap().try_into().unwrap());
+        assert_eq!(v, 0xFFF0_0000);
+        c.write(BAR0 as u16, &0xE000_0000u32.to_le_bytes()).unwrap();
+        assert_eq!(c.view().bar0, 0xE000_0000);
+        // BAR1 is not implemented: reads 0 after writing ones.
+        c.write(0x14, &[0xFF; 4]).unwrap();
+        assert_eq!(c.read(0x14, 4).unwrap(), vec![0; 4]);
+    }
+
+    #[test]
+    fn device_control_and_command_are_writable_ids_are_not() {
+        let mut c = ConfigSpace::new(params()).unwrap();
+        assert!(!c.write(0, &[0, 0, 0, 0]).unwrap());
+        assert_eq!(c.read(0, 2).unwrap(), vec![0xEE, 0x10]);
+        let devctl = (PCIE_DEVCTL) as u16;
+        let mut d = c.read(devctl, 2).unwrap();
+        let mut v = u16::from_le_bytes([d[0], d[1]]);
+        v = (v & !(7 << 5) & !(7 << 12)) | (size_code(128).unwrap() << 5) | (size_code(4096).unwrap() << 12);
+        d = v.to_le_bytes().to_vec();
+        assert!(c.write(devctl, &d).unwrap());
+        assert_eq!((c.view().max_payload_size, c.view().max_read_request_size), (128, 4096));
+        c.write(COMMAND as u16, &[0, 0]).unwrap();
+        assert!(!c.view().bus_master_enable && !c.view().memory_enable);
+        c.write(MSI_CONTROL as u16, &[0, 0]).unwrap();
+        assert!(!c.view().msi_enable);
+        assert_eq!(c.view().msi_vectors, 1);
+    }
+
+    #[test]
+    fn bad_accesses_and_params_are_clear_errors() {
+        let c = ConfigSpace::new(params()).unwrap();
+        let e = c.read(4095, 2).unwrap_err();
+        assert!(e.contains("0xfff") && e.contains("4096"), "{e}");
+        let e = ConfigSpace::new(ConfigParams { mps: 300, ..params() }).err().unwrap_or_default();
+        assert!(e.contains("not 300"), "{e}");
+        let e = ConfigSpace::new(ConfigParams { mps: 4096, mps_supported: 512, ..params() }).err().unwrap_or_default();
+        assert!(e.contains("4096") && e.contains("512"), "{e}");
+    }
+
+    #[test]
+    fn pcie_capability_reports_the_link() {
+        let c = ConfigSpace::new(params()).unwrap();
+        let p = decode::pcie(c.bytes()).expect("PCIe capability");
+        assert_eq!(p.device_type, 0);
+        assert_eq!((p.generation, p.link_width, p.max_link_width), (3, 4, 4));
+        assert_eq!((p.max_payload_supported, p.max_payload_size, p.max_read_request_size), (4096, 256, 512));
+        let m = decode::msi(c.bytes()).expect("MSI capability");
+        assert!(m.enabled && m.is_64bit);
+        assert_eq!((m.multiple_message_capable, m.multiple_message_enabled), (1, 1));
+        assert_eq!(m.address, 0xFEE0_0000);
+        let bars = decode::bars(c.bytes());
+        assert_eq!(bars[0].address, 0xF000_0000);
+        assert!(!bars[0].is_io && !bars[0].is_64bit);
+    }
+}

@@ -1,0 +1,1154 @@
+//! The sim thread: owns the card, virtual time, the root complex and the clients' state.
+//!
+//! Client reader threads (server.rs) turn frames into [`Event`]s on one channel; this thread
+//! handles them between runs of card cycles and writes the replies. Virtual time is the
+//! card's cycle count and advances only while [`Sim::busy`] (see docs/sim-protocol.md).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tlpx_model::link::LinkConfig;
+use tlpx_sim_protocol::tlp::{self, Kind};
+use tlpx_sim_protocol::{
+    check_mmio, encode_frame, ClientStats, DirectionStats, DmaAllocation, ErrorKind, HelloInfo, Reply, Request, SimStats,
+    PROTOCOL_VERSION,
+};
+
+use crate::card::{Card, CardInputs, CardOutputs, MAX_DWORDS};
+use crate::config_space::{CardView, ConfigSpace};
+use crate::hostmem::HostMemory;
+use crate::link::Link;
+use crate::rc;
+
+/// Cycles run between two looks at the event channel while time runs.
+const BATCH_CYCLES: u32 = 256;
+/// Cycles free-run (and the drain after the last client left) keep running after the last
+/// traffic on the link.
+const QUIET_GRACE_CYCLES: u64 = 4096;
+/// How long the idle sim polls its channel before it blocks.
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+/// Interrupts kept per client that no WaitIrq took yet; older ones are dropped (counted).
+const MAX_QUEUED_IRQS: usize = 4096;
+/// Requests a blocked client may queue before it is disconnected.
+const MAX_QUEUED_REQUESTS: usize = 1 << 16;
+/// Requester ID of the root complex (bus 0, device 0, function 0).
+const RC_ID: u16 = 0x0000;
+/// Kinds counted per direction (indexes of `Kind as usize`).
+const KINDS: usize = Kind::Other as usize + 1;
+
+/// What the reader threads and the signal thread tell the sim thread.
+pub enum Event {
+    Connected { id: u64, writer: UnixStream },
+    Request { id: u64, request: Request },
+    Closed { id: u64, reason: String },
+    Signal(i32),
+}
+
+/// Fixed parameters of a run.
+pub struct EngineParams {
+    pub link: LinkConfig,
+    pub clock_hz: f64,
+    pub dma_latency_ns: u64,
+    pub dma_jitter_ns: u64,
+    pub seed: u64,
+    pub completion_timeout_cycles: u64,
+    /// (BAR0 offset of a DW, XOR mask) applied to every MMIO read completion.
+    pub corrupt_read: Vec<(u64, u32)>,
+    pub free_run: bool,
+    pub quiet: bool,
+    pub dump_path: PathBuf,
+    /// HelloOk without the per-client fields.
+    pub hello: HelloInfo,
+    /// PCI address fields of the card: (domain, bus, device, function).
+    pub pci_address: (u16, u8, u8, u8),
+}
+
+enum Origin {
+    /// Root-complex traffic (MMIO, completions): nobody waits for its delivery.
+    Rc,
+    /// An injected posted TLP: the client waits for the card to take it.
+    Injected { client: u64, token: u64 },
+}
+
+struct DownTlp {
+    dwords: Vec<u32>,
+    origin: Origin,
+}
+
+enum TagKind {
+    Mmio { offset: u64, width: u8 },
+    Inject { orig_tag: u8, collected: Vec<u32> },
+}
+
+struct TagUse {
+    /// The client waiting for it; None once the client left (late completions are dropped).
+    client: Option<u64>,
+    serial: u64,
+    kind: TagKind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    MmioRead { tag: u8, serial: u64 },
+    WaitIrq { mask: u32, serial: u64 },
+    Advance { serial: u64 },
+    InjectNonPosted { tag: u8, serial: u64 },
+    InjectPosted { token: u64, serial: u64 },
+}
+
+impl Blocked {
+    fn serial(self) -> u64 {
+        match self {
+            Blocked::MmioRead { serial, .. }
+            | Blocked::WaitIrq { serial, .. }
+            | Blocked::Advance { serial }
+            | Blocked::InjectNonPosted { serial, .. }
+            | Blocked::InjectPosted { serial, .. } => serial,
+        }
+    }
+}
+
+struct Client {
+    writer: UnixStream,
+    hello: bool,
+    dead: bool,
+    queue: VecDeque<Request>,
+    blocked: Option<Blocked>,
+    irqs: VecDeque<(u32, u64)>,
+    stats: ClientStats,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Deadline {
+    Client { id: u64, serial: u64 },
+    Tag { tag: u8, serial: u64 },
+}
+
+#[derive(Default)]
+struct Counters {
+    down: [u64; KINDS],
+    up: [u64; KINDS],
+    down_dir: DirectionStats,
+    up_dir: DirectionStats,
+    msi_writes: u64,
+    wall: Duration,
+    cycles_run: u64,
+    stats: SimStats,
+}
+
+pub struct Sim {
+    card: Card,
+    inp: CardInputs,
+    out: CardOutputs,
+    now: u64,
+    dw_per_beat: usize,
+    link: Link,
+    config: ConfigSpace,
+    view: CardView,
+    mem: HostMemory,
+    rng: ChaCha8Rng,
+    p: EngineParams,
+    latency_cycles: u64,
+    jitter_cycles: u64,
+
+    // Host to card.
+    down_queue: VecDeque<DownTlp>,
+    down_cur: Option<DownTlp>,
+    down_pos: usize,
+    cpl_pending: VecDeque<(u64, Vec<u32>)>,
+    last_cpl_ready: u64,
+
+    // Card to host.
+    up_buf: Vec<u32>,
+    up_in_tlp: bool,
+    up_end: f64,
+    up_arrivals: VecDeque<(u64, Vec<u32>)>,
+    msi_arrivals: VecDeque<(u64, u32)>,
+    cpl_scratch: Vec<Vec<u32>>,
+    pool: Vec<Vec<u32>>,
+
+    // Tags of the root complex's own non-posted requests.
+    tags: Vec<Option<TagUse>>,
+    tags_used: usize,
+    next_tag: u8,
+
+    clients: BTreeMap<u64, Client>,
+    gone: VecDeque<ClientStats>,
+    waiting: usize,
+    drain_until: u64,
+    /// Free-run and drain keep time running until this cycle after the last traffic seen.
+    quiet_until: u64,
+    deadlines: BinaryHeap<Reverse<(u64, Deadline)>>,
+    serial: u64,
+    dead: Vec<(u64, String)>,
+    frame: Vec<u8>,
+    shutdown: bool,
+    c: Counters,
+}
+
+impl Sim {
+    pub fn new(mut card: Card, data_width: u32, config: ConfigSpace, mem: HostMemory, p: EngineParams) -> Sim {
+        card.reset(16);
+        let now = card.cycles();
+        let cycles_of_ns = |ns: u64| (ns as f64 * p.clock_hz / 1e9).round() as u64;
+        let view = config.view();
+        let mut sim = Sim {
+            card,
+            inp: CardInputs::default(),
+            out: CardOutputs::default(),
+            now,
+            dw_per_beat: (data_width / 32) as usize,
+            link: Link::new(p.link, p.clock_hz),
+            config,
+            view,
+            mem,
+            rng: ChaCha8Rng::seed_from_u64(p.seed),
+            latency_cycles: cycles_of_ns(p.dma_latency_ns),
+            jitter_cycles: cycles_of_ns(p.dma_jitter_ns),
+            p,
+            down_queue: VecDeque::new(),
+            down_cur: None,
+            down_pos: 0,
+            cpl_pending: VecDeque::new(),
+            last_cpl_ready: 0,
+            up_buf: Vec::with_capacity(1100),
+            up_in_tlp: false,
+            up_end: 0.0,
+            up_arrivals: VecDeque::new(),
+            msi_arrivals: VecDeque::new(),
+            cpl_scratch: Vec::new(),
+            pool: Vec::new(),
+            tags: (0..256).map(|_| None).collect(),
+            tags_used: 0,
+            next_tag: 0,
+            clients: BTreeMap::new(),
+            gone: VecDeque::new(),
+            waiting: 0,
+            drain_until: 0,
+            quiet_until: 0,
+            deadlines: BinaryHeap::new(),
+            serial: 0,
+            dead: Vec::new(),
+            frame: Vec::new(),
+            shutdown: false,
+            c: Counters::default(),
+        };
+        sim.apply_view();
+        sim
+    }
+
+    /// Card cycles since the card was created.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    fn info(&self, msg: &str) {
+        if !self.p.quiet {
+            eprintln!("tlpx-sim: {msg}");
+        }
+    }
+
+    fn warn(&self, msg: &str) {
+        eprintln!("tlpx-sim: warning: {msg}");
+    }
+
+    // Main loop -----------------------------------------------------------------------------
+
+    /// Runs until Shutdown, a signal, or the channel closing.
+    pub fn run(&mut self, rx: &Receiver<Event>) {
+        loop {
+            loop {
+                match rx.try_recv() {
+                    Ok(ev) => self.on_event(ev),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            }
+            self.reap_dead();
+            if self.shutdown {
+                return;
+            }
+            if !self.busy() {
+                // A client that just got its reply usually sends the next request within
+                // microseconds: look again for a short while before sleeping, which saves
+                // a futex wake-up per round trip.
+                let t0 = Instant::now();
+                let ev = loop {
+                    match rx.try_recv() {
+                        Ok(ev) => break Some(ev),
+                        Err(TryRecvError::Disconnected) => return,
+                        Err(TryRecvError::Empty) if t0.elapsed() < SPIN_BEFORE_SLEEP => std::thread::yield_now(),
+                        Err(TryRecvError::Empty) => break None,
+                    }
+                };
+                let ev = match ev {
+                    Some(ev) => ev,
+                    None => match rx.recv() {
+                        Ok(ev) => ev,
+                        Err(_) => return,
+                    },
+                };
+                self.on_event(ev);
+                continue;
+            }
+            let t0 = Instant::now();
+            let start = self.now;
+            for _ in 0..BATCH_CYCLES {
+                self.step();
+                if !self.busy() {
+                    break;
+                }
+            }
+            self.c.wall += t0.elapsed();
+            self.c.cycles_run += self.now - start;
+            self.reap_dead();
+        }
+    }
+
+    /// Whether virtual time runs now.
+    fn busy(&self) -> bool {
+        if self.waiting > 0 {
+            return true;
+        }
+        if self.p.free_run || (self.clients.is_empty() && self.now < self.drain_until) {
+            // The card's engines go quiet for a few cycles between requests: keep running a
+            // little after the last traffic so they can issue the next one.
+            return self.now < self.quiet_until || self.traffic_in_flight();
+        }
+        false
+    }
+
+    fn traffic_in_flight(&self) -> bool {
+        self.down_cur.is_some()
+            || !self.down_queue.is_empty()
+            || !self.cpl_pending.is_empty()
+            || self.up_in_tlp
+            || !self.up_arrivals.is_empty()
+            || !self.msi_arrivals.is_empty()
+            || self.out.tx_valid != 0
+            || self.out.msi_valid != 0
+            || self.tags_used > 0
+    }
+
+    /// Runs `cycles` card cycles regardless of clients (benchmarks and tests of the lib).
+    pub fn run_cycles(&mut self, cycles: u64) {
+        let t0 = Instant::now();
+        for _ in 0..cycles {
+            self.step();
+        }
+        self.c.wall += t0.elapsed();
+        self.c.cycles_run += cycles;
+    }
+
+    // One card cycle ------------------------------------------------------------------------
+
+    #[inline]
+    fn step(&mut self) {
+        // Host to card: completions whose latency has passed join the queue; a TLP starts
+        // when the link direction is free and is then presented beat by beat.
+        while self.cpl_pending.front().is_some_and(|(ready, _)| *ready <= self.now) {
+            if let Some((_, dwords)) = self.cpl_pending.pop_front() {
+                self.down_queue.push_back(DownTlp { dwords, origin: Origin::Rc });
+            }
+        }
+        if self.down_cur.is_none() && !self.down_queue.is_empty() && self.link.down.is_free(self.now) {
+            self.start_down();
+        }
+        if self.down_cur.is_some() {
+            self.load_rx_beat();
+        } else {
+            self.inp.rx_valid = 0;
+        }
+        // Card to host: ready while the direction is free or a TLP is in its middle (a TLP
+        // is never cut). MSIs wait for the direction like any TLP.
+        let up_free = self.link.up.is_free(self.now);
+        self.inp.tx_ready = u8::from(self.up_in_tlp || up_free);
+        self.inp.msi_ready = u8::from(!self.up_in_tlp && up_free);
+
+        self.card.cycle(&self.inp, &mut self.out);
+        self.now += 1;
+
+        if self.inp.rx_valid != 0 && self.out.rx_ready != 0 {
+            self.rx_beat_taken();
+        }
+        if self.out.tx_valid != 0 && self.inp.tx_ready != 0 {
+            self.tx_beat();
+        }
+        if self.out.msi_valid != 0 && self.inp.msi_ready != 0 {
+            self.msi_taken(u32::from(self.out.msi_vector));
+        }
+        while self.up_arrivals.front().is_some_and(|(t, _)| *t <= self.now) {
+            if let Some((_, dwords)) = self.up_arrivals.pop_front() {
+                self.card_tlp(&dwords);
+                self.give(dwords);
+            }
+        }
+        while self.msi_arrivals.front().is_some_and(|(t, _)| *t <= self.now) {
+            if let Some((_, vector)) = self.msi_arrivals.pop_front() {
+                self.deliver_msi(vector);
+            }
+        }
+        while self.deadlines.peek().is_some_and(|Reverse((t, _))| *t <= self.now) {
+            if let Some(Reverse((_, d))) = self.deadlines.pop() {
+                self.deadline(d);
+            }
+        }
+        if (self.p.free_run || self.clients.is_empty()) && self.traffic_in_flight() {
+            self.quiet_until = self.now + QUIET_GRACE_CYCLES;
+        }
+    }
+
+    fn start_down(&mut self) {
+        let Some(t) = self.down_queue.pop_front() else { return };
+        let dw0 = t.dwords[0];
+        let transfer = self.link.send_down(self.now, tlp::header_dw(dw0), tlp::payload_dw(dw0));
+        let k = tlp::kind(dw0);
+        self.c.down[k as usize] += 1;
+        self.c.down_dir.tlps += 1;
+        self.c.down_dir.wire_bytes += u64::from(transfer.wire_bytes);
+        self.c.down_dir.payload_bytes += 4 * tlp::payload_dw(dw0) as u64;
+        self.down_cur = Some(t);
+        self.down_pos = 0;
+    }
+
+    #[inline]
+    fn load_rx_beat(&mut self) {
+        let Some(cur) = &self.down_cur else { return };
+        let n = cur.dwords.len();
+        let end = (self.down_pos + self.dw_per_beat).min(n);
+        let beat = &cur.dwords[self.down_pos..end];
+        self.inp.rx_dat = [0; MAX_DWORDS];
+        self.inp.rx_dat[..beat.len()].copy_from_slice(beat);
+        self.inp.rx_be = if beat.len() >= 8 { u32::MAX } else { (1u32 << (4 * beat.len())) - 1 };
+        self.inp.rx_valid = 1;
+        self.inp.rx_first = u8::from(self.down_pos == 0);
+        self.inp.rx_last = u8::from(end == n);
+    }
+
+    fn rx_beat_taken(&mut self) {
+        let Some(cur) = &self.down_cur else { return };
+        self.down_pos += self.dw_per_beat;
+        if self.down_pos < cur.dwords.len() {
+            return;
+        }
+        let Some(done) = self.down_cur.take() else { return };
+        if let Origin::Injected { client, token } = done.origin {
+            let blocked = self.clients.get(&client).and_then(|c| c.blocked);
+            if let Some(Blocked::InjectPosted { token: t, .. }) = blocked {
+                if t == token {
+                    self.unblock(client, Reply::InjectDelivered { card_cycle: self.now });
+                }
+            }
+        }
+        self.give(done.dwords);
+    }
+
+    fn tx_beat(&mut self) {
+        let o = self.out;
+        if o.tx_first != 0 {
+            if self.up_in_tlp {
+                self.c.stats.malformed_card_tlps += 1;
+            }
+            self.up_buf.clear();
+            self.up_in_tlp = true;
+            let dw0 = o.tx_dat[0];
+            let t = self.link.send_up(self.now - 1, tlp::header_dw(dw0), tlp::payload_dw(dw0));
+            self.up_end = t.end;
+            let k = tlp::kind(dw0);
+            self.c.up[k as usize] += 1;
+            self.c.up_dir.tlps += 1;
+            self.c.up_dir.wire_bytes += u64::from(t.wire_bytes);
+            self.c.up_dir.payload_bytes += 4 * tlp::payload_dw(dw0) as u64;
+        } else if !self.up_in_tlp {
+            self.c.stats.malformed_card_tlps += 1;
+            return;
+        }
+        for i in 0..self.dw_per_beat {
+            if (o.tx_be >> (4 * i)) & 0xF != 0 && self.up_buf.len() < 4 + 1024 {
+                self.up_buf.push(o.tx_dat[i]);
+            }
+        }
+        if o.tx_last != 0 {
+            self.up_in_tlp = false;
+            if self.up_buf.first().is_none_or(|&dw0| self.up_buf.len() != tlp::total_dw(dw0)) {
+                self.c.stats.malformed_card_tlps += 1;
+                return;
+            }
+            let arrival = (self.up_end.ceil() as u64).max(self.now);
+            let mut v = self.take();
+            v.extend_from_slice(&self.up_buf);
+            self.up_arrivals.push_back((arrival, v));
+        }
+    }
+
+    fn msi_taken(&mut self, vector: u32) {
+        if !self.view.msi_enable {
+            self.c.stats.msis_while_disabled += 1;
+            return;
+        }
+        // The hard IP writes Message Data | vector to Message Address: a MWr on the link.
+        let header = if self.view.msi_address >> 32 != 0 { 4 } else { 3 };
+        let t = self.link.send_up(self.now - 1, header, 1);
+        self.c.msi_writes += 1;
+        self.c.up_dir.tlps += 1;
+        self.c.up_dir.wire_bytes += u64::from(t.wire_bytes);
+        self.c.up_dir.payload_bytes += 4;
+        let vector = vector & (self.view.msi_vectors - 1);
+        self.msi_arrivals.push_back(((t.end.ceil() as u64).max(self.now), vector));
+    }
+
+    fn take(&mut self) -> Vec<u32> {
+        self.pool.pop().unwrap_or_else(|| Vec::with_capacity(64))
+    }
+
+    fn give(&mut self, mut v: Vec<u32>) {
+        if self.pool.len() < 256 {
+            v.clear();
+            self.pool.push(v);
+        }
+    }
+
+    // The card's requests -------------------------------------------------------------------
+
+    fn card_tlp(&mut self, t: &[u32]) {
+        let k = tlp::kind(t[0]);
+        match k {
+            Kind::MRd32 | Kind::MRd64 => self.card_read(t),
+            Kind::MWr32 | Kind::MWr64 => self.card_write(t),
+            Kind::Cpl | Kind::CplD | Kind::CplLk | Kind::CplDLk => self.card_completion(t),
+            Kind::Msg | Kind::MsgD | Kind::Other => self.c.stats.unsupported_card_requests += 1,
+            _ => {
+                // MRdLk, I/O, configuration, atomics: the root complex does not serve them.
+                self.c.stats.unsupported_card_requests += 1;
+                let c = rc::status_completion(RC_ID, tlp::CPL_UR, t);
+                self.schedule_completion(c);
+            }
+        }
+    }
+
+    fn latency(&mut self) -> u64 {
+        let jitter = if self.jitter_cycles > 0 { self.rng.gen_range(0..=self.jitter_cycles) } else { 0 };
+        // Completions leave in request order (a FIFO root complex).
+        let ready = (self.now + self.latency_cycles + jitter).max(self.last_cpl_ready);
+        self.last_cpl_ready = ready;
+        ready
+    }
+
+    fn schedule_completion(&mut self, c: Vec<u32>) {
+        let ready = self.latency();
+        self.cpl_pending.push_back((ready, c));
+    }
+
+    fn card_read(&mut self, t: &[u32]) {
+        let (start, count) = rc::read_range(t);
+        let allowed = self.view.bus_master_enable && (count == 0 || self.mem.translate(start, u64::from(count)).is_some());
+        if !allowed {
+            self.c.stats.dma_read_faults += 1;
+            let c = rc::status_completion(RC_ID, tlp::CPL_UR, t);
+            self.schedule_completion(c);
+            return;
+        }
+        self.c.stats.dma_read_bytes += u64::from(count);
+        let ready = self.latency();
+        let mut out = std::mem::take(&mut self.cpl_scratch);
+        out.clear();
+        let base = self.mem.bus_base;
+        let mem = &self.mem;
+        rc::read_completions(self.link.config(), RC_ID, t, |addr, buf| mem.read(addr.wrapping_sub(base), buf), &mut out);
+        for c in out.drain(..) {
+            self.cpl_pending.push_back((ready, c));
+        }
+        self.cpl_scratch = out;
+    }
+
+    fn card_write(&mut self, t: &[u32]) {
+        if tlp::poisoned(t[0]) {
+            self.c.stats.dma_poisoned_writes += 1;
+            return;
+        }
+        let Some((lo, hi)) = rc::write_range(t) else { return };
+        if !self.view.bus_master_enable || self.mem.translate(lo, hi - lo).is_none() {
+            self.c.stats.dma_write_faults += 1;
+            return;
+        }
+        self.c.stats.dma_write_bytes += hi - lo;
+        let base = self.mem.bus_base;
+        let mem = &mut self.mem;
+        rc::for_each_written_byte(t, |addr, b| mem.write_byte(addr - base, b));
+    }
+
+    fn card_completion(&mut self, t: &[u32]) {
+        let tag = tlp::cpl_tag(t[2]);
+        let status = tlp::cpl_status(t[1]);
+        if status != tlp::CPL_SC {
+            self.c.stats.error_completions += 1;
+        }
+        let Some(mut used) = self.tags[usize::from(tag)].take() else {
+            self.c.stats.unexpected_completions += 1;
+            return;
+        };
+        match &mut used.kind {
+            TagKind::Mmio { offset, width } => {
+                let (offset, width) = (*offset, *width);
+                self.free_tag_slot();
+                let Some(client) = used.client else { return };
+                let reply = if status == tlp::CPL_SC && tlp::kind(t[0]) == Kind::CplD {
+                    let mut payload = [0u32; 2];
+                    for (i, p) in payload.iter_mut().enumerate() {
+                        *p = t.get(3 + i).copied().unwrap_or(0);
+                        let dw_off = (offset & !3) + 4 * i as u64;
+                        for &(o, x) in &self.p.corrupt_read {
+                            if o == dw_off {
+                                *p ^= x;
+                            }
+                        }
+                    }
+                    Reply::MmioValue { value: rc::mmio_value(offset, width, &payload), card_cycle: self.now }
+                } else {
+                    let what = if status == tlp::CPL_SC { "a completion without data".to_string() } else { format!("completion status {}", tlp::status_name(status)) };
+                    Reply::Error {
+                        kind: status_kind(status),
+                        message: format!("the card answered the {}-byte read of BAR0 offset {offset:#x} with {what}", width),
+                    }
+                };
+                self.unblock(client, reply);
+            }
+            TagKind::Inject { orig_tag, collected } => {
+                let start = collected.len();
+                collected.extend_from_slice(t);
+                tlp::set_cpl_tag(&mut collected[start..], *orig_tag);
+                let len_bytes = 4 * tlp::payload_dw(t[0]) as u32;
+                let offset_in_dw = u32::from(tlp::cpl_lower_address(t[2]) & 3);
+                let last = status != tlp::CPL_SC
+                    || tlp::payload_dw(t[0]) == 0
+                    || tlp::cpl_byte_count(t[1]) + offset_in_dw <= len_bytes;
+                if !last {
+                    self.tags[usize::from(tag)] = Some(used);
+                    return;
+                }
+                self.free_tag_slot();
+                let TagKind::Inject { collected, .. } = used.kind else { return };
+                let Some(client) = used.client else { return };
+                let blocked = self.clients.get(&client).and_then(|c| c.blocked);
+                if let Some(Blocked::InjectNonPosted { tag: bt, .. }) = blocked {
+                    if bt == tag {
+                        self.unblock(client, Reply::InjectCompletion { dwords: collected, card_cycle: self.now });
+                    }
+                }
+            }
+        }
+    }
+
+    fn free_tag_slot(&mut self) {
+        self.tags_used -= 1;
+    }
+
+    fn alloc_tag(&mut self, client: u64, kind: TagKind) -> Option<(u8, u64)> {
+        if self.tags_used >= 256 {
+            return None;
+        }
+        loop {
+            let t = self.next_tag;
+            self.next_tag = self.next_tag.wrapping_add(1);
+            if self.tags[usize::from(t)].is_none() {
+                self.serial += 1;
+                let serial = self.serial;
+                self.tags[usize::from(t)] = Some(TagUse { client: Some(client), serial, kind });
+                self.tags_used += 1;
+                let deadline = self.now.saturating_add(self.p.completion_timeout_cycles);
+                self.deadlines.push(Reverse((deadline, Deadline::Tag { tag: t, serial })));
+                return Some((t, serial));
+            }
+        }
+    }
+
+    // Interrupts ----------------------------------------------------------------------------
+
+    fn deliver_msi(&mut self, vector: u32) {
+        self.c.stats.msis += 1;
+        let now = self.now;
+        let mut wake = Vec::new();
+        for (&id, c) in self.clients.iter_mut() {
+            if !c.hello || c.dead {
+                continue;
+            }
+            match c.blocked {
+                Some(Blocked::WaitIrq { mask, .. }) if mask & (1u32 << (vector & 31)) != 0 => {
+                    wake.push(id);
+                }
+                _ => {
+                    if c.irqs.len() >= MAX_QUEUED_IRQS {
+                        c.irqs.pop_front();
+                        c.stats.irqs_dropped += 1;
+                    }
+                    c.irqs.push_back((vector, now));
+                }
+            }
+        }
+        for id in wake {
+            if let Some(c) = self.clients.get_mut(&id) {
+                c.stats.irqs_delivered += 1;
+            }
+            self.unblock(id, Reply::Irq { vector, card_cycle: now });
+        }
+    }
+
+    // Deadlines -----------------------------------------------------------------------------
+
+    fn deadline(&mut self, d: Deadline) {
+        match d {
+            Deadline::Tag { tag, serial } => {
+                let slot = &mut self.tags[usize::from(tag)];
+                if slot.as_ref().is_none_or(|u| u.serial != serial) {
+                    return;
+                }
+                let Some(used) = slot.take() else { return };
+                self.free_tag_slot();
+                self.c.stats.completion_timeouts += 1;
+                let Some(client) = used.client else { return };
+                let blocked = self.clients.get(&client).and_then(|c| c.blocked);
+                let timeout_us = self.p.completion_timeout_cycles as f64 / self.p.clock_hz * 1e6;
+                match (used.kind, blocked) {
+                    (TagKind::Mmio { offset, width }, Some(Blocked::MmioRead { tag: bt, .. })) if bt == tag => {
+                        let message = format!(
+                            "no completion for the {width}-byte read of BAR0 offset {offset:#x} within {} card cycles ({timeout_us:.0} us, --completion-timeout-us)",
+                            self.p.completion_timeout_cycles
+                        );
+                        self.unblock(client, Reply::Error { kind: ErrorKind::CompletionTimeout, message });
+                    }
+                    (TagKind::Inject { .. }, Some(Blocked::InjectNonPosted { tag: bt, .. })) if bt == tag => {
+                        self.unblock(client, Reply::InjectTimedOut { card_cycle: self.now });
+                    }
+                    _ => {}
+                }
+            }
+            Deadline::Client { id, serial } => {
+                let Some(b) = self.clients.get(&id).and_then(|c| c.blocked) else { return };
+                if b.serial() != serial {
+                    return;
+                }
+                let reply = match b {
+                    Blocked::WaitIrq { .. } => Reply::IrqTimedOut { card_cycle: self.now },
+                    Blocked::Advance { .. } => Reply::Advanced { now: self.now },
+                    Blocked::InjectNonPosted { tag, .. } => {
+                        // The tag stays reserved until the completion timeout; a late
+                        // completion is dropped.
+                        if let Some(u) = self.tags[usize::from(tag)].as_mut() {
+                            u.client = None;
+                        }
+                        Reply::InjectTimedOut { card_cycle: self.now }
+                    }
+                    Blocked::InjectPosted { .. } => Reply::InjectTimedOut { card_cycle: self.now },
+                    Blocked::MmioRead { .. } => return,
+                };
+                self.unblock(id, reply);
+            }
+        }
+    }
+
+    // Clients -------------------------------------------------------------------------------
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Connected { id, writer } => {
+                let _ = writer.set_write_timeout(Some(Duration::from_secs(5)));
+                self.clients.insert(
+                    id,
+                    Client {
+                        writer,
+                        hello: false,
+                        dead: false,
+                        queue: VecDeque::new(),
+                        blocked: None,
+                        irqs: VecDeque::new(),
+                        stats: ClientStats { id, connected: true, ..Default::default() },
+                    },
+                );
+            }
+            Event::Request { id, request } => self.on_request(id, request),
+            Event::Closed { id, reason } => {
+                if self.clients.contains_key(&id) {
+                    self.close_client(id, &reason);
+                }
+            }
+            Event::Signal(sig) => {
+                self.info(&format!("signal {sig}: shutting down"));
+                self.shutdown = true;
+            }
+        }
+    }
+
+    fn on_request(&mut self, id: u64, req: Request) {
+        let Some(c) = self.clients.get_mut(&id) else { return };
+        if c.dead {
+            return;
+        }
+        c.stats.requests += 1;
+        if c.blocked.is_some() || !c.queue.is_empty() {
+            if c.queue.len() >= MAX_QUEUED_REQUESTS {
+                self.kill(id, format!("more than {MAX_QUEUED_REQUESTS} requests queued behind a blocking one"));
+                return;
+            }
+            c.queue.push_back(req);
+            return;
+        }
+        self.execute(id, req);
+    }
+
+    /// Runs queued requests of `id` until one blocks.
+    fn pump(&mut self, id: u64) {
+        loop {
+            let Some(c) = self.clients.get_mut(&id) else { return };
+            if c.blocked.is_some() || c.dead {
+                return;
+            }
+            let Some(req) = c.queue.pop_front() else { return };
+            self.execute(id, req);
+        }
+    }
+
+    fn reply(&mut self, id: u64, reply: &Reply) {
+        let Some(c) = self.clients.get_mut(&id) else { return };
+        if c.dead {
+            return;
+        }
+        if matches!(reply, Reply::Error { .. }) {
+            c.stats.errors += 1;
+        }
+        if let Err(e) = encode_frame(reply, &mut self.frame) {
+            self.dead.push((id, format!("cannot encode a reply: {e}")));
+            c.dead = true;
+            return;
+        }
+        if let Err(e) = c.writer.write_all(&self.frame) {
+            c.dead = true;
+            self.dead.push((id, format!("write failed: {e}")));
+        }
+    }
+
+    fn block(&mut self, id: u64, make: impl FnOnce(u64) -> Blocked, deadline: Option<u64>) {
+        self.serial += 1;
+        let serial = self.serial;
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.blocked = Some(make(serial));
+            self.waiting += 1;
+        }
+        if let Some(t) = deadline {
+            self.deadlines.push(Reverse((t, Deadline::Client { id, serial })));
+        }
+    }
+
+    fn unblock(&mut self, id: u64, reply: Reply) {
+        if let Some(c) = self.clients.get_mut(&id) {
+            if c.blocked.take().is_some() {
+                self.waiting -= 1;
+            }
+        }
+        self.reply(id, &reply);
+        self.pump(id);
+    }
+
+    /// Marks a client dead; it is removed (and its socket shut) outside the cycle loop.
+    fn kill(&mut self, id: u64, reason: String) {
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.dead = true;
+        }
+        self.dead.push((id, reason));
+    }
+
+    fn reap_dead(&mut self) {
+        while let Some((id, reason)) = self.dead.pop() {
+            self.close_client(id, &reason);
+        }
+    }
+
+    fn close_client(&mut self, id: u64, reason: &str) {
+        let Some(mut c) = self.clients.remove(&id) else { return };
+        if c.blocked.take().is_some() {
+            self.waiting -= 1;
+        }
+        let _ = c.writer.shutdown(std::net::Shutdown::Both);
+        for slot in self.tags.iter_mut().flatten() {
+            if slot.client == Some(id) {
+                slot.client = None;
+            }
+        }
+        let freed = self.mem.alloc.free_client(id);
+        self.info(&format!(
+            "client {id} ({}) left: {reason}; {freed} DMA allocation(s) freed",
+            if c.stats.name.is_empty() { "no Hello" } else { &c.stats.name }
+        ));
+        c.stats.connected = false;
+        if self.gone.len() >= 64 {
+            self.gone.pop_front();
+        }
+        self.gone.push_back(c.stats);
+        if self.clients.is_empty() {
+            // Let traffic the client left behind (posted writes, DMA) drain for a while.
+            self.drain_until = self.now.saturating_add(self.p.completion_timeout_cycles);
+        }
+    }
+
+    fn error(&mut self, id: u64, kind: ErrorKind, message: String) {
+        self.reply(id, &Reply::Error { kind, message });
+    }
+
+    fn execute(&mut self, id: u64, req: Request) {
+        let Some(c) = self.clients.get_mut(&id) else { return };
+        if !c.hello {
+            match req {
+                Request::Hello { protocol_version, client_name } => {
+                    if protocol_version != PROTOCOL_VERSION {
+                        let message = format!(
+                            "client speaks protocol version {protocol_version}, this tlpx-sim speaks {PROTOCOL_VERSION}: use tlpx and tlpx-sim of the same build"
+                        );
+                        self.reply(id, &Reply::HelloRefused { sim_protocol_version: PROTOCOL_VERSION, message });
+                        self.kill(id, format!("protocol version {protocol_version} != {PROTOCOL_VERSION}"));
+                        return;
+                    }
+                    c.hello = true;
+                    let name: String = client_name.chars().take(200).collect();
+                    c.stats.name = name.clone();
+                    self.info(&format!("client {id} ({name}) connected"));
+                    let mut hello = self.p.hello.clone();
+                    hello.client_id = id;
+                    hello.link = *self.link.config();
+                    self.reply(id, &Reply::HelloOk(Box::new(hello)));
+                }
+                other => {
+                    self.error(id, ErrorKind::NotAllowed, format!("the first request must be Hello, not {}", other.name()));
+                    self.kill(id, format!("sent {} before Hello", other.name()));
+                }
+            }
+            return;
+        }
+        match req {
+            Request::Hello { .. } => self.error(id, ErrorKind::NotAllowed, "Hello was already sent on this connection".into()),
+            Request::ConfigRead { offset, len } => match self.config.read(offset, len) {
+                Ok(data) => self.reply(id, &Reply::ConfigData { data }),
+                Err(e) => self.error(id, ErrorKind::InvalidArgument, e),
+            },
+            Request::ConfigWrite { offset, data } => match self.config.write(offset, &data) {
+                Ok(changed) => {
+                    if changed {
+                        self.apply_view();
+                    }
+                    self.reply(id, &Reply::ConfigWritten);
+                }
+                Err(e) => self.error(id, ErrorKind::InvalidArgument, e),
+            },
+            Request::MmioRead { bar, offset, width } => {
+                c.stats.mmio_reads += 1;
+                if let Err(e) = self.mmio_allowed(bar, offset, width) {
+                    self.error(id, e.0, e.1);
+                    return;
+                }
+                let Some((tag, _)) = self.alloc_tag(id, TagKind::Mmio { offset, width }) else {
+                    self.error(id, ErrorKind::NotAllowed, "all 256 tags of the root complex are in use; retry later".into());
+                    return;
+                };
+                let t = rc::mmio_read_tlp(RC_ID, tag, self.view.bar0, offset, width);
+                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Rc });
+                self.block(id, |serial| Blocked::MmioRead { tag, serial }, None);
+            }
+            Request::MmioWrite { bar, offset, width, value } => {
+                c.stats.mmio_writes += 1;
+                if let Err((_, msg)) = self.mmio_allowed(bar, offset, width) {
+                    self.c.stats.rejected_mmio_writes += 1;
+                    if let Some(c) = self.clients.get_mut(&id) {
+                        c.stats.errors += 1;
+                    }
+                    self.warn(&format!("client {id}: MmioWrite dropped: {msg}"));
+                    return;
+                }
+                let t = rc::mmio_write_tlp(RC_ID, self.view.bar0, offset, width, value);
+                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Rc });
+            }
+            Request::AllocDma { len, align } => match self.mem.alloc.alloc(id, len, align) {
+                Ok(a) => {
+                    c.stats.dma_allocations += 1;
+                    self.mem.zero(a.offset, a.len);
+                    let r = DmaAllocation { id: a.id, file_offset: a.offset, bus_addr: self.mem.bus_base + a.offset, len: a.len };
+                    self.reply(id, &Reply::DmaAllocated(r));
+                }
+                Err(e) => {
+                    let kind = if e.contains("no free range") { ErrorKind::OutOfMemory } else { ErrorKind::InvalidArgument };
+                    self.error(id, kind, e);
+                }
+            },
+            Request::FreeDma { id: aid } => match self.mem.alloc.free(id, aid) {
+                Ok(_) => self.reply(id, &Reply::DmaFreed),
+                Err(e) => self.error(id, ErrorKind::InvalidArgument, e),
+            },
+            Request::WaitIrq { vector_mask, timeout_cycles } => {
+                if vector_mask == 0 {
+                    self.error(id, ErrorKind::InvalidArgument, "vector_mask 0 selects no vector: set bit n to wait for vector n (0..31)".into());
+                    return;
+                }
+                if let Some(pos) = c.irqs.iter().position(|(v, _)| vector_mask & (1u32 << (v & 31)) != 0) {
+                    let (vector, card_cycle) = c.irqs.remove(pos).unwrap_or((0, 0));
+                    c.stats.irqs_delivered += 1;
+                    self.reply(id, &Reply::Irq { vector, card_cycle });
+                } else if timeout_cycles == 0 {
+                    self.reply(id, &Reply::IrqTimedOut { card_cycle: self.now });
+                } else {
+                    let deadline = self.now.saturating_add(timeout_cycles);
+                    self.block(id, |serial| Blocked::WaitIrq { mask: vector_mask, serial }, Some(deadline));
+                }
+            }
+            Request::Advance { cycles } => {
+                if cycles == 0 {
+                    self.reply(id, &Reply::Advanced { now: self.now });
+                } else {
+                    let deadline = self.now.saturating_add(cycles);
+                    self.block(id, |serial| Blocked::Advance { serial }, Some(deadline));
+                }
+            }
+            Request::InjectTlp { mut dwords, wait_cycles } => {
+                c.stats.injected_tlps += 1;
+                let kind = match tlp::check_framing(&dwords) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        self.error(id, ErrorKind::InvalidArgument, e);
+                        return;
+                    }
+                };
+                if dwords.len() < 3 {
+                    self.error(id, ErrorKind::InvalidArgument, format!("a TLP needs at least 3 header DWs, got {}", dwords.len()));
+                    return;
+                }
+                if wait_cycles == 0 {
+                    self.error(id, ErrorKind::InvalidArgument, "wait_cycles must be at least 1 card cycle".into());
+                    return;
+                }
+                let deadline = Some(self.now.saturating_add(wait_cycles));
+                if kind.is_non_posted() {
+                    let orig_tag = tlp::tag(dwords[1]);
+                    let Some((tag, _)) = self.alloc_tag(id, TagKind::Inject { orig_tag, collected: Vec::new() }) else {
+                        self.error(id, ErrorKind::NotAllowed, "all 256 tags of the root complex are in use; retry later".into());
+                        return;
+                    };
+                    tlp::set_request_tag(&mut dwords, tag);
+                    self.down_queue.push_back(DownTlp { dwords, origin: Origin::Rc });
+                    self.block(id, |serial| Blocked::InjectNonPosted { tag, serial }, deadline);
+                } else {
+                    self.serial += 1;
+                    let token = self.serial;
+                    self.down_queue.push_back(DownTlp { dwords, origin: Origin::Injected { client: id, token } });
+                    self.block(id, |serial| Blocked::InjectPosted { token, serial }, deadline);
+                }
+            }
+            Request::Stats => {
+                let s = self.stats();
+                self.reply(id, &Reply::Stats(Box::new(s)));
+            }
+            Request::Shutdown => {
+                self.info(&format!("client {id} asked for shutdown"));
+                self.reply(id, &Reply::ShuttingDown);
+                self.shutdown = true;
+            }
+        }
+    }
+
+    fn mmio_allowed(&self, bar: u8, offset: u64, width: u8) -> Result<(), (ErrorKind, String)> {
+        check_mmio(bar, offset, width, &self.p.hello.bar_sizes).map_err(|e| (ErrorKind::InvalidArgument, e))?;
+        if !self.view.memory_enable {
+            return Err((
+                ErrorKind::NotAllowed,
+                "memory space is disabled in the card's command register (config offset 0x4, bit 1): enable it with a config write".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    // Config space --------------------------------------------------------------------------
+
+    /// Hands config space to the card's cfg_* inputs and the link model, rewrites the dump.
+    fn apply_view(&mut self) {
+        let v = self.config.view();
+        self.view = v;
+        let (domain, bus, dev, func) = self.p.pci_address;
+        self.inp.cfg_bus_master_enable = u8::from(v.bus_master_enable);
+        self.inp.cfg_msi_enable = u8::from(v.msi_enable);
+        self.inp.cfg_requester_id = (u16::from(bus) << 8) | (u16::from(dev) << 3) | u16::from(func);
+        self.inp.cfg_max_payload_size = v.max_payload_size as u16;
+        self.inp.cfg_max_request_size = v.max_read_request_size as u16;
+        let l = *self.link.config();
+        if let Ok(cfg) = LinkConfig::new(l.generation, l.lanes, v.max_payload_size, v.max_read_request_size, l.rcb, l.addr64) {
+            self.link.set_config(cfg);
+        }
+        let dump = tlpx_device::pci::render_dump(domain, bus, dev, func, self.config.bytes());
+        let tmp = self.p.dump_path.with_extension("lspci.tmp");
+        let written = std::fs::write(&tmp, dump).and_then(|_| std::fs::rename(&tmp, &self.p.dump_path));
+        if let Err(e) = written {
+            self.warn(&format!("cannot write {}: {e}", self.p.dump_path.display()));
+        }
+    }
+
+    // Stats ---------------------------------------------------------------------------------
+
+    pub fn stats(&self) -> SimStats {
+        let mut s = self.c.stats.clone();
+        s.cycles = self.now;
+        s.wall_seconds_in_cycle_loop = self.c.wall.as_secs_f64();
+        s.cycles_per_second = if s.wall_seconds_in_cycle_loop > 0.0 { self.c.cycles_run as f64 / s.wall_seconds_in_cycle_loop } else { 0.0 };
+        let by_type = |counts: &[u64; KINDS]| -> BTreeMap<String, u64> {
+            ALL_KINDS.iter().filter(|k| counts[**k as usize] > 0).map(|k| (k.name().to_string(), counts[*k as usize])).collect()
+        };
+        s.host_to_card = DirectionStats { by_type: by_type(&self.c.down), ..self.c.down_dir.clone() };
+        s.card_to_host = DirectionStats { by_type: by_type(&self.c.up), ..self.c.up_dir.clone() };
+        if self.c.msi_writes > 0 {
+            s.card_to_host.by_type.insert("MSI (MWr)".into(), self.c.msi_writes);
+        }
+        s.clients = self.clients.values().map(|c| c.stats.clone()).chain(self.gone.iter().cloned()).collect();
+        s.clients.sort_by_key(|c| c.id);
+        s
+    }
+
+    /// Removes every client (shutdown).
+    pub fn close_all(&mut self, reason: &str) {
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            self.close_client(id, reason);
+        }
+    }
+}
+
+fn status_kind(status: u8) -> ErrorKind {
+    match status {
+        tlp::CPL_UR => ErrorKind::UnsupportedRequest,
+        tlp::CPL_CA => ErrorKind::CompleterAbort,
+        _ => ErrorKind::OtherCompletionStatus,
+    }
+}
+
+const ALL_KINDS: [Kind; KINDS] = [
+    Kind::MRd32,
+    Kind::MRd64,
+    Kind::MRdLk,
+    Kind::MWr32,
+    Kind::MWr64,
+    Kind::IORd,
+    Kind::IOWr,
+    Kind::CfgRd0,
+    Kind::CfgWr0,
+    Kind::CfgRd1,
+    Kind::CfgWr1,
+    Kind::Cpl,
+    Kind::CplD,
+    Kind::CplLk,
+    Kind::CplDLk,
+    Kind::Msg,
+    Kind::MsgD,
+    Kind::FetchAdd,
+    Kind::Swap,
+    Kind::Cas,
+    Kind::Other,
+];

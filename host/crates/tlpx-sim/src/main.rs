@@ -1,0 +1,158 @@
+//! `tlpx-sim`: serves a simulated tlpx card on a Unix socket (see docs/sim-protocol.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tlpx_sim::server::{serve, SimOptions};
+
+/// Simulated tlpx card: a Verilated card behind a root-complex and PCIe link model, driven by
+/// the same host tools as a real card through a Unix socket.
+#[derive(Debug, Parser)]
+#[command(name = "tlpx-sim", version)]
+struct Cli {
+    /// Socket to listen on [default: $XDG_RUNTIME_DIR/tlpx/sim.sock, or /tmp/tlpx-<uid>/sim.sock].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Card library [default: env TLPX_CARD_LIB, else build/card/dw<N>/libtlpxcard.so found above the executable or the current directory].
+    #[arg(long, value_name = "PATH")]
+    card: Option<PathBuf>,
+    /// Datapath width of the card in bits; picks the default card library and must match the library's.
+    #[arg(long, value_parser = parse_width)]
+    data_width: Option<u32>,
+    /// PCIe generation of the link (1..5).
+    #[arg(long = "gen", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=5))]
+    generation: u8,
+    /// Lanes (1, 2, 4, 8, 16) [default: 1, 4, 8 for a 64, 128, 256-bit card, as LitePCIe's PHYs].
+    #[arg(long, value_parser = parse_lanes)]
+    lanes: Option<u8>,
+    /// Max payload size in bytes (128..4096), as Device Control starts.
+    #[arg(long, default_value_t = 256, value_parser = parse_size)]
+    mps: u32,
+    /// Max read request size in bytes (128..4096), as Device Control starts.
+    #[arg(long, default_value_t = 512, value_parser = parse_size)]
+    mrrs: u32,
+    /// Read completion boundary of the root complex in bytes (64 or 128).
+    #[arg(long, default_value_t = 64, value_parser = parse_rcb)]
+    rcb: u32,
+    /// Card clock in MHz: one card cycle of virtual time [default: the card's build info, else 125].
+    #[arg(long, value_name = "MHZ")]
+    clock_mhz: Option<f64>,
+    /// Root complex latency from a card's memory read to its first completion, in ns.
+    #[arg(long, default_value_t = 400, value_name = "NS")]
+    dma_latency_ns: u64,
+    /// Uniform random extra latency 0..=N ns per read (seeded by --seed).
+    #[arg(long, default_value_t = 50, value_name = "NS")]
+    dma_jitter_ns: u64,
+    /// Seed of every random choice of the sim (the latency jitter).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Host memory that clients can allocate for DMA, in MiB.
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    host_mem_mib: u64,
+    /// Bus address of the host memory (below 4 GiB so the card's 32-bit DMA reaches it).
+    #[arg(long, default_value = "0x40000000", value_parser = parse_u64, value_name = "ADDR")]
+    dma_base: u64,
+    /// How long the root complex waits for the card's completion of an MMIO read, in µs of card time.
+    #[arg(long, default_value_t = 1000, value_name = "US")]
+    completion_timeout_us: u64,
+    /// Fault injection: XOR the DW at BAR0 OFFSET with XORMASK in every MMIO read completion (repeatable).
+    #[arg(long, value_name = "OFFSET:XORMASK", value_parser = parse_corrupt)]
+    corrupt_read: Vec<(u64, u32)>,
+    /// Let in-flight traffic advance time even when no client waits (not deterministic).
+    #[arg(long)]
+    free_run: bool,
+    /// Print only errors and warnings.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let t = s.replace('_', "");
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    r.map_err(|_| format!("expected a decimal or 0x-prefixed hex number, not {s:?}"))
+}
+
+fn parse_width(s: &str) -> Result<u32, String> {
+    match s.parse() {
+        Ok(w @ (64 | 128 | 256)) => Ok(w),
+        _ => Err(format!("data width must be 64, 128 or 256 bits, not {s:?}")),
+    }
+}
+
+fn parse_lanes(s: &str) -> Result<u8, String> {
+    match s.parse() {
+        Ok(l @ (1 | 2 | 4 | 8 | 16)) => Ok(l),
+        _ => Err(format!("lanes must be 1, 2, 4, 8 or 16, not {s:?}")),
+    }
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(v) if v.is_power_of_two() && (128..=4096).contains(&v) => Ok(v),
+        _ => Err(format!("must be 128, 256, 512, 1024, 2048 or 4096 bytes, not {s:?}")),
+    }
+}
+
+fn parse_rcb(s: &str) -> Result<u32, String> {
+    match s.parse() {
+        Ok(v @ (64 | 128)) => Ok(v),
+        _ => Err(format!("RCB must be 64 or 128 bytes, not {s:?}")),
+    }
+}
+
+fn parse_corrupt(s: &str) -> Result<(u64, u32), String> {
+    let (o, m) = s.split_once(':').ok_or(format!("expected OFFSET:XORMASK (e.g. 0xc:0xffffffff), not {s:?}"))?;
+    let off = parse_u64(o)?;
+    let mask = parse_u64(m)?;
+    let mask = u32::try_from(mask).map_err(|_| format!("XORMASK must fit in 32 bits, not {m}"))?;
+    Ok((off, mask))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let data_width = cli.data_width;
+    let card = cli.card.clone().unwrap_or_else(|| tlpx_sim::card::default_library_path(data_width.unwrap_or(64)));
+    let lanes = cli.lanes.unwrap_or(match data_width {
+        Some(128) => 4,
+        Some(256) => 8,
+        _ => 1,
+    });
+    let opts = SimOptions {
+        socket: cli.socket.unwrap_or_else(tlpx_sim_protocol::default_socket_path),
+        card,
+        data_width,
+        generation: cli.generation,
+        lanes,
+        mps: cli.mps,
+        mrrs: cli.mrrs,
+        rcb: cli.rcb,
+        clock_mhz: cli.clock_mhz,
+        dma_latency_ns: cli.dma_latency_ns,
+        dma_jitter_ns: cli.dma_jitter_ns,
+        seed: cli.seed,
+        host_mem_mib: cli.host_mem_mib,
+        dma_base: cli.dma_base,
+        completion_timeout_us: cli.completion_timeout_us,
+        corrupt_read: cli.corrupt_read,
+        free_run: cli.free_run,
+        quiet: cli.quiet,
+    };
+    match serve(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tlpx-sim: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

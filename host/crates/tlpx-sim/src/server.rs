@@ -1,0 +1,359 @@
+//! The process around the engine: runtime files, the listening socket, one reader thread per
+//! client, signals, the banner. `serve` is everything `tlpx-sim` does after parsing options.
+
+use std::io::BufReader;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+
+use tlpx_model::link::LinkConfig;
+use tlpx_sim_protocol::{read_frame, FrameError, HelloInfo, Request, BAR0_SIZE, PROTOCOL_VERSION};
+
+use crate::card::CardLibrary;
+use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
+use crate::engine::{EngineParams, Event, Sim};
+use crate::hostmem::HostMemory;
+
+/// Bus address of BAR0 (fixed; a config write may move it).
+pub const BAR0_BUS_ADDRESS: u32 = 0xF000_0000;
+/// PCI address of the simulated card: 0000:01:00.0.
+pub const PCI_ADDRESS: (u16, u8, u8, u8) = (0, 1, 0, 0);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Card(#[from] crate::card::CardError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SimError {
+    let context = context.into();
+    move |source| SimError::Io { context, source }
+}
+
+/// Everything `tlpx-sim` was asked to do.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub socket: PathBuf,
+    pub card: PathBuf,
+    /// The data width asked for on the command line, checked against the library.
+    pub data_width: Option<u32>,
+    pub generation: u8,
+    pub lanes: u8,
+    pub mps: u32,
+    pub mrrs: u32,
+    pub rcb: u32,
+    /// None: the card's build info, else 125 MHz.
+    pub clock_mhz: Option<f64>,
+    pub dma_latency_ns: u64,
+    pub dma_jitter_ns: u64,
+    pub seed: u64,
+    pub host_mem_mib: u64,
+    pub dma_base: u64,
+    pub completion_timeout_us: u64,
+    pub corrupt_read: Vec<(u64, u32)>,
+    pub free_run: bool,
+    pub quiet: bool,
+}
+
+/// Files a sim keeps beside its socket. Named after the socket's stem, so two sims with
+/// different sockets can share a directory.
+#[derive(Debug, Clone)]
+pub struct RuntimeFiles {
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub host_memory: PathBuf,
+    pub dump: PathBuf,
+    pub pid: PathBuf,
+}
+
+impl RuntimeFiles {
+    pub fn for_socket(socket: &Path) -> RuntimeFiles {
+        let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_owned();
+        let stem = socket.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sim".into());
+        RuntimeFiles {
+            socket: socket.to_owned(),
+            host_memory: dir.join(format!("{stem}.hostmem")),
+            dump: dir.join(format!("{stem}.lspci")),
+            pid: dir.join(format!("{stem}.pid")),
+            dir,
+        }
+    }
+
+    /// Creates the directory (0700) and makes sure no live sim owns the socket; removes a
+    /// stale one.
+    pub fn claim(&self) -> Result<(), SimError> {
+        if !self.dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.dir)
+                .map_err(io(format!("cannot create the runtime directory {}", self.dir.display())))?;
+            // DirBuilder's mode is filtered by the umask; say it exactly.
+            let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700));
+        }
+        if std::fs::symlink_metadata(&self.socket).is_ok() {
+            if UnixStream::connect(&self.socket).is_ok() {
+                let pid = std::fs::read_to_string(&self.pid).map(|p| p.trim().to_owned()).unwrap_or_else(|_| "unknown".into());
+                return Err(SimError::Invalid(format!(
+                    "another tlpx-sim (pid {pid}) is serving {}: stop it first (send it Shutdown or SIGTERM), or give this one another --socket",
+                    self.socket.display()
+                )));
+            }
+            std::fs::remove_file(&self.socket).map_err(io(format!("cannot remove the stale socket {}", self.socket.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Removes every file of this run (not the directory, which others may share).
+    pub fn remove(&self) {
+        for p in [&self.socket, &self.host_memory, &self.dump, &self.pid] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Blocks the termination signals in this thread and every thread it spawns afterwards, and
+/// returns the set so one thread can sigwait on it.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain libc calls on a local sigset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>) {
+    std::thread::spawn(move || loop {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: set is a valid sigset; sig is a valid out pointer.
+        let r = unsafe { libc::sigwait(&set, &mut sig) };
+        if r == 0 && tx.send(Event::Signal(sig)).is_err() {
+            return;
+        }
+    });
+}
+
+fn spawn_acceptor(listener: UnixListener, tx: Sender<Event>, quiet: bool) {
+    std::thread::spawn(move || {
+        let mut next_id = 1u64;
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let id = next_id;
+            next_id += 1;
+            let Ok(writer) = stream.try_clone() else { continue };
+            if tx.send(Event::Connected { id, writer }).is_err() {
+                return;
+            }
+            let tx = tx.clone();
+            std::thread::spawn(move || read_client(id, stream, tx, quiet));
+        }
+    });
+}
+
+fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, quiet: bool) {
+    let mut reader = BufReader::with_capacity(64 * 1024, &stream);
+    loop {
+        match read_frame::<_, Request>(&mut reader) {
+            Ok(request) => {
+                if tx.send(Event::Request { id, request }).is_err() {
+                    return;
+                }
+            }
+            Err(FrameError::Closed) => {
+                let _ = tx.send(Event::Closed { id, reason: "disconnected".into() });
+                return;
+            }
+            Err(e) => {
+                let reason = match e {
+                    FrameError::Io(ref io) if io.kind() == std::io::ErrorKind::ConnectionReset => "connection reset".to_string(),
+                    FrameError::Io(_) if quiet => e.to_string(),
+                    _ => {
+                        eprintln!("tlpx-sim: client {id}: {e}; closing the connection");
+                        e.to_string()
+                    }
+                };
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                let _ = tx.send(Event::Closed { id, reason });
+                return;
+            }
+        }
+    }
+}
+
+/// Reads a number field from the card's build info JSON.
+fn build_info_number(info: &str, key: &str) -> Option<f64> {
+    let v: serde_json::Value = serde_json::from_str(info).ok()?;
+    v.get(key)?.as_f64()
+}
+
+/// Loads the card, sets everything up, serves clients until shutdown, removes the files.
+pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
+    let lib = Arc::new(CardLibrary::load(&opts.card)?);
+    if let Some(w) = opts.data_width {
+        if w != lib.data_width() {
+            return Err(SimError::Invalid(format!(
+                "--data-width {w} does not match the card library {}, which is {} bits wide: pass --data-width {} or the library of the {w}-bit card (build/card/dw{w}/libtlpxcard.so)",
+                lib.path().display(),
+                lib.data_width(),
+                lib.data_width()
+            )));
+        }
+    }
+    let link = LinkConfig::new(opts.generation, opts.lanes, opts.mps, opts.mrrs, opts.rcb, false)
+        .map_err(|e| SimError::Invalid(e.to_string()))?;
+    let clock_hz = match opts.clock_mhz {
+        Some(mhz) if mhz.is_finite() && (1.0..=1000.0).contains(&mhz) => mhz * 1e6,
+        Some(mhz) => return Err(SimError::Invalid(format!("--clock-mhz must be 1..1000, not {mhz}"))),
+        None => build_info_number(lib.build_info(), "clock_hz").filter(|c| *c >= 1e6).unwrap_or(125e6),
+    };
+    let mps_supported = build_info_number(lib.build_info(), "max_payload_size").map(|v| v as u32).filter(|v| v.is_power_of_two() && (128..=4096).contains(v)).unwrap_or(4096);
+    let config = ConfigSpace::new(ConfigParams {
+        generation: opts.generation,
+        lanes: opts.lanes,
+        mps: opts.mps,
+        mrrs: opts.mrrs,
+        mps_supported,
+        bar0_address: BAR0_BUS_ADDRESS,
+        bar0_size: BAR0_SIZE as u32,
+    })
+    .map_err(SimError::Invalid)?;
+    if opts.host_mem_mib == 0 || opts.host_mem_mib > 65536 {
+        return Err(SimError::Invalid(format!("--host-mem-mib must be 1..65536, not {}", opts.host_mem_mib)));
+    }
+    let host_mem_bytes = opts.host_mem_mib << 20;
+    if !opts.dma_base.is_multiple_of(4096) || opts.dma_base.checked_add(host_mem_bytes).is_none() {
+        return Err(SimError::Invalid(format!("--dma-base must be 4096-aligned with room for the host memory, not {:#x}", opts.dma_base)));
+    }
+    let bar0 = u64::from(BAR0_BUS_ADDRESS);
+    if opts.dma_base < bar0 + BAR0_SIZE && bar0 < opts.dma_base + host_mem_bytes {
+        return Err(SimError::Invalid(format!(
+            "host memory {:#x}..{:#x} (--dma-base, --host-mem-mib) overlaps BAR0 at {bar0:#x}: choose another --dma-base",
+            opts.dma_base,
+            opts.dma_base + host_mem_bytes
+        )));
+    }
+    if opts.completion_timeout_us == 0 {
+        return Err(SimError::Invalid("--completion-timeout-us must be at least 1".into()));
+    }
+    for (off, _) in &opts.corrupt_read {
+        if !off.is_multiple_of(4) || *off >= BAR0_SIZE {
+            return Err(SimError::Invalid(format!("--corrupt-read offset {off:#x} must be a DW-aligned offset inside BAR0 (0..{BAR0_SIZE:#x})")));
+        }
+    }
+    let card = lib.instantiate()?;
+
+    let files = RuntimeFiles::for_socket(&opts.socket);
+    files.claim()?;
+    let mem = HostMemory::create(&files.host_memory, host_mem_bytes, opts.dma_base)
+        .map_err(io(format!("cannot create the host-memory file {}", files.host_memory.display())))?;
+    let listener = UnixListener::bind(&files.socket).map_err(io(format!(
+        "cannot listen on {} (paths longer than 107 bytes do not work for Unix sockets)",
+        files.socket.display()
+    )))?;
+    let _ = std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600));
+    std::fs::write(&files.pid, format!("{}\n", std::process::id())).map_err(io(format!("cannot write {}", files.pid.display())))?;
+
+    let completion_timeout_cycles = ((opts.completion_timeout_us as f64) * clock_hz / 1e6).ceil() as u64;
+    let (domain, bus, dev, func) = PCI_ADDRESS;
+    let hello = HelloInfo {
+        protocol_version: PROTOCOL_VERSION,
+        sim_version: env!("CARGO_PKG_VERSION").to_string(),
+        card_build_info: lib.build_info().to_string(),
+        card_library: lib.path().display().to_string(),
+        data_width: lib.data_width(),
+        card_clock_hz: clock_hz.round() as u64,
+        link,
+        pci_address: format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"),
+        bar_sizes: vec![Some(BAR0_SIZE), None, None, None, None, None],
+        config_dump_path: files.dump.display().to_string(),
+        host_memory_path: files.host_memory.display().to_string(),
+        host_memory_size: host_mem_bytes,
+        host_memory_bus_base: opts.dma_base,
+        seed: opts.seed,
+        dma_latency_ns: opts.dma_latency_ns,
+        dma_jitter_ns: opts.dma_jitter_ns,
+        completion_timeout_cycles,
+        free_run: opts.free_run,
+        client_id: 0,
+    };
+    if !opts.quiet {
+        print_banner(&hello, &files, clock_hz, opts);
+    }
+    let params = EngineParams {
+        link,
+        clock_hz,
+        dma_latency_ns: opts.dma_latency_ns,
+        dma_jitter_ns: opts.dma_jitter_ns,
+        seed: opts.seed,
+        completion_timeout_cycles,
+        corrupt_read: opts.corrupt_read.clone(),
+        free_run: opts.free_run,
+        quiet: opts.quiet,
+        dump_path: files.dump.clone(),
+        hello,
+        pci_address: PCI_ADDRESS,
+    };
+    let mut sim = Sim::new(card, lib.data_width(), config, mem, params);
+
+    let set = block_signals();
+    let (tx, rx) = mpsc::channel();
+    spawn_signal_thread(set, tx.clone());
+    spawn_acceptor(listener, tx, opts.quiet);
+    sim.run(&rx);
+    sim.close_all("tlpx-sim is shutting down");
+    files.remove();
+    if !opts.quiet {
+        let s = sim.stats();
+        eprintln!(
+            "tlpx-sim: stopped at card cycle {} ({:.2} M cycles/s while running)",
+            s.cycles,
+            s.cycles_per_second / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOptions) {
+    let bpc = h.link.raw_bytes_per_second() / clock_hz;
+    let info: String = h.card_build_info.chars().take(300).collect();
+    println!("tlpx-sim {} — simulated tlpx card (protocol {})", h.sim_version, h.protocol_version);
+    println!("  card    {} ({}-bit datapath)", h.card_library, h.data_width);
+    println!("          {info}");
+    println!("  link    {} — {:.2} bytes per card cycle each way", h.link, bpc);
+    println!(
+        "  clock   {:.3} MHz card clock; DMA read latency {} ns + 0..{} ns jitter, seed {}",
+        clock_hz / 1e6,
+        h.dma_latency_ns,
+        h.dma_jitter_ns,
+        h.seed
+    );
+    println!(
+        "  card    {} {:04x}:{:04x}, BAR0 {} KiB at {BAR0_BUS_ADDRESS:#x}; config dump {}",
+        h.pci_address,
+        VENDOR_ID,
+        DEVICE_ID,
+        BAR0_SIZE >> 10,
+        files.dump.display()
+    );
+    println!("  memory  {} MiB host memory at bus {:#x}: {}", h.host_memory_size >> 20, h.host_memory_bus_base, files.host_memory.display());
+    println!(
+        "  time    {}",
+        if opts.free_run {
+            "runs while a client waits or traffic is in flight (--free-run)"
+        } else {
+            "runs only while a client waits on the sim (docs/sim-protocol.md)"
+        }
+    );
+    println!("  socket  {}", files.socket.display());
+}

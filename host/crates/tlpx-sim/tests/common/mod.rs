@@ -1,0 +1,117 @@
+//! Starts the real `tlpx-sim` binary with the real card library on a socket in a temporary
+//! directory, and stops it again. The card library must exist: `make gateware` builds it.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tlpx_device::backends::sim::SimDevice;
+
+pub const MAGIC: u32 = 0x544C_5058;
+
+/// The card library of `data_width`: env TLPX_CARD_LIB (64-bit tests only), else
+/// build/card/dw<N>/libtlpxcard.so above this crate. Fails (does not skip) when it is missing.
+pub fn card_library(data_width: u32) -> PathBuf {
+    if data_width == 64 {
+        if let Some(p) = std::env::var_os("TLPX_CARD_LIB").filter(|p| !p.is_empty()) {
+            return PathBuf::from(p);
+        }
+    }
+    let rel = format!("build/card/dw{data_width}/libtlpxcard.so");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_owned());
+    for dir in manifest.ancestors() {
+        let candidate = dir.join(&rel);
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    panic!(
+        "the card library {rel} is missing: run `make gateware` in the repository root (or set TLPX_CARD_LIB) before these tests"
+    );
+}
+
+pub struct Sim {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+}
+
+impl Sim {
+    /// Starts tlpx-sim with the 64-bit card and `args`.
+    pub fn start(args: &[&str]) -> Sim {
+        Self::start_width(64, args)
+    }
+
+    pub fn start_width(data_width: u32, args: &[&str]) -> Sim {
+        let dir = tempfile::Builder::new().prefix("tlpx-sim-test").tempdir().unwrap();
+        let socket = dir.path().join("sim.sock");
+        let card = card_library(data_width);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tlpx-sim"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--card")
+            .arg(&card)
+            .arg("--quiet")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tlpx-sim");
+        let t0 = Instant::now();
+        loop {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                break;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("tlpx-sim exited with {status} before listening: {err}");
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "tlpx-sim did not listen on {} within 30 s", socket.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Sim { child, dir, socket }
+    }
+
+    pub fn connect(&self) -> SimDevice {
+        SimDevice::connect_as(&self.socket, "test").unwrap()
+    }
+
+    /// Stops the sim through the protocol and waits for it to exit cleanly.
+    pub fn shutdown(mut self) {
+        self.connect().shutdown().unwrap();
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "tlpx-sim exited with {status}");
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "tlpx-sim did not exit after Shutdown");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!self.socket.exists(), "socket left behind");
+        assert!(!self.dir.path().join("sim.hostmem").exists(), "host memory left behind");
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs tlpx-sim with `args` that must make it fail; returns (exit code, stderr).
+pub fn run_failing(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tlpx-sim")).args(args).stdin(Stdio::null()).output().expect("run tlpx-sim");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

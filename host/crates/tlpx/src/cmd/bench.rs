@@ -1,0 +1,213 @@
+//! `tlpx bench`: what the access paths themselves cost (the Gedae seed's overhead table).
+//!
+//! - `tlpx bench mmio`: round-trip time of a BAR read and cost of a posted write, per access,
+//!   on any backend; on the simulator also the card time each read takes.
+//! - `tlpx bench sim`: the simulator's own speed, in card cycles per wall second, idle and
+//!   under DMA traffic (LitePCIe loopback), plus the MMIO figures.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use tlpx_device::backends::sim::SimDevice;
+use tlpx_device::card::Card;
+use tlpx_device::{litepcie_dma, Width};
+use tlpx_model::stats::Summary;
+use tlpx_regs::ident;
+
+use crate::output::print_json;
+use crate::selector::{self, Selector};
+
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum What {
+    /// MMIO read round trip and posted write cost.
+    Mmio(MmioArgs),
+    /// Simulator speed (card cycles per wall second), idle and with DMA traffic.
+    Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MmioArgs {
+    /// Accesses measured per kind (1..=10000000).
+    #[arg(long, default_value_t = 10000)]
+    pub count: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Card cycles the idle measurement runs (1000..=10^10).
+    #[arg(long, default_value_t = 5_000_000)]
+    pub idle_cycles: u64,
+    /// Bytes per DMA loopback transfer (4..=16777212, multiple of 4).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub dma_bytes: u32,
+    /// DMA loopback transfers measured.
+    #[arg(long, default_value_t = 5)]
+    pub dma_repeats: u32,
+    /// MMIO accesses measured per kind.
+    #[arg(long, default_value_t = 10000)]
+    pub mmio_count: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MmioReport {
+    pub count: u32,
+    pub read_wall_ns: Summary,
+    pub write_wall_ns: Summary,
+    /// Card cycles per read, from the card's counter over the whole run (sim only meaningful).
+    pub read_card_cycles_mean: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct SimReport {
+    simulated: bool,
+    link: String,
+    data_width: u32,
+    clock_hz: u64,
+    idle_cycles: u64,
+    idle_cycles_per_second: f64,
+    dma_bytes: u32,
+    dma_repeats: u32,
+    dma_cycles_per_second: Summary,
+    dma_card_throughput_mb_s: Summary,
+    mmio: MmioReport,
+}
+
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    match &cmd.what {
+        What::Mmio(a) => {
+            if !(1..=10_000_000).contains(&a.count) {
+                bail!("--count must be 1..=10000000, not {}", a.count);
+            }
+            let opened = selector::open(device)?;
+            let mut card = Card::open(opened.device)?;
+            let report = measure_mmio(&mut card, a.count)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print_mmio(&report);
+            }
+        }
+        What::Sim(a) => run_sim(a, device, json)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ns(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e9
+}
+
+pub fn measure_mmio(card: &mut Card, count: u32) -> anyhow::Result<MmioReport> {
+    let mut reads = Vec::with_capacity(count as usize);
+    let mut writes = Vec::with_capacity(count as usize);
+    let start_cycles = card.cycles()?;
+    for _ in 0..count {
+        let t = Instant::now();
+        card.device().bar_read(tlpx_regs::BAR, ident::SCRATCH.offset, Width::W32)?;
+        reads.push(ns(t.elapsed()));
+    }
+    let read_cycles = card.cycles()?.saturating_sub(start_cycles);
+    for i in 0..count {
+        let t = Instant::now();
+        card.device().bar_write(tlpx_regs::BAR, ident::SCRATCH.offset, Width::W32, u64::from(i))?;
+        writes.push(ns(t.elapsed()));
+    }
+    card.device().bar_read(tlpx_regs::BAR, ident::SCRATCH.offset, Width::W32)?; // flush the posted writes
+    let summary = |v: &[f64]| Summary::of(v).ok_or_else(|| anyhow::anyhow!("no samples"));
+    Ok(MmioReport {
+        count,
+        read_wall_ns: summary(&reads)?,
+        write_wall_ns: summary(&writes)?,
+        read_card_cycles_mean: read_cycles as f64 / f64::from(count + 1),
+    })
+}
+
+fn print_mmio(r: &MmioReport) {
+    println!("mmio ({} accesses each; wall-clock time seen by this process)", r.count);
+    for (name, s) in [("read (round trip)", &r.read_wall_ns), ("write (posted)", &r.write_wall_ns)] {
+        println!(
+            "  {:<18} min {:>8.0} ns  median {:>8.0} ns  p99 {:>8.0} ns  max {:>9.0} ns",
+            name, s.min, s.median, s.p99, s.max
+        );
+    }
+    println!("  card time per read {:.1} cycles (mean)", r.read_card_cycles_mean);
+}
+
+fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
+    if !(1000..=10_000_000_000).contains(&a.idle_cycles) {
+        bail!("--idle-cycles must be 1000..=10000000000, not {}", a.idle_cycles);
+    }
+    if a.dma_bytes < 4 || !a.dma_bytes.is_multiple_of(4) || a.dma_bytes as usize > litepcie_dma::MAX_DESCRIPTOR_BYTES {
+        bail!("--dma-bytes must be a multiple of 4 in 4..=16777212, not {}", a.dma_bytes);
+    }
+    if a.dma_repeats == 0 || a.mmio_count == 0 {
+        bail!("--dma-repeats and --mmio-count must be at least 1");
+    }
+    let socket = match Selector::parse(device)? {
+        Selector::Sim(path) => path.unwrap_or_else(selector::default_sim_socket),
+        Selector::Pci(p) => bail!("`tlpx bench sim` measures the simulator; {p} is a PCI address (use `tlpx bench mmio` on real cards)"),
+    };
+    // Idle speed: one client asks for N cycles of nothing.
+    let mut sim = SimDevice::connect(&socket)?;
+    let hello = sim.hello().clone();
+    let t = Instant::now();
+    sim.advance(a.idle_cycles)?;
+    let idle_cycles_per_second = a.idle_cycles as f64 / t.elapsed().as_secs_f64();
+
+    // DMA: LitePCIe loopback of dma_bytes, repeated.
+    let mut card = Card::open(Box::new(SimDevice::connect(&socket)?))?;
+    let src = card.device().alloc_dma(a.dma_bytes as usize)?;
+    let dst = card.device().alloc_dma(a.dma_bytes as usize)?;
+    let mut rates = Vec::new();
+    let mut throughput = Vec::new();
+    for _ in 0..a.dma_repeats {
+        let c0 = card.cycles()?;
+        let t = Instant::now();
+        let r = litepcie_dma::loopback(&mut card, &src, &dst, Duration::from_secs(1))?;
+        let wall = t.elapsed().as_secs_f64();
+        if !r.completed {
+            bail!("DMA loopback of {} bytes did not complete within 1 s of card time", a.dma_bytes);
+        }
+        let cycles = card.cycles()?.saturating_sub(c0);
+        rates.push(cycles as f64 / wall);
+        throughput.push(f64::from(a.dma_bytes) / card.cycles_to_duration(r.cycles).as_secs_f64() / 1e6);
+    }
+    card.device().free_dma(src)?;
+    card.device().free_dma(dst)?;
+    let mmio = measure_mmio(&mut card, a.mmio_count)?;
+    let report = SimReport {
+        simulated: true,
+        link: hello.link.to_string(),
+        data_width: hello.data_width,
+        clock_hz: hello.card_clock_hz,
+        idle_cycles: a.idle_cycles,
+        idle_cycles_per_second,
+        dma_bytes: a.dma_bytes,
+        dma_repeats: a.dma_repeats,
+        dma_cycles_per_second: Summary::of(&rates).ok_or_else(|| anyhow::anyhow!("no DMA samples"))?,
+        dma_card_throughput_mb_s: Summary::of(&throughput).ok_or_else(|| anyhow::anyhow!("no DMA samples"))?,
+        mmio,
+    };
+    if json {
+        print_json(&report)?;
+    } else {
+        println!("simulator ({}-bit card at {:.0} MHz, link model {})", report.data_width, report.clock_hz as f64 / 1e6, report.link);
+        println!("  idle             {:.2} M card cycles/s ({} cycles)", report.idle_cycles_per_second / 1e6, report.idle_cycles);
+        let d = &report.dma_cycles_per_second;
+        println!(
+            "  DMA loopback     {:.2} M card cycles/s median (min {:.2}, max {:.2}; {} x {} B)",
+            d.median / 1e6, d.min / 1e6, d.max / 1e6, report.dma_repeats, report.dma_bytes
+        );
+        println!("  DMA throughput   {:.0} MB/s of card time (simulated), median", report.dma_card_throughput_mb_s.median);
+        print_mmio(&report.mmio);
+    }
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! End-to-end tests of the tlpx CLI against a real tlpx-sim running the Verilated card.
+//!
+//!   tlpx (this crate's binary) ──Unix socket + shared memory──► tlpx-sim ──► libtlpxcard.so
+//!
+//! Each test starts its own simulator on a private socket, so tests run in parallel.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tlpx_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
+}
+
+fn sim_bin() -> PathBuf {
+    // tlpx-sim is built by the same `cargo test --workspace` into the same profile directory.
+    let bin = tlpx_bin().with_file_name("tlpx-sim");
+    assert!(bin.exists(), "{} is missing: run `cargo build --release --workspace`", bin.display());
+    bin
+}
+
+struct Sim {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Sim {
+    fn start(args: &[&str]) -> Sim {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("sim.sock");
+        let child = Command::new(sim_bin())
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--quiet")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tlpx-sim");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "tlpx-sim did not create {}", socket.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Sim { child, dir }
+    }
+
+    fn selector(&self) -> String {
+        format!("sim:{}", self.dir.path().join("sim.sock").display())
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "tlpx failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("tlpx printed JSON")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn list_shows_the_simulated_card_and_this_machines_bus() {
+    let sim = Sim::start(&[]);
+    let v = json(&tlpx(&sim.selector(), &["--json", "list"]));
+    let functions = v["functions"].as_array().expect("functions");
+    let cards: Vec<_> = functions.iter().filter(|f| f["tlpx_card"] == true).collect();
+    assert_eq!(cards.len(), 1, "{v}");
+    assert_eq!(cards[0]["source"], "sim");
+    assert_eq!(cards[0]["address"], "0000:01:00.0");
+    assert_eq!(cards[0]["selector"], sim.selector());
+    let system = functions.iter().filter(|f| f["source"] == "system").count();
+    let sysfs = Path::new("/sys/bus/pci/devices");
+    if sysfs.exists() {
+        assert_eq!(system, std::fs::read_dir(sysfs).expect("sysfs").count());
+    }
+}
+
+#[test]
+fn info_reports_identity_and_the_link_libpci_reads() {
+    let sim = Sim::start(&["--gen", "3", "--lanes", "4", "--mps", "128", "--mrrs", "256"]);
+    let v = json(&tlpx(&sim.selector(), &["--json", "info"]));
+    assert_eq!(v["identity"]["magic"], 0x544C_5058);
+    assert_eq!(v["identity"]["map_hash"], tlpx_regs::MAP_HASH);
+    assert_eq!(v["identity"]["data_width"], 64);
+    assert_eq!(v["pcie"]["generation"], 3);
+    assert_eq!(v["pcie"]["link_width"], 4);
+    assert_eq!(v["pcie"]["max_payload_size"], 128);
+    assert_eq!(v["pcie"]["max_read_request_size"], 256);
+    assert_eq!(v["simulated"]["link"]["lanes"], 4);
+    let text = tlpx(&sim.selector(), &["info"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Gen3 x4"), "{text}");
+    assert!(text.contains("simulated   yes"), "{text}");
+}
+
+#[test]
+fn selftest_passes_on_the_simulated_card() {
+    let sim = Sim::start(&[]);
+    let out = tlpx(&sim.selector(), &["--json", "selftest", "--dma-bytes", "8192"]);
+    let v = json(&out);
+    assert_eq!(v["passed"], true, "{v}");
+    let checks = v["checks"].as_array().expect("checks");
+    let names: Vec<_> = checks.iter().map(|c| c["name"].as_str().unwrap_or("")).collect();
+    assert_eq!(names, ["scratch", "counter", "msi", "ur", "dma-loopback"]);
+    assert!(checks.iter().all(|c| c["result"] == "pass"), "{v}");
+}
+
+#[test]
+fn no_simulator_running_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let selector = format!("sim:{}", dir.path().join("absent.sock").display());
+    for cmd in [&["info"][..], &["selftest"][..]] {
+        let out = tlpx(&selector, cmd);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(err.contains("no simulated card at") && err.contains("absent.sock"), "{err}");
+        assert!(err.contains("tlpx-sim"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn unknown_device_selector_is_rejected() {
+    for bad in ["bogus", "sim:", "0000:zz:00.0"] {
+        let out = tlpx(bad, &["info"]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = stderr(&out);
+        assert!(err.contains("device selector") || err.contains("PCI address"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn pci_address_without_backend_names_the_limitation() {
+    let out = tlpx("0000:1f:1f.7", &["info"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("0000:1f:1f.7") || err.contains("1f:1f.7"), "{err}");
+}
+
+#[test]
+fn card_with_unknown_register_map_is_refused() {
+    // The simulator flips bit 0 of ident.map_hash (BAR0 0xc) in every read completion.
+    let sim = Sim::start(&["--corrupt-read", "0xc:0x1"]);
+    for cmd in [&["info"][..], &["selftest"][..]] {
+        let out = tlpx(&sim.selector(), cmd);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        let found = format!("0x{:08x}", tlpx_regs::MAP_HASH ^ 1);
+        assert!(err.contains("register map") && err.contains(&found), "{err}");
+    }
+}
+
+#[test]
+fn bad_arguments_name_the_value() {
+    let sim = Sim::start(&[]);
+    let out = tlpx(&sim.selector(), &["selftest", "--dma-bytes", "6"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--dma-bytes must be a multiple of 4") && stderr(&out).contains(" 6"));
+    let out = tlpx(&sim.selector(), &["bench", "mmio", "--count", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--count must be"), "{}", stderr(&out));
+}
+
+#[test]
+fn bench_mmio_reports_percentiles() {
+    let sim = Sim::start(&[]);
+    let v = json(&tlpx(&sim.selector(), &["--json", "bench", "mmio", "--count", "200"]));
+    assert_eq!(v["count"], 200);
+    let r = &v["read_wall_ns"];
+    assert!(r["min"].as_f64() <= r["median"].as_f64() && r["median"].as_f64() <= r["max"].as_f64());
+    assert!(v["read_card_cycles_mean"].as_f64().unwrap_or(0.0) > 5.0);
+}

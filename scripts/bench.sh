@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# make bench: the simulator's speed (card cycles per wall second, idle and with DMA
+# traffic) and the MMIO round trip a client sees, for each datapath width.
+# Writes build/bench/*.json and docs/performance.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/simctl.sh
+trap sim_stop EXIT
+
+WIDTHS=${WIDTHS:-64 128 256}
+OUT=build/bench
+mkdir -p "$OUT"
+for w in $WIDTHS; do
+    echo "== bench: ${w}-bit card"
+    sim_start --data-width "$w"
+    "$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK" --json bench sim > "$OUT/sim-dw$w.json"
+    "$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK" bench sim --idle-cycles 1000000 --dma-repeats 1 --mmio-count 100 >/dev/null
+    sim_stop
+done
+.venv/bin/python scripts/bench_report.py "$OUT" docs/performance.md $WIDTHS
+cat docs/performance.md
