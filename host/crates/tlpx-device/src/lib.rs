@@ -10,8 +10,10 @@
 pub mod backends;
 pub mod card;
 pub mod error;
+pub mod generator;
 pub mod litepcie_dma;
 pub mod pci;
+pub mod pio;
 
 use std::time::Duration;
 
@@ -161,6 +163,40 @@ pub trait Device: Send {
     /// Writes the low `width` bits of `value` at `offset` of BAR `bar` (a posted write).
     fn bar_write(&mut self, bar: u8, offset: u64, width: Width, value: u64) -> Result<(), DeviceError>;
 
+    /// Reads `len` bytes (1..=64) at `offset` of BAR `bar` as one access where the backend
+    /// can (the simulator sends one MRd; a real mapping uses the widest load it has),
+    /// otherwise as naturally aligned accesses of up to 8 bytes.
+    fn bar_read_block(&mut self, bar: u8, offset: u64, len: usize) -> Result<Vec<u8>, DeviceError> {
+        check_block(offset, len)?;
+        let mut out = Vec::with_capacity(len);
+        let mut at = offset;
+        while out.len() < len {
+            let width = block_piece(at, len - out.len());
+            let v = self.bar_read(bar, at, width)?;
+            out.extend_from_slice(&v.to_le_bytes()[..width.bytes() as usize]);
+            at += width.bytes();
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` (1..=64 bytes) at `offset` of BAR `bar` as one posted write where the
+    /// backend can (one MWr on the simulator; a write-combining store burst on hardware),
+    /// otherwise as naturally aligned writes of up to 8 bytes.
+    fn bar_write_block(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        check_block(offset, data.len())?;
+        let mut done = 0;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let width = block_piece(at, data.len() - done);
+            let n = width.bytes() as usize;
+            let mut v = [0u8; 8];
+            v[..n].copy_from_slice(&data[done..done + n]);
+            self.bar_write(bar, at, width, u64::from_le_bytes(v))?;
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Reads `len` bytes of configuration space from `offset` (both within 0..4096).
     fn config_read(&mut self, offset: u16, len: u16) -> Result<Vec<u8>, DeviceError>;
 
@@ -186,6 +222,29 @@ pub trait Device: Send {
     fn try_as_tlp_injector(&mut self) -> Option<&mut dyn TlpInjector> {
         None
     }
+}
+
+fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
+    if !(1..=64).contains(&len) {
+        return Err(DeviceError::InvalidArgument(format!("a block access moves 1..=64 bytes, not {len}")));
+    }
+    if offset / 4096 != (offset + len as u64 - 1) / 4096 {
+        return Err(DeviceError::InvalidArgument(format!(
+            "a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary"
+        )));
+    }
+    Ok(())
+}
+
+/// Widest naturally aligned access (up to 8 bytes) at `at` that fits in `left` bytes.
+fn block_piece(at: u64, left: usize) -> Width {
+    for width in [Width::W64, Width::W32, Width::W16] {
+        let n = width.bytes();
+        if at % n == 0 && left as u64 >= n {
+            return width;
+        }
+    }
+    Width::W8
 }
 
 /// Sends hand-made TLPs to the card: the only way to exercise requests a CPU cannot
