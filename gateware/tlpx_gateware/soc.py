@@ -9,6 +9,9 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x1000  | request_path  | counters of what the host sent and how it was answered     |
 | 0x1800  | pcie_msi      | LitePCIe MSI: enable, clear, vector                        |
 | 0x2000  | pcie_dma0     | LitePCIe DMA reader/writer/loopback                        |
+| 0x2800  | generator     | traffic generator: configuration, counters, latency        |
+| 0x3000  | pio           | PIO window counters and read delay                         |
+| 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
 
 The register map has one source: this file. `csr.json` (with fields and descriptions) is
 exported from it and everything else (Rust crate tlpx-regs, docs/registers.md) is generated
@@ -22,6 +25,7 @@ from migen import *
 from litex.gen import *
 from litex.build.generic_platform import GenericPlatform
 from litex.build.io import CRG
+from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCMini
 from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, _CompoundCSR
@@ -31,6 +35,8 @@ from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
 from litepcie.frontend.dma import LitePCIeDMA
 
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
+from tlpx_gateware.cores.generator.core import TAG_BASE, TAGS, CompletionDispatcher, Generator
+from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import RequestPath
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
@@ -44,10 +50,16 @@ CSR_MAP = {
     "request_path": 2,
     "pcie_msi":     3,
     "pcie_dma0":    4,
+    "generator":    5,
+    "pio":          6,
 }
 
+# Memory windows of BAR0 beside the CSRs.
+PIO_WINDOW_BASE = 0x10000
+PIO_WINDOW_SIZE = 0x10000
+
 # MSI sources, bit = index in pcie_msi's enable/vector registers.
-MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software"]
+MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator"]
 
 # Platform -----------------------------------------------------------------------------------------
 
@@ -111,7 +123,7 @@ class TlpxCard(SoCMini):
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
-            features   = ["request_path", "msi", "dma_loopback"],
+            features   = ["request_path", "msi", "dma_loopback", "generator"],
             data_width = data_width,
             clock_hz   = clock_hz,
             map_hash   = map_hash,
@@ -128,10 +140,28 @@ class TlpxCard(SoCMini):
             address_width        = 32,
             max_pending_requests = 8,
         )
-        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block).
+        # Traffic generator: its own TLPs, its own tags.
+        self.generator = Generator(data_width, phy.id, self.timebase.cycles)
+        self.generator_completions = dispatcher = CompletionDispatcher(data_width)
+        self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
+
+        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block) and the PIO memory.
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
-            mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs)])
+            mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs),
+                    (PIO_WINDOW_BASE, PIO_WINDOW_SIZE)],
+            tx_sources=[self.generator.wr_source, self.generator.rd_source],
+            completion_dispatcher=dispatcher)
         self.bus.add_master(name="request_path", master=self.request_path.bus)
+
+        # PIO window ---------------------------------------------------------------------------
+        self.pio = PIOWindow(PIO_WINDOW_BASE, PIO_WINDOW_SIZE, self.request_path.processor,
+            bar0_mask=phy.bar0_mask, cycles=self.timebase.cycles)
+        self.bus.add_slave(name="pio", slave=self.pio.bus,
+            region=SoCRegion(origin=PIO_WINDOW_BASE, size=PIO_WINDOW_SIZE, cached=False))
+        self.add_constant("PIO_WINDOW_BASE", PIO_WINDOW_BASE)
+        self.add_constant("PIO_WINDOW_SIZE", PIO_WINDOW_SIZE)
+        self.add_constant("GENERATOR_TAG_BASE", TAG_BASE)
+        self.add_constant("GENERATOR_TAGS", TAGS)
 
         # MSI ------------------------------------------------------------------------------------
         self.pcie_msi = msi = LitePCIeMSI(width=32)
@@ -147,6 +177,7 @@ class TlpxCard(SoCMini):
             "pcie_dma0_writer": dma.writer.irq,
             "pcie_dma0_reader": dma.reader.irq,
             "software":         self.ident.irq,
+            "generator":        self.generator.irq,
         }
         for i, name in enumerate(MSI_SOURCES):
             self.comb += msi.irqs[i].eq(irq_signals[name])

@@ -73,7 +73,7 @@ def render_rust(regmap):
         out.append(f"    #[allow(unused_imports)]")
         out.append(f"    use super::{{Field, Register}};")
         out.append(f"    /// Offset of the region in BAR0.")
-        out.append(f"    pub const BASE: u64 = 0x{region['offset']:x};")
+        out.append(f"    pub const REGION_OFFSET: u64 = 0x{region['offset']:x};")
         for reg in region["registers"]:
             const = rust_ident(reg["name"])
             desc = doc_line(reg["description"]) or reg["name"]

@@ -51,6 +51,90 @@ class CardTimeout(Exception):
     pass
 
 
+class HostMemory:
+    """Host memory behind a behavioural root complex: absorbs the card's MWr, answers its MRd.
+
+    Read completions are split at 64-byte (RCB) boundaries and sent `latency` cycles after
+    the request. `faults` maps the index of a card MRd (0, 1, ...) to "ur", "ca", "poison"
+    or "drop", to test the card's error handling. Every request is logged in `log`.
+    """
+
+    def __init__(self, base, size, latency=20, rcb=64):
+        self.base = base
+        self.data = bytearray(size)
+        self.latency = latency
+        self.rcb = rcb
+        self.faults = {}
+        self.log = []          # dicts: kind, addr, bytes, dws, hdr_dws, attr, tag, first_be, last_be, cycle
+        self.reads_seen = 0
+        self.pending = []      # (due cycle, completion DWs)
+        self.outstanding = {}  # tag -> bytes still to complete
+        self.max_outstanding_seen = 0
+
+    def word(self, addr):
+        off = addr - self.base
+        return int.from_bytes(self.data[off:off + 4], "little")
+
+    def handle(self, dws, cycle):
+        fmt, type_ = dws[0] >> 29, (dws[0] >> 24) & 0x1F
+        if type_ != tlp.TYPE_MEM:
+            return False
+        hdr = 4 if fmt & 1 else 3
+        length = (dws[0] & 0x3FF) or 1024
+        first_be, last_be = dws[1] & 0xF, (dws[1] >> 4) & 0xF
+        tag = (dws[1] >> 8) & 0xFF
+        addr = ((dws[2] << 32) | dws[3]) if hdr == 4 else dws[2]
+        addr &= ~3
+        nbytes = tlp.read_byte_count(length, first_be, last_be)
+        start = addr + ((first_be & -first_be).bit_length() - 1 if first_be else 0)
+        entry = dict(kind="write" if fmt & 2 else "read", addr=start, bytes=nbytes, dws=length, hdr_dws=hdr,
+                     attr=(dws[0] >> 12) & 3, tag=tag, first_be=first_be, last_be=last_be, cycle=cycle)
+        self.log.append(entry)
+        if fmt & 2:  # MWr: write the enabled bytes
+            for i, d in enumerate(dws[hdr:hdr + length]):
+                be = first_be if i == 0 else (last_be if i == length - 1 else 0xF)
+                for b in range(4):
+                    if be >> b & 1:
+                        self.data[addr + 4 * i + b - self.base] = (d >> (8 * b)) & 0xFF
+            return True
+        index = self.reads_seen
+        self.reads_seen += 1
+        fault = self.faults.get(index)
+        self.outstanding[tag] = nbytes
+        self.max_outstanding_seen = max(self.max_outstanding_seen, len(self.outstanding))
+        due = cycle + self.latency
+        requester = dws[1] >> 16
+        if fault == "drop":
+            del self.outstanding[tag]
+            return True
+        if fault in ("ur", "ca"):
+            status = tlp.CPL_UR if fault == "ur" else tlp.CPL_CA
+            self.pending.append((due, [tlp.dw0(tlp.FMT_3DW_NO_DATA, tlp.TYPE_CPL, 0),
+                                       (status << 13) | (nbytes & 0xFFF), (requester << 16) | (tag << 8) | (start & 0x7F)], tag))
+            return True
+        at, remaining = start, nbytes
+        while remaining > 0:
+            chunk_end = min((at // self.rcb + 1) * self.rcb, at + remaining)
+            first_dw, last_dw = at & ~3, (chunk_end - 1) & ~3
+            data = [self.word(a) for a in range(first_dw, last_dw + 4, 4)]
+            cpl = [tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, len(data), ep=int(fault == "poison")),
+                   (tlp.CPL_SC << 13) | (remaining & 0xFFF), (requester << 16) | (tag << 8) | (at & 0x7F)] + data
+            self.pending.append((due, cpl, tag))
+            remaining -= chunk_end - at
+            at = chunk_end
+        return True
+
+    def due(self, cycle):
+        ready = [p for p in self.pending if p[0] <= cycle]
+        self.pending = [p for p in self.pending if p[0] > cycle]
+        for _, cpl, tag in ready:
+            bc = cpl[1] & 0xFFF
+            length = cpl[0] & 0x3FF
+            if ((cpl[1] >> 13) & 7) != tlp.CPL_SC or bc + (cpl[2] & 3) <= 4 * length:
+                self.outstanding.pop(tag, None)
+        return [cpl for _, cpl, _ in ready]
+
+
 class Card:
     """One Verilated card. `send(dwords)` queues a TLP; `run()` clocks it."""
 
@@ -88,6 +172,7 @@ class Card:
         self.msis = []            # (cycle, vector)
         self._partial = []
         self.next_tag = 0
+        self.memory = None
 
     def close(self):
         if self.handle:
@@ -111,6 +196,9 @@ class Card:
             self.tx_queue.append((beat + [0] * (n - len(beat)), be, i == 0, i == len(beats) - 1))
 
     def step(self):
+        if self.memory and self.memory.pending:
+            for cpl in self.memory.due(self.cycles):
+                self.send(cpl)
         inp, out = self.inputs, self.outputs
         if self.tx_queue:
             dat, be, first, last = self.tx_queue[0]
@@ -127,7 +215,8 @@ class Card:
                 if (out.tx_be >> (4 * j)) & 0xF:
                     self._partial.append(out.tx_dat[j])
             if out.tx_last:
-                self.received.append(self._partial)
+                if not (self.memory and self.memory.handle(self._partial, self.cycles)):
+                    self.received.append(self._partial)
                 self._partial = []
         if out.msi_valid and inp.msi_ready:
             self.msis.append((self.cycles, out.msi_vector))

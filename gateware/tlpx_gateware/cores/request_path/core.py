@@ -180,7 +180,7 @@ class RequestProcessor(LiteXModule):
       UR (2.3.1); any other posted request (MWr64, Msg, MsgD) is dropped. Both are counted.
     - A request whose payload does not match its Length field is malformed: drained and counted.
     """
-    def __init__(self, completer_id, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32, bus_timeout=255):
+    def __init__(self, completer_id, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32, bus_timeout=4095):
         self.sink   = sink   = stream.Endpoint(dw_layout())  # request DWs
         self.source = source = stream.Endpoint(dw_layout())  # completion DWs
         self.bus    = bus    = wishbone.Interface(data_width=32)
@@ -197,6 +197,9 @@ class RequestProcessor(LiteXModule):
         self.ev_bus_error    = Signal()
         self.ev_malformed    = Signal()
         self.last_rejected_dw0 = Signal(32)
+        # With ev_read / ev_write: the request's address and its enabled byte count.
+        self.ev_addr  = Signal(32)
+        self.ev_bytes = Signal(13)
 
         # # #
 
@@ -251,6 +254,7 @@ class RequestProcessor(LiteXModule):
             ),
         ]
         self.comb += tlp.byte_count_logic(length, first_be, last_be, byte_count)
+        self.comb += [self.ev_addr.eq(addr_lo), self.ev_bytes.eq(Mux(byte_count == 0, 4096, byte_count))]
         self.comb += tlp.lower_address_logic(addr_lo, first_be, lower)
 
         # Byte enables of DW `count` of a request.
@@ -607,9 +611,12 @@ class RequestPath(LiteXModule):
 
     `phy` is the real PHY (its source/sink are the link); `endpoint_phy` is what the LitePCIe
     endpoint is built on: its `source` carries only completions and its `sink` is merged with
-    this block's completions onto the PHY.
+    this block's completions onto the PHY. Other requesters (the generator) add their TLP
+    streams in `tx_sources`; a `completion_dispatcher` (with `sink` and `other`) takes the
+    completions first and passes LitePCIe's on.
     """
-    def __init__(self, phy, endpoint_phy, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32):
+    def __init__(self, phy, endpoint_phy, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32,
+                 tx_sources=(), completion_dispatcher=None):
         dw = phy.data_width
         self.router     = router     = RequestRouter(dw)
         self.serializer = serializer = DWSerializer(dw)
@@ -619,10 +626,12 @@ class RequestPath(LiteXModule):
 
         self.comb += [
             phy.source.connect(router.sink),
-            router.completions.connect(endpoint_phy.source),
+            router.completions.connect(completion_dispatcher.sink if completion_dispatcher else endpoint_phy.source),
             router.requests.connect(serializer.sink),
             serializer.source.connect(processor.sink),
             processor.source.connect(gatherer.sink),
         ]
-        self.arbiter = Arbiter([endpoint_phy.sink, gatherer.source], phy.sink)
+        if completion_dispatcher is not None:
+            self.comb += completion_dispatcher.other.connect(endpoint_phy.source)
+        self.arbiter = Arbiter([endpoint_phy.sink, gatherer.source, *tx_sources], phy.sink)
         add_counters(self, processor)

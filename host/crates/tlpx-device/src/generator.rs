@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use tlpx_regs::{generator as gen, pcie_msi, Register};
+
 use crate::card::Card;
 use crate::{DeviceError, DmaBuffer};
 
 /// Tags the generator may have outstanding (its tag range on the link is 128..128+TAGS).
-pub const TAGS: u32 = 64;
+pub const TAGS: u32 = tlpx_regs::constants::GENERATOR_TAGS as u32;
 /// Largest transfer one descriptor moves.
 pub const MAX_TRANSFER_BYTES: u32 = 65536;
 /// Buckets of the log2 latency / size histograms (bucket k counts values in [2^k, 2^(k+1))).
@@ -248,9 +250,143 @@ impl GenConfig {
     }
 }
 
+fn histogram(card: &mut Card, select: Register, count: Register, buckets: usize) -> Result<Vec<u64>, DeviceError> {
+    let mut out = Vec::with_capacity(buckets);
+    for i in 0..buckets {
+        card.write(select, i as u64)?;
+        out.push(card.read(count)?);
+    }
+    Ok(out)
+}
+
+/// Reads a log2 histogram through its select/count register pair.
+pub(crate) fn read_histogram(card: &mut Card, select: Register, count: Register, buckets: usize) -> Result<Vec<u64>, DeviceError> {
+    histogram(card, select, count, buckets)
+}
+
+fn require_generator(card: &Card) -> Result<(), DeviceError> {
+    if card.has_feature("generator") {
+        Ok(())
+    } else {
+        Err(DeviceError::InvalidArgument(format!(
+            "this card has no traffic generator (its features: {})",
+            card.identity().features.join(", ")
+        )))
+    }
+}
+
 /// Runs the generator on `card` over `buffer` and returns what the card measured.
-/// `timeout` is card time on the simulator. The engine is stopped before returning.
+///
+/// `timeout` bounds the run in card time (on the simulator) or wall time (hardware): when it
+/// passes, the run is stopped, outstanding reads are left to complete or time out, and the
+/// result says `ended_by: "timeout"`. The caller validates `config` against the link's MPS
+/// and MRRS with [`GenConfig::validate`]; here it is checked against the card's limits.
 pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Duration) -> Result<GenResult, DeviceError> {
-    let _ = (card, buffer, config, timeout);
-    Err(DeviceError::Backend("the generator driver is being written".to_string()))
+    require_generator(card)?;
+    config.validate(4096, 4096, buffer.len)?;
+    let clock_hz = card.identity().clock_hz;
+    let op = match config.operation {
+        Operation::Read => 0,
+        Operation::Write => 1,
+        Operation::ReadWrite => 2,
+        Operation::WriteThenRead => 3,
+    };
+    let pattern = match config.address_pattern {
+        AddressPattern::Sequential => 0,
+        AddressPattern::Fixed => 1,
+        AddressPattern::Random => 2,
+    };
+    let cfg = gen::config::OPERATION.set(op)
+        | gen::config::ADDRESS_PATTERN.set(pattern)
+        | gen::config::DATA_PATTERN.set(u64::from(config.data_pattern == DataPattern::Prbs))
+        | gen::config::CHECK_DATA.set(u64::from(config.check_data))
+        | gen::config::ADDR64.set(u64::from(config.addr64))
+        | gen::config::RELAXED_ORDERING.set(u64::from(config.relaxed_ordering))
+        | gen::config::NO_SNOOP.set(u64::from(config.no_snoop));
+    card.write(gen::CONTROL, gen::control::CLEAR.set(1))?;
+    card.write(gen::CONFIG, cfg)?;
+    card.write(gen::TRANSFER_SIZE, u64::from(config.transfer_size))?;
+    card.write(gen::COUNT, config.count)?;
+    card.write(gen::DURATION, config.duration_cycles)?;
+    card.write(gen::REQUEST_SIZE_LOG2, u64::from(config.request_size.trailing_zeros()))?;
+    card.write(gen::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size.trailing_zeros()))?;
+    card.write(gen::IDLE_CYCLES, u64::from(config.idle_cycles))?;
+    card.write(gen::MAX_OUTSTANDING, u64::from(config.max_outstanding))?;
+    card.write(gen::BASE, buffer.bus_addr)?;
+    card.write(gen::WINDOW_MASK, config.window - 1)?;
+    card.write(gen::STRIDE_LOG2, u64::from(config.stride().trailing_zeros()))?;
+    card.write(gen::OFFSET, u64::from(config.offset))?;
+    card.write(gen::SEED, u64::from(config.seed))?;
+    // Completion timeout: 1 ms of card time (PCIe's range A starts at 50 us; 1 ms is generous).
+    card.write(gen::TIMEOUT, u64::from(clock_hz / 1000))?;
+
+    let irq_bit = tlpx_regs::constants::MSI_GENERATOR;
+    card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
+    card.write(pcie_msi::ENABLE, 1 << irq_bit)?;
+    card.write(gen::CONTROL, gen::control::START.set(1))?;
+    let mut timed_out = card.device().wait_interrupt(1, timeout)?.is_none();
+    if timed_out {
+        // Stop issuing; what is outstanding completes or times out within the completion timeout.
+        card.write(gen::CONTROL, gen::control::STOP.set(1))?;
+        if card.device().wait_interrupt(1, Duration::from_millis(5))?.is_some() {
+            timed_out = true;
+        }
+    }
+    card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
+    card.write(pcie_msi::ENABLE, 0)?;
+    let status = card.read(gen::STATUS)?;
+    if gen::status::DONE.get(status) == 0 {
+        return Err(DeviceError::Backend(format!(
+            "the generator did not finish (status 0x{status:x}, {} reads outstanding) even after being stopped",
+            gen::status::OUTSTANDING.get(status)
+        )));
+    }
+    let ended_by = if timed_out {
+        "timeout"
+    } else {
+        match gen::status::ENDED_BY.get(status) {
+            1 => "count",
+            2 => "duration",
+            _ => "stopped",
+        }
+    }
+    .to_string();
+
+    let lat_count = card.read(gen::LAT_COUNT)?;
+    let level = gen::lat_samples::LEVEL.get(card.read(gen::LAT_SAMPLES)?);
+    let mut samples = Vec::with_capacity(level as usize);
+    for _ in 0..level {
+        samples.push(card.read(gen::LAT_SAMPLE)? as u32);
+    }
+    let latency = LatencyStats {
+        count: lat_count,
+        min: if lat_count == 0 { 0 } else { card.read(gen::LAT_MIN)? },
+        max: card.read(gen::LAT_MAX)?,
+        sum: card.read(gen::LAT_SUM)?,
+        histogram: histogram(card, gen::LAT_HIST_SELECT, gen::LAT_HIST_COUNT, HISTOGRAM_BUCKETS)?,
+        samples,
+        samples_dropped: card.read(gen::LAT_SAMPLES_DROPPED)?,
+    };
+    let errors = ErrorCounts {
+        unsupported_request: card.read(gen::ERR_UR)?,
+        completer_abort: card.read(gen::ERR_CA)?,
+        other_status: card.read(gen::ERR_OTHER)?,
+        poisoned: card.read(gen::ERR_POISONED)?,
+        completion_timeouts: card.read(gen::ERR_TIMEOUTS)?,
+        unexpected_completions: card.read(gen::ERR_UNEXPECTED)?,
+        data_mismatches: card.read(gen::ERR_MISMATCHES)?,
+    };
+    Ok(GenResult {
+        cycles: card.read(gen::CYCLES)?,
+        clock_hz,
+        transfers_done: card.read(gen::TRANSFERS)?,
+        read_requests: card.read(gen::READ_REQUESTS)?,
+        read_bytes: card.read(gen::READ_BYTES)?,
+        completions: card.read(gen::COMPLETIONS)?,
+        write_requests: card.read(gen::WRITE_REQUESTS)?,
+        write_bytes: card.read(gen::WRITE_BYTES)?,
+        latency,
+        errors,
+        ended_by,
+    })
 }

@@ -8,13 +8,15 @@
 
 use serde::Serialize;
 
+use tlpx_regs::pio;
+
 use crate::card::Card;
 use crate::DeviceError;
 
 /// Offset of the PIO window in BAR0.
-pub const WINDOW_OFFSET: u64 = 0x10000;
+pub const WINDOW_OFFSET: u64 = tlpx_regs::constants::PIO_WINDOW_BASE;
 /// Size of the PIO window in bytes.
-pub const WINDOW_SIZE: u64 = 0x10000;
+pub const WINDOW_SIZE: u64 = tlpx_regs::constants::PIO_WINDOW_SIZE;
 
 /// What the card saw of host accesses to the window since the last [`reset`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -30,20 +32,47 @@ pub struct PioStats {
     pub read_size_histogram: Vec<u64>,
 }
 
-/// Clears the window's counters.
-pub fn reset(card: &mut Card) -> Result<(), DeviceError> {
-    let _ = card;
-    Err(DeviceError::Backend("the PIO driver is being written".to_string()))
+/// Buckets of the size histograms (1 B .. 4 KiB).
+pub const SIZE_BUCKETS: usize = 13;
+/// Largest read delay the window accepts, in cycles.
+pub const MAX_READ_DELAY: u32 = 4000;
+
+fn require_pio(card: &Card) -> Result<(), DeviceError> {
+    if card.has_feature("generator") {
+        Ok(())
+    } else {
+        Err(DeviceError::InvalidArgument("this card has no PIO window (it comes with the generator feature)".to_string()))
+    }
 }
 
-/// Sets how many card cycles the window waits before answering a read.
+/// Clears the window's counters.
+pub fn reset(card: &mut Card) -> Result<(), DeviceError> {
+    require_pio(card)?;
+    card.write(pio::CONTROL, pio::control::CLEAR.set(1))
+}
+
+/// Sets how many card cycles the window waits before answering a read (0..=MAX_READ_DELAY).
 pub fn set_read_delay(card: &mut Card, cycles: u32) -> Result<(), DeviceError> {
-    let _ = (card, cycles);
-    Err(DeviceError::Backend("the PIO driver is being written".to_string()))
+    require_pio(card)?;
+    if cycles > MAX_READ_DELAY {
+        return Err(DeviceError::InvalidArgument(format!(
+            "PIO read delay must be 0..={MAX_READ_DELAY} cycles, not {cycles}"
+        )));
+    }
+    card.write(pio::READ_DELAY, u64::from(cycles))
 }
 
 /// Reads the window's counters.
 pub fn stats(card: &mut Card) -> Result<PioStats, DeviceError> {
-    let _ = card;
-    Err(DeviceError::Backend("the PIO driver is being written".to_string()))
+    require_pio(card)?;
+    Ok(PioStats {
+        write_tlps: card.read(pio::WRITE_TLPS)?,
+        write_bytes: card.read(pio::WRITE_BYTES)?,
+        write_size_histogram: crate::generator::read_histogram(card, pio::WRITE_SIZE_SELECT, pio::WRITE_SIZE_COUNT, SIZE_BUCKETS)?,
+        first_write_cycle: card.read(pio::FIRST_WRITE)?,
+        last_write_cycle: card.read(pio::LAST_WRITE)?,
+        read_tlps: card.read(pio::READ_TLPS)?,
+        read_bytes: card.read(pio::READ_BYTES)?,
+        read_size_histogram: crate::generator::read_histogram(card, pio::READ_SIZE_SELECT, pio::READ_SIZE_COUNT, SIZE_BUCKETS)?,
+    })
 }

@@ -6,7 +6,7 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map this crate was generated from (ident.map_hash on the card).
-pub const MAP_HASH: u32 = 0x7ed572bf;
+pub const MAP_HASH: u32 = 0x1681c1fd;
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -52,7 +52,7 @@ pub mod ident {
     #[allow(unused_imports)]
     use super::{Field, Register};
     /// Offset of the region in BAR0.
-    pub const BASE: u64 = 0x0;
+    pub const REGION_OFFSET: u64 = 0x0;
 
     /// Identifies a tlpx card: always 0x544C5058 ("TLPX").
     pub const MAGIC: Register = Register { region: "ident", name: "magic", offset: 0x0, size_bits: 32, writable: false, description: "Identifies a tlpx card: always 0x544C5058 (\"TLPX\")." };
@@ -116,7 +116,7 @@ pub mod timebase {
     #[allow(unused_imports)]
     use super::{Field, Register};
     /// Offset of the region in BAR0.
-    pub const BASE: u64 = 0x800;
+    pub const REGION_OFFSET: u64 = 0x800;
 
     /// Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi.
     pub const CYCLES_LO: Register = Register { region: "timebase", name: "cycles_lo", offset: 0x800, size_bits: 32, writable: false, description: "Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi." };
@@ -130,7 +130,7 @@ pub mod request_path {
     #[allow(unused_imports)]
     use super::{Field, Register};
     /// Offset of the region in BAR0.
-    pub const BASE: u64 = 0x1000;
+    pub const REGION_OFFSET: u64 = 0x1000;
 
     /// Memory reads executed (MRd32 answered with CplD).
     pub const MEM_READS: Register = Register { region: "request_path", name: "mem_reads", offset: 0x1000, size_bits: 32, writable: false, description: "Memory reads executed (MRd32 answered with CplD)." };
@@ -171,7 +171,7 @@ pub mod pcie_msi {
     #[allow(unused_imports)]
     use super::{Field, Register};
     /// Offset of the region in BAR0.
-    pub const BASE: u64 = 0x1800;
+    pub const REGION_OFFSET: u64 = 0x1800;
 
     /// MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).
     pub const ENABLE: Register = Register { region: "pcie_msi", name: "enable", offset: 0x1800, size_bits: 32, writable: true, description: "MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s)." };
@@ -188,7 +188,7 @@ pub mod pcie_dma0 {
     #[allow(unused_imports)]
     use super::{Field, Register};
     /// Offset of the region in BAR0.
-    pub const BASE: u64 = 0x2000;
+    pub const REGION_OFFSET: u64 = 0x2000;
 
     /// DMA Writer Control. Write ``1`` to enable DMA Writer.
     pub const WRITER_ENABLE: Register = Register { region: "pcie_dma0", name: "writer_enable", offset: 0x2000, size_bits: 2, writable: true, description: "DMA Writer Control. Write ``1`` to enable DMA Writer." };
@@ -288,6 +288,227 @@ pub mod pcie_dma0 {
     pub const LOOPBACK_ENABLE: Register = Register { region: "pcie_dma0", name: "loopback_enable", offset: 0x2040, size_bits: 1, writable: true, description: "DMA Loopback Enable Control. Write ``1`` to enable DMA internal loopback (DMA Reader to DMA Writer)." };
 }
 
+/// Region `generator` at BAR0 offset 0x2800.
+pub mod generator {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x2800;
+
+    /// Run control.
+    pub const CONTROL: Register = Register { region: "generator", name: "control", offset: 0x2800, size_bits: 3, writable: true, description: "Run control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1 to start a run.
+        pub const START: Field = Field { shift: 0, width: 1 };
+        /// Write 1 to stop issuing requests; the run ends when outstanding reads complete or time out.
+        pub const STOP: Field = Field { shift: 1, width: 1 };
+        /// Write 1 to zero counters, histograms and latency samples.
+        pub const CLEAR: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Run configuration.
+    pub const CONFIG: Register = Register { region: "generator", name: "config", offset: 0x2804, size_bits: 9, writable: true, description: "Run configuration." };
+    /// Fields of `config`.
+    pub mod config {
+        use super::Field;
+        /// What the run does.
+        pub const OPERATION: Field = Field { shift: 0, width: 2 };
+        /// Transfer addresses.
+        pub const ADDRESS_PATTERN: Field = Field { shift: 2, width: 2 };
+        /// Data written, and expected on reads.
+        pub const DATA_PATTERN: Field = Field { shift: 4, width: 1 };
+        /// Check read data against the pattern (DW-aligned transfers only).
+        pub const CHECK_DATA: Field = Field { shift: 5, width: 1 };
+        /// Force 4DW (64-bit) headers even below 4 GiB.
+        pub const ADDR64: Field = Field { shift: 6, width: 1 };
+        /// Set the Relaxed Ordering attribute.
+        pub const RELAXED_ORDERING: Field = Field { shift: 7, width: 1 };
+        /// Set the No Snoop attribute.
+        pub const NO_SNOOP: Field = Field { shift: 8, width: 1 };
+    }
+
+    /// Bytes per transfer (1..65536).
+    pub const TRANSFER_SIZE: Register = Register { region: "generator", name: "transfer_size", offset: 0x2808, size_bits: 18, writable: true, description: "Bytes per transfer (1..65536)." };
+
+    /// Transfers per engine; 0: until duration.
+    pub const COUNT: Register = Register { region: "generator", name: "count", offset: 0x280c, size_bits: 64, writable: true, description: "Transfers per engine; 0: until duration." };
+
+    /// Card cycles the engines issue for; 0: until count.
+    pub const DURATION: Register = Register { region: "generator", name: "duration", offset: 0x2814, size_bits: 64, writable: true, description: "Card cycles the engines issue for; 0: until count." };
+
+    /// log2 of the largest read request in bytes (<= MRRS).
+    pub const REQUEST_SIZE_LOG2: Register = Register { region: "generator", name: "request_size_log2", offset: 0x281c, size_bits: 4, writable: true, description: "log2 of the largest read request in bytes (<= MRRS)." };
+
+    /// log2 of the largest write payload in bytes (<= MPS).
+    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "generator", name: "payload_size_log2", offset: 0x2820, size_bits: 4, writable: true, description: "log2 of the largest write payload in bytes (<= MPS)." };
+
+    /// Idle cycles after each request.
+    pub const IDLE_CYCLES: Register = Register { region: "generator", name: "idle_cycles", offset: 0x2824, size_bits: 32, writable: true, description: "Idle cycles after each request." };
+
+    /// Reads in flight at most (1..64).
+    pub const MAX_OUTSTANDING: Register = Register { region: "generator", name: "max_outstanding", offset: 0x2828, size_bits: 8, writable: true, description: "Reads in flight at most (1..64)." };
+
+    /// Bus address of the buffer.
+    pub const BASE: Register = Register { region: "generator", name: "base", offset: 0x282c, size_bits: 64, writable: true, description: "Bus address of the buffer." };
+
+    /// Window size - 1 (a power of two minus one).
+    pub const WINDOW_MASK: Register = Register { region: "generator", name: "window_mask", offset: 0x2834, size_bits: 32, writable: true, description: "Window size - 1 (a power of two minus one)." };
+
+    /// log2 of the distance between transfer slots.
+    pub const STRIDE_LOG2: Register = Register { region: "generator", name: "stride_log2", offset: 0x2838, size_bits: 5, writable: true, description: "log2 of the distance between transfer slots." };
+
+    /// Byte offset of each transfer in its slot.
+    pub const OFFSET: Register = Register { region: "generator", name: "offset", offset: 0x283c, size_bits: 6, writable: true, description: "Byte offset of each transfer in its slot." };
+
+    /// Seed of the data pattern and of the address LFSR.
+    pub const SEED: Register = Register { region: "generator", name: "seed", offset: 0x2840, size_bits: 32, writable: true, description: "Seed of the data pattern and of the address LFSR." };
+
+    /// Completion timeout in card cycles.
+    pub const TIMEOUT: Register = Register { region: "generator", name: "timeout", offset: 0x2844, size_bits: 32, writable: true, description: "Completion timeout in card cycles." };
+
+    /// Run status.
+    pub const STATUS: Register = Register { region: "generator", name: "status", offset: 0x2848, size_bits: 16, writable: false, description: "Run status." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// A run is in progress.
+        pub const RUNNING: Field = Field { shift: 0, width: 1 };
+        /// The last run has ended (cleared by start).
+        pub const DONE: Field = Field { shift: 1, width: 1 };
+        /// Why the last run ended.
+        pub const ENDED_BY: Field = Field { shift: 2, width: 2 };
+        /// Reads in flight now.
+        pub const OUTSTANDING: Field = Field { shift: 8, width: 8 };
+    }
+
+    /// Card cycles of the last run, from start to its last write beat or last completion.
+    pub const CYCLES: Register = Register { region: "generator", name: "cycles", offset: 0x284c, size_bits: 64, writable: false, description: "Card cycles of the last run, from start to its last write beat or last completion." };
+
+    /// Transfers completed (reads: all their completions arrived).
+    pub const TRANSFERS: Register = Register { region: "generator", name: "transfers", offset: 0x2854, size_bits: 64, writable: false, description: "Transfers completed (reads: all their completions arrived)." };
+
+    /// MRd TLPs sent.
+    pub const READ_REQUESTS: Register = Register { region: "generator", name: "read_requests", offset: 0x285c, size_bits: 64, writable: false, description: "MRd TLPs sent." };
+
+    /// Bytes of read requests that completed successfully.
+    pub const READ_BYTES: Register = Register { region: "generator", name: "read_bytes", offset: 0x2864, size_bits: 64, writable: false, description: "Bytes of read requests that completed successfully." };
+
+    /// Completion TLPs received for the generator's tags.
+    pub const COMPLETIONS: Register = Register { region: "generator", name: "completions", offset: 0x286c, size_bits: 64, writable: false, description: "Completion TLPs received for the generator's tags." };
+
+    /// MWr TLPs sent.
+    pub const WRITE_REQUESTS: Register = Register { region: "generator", name: "write_requests", offset: 0x2874, size_bits: 64, writable: false, description: "MWr TLPs sent." };
+
+    /// Payload bytes written.
+    pub const WRITE_BYTES: Register = Register { region: "generator", name: "write_bytes", offset: 0x287c, size_bits: 64, writable: false, description: "Payload bytes written." };
+
+    /// Read requests whose latency was measured.
+    pub const LAT_COUNT: Register = Register { region: "generator", name: "lat_count", offset: 0x2884, size_bits: 64, writable: false, description: "Read requests whose latency was measured." };
+
+    /// Smallest read latency (cycles, request's last beat to its last completion's last beat).
+    pub const LAT_MIN: Register = Register { region: "generator", name: "lat_min", offset: 0x288c, size_bits: 32, writable: false, description: "Smallest read latency (cycles, request's last beat to its last completion's last beat)." };
+
+    /// Largest read latency (cycles).
+    pub const LAT_MAX: Register = Register { region: "generator", name: "lat_max", offset: 0x2890, size_bits: 32, writable: false, description: "Largest read latency (cycles)." };
+
+    /// Sum of read latencies (cycles).
+    pub const LAT_SUM: Register = Register { region: "generator", name: "lat_sum", offset: 0x2894, size_bits: 64, writable: false, description: "Sum of read latencies (cycles)." };
+
+    /// Completions with status Unsupported Request.
+    pub const ERR_UR: Register = Register { region: "generator", name: "err_ur", offset: 0x289c, size_bits: 32, writable: false, description: "Completions with status Unsupported Request." };
+
+    /// Completions with status Completer Abort.
+    pub const ERR_CA: Register = Register { region: "generator", name: "err_ca", offset: 0x28a0, size_bits: 32, writable: false, description: "Completions with status Completer Abort." };
+
+    /// Completions with another non-successful status.
+    pub const ERR_OTHER: Register = Register { region: "generator", name: "err_other", offset: 0x28a4, size_bits: 32, writable: false, description: "Completions with another non-successful status." };
+
+    /// Completions with the EP (poisoned) bit.
+    pub const ERR_POISONED: Register = Register { region: "generator", name: "err_poisoned", offset: 0x28a8, size_bits: 32, writable: false, description: "Completions with the EP (poisoned) bit." };
+
+    /// Reads whose completion did not arrive within the timeout.
+    pub const ERR_TIMEOUTS: Register = Register { region: "generator", name: "err_timeouts", offset: 0x28ac, size_bits: 32, writable: false, description: "Reads whose completion did not arrive within the timeout." };
+
+    /// Completions for a tag that had no read outstanding.
+    pub const ERR_UNEXPECTED: Register = Register { region: "generator", name: "err_unexpected", offset: 0x28b0, size_bits: 32, writable: false, description: "Completions for a tag that had no read outstanding." };
+
+    /// Read DWs that differed from the data pattern.
+    pub const ERR_MISMATCHES: Register = Register { region: "generator", name: "err_mismatches", offset: 0x28b4, size_bits: 32, writable: false, description: "Read DWs that differed from the data pattern." };
+
+    /// Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const LAT_HIST_SELECT: Register = Register { region: "generator", name: "lat_hist_select", offset: 0x28b8, size_bits: 8, writable: true, description: "Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the read latency (cycles) histogram bucket chosen by lat_hist_select.
+    pub const LAT_HIST_COUNT: Register = Register { region: "generator", name: "lat_hist_count", offset: 0x28bc, size_bits: 32, writable: false, description: "Count of the read latency (cycles) histogram bucket chosen by lat_hist_select." };
+
+    /// Oldest latency sample (cycles); reading it removes it from the FIFO.
+    pub const LAT_SAMPLE: Register = Register { region: "generator", name: "lat_sample", offset: 0x28c0, size_bits: 32, writable: false, description: "Oldest latency sample (cycles); reading it removes it from the FIFO." };
+
+    /// Latency sample FIFO level.
+    pub const LAT_SAMPLES: Register = Register { region: "generator", name: "lat_samples", offset: 0x28c4, size_bits: 16, writable: false, description: "Latency sample FIFO level." };
+    /// Fields of `lat_samples`.
+    pub mod lat_samples {
+        use super::Field;
+        /// Samples waiting in the FIFO (up to 1024).
+        pub const LEVEL: Field = Field { shift: 0, width: 16 };
+    }
+
+    /// Latency samples not kept because the FIFO was full.
+    pub const LAT_SAMPLES_DROPPED: Register = Register { region: "generator", name: "lat_samples_dropped", offset: 0x28c8, size_bits: 32, writable: false, description: "Latency samples not kept because the FIFO was full." };
+}
+
+/// Region `pio` at BAR0 offset 0x3000.
+pub mod pio {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x3000;
+
+    /// Counter control.
+    pub const CONTROL: Register = Register { region: "pio", name: "control", offset: 0x3000, size_bits: 1, writable: true, description: "Counter control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1 to zero the counters and histograms.
+        pub const CLEAR: Field = Field { shift: 0, width: 1 };
+    }
+
+    /// Cycles each read DW waits before it is returned (0..4000).
+    pub const READ_DELAY: Register = Register { region: "pio", name: "read_delay", offset: 0x3004, size_bits: 12, writable: true, description: "Cycles each read DW waits before it is returned (0..4000)." };
+
+    /// Write TLPs that hit the window.
+    pub const WRITE_TLPS: Register = Register { region: "pio", name: "write_tlps", offset: 0x3008, size_bits: 64, writable: false, description: "Write TLPs that hit the window." };
+
+    /// Bytes written (enabled bytes of those TLPs).
+    pub const WRITE_BYTES: Register = Register { region: "pio", name: "write_bytes", offset: 0x3010, size_bits: 64, writable: false, description: "Bytes written (enabled bytes of those TLPs)." };
+
+    /// Card cycle at which the first counted write completed.
+    pub const FIRST_WRITE: Register = Register { region: "pio", name: "first_write", offset: 0x3018, size_bits: 64, writable: false, description: "Card cycle at which the first counted write completed." };
+
+    /// Card cycle at which the last counted write completed.
+    pub const LAST_WRITE: Register = Register { region: "pio", name: "last_write", offset: 0x3020, size_bits: 64, writable: false, description: "Card cycle at which the last counted write completed." };
+
+    /// Read TLPs that hit the window.
+    pub const READ_TLPS: Register = Register { region: "pio", name: "read_tlps", offset: 0x3028, size_bits: 64, writable: false, description: "Read TLPs that hit the window." };
+
+    /// Bytes read (enabled bytes).
+    pub const READ_BYTES: Register = Register { region: "pio", name: "read_bytes", offset: 0x3030, size_bits: 64, writable: false, description: "Bytes read (enabled bytes)." };
+
+    /// Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const WRITE_SIZE_SELECT: Register = Register { region: "pio", name: "write_size_select", offset: 0x3038, size_bits: 8, writable: true, description: "Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the write TLP payload bytes histogram bucket chosen by write_size_select.
+    pub const WRITE_SIZE_COUNT: Register = Register { region: "pio", name: "write_size_count", offset: 0x303c, size_bits: 32, writable: false, description: "Count of the write TLP payload bytes histogram bucket chosen by write_size_select." };
+
+    /// Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const READ_SIZE_SELECT: Register = Register { region: "pio", name: "read_size_select", offset: 0x3040, size_bits: 8, writable: true, description: "Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the read TLP bytes histogram bucket chosen by read_size_select.
+    pub const READ_SIZE_COUNT: Register = Register { region: "pio", name: "read_size_count", offset: 0x3044, size_bits: 32, writable: false, description: "Count of the read TLP bytes histogram bucket chosen by read_size_select." };
+}
+
 /// Every register of the map, in BAR0 order.
 pub const ALL: &[Register] = &[
     ident::MAGIC,
@@ -329,14 +550,70 @@ pub const ALL: &[Register] = &[
     pcie_dma0::READER_TABLE_LEVEL,
     pcie_dma0::READER_TABLE_RESET,
     pcie_dma0::LOOPBACK_ENABLE,
+    generator::CONTROL,
+    generator::CONFIG,
+    generator::TRANSFER_SIZE,
+    generator::COUNT,
+    generator::DURATION,
+    generator::REQUEST_SIZE_LOG2,
+    generator::PAYLOAD_SIZE_LOG2,
+    generator::IDLE_CYCLES,
+    generator::MAX_OUTSTANDING,
+    generator::BASE,
+    generator::WINDOW_MASK,
+    generator::STRIDE_LOG2,
+    generator::OFFSET,
+    generator::SEED,
+    generator::TIMEOUT,
+    generator::STATUS,
+    generator::CYCLES,
+    generator::TRANSFERS,
+    generator::READ_REQUESTS,
+    generator::READ_BYTES,
+    generator::COMPLETIONS,
+    generator::WRITE_REQUESTS,
+    generator::WRITE_BYTES,
+    generator::LAT_COUNT,
+    generator::LAT_MIN,
+    generator::LAT_MAX,
+    generator::LAT_SUM,
+    generator::ERR_UR,
+    generator::ERR_CA,
+    generator::ERR_OTHER,
+    generator::ERR_POISONED,
+    generator::ERR_TIMEOUTS,
+    generator::ERR_UNEXPECTED,
+    generator::ERR_MISMATCHES,
+    generator::LAT_HIST_SELECT,
+    generator::LAT_HIST_COUNT,
+    generator::LAT_SAMPLE,
+    generator::LAT_SAMPLES,
+    generator::LAT_SAMPLES_DROPPED,
+    pio::CONTROL,
+    pio::READ_DELAY,
+    pio::WRITE_TLPS,
+    pio::WRITE_BYTES,
+    pio::FIRST_WRITE,
+    pio::LAST_WRITE,
+    pio::READ_TLPS,
+    pio::READ_BYTES,
+    pio::WRITE_SIZE_SELECT,
+    pio::WRITE_SIZE_COUNT,
+    pio::READ_SIZE_SELECT,
+    pio::READ_SIZE_COUNT,
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers and such).
 pub mod constants {
+    pub const GENERATOR_TAGS: u64 = 64;
+    pub const GENERATOR_TAG_BASE: u64 = 128;
     pub const IDENT_MAGIC: u64 = 1414287448;
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
+    pub const MSI_GENERATOR: u64 = 3;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
     pub const MSI_PCIE_DMA0_WRITER: u64 = 0;
     pub const MSI_SOFTWARE: u64 = 2;
+    pub const PIO_WINDOW_BASE: u64 = 65536;
+    pub const PIO_WINDOW_SIZE: u64 = 65536;
 }

@@ -1,0 +1,740 @@
+"""Traffic generator: DMA reads and writes of host memory, instrumented in hardware.
+
+The generator builds its TLPs itself at the PHY level rather than through LitePCIe's
+requester, because an exerciser needs every header field under control: forced 4DW
+headers below 4 GiB, byte enables for any byte offset, the relaxed-ordering and no-snoop
+attributes, its own tags and completion matching, per-request latency, and counting of
+error completions, poisoned data and completion timeouts.
+
+```
+ CSRs ──► WriteEngine ──MWr beats──► TX arbiter ──► PHY
+      ──► ReadEngine  ──MRd beats──►
+                 ▲ tags, issue times
+ PHY ──► CompletionDispatcher ──(tags TAG_BASE..)──► CompletionChecker ──► counters,
+                              └─(other tags)──► LitePCIe            latency min/max/sum,
+                                                                    log2 histogram, sample FIFO
+```
+
+Transfers: transfer n starts at base + ((i(n) << stride_log2) & window_mask) + offset, where
+i(n) is n (sequential), 0 (fixed) or an LFSR value (random); each transfer is cut into
+requests that end on request-size (reads) or payload-size (writes) boundaries, so none
+crosses 4 KiB (PCIe Base spec 2.2.7). Data: the DW at byte address a holds
+pattern(a / 4) (counter: a/4 + seed; prbs: lowbias32(a/4 ^ seed)); reads are checked
+against it, so completions can arrive in any order.
+"""
+
+from migen import *
+
+from litex.gen import *
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
+from litex.soc.integration.doc import ModuleDoc
+
+from litepcie.common import phy_layout
+
+from tlpx_gateware import tlp
+from tlpx_gateware.cores.common import Log2Histogram, pattern_word, PATTERN_COUNTER, PATTERN_PRBS
+
+TAG_BASE = 128
+TAGS     = 64
+
+OP_READ       = 0
+OP_WRITE      = 1
+OP_READ_WRITE = 2
+OP_WRITE_READ = 3
+
+ADDR_SEQUENTIAL = 0
+ADDR_FIXED      = 1
+ADDR_RANDOM     = 2
+
+ENDED_COUNT    = 1
+ENDED_DURATION = 2
+ENDED_STOP     = 3
+
+SAMPLE_FIFO_DEPTH = 1024
+
+# Request engine (one for writes, one for reads) ---------------------------------------------------
+
+class RequestEngine(LiteXModule):
+    """Walks transfers and emits one request TLP after another, back to back.
+
+    The next request's header is computed while the current one is on the wire, so requests
+    leave with no idle beat between them unless idle cycles are asked for.
+    """
+    def __init__(self, data_width, is_write, cfg, requester_id):
+        n = data_width // 32
+        self.source = source = stream.Endpoint(phy_layout(data_width))
+
+        self.start    = Signal()  # pulse: begin
+        self.stop     = Signal()  # pulse: stop issuing
+        self.enable   = Signal()  # this engine takes part in the run
+        self.busy     = Signal()  # issuing
+        self.elapsed  = Signal(64)  # cycles since start (from the core)
+
+        # Reads only: tag gating and issue notification.
+        self.tag_free     = Signal()          # a tag is free and outstanding < max
+        self.free_tag     = Signal(max=TAGS)  # lowest free tag
+        self.issued       = Signal()          # pulse: a request left (last beat accepted)
+        self.issued_tag   = Signal(max=TAGS)
+        self.issued_addr  = Signal(64)
+        self.issued_bytes = Signal(13)
+
+        # Write-then-read: the writer hands each finished transfer to the reader.
+        self.follow       = Signal()     # reader: take transfers from hand_* instead of own
+        self.hand_valid   = Signal()
+        self.hand_ready   = Signal()
+        self.hand_addr    = Signal(64)
+        self.pause_after_transfer = Signal()  # writer: wait for `resume` after each transfer
+        self.resume       = Signal()
+        self.transfer_done = Signal()   # pulse: the last request of a transfer left
+        self.transfer_started = Signal()  # pulse: the first beat of a transfer left
+        self.transfer_addr = Signal(64)  # its start address
+
+        # Counters of this engine.
+        self.requests     = Signal(64)
+        self.bytes        = Signal(64)
+        self.transfers    = Signal(64)
+        self.ended_by     = Signal(2)
+
+        # # #
+
+        index     = Signal(32)
+        lfsr      = Signal(32, reset=1)
+        addr      = Signal(64)
+        tr_start  = Signal(64)
+        remaining = Signal(18)
+        beat      = Signal(10)
+        idle      = Signal(32)
+        cur_tag   = Signal(max=TAGS)
+        started   = Signal(64)  # transfers started
+
+        size_log2 = cfg.payload_size_log2 if is_write else cfg.request_size_log2
+
+        # Address of transfer `i`.
+        def transfer_address(i):
+            slot = Signal(64)
+            return slot, [slot.eq(cfg.base + ((i << cfg.stride_log2) & cfg.window_mask) + cfg.offset)]
+
+        seq_i = Signal(32)
+        self.comb += Case(cfg.address_pattern, {
+            ADDR_SEQUENTIAL: seq_i.eq(index),
+            ADDR_FIXED:      seq_i.eq(0),
+            ADDR_RANDOM:     seq_i.eq(lfsr),
+            "default":       seq_i.eq(index),
+        })
+        next_addr, stmts = transfer_address(seq_i)
+        self.comb += stmts
+        lfsr_next = Signal(32)  # Galois LFSR, x^32 + x^22 + x^2 + x + 1
+        self.comb += lfsr_next.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0x80200003, lfsr >> 1))
+
+        # The current request ---------------------------------------------------------------------
+        max_size = Signal(14)
+        room     = Signal(14)
+        nbytes   = Signal(14)
+        dws      = Signal(11)
+        first_be = Signal(4)
+        last_be  = Signal(4)
+        end_addr = Signal(2)
+        hdr4     = Signal()
+        first_be_full = Signal(4)
+        last_be_full  = Signal(4)
+        self.comb += [
+            Case(addr[:2], {0: first_be_full.eq(0xf), 1: first_be_full.eq(0xe), 2: first_be_full.eq(0xc), 3: first_be_full.eq(0x8)}),
+            Case(end_addr, {0: last_be_full.eq(0x1), 1: last_be_full.eq(0x3), 2: last_be_full.eq(0x7), 3: last_be_full.eq(0xf)}),
+        ]
+        self.comb += [
+            max_size.eq(1 << size_log2),
+            room.eq(max_size - (addr[:14] & (max_size - 1))),
+            nbytes.eq(Mux(remaining < room, remaining, room)),
+            dws.eq((addr[:2] + nbytes + 3) >> 2),
+            end_addr.eq(addr[:2] + nbytes - 1),
+            If(dws == 1,
+                first_be.eq(first_be_full & last_be_full),
+                last_be.eq(0),
+            ).Else(
+                first_be.eq(first_be_full),
+                last_be.eq(last_be_full),
+            ),
+            hdr4.eq(cfg.addr64 | (addr[32:] != 0)),
+        ]
+        tag = Signal(max=TAGS)
+        self.comb += tag.eq(Mux(beat == 0, self.free_tag, cur_tag))
+        fmt = Signal(3)
+        self.comb += fmt.eq(Cat(hdr4, C(int(is_write), 1), C(0, 1)))
+        dw0 = Cat(dws[:10], C(0, 2), cfg.no_snoop, cfg.relaxed_ordering, C(0, 10), C(tlp.TYPE_MEM, 5), fmt)
+        dw1 = Cat(first_be, last_be, (tag + TAG_BASE)[:8] if not is_write else C(0, 8), requester_id)
+        hdr = Array([
+            dw0, dw1,
+            Mux(hdr4, addr[32:], Cat(C(0, 2), addr[2:32])),
+            Cat(C(0, 2), addr[2:32]),
+        ])
+        header_dws = Signal(3)
+        total_dws  = Signal(12)
+        self.comb += [
+            header_dws.eq(Mux(hdr4, 4, 3)),
+            total_dws.eq(header_dws + (dws if is_write else 0)),
+        ]
+        last_beat = Signal()
+        self.comb += last_beat.eq((beat + 1) * n >= total_dws)
+
+        # Beat contents: header DWs, then payload DWs from the pattern.
+        payload_base = Signal(32)
+        self.comb += payload_base.eq(addr[2:34] + beat * n - header_dws)
+        for j in range(n):
+            d = Signal(12, name=f"slot{j}")
+            self.comb += d.eq(beat * n + j)
+            word = Signal(32, name=f"word{j}")
+            if is_write:
+                self.comb += word.eq(Mux(d < header_dws, hdr[d[:2]],
+                    pattern_word(cfg.data_pattern, cfg.seed, (payload_base + j)[:32])))
+            else:
+                self.comb += word.eq(hdr[d[:2]])
+            self.comb += [
+                source.dat[32*j:32*(j+1)].eq(word),
+                source.be[4*j:4*(j+1)].eq(Mux(d < total_dws, 0xf, 0)),
+            ]
+        self.comb += [
+            source.first.eq(beat == 0),
+            source.last.eq(last_beat),
+        ]
+
+        # Termination ----------------------------------------------------------------------------
+        count_reached    = Signal()
+        duration_reached = Signal()
+        self.comb += [
+            count_reached.eq((cfg.count != 0) & (started >= cfg.count)),
+            duration_reached.eq((cfg.duration != 0) & (self.elapsed >= cfg.duration)),
+        ]
+
+        # Sequencing -------------------------------------------------------------------------------
+        accepted = Signal()
+        self.comb += accepted.eq(source.valid & source.ready)
+        finished_transfer = Signal()
+        self.comb += finished_transfer.eq(remaining == nbytes)
+
+        self.fsm = fsm = FSM(reset_state="IDLE")
+        fsm.act("IDLE",
+            If(self.start & self.enable,
+                NextValue(index, 0),
+                NextValue(lfsr, Mux(cfg.seed == 0, 1, cfg.seed)),
+                NextValue(started, 0),
+                NextValue(self.requests, 0),
+                NextValue(self.bytes, 0),
+                NextValue(self.transfers, 0),
+                NextValue(self.ended_by, 0),
+                NextState("NEXT-TRANSFER")
+            )
+        )
+        fsm.act("NEXT-TRANSFER",
+            self.busy.eq(1),
+            If(self.stop,
+                NextValue(self.ended_by, ENDED_STOP),
+                NextState("IDLE")
+            ).Elif(count_reached,
+                NextValue(self.ended_by, ENDED_COUNT),
+                NextState("IDLE")
+            ).Elif(duration_reached,
+                NextValue(self.ended_by, ENDED_DURATION),
+                NextState("IDLE")
+            ).Elif(self.follow,
+                self.hand_ready.eq(1),
+                If(self.hand_valid,
+                    NextValue(addr, self.hand_addr),
+                    NextValue(tr_start, self.hand_addr),
+                    NextValue(remaining, cfg.transfer_size),
+                    NextValue(started, started + 1),
+                    NextValue(beat, 0),
+                    NextState("EMIT")
+                )
+            ).Else(
+                NextValue(addr, next_addr),
+                NextValue(tr_start, next_addr),
+                NextValue(remaining, cfg.transfer_size),
+                NextValue(index, index + 1),
+                NextValue(lfsr, lfsr_next),
+                NextValue(started, started + 1),
+                NextValue(beat, 0),
+                NextState("EMIT")
+            )
+        )
+        can_issue = Signal()
+        self.comb += can_issue.eq(1 if is_write else self.tag_free | (beat != 0))
+        fsm.act("EMIT",
+            self.busy.eq(1),
+            source.valid.eq(can_issue),
+            If(accepted,
+                If(beat == 0,
+                    NextValue(cur_tag, tag),
+                ),
+                NextValue(beat, beat + 1),
+                If(last_beat,
+                    self.issued.eq(1),
+                    NextValue(beat, 0),
+                    NextValue(self.requests, self.requests + 1),
+                    NextValue(self.bytes, self.bytes + nbytes),
+                    If(finished_transfer,
+                        self.transfer_done.eq(1),
+                        NextValue(self.transfers, self.transfers + 1),
+                        If(self.pause_after_transfer,
+                            NextState("WAIT-RESUME")
+                        ).Elif(cfg.idle_cycles != 0,
+                            NextValue(idle, cfg.idle_cycles),
+                            NextState("IDLE-CYCLES")
+                        ).Else(
+                            NextState("NEXT-TRANSFER")
+                        )
+                    ).Else(
+                        NextValue(addr, addr + nbytes),
+                        NextValue(remaining, remaining - nbytes),
+                        If(self.stop,
+                            NextValue(self.ended_by, ENDED_STOP),
+                            NextState("IDLE")
+                        ).Elif(cfg.idle_cycles != 0,
+                            NextValue(idle, cfg.idle_cycles),
+                            NextState("IDLE-CYCLES-MID")
+                        )
+                    )
+                )
+            )
+        )
+        fsm.act("IDLE-CYCLES",
+            self.busy.eq(1),
+            NextValue(idle, idle - 1),
+            If(idle == 1, NextState("NEXT-TRANSFER"))
+        )
+        fsm.act("IDLE-CYCLES-MID",
+            self.busy.eq(1),
+            NextValue(idle, idle - 1),
+            If(idle == 1, NextState("EMIT"))
+        )
+        fsm.act("WAIT-RESUME",
+            self.busy.eq(1),
+            If(self.resume | self.stop,
+                NextState("NEXT-TRANSFER")
+            )
+        )
+        self.comb += self.transfer_started.eq(accepted & (beat == 0) & (addr == tr_start))
+        self.comb += [
+            self.issued_tag.eq(tag),
+            self.issued_addr.eq(addr),
+            self.issued_bytes.eq(nbytes),
+            self.transfer_addr.eq(tr_start),
+        ]
+
+# Completion dispatcher ----------------------------------------------------------------------------
+
+class CompletionDispatcher(LiteXModule):
+    """Sends completions whose tag is in [TAG_BASE, TAG_BASE + TAGS) to the generator and the
+    others to LitePCIe, at full width.
+
+    The tag is in header DW2. With 4 or more DWs per beat it is in the first beat; with two
+    (64-bit datapath) it is in the second, so one beat is held back to look ahead: one cycle
+    of latency, no loss of throughput.
+    """
+    def __init__(self, data_width):
+        self.sink      = sink      = stream.Endpoint(phy_layout(data_width))
+        self.generator = generator = stream.Endpoint(phy_layout(data_width))
+        self.other     = other     = stream.Endpoint(phy_layout(data_width))
+
+        # # #
+
+        def is_ours(dw2):
+            tag = dw2[8:16]
+            return (tag >= TAG_BASE) & (tag < TAG_BASE + TAGS)
+
+        to_gen     = Signal()
+        to_gen_reg = Signal()
+        if data_width >= 128:
+            self.comb += [
+                to_gen.eq(Mux(sink.first, is_ours(sink.dat[64:96]), to_gen_reg)),
+                If(to_gen, sink.connect(generator)).Else(sink.connect(other)),
+            ]
+            self.sync += If(sink.valid & sink.ready & sink.first, to_gen_reg.eq(to_gen))
+        else:
+            held       = stream.Endpoint(phy_layout(data_width))
+            held_valid = Signal()
+            out        = stream.Endpoint(phy_layout(data_width))
+            self.comb += [
+                # The first beat waits until the second (with DW2) is visible.
+                out.valid.eq(held_valid & (~held.first | held.last | sink.valid)),
+                out.dat.eq(held.dat), out.be.eq(held.be),
+                out.first.eq(held.first), out.last.eq(held.last),
+                to_gen.eq(Mux(held.first, is_ours(sink.dat[0:32]), to_gen_reg)),
+                If(to_gen, out.connect(generator)).Else(out.connect(other)),
+                sink.ready.eq(~held_valid | (out.valid & out.ready)),
+            ]
+            self.sync += [
+                If(out.valid & out.ready & held.first, to_gen_reg.eq(to_gen)),
+                If(sink.valid & sink.ready,
+                    held_valid.eq(1),
+                    held.dat.eq(sink.dat), held.be.eq(sink.be),
+                    held.first.eq(sink.first), held.last.eq(sink.last),
+                ).Elif(out.valid & out.ready,
+                    held_valid.eq(0),
+                ),
+            ]
+
+# Generator ----------------------------------------------------------------------------------------
+
+class Generator(LiteXModule):
+    def __init__(self, data_width, requester_id, cycles):
+        n = data_width // 32
+        self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
+
+        Program the configuration registers, write ``control.start``, wait for ``status.done``
+        (or the ``generator`` MSI), then read the counters. ``control.clear`` zeroes the
+        counters, histograms and latency samples; ``control.stop`` ends a run early.
+        """)
+        self.wr_source = stream.Endpoint(phy_layout(data_width))
+        self.rd_source = stream.Endpoint(phy_layout(data_width))
+        self.cpl_sink  = stream.Endpoint(phy_layout(data_width))
+        self.irq       = Signal()
+
+        # Configuration ----------------------------------------------------------------------------
+        self.control = CSRStorage(fields=[
+            CSRField("start", size=1, pulse=True, description="Write 1 to start a run."),
+            CSRField("stop",  size=1, pulse=True, description="Write 1 to stop issuing requests; the run ends when outstanding reads complete or time out."),
+            CSRField("clear", size=1, pulse=True, description="Write 1 to zero counters, histograms and latency samples."),
+        ], description="Run control.")
+        self.config = CSRStorage(fields=[
+            CSRField("operation", size=2, values=[
+                ("0", "read",  "BW_RD / LAT_RD: the card reads host memory."),
+                ("1", "write", "BW_WR: the card writes host memory."),
+                ("2", "read_write", "BW_RDWR: both at once, independent streams."),
+                ("3", "write_then_read", "LAT_WRRD: write a transfer, read it back, repeat."),
+            ], description="What the run does."),
+            CSRField("address_pattern", size=2, values=[
+                ("0", "sequential", "transfer n at window offset (n << stride_log2)."),
+                ("1", "fixed", "every transfer at window offset 0."),
+                ("2", "random", "a stride slot chosen by an LFSR."),
+            ], description="Transfer addresses."),
+            CSRField("data_pattern", size=1, values=[
+                ("0", "counter", "DW at byte address a = a/4 + seed."),
+                ("1", "prbs", "DW at byte address a = lowbias32(a/4 ^ seed)."),
+            ], description="Data written, and expected on reads."),
+            CSRField("check_data", size=1, description="Check read data against the pattern (DW-aligned transfers only)."),
+            CSRField("addr64", size=1, description="Force 4DW (64-bit) headers even below 4 GiB."),
+            CSRField("relaxed_ordering", size=1, description="Set the Relaxed Ordering attribute."),
+            CSRField("no_snoop", size=1, description="Set the No Snoop attribute."),
+        ], description="Run configuration.")
+        self.transfer_size = CSRStorage(18, reset=4096, description="Bytes per transfer (1..65536).")
+        self.count = CSRStorage(64, description="Transfers per engine; 0: until duration.")
+        self.duration = CSRStorage(64, description="Card cycles the engines issue for; 0: until count.")
+        self.request_size_log2 = CSRStorage(4, reset=9, description="log2 of the largest read request in bytes (<= MRRS).")
+        self.payload_size_log2 = CSRStorage(4, reset=8, description="log2 of the largest write payload in bytes (<= MPS).")
+        self.idle_cycles = CSRStorage(32, description="Idle cycles after each request.")
+        self.max_outstanding = CSRStorage(8, reset=32, description=f"Reads in flight at most (1..{TAGS}).")
+        self.base = CSRStorage(64, description="Bus address of the buffer.")
+        self.window_mask = CSRStorage(32, reset=0xFFFFF, description="Window size - 1 (a power of two minus one).")
+        self.stride_log2 = CSRStorage(5, reset=12, description="log2 of the distance between transfer slots.")
+        self.offset = CSRStorage(6, description="Byte offset of each transfer in its slot.")
+        self.seed = CSRStorage(32, reset=1, description="Seed of the data pattern and of the address LFSR.")
+        self.timeout = CSRStorage(32, reset=125000, description="Completion timeout in card cycles.")
+
+        # Status and counters ----------------------------------------------------------------------
+        self.status = CSRStatus(fields=[
+            CSRField("running", size=1, description="A run is in progress."),
+            CSRField("done", size=1, description="The last run has ended (cleared by start)."),
+            CSRField("ended_by", size=2, values=[
+                ("1", "count", "the transfer count was reached."),
+                ("2", "duration", "the duration elapsed."),
+                ("3", "stop", "control.stop."),
+            ], description="Why the last run ended."),
+            CSRField("outstanding", size=8, offset=8, description="Reads in flight now."),
+        ], description="Run status.")
+        counters = [
+            ("cycles",          64, "Card cycles of the last run, from start to its last write beat or last completion."),
+            ("transfers",       64, "Transfers completed (reads: all their completions arrived)."),
+            ("read_requests",   64, "MRd TLPs sent."),
+            ("read_bytes",      64, "Bytes of read requests that completed successfully."),
+            ("completions",     64, "Completion TLPs received for the generator's tags."),
+            ("write_requests",  64, "MWr TLPs sent."),
+            ("write_bytes",     64, "Payload bytes written."),
+            ("lat_count",       64, "Read requests whose latency was measured."),
+            ("lat_min",         32, "Smallest read latency (cycles, request's last beat to its last completion's last beat)."),
+            ("lat_max",         32, "Largest read latency (cycles)."),
+            ("lat_sum",         64, "Sum of read latencies (cycles)."),
+            ("err_ur",          32, "Completions with status Unsupported Request."),
+            ("err_ca",          32, "Completions with status Completer Abort."),
+            ("err_other",       32, "Completions with another non-successful status."),
+            ("err_poisoned",    32, "Completions with the EP (poisoned) bit."),
+            ("err_timeouts",    32, "Reads whose completion did not arrive within the timeout."),
+            ("err_unexpected",  32, "Completions for a tag that had no read outstanding."),
+            ("err_mismatches",  32, "Read DWs that differed from the data pattern."),
+        ]
+        stat = {}
+        for name, width, description in counters:
+            csr = CSRStatus(width, name=name, description=description)
+            setattr(self, name, csr)
+            stat[name] = csr.status
+        self.lat_hist = Log2Histogram("lat_hist", 32, 32, "read latency (cycles)")
+        self.lat_sample = CSRStatus(32, description="Oldest latency sample (cycles); reading it removes it from the FIFO.")
+        self.lat_samples = CSRStatus(fields=[
+            CSRField("level", size=16, description=f"Samples waiting in the FIFO (up to {SAMPLE_FIFO_DEPTH})."),
+        ], description="Latency sample FIFO level.")
+        self.lat_samples_dropped = CSRStatus(32, description="Latency samples not kept because the FIFO was full.")
+
+        # # #
+
+        class Cfg:
+            pass
+        cfg = Cfg()
+        cfg.operation = self.config.fields.operation
+        cfg.address_pattern = self.config.fields.address_pattern
+        cfg.data_pattern = self.config.fields.data_pattern
+        cfg.addr64 = self.config.fields.addr64
+        cfg.relaxed_ordering = self.config.fields.relaxed_ordering
+        cfg.no_snoop = self.config.fields.no_snoop
+        for name in ("transfer_size", "count", "duration", "request_size_log2", "payload_size_log2",
+                     "idle_cycles", "base", "window_mask", "stride_log2", "offset", "seed"):
+            setattr(cfg, name, getattr(self, name).storage)
+
+        start = self.control.fields.start
+        stop  = self.control.fields.stop
+        clear = self.control.fields.clear | start
+
+        self.writer = writer = RequestEngine(data_width, True, cfg, requester_id)
+        self.reader = reader = RequestEngine(data_width, False, cfg, requester_id)
+        self.comb += [
+            writer.source.connect(self.wr_source),
+            reader.source.connect(self.rd_source),
+        ]
+
+        op = cfg.operation
+        running = Signal()
+        done    = Signal()
+        elapsed = Signal(64)
+        run_start = Signal(64)
+        self.comb += [
+            writer.enable.eq((op == OP_WRITE) | (op == OP_READ_WRITE) | (op == OP_WRITE_READ)),
+            reader.enable.eq((op == OP_READ) | (op == OP_READ_WRITE) | (op == OP_WRITE_READ)),
+            writer.start.eq(start), reader.start.eq(start),
+            writer.stop.eq(stop), reader.stop.eq(stop),
+            writer.elapsed.eq(elapsed), reader.elapsed.eq(elapsed),
+            elapsed.eq(cycles - run_start),
+        ]
+
+        # Write-then-read: the writer hands every finished transfer to the reader and waits
+        # until the reader has read it back.
+        wrrd = Signal()
+        hand_valid = Signal()
+        hand_addr  = Signal(64)
+        wrrd_start = Signal(64)  # card cycle of the first beat of the current write transfer
+        self.comb += [
+            wrrd.eq(op == OP_WRITE_READ),
+            reader.follow.eq(wrrd),
+            writer.pause_after_transfer.eq(wrrd),
+            reader.hand_valid.eq(hand_valid),
+            reader.hand_addr.eq(hand_addr),
+        ]
+
+        # Tags ------------------------------------------------------------------------------------
+        busy        = Signal(TAGS)
+        issue_time  = Array(Signal(64, name=f"issue_time{i}") for i in range(TAGS))
+        next_dw     = Array(Signal(32, name=f"next_dw{i}") for i in range(TAGS))
+        req_bytes   = Array(Signal(13, name=f"req_bytes{i}") for i in range(TAGS))
+        outstanding = Signal(8)
+        free_tag    = Signal(max=TAGS)
+        any_free    = Signal()
+        self.comb += [
+            free_tag.eq(0), any_free.eq(0),
+            *[If(~busy[i], free_tag.eq(i), any_free.eq(1)) for i in reversed(range(TAGS))],
+            reader.free_tag.eq(free_tag),
+            reader.tag_free.eq(any_free & (outstanding < self.max_outstanding.storage)),
+        ]
+
+        # Completion checker ----------------------------------------------------------------------
+        sink = self.cpl_sink
+        self.comb += sink.ready.eq(1)  # never backpressures the link
+        beat      = Signal(10)
+        c_dw0     = Signal(32)
+        c_dw1     = Signal(32)
+        c_tag_reg = Signal(8)
+        c_lower_reg = Signal(7)
+        if n >= 4:
+            dw0_now = sink.dat[0:32]
+            dw1_now = sink.dat[32:64]
+            dw2_now = sink.dat[64:96]
+            c_dw0_v = Mux(sink.first, dw0_now, c_dw0)
+            c_dw1_v = Mux(sink.first, dw1_now, c_dw1)
+            c_tag   = Mux(sink.first, dw2_now[8:16], c_tag_reg)
+            c_lower = Mux(sink.first, dw2_now[0:7], c_lower_reg)
+            tag_known = C(1, 1)
+        else:
+            c_dw0_v = Mux(sink.first, sink.dat[0:32], c_dw0)
+            c_dw1_v = Mux(sink.first, sink.dat[32:64], c_dw1)
+            c_tag   = Mux(beat == 1, sink.dat[8:16], c_tag_reg)
+            c_lower = Mux(beat == 1, sink.dat[0:7], c_lower_reg)
+            tag_known = (beat != 0)
+        self.sync += If(sink.valid,
+            If(sink.first, c_dw0.eq(sink.dat[0:32]), c_dw1.eq(sink.dat[32:64])),
+            c_tag_reg.eq(c_tag), c_lower_reg.eq(c_lower),
+            beat.eq(Mux(sink.last, 0, beat + 1)),
+        )
+        c_length = Signal(11)
+        c_status = Signal(3)
+        c_ep     = Signal()
+        c_bc     = Signal(13)
+        self.comb += [
+            c_length.eq(Mux(c_dw0_v[:10] == 0, 1024, c_dw0_v[:10])),
+            c_ep.eq(c_dw0_v[14]),
+            c_status.eq(c_dw1_v[13:16]),
+            c_bc.eq(Mux(c_dw1_v[:12] == 0, 4096, c_dw1_v[:12])),
+        ]
+        t = Signal(max=TAGS)
+        self.comb += t.eq((c_tag - TAG_BASE)[:len(t)])
+        c_ours = Signal()
+        self.comb += c_ours.eq((busy >> t)[0])
+        # Data check: DW p of the completion is expected to be pattern(next_dw[t] + p).
+        mismatches = Signal(max=n + 1)
+        check = Signal()
+        self.comb += check.eq(self.config.fields.check_data & (cfg.offset[:2] == 0) &
+                              (cfg.transfer_size[:2] == 0) & ~c_ep & (c_status == tlp.CPL_SC))
+        mismatch_bits = []
+        for j in range(n):
+            p = Signal(12, name=f"cpl_p{j}")
+            self.comb += p.eq(beat * n + j - 3)
+            bad = Signal(name=f"cpl_bad{j}")
+            self.comb += bad.eq(sink.valid & tag_known & c_ours & check & (beat * n + j >= 3) & (p < c_length) &
+                (sink.dat[32*j:32*(j+1)] != pattern_word(cfg.data_pattern, cfg.seed, (next_dw[t] + p)[:32])))
+            mismatch_bits.append(bad)
+        self.comb += mismatches.eq(sum(mismatch_bits))
+
+        # End of a completion: update the tag, and on the request's last completion measure it.
+        cpl_end    = Signal()
+        req_end    = Signal()
+        latency    = Signal(64)
+        self.comb += [
+            cpl_end.eq(sink.valid & sink.last),
+            # Last completion of its request: the remaining Byte Count fits in it (2.3.1.1).
+            req_end.eq((c_status != tlp.CPL_SC) | (c_bc + c_lower[:2] <= (c_length << 2))),
+            latency.eq(cycles - issue_time[t]),
+        ]
+
+        # Timeout scan: one tag per cycle.
+        scan = Signal(max=TAGS)
+        timed_out = Signal()
+        self.comb += timed_out.eq((busy >> scan)[0] & ((cycles - issue_time[scan]) > self.timeout.storage) &
+                                  ~(cpl_end & c_ours & (t == scan)))
+        self.sync += scan.eq(scan + 1)
+
+        # Sample FIFO.
+        self.sample_fifo = fifo = stream.SyncFIFO([("data", 32)], SAMPLE_FIFO_DEPTH, buffered=True)
+        fifo = ResetInserter()(fifo)
+        self.comb += [
+            fifo.reset.eq(clear),
+            fifo.sink.data.eq(Mux(latency[32:] != 0, 0xFFFFFFFF, latency[:32])),
+            self.lat_sample.status.eq(fifo.source.data),
+            fifo.source.ready.eq(self.lat_sample.we),
+            self.lat_samples.fields.level.eq(fifo.level),
+        ]
+        measured = Signal()
+        self.comb += [
+            measured.eq(cpl_end & c_ours & req_end & (c_status == tlp.CPL_SC)),
+            fifo.sink.valid.eq(measured),
+            self.lat_hist.add.eq(measured),
+            self.lat_hist.value.eq(Mux(latency[32:] != 0, 0xFFFFFFFF, latency[:32])),
+            self.lat_hist.clear.eq(clear),
+        ]
+
+        # Tag bookkeeping.
+        freed = Signal()
+        self.comb += freed.eq(cpl_end & c_ours & req_end)
+        self.sync += [
+            If(reader.issued,
+                issue_time[reader.issued_tag].eq(Mux(wrrd, wrrd_start, cycles)),
+                next_dw[reader.issued_tag].eq(reader.issued_addr[2:34]),
+                req_bytes[reader.issued_tag].eq(reader.issued_bytes),
+            ),
+            If(cpl_end & c_ours & ~req_end,
+                next_dw[t].eq(next_dw[t] + c_length),
+            ),
+        ]
+        # busy is a vector: clear bits by mask (issue and free never hit the same tag).
+        free_mask = Signal(TAGS)
+        self.comb += free_mask.eq(Mux(freed, 1 << t, 0) | Mux(timed_out, 1 << scan, 0))
+        set_mask = Signal(TAGS)
+        self.comb += set_mask.eq(Mux(reader.issued, 1 << reader.issued_tag, 0))
+        self.sync += busy.eq((busy | set_mask) & ~free_mask)
+        self.sync += outstanding.eq(outstanding + reader.issued - freed - timed_out)
+
+        # Counters --------------------------------------------------------------------------------
+        self.sync += [
+            If(clear,
+                *[s.eq(0) for s in stat.values()],
+                stat["lat_min"].eq(0xFFFFFFFF),
+            ).Else(
+                If(sink.valid & sink.last, stat["completions"].eq(stat["completions"] + 1)),
+                If(cpl_end & ~c_ours, stat["err_unexpected"].eq(stat["err_unexpected"] + 1)),
+                If(cpl_end & c_ours & (c_status == tlp.CPL_UR), stat["err_ur"].eq(stat["err_ur"] + 1)),
+                If(cpl_end & c_ours & (c_status == tlp.CPL_CA), stat["err_ca"].eq(stat["err_ca"] + 1)),
+                If(cpl_end & c_ours & (c_status != tlp.CPL_SC) & (c_status != tlp.CPL_UR) & (c_status != tlp.CPL_CA),
+                    stat["err_other"].eq(stat["err_other"] + 1)),
+                If(cpl_end & c_ours & c_ep, stat["err_poisoned"].eq(stat["err_poisoned"] + 1)),
+                If(timed_out, stat["err_timeouts"].eq(stat["err_timeouts"] + 1)),
+                stat["err_mismatches"].eq(stat["err_mismatches"] + mismatches),
+                If(measured,
+                    stat["read_bytes"].eq(stat["read_bytes"] + req_bytes[t]),
+                    stat["lat_count"].eq(stat["lat_count"] + 1),
+                    stat["lat_sum"].eq(stat["lat_sum"] + latency),
+                    If(latency < stat["lat_min"], stat["lat_min"].eq(latency)),
+                    If(latency > stat["lat_max"], stat["lat_max"].eq(latency)),
+                ),
+                If(fifo.sink.valid & ~fifo.sink.ready,
+                    self.lat_samples_dropped.status.eq(self.lat_samples_dropped.status + 1)),
+            ),
+            If(clear, self.lat_samples_dropped.status.eq(0)),
+            stat["read_requests"].eq(reader.requests),
+            stat["write_requests"].eq(writer.requests),
+            stat["write_bytes"].eq(writer.bytes),
+        ]
+
+        # Write-then-read hand-over.
+        reads_pending = Signal()
+        self.comb += reads_pending.eq((outstanding != 0) | reader.issued)
+        wrrd_reading = Signal()
+        self.sync += [
+            If(start,
+                hand_valid.eq(0), wrrd_reading.eq(0),
+            ),
+            If(writer.transfer_started, wrrd_start.eq(cycles)),
+            If(writer.transfer_done & wrrd,
+                hand_valid.eq(1), hand_addr.eq(writer.transfer_addr),
+            ),
+            If(hand_valid & reader.hand_ready,
+                hand_valid.eq(0), wrrd_reading.eq(1),
+            ),
+        ]
+        resume = Signal()
+        reader_issuing = Signal()
+        self.comb += reader_issuing.eq(reader.fsm.ongoing("EMIT") | reader.fsm.ongoing("IDLE-CYCLES-MID") |
+                                       reader.fsm.ongoing("IDLE-CYCLES"))
+        self.comb += [
+            resume.eq(wrrd_reading & ~hand_valid & ~reader_issuing & ~reads_pending),
+            writer.resume.eq(resume),
+        ]
+        self.sync += If(resume, wrrd_reading.eq(0))
+
+        # Run status -------------------------------------------------------------------------------
+        engines_busy = Signal()
+        self.comb += engines_busy.eq(writer.busy | reader.busy)
+        self.sync += [
+            If(start,
+                running.eq(1), done.eq(0), run_start.eq(cycles),
+            ).Elif(running & ~engines_busy & (outstanding == 0) & ~reader.issued,
+                running.eq(0), done.eq(1),
+                stat["cycles"].eq(elapsed),
+                stat["transfers"].eq(Mux(reader.enable & ~wrrd, reader.transfers, writer.transfers)),
+            ),
+        ]
+        ended_by = Signal(2)
+        self.comb += [
+            ended_by.eq(Mux(writer.ended_by != 0, writer.ended_by, reader.ended_by)),
+            self.status.fields.running.eq(running),
+            self.status.fields.done.eq(done),
+            self.status.fields.ended_by.eq(ended_by),
+            self.status.fields.outstanding.eq(outstanding),
+        ]
+        done_d = Signal()
+        self.sync += done_d.eq(done)
+        self.comb += self.irq.eq(done & ~done_d)
