@@ -280,8 +280,16 @@ class RequestEngine(LiteXModule):
                         ).Elif(cfg.idle_cycles != 0,
                             NextValue(idle, cfg.idle_cycles),
                             NextState("IDLE-CYCLES")
-                        ).Else(
+                        ).Elif(self.follow | self.stop | count_reached | duration_reached,
                             NextState("NEXT-TRANSFER")
+                        ).Else(
+                            # Straight into the next transfer: no idle beat between transfers.
+                            NextValue(addr, next_addr),
+                            NextValue(tr_start, next_addr),
+                            NextValue(remaining, cfg.transfer_size),
+                            NextValue(index, index + 1),
+                            NextValue(lfsr, lfsr_next),
+                            NextValue(started, started + 1),
                         )
                     ).Else(
                         NextValue(addr, addr + nbytes),

@@ -50,9 +50,17 @@ class GeneratorDriver:
                             ("max_outstanding", outstanding), ("base", BASE), ("window_mask", window - 1),
                             ("stride_log2", stride_log2), ("offset", offset), ("seed", seed), ("timeout", timeout)]:
             self.w(name, value)
+        # Wait for the generator's MSI rather than polling: polls would add MMIO completions
+        # to the card's transmit stream.
+        from tlpx_gateware.soc import MSI_SOURCES
+        self.card.write32(reg("pcie_msi.enable"), 1 << MSI_SOURCES.index("generator"))
+        self.card.msis.clear()
         self.w("control", 0b001)  # start
-        self.card.run_until(lambda: self.card.read32(reg("generator.status")) & 0b10, timeout=max_cycles)
-        return self.counters()
+        self.card.run_until(lambda: self.card.msis, timeout=max_cycles)
+        self.card.write32(reg("pcie_msi.clear"), 1 << MSI_SOURCES.index("generator"))
+        c = self.counters()
+        assert c["status"] & 0b10, "the MSI came before status.done"
+        return c
 
     def counters(self):
         names64 = ["cycles", "transfers", "read_requests", "read_bytes", "completions", "write_requests",
@@ -235,3 +243,16 @@ def test_pio_read_delay_adds_latency(card):
     assert took[200] - took[100] == 100
     assert abs(took[100] - took[0] - 100) <= 1, took
     card.write32(reg("pio.read_delay"), 0)
+
+
+@pytest.mark.parametrize("size", [64, 256, 1024])
+def test_writes_leave_back_to_back(gen, size):
+    # With the link always ready, consecutive MWr TLPs are separated by exactly their own
+    # beats: no idle beat between requests or between transfers (what the bandwidth
+    # figures rely on).
+    mem = gen.card.memory
+    gen.run(OP_WRITE, transfer_size=size, count=6, payload_log2=8)
+    n = gen.card.dwords_per_beat
+    beats = -(-(3 + min(size, 256) // 4) // n)
+    gaps = {b["cycle"] - a["cycle"] for a, b in zip(mem.log, mem.log[1:])}
+    assert gaps == {beats}, gaps
