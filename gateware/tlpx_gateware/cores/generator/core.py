@@ -214,7 +214,8 @@ class RequestEngine(LiteXModule):
 
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
-            If(self.start & self.enable,
+            # Every run starts from zero, also for an engine that does not take part in it.
+            If(self.start,
                 NextValue(index, 0),
                 NextValue(lfsr, Mux(cfg.seed == 0, 1, cfg.seed)),
                 NextValue(started, 0),
@@ -222,7 +223,9 @@ class RequestEngine(LiteXModule):
                 NextValue(self.bytes, 0),
                 NextValue(self.transfers, 0),
                 NextValue(self.ended_by, 0),
-                NextState("NEXT-TRANSFER")
+                If(self.enable,
+                    NextState("NEXT-TRANSFER")
+                )
             )
         )
         fsm.act("NEXT-TRANSFER",

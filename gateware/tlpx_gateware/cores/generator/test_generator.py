@@ -146,6 +146,15 @@ def test_error_completions_are_counted_and_engine_recovers(gen):
     assert c["err_ur"] == c["err_timeouts"] == c["err_mismatches"] == 0 and c["lat_count"] == 4
 
 
+def test_counters_restart_with_every_run(gen):
+    mem = gen.card.memory
+    fill(mem)
+    gen.run(OP_WRITE, transfer_size=256, count=4)
+    c = gen.run(OP_READ, transfer_size=256, count=2)
+    assert (c["write_requests"], c["write_bytes"]) == (0, 0)
+    assert (c["read_requests"], c["read_bytes"]) == (2, 512)
+
+
 def test_forced_64bit_headers_and_attributes(gen):
     mem = gen.card.memory
     fill(mem)
