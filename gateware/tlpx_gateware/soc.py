@@ -11,6 +11,7 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x2000  | pcie_dma0     | LitePCIe DMA reader/writer/loopback                        |
 | 0x2800  | generator     | traffic generator: configuration, counters, latency        |
 | 0x3000  | pio           | PIO window counters and read delay                         |
+| 0x3800  | spy           | passive transaction spy: filters, trigger, ring, counters  |
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
 
 The register map has one source: this file. `csr.json` (with fields and descriptions) is
@@ -38,6 +39,7 @@ from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, 
 from tlpx_gateware.cores.generator.core import TAG_BASE, TAGS, CompletionDispatcher, Generator
 from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import RequestPath
+from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
 
@@ -52,6 +54,7 @@ CSR_MAP = {
     "pcie_dma0":    4,
     "generator":    5,
     "pio":          6,
+    "spy":          7,
 }
 
 # Memory windows of BAR0 beside the CSRs.
@@ -123,7 +126,7 @@ class TlpxCard(SoCMini):
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
-            features   = ["request_path", "msi", "dma_loopback", "generator"],
+            features   = ["request_path", "msi", "dma_loopback", "generator", "spy"],
             data_width = data_width,
             clock_hz   = clock_hz,
             map_hash   = map_hash,
@@ -145,12 +148,21 @@ class TlpxCard(SoCMini):
         self.generator_completions = dispatcher = CompletionDispatcher(data_width)
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
+        # Passive spy on both PHY streams; it writes its records through the same transmit
+        # arbiter, and knows which up-going TLPs are its own from the arbiter's grant.
+        spy_own_tx = Signal()
+        self.spy = Spy(data_width, rx=phy.source, tx=phy.sink, own_tx=spy_own_tx,
+            requester_id=phy.id, cycles=self.timebase.cycles)
+
         # Mapped BAR0 windows: the CSR space (one 2 KiB page per block) and the PIO memory.
+        tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source, self.spy.source]
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
             mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs),
                     (PIO_WINDOW_BASE, PIO_WINDOW_SIZE)],
-            tx_sources=[self.generator.wr_source, self.generator.rd_source],
+            tx_sources=tx_sources,
             completion_dispatcher=dispatcher)
+        # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
+        self.comb += spy_own_tx.eq(self.request_path.arbiter.grant == 2 + tx_sources.index(self.spy.source))
         self.bus.add_master(name="request_path", master=self.request_path.bus)
 
         # PIO window ---------------------------------------------------------------------------

@@ -173,6 +173,7 @@ class Card:
         self._partial = []
         self.next_tag = 0
         self.memory = None
+        self.link_log = []        # (cycle, direction, DW0) of every TLP on the link: 0 down, 1 up
 
     def close(self):
         if self.handle:
@@ -209,12 +210,17 @@ class Card:
             inp.rx_valid = 0
         self.lib.tlpx_card_cycle(self.handle, ctypes.byref(inp), ctypes.byref(out))
         if inp.rx_valid and out.rx_ready:
-            self.tx_queue.pop(0)
+            beat = self.tx_queue.pop(0)
+            if beat[2]:
+                self._down_dw0 = inp.rx_dat[0]
+            if beat[3]:
+                self.link_log.append((self.cycles, 0, self._down_dw0))
         if out.tx_valid and inp.tx_ready:
             for j in range(self.dwords_per_beat):
                 if (out.tx_be >> (4 * j)) & 0xF:
                     self._partial.append(out.tx_dat[j])
             if out.tx_last:
+                self.link_log.append((self.cycles, 1, self._partial[0]))
                 if not (self.memory and self.memory.handle(self._partial, self.cycles)):
                     self.received.append(self._partial)
                 self._partial = []

@@ -10,6 +10,11 @@
 #include "build_info.h"
 #include "verilated.h"
 
+#ifdef TLPX_TRACE
+#include <cstdlib>
+#include "verilated_vcd_c.h"
+#endif
+
 #ifndef TLPX_DW
 #error "TLPX_DW must be defined (64, 128 or 256)"
 #endif
@@ -24,6 +29,11 @@ struct Card {
     std::unique_ptr<VerilatedContext> context;
     std::unique_ptr<Vtlpx_card> model;
     uint64_t cycles = 0;
+#ifdef TLPX_TRACE
+    // Debug builds (tlpx_gateware.build --trace): a VCD of every signal when the
+    // environment variable TLPX_TRACE names a file.
+    std::unique_ptr<VerilatedVcdC> vcd;
+#endif
 };
 
 inline void set_rx_dat(Vtlpx_card *m, const uint32_t *d) {
@@ -62,8 +72,14 @@ void apply_inputs(Vtlpx_card *m, const tlpx_card_inputs *in) {
 // new inputs) settles the falling edge too, as the design has no negative-edge logic. Two
 // evals per cycle instead of three.
 void edge(Card *card) {
+#ifdef TLPX_TRACE
+    if (card->vcd) card->vcd->dump(2 * card->cycles);
+#endif
     card->model->sys_clk = 1;
     card->model->eval();
+#ifdef TLPX_TRACE
+    if (card->vcd) card->vcd->dump(2 * card->cycles + 1);
+#endif
     card->model->sys_clk = 0;
     card->cycles++;
 }
@@ -87,6 +103,14 @@ TLPX_EXPORT void *tlpx_card_new(void) {
     card->model = std::make_unique<Vtlpx_card>(card->context.get(), "tlpx_card");
     card->model->sys_clk = 0;
     card->model->sys_rst = 0;
+#ifdef TLPX_TRACE
+    if (const char *path = std::getenv("TLPX_TRACE")) {
+        card->context->traceEverOn(true);
+        card->vcd = std::make_unique<VerilatedVcdC>();
+        card->model->trace(card->vcd.get(), 99);
+        card->vcd->open(path);
+    }
+#endif
     card->model->eval();
     return card;
 }
@@ -94,6 +118,9 @@ TLPX_EXPORT void *tlpx_card_new(void) {
 TLPX_EXPORT void tlpx_card_free(void *handle) {
     auto *card = static_cast<Card *>(handle);
     if (card == nullptr) return;
+#ifdef TLPX_TRACE
+    if (card->vcd) card->vcd->close();
+#endif
     card->model->final();
     delete card;
 }

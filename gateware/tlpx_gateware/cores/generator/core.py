@@ -35,8 +35,9 @@ from litepcie.common import phy_layout
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram, pattern_word, PATTERN_COUNTER, PATTERN_PRBS
 
-TAG_BASE = 128
-TAGS     = 64
+TAG_BASE  = 128
+TAGS      = 64
+FLUSH_TAG = TAG_BASE + TAGS  # the flushing read that ends a run with writes
 
 OP_READ       = 0
 OP_WRITE      = 1
@@ -351,7 +352,7 @@ class CompletionDispatcher(LiteXModule):
 
         def is_ours(dw2):
             tag = dw2[8:16]
-            return (tag >= TAG_BASE) & (tag < TAG_BASE + TAGS)
+            return (tag >= TAG_BASE) & (tag <= FLUSH_TAG)
 
         to_gen     = Signal()
         to_gen_reg = Signal()
@@ -398,6 +399,7 @@ class Generator(LiteXModule):
         """)
         self.wr_source = stream.Endpoint(phy_layout(data_width))
         self.rd_source = stream.Endpoint(phy_layout(data_width))
+        self.fl_source = stream.Endpoint(phy_layout(data_width))  # the flushing read
         self.cpl_sink  = stream.Endpoint(phy_layout(data_width))
         self.irq       = Signal()
 
@@ -427,6 +429,7 @@ class Generator(LiteXModule):
             CSRField("addr64", size=1, description="Force 4DW (64-bit) headers even below 4 GiB."),
             CSRField("relaxed_ordering", size=1, description="Set the Relaxed Ordering attribute."),
             CSRField("no_snoop", size=1, description="Set the No Snoop attribute."),
+            CSRField("flush", size=1, description="End a run with writes with a 1-DW read of the buffer, so that its cycles cover every write reaching host memory."),
         ], description="Run configuration.")
         self.transfer_size = CSRStorage(18, reset=4096, description="Bytes per transfer (1..65536).")
         self.count = CSRStorage(64, description="Transfers per engine; 0: until duration.")
@@ -454,7 +457,7 @@ class Generator(LiteXModule):
             CSRField("outstanding", size=8, offset=8, description="Reads in flight now."),
         ], description="Run status.")
         counters = [
-            ("cycles",          64, "Card cycles of the last run, from start to its last write beat or last completion."),
+            ("cycles",          64, "Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes)."),
             ("transfers",       64, "Transfers completed (reads: all their completions arrived)."),
             ("read_requests",   64, "MRd TLPs sent."),
             ("read_bytes",      64, "Bytes of read requests that completed successfully."),
@@ -595,7 +598,12 @@ class Generator(LiteXModule):
         t = Signal(max=TAGS)
         self.comb += t.eq((c_tag - TAG_BASE)[:len(t)])
         c_ours = Signal()
-        self.comb += c_ours.eq((busy >> t)[0])
+        c_flush = Signal()
+        flush_pending = Signal()  # the flushing read is outstanding (below)
+        self.comb += [
+            c_flush.eq(tag_known & (c_tag == FLUSH_TAG)),
+            c_ours.eq((busy >> t)[0] & ~c_flush),
+        ]
         # Data check: DW p of the completion is expected to be pattern(next_dw[t] + p).
         mismatches = Signal(max=n + 1)
         check = Signal()
@@ -676,7 +684,7 @@ class Generator(LiteXModule):
                 stat["lat_min"].eq(0xFFFFFFFF),
             ).Else(
                 If(sink.valid & sink.last, stat["completions"].eq(stat["completions"] + 1)),
-                If(cpl_end & ~c_ours, stat["err_unexpected"].eq(stat["err_unexpected"] + 1)),
+                If(cpl_end & ~c_ours & ~(c_flush & flush_pending), stat["err_unexpected"].eq(stat["err_unexpected"] + 1)),
                 If(cpl_end & c_ours & (c_status == tlp.CPL_UR), stat["err_ur"].eq(stat["err_ur"] + 1)),
                 If(cpl_end & c_ours & (c_status == tlp.CPL_CA), stat["err_ca"].eq(stat["err_ca"] + 1)),
                 If(cpl_end & c_ours & (c_status != tlp.CPL_SC) & (c_status != tlp.CPL_UR) & (c_status != tlp.CPL_CA),
@@ -726,13 +734,66 @@ class Generator(LiteXModule):
         ]
         self.sync += If(resume, wrrd_reading.eq(0))
 
+        # Flushing read ----------------------------------------------------------------------------
+        # A run with writes ends with a 1-DW read of the buffer: its completion cannot pass the
+        # posted writes before it (PCIe ordering, 2.4.1), so when it returns every write has
+        # reached host memory, wherever the link or the host buffered them. The run's cycles
+        # include that round trip.
+        flush_sent    = Signal()
+        flush_beat    = Signal()
+        needs_flush   = Signal()
+        engines_busy  = Signal()
+        fl = self.fl_source
+        self.comb += [
+            engines_busy.eq(writer.busy | reader.busy),
+            needs_flush.eq(writer.enable & self.config.fields.flush),
+        ]
+        fl_hdr4 = Signal()
+        self.comb += fl_hdr4.eq(cfg.addr64 | (cfg.base[32:] != 0))
+        fl_dws = [
+            Cat(C(1, 10), C(0, 14), C(tlp.TYPE_MEM, 5), fl_hdr4, C(0, 2)),
+            Cat(C(0xF, 4), C(0, 4), C(FLUSH_TAG, 8), requester_id),
+            Mux(fl_hdr4, cfg.base[32:], Cat(C(0, 2), cfg.base[2:32])),
+            Cat(C(0, 2), cfg.base[2:32]),
+        ]
+        if n >= 4:
+            self.comb += [
+                *[fl.dat[32*j:32*(j+1)].eq(fl_dws[j]) for j in range(4)],
+                fl.be.eq(Mux(fl_hdr4, 0xFFFF, 0x0FFF)),
+                fl.first.eq(1), fl.last.eq(1),
+            ]
+        else:
+            self.comb += [
+                fl.dat.eq(Mux(flush_beat, Cat(fl_dws[2], fl_dws[3]), Cat(fl_dws[0], fl_dws[1]))),
+                fl.be.eq(Mux(flush_beat, Mux(fl_hdr4, 0xFF, 0x0F), 0xFF)),
+                fl.first.eq(~flush_beat), fl.last.eq(flush_beat),
+            ]
+        self.comb += fl.valid.eq(flush_pending & ~flush_sent)
+        self.sync += [
+            If(fl.valid & fl.ready,
+                flush_beat.eq(~fl.last),
+                If(fl.last, flush_sent.eq(1)),
+            ),
+        ]
+
         # Run status -------------------------------------------------------------------------------
-        engines_busy = Signal()
-        self.comb += engines_busy.eq(writer.busy | reader.busy)
+        writes_done = Signal()
+        self.comb += writes_done.eq(running & ~engines_busy & (outstanding == 0) & ~reader.issued)
+        self.sync += [
+            If(start,
+                flush_pending.eq(0), flush_sent.eq(0), flush_beat.eq(0),
+            ).Elif(writes_done & needs_flush & ~flush_pending,
+                flush_pending.eq(1),
+            ).Elif(cpl_end & c_flush,
+                flush_pending.eq(0),
+            ),
+        ]
+        flushed = Signal()
+        self.comb += flushed.eq(~needs_flush | (cpl_end & c_flush & flush_pending))
         self.sync += [
             If(start,
                 running.eq(1), done.eq(0), run_start.eq(cycles),
-            ).Elif(running & ~engines_busy & (outstanding == 0) & ~reader.issued,
+            ).Elif(writes_done & flushed,
                 running.eq(0), done.eq(1),
                 stat["cycles"].eq(elapsed),
                 stat["transfers"].eq(Mux(reader.enable & ~wrrd, reader.transfers, writer.transfers)),

@@ -41,9 +41,9 @@ class GeneratorDriver:
 
     def run(self, op, transfer_size=1024, count=4, request_log2=9, payload_log2=8, outstanding=32,
             pattern=ADDR_SEQUENTIAL, window=SIZE, stride_log2=12, offset=0, data=PATTERN_COUNTER, check=1,
-            addr64=0, ro=0, ns=0, seed=7, idle=0, timeout=5000, duration=0, max_cycles=200000):
+            addr64=0, ro=0, ns=0, seed=7, idle=0, timeout=5000, duration=0, max_cycles=200000, flush=0):
         self.w("control", 0b100)  # clear
-        config = op | (pattern << 2) | (data << 4) | (check << 5) | (addr64 << 6) | (ro << 7) | (ns << 8)
+        config = op | (pattern << 2) | (data << 4) | (check << 5) | (addr64 << 6) | (ro << 7) | (ns << 8) | (flush << 9)
         for name, value in [("config", config), ("transfer_size", transfer_size), ("count", count),
                             ("duration", duration), ("request_size_log2", request_log2),
                             ("payload_size_log2", payload_log2), ("idle_cycles", idle),
@@ -265,3 +265,19 @@ def test_writes_leave_back_to_back(gen, size):
     beats = -(-(3 + min(size, 256) // 4) // n)
     gaps = {b["cycle"] - a["cycle"] for a, b in zip(mem.log, mem.log[1:])}
     assert gaps == {beats}, gaps
+
+
+def test_flushing_read_ends_a_write_run_after_every_write(gen):
+    mem = gen.card.memory
+    mem.latency = 100
+    c = gen.run(OP_WRITE, transfer_size=512, count=4, flush=1)
+    writes = [e for e in mem.log if e["kind"] == "write"]
+    reads = [e for e in mem.log if e["kind"] == "read"]
+    assert len(writes) == 8 and len(reads) == 1
+    flush = reads[0]
+    assert flush["tag"] == TAG_BASE + TAGS and flush["dws"] == 1 and flush["addr"] == BASE
+    assert mem.log[-1] is flush  # after every write
+    # The run's cycles cover the flush's round trip; no read is counted, nothing unexpected.
+    assert c["cycles"] >= flush["cycle"] - writes[0]["cycle"] + mem.latency
+    assert (c["read_requests"], c["read_bytes"], c["err_unexpected"]) == (0, 0, 0)
+    assert c["write_bytes"] == 4 * 512

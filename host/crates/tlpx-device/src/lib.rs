@@ -240,7 +240,7 @@ fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
 fn block_piece(at: u64, left: usize) -> Width {
     for width in [Width::W64, Width::W32, Width::W16] {
         let n = width.bytes();
-        if at % n == 0 && left as u64 >= n {
+        if at.is_multiple_of(n) && left as u64 >= n {
             return width;
         }
     }

@@ -6,7 +6,7 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map this crate was generated from (ident.map_hash on the card).
-pub const MAP_HASH: u32 = 0x1681c1fd;
+pub const MAP_HASH: u32 = 0x7d9ef36b;
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -309,7 +309,7 @@ pub mod generator {
     }
 
     /// Run configuration.
-    pub const CONFIG: Register = Register { region: "generator", name: "config", offset: 0x2804, size_bits: 9, writable: true, description: "Run configuration." };
+    pub const CONFIG: Register = Register { region: "generator", name: "config", offset: 0x2804, size_bits: 10, writable: true, description: "Run configuration." };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -327,6 +327,8 @@ pub mod generator {
         pub const RELAXED_ORDERING: Field = Field { shift: 7, width: 1 };
         /// Set the No Snoop attribute.
         pub const NO_SNOOP: Field = Field { shift: 8, width: 1 };
+        /// End a run with writes with a 1-DW read of the buffer, so that its cycles cover every write reaching host memory.
+        pub const FLUSH: Field = Field { shift: 9, width: 1 };
     }
 
     /// Bytes per transfer (1..65536).
@@ -383,8 +385,8 @@ pub mod generator {
         pub const OUTSTANDING: Field = Field { shift: 8, width: 8 };
     }
 
-    /// Card cycles of the last run, from start to its last write beat or last completion.
-    pub const CYCLES: Register = Register { region: "generator", name: "cycles", offset: 0x284c, size_bits: 64, writable: false, description: "Card cycles of the last run, from start to its last write beat or last completion." };
+    /// Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes).
+    pub const CYCLES: Register = Register { region: "generator", name: "cycles", offset: 0x284c, size_bits: 64, writable: false, description: "Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes)." };
 
     /// Transfers completed (reads: all their completions arrived).
     pub const TRANSFERS: Register = Register { region: "generator", name: "transfers", offset: 0x2854, size_bits: 64, writable: false, description: "Transfers completed (reads: all their completions arrived)." };
@@ -509,6 +511,143 @@ pub mod pio {
     pub const READ_SIZE_COUNT: Register = Register { region: "pio", name: "read_size_count", offset: 0x3044, size_bits: 32, writable: false, description: "Count of the read TLP bytes histogram bucket chosen by read_size_select." };
 }
 
+/// Region `spy` at BAR0 offset 0x3800.
+pub mod spy {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x3800;
+
+    /// Spy control.
+    pub const CONTROL: Register = Register { region: "spy", name: "control", offset: 0x3800, size_bits: 3, writable: true, description: "Spy control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Capture records (counters and histograms run regardless).
+        pub const ENABLE: Field = Field { shift: 0, width: 1 };
+        /// Write 1 to zero counters, histograms, sequence and ring indices, and to re-arm the trigger.
+        pub const CLEAR: Field = Field { shift: 1, width: 1 };
+        /// Also record the spy's own ring writes.
+        pub const INCLUDE_OWN: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Directions to record: bit 0 down (host to card), bit 1 up (card to host).
+    pub const DIRECTION_MASK: Register = Register { region: "spy", name: "direction_mask", offset: 0x3804, size_bits: 2, writable: true, description: "Directions to record: bit 0 down (host to card), bit 1 up (card to host)." };
+
+    /// TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other.
+    pub const CLASS_MASK: Register = Register { region: "spy", name: "class_mask", offset: 0x3808, size_bits: 8, writable: true, description: "TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other." };
+
+    /// Requests are recorded when (address & address_mask) == (address_base & address_mask).
+    pub const ADDRESS_BASE: Register = Register { region: "spy", name: "address_base", offset: 0x380c, size_bits: 64, writable: true, description: "Requests are recorded when (address & address_mask) == (address_base & address_mask)." };
+
+    /// Address bits compared (0: every address).
+    pub const ADDRESS_MASK: Register = Register { region: "spy", name: "address_mask", offset: 0x3814, size_bits: 64, writable: true, description: "Address bits compared (0: every address)." };
+
+    /// Requester ID compared under requester_mask.
+    pub const REQUESTER_ID: Register = Register { region: "spy", name: "requester_id", offset: 0x381c, size_bits: 16, writable: true, description: "Requester ID compared under requester_mask." };
+
+    /// Requester ID bits compared (0: every requester).
+    pub const REQUESTER_MASK: Register = Register { region: "spy", name: "requester_mask", offset: 0x3820, size_bits: 16, writable: true, description: "Requester ID bits compared (0: every requester)." };
+
+    /// Trigger.
+    pub const TRIGGER: Register = Register { region: "spy", name: "trigger", offset: 0x3824, size_bits: 18, writable: true, description: "Trigger." };
+    /// Fields of `trigger`.
+    pub mod trigger {
+        use super::Field;
+        /// Trigger mode.
+        pub const MODE: Field = Field { shift: 0, width: 2 };
+        /// Classes that can trigger.
+        pub const CLASS_MASK: Field = Field { shift: 8, width: 8 };
+        /// Directions that can trigger.
+        pub const DIRECTION_MASK: Field = Field { shift: 16, width: 2 };
+    }
+
+    /// The trigger matches requests whose (address & mask) == (base & mask).
+    pub const TRIGGER_ADDRESS_BASE: Register = Register { region: "spy", name: "trigger_address_base", offset: 0x3828, size_bits: 64, writable: true, description: "The trigger matches requests whose (address & mask) == (base & mask)." };
+
+    /// Trigger address bits compared.
+    pub const TRIGGER_ADDRESS_MASK: Register = Register { region: "spy", name: "trigger_address_mask", offset: 0x3830, size_bits: 64, writable: true, description: "Trigger address bits compared." };
+
+    /// Records kept before the trigger (start mode), up to 511.
+    pub const TRIGGER_PRE: Register = Register { region: "spy", name: "trigger_pre", offset: 0x3838, size_bits: 16, writable: true, description: "Records kept before the trigger (start mode), up to 511." };
+
+    /// Records kept from the trigger on (at least 1: the trigger itself).
+    pub const TRIGGER_POST: Register = Register { region: "spy", name: "trigger_post", offset: 0x383c, size_bits: 32, writable: true, description: "Records kept from the trigger on (at least 1: the trigger itself)." };
+
+    /// Cycles after which a read the spy saw without its last completion is reported as a completion timeout.
+    pub const TIMEOUT: Register = Register { region: "spy", name: "timeout", offset: 0x3840, size_bits: 32, writable: true, description: "Cycles after which a read the spy saw without its last completion is reported as a completion timeout." };
+
+    /// Bus address of the ring (32-byte aligned).
+    pub const RING_BASE: Register = Register { region: "spy", name: "ring_base", offset: 0x3844, size_bits: 64, writable: true, description: "Bus address of the ring (32-byte aligned)." };
+
+    /// log2 of the ring size in records (capacity 2^n records of 32 bytes).
+    pub const RING_SIZE_LOG2: Register = Register { region: "spy", name: "ring_size_log2", offset: 0x384c, size_bits: 5, writable: true, description: "log2 of the ring size in records (capacity 2^n records of 32 bytes)." };
+
+    /// log2 of the largest ring write in bytes (<= MPS, >= 32).
+    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "spy", name: "payload_size_log2", offset: 0x3850, size_bits: 4, writable: true, description: "log2 of the largest ring write in bytes (<= MPS, >= 32)." };
+
+    /// Write a partial batch of records once no record came for this many cycles.
+    pub const FLUSH_CYCLES: Register = Register { region: "spy", name: "flush_cycles", offset: 0x3854, size_bits: 16, writable: true, description: "Write a partial batch of records once no record came for this many cycles." };
+
+    /// Records the host has consumed (written by the host).
+    pub const RD_INDEX: Register = Register { region: "spy", name: "rd_index", offset: 0x3858, size_bits: 32, writable: true, description: "Records the host has consumed (written by the host)." };
+
+    /// Records written to the ring (in host memory when this is read).
+    pub const WR_INDEX: Register = Register { region: "spy", name: "wr_index", offset: 0x385c, size_bits: 32, writable: false, description: "Records written to the ring (in host memory when this is read)." };
+
+    /// Records numbered so far (the next record's sequence number).
+    pub const SEQUENCE: Register = Register { region: "spy", name: "sequence", offset: 0x3860, size_bits: 32, writable: false, description: "Records numbered so far (the next record's sequence number)." };
+
+    /// Records numbered but lost: a FIFO was full (ring full or spy too slow).
+    pub const LOST: Register = Register { region: "spy", name: "lost", offset: 0x3864, size_bits: 32, writable: false, description: "Records numbered but lost: a FIFO was full (ring full or spy too slow)." };
+
+    /// Capture status.
+    pub const STATUS: Register = Register { region: "spy", name: "status", offset: 0x3868, size_bits: 24, writable: false, description: "Capture status." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// The trigger has matched.
+        pub const TRIGGERED: Field = Field { shift: 0, width: 1 };
+        /// Capture stopped after the trigger's post count.
+        pub const STOPPED: Field = Field { shift: 1, width: 1 };
+        /// Records waiting in the spy's record FIFO.
+        pub const RECORDS: Field = Field { shift: 8, width: 16 };
+    }
+
+    /// Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other).
+    pub const COUNTER_SELECT: Register = Register { region: "spy", name: "counter_select", offset: 0x386c, size_bits: 4, writable: true, description: "Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other)." };
+
+    /// TLPs of the selected direction and class (all TLPs, filters do not apply).
+    pub const COUNT_TLPS: Register = Register { region: "spy", name: "count_tlps", offset: 0x3870, size_bits: 64, writable: false, description: "TLPs of the selected direction and class (all TLPs, filters do not apply)." };
+
+    /// Bytes of those TLPs on the datapath (header and payload DWs).
+    pub const COUNT_BYTES: Register = Register { region: "spy", name: "count_bytes", offset: 0x3878, size_bits: 64, writable: false, description: "Bytes of those TLPs on the datapath (header and payload DWs)." };
+
+    /// Payload bytes of those TLPs (Length DWs of TLPs with data).
+    pub const COUNT_PAYLOAD: Register = Register { region: "spy", name: "count_payload", offset: 0x3880, size_bits: 64, writable: false, description: "Payload bytes of those TLPs (Length DWs of TLPs with data)." };
+
+    /// Cycles those TLPs waited with valid high and ready low.
+    pub const COUNT_WAIT: Register = Register { region: "spy", name: "count_wait", offset: 0x3888, size_bits: 64, writable: false, description: "Cycles those TLPs waited with valid high and ready low." };
+
+    /// Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const LATENCY_HIST_SELECT: Register = Register { region: "spy", name: "latency_hist_select", offset: 0x3890, size_bits: 8, writable: true, description: "Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select.
+    pub const LATENCY_HIST_COUNT: Register = Register { region: "spy", name: "latency_hist_count", offset: 0x3894, size_bits: 32, writable: false, description: "Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select." };
+
+    /// Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const PAYLOAD_HIST_DOWN_SELECT: Register = Register { region: "spy", name: "payload_hist_down_select", offset: 0x3898, size_bits: 8, writable: true, description: "Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select.
+    pub const PAYLOAD_HIST_DOWN_COUNT: Register = Register { region: "spy", name: "payload_hist_down_count", offset: 0x389c, size_bits: 32, writable: false, description: "Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select." };
+
+    /// Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const PAYLOAD_HIST_UP_SELECT: Register = Register { region: "spy", name: "payload_hist_up_select", offset: 0x38a0, size_bits: 8, writable: true, description: "Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select.
+    pub const PAYLOAD_HIST_UP_COUNT: Register = Register { region: "spy", name: "payload_hist_up_count", offset: 0x38a4, size_bits: 32, writable: false, description: "Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select." };
+}
+
 /// Every register of the map, in BAR0 order.
 pub const ALL: &[Register] = &[
     ident::MAGIC,
@@ -601,6 +740,39 @@ pub const ALL: &[Register] = &[
     pio::WRITE_SIZE_COUNT,
     pio::READ_SIZE_SELECT,
     pio::READ_SIZE_COUNT,
+    spy::CONTROL,
+    spy::DIRECTION_MASK,
+    spy::CLASS_MASK,
+    spy::ADDRESS_BASE,
+    spy::ADDRESS_MASK,
+    spy::REQUESTER_ID,
+    spy::REQUESTER_MASK,
+    spy::TRIGGER,
+    spy::TRIGGER_ADDRESS_BASE,
+    spy::TRIGGER_ADDRESS_MASK,
+    spy::TRIGGER_PRE,
+    spy::TRIGGER_POST,
+    spy::TIMEOUT,
+    spy::RING_BASE,
+    spy::RING_SIZE_LOG2,
+    spy::PAYLOAD_SIZE_LOG2,
+    spy::FLUSH_CYCLES,
+    spy::RD_INDEX,
+    spy::WR_INDEX,
+    spy::SEQUENCE,
+    spy::LOST,
+    spy::STATUS,
+    spy::COUNTER_SELECT,
+    spy::COUNT_TLPS,
+    spy::COUNT_BYTES,
+    spy::COUNT_PAYLOAD,
+    spy::COUNT_WAIT,
+    spy::LATENCY_HIST_SELECT,
+    spy::LATENCY_HIST_COUNT,
+    spy::PAYLOAD_HIST_DOWN_SELECT,
+    spy::PAYLOAD_HIST_DOWN_COUNT,
+    spy::PAYLOAD_HIST_UP_SELECT,
+    spy::PAYLOAD_HIST_UP_COUNT,
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers and such).

@@ -22,7 +22,11 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub use tlpx_model::link::LinkConfig;
 
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: block MMIO, DMA fault injection, traffic counters.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// Largest block MMIO access in bytes (a CPU's 64-byte store or write-combining burst).
+pub const MAX_BLOCK_BYTES: usize = 64;
 
 /// Largest frame either side accepts (a 4 KiB TLP is far below this).
 pub const MAX_FRAME_BYTES: u32 = 1 << 20;
@@ -61,6 +65,16 @@ pub enum Request {
     Stats,
     /// Stops the sim (it answers `ShuttingDown`, then exits and removes its files).
     Shutdown,
+    /// A CPU load of `len` (1..=64) bytes at any byte `offset` of a BAR, as ONE MRd32 whose
+    /// Length and First/Last BE cover exactly those bytes (a 16/32/64-byte load). It must
+    /// not cross a 4 KiB boundary. Answered by `MmioBlock`.
+    MmioReadBlock { bar: u8, offset: u64, len: u8 },
+    /// A CPU store of `data` (1..=64 bytes) at any byte `offset` of a BAR, as ONE MWr32
+    /// (a 16/32/64-byte store or a write-combining burst). Posted: no reply.
+    MmioWriteBlock { bar: u8, offset: u64, data: Vec<u8> },
+    /// Sets the root complex's fault injection for the card's reads of host memory (counted
+    /// from this request on; all zero turns it off). Answered by `DmaFaultsSet`.
+    SetDmaFaults(DmaFaults),
 }
 
 impl Request {
@@ -79,6 +93,9 @@ impl Request {
             Request::InjectTlp { .. } => "InjectTlp",
             Request::Stats => "Stats",
             Request::Shutdown => "Shutdown",
+            Request::MmioReadBlock { .. } => "MmioReadBlock",
+            Request::MmioWriteBlock { .. } => "MmioWriteBlock",
+            Request::SetDmaFaults(_) => "SetDmaFaults",
         }
     }
 }
@@ -113,6 +130,10 @@ pub enum Reply {
     Stats(Box<SimStats>),
     ShuttingDown,
     Error { kind: ErrorKind, message: String },
+    /// The bytes of an `MmioReadBlock` and the card cycle its last completion arrived.
+    MmioBlock { data: Vec<u8>, card_cycle: u64 },
+    /// `SetDmaFaults` took effect; the card's next memory read is read number 1.
+    DmaFaultsSet,
 }
 
 /// Why a request failed.
@@ -209,6 +230,220 @@ pub struct ClientStats {
     pub injected_tlps: u64,
 }
 
+/// Fault injection of the root complex for the card's reads of host memory. Every field is
+/// a period N: every Nth memory read of the card (MRd32 or MRd64, counted from the
+/// `SetDmaFaults` that set it, first read = 1) gets that fault; 0 turns it off. At most one
+/// fault per read: when periods coincide, the first of UR, CA, poison, drop in this order
+/// wins. Deterministic: the same reads get the same faults on every run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaFaults {
+    /// Complete the read with one Cpl, status Unsupported Request.
+    pub ur_every: u64,
+    /// Complete the read with one Cpl, status Completer Abort.
+    pub ca_every: u64,
+    /// Complete the read normally, but with EP = 1 (poisoned) on every CplD; data still sent.
+    pub poison_every: u64,
+    /// Send no completion at all: the card's completion timeout must fire.
+    pub drop_every: u64,
+}
+
+impl DmaFaults {
+    /// True when no fault is configured.
+    pub fn is_off(&self) -> bool {
+        *self == DmaFaults::default()
+    }
+
+    /// The fault for the card's memory read number `n` (1-based) since they were set.
+    pub fn fault_for_read(&self, n: u64) -> Option<DmaFault> {
+        let hit = |every: u64| every != 0 && n.is_multiple_of(every);
+        if hit(self.ur_every) {
+            Some(DmaFault::UnsupportedRequest)
+        } else if hit(self.ca_every) {
+            Some(DmaFault::CompleterAbort)
+        } else if hit(self.poison_every) {
+            Some(DmaFault::Poisoned)
+        } else if hit(self.drop_every) {
+            Some(DmaFault::Dropped)
+        } else {
+            None
+        }
+    }
+}
+
+/// One injected fault (see [`DmaFaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DmaFault {
+    UnsupportedRequest,
+    CompleterAbort,
+    Poisoned,
+    Dropped,
+}
+
+/// Memory requests of one kind, counted TLP by TLP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestCounts {
+    pub tlps: u64,
+    /// Bytes the request moves, as its byte enables select them: for a read the bytes
+    /// requested (the Byte Count of its first completion), for a write the bytes written.
+    pub bytes: u64,
+    /// Length field × 4: the whole DWs the read asks for or the write carries.
+    pub dw_bytes: u64,
+    /// TLPs with a 3 DW header (32-bit address) and with a 4 DW header (64-bit address).
+    pub header_3dw: u64,
+    pub header_4dw: u64,
+    /// TLPs with Attr[1] (relaxed ordering) and Attr[0] (no snoop) set.
+    pub relaxed_ordering: u64,
+    pub no_snoop: u64,
+    /// TLPs with EP (poisoned) set.
+    pub poisoned: u64,
+}
+
+/// Completions, counted TLP by TLP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionCounts {
+    /// Completions without data (Cpl), any status.
+    pub cpl: u64,
+    /// Completions with data (CplD).
+    pub cpld: u64,
+    /// Length × 4 of the CplDs: the whole DWs they carry.
+    pub payload_bytes: u64,
+    /// Bytes of the CplDs that belong to the request: from the first byte Lower Address
+    /// points at, up to Byte Count (so a 2-byte read's 1-DW CplD counts 2).
+    pub data_bytes: u64,
+    /// Completions by status: Unsupported Request, Completer Abort, other non-SC.
+    pub ur: u64,
+    pub ca: u64,
+    pub other_status: u64,
+    /// CplDs with EP (poisoned) set.
+    pub poisoned: u64,
+}
+
+/// Faults the root complex injected ([`DmaFaults`]), per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InjectedFaultCounts {
+    pub ur: u64,
+    pub ca: u64,
+    pub poisoned: u64,
+    pub dropped: u64,
+}
+
+/// Exact TLP counters of the link by kind, for comparing with what the card counted.
+///
+/// Card → host TLPs are counted when the root complex has received them (their last byte
+/// arrived); host → card TLPs when the card took their last beat. So once traffic has
+/// drained, both ends of the link agree. Take a snapshot before and after and subtract with
+/// [`TrafficStats::since`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficStats {
+    /// Card → host memory reads (MRd32 + MRd64, any tag).
+    pub card_reads: RequestCounts,
+    /// Card → host memory writes (MWr32 + MWr64); MSIs are not in here.
+    pub card_writes: RequestCounts,
+    /// Card → host completions (of MMIO reads and injected requests).
+    pub card_completions: CompletionCounts,
+    /// Card → host messages (Msg, MsgD).
+    pub card_messages: u64,
+    /// Card → host MSI memory writes (the hard IP's, one DW each).
+    pub card_msis: u64,
+    /// Other card → host requests (I/O, configuration, MRdLk, atomics, unknown types).
+    pub card_other: u64,
+    /// Host → card completions of the card's requests (CplD with host memory, Cpl with UR/CA).
+    pub host_completions: CompletionCounts,
+    /// Host → card MMIO reads and writes (CPU loads and stores, block ones included).
+    pub mmio_reads: RequestCounts,
+    pub mmio_writes: RequestCounts,
+    /// Host → card TLPs injected by clients (InjectTlp), any kind.
+    pub injected_tlps: u64,
+    /// Faults injected into the card's reads.
+    pub faults: InjectedFaultCounts,
+}
+
+/// `a - b` for every counter (saturating, so an older snapshot never panics).
+trait Since {
+    fn since(&self, earlier: &Self) -> Self;
+}
+
+macro_rules! impl_since {
+    ($t:ty { $($f:ident),* $(,)? }) => {
+        impl Since for $t {
+            fn since(&self, earlier: &Self) -> Self {
+                Self { $($f: self.$f.since(&earlier.$f)),* }
+            }
+        }
+    };
+}
+
+impl Since for u64 {
+    fn since(&self, earlier: &Self) -> Self {
+        self.saturating_sub(*earlier)
+    }
+}
+
+impl_since!(RequestCounts { tlps, bytes, dw_bytes, header_3dw, header_4dw, relaxed_ordering, no_snoop, poisoned });
+impl_since!(CompletionCounts { cpl, cpld, payload_bytes, data_bytes, ur, ca, other_status, poisoned });
+impl_since!(InjectedFaultCounts { ur, ca, poisoned, dropped });
+impl_since!(TrafficStats {
+    card_reads,
+    card_writes,
+    card_completions,
+    card_messages,
+    card_msis,
+    card_other,
+    host_completions,
+    mmio_reads,
+    mmio_writes,
+    injected_tlps,
+    faults,
+});
+
+impl TrafficStats {
+    /// The traffic between an `earlier` snapshot and this one.
+    pub fn since(&self, earlier: &TrafficStats) -> TrafficStats {
+        Since::since(self, earlier)
+    }
+}
+
+impl RequestCounts {
+    /// Adds one memory request TLP (header + payload DWs) to the counts. `bytes` is what its
+    /// byte enables select.
+    pub fn add(&mut self, dw0: u32, bytes: u64) {
+        self.tlps += 1;
+        self.bytes += bytes;
+        self.dw_bytes += 4 * u64::from(tlp::length_dw(dw0));
+        if tlp::header_dw(dw0) == 4 {
+            self.header_4dw += 1;
+        } else {
+            self.header_3dw += 1;
+        }
+        self.relaxed_ordering += u64::from(tlp::relaxed_ordering(dw0));
+        self.no_snoop += u64::from(tlp::no_snoop(dw0));
+        self.poisoned += u64::from(tlp::poisoned(dw0));
+    }
+}
+
+impl CompletionCounts {
+    /// Adds one completion TLP (header + payload DWs, at least the 3 header DWs).
+    pub fn add(&mut self, t: &[u32]) {
+        let dw0 = t[0];
+        let payload = tlp::payload_dw(dw0) as u64;
+        if payload == 0 {
+            self.cpl += 1;
+        } else {
+            self.cpld += 1;
+            self.payload_bytes += 4 * payload;
+            let skip = u64::from(tlp::cpl_lower_address(t[2]) & 3);
+            self.data_bytes += u64::from(tlp::cpl_byte_count(t[1])).min((4 * payload).saturating_sub(skip));
+            self.poisoned += u64::from(tlp::poisoned(dw0));
+        }
+        match tlp::cpl_status(t[1]) {
+            tlp::CPL_SC => {}
+            tlp::CPL_UR => self.ur += 1,
+            tlp::CPL_CA => self.ca += 1,
+            _ => self.other_status += 1,
+        }
+    }
+}
+
 /// Counters of the sim since it started.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimStats {
@@ -242,9 +477,13 @@ pub struct SimStats {
     pub msis: u64,
     /// MSIs the card raised while MSI was disabled in config space (not delivered).
     pub msis_while_disabled: u64,
-    /// Bytes the card read from / wrote to host memory.
+    /// Bytes the card read from (sent in CplDs, poisoned ones included) / wrote to host memory.
     pub dma_read_bytes: u64,
     pub dma_write_bytes: u64,
+    /// Exact TLP counters by kind (snapshot and diff with `TrafficStats::since`).
+    pub traffic: TrafficStats,
+    /// The fault injection in force now (`SetDmaFaults`, `--fault-*-every`).
+    pub dma_faults: DmaFaults,
     pub clients: Vec<ClientStats>,
 }
 
@@ -315,19 +554,24 @@ fn options() -> impl bincode::Options {
 
 // Shared checks and paths -------------------------------------------------------------------------
 
-/// Checks a BAR access before anything reaches the card. `bar_sizes` as in HelloInfo.
-pub fn check_mmio(bar: u8, offset: u64, width: u8, bar_sizes: &[Option<u64>]) -> Result<(), String> {
-    let size = match bar_sizes.get(bar as usize).copied().flatten() {
-        Some(size) => size,
+/// The size of BAR `bar`, or an error naming the BARs the card has.
+fn bar_size(bar: u8, bar_sizes: &[Option<u64>]) -> Result<u64, String> {
+    match bar_sizes.get(bar as usize).copied().flatten() {
+        Some(size) => Ok(size),
         None => {
             let implemented: Vec<String> = bar_sizes
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| s.map(|_| format!("BAR{i}")))
                 .collect();
-            return Err(format!("BAR{bar} is not implemented by the card; it has {}", implemented.join(", ")));
+            Err(format!("BAR{bar} is not implemented by the card; it has {}", implemented.join(", ")))
         }
-    };
+    }
+}
+
+/// Checks a BAR access before anything reaches the card. `bar_sizes` as in HelloInfo.
+pub fn check_mmio(bar: u8, offset: u64, width: u8, bar_sizes: &[Option<u64>]) -> Result<(), String> {
+    let size = bar_size(bar, bar_sizes)?;
     if !matches!(width, 1 | 2 | 4 | 8) {
         return Err(format!("access width must be 1, 2, 4 or 8 bytes, not {width}"));
     }
@@ -338,6 +582,25 @@ pub fn check_mmio(bar: u8, offset: u64, width: u8, bar_sizes: &[Option<u64>]) ->
     }
     if offset.checked_add(u64::from(width)).is_none_or(|end| end > size) {
         return Err(format!("offset {offset:#x} + {width} bytes is outside BAR{bar} of {size:#x} bytes"));
+    }
+    Ok(())
+}
+
+/// Checks a block BAR access (`MmioReadBlock`, `MmioWriteBlock`): 1..=64 bytes at any byte
+/// offset, not crossing a 4 KiB boundary, inside the BAR.
+pub fn check_mmio_block(bar: u8, offset: u64, len: usize, bar_sizes: &[Option<u64>]) -> Result<(), String> {
+    let size = bar_size(bar, bar_sizes)?;
+    if !(1..=MAX_BLOCK_BYTES).contains(&len) {
+        return Err(format!("a block access moves 1..={MAX_BLOCK_BYTES} bytes, not {len}"));
+    }
+    let Some(end) = offset.checked_add(len as u64) else {
+        return Err(format!("offset {offset:#x} + {len} bytes is outside BAR{bar} of {size:#x} bytes"));
+    };
+    if offset / 4096 != (end - 1) / 4096 {
+        return Err(format!("a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary"));
+    }
+    if end > size {
+        return Err(format!("offset {offset:#x} + {len} bytes is outside BAR{bar} of {size:#x} bytes"));
     }
     Ok(())
 }
@@ -366,6 +629,9 @@ mod tests {
             Request::MmioWrite { bar: 0, offset: 0x20, width: 4, value: 0xdead_beef },
             Request::InjectTlp { dwords: vec![1, 2, 3], wait_cycles: 10 },
             Request::Shutdown,
+            Request::MmioReadBlock { bar: 0, offset: 0x10001, len: 64 },
+            Request::MmioWriteBlock { bar: 0, offset: 0x10000, data: vec![7; 64] },
+            Request::SetDmaFaults(DmaFaults { ur_every: 1, ca_every: 2, poison_every: 3, drop_every: 4 }),
         ];
         let mut wire = Vec::new();
         for r in &reqs {
@@ -420,6 +686,59 @@ mod tests {
         assert!(e.contains("BAR1") && e.contains("BAR0"), "{e}");
         let e = check_mmio(0, 0, 3, &bars).unwrap_err();
         assert!(e.contains("not 3"), "{e}");
+    }
+
+    #[test]
+    fn block_checks_name_the_bad_value() {
+        let bars = [Some(BAR0_SIZE), None, None, None, None, None];
+        assert!(check_mmio_block(0, 0x10001, 64, &bars).is_ok(), "any byte offset");
+        assert!(check_mmio_block(0, BAR0_SIZE - 64, 64, &bars).is_ok());
+        assert!(check_mmio_block(0, 0xFC0, 64, &bars).is_ok(), "ends at the 4 KiB boundary");
+        let e = check_mmio_block(0, 0, 0, &bars).unwrap_err();
+        assert!(e.contains("1..=64 bytes, not 0"), "{e}");
+        let e = check_mmio_block(0, 0, 65, &bars).unwrap_err();
+        assert!(e.contains("not 65"), "{e}");
+        let e = check_mmio_block(0, 0xFC1, 64, &bars).unwrap_err();
+        assert!(e.contains("4 KiB") && e.contains("0xfc1"), "{e}");
+        let e = check_mmio_block(0, BAR0_SIZE, 1, &bars).unwrap_err();
+        assert!(e.contains("outside BAR0"), "{e}");
+        let e = check_mmio_block(0, u64::MAX, 2, &bars).unwrap_err();
+        assert!(e.contains("outside BAR0"), "{e}");
+        let e = check_mmio_block(3, 0, 4, &bars).unwrap_err();
+        assert!(e.contains("BAR3"), "{e}");
+    }
+
+    #[test]
+    fn faults_pick_one_per_read_in_priority_order() {
+        let f = DmaFaults { ur_every: 2, ca_every: 3, poison_every: 5, drop_every: 7 };
+        let got: Vec<Option<DmaFault>> = (1..=7).map(|n| f.fault_for_read(n)).collect();
+        use DmaFault::*;
+        assert_eq!(got, vec![None, Some(UnsupportedRequest), Some(CompleterAbort), Some(UnsupportedRequest), Some(Poisoned), Some(UnsupportedRequest), Some(Dropped)]);
+        assert!(DmaFaults::default().is_off());
+        assert_eq!(DmaFaults::default().fault_for_read(1), None);
+    }
+
+    #[test]
+    fn traffic_counts_requests_and_completions_and_diffs() {
+        let mut t = TrafficStats::default();
+        // A 4DW MRd of 16 DWs with RO and NS, asking for 62 bytes (First BE 1100, Last BE 1111).
+        let rd = tlp::mem_read(0x0100, 130, 0x1_0000_0002, 16, 0b1100, 0xF, false);
+        let rd0 = tlp::with_attributes(rd[0], true, true);
+        t.card_reads.add(rd0, 62);
+        assert_eq!(t.card_reads, RequestCounts { tlps: 1, bytes: 62, dw_bytes: 64, header_4dw: 1, relaxed_ordering: 1, no_snoop: 1, ..Default::default() });
+        let earlier = t;
+        // A CplD of 2 DWs answering a 2-byte read at offset 1 (Lower Address 1, Byte Count 2).
+        let (d1, d2) = tlp::cpl_dw12(0, tlp::CPL_SC, 2, 0x0100, 5, 1);
+        t.host_completions.add(&[tlp::dw0(tlp::FMT_3DW_DATA, tlp::TYPE_CPL, 1, true), d1, d2, 0]);
+        let (d1, d2) = tlp::cpl_dw12(0, tlp::CPL_UR, 4, 0x0100, 6, 0);
+        t.host_completions.add(&[tlp::dw0(tlp::FMT_3DW_NO_DATA, tlp::TYPE_CPL, 0, false), d1, d2]);
+        let c = t.host_completions;
+        assert_eq!((c.cpld, c.cpl, c.payload_bytes, c.data_bytes, c.poisoned, c.ur), (1, 1, 4, 2, 1, 1));
+        let d = t.since(&earlier);
+        assert_eq!(d.card_reads, RequestCounts::default());
+        assert_eq!(d.host_completions, t.host_completions);
+        // An older snapshot minus a newer one saturates at zero instead of panicking.
+        assert_eq!(earlier.since(&t).host_completions.cpld, 0);
     }
 
     #[test]

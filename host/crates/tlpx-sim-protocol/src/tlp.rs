@@ -125,6 +125,21 @@ pub fn poisoned(dw0: u32) -> bool {
     dw0 & (1 << 14) != 0
 }
 
+/// Attr[1] of DW0: relaxed ordering.
+pub fn relaxed_ordering(dw0: u32) -> bool {
+    dw0 & (1 << 13) != 0
+}
+
+/// Attr[0] of DW0: no snoop.
+pub fn no_snoop(dw0: u32) -> bool {
+    dw0 & (1 << 12) != 0
+}
+
+/// DW0 with the relaxed-ordering and no-snoop attribute bits set as given.
+pub fn with_attributes(dw0: u32, relaxed_ordering: bool, no_snoop: bool) -> u32 {
+    (dw0 & !(0b11 << 12)) | (u32::from(relaxed_ordering) << 13) | (u32::from(no_snoop) << 12)
+}
+
 /// Length field in DWs (0 encodes 1024).
 pub fn length_dw(dw0: u32) -> u32 {
     match dw0 & 0x3ff {
@@ -428,6 +443,18 @@ mod tests {
         assert_eq!(read_byte_count(2, 0xf, 0xf), 8);
         assert_eq!(read_byte_count(2, 0b1100, 0b0011), 4);
         assert_eq!(read_byte_count(3, 0b1000, 0b0001), 6);
+    }
+
+    #[test]
+    fn attributes_are_dw0_bits_13_and_12() {
+        let d = dw0(FMT_3DW_DATA, TYPE_MEM, 4, true);
+        let a = with_attributes(d, true, false);
+        assert!(relaxed_ordering(a) && !no_snoop(a) && poisoned(a));
+        assert_eq!(a & !(1 << 13), d, "only Attr[1] changed");
+        let b = with_attributes(a, false, true);
+        assert!(!relaxed_ordering(b) && no_snoop(b));
+        assert_eq!(length_dw(b), 4);
+        assert_eq!(kind(b), Kind::MWr32);
     }
 
     #[test]

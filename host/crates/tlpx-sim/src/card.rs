@@ -197,13 +197,15 @@ impl Drop for Card {
     }
 }
 
-/// The default card library: env TLPX_CARD_LIB, else `build/card/dw<N>/libtlpxcard.so`
+/// The card library named by env TLPX_CARD_LIB, if set and not empty.
+pub fn env_library() -> Option<PathBuf> {
+    std::env::var_os("TLPX_CARD_LIB").filter(|p| !p.is_empty()).map(PathBuf::from)
+}
+
+/// Where `make gateware` puts the card of `data_width`: `build/card/dw<N>/libtlpxcard.so`,
 /// found by walking up from the executable's directory and then from the current directory.
 /// Returns the first candidate that exists, else the path where it was expected.
-pub fn default_library_path(data_width: u32) -> PathBuf {
-    if let Some(p) = std::env::var_os("TLPX_CARD_LIB").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
+pub fn built_library_path(data_width: u32) -> PathBuf {
     let rel = PathBuf::from(format!("build/card/dw{data_width}/libtlpxcard.so"));
     let mut starts = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
@@ -223,6 +225,11 @@ pub fn default_library_path(data_width: u32) -> PathBuf {
         }
     }
     starts.last().map(|d| d.join(&rel)).unwrap_or(rel)
+}
+
+/// The default card library: env TLPX_CARD_LIB, else [`built_library_path`].
+pub fn default_library_path(data_width: u32) -> PathBuf {
+    env_library().unwrap_or_else(|| built_library_path(data_width))
 }
 
 #[cfg(test)]

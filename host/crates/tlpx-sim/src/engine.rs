@@ -12,20 +12,19 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tlpx_model::link::LinkConfig;
 use tlpx_sim_protocol::tlp::{self, Kind};
 use tlpx_sim_protocol::{
-    check_mmio, encode_frame, ClientStats, DirectionStats, DmaAllocation, ErrorKind, HelloInfo, Reply, Request, SimStats,
-    PROTOCOL_VERSION,
+    check_mmio, check_mmio_block, encode_frame, ClientStats, DirectionStats, DmaAllocation, DmaFaults, ErrorKind, HelloInfo,
+    Reply, Request, SimStats, TrafficStats, PROTOCOL_VERSION,
 };
 
 use crate::card::{Card, CardInputs, CardOutputs, MAX_DWORDS};
+use crate::completer::{ReadCompleter, ReadOutcome};
 use crate::config_space::{CardView, ConfigSpace};
 use crate::hostmem::HostMemory;
-use crate::link::Link;
-use crate::rc;
+use crate::link::{Link, RX_BUFFER_TLPS, TX_BUFFER_TLPS};
+use crate::rc::{self, ReadCollector};
 
 /// Cycles run between two looks at the event channel while time runs.
 const BATCH_CYCLES: u32 = 256;
@@ -61,6 +60,8 @@ pub struct EngineParams {
     pub completion_timeout_cycles: u64,
     /// (BAR0 offset of a DW, XOR mask) applied to every MMIO read completion.
     pub corrupt_read: Vec<(u64, u32)>,
+    /// Fault injection for the card's reads at start (SetDmaFaults changes it).
+    pub dma_faults: DmaFaults,
     pub free_run: bool,
     pub quiet: bool,
     pub dump_path: PathBuf,
@@ -71,10 +72,12 @@ pub struct EngineParams {
 }
 
 enum Origin {
-    /// Root-complex traffic (MMIO, completions): nobody waits for its delivery.
-    Rc,
-    /// An injected posted TLP: the client waits for the card to take it.
-    Injected { client: u64, token: u64 },
+    /// A CPU load or store (MMIO): nobody waits for its delivery.
+    Mmio,
+    /// The root complex's completion of a card request.
+    Completion,
+    /// An injected TLP; for a posted one the client waits for the card to take it.
+    Injected { waiter: Option<(u64, u64)> },
 }
 
 struct DownTlp {
@@ -83,7 +86,8 @@ struct DownTlp {
 }
 
 enum TagKind {
-    Mmio { offset: u64, width: u8 },
+    /// A CPU load of `len` bytes at BAR0 `offset`; `block`: answered with MmioBlock.
+    Mmio { offset: u64, len: u8, block: bool, data: ReadCollector },
     Inject { orig_tag: u8, collected: Vec<u32> },
 }
 
@@ -138,6 +142,7 @@ struct Counters {
     down_dir: DirectionStats,
     up_dir: DirectionStats,
     msi_writes: u64,
+    traffic: TrafficStats,
     wall: Duration,
     cycles_run: u64,
     stats: SimStats,
@@ -153,17 +158,15 @@ pub struct Sim {
     config: ConfigSpace,
     view: CardView,
     mem: HostMemory,
-    rng: ChaCha8Rng,
     p: EngineParams,
-    latency_cycles: u64,
-    jitter_cycles: u64,
+    completer: ReadCompleter,
 
-    // Host to card.
+    // Host to card: the root complex's transmit queue, the TLPs on the wire (with the cycle
+    // they have fully arrived), the one the card is taking beat by beat.
     down_queue: VecDeque<DownTlp>,
+    down_wire: VecDeque<(u64, DownTlp)>,
     down_cur: Option<DownTlp>,
     down_pos: usize,
-    cpl_pending: VecDeque<(u64, Vec<u32>)>,
-    last_cpl_ready: u64,
 
     // Card to host.
     up_buf: Vec<u32>,
@@ -171,7 +174,6 @@ pub struct Sim {
     up_end: f64,
     up_arrivals: VecDeque<(u64, Vec<u32>)>,
     msi_arrivals: VecDeque<(u64, u32)>,
-    cpl_scratch: Vec<Vec<u32>>,
     pool: Vec<Vec<u32>>,
 
     // Tags of the root complex's own non-posted requests.
@@ -199,6 +201,8 @@ impl Sim {
         let now = card.cycles();
         let cycles_of_ns = |ns: u64| (ns as f64 * p.clock_hz / 1e9).round() as u64;
         let view = config.view();
+        let mut completer = ReadCompleter::new(RC_ID, cycles_of_ns(p.dma_latency_ns), cycles_of_ns(p.dma_jitter_ns), p.seed);
+        completer.set_faults(p.dma_faults);
         let mut sim = Sim {
             card,
             inp: CardInputs::default(),
@@ -209,21 +213,17 @@ impl Sim {
             config,
             view,
             mem,
-            rng: ChaCha8Rng::seed_from_u64(p.seed),
-            latency_cycles: cycles_of_ns(p.dma_latency_ns),
-            jitter_cycles: cycles_of_ns(p.dma_jitter_ns),
             p,
+            completer,
             down_queue: VecDeque::new(),
+            down_wire: VecDeque::new(),
             down_cur: None,
             down_pos: 0,
-            cpl_pending: VecDeque::new(),
-            last_cpl_ready: 0,
             up_buf: Vec::with_capacity(1100),
             up_in_tlp: false,
             up_end: 0.0,
             up_arrivals: VecDeque::new(),
             msi_arrivals: VecDeque::new(),
-            cpl_scratch: Vec::new(),
             pool: Vec::new(),
             tags: (0..256).map(|_| None).collect(),
             tags_used: 0,
@@ -328,7 +328,8 @@ impl Sim {
     fn traffic_in_flight(&self) -> bool {
         self.down_cur.is_some()
             || !self.down_queue.is_empty()
-            || !self.cpl_pending.is_empty()
+            || !self.down_wire.is_empty()
+            || !self.completer.is_idle()
             || self.up_in_tlp
             || !self.up_arrivals.is_empty()
             || !self.msi_arrivals.is_empty()
@@ -351,26 +352,35 @@ impl Sim {
 
     #[inline]
     fn step(&mut self) {
-        // Host to card: completions whose latency has passed join the queue; a TLP starts
-        // when the link direction is free and is then presented beat by beat.
-        while self.cpl_pending.front().is_some_and(|(ready, _)| *ready <= self.now) {
-            if let Some((_, dwords)) = self.cpl_pending.pop_front() {
-                self.down_queue.push_back(DownTlp { dwords, origin: Origin::Rc });
-            }
+        // Host to card: completions whose latency has passed join the transmit queue; TLPs
+        // go on the wire while the direction is free and the card's receive buffer has room;
+        // a TLP that has fully arrived is presented to the card beat by beat.
+        while let Some(dwords) = self.completer.pop_ready(self.now) {
+            self.down_queue.push_back(DownTlp { dwords, origin: Origin::Completion });
         }
-        if self.down_cur.is_none() && !self.down_queue.is_empty() && self.link.down.is_free(self.now) {
+        while !self.down_queue.is_empty()
+            && self.link.down.is_free(self.now)
+            && self.down_wire.len() + usize::from(self.down_cur.is_some()) < RX_BUFFER_TLPS
+        {
             self.start_down();
+        }
+        if self.down_cur.is_none() && self.down_wire.front().is_some_and(|(arrival, _)| *arrival <= self.now) {
+            if let Some((_, t)) = self.down_wire.pop_front() {
+                self.down_cur = Some(t);
+                self.down_pos = 0;
+            }
         }
         if self.down_cur.is_some() {
             self.load_rx_beat();
         } else {
             self.inp.rx_valid = 0;
         }
-        // Card to host: ready while the direction is free or a TLP is in its middle (a TLP
-        // is never cut). MSIs wait for the direction like any TLP.
-        let up_free = self.link.up.is_free(self.now);
-        self.inp.tx_ready = u8::from(self.up_in_tlp || up_free);
-        self.inp.msi_ready = u8::from(!self.up_in_tlp && up_free);
+        // Card to host: ready while the transmit buffer has room or a TLP is in its middle
+        // (a TLP is never cut); a TLP goes on the wire from its first beat, as soon as the
+        // direction is free. MSIs queue in the same buffer.
+        let room = self.up_arrivals.len() + self.msi_arrivals.len() < TX_BUFFER_TLPS;
+        self.inp.tx_ready = u8::from(self.up_in_tlp || room);
+        self.inp.msi_ready = u8::from(!self.up_in_tlp && room);
 
         self.card.cycle(&self.inp, &mut self.out);
         self.now += 1;
@@ -414,8 +424,7 @@ impl Sim {
         self.c.down_dir.tlps += 1;
         self.c.down_dir.wire_bytes += u64::from(transfer.wire_bytes);
         self.c.down_dir.payload_bytes += 4 * tlp::payload_dw(dw0) as u64;
-        self.down_cur = Some(t);
-        self.down_pos = 0;
+        self.down_wire.push_back((transfer.arrival_cycle(), t));
     }
 
     #[inline]
@@ -439,11 +448,26 @@ impl Sim {
             return;
         }
         let Some(done) = self.down_cur.take() else { return };
-        if let Origin::Injected { client, token } = done.origin {
-            let blocked = self.clients.get(&client).and_then(|c| c.blocked);
-            if let Some(Blocked::InjectPosted { token: t, .. }) = blocked {
-                if t == token {
-                    self.unblock(client, Reply::InjectDelivered { card_cycle: self.now });
+        let t = &done.dwords;
+        match done.origin {
+            Origin::Mmio => {
+                if tlp::payload_dw(t[0]) > 0 {
+                    let bytes = rc::write_range(t).map_or(0, |(lo, hi)| hi - lo);
+                    self.c.traffic.mmio_writes.add(t[0], bytes);
+                } else {
+                    self.c.traffic.mmio_reads.add(t[0], u64::from(rc::read_range(t).1));
+                }
+            }
+            Origin::Completion => self.c.traffic.host_completions.add(t),
+            Origin::Injected { waiter } => {
+                self.c.traffic.injected_tlps += 1;
+                if let Some((client, token)) = waiter {
+                    let blocked = self.clients.get(&client).and_then(|c| c.blocked);
+                    if let Some(Blocked::InjectPosted { token: t, .. }) = blocked {
+                        if t == token {
+                            self.unblock(client, Reply::InjectDelivered { card_cycle: self.now });
+                        }
+                    }
                 }
             }
         }
@@ -481,7 +505,13 @@ impl Sim {
                 self.c.stats.malformed_card_tlps += 1;
                 return;
             }
-            let arrival = (self.up_end.ceil() as u64).max(self.now);
+            // The wire cannot finish before the card handed over the last beat (a datapath
+            // slower than the link).
+            let end = self.up_end.max(self.now as f64);
+            if end > self.link.up.free_at {
+                self.link.up.free_at = end;
+            }
+            let arrival = (end.ceil() as u64).max(self.now);
             let mut v = self.take();
             v.extend_from_slice(&self.up_buf);
             self.up_arrivals.push_back((arrival, v));
@@ -497,6 +527,7 @@ impl Sim {
         let header = if self.view.msi_address >> 32 != 0 { 4 } else { 3 };
         let t = self.link.send_up(self.now - 1, header, 1);
         self.c.msi_writes += 1;
+        self.c.traffic.card_msis += 1;
         self.c.up_dir.tlps += 1;
         self.c.up_dir.wire_bytes += u64::from(t.wire_bytes);
         self.c.up_dir.payload_bytes += 4;
@@ -522,58 +553,56 @@ impl Sim {
         match k {
             Kind::MRd32 | Kind::MRd64 => self.card_read(t),
             Kind::MWr32 | Kind::MWr64 => self.card_write(t),
-            Kind::Cpl | Kind::CplD | Kind::CplLk | Kind::CplDLk => self.card_completion(t),
-            Kind::Msg | Kind::MsgD | Kind::Other => self.c.stats.unsupported_card_requests += 1,
+            Kind::Cpl | Kind::CplD | Kind::CplLk | Kind::CplDLk => {
+                self.c.traffic.card_completions.add(t);
+                self.card_completion(t);
+            }
+            Kind::Msg | Kind::MsgD => {
+                self.c.traffic.card_messages += 1;
+                self.c.stats.unsupported_card_requests += 1;
+            }
+            Kind::Other => {
+                self.c.traffic.card_other += 1;
+                self.c.stats.unsupported_card_requests += 1;
+            }
             _ => {
                 // MRdLk, I/O, configuration, atomics: the root complex does not serve them.
+                self.c.traffic.card_other += 1;
                 self.c.stats.unsupported_card_requests += 1;
-                let c = rc::status_completion(RC_ID, tlp::CPL_UR, t);
-                self.schedule_completion(c);
+                self.completer.complete_with_status(self.now, tlp::CPL_UR, t);
             }
         }
     }
 
-    fn latency(&mut self) -> u64 {
-        let jitter = if self.jitter_cycles > 0 { self.rng.gen_range(0..=self.jitter_cycles) } else { 0 };
-        // Completions leave in request order (a FIFO root complex).
-        let ready = (self.now + self.latency_cycles + jitter).max(self.last_cpl_ready);
-        self.last_cpl_ready = ready;
-        ready
-    }
-
-    fn schedule_completion(&mut self, c: Vec<u32>) {
-        let ready = self.latency();
-        self.cpl_pending.push_back((ready, c));
-    }
-
     fn card_read(&mut self, t: &[u32]) {
         let (start, count) = rc::read_range(t);
-        let allowed = self.view.bus_master_enable && (count == 0 || self.mem.translate(start, u64::from(count)).is_some());
-        if !allowed {
-            self.c.stats.dma_read_faults += 1;
-            let c = rc::status_completion(RC_ID, tlp::CPL_UR, t);
-            self.schedule_completion(c);
-            return;
-        }
-        self.c.stats.dma_read_bytes += u64::from(count);
-        let ready = self.latency();
-        let mut out = std::mem::take(&mut self.cpl_scratch);
-        out.clear();
+        self.c.traffic.card_reads.add(t[0], u64::from(count));
+        let readable = self.view.bus_master_enable && (count == 0 || self.mem.translate(start, u64::from(count)).is_some());
         let base = self.mem.bus_base;
         let mem = &self.mem;
-        rc::read_completions(self.link.config(), RC_ID, t, |addr, buf| mem.read(addr.wrapping_sub(base), buf), &mut out);
-        for c in out.drain(..) {
-            self.cpl_pending.push_back((ready, c));
+        let outcome = self.completer.read(
+            self.now,
+            self.link.config(),
+            t,
+            readable,
+            |addr, buf| mem.read(addr.wrapping_sub(base), buf),
+            &mut self.c.traffic.faults,
+        );
+        match outcome {
+            ReadOutcome::Completed { bytes, .. } => self.c.stats.dma_read_bytes += u64::from(bytes),
+            ReadOutcome::Refused => self.c.stats.dma_read_faults += 1,
+            ReadOutcome::Injected(_) => {}
         }
-        self.cpl_scratch = out;
     }
 
     fn card_write(&mut self, t: &[u32]) {
+        let range = rc::write_range(t);
+        self.c.traffic.card_writes.add(t[0], range.map_or(0, |(lo, hi)| hi - lo));
         if tlp::poisoned(t[0]) {
             self.c.stats.dma_poisoned_writes += 1;
             return;
         }
-        let Some((lo, hi)) = rc::write_range(t) else { return };
+        let Some((lo, hi)) = range else { return };
         if !self.view.bus_master_enable || self.mem.translate(lo, hi - lo).is_none() {
             self.c.stats.dma_write_faults += 1;
             return;
@@ -595,27 +624,39 @@ impl Sim {
             return;
         };
         match &mut used.kind {
-            TagKind::Mmio { offset, width } => {
-                let (offset, width) = (*offset, *width);
+            TagKind::Mmio { offset, len, block, data } => {
+                let (offset, len, block) = (*offset, *len, *block);
+                let ok = status == tlp::CPL_SC && tlp::kind(t[0]) == Kind::CplD;
+                if ok && !data.add(t) {
+                    // The card split its completion: wait for the rest.
+                    self.tags[usize::from(tag)] = Some(used);
+                    return;
+                }
                 self.free_tag_slot();
                 let Some(client) = used.client else { return };
-                let reply = if status == tlp::CPL_SC && tlp::kind(t[0]) == Kind::CplD {
-                    let mut payload = [0u32; 2];
-                    for (i, p) in payload.iter_mut().enumerate() {
-                        *p = t.get(3 + i).copied().unwrap_or(0);
-                        let dw_off = (offset & !3) + 4 * i as u64;
+                let reply = if ok {
+                    let TagKind::Mmio { data, .. } = used.kind else { return };
+                    let mut bytes = data.into_bytes();
+                    for (i, b) in bytes.iter_mut().enumerate() {
+                        let addr = offset + i as u64;
                         for &(o, x) in &self.p.corrupt_read {
-                            if o == dw_off {
-                                *p ^= x;
+                            if o == addr & !3 {
+                                *b ^= (x >> (8 * (addr & 3))) as u8;
                             }
                         }
                     }
-                    Reply::MmioValue { value: rc::mmio_value(offset, width, &payload), card_cycle: self.now }
+                    if block {
+                        Reply::MmioBlock { data: bytes, card_cycle: self.now }
+                    } else {
+                        let mut v = [0u8; 8];
+                        v[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+                        Reply::MmioValue { value: u64::from_le_bytes(v), card_cycle: self.now }
+                    }
                 } else {
                     let what = if status == tlp::CPL_SC { "a completion without data".to_string() } else { format!("completion status {}", tlp::status_name(status)) };
                     Reply::Error {
                         kind: status_kind(status),
-                        message: format!("the card answered the {}-byte read of BAR0 offset {offset:#x} with {what}", width),
+                        message: format!("the card answered the {len}-byte read of BAR0 offset {offset:#x} with {what}"),
                     }
                 };
                 self.unblock(client, reply);
@@ -716,9 +757,9 @@ impl Sim {
                 let blocked = self.clients.get(&client).and_then(|c| c.blocked);
                 let timeout_us = self.p.completion_timeout_cycles as f64 / self.p.clock_hz * 1e6;
                 match (used.kind, blocked) {
-                    (TagKind::Mmio { offset, width }, Some(Blocked::MmioRead { tag: bt, .. })) if bt == tag => {
+                    (TagKind::Mmio { offset, len, .. }, Some(Blocked::MmioRead { tag: bt, .. })) if bt == tag => {
                         let message = format!(
-                            "no completion for the {width}-byte read of BAR0 offset {offset:#x} within {} card cycles ({timeout_us:.0} us, --completion-timeout-us)",
+                            "no completion for the {len}-byte read of BAR0 offset {offset:#x} within {} card cycles ({timeout_us:.0} us, --completion-timeout-us)",
                             self.p.completion_timeout_cycles
                         );
                         self.unblock(client, Reply::Error { kind: ErrorKind::CompletionTimeout, message });
@@ -950,26 +991,55 @@ impl Sim {
                     self.error(id, e.0, e.1);
                     return;
                 }
-                let Some((tag, _)) = self.alloc_tag(id, TagKind::Mmio { offset, width }) else {
+                let kind = TagKind::Mmio { offset, len: width, block: false, data: ReadCollector::new(usize::from(width)) };
+                let Some((tag, _)) = self.alloc_tag(id, kind) else {
                     self.error(id, ErrorKind::NotAllowed, "all 256 tags of the root complex are in use; retry later".into());
                     return;
                 };
                 let t = rc::mmio_read_tlp(RC_ID, tag, self.view.bar0, offset, width);
-                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Rc });
+                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Mmio });
                 self.block(id, |serial| Blocked::MmioRead { tag, serial }, None);
+            }
+            Request::MmioReadBlock { bar, offset, len } => {
+                c.stats.mmio_reads += 1;
+                if let Err(e) = self.mmio_block_allowed(bar, offset, usize::from(len)) {
+                    self.error(id, e.0, e.1);
+                    return;
+                }
+                let kind = TagKind::Mmio { offset, len, block: true, data: ReadCollector::new(usize::from(len)) };
+                let Some((tag, _)) = self.alloc_tag(id, kind) else {
+                    self.error(id, ErrorKind::NotAllowed, "all 256 tags of the root complex are in use; retry later".into());
+                    return;
+                };
+                let t = rc::mmio_read_block_tlp(RC_ID, tag, self.view.bar0, offset, usize::from(len));
+                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Mmio });
+                self.block(id, |serial| Blocked::MmioRead { tag, serial }, None);
+            }
+            Request::MmioWriteBlock { bar, offset, data } => {
+                c.stats.mmio_writes += 1;
+                if let Err((_, msg)) = self.mmio_block_allowed(bar, offset, data.len()) {
+                    self.reject_mmio_write(id, &msg);
+                    return;
+                }
+                let t = rc::mmio_write_block_tlp(RC_ID, self.view.bar0, offset, &data);
+                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Mmio });
+            }
+            Request::SetDmaFaults(faults) => {
+                self.completer.set_faults(faults);
+                self.info(&format!(
+                    "client {id}: DMA read faults: UR every {}, CA every {}, poison every {}, drop every {} (0 = off)",
+                    faults.ur_every, faults.ca_every, faults.poison_every, faults.drop_every
+                ));
+                self.reply(id, &Reply::DmaFaultsSet);
             }
             Request::MmioWrite { bar, offset, width, value } => {
                 c.stats.mmio_writes += 1;
                 if let Err((_, msg)) = self.mmio_allowed(bar, offset, width) {
-                    self.c.stats.rejected_mmio_writes += 1;
-                    if let Some(c) = self.clients.get_mut(&id) {
-                        c.stats.errors += 1;
-                    }
-                    self.warn(&format!("client {id}: MmioWrite dropped: {msg}"));
+                    self.reject_mmio_write(id, &msg);
                     return;
                 }
                 let t = rc::mmio_write_tlp(RC_ID, self.view.bar0, offset, width, value);
-                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Rc });
+                self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Mmio });
             }
             Request::AllocDma { len, align } => match self.mem.alloc.alloc(id, len, align) {
                 Ok(a) => {
@@ -1036,12 +1106,12 @@ impl Sim {
                         return;
                     };
                     tlp::set_request_tag(&mut dwords, tag);
-                    self.down_queue.push_back(DownTlp { dwords, origin: Origin::Rc });
+                    self.down_queue.push_back(DownTlp { dwords, origin: Origin::Injected { waiter: None } });
                     self.block(id, |serial| Blocked::InjectNonPosted { tag, serial }, deadline);
                 } else {
                     self.serial += 1;
                     let token = self.serial;
-                    self.down_queue.push_back(DownTlp { dwords, origin: Origin::Injected { client: id, token } });
+                    self.down_queue.push_back(DownTlp { dwords, origin: Origin::Injected { waiter: Some((id, token)) } });
                     self.block(id, |serial| Blocked::InjectPosted { token, serial }, deadline);
                 }
             }
@@ -1057,8 +1127,25 @@ impl Sim {
         }
     }
 
+    fn reject_mmio_write(&mut self, id: u64, msg: &str) {
+        self.c.stats.rejected_mmio_writes += 1;
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.stats.errors += 1;
+        }
+        self.warn(&format!("client {id}: MMIO write dropped: {msg}"));
+    }
+
     fn mmio_allowed(&self, bar: u8, offset: u64, width: u8) -> Result<(), (ErrorKind, String)> {
         check_mmio(bar, offset, width, &self.p.hello.bar_sizes).map_err(|e| (ErrorKind::InvalidArgument, e))?;
+        self.memory_enabled()
+    }
+
+    fn mmio_block_allowed(&self, bar: u8, offset: u64, len: usize) -> Result<(), (ErrorKind, String)> {
+        check_mmio_block(bar, offset, len, &self.p.hello.bar_sizes).map_err(|e| (ErrorKind::InvalidArgument, e))?;
+        self.memory_enabled()
+    }
+
+    fn memory_enabled(&self) -> Result<(), (ErrorKind, String)> {
         if !self.view.memory_enable {
             return Err((
                 ErrorKind::NotAllowed,
@@ -1104,6 +1191,8 @@ impl Sim {
         };
         s.host_to_card = DirectionStats { by_type: by_type(&self.c.down), ..self.c.down_dir.clone() };
         s.card_to_host = DirectionStats { by_type: by_type(&self.c.up), ..self.c.up_dir.clone() };
+        s.traffic = self.c.traffic;
+        s.dma_faults = self.completer.faults();
         if self.c.msi_writes > 0 {
             s.card_to_host.by_type.insert("MSI (MWr)".into(), self.c.msi_writes);
         }

@@ -1,7 +1,7 @@
 //! tlpx-sim: a Verilated tlpx card behind a root-complex and PCIe link model.
 //!
 //! One module per concern: the card's C ABI ([`card`]), link pacing ([`link`]), root-complex
-//! TLP handling ([`rc`]), configuration space ([`config_space`]), host memory and its
+//! TLP handling ([`rc`]) and completion of the card's reads ([`completer`]), configuration space ([`config_space`]), host memory and its
 //! allocator ([`hostmem`]), the cycle loop and clients ([`engine`]), and the process around
 //! it ([`server`]). The protocol lives in the tlpx-sim-protocol crate, shared with clients.
 //! See docs/sim-protocol.md.
@@ -9,7 +9,9 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod card;
+pub mod completer;
 pub mod config_space;
+pub mod datapath;
 pub mod engine;
 pub mod hostmem;
 pub mod link;

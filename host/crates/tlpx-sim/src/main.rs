@@ -17,13 +17,13 @@ struct Cli {
     /// Card library [default: env TLPX_CARD_LIB, else build/card/dw<N>/libtlpxcard.so found above the executable or the current directory].
     #[arg(long, value_name = "PATH")]
     card: Option<PathBuf>,
-    /// Datapath width of the card in bits; picks the default card library and must match the library's.
+    /// Datapath width of the card in bits; picks the card library and must match the library's [default: the library's; without --card, the smallest built card whose datapath keeps up with --gen/--lanes, else 64].
     #[arg(long, value_parser = parse_width)]
     data_width: Option<u32>,
     /// PCIe generation of the link (1..5).
     #[arg(long = "gen", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=5))]
     generation: u8,
-    /// Lanes (1, 2, 4, 8, 16) [default: 1, 4, 8 for a 64, 128, 256-bit card, as LitePCIe's PHYs].
+    /// Lanes (1, 2, 4, 8, 16) [default: 1, 4, 8 for a 64, 128, 256-bit card, as LitePCIe's 7-series PHYs].
     #[arg(long, value_parser = parse_lanes)]
     lanes: Option<u8>,
     /// Max payload size in bytes (128..4096), as Device Control starts.
@@ -59,6 +59,18 @@ struct Cli {
     /// Fault injection: XOR the DW at BAR0 OFFSET with XORMASK in every MMIO read completion (repeatable).
     #[arg(long, value_name = "OFFSET:XORMASK", value_parser = parse_corrupt)]
     corrupt_read: Vec<(u64, u32)>,
+    /// Fault injection: every Nth memory read of the card gets a Cpl with Unsupported Request (0 = off).
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_u64)]
+    fault_ur_every: u64,
+    /// Fault injection: every Nth memory read of the card gets a Cpl with Completer Abort (0 = off).
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_u64)]
+    fault_ca_every: u64,
+    /// Fault injection: every Nth memory read of the card gets poisoned CplDs (EP=1, data still sent) (0 = off).
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_u64)]
+    fault_poison_every: u64,
+    /// Fault injection: every Nth memory read of the card gets no completion at all (0 = off).
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_u64)]
+    fault_drop_every: u64,
     /// Let in-flight traffic advance time even when no client waits (not deterministic).
     #[arg(long)]
     free_run: bool,
@@ -121,19 +133,12 @@ fn main() -> ExitCode {
             return code;
         }
     };
-    let data_width = cli.data_width;
-    let card = cli.card.clone().unwrap_or_else(|| tlpx_sim::card::default_library_path(data_width.unwrap_or(64)));
-    let lanes = cli.lanes.unwrap_or(match data_width {
-        Some(128) => 4,
-        Some(256) => 8,
-        _ => 1,
-    });
     let opts = SimOptions {
         socket: cli.socket.unwrap_or_else(tlpx_sim_protocol::default_socket_path),
-        card,
-        data_width,
+        card: cli.card,
+        data_width: cli.data_width,
         generation: cli.generation,
-        lanes,
+        lanes: cli.lanes,
         mps: cli.mps,
         mrrs: cli.mrrs,
         rcb: cli.rcb,
@@ -145,6 +150,12 @@ fn main() -> ExitCode {
         dma_base: cli.dma_base,
         completion_timeout_us: cli.completion_timeout_us,
         corrupt_read: cli.corrupt_read,
+        dma_faults: tlpx_sim_protocol::DmaFaults {
+            ur_every: cli.fault_ur_every,
+            ca_every: cli.fault_ca_every,
+            poison_every: cli.fault_poison_every,
+            drop_every: cli.fault_drop_every,
+        },
         free_run: cli.free_run,
         quiet: cli.quiet,
     };

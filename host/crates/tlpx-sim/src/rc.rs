@@ -37,6 +37,76 @@ pub fn mmio_write_tlp(requester_id: u16, bar_base: u64, offset: u64, width: u8, 
     tlp::mem_write(requester_id, 0, bar_base + (offset & !3), fbe, lbe, &payload, false)
 }
 
+/// DW count and First/Last BE of a block access of `len` (1..=64) bytes at byte `offset`:
+/// the DWs from the one holding the first byte to the one holding the last, the first and
+/// last partially enabled as needed (contiguous, so legal for any length, PCIe 2.2.5).
+pub fn block_bes(offset: u64, len: usize) -> (u32, u8, u8) {
+    let lead = (offset & 3) as usize;
+    let ndw = (lead + len).div_ceil(4);
+    let tail = ndw * 4 - lead - len; // bytes not enabled in the last DW
+    let first = (0xFu8 << lead) & 0xF;
+    let last = 0xFu8 >> tail;
+    if ndw == 1 {
+        (1, first & last, 0)
+    } else {
+        (ndw as u32, first, last)
+    }
+}
+
+/// The one MRd32 a CPU load of `len` bytes at BAR offset `offset` becomes.
+pub fn mmio_read_block_tlp(requester_id: u16, tag: u8, bar_base: u64, offset: u64, len: usize) -> Vec<u32> {
+    let (ndw, fbe, lbe) = block_bes(offset, len);
+    tlp::mem_read(requester_id, tag, bar_base + (offset & !3), ndw, fbe, lbe, false)
+}
+
+/// The one MWr32 a CPU store of `data` at BAR offset `offset` becomes (bytes in their lanes,
+/// disabled lanes zero).
+pub fn mmio_write_block_tlp(requester_id: u16, bar_base: u64, offset: u64, data: &[u8]) -> Vec<u32> {
+    let (ndw, fbe, lbe) = block_bes(offset, data.len());
+    let lead = (offset & 3) as usize;
+    let mut bytes = vec![0u8; ndw as usize * 4];
+    bytes[lead..lead + data.len()].copy_from_slice(data);
+    let payload: Vec<u32> = bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    tlp::mem_write(requester_id, 0, bar_base + (offset & !3), fbe, lbe, &payload, false)
+}
+
+/// Collects the data of the completions of one read (several CplDs when the completer
+/// splits it) until Byte Count says it is complete.
+#[derive(Debug, Clone, Default)]
+pub struct ReadCollector {
+    data: Vec<u8>,
+    want: usize,
+}
+
+impl ReadCollector {
+    pub fn new(want: usize) -> ReadCollector {
+        ReadCollector { data: Vec::with_capacity(want), want }
+    }
+
+    /// Adds one successful CplD; true when the read is complete. A CplD's data starts at
+    /// the byte Lower Address points at within its first DW; Byte Count is what remains of
+    /// the read including this completion.
+    pub fn add(&mut self, cpl: &[u32]) -> bool {
+        let h = tlp::header_dw(cpl[0]);
+        let n = tlp::payload_dw(cpl[0]).min(cpl.len().saturating_sub(h));
+        let skip = usize::from(tlp::cpl_lower_address(cpl[2]) & 3);
+        let remaining = tlp::cpl_byte_count(cpl[1]) as usize;
+        let here = (4 * n).saturating_sub(skip).min(remaining);
+        for i in skip..skip + here {
+            if self.data.len() < self.want {
+                self.data.push((cpl[h + i / 4] >> (8 * (i % 4))) as u8);
+            }
+        }
+        remaining <= here || self.data.len() >= self.want
+    }
+
+    /// The bytes collected, zero-padded to the length asked for.
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        self.data.resize(self.want, 0);
+        self.data
+    }
+}
+
 /// The value of a CPU load from the payload DWs of its completion (zero-extended).
 pub fn mmio_value(offset: u64, width: u8, payload: &[u32]) -> u64 {
     let dw0 = u64::from(payload.first().copied().unwrap_or(0));
@@ -188,6 +258,53 @@ mod tests {
         for_each_written_byte(&t, |a, b| written.push((a, b)));
         assert_eq!(written, vec![(0xF000_0023, 0xFF)]);
         assert_eq!(write_range(&t), Some((0xF000_0023, 0xF000_0024)));
+    }
+
+    #[test]
+    fn block_accesses_are_one_tlp_with_exact_byte_enables() {
+        // (offset, len) -> (DWs, First BE, Last BE)
+        assert_eq!(block_bes(0x10000, 64), (16, 0xF, 0xF));
+        assert_eq!(block_bes(0x10001, 64), (17, 0b1110, 0b0001));
+        assert_eq!(block_bes(0x18, 4), (1, 0xF, 0));
+        assert_eq!(block_bes(0x19, 2), (1, 0b0110, 0), "inside one DW: Last BE 0");
+        assert_eq!(block_bes(0x1B, 1), (1, 0b1000, 0));
+        assert_eq!(block_bes(0x1B, 2), (2, 0b1000, 0b0001));
+        assert_eq!(block_bes(0x2004, 16), (4, 0xF, 0xF));
+        assert_eq!(block_bes(0x3, 13), (4, 0b1000, 0xF));
+        assert_eq!(block_bes(0x3, 14), (5, 0b1000, 0b0001));
+        let t = mmio_write_block_tlp(0, 0xF000_0000, 0x3, &(1..=13).collect::<Vec<u8>>());
+        assert_eq!(tlp::kind(t[0]), Kind::MWr32);
+        assert_eq!(t[2], 0xF000_0000);
+        assert_eq!(&t[3..], &[0x0100_0000, 0x0504_0302, 0x0908_0706, 0x0D0C_0B0A]);
+        assert_eq!(write_range(&t), Some((0xF000_0003, 0xF000_0010)));
+        let r = mmio_read_block_tlp(0, 7, 0xF000_0000, 0x10001, 64);
+        assert_eq!((tlp::length_dw(r[0]), tlp::first_be(r[1]), tlp::last_be(r[1]), tlp::tag(r[1])), (17, 0b1110, 0b0001, 7));
+        assert_eq!(read_range(&r), (0xF001_0001, 64));
+    }
+
+    #[test]
+    fn a_read_collector_joins_split_completions() {
+        // 64 bytes at 0x1020 from a completer with RCB 64 and MPS 128: pieces at the RCB.
+        let req = tlp::mem_read(0x0100, 9, 0x1021, 17, 0b1110, 0b0001, false);
+        let mut cpls = vec![];
+        read_completions(&cfg(128, 64), 0, &req, |a, buf| {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (a as usize + i) as u8;
+            }
+        }, &mut cpls);
+        assert_eq!(cpls.len(), 2, "split at 0x1040");
+        let mut c = ReadCollector::new(64);
+        assert!(!c.add(&cpls[0]));
+        assert!(c.add(&cpls[1]));
+        let want: Vec<u8> = (0x21..0x61).map(|a: u32| a as u8).collect();
+        assert_eq!(c.into_bytes(), want);
+        // A 2-byte read in the middle of a DW.
+        let req = tlp::mem_read(0, 1, 0x2000, 1, 0b0110, 0, false);
+        let mut cpls = vec![];
+        read_completions(&cfg(128, 64), 0, &req, |_, buf| buf.copy_from_slice(&[1, 2, 3, 4]), &mut cpls);
+        let mut c = ReadCollector::new(2);
+        assert!(c.add(&cpls[0]));
+        assert_eq!(c.into_bytes(), vec![2, 3]);
     }
 
     #[test]

@@ -9,10 +9,11 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 
 use tlpx_model::link::LinkConfig;
-use tlpx_sim_protocol::{read_frame, FrameError, HelloInfo, Request, BAR0_SIZE, PROTOCOL_VERSION};
+use tlpx_sim_protocol::{read_frame, DmaFaults, FrameError, HelloInfo, Request, BAR0_SIZE, PROTOCOL_VERSION};
 
-use crate::card::CardLibrary;
+use crate::card::{built_library_path, env_library, CardLibrary};
 use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
+use crate::datapath::{choose_data_width, datapath_warning, default_lanes};
 use crate::engine::{EngineParams, Event, Sim};
 use crate::hostmem::HostMemory;
 
@@ -40,11 +41,14 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SimError {
 #[derive(Debug, Clone)]
 pub struct SimOptions {
     pub socket: PathBuf,
-    pub card: PathBuf,
+    /// The card library; None: env TLPX_CARD_LIB, else the built card of `data_width`, else
+    /// the smallest built card that keeps up with the link (see [`choose_card`]).
+    pub card: Option<PathBuf>,
     /// The data width asked for on the command line, checked against the library.
     pub data_width: Option<u32>,
     pub generation: u8,
-    pub lanes: u8,
+    /// None: 1, 4, 8 lanes for a 64, 128, 256-bit card.
+    pub lanes: Option<u8>,
     pub mps: u32,
     pub mrrs: u32,
     pub rcb: u32,
@@ -57,6 +61,7 @@ pub struct SimOptions {
     pub dma_base: u64,
     pub completion_timeout_us: u64,
     pub corrupt_read: Vec<(u64, u32)>,
+    pub dma_faults: DmaFaults,
     pub free_run: bool,
     pub quiet: bool,
 }
@@ -197,9 +202,58 @@ fn build_info_number(info: &str, key: &str) -> Option<f64> {
     v.get(key)?.as_f64()
 }
 
-/// Loads the card, sets everything up, serves clients until shutdown, removes the files.
-pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
-    let lib = Arc::new(CardLibrary::load(&opts.card)?);
+/// The card clock in Hz: `--clock-mhz`, else the card's build info, else 125 MHz.
+fn card_clock_hz(lib: &CardLibrary, clock_mhz: Option<f64>) -> Result<f64, SimError> {
+    match clock_mhz {
+        Some(mhz) if mhz.is_finite() && (1.0..=1000.0).contains(&mhz) => Ok(mhz * 1e6),
+        Some(mhz) => Err(SimError::Invalid(format!("--clock-mhz must be 1..1000, not {mhz}"))),
+        None => Ok(build_info_number(lib.build_info(), "clock_hz").filter(|c| *c >= 1e6).unwrap_or(125e6)),
+    }
+}
+
+/// The card and the link width for `opts`, and the warning to print when the card's
+/// datapath is slower than the link.
+///
+/// - `--card` or env TLPX_CARD_LIB: that library (`--data-width`, if given, must match);
+/// - else `--data-width N`: the built card `build/card/dwN`;
+/// - else `--lanes`: the smallest built card (64, 128, 256 bits) whose datapath bytes/s is
+///   at least the link's raw bytes/s, else the widest (with the warning);
+/// - else the 64-bit card.
+///
+/// Without `--lanes`, the link is x1, x4, x8 for a 64, 128, 256-bit card.
+pub fn choose_card(opts: &SimOptions) -> Result<(CardLibrary, u8, Option<String>), SimError> {
+    let lanes_for = |w: u32| opts.lanes.unwrap_or(default_lanes(w));
+    let lib = if let Some(path) = opts.card.clone().or_else(env_library) {
+        CardLibrary::load(&path)?
+    } else if let Some(w) = opts.data_width {
+        CardLibrary::load(&built_library_path(w))?
+    } else if let Some(lanes) = opts.lanes {
+        let raw = LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false)
+            .map_err(|e| SimError::Invalid(e.to_string()))?
+            .raw_bytes_per_second();
+        let mut built = Vec::new();
+        for w in [64u32, 128, 256] {
+            let path = built_library_path(w);
+            if path.exists() {
+                let lib = CardLibrary::load(&path)?;
+                let clock = card_clock_hz(&lib, opts.clock_mhz)?;
+                built.push((lib.data_width(), clock, lib));
+            }
+        }
+        let candidates: Vec<(u32, f64)> = built.iter().map(|(w, c, _)| (*w, *c)).collect();
+        let Some(choice) = choose_data_width(raw, &candidates) else {
+            return Err(SimError::Invalid(format!(
+                "no card library found (looked for build/card/dw64, dw128, dw256/libtlpxcard.so above the executable and the current directory, e.g. {}): build them with `make gateware-all`, or pass --card",
+                built_library_path(64).display()
+            )));
+        };
+        match built.into_iter().find(|(w, _, _)| *w == choice.data_width) {
+            Some((_, _, lib)) => lib,
+            None => return Err(SimError::Invalid(format!("no {}-bit card library", choice.data_width))),
+        }
+    } else {
+        CardLibrary::load(&built_library_path(64))?
+    };
     if let Some(w) = opts.data_width {
         if w != lib.data_width() {
             return Err(SimError::Invalid(format!(
@@ -210,17 +264,27 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
             )));
         }
     }
-    let link = LinkConfig::new(opts.generation, opts.lanes, opts.mps, opts.mrrs, opts.rcb, false)
+    let lanes = lanes_for(lib.data_width());
+    let link = LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false)
         .map_err(|e| SimError::Invalid(e.to_string()))?;
-    let clock_hz = match opts.clock_mhz {
-        Some(mhz) if mhz.is_finite() && (1.0..=1000.0).contains(&mhz) => mhz * 1e6,
-        Some(mhz) => return Err(SimError::Invalid(format!("--clock-mhz must be 1..1000, not {mhz}"))),
-        None => build_info_number(lib.build_info(), "clock_hz").filter(|c| *c >= 1e6).unwrap_or(125e6),
-    };
+    let warning = datapath_warning(&link, lib.data_width(), card_clock_hz(&lib, opts.clock_mhz)?);
+    Ok((lib, lanes, warning))
+}
+
+/// Loads the card, sets everything up, serves clients until shutdown, removes the files.
+pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
+    let (lib, lanes, warning) = choose_card(opts)?;
+    let lib = Arc::new(lib);
+    if let Some(w) = warning {
+        eprintln!("tlpx-sim: warning: {w}");
+    }
+    let link = LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false)
+        .map_err(|e| SimError::Invalid(e.to_string()))?;
+    let clock_hz = card_clock_hz(&lib, opts.clock_mhz)?;
     let mps_supported = build_info_number(lib.build_info(), "max_payload_size").map(|v| v as u32).filter(|v| v.is_power_of_two() && (128..=4096).contains(v)).unwrap_or(4096);
     let config = ConfigSpace::new(ConfigParams {
         generation: opts.generation,
-        lanes: opts.lanes,
+        lanes,
         mps: opts.mps,
         mrrs: opts.mrrs,
         mps_supported,
@@ -298,6 +362,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         seed: opts.seed,
         completion_timeout_cycles,
         corrupt_read: opts.corrupt_read.clone(),
+        dma_faults: opts.dma_faults,
         free_run: opts.free_run,
         quiet: opts.quiet,
         dump_path: files.dump.clone(),
@@ -326,11 +391,28 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
 
 fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOptions) {
     let bpc = h.link.raw_bytes_per_second() / clock_hz;
+    let tlp_bpc = h.link.tlp_bytes_per_second() / clock_hz;
     let info: String = h.card_build_info.chars().take(300).collect();
     println!("tlpx-sim {} — simulated tlpx card (protocol {})", h.sim_version, h.protocol_version);
     println!("  card    {} ({}-bit datapath)", h.card_library, h.data_width);
     println!("          {info}");
-    println!("  link    {} — {:.2} bytes per card cycle each way", h.link, bpc);
+    println!(
+        "  link    {} — {:.2} raw bytes per card cycle each way, {:.2} for TLPs (DLLP and SKP share out, as pcie-bench)",
+        h.link, bpc, tlp_bpc
+    );
+    println!(
+        "  width   {}-bit datapath: {:.2} bytes per card cycle each way{}",
+        h.data_width,
+        f64::from(h.data_width) / 8.0,
+        if f64::from(h.data_width) / 8.0 < bpc { " — slower than the link" } else { "" }
+    );
+    let f = opts.dma_faults;
+    if !f.is_off() {
+        println!(
+            "  faults  card reads: UR every {}, CA every {}, poisoned every {}, dropped every {} (0 = off)",
+            f.ur_every, f.ca_every, f.poison_every, f.drop_every
+        );
+    }
     println!(
         "  clock   {:.3} MHz card clock; DMA read latency {} ns + 0..{} ns jitter, seed {}",
         clock_hz / 1e6,

@@ -305,3 +305,29 @@ fn time_stands_still_unless_a_client_waits_or_free_run_is_on() {
         w(&mut dev, 0x2000, 0);
     }
 }
+
+#[test]
+fn without_data_width_the_smallest_card_that_keeps_up_is_chosen() {
+    // (arguments, data width, generation, lanes, datapath warning)
+    let cases: Vec<(Vec<&str>, u32, u8, u8, bool)> = vec![
+        (vec![], 64, 2, 1, false),
+        (vec!["--data-width", "128"], 128, 2, 4, false),
+        (vec!["--data-width", "256"], 256, 2, 8, false),
+        (vec!["--gen", "1", "--lanes", "4"], 64, 1, 4, false),
+        (vec!["--gen", "3", "--lanes", "2"], 128, 3, 2, false),
+        (vec!["--gen", "2", "--lanes", "8"], 256, 2, 8, false),
+        (vec!["--gen", "3", "--lanes", "8"], 256, 3, 8, false),
+        (vec!["--gen", "3", "--lanes", "16"], 256, 3, 16, true),
+        (vec!["--data-width", "64", "--lanes", "4"], 64, 2, 4, true),
+    ];
+    for (args, width, generation, lanes, warns) in cases {
+        let sim = Sim::start_card(None, &args);
+        let mut dev = sim.connect();
+        let h = dev.hello().clone();
+        assert_eq!((h.data_width, h.link.generation, h.link.lanes), (width, generation, lanes), "{args:?}");
+        assert_eq!(dev.bar_read(0, 0, Width::W32).unwrap(), u64::from(MAGIC), "{args:?}");
+        let err = sim.shutdown_stderr();
+        assert_eq!(err.contains("the datapath, not the link, limits"), warns, "{args:?}: {err}");
+        assert!(!err.contains("error"), "{args:?}: {err}");
+    }
+}

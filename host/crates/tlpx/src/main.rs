@@ -2,7 +2,12 @@
 
 mod cmd;
 mod output;
+mod plot;
+mod progress;
+mod results;
 mod selector;
+mod session;
+mod sizes;
 
 use std::process::ExitCode;
 
@@ -37,6 +42,16 @@ enum Command {
     Selftest(cmd::selftest::Cmd),
     /// Measure the cost of the access paths (and the simulator's speed).
     Bench(cmd::bench::Cmd),
+    /// The analytic PCIe bandwidth limit (pcie-bench's model) for a link and transfer sizes.
+    Model(cmd::model::Cmd),
+    /// DMA bandwidth with the card's traffic generator (BW_RD, BW_WR, BW_RDWR), against the model.
+    Bw(cmd::bw::Cmd),
+    /// DMA read latency (LAT_RD, LAT_WRRD): min / median / p99 / p99.9 / max and a CDF.
+    Lat(cmd::lat::Cmd),
+    /// Host-driven reads and writes of the card's PIO window: latency, throughput, TLP sizes.
+    Pio(cmd::pio::Cmd),
+    /// The Pamette table for this host: best DMA write / read / read+write, PIO write / read.
+    Characterize(cmd::characterize::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +61,11 @@ fn main() -> ExitCode {
         Command::Info(c) => cmd::info::run(c, &cli.device, cli.json),
         Command::Selftest(c) => cmd::selftest::run(c, &cli.device, cli.json),
         Command::Bench(c) => cmd::bench::run(c, &cli.device, cli.json),
+        Command::Model(c) => cmd::model::run(c, &cli.device, cli.json),
+        Command::Bw(c) => cmd::bw::run(c, &cli.device, cli.json),
+        Command::Lat(c) => cmd::lat::run(c, &cli.device, cli.json),
+        Command::Pio(c) => cmd::pio::run(c, &cli.device, cli.json),
+        Command::Characterize(c) => cmd::characterize::run(c, &cli.device, cli.json),
     };
     match result {
         Ok(code) => code,

@@ -89,7 +89,7 @@ fn list_shows_the_simulated_card_and_this_machines_bus() {
 
 #[test]
 fn info_reports_identity_and_the_link_libpci_reads() {
-    let sim = Sim::start(&["--gen", "3", "--lanes", "4", "--mps", "128", "--mrrs", "256"]);
+    let sim = Sim::start(&["--data-width", "64", "--gen", "3", "--lanes", "4", "--mps", "128", "--mrrs", "256"]);
     let v = json(&tlpx(&sim.selector(), &["--json", "info"]));
     assert_eq!(v["identity"]["magic"], 0x544C_5058);
     assert_eq!(v["identity"]["map_hash"], tlpx_regs::MAP_HASH);

@@ -14,12 +14,14 @@ use std::time::Duration;
 
 use memmap2::MmapMut;
 use tlpx_sim_protocol::{
-    check_mmio, encode_frame, read_frame, ErrorKind, FrameError, HelloInfo, Reply, Request, SimStats, PROTOCOL_VERSION,
+    check_mmio, check_mmio_block, encode_frame, read_frame, ErrorKind, FrameError, HelloInfo, Reply, Request, SimStats,
+    PROTOCOL_VERSION,
 };
 
 use crate::{Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
 
 pub use tlpx_sim_protocol::HelloInfo as SimInfo;
+pub use tlpx_sim_protocol::{DmaFaults, TrafficStats};
 
 /// The host-memory mapping, kept alive by every DmaBuffer that points into it.
 struct HostMemoryMap(#[allow(dead_code)] MmapMut);
@@ -122,6 +124,36 @@ impl SimDevice {
         }
     }
 
+    /// The exact TLP counters of the link (`stats().traffic`): snapshot before and after,
+    /// then `after.since(&before)`.
+    pub fn traffic(&mut self) -> Result<TrafficStats, DeviceError> {
+        self.stats().map(|s| s.traffic)
+    }
+
+    /// Sets the root complex's fault injection for the card's memory reads: every Nth read
+    /// (counted from now, the first is 1) gets a Cpl with UR, a Cpl with CA, poisoned CplDs,
+    /// or no completion at all; `DmaFaults::default()` turns it off. Deterministic; counted
+    /// in `stats().traffic.faults`.
+    pub fn set_dma_faults(&mut self, faults: DmaFaults) -> Result<(), DeviceError> {
+        match self.call(&Request::SetDmaFaults(faults))? {
+            Reply::DmaFaultsSet => Ok(()),
+            other => Err(self.unexpected("SetDmaFaults", other)),
+        }
+    }
+
+    /// A block BAR read (one MRd of `len` bytes) with the card cycle at which its last
+    /// completion arrived.
+    pub fn bar_read_block_stamped(&mut self, bar: u8, offset: u64, len: usize) -> Result<(Vec<u8>, u64), DeviceError> {
+        check_mmio_block(bar, offset, len, &self.hello.bar_sizes).map_err(DeviceError::InvalidArgument)?;
+        match self.call(&Request::MmioReadBlock { bar, offset, len: len as u8 })? {
+            Reply::MmioBlock { data, card_cycle } => Ok((data, card_cycle)),
+            Reply::Error { kind, message } => {
+                Err(self.error(kind, message, &format!("{len}-byte block read of BAR{bar} offset {offset:#x}")))
+            }
+            other => Err(self.unexpected("MmioReadBlock", other)),
+        }
+    }
+
     /// Asks the sim to exit (it removes its files).
     pub fn shutdown(mut self) -> Result<(), DeviceError> {
         match self.call(&Request::Shutdown)? {
@@ -219,6 +251,19 @@ impl Device for SimDevice {
         let w = width.bytes() as u8;
         check_mmio(bar, offset, w, &self.hello.bar_sizes).map_err(DeviceError::InvalidArgument)?;
         self.send(&Request::MmioWrite { bar, offset, width: w, value })
+    }
+
+    /// One MRd32 of exactly `len` bytes (First/Last BE select them), as a CPU's 16/32/64-byte
+    /// load produces.
+    fn bar_read_block(&mut self, bar: u8, offset: u64, len: usize) -> Result<Vec<u8>, DeviceError> {
+        self.bar_read_block_stamped(bar, offset, len).map(|(d, _)| d)
+    }
+
+    /// One MWr32 carrying exactly `data` (First/Last BE select the bytes), as a CPU's
+    /// 16/32/64-byte store or a write-combining burst produces. Posted.
+    fn bar_write_block(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        check_mmio_block(bar, offset, data.len(), &self.hello.bar_sizes).map_err(DeviceError::InvalidArgument)?;
+        self.send(&Request::MmioWriteBlock { bar, offset, data: data.to_vec() })
     }
 
     fn config_read(&mut self, offset: u16, len: u16) -> Result<Vec<u8>, DeviceError> {

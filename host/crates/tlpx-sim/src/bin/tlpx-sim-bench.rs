@@ -40,8 +40,11 @@ struct Results {
     /// DMA loopback payload throughput in card time (bytes per simulated second), per direction.
     dma_read_bytes_per_card_second: f64,
     dma_write_bytes_per_card_second: f64,
-    /// Upper bound of the link model for that traffic: TLP payload bandwidth, one direction.
+    /// Raw bytes per second of one link direction (after line encoding).
     link_raw_bytes_per_second: f64,
+    /// What the sim's link carries for TLPs (framing included) per direction: the raw rate
+    /// less pcie-bench's DLLP and SKP share (tlpx_model's `tlp_bytes_per_second`).
+    link_tlp_bytes_per_second: f64,
     mmio_reads: u32,
     mmio_round_trip_wall_us: f64,
     mmio_round_trip_card_cycles: f64,
@@ -125,6 +128,7 @@ fn run(cli: &Cli) -> Result<Results, DeviceError> {
         dma_read_bytes_per_card_second: rd,
         dma_write_bytes_per_card_second: wr,
         link_raw_bytes_per_second: hello.link.raw_bytes_per_second(),
+        link_tlp_bytes_per_second: hello.link.tlp_bytes_per_second(),
         mmio_reads: cli.reads,
         mmio_round_trip_wall_us: rt_wall * 1e6,
         mmio_round_trip_card_cycles: rt_cycles,
@@ -152,10 +156,11 @@ fn main() -> ExitCode {
     println!("  card cycles/s, idle card:        {:>8.2} M", r.idle_cycles_per_second / 1e6);
     println!("  card cycles/s, DMA loopback:     {:>8.2} M", r.dma_cycles_per_second / 1e6);
     println!(
-        "  DMA loopback (card time):        {:>8.1} MB/s read, {:.1} MB/s write (link raw {:.1} MB/s per direction)",
+        "  DMA loopback (card time):        {:>8.1} MB/s read, {:.1} MB/s write (link {:.1} MB/s raw, {:.1} MB/s for TLPs, per direction)",
         r.dma_read_bytes_per_card_second / 1e6,
         r.dma_write_bytes_per_card_second / 1e6,
-        r.link_raw_bytes_per_second / 1e6
+        r.link_raw_bytes_per_second / 1e6,
+        r.link_tlp_bytes_per_second / 1e6
     );
     println!(
         "  MMIO read round trip:            {:>8.2} us wall, {:.1} card cycles ({} reads)",

@@ -47,14 +47,25 @@ impl Sim {
     }
 
     pub fn start_width(data_width: u32, args: &[&str]) -> Sim {
+        Self::start_card(Some(card_library(data_width)), args)
+    }
+
+    /// Starts tlpx-sim with `--card card`, or with no --card and no TLPX_CARD_LIB (so it
+    /// chooses among the built cards itself).
+    pub fn start_card(card: Option<PathBuf>, args: &[&str]) -> Sim {
         let dir = tempfile::Builder::new().prefix("tlpx-sim-test").tempdir().unwrap();
         let socket = dir.path().join("sim.sock");
-        let card = card_library(data_width);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tlpx-sim"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--card")
-            .arg(&card)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tlpx-sim"));
+        cmd.arg("--socket").arg(&socket);
+        match card {
+            Some(card) => {
+                cmd.arg("--card").arg(card);
+            }
+            None => {
+                cmd.env_remove("TLPX_CARD_LIB");
+            }
+        }
+        let mut child = cmd
             .arg("--quiet")
             .args(args)
             .stdin(Stdio::null())
@@ -82,6 +93,19 @@ impl Sim {
 
     pub fn connect(&self) -> SimDevice {
         SimDevice::connect_as(&self.socket, "test").unwrap()
+    }
+
+    /// Stops the sim through the protocol, waits for it to exit cleanly and returns what it
+    /// printed on stderr (with --quiet: warnings and errors only).
+    pub fn shutdown_stderr(mut self) -> String {
+        self.connect().shutdown().unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "tlpx-sim exited with {status}");
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
     }
 
     /// Stops the sim through the protocol and waits for it to exit cleanly.

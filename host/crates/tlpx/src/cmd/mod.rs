@@ -1,6 +1,11 @@
 //! One module per subcommand: each has `struct Cmd` (its arguments) and `fn run`.
 
 pub mod bench;
+pub mod bw;
+pub mod characterize;
 pub mod info;
+pub mod lat;
 pub mod list;
+pub mod model;
+pub mod pio;
 pub mod selftest;

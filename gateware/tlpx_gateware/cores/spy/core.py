@@ -1,0 +1,620 @@
+"""Passive transaction spy: every TLP on the card's link summarised in a 32-byte record.
+
+```
+ PHY rx (down) ──tap──► TLPObserver ─┐ filter, sequence   ┌► FIFO ─┐
+ PHY tx (up)   ──tap──► TLPObserver ─┘ numbers, counters ─┴► FIFO ─┴► RecordBuilder ─► trigger /
+                                                                    (read matching,   record FIFO
+                                                                     latency, timeouts) ─► RingWriter ─MWr─► host ring
+```
+
+The taps only look at valid/ready/first/last/data of the PHY streams: the spy never
+back-pressures the link, and it sees requests the card then rejects. Each TLP becomes one
+record (layout: traces/FORMAT.md, record format version 1). Records get their sequence number
+when they pass the filters; a record that finds its FIFO full is lost *after* it was
+numbered, so every loss is both counted (``lost``) and visible to the host as a sequence gap.
+"""
+
+from migen import *
+
+from litex.gen import *
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
+from litex.soc.integration.doc import ModuleDoc
+from litex.soc.interconnect.packet import Arbiter
+
+from litepcie.common import phy_layout
+
+from tlpx_gateware import tlp
+from tlpx_gateware.cores.common import Log2Histogram
+from tlpx_gateware.cores.request_path.core import DWGatherer
+
+RECORD_VERSION = 1
+RECORD_DWS     = 8
+
+# TLP classes for the live counters and the type filter (bit = class).
+CLASSES = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"]
+CLASS_MRD, CLASS_MWR, CLASS_CPL, CLASS_CPLD, CLASS_MSG, CLASS_CFG, CLASS_IO, CLASS_OTHER = range(8)
+
+EVENT_FMT     = 7
+EVENT_TIMEOUT = 1
+
+TRIGGER_OFF   = 0
+TRIGGER_START = 1
+TRIGGER_STOP  = 2
+
+
+def summary_layout():
+    return [
+        ("hdr0", 32), ("hdr1", 32), ("hdr2", 32), ("hdr3", 32),
+        ("start", 64), ("duration", 16), ("wait", 8), ("gaps", 8),
+        ("direction", 1), ("own", 1),
+    ]
+
+
+def tlp_class(dw0):
+    """Migen statements + Signal: the class of a TLP from its DW0."""
+    fmt, type_ = dw0[29:32], dw0[24:29]
+    cls = Signal(3)
+    stmts = [
+        If(type_ == tlp.TYPE_MEM,
+            cls.eq(Mux(fmt[1], CLASS_MWR, CLASS_MRD))
+        ).Elif(type_ == tlp.TYPE_MEM_LK,
+            cls.eq(CLASS_MRD)
+        ).Elif(type_ == tlp.TYPE_CPL,
+            cls.eq(Mux(fmt[1], CLASS_CPLD, CLASS_CPL))
+        ).Elif((type_ == tlp.TYPE_CFG0) | (type_ == tlp.TYPE_CFG1),
+            cls.eq(CLASS_CFG)
+        ).Elif(type_ == tlp.TYPE_IO,
+            cls.eq(CLASS_IO)
+        ).Elif((type_ & tlp.MSG_TYPE_MASK) == tlp.MSG_TYPE,
+            cls.eq(CLASS_MSG)
+        ).Else(
+            cls.eq(CLASS_OTHER)
+        )
+    ]
+    return cls, stmts
+
+# Observer -----------------------------------------------------------------------------------------
+
+class TLPObserver(LiteXModule):
+    """Watches one PHY stream and summarises every TLP when its last beat is accepted."""
+    def __init__(self, data_width, direction, endpoint, cycles, own=C(0, 1)):
+        n = data_width // 32
+        self.summary = Signal()  # pulse: `fields` hold a finished TLP
+        self.fields  = Record(summary_layout())
+
+        # # #
+
+        in_packet = Signal()
+        beat      = Signal(10)
+        hdr       = [Signal(32, name=f"obs_hdr{i}") for i in range(4)]
+        start     = Signal(64)
+        wait      = Signal(8)
+        gaps      = Signal(8)
+        own_reg   = Signal()
+        begins    = Signal()
+        accepted  = Signal()
+        self.comb += [
+            begins.eq(~in_packet & endpoint.valid & endpoint.first),
+            accepted.eq(endpoint.valid & endpoint.ready),
+        ]
+        # Header DWs from the first beats.
+        captures = []
+        for b in range(max(1, 4 // n)):
+            for j in range(min(n, 4 - b * n)):
+                captures.append(If(accepted & (beat == b), hdr[b * n + j].eq(endpoint.dat[32*j:32*(j+1)])))
+        self.sync += captures
+        busy = Signal()
+        self.comb += busy.eq(in_packet | begins)
+        self.sync += [
+            If(begins,
+                start.eq(cycles),
+                own_reg.eq(own),
+                wait.eq(0), gaps.eq(0),
+            ),
+            If(busy & endpoint.valid & ~endpoint.ready & (wait != 255), wait.eq(wait + 1)),
+            If(in_packet & ~endpoint.valid & (gaps != 255), gaps.eq(gaps + 1)),
+            If(accepted,
+                beat.eq(beat + 1),
+                in_packet.eq(1),
+                If(endpoint.last,
+                    beat.eq(0),
+                    in_packet.eq(0),
+                )
+            ),
+        ]
+        # Summary, valid in the cycle the last beat is accepted.
+        start_now = Signal(64)
+        duration  = Signal(64)
+        self.comb += [
+            start_now.eq(Mux(in_packet, start, cycles)),
+            duration.eq(cycles - start_now),
+            self.summary.eq(accepted & endpoint.last),
+            self.fields.start.eq(start_now),
+            self.fields.duration.eq(Mux(duration > 0xFFFF, 0xFFFF, duration)),
+            self.fields.wait.eq(wait + (endpoint.valid & ~endpoint.ready & (wait != 255))),
+            self.fields.gaps.eq(gaps),
+            self.fields.direction.eq(direction),
+            self.fields.own.eq(Mux(in_packet, own_reg, own)),
+        ]
+        # The header, with the DWs of this very beat where they arrive now.
+        for i in range(4):
+            b, j = divmod(i, n)
+            self.comb += getattr(self.fields, f"hdr{i}").eq(
+                Mux(beat == b, endpoint.dat[32*j:32*(j+1)], hdr[i]))
+
+# Filter -------------------------------------------------------------------------------------------
+
+class SpyFilter(LiteXModule):
+    """Does a summary pass? Direction mask, class mask, address base/mask (requests only),
+    requester ID and mask."""
+    def __init__(self, fields, cfg):
+        self.match = Signal()
+
+        # # #
+
+        cls, stmts = tlp_class(fields.hdr0)
+        self.comb += stmts
+        is_request = Signal()
+        address = Signal(64)
+        hdr4 = fields.hdr0[29]
+        self.comb += [
+            is_request.eq((cls != CLASS_CPL) & (cls != CLASS_CPLD)),
+            address.eq(Mux(hdr4, Cat(C(0, 2), fields.hdr3[2:32], fields.hdr2), Cat(C(0, 2), fields.hdr2[2:32]))),
+        ]
+        requester = fields.hdr1[16:32]
+        completion_requester = fields.hdr2[16:32]
+        rid = Signal(16)
+        self.comb += rid.eq(Mux(is_request, requester, completion_requester))
+        self.comb += self.match.eq(
+            ((cfg.direction_mask >> fields.direction)[0]) &
+            ((cfg.class_mask >> cls)[0]) &
+            (~is_request | ((address & cfg.address_mask) == (cfg.address_base & cfg.address_mask))) &
+            ((rid & cfg.requester_mask) == (cfg.requester_id & cfg.requester_mask)) &
+            (cfg.include_own | ~fields.own)
+        )
+
+# Spy ----------------------------------------------------------------------------------------------
+
+class Spy(LiteXModule):
+    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=512):
+        self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
+
+        Program the ring (``ring_base``, ``ring_size_log2``), filters and trigger, set
+        ``control.enable``; read ``wr_index`` to learn how many records reached the ring and
+        write ``rd_index`` when the host has consumed them. ``lost`` counts records that were
+        numbered but could not be kept.
+        """)
+        self.source = stream.Endpoint(phy_layout(data_width))  # the ring writer's MWr TLPs
+        self.irq    = Signal()
+
+        self.control = CSRStorage(fields=[
+            CSRField("enable", size=1, description="Capture records (counters and histograms run regardless)."),
+            CSRField("clear", size=1, offset=1, pulse=True, description="Write 1 to zero counters, histograms, sequence and ring indices, and to re-arm the trigger."),
+            CSRField("include_own", size=1, offset=2, description="Also record the spy's own ring writes."),
+        ], description="Spy control.")
+        self.direction_mask = CSRStorage(2, reset=0b11, description="Directions to record: bit 0 down (host to card), bit 1 up (card to host).")
+        self.class_mask = CSRStorage(8, reset=0xFF, description="TLP classes to record, bit per class: " + ", ".join(f"{i} {c}" for i, c in enumerate(CLASSES)) + ".")
+        self.address_base = CSRStorage(64, description="Requests are recorded when (address & address_mask) == (address_base & address_mask).")
+        self.address_mask = CSRStorage(64, description="Address bits compared (0: every address).")
+        self.requester_id = CSRStorage(16, description="Requester ID compared under requester_mask.")
+        self.requester_mask = CSRStorage(16, description="Requester ID bits compared (0: every requester).")
+        self.trigger = CSRStorage(fields=[
+            CSRField("mode", size=2, values=[
+                ("0", "off", "record continuously."),
+                ("1", "start", "keep the last `pre` records until the trigger matches, then record `post` records (the trigger's included) and stop."),
+                ("2", "stop", "record continuously until the trigger matches, then `post` more records and stop."),
+            ], description="Trigger mode."),
+            CSRField("class_mask", size=8, offset=8, description="Classes that can trigger."),
+            CSRField("direction_mask", size=2, offset=16, description="Directions that can trigger."),
+        ], description="Trigger.")
+        self.trigger_address_base = CSRStorage(64, description="The trigger matches requests whose (address & mask) == (base & mask).")
+        self.trigger_address_mask = CSRStorage(64, description="Trigger address bits compared.")
+        self.trigger_pre = CSRStorage(16, description=f"Records kept before the trigger (start mode), up to {record_depth - 1}.")
+        self.trigger_post = CSRStorage(32, reset=1, description="Records kept from the trigger on (at least 1: the trigger itself).")
+        self.timeout = CSRStorage(32, reset=125000, description="Cycles after which a read the spy saw without its last completion is reported as a completion timeout.")
+        self.ring_base = CSRStorage(64, description="Bus address of the ring (32-byte aligned).")
+        self.ring_size_log2 = CSRStorage(5, reset=12, description="log2 of the ring size in records (capacity 2^n records of 32 bytes).")
+        self.payload_size_log2 = CSRStorage(4, reset=7, description="log2 of the largest ring write in bytes (<= MPS, >= 32).")
+        self.flush_cycles = CSRStorage(16, reset=1024, description="Write a partial batch of records once no record came for this many cycles.")
+        self.rd_index = CSRStorage(32, description="Records the host has consumed (written by the host).")
+        self.wr_index = CSRStatus(32, description="Records written to the ring (in host memory when this is read).")
+        self.sequence = CSRStatus(32, description="Records numbered so far (the next record's sequence number).")
+        self.lost = CSRStatus(32, description="Records numbered but lost: a FIFO was full (ring full or spy too slow).")
+        self.status = CSRStatus(fields=[
+            CSRField("triggered", size=1, description="The trigger has matched."),
+            CSRField("stopped", size=1, description="Capture stopped after the trigger's post count."),
+            CSRField("records", size=16, offset=8, description="Records waiting in the spy's record FIFO."),
+        ], description="Capture status.")
+        self.counter_select = CSRStorage(4, description="Counter set to read: direction * 8 + class (classes: " + ", ".join(CLASSES) + ").")
+        self.count_tlps = CSRStatus(64, description="TLPs of the selected direction and class (all TLPs, filters do not apply).")
+        self.count_bytes = CSRStatus(64, description="Bytes of those TLPs on the datapath (header and payload DWs).")
+        self.count_payload = CSRStatus(64, description="Payload bytes of those TLPs (Length DWs of TLPs with data).")
+        self.count_wait = CSRStatus(64, description="Cycles those TLPs waited with valid high and ready low.")
+        self.latency_hist = Log2Histogram("latency_hist", 32, 32, "matched read latency, request to last completion (cycles)")
+        self.payload_hist_down = Log2Histogram("payload_hist_down", 13, 13, "payload bytes per host-to-card TLP with data")
+        self.payload_hist_up = Log2Histogram("payload_hist_up", 13, 13, "payload bytes per card-to-host TLP with data")
+
+        # # #
+
+        class Cfg:
+            pass
+        cfg = Cfg()
+        cfg.direction_mask = self.direction_mask.storage
+        cfg.class_mask = self.class_mask.storage
+        cfg.address_base = self.address_base.storage
+        cfg.address_mask = self.address_mask.storage
+        cfg.requester_id = self.requester_id.storage
+        cfg.requester_mask = self.requester_mask.storage
+        cfg.include_own = self.control.fields.include_own
+        clear = self.control.fields.clear
+
+        # Observers, filters, live counters ---------------------------------------------------------
+        self.down = down = TLPObserver(data_width, 0, rx, cycles)
+        self.up   = up   = TLPObserver(data_width, 1, tx, cycles, own=own_tx)
+        self.down_filter = down_filter = SpyFilter(down.fields, cfg)
+        self.up_filter   = up_filter   = SpyFilter(up.fields, cfg)
+
+        counters = {k: Array(Signal(64, name=f"spy_{k}{i}") for i in range(16)) for k in ("tlps", "bytes", "payload", "wait")}
+        for obs in (down, up):
+            cls, stmts = tlp_class(obs.fields.hdr0)
+            self.comb += stmts
+            idx = Signal(4)
+            length = Signal(11)
+            has_data = obs.fields.hdr0[30]
+            hdr_dws = Mux(obs.fields.hdr0[29], 4, 3)
+            self.comb += [
+                idx.eq(Cat(cls, obs.fields.direction)),
+                length.eq(Mux(obs.fields.hdr0[:10] == 0, 1024, obs.fields.hdr0[:10])),
+            ]
+            # The spy's own ring writes do not count unless included.
+            counted = Signal()
+            self.comb += counted.eq(obs.summary & (cfg.include_own | ~obs.fields.own))
+            self.sync += If(counted & ~clear,
+                counters["tlps"][idx].eq(counters["tlps"][idx] + 1),
+                counters["bytes"][idx].eq(counters["bytes"][idx] + ((hdr_dws + Mux(has_data, length, 0)) << 2)),
+                counters["payload"][idx].eq(counters["payload"][idx] + Mux(has_data, length << 2, 0)),
+                counters["wait"][idx].eq(counters["wait"][idx] + obs.fields.wait),
+            )
+        self.sync += If(clear, *[c.eq(0) for arr in counters.values() for c in arr])
+        sel = self.counter_select.storage
+        self.comb += [
+            self.count_tlps.status.eq(counters["tlps"][sel]),
+            self.count_bytes.status.eq(counters["bytes"][sel]),
+            self.count_payload.status.eq(counters["payload"][sel]),
+            self.count_wait.status.eq(counters["wait"][sel]),
+        ]
+        # Payload size histograms (TLPs with data; the spy's own writes only when included).
+        for obs, hist in ((down, self.payload_hist_down), (up, self.payload_hist_up)):
+            self.comb += [
+                hist.add.eq(obs.summary & obs.fields.hdr0[30] & (cfg.include_own | ~obs.fields.own)),
+                hist.value.eq(Mux(obs.fields.hdr0[:10] == 0, 4096, obs.fields.hdr0[:10] << 2)),
+                hist.clear.eq(clear),
+            ]
+
+        # Sequence numbers and summary FIFOs -------------------------------------------------------
+        enable = self.control.fields.enable
+        stopped = Signal()
+        seq = Signal(32)
+        lost = Signal(32)
+        take_down = Signal()
+        take_up = Signal()
+        self.comb += [
+            take_down.eq(down.summary & down_filter.match & enable & ~stopped),
+            take_up.eq(up.summary & up_filter.match & enable & ~stopped),
+        ]
+        self.down_fifo = down_fifo = stream.SyncFIFO(summary_layout(), summary_depth)
+        self.up_fifo = up_fifo = stream.SyncFIFO(summary_layout(), summary_depth)
+        timeout_event = Signal()  # from the builder; numbered here too
+        for fifo, obs, take in ((down_fifo, down, take_down), (up_fifo, up, take_up)):
+            self.comb += [
+                fifo.sink.valid.eq(take),
+                # One summary per packet for the arbiter that merges the two directions.
+                fifo.sink.first.eq(1),
+                fifo.sink.last.eq(1),
+                *[getattr(fifo.sink, f).eq(getattr(obs.fields, f)) for f, _ in summary_layout()],
+            ]
+        lost_now = Signal(2)
+        self.comb += lost_now.eq((take_down & ~down_fifo.sink.ready) + (take_up & ~up_fifo.sink.ready))
+
+        # Record builder ---------------------------------------------------------------------------
+        builder_in = stream.Endpoint(summary_layout())
+        self.arbiter = Arbiter([down_fifo.source, up_fifo.source], builder_in)
+
+        # Read matching: per direction of the read, a tag table (time of request, completions seen).
+        tables = []
+        for d in range(2):
+            mem = Memory(32 + 4 + 1, 256, name=f"spy_tags{d}")
+            self.specials += mem
+            rd = mem.get_port(async_read=True)
+            wr = mem.get_port(write_capable=True)
+            self.specials += rd, wr
+            tables.append((rd, wr))
+
+        f = builder_in
+        cls, stmts = tlp_class(f.hdr0)
+        self.comb += stmts
+        is_cpl = Signal()
+        non_posted = Signal()
+        self.comb += [
+            is_cpl.eq((cls == CLASS_CPL) | (cls == CLASS_CPLD)),
+            # Reads of any kind, and configuration / I/O writes, expect a completion (2.4.1).
+            non_posted.eq((~is_cpl & (cls != CLASS_MSG) & ~f.hdr0[30]) | (cls == CLASS_CFG) | (cls == CLASS_IO)),
+        ]
+        # A read's completions come the other way: its table is indexed by the read's direction.
+        req_dir = Signal()
+        tag = Signal(8)
+        self.comb += [
+            req_dir.eq(Mux(is_cpl, ~f.direction, f.direction)),
+            tag.eq(Mux(is_cpl, f.hdr2[8:16], f.hdr1[8:16])),
+        ]
+        entry = Signal(37)
+        for d, (rd, wr) in enumerate(tables):
+            self.comb += rd.adr.eq(tag)
+        self.comb += entry.eq(Mux(req_dir, tables[1][0].dat_r, tables[0][0].dat_r))
+        entry_time = entry[:32]
+        entry_splits = entry[32:36]
+        entry_busy = entry[36]
+        matched = Signal()
+        last_cpl = Signal()
+        latency = Signal(32)
+        byte_count = Signal(13)
+        length = Signal(11)
+        self.comb += [
+            length.eq(Mux(f.hdr0[:10] == 0, 1024, f.hdr0[:10])),
+            byte_count.eq(Mux(f.hdr1[:12] == 0, 4096, f.hdr1[:12])),
+            matched.eq(is_cpl & entry_busy),
+            # Last completion: non-success status, no data, or the remaining byte count fits (2.3.1.1).
+            last_cpl.eq(is_cpl & ((f.hdr1[13:16] != tlp.CPL_SC) | ~f.hdr0[30] |
+                                  (byte_count + f.hdr2[0:2] <= (length << 2)))),
+            latency.eq(f.start[:32] - entry_time),
+        ]
+        splits = Signal(4)
+        self.comb += splits.eq(Mux(entry_splits == 15, 15, entry_splits + 1))
+
+        # Timeout scan of both tables, when the builder does not write them.
+        scan = Signal(9)
+        scan_dir = scan[8]
+        scan_tag = scan[:8]
+        scan_ports = [mem_port for mem_port in tables]
+        scan_entry = Signal(37)
+        # A third port per table would be costly; the scan reads through the async read port
+        # when no summary is being processed.
+        builder_busy = Signal()
+        self.comb += builder_busy.eq(builder_in.valid)
+        for d, (rd, wr) in enumerate(tables):
+            self.comb += If(~builder_busy, rd.adr.eq(scan_tag))
+        self.comb += scan_entry.eq(Mux(scan_dir, tables[1][0].dat_r, tables[0][0].dat_r))
+        scan_timeout = Signal()
+        self.comb += scan_timeout.eq(~builder_busy & scan_entry[36] & ((cycles[:32] - scan_entry[:32]) > self.timeout.storage))
+        self.comb += timeout_event.eq(scan_timeout & enable & ~stopped)
+
+        # Table writes.
+        for d, (rd, wr) in enumerate(tables):
+            self.comb += [
+                If(builder_in.valid & builder_in.ready & (req_dir == d),
+                    If(~is_cpl & non_posted,
+                        wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(f.start[:32], C(0, 4), C(1, 1))),
+                    ).Elif(matched,
+                        wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(entry_time, splits, ~last_cpl)),
+                    )
+                ).Elif(scan_timeout & (scan_dir == d),
+                    wr.we.eq(1), wr.adr.eq(scan_tag), wr.dat_w.eq(0),
+                )
+            ]
+        self.sync += If(~builder_busy, scan.eq(scan + 1))
+
+        # Records: built from the summary (or a timeout event) in one cycle.
+        record = Signal(RECORD_DWS * 32)
+        w = [record[32*i:32*(i+1)] for i in range(RECORD_DWS)]
+        rec_valid = Signal()
+        self.comb += [
+            builder_in.ready.eq(1),
+            rec_valid.eq(builder_in.valid | timeout_event),
+            If(builder_in.valid,
+                w[0].eq(seq),
+                w[1].eq(f.start[:32]),
+                w[2].eq(f.start[32:]),
+                w[3].eq(Cat(f.direction, f.hdr0[29:32], f.hdr0[24:29], f.hdr0[14], f.hdr0[12:14],
+                            f.hdr0[20:23], f.hdr0[:10], f.own, matched, last_cpl & matched,
+                            Mux(matched, splits, 0))),
+                If(is_cpl,
+                    w[4].eq(Cat(f.hdr2[16:32], f.hdr2[8:16], f.hdr2[0:7], f.hdr1[12])),
+                    w[5].eq(Cat(f.hdr1[16:32], f.hdr1[13:16], f.hdr1[0:12])),
+                    w[6].eq(Mux(matched, latency, 0)),
+                ).Else(
+                    w[4].eq(Cat(f.hdr1[16:32], f.hdr1[8:16], f.hdr1[0:4], f.hdr1[4:8])),
+                    If(f.hdr0[29],
+                        w[5].eq(Cat(C(0, 2), f.hdr3[2:32])),
+                        w[6].eq(f.hdr2),
+                    ).Else(
+                        w[5].eq(Cat(C(0, 2), f.hdr2[2:32])),
+                        w[6].eq(0),
+                    ),
+                ),
+                w[7].eq(Cat(f.duration, f.wait, f.gaps)),
+            ).Else(
+                # Completion timeout event.
+                w[0].eq(seq),
+                w[1].eq(scan_entry[:32]),
+                w[2].eq(0),
+                w[3].eq(Cat(scan_dir, C(EVENT_FMT, 3), C(EVENT_TIMEOUT, 5))),
+                w[4].eq(Cat(C(0, 16), scan_tag)),
+                w[5].eq(0),
+                w[6].eq(cycles[:32] - scan_entry[:32]),
+                w[7].eq(0),
+            ),
+        ]
+        self.comb += [
+            self.latency_hist.add.eq(builder_in.valid & matched & last_cpl),
+            self.latency_hist.value.eq(latency),
+            self.latency_hist.clear.eq(clear),
+        ]
+
+        # Trigger ----------------------------------------------------------------------------------
+        trig_cls_ok = (self.trigger.fields.class_mask >> cls)[0]
+        trig_dir_ok = (self.trigger.fields.direction_mask >> f.direction)[0]
+        req_address = Signal(64)
+        self.comb += req_address.eq(Mux(f.hdr0[29], Cat(C(0, 2), f.hdr3[2:32], f.hdr2), Cat(C(0, 2), f.hdr2[2:32])))
+        trig_addr_ok = is_cpl | ((req_address & self.trigger_address_mask.storage) ==
+                                 (self.trigger_address_base.storage & self.trigger_address_mask.storage))
+        trigger_hit = Signal()
+        self.comb += trigger_hit.eq(builder_in.valid & trig_cls_ok & trig_dir_ok & trig_addr_ok)
+        mode = self.trigger.fields.mode
+        triggered = Signal()
+        post_left = Signal(32)
+        self.sync += [
+            If(clear,
+                triggered.eq(0), stopped.eq(0),
+            ).Elif(rec_valid & (mode != TRIGGER_OFF) & ~triggered & trigger_hit,
+                triggered.eq(1),
+                post_left.eq(self.trigger_post.storage - 1),
+                If(self.trigger_post.storage <= 1, stopped.eq(1)),
+            ).Elif(rec_valid & triggered & ~stopped,
+                post_left.eq(post_left - 1),
+                If(post_left <= 1, stopped.eq(1)),
+            ),
+        ]
+
+        # Record FIFO (also the pre-trigger buffer) -------------------------------------------------
+        self.record_fifo = record_fifo = stream.SyncFIFO([("record", RECORD_DWS * 32)], record_depth, buffered=True)
+        record_fifo = ResetInserter()(record_fifo)
+        self.comb += record_fifo.reset.eq(clear)
+        accept_record = Signal()
+        self.comb += [
+            accept_record.eq(rec_valid & ~(stopped & ~(builder_in.valid & trigger_hit & ~triggered))),
+            record_fifo.sink.valid.eq(accept_record),
+            record_fifo.sink.record.eq(record),
+        ]
+        record_lost = Signal()
+        self.comb += record_lost.eq(accept_record & ~record_fifo.sink.ready)
+        # In start mode, before the trigger, only the last `pre` records are kept.
+        holding = Signal()
+        self.comb += holding.eq((mode == TRIGGER_START) & ~triggered)
+        drop_oldest = Signal()
+        self.comb += drop_oldest.eq(holding & (record_fifo.level > self.trigger_pre.storage))
+
+        self.sync += [
+            If(clear,
+                seq.eq(0), lost.eq(0),
+            ).Else(
+                # A summary lost before the builder still consumes a number: the host sees the gap.
+                seq.eq(seq + rec_valid + lost_now),
+                lost.eq(lost + lost_now + record_lost),
+            )
+        ]
+        self.comb += [
+            self.sequence.status.eq(seq),
+            self.lost.status.eq(lost),
+            self.status.fields.triggered.eq(triggered),
+            self.status.fields.stopped.eq(stopped),
+            self.status.fields.records.eq(record_fifo.level),
+        ]
+
+        # Ring writer ------------------------------------------------------------------------------
+        ring_records = Signal(32)
+        wr_index = Signal(32)
+        self.comb += [
+            ring_records.eq(1 << self.ring_size_log2.storage),
+            self.wr_index.status.eq(wr_index),
+        ]
+        free = Signal(33)
+        self.comb += free.eq(ring_records - (wr_index - self.rd_index.storage))
+        per_tlp = Signal(8)
+        payload_bytes_max = Signal(16)
+        self.comb += [
+            # Separate signals: Verilog would evaluate the shifts in per_tlp's 8 bits.
+            payload_bytes_max.eq(1 << self.payload_size_log2.storage),
+            per_tlp.eq(payload_bytes_max[5:13]),
+        ]
+        slot = Signal(32)
+        to_end = Signal(32)
+        self.comb += [
+            slot.eq(wr_index & (ring_records - 1)),
+            # Records up to the next TLP-size boundary of the ring (never past its end).
+            to_end.eq(per_tlp - (slot & (per_tlp - 1))),
+        ]
+        available = Signal(16)
+        self.comb += available.eq(Mux(holding, 0, record_fifo.level))
+        batch = Signal(8)
+        self.comb += batch.eq(Mux(available < to_end, available, to_end))
+        idle = Signal(16)
+        self.sync += If(record_fifo.sink.valid | (available == 0), idle.eq(0)).Elif(idle != 0xFFFF, idle.eq(idle + 1))
+        go = Signal()
+        self.comb += go.eq((batch != 0) & (free >= batch) &
+                           ((batch == to_end) | (idle >= self.flush_cycles.storage)))
+
+        self.gatherer = gatherer = DWGatherer(data_width)
+        self.comb += gatherer.source.connect(self.source)
+        address = Signal(64)
+        hdr4 = Signal()
+        self.comb += [
+            address.eq(self.ring_base.storage + (slot << 5)),
+            hdr4.eq(address[32:] != 0),
+        ]
+        n_records = Signal(8)
+        dw = Signal(4)
+        rec_done = Signal(8)
+        cur_address = Signal(64)
+        cur_hdr4 = Signal()
+        rec_dws = Signal(RECORD_DWS * 32)
+        self.comb += rec_dws.eq(record_fifo.source.record)
+        self.fsm = fsm = FSM(reset_state="IDLE")
+        fsm.act("IDLE",
+            record_fifo.source.ready.eq(drop_oldest),
+            If(go & ~drop_oldest,
+                NextValue(n_records, batch),
+                NextValue(cur_address, address),
+                NextValue(cur_hdr4, hdr4),
+                NextState("DW0")
+            )
+        )
+        fsm.act("DW0",
+            gatherer.sink.valid.eq(1), gatherer.sink.first.eq(1),
+            gatherer.sink.dat.eq(Cat((n_records << 3)[:10], C(0, 19), Cat(cur_hdr4, C(1, 1), C(0, 1)))),
+            If(gatherer.sink.ready, NextState("DW1"))
+        )
+        fsm.act("DW1",
+            gatherer.sink.valid.eq(1),
+            gatherer.sink.dat.eq(Cat(C(0xF, 4), C(0xF, 4), C(0, 8), requester_id)),
+            If(gatherer.sink.ready, NextState("DW2"))
+        )
+        fsm.act("DW2",
+            gatherer.sink.valid.eq(1),
+            gatherer.sink.dat.eq(Mux(cur_hdr4, cur_address[32:], Cat(C(0, 2), cur_address[2:32]))),
+            If(gatherer.sink.ready,
+                NextValue(dw, 0), NextValue(rec_done, 0),
+                If(cur_hdr4, NextState("DW3")).Else(NextState("DATA"))
+            )
+        )
+        fsm.act("DW3",
+            gatherer.sink.valid.eq(1),
+            gatherer.sink.dat.eq(Cat(C(0, 2), cur_address[2:32])),
+            If(gatherer.sink.ready, NextState("DATA"))
+        )
+        dw_cases = {i: gatherer.sink.dat.eq(rec_dws[32*i:32*(i+1)]) for i in range(RECORD_DWS)}
+        fsm.act("DATA",
+            gatherer.sink.valid.eq(1),
+            Case(dw, dw_cases),
+            gatherer.sink.last.eq((dw == RECORD_DWS - 1) & (rec_done == n_records - 1)),
+            If(gatherer.sink.ready,
+                NextValue(dw, dw + 1),
+                If(dw == RECORD_DWS - 1,
+                    record_fifo.source.ready.eq(1),
+                    NextValue(dw, 0),
+                    NextValue(rec_done, rec_done + 1),
+                    If(rec_done == n_records - 1,
+                        NextState("SENT")
+                    )
+                )
+            )
+        )
+        # The ring index moves once the TLP's last beat has left the card.
+        fsm.act("SENT",
+            If(self.source.valid & self.source.ready & self.source.last,
+                NextValue(wr_index, wr_index + n_records),
+                NextState("IDLE")
+            )
+        )
+        self.sync += If(clear, wr_index.eq(0))
+        self.comb += self.irq.eq(0)

@@ -1,0 +1,106 @@
+//! Progress of a sweep on stderr, and Ctrl-C as a request to stop between points.
+//!
+//! The bar is drawn only when stderr is a terminal and the output is not JSON, so scripts
+//! and tests see clean streams. The first Ctrl-C asks the sweep to stop after the point in
+//! progress (the generator stops by itself at the end of each run, buffers are freed and
+//! the partial result is written, marked `"interrupted": true`); a second one exits at once.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static PRESSES: AtomicU32 = AtomicU32::new(0);
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Exit status after an interrupted measurement (128 + SIGINT, as shells report it).
+pub const INTERRUPTED_EXIT: u8 = 130;
+
+/// Installs the Ctrl-C handler (once per process; later calls do nothing).
+pub fn install_stop_handler() {
+    if INSTALLED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let result = ctrlc::set_handler(|| {
+        STOP.store(true, Ordering::SeqCst);
+        if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!("\ntlpx: stopping after the current point (Ctrl-C again to quit at once)");
+        } else {
+            eprintln!("\ntlpx: quitting; the card's generator stops at the end of its run");
+            std::process::exit(i32::from(INTERRUPTED_EXIT));
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("tlpx: warning: Ctrl-C cannot stop sweeps cleanly here: {e}");
+    }
+}
+
+/// True once Ctrl-C was pressed.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// A progress bar over the points of a sweep (hidden for JSON or without a terminal).
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    pub fn new(points: u64, json: bool) -> Progress {
+        let visible = !json && std::io::stderr().is_terminal();
+        let target = if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let bar = ProgressBar::with_draw_target(Some(points), target);
+        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
+            bar.set_style(style);
+        }
+        if visible {
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
+        Progress { bar }
+    }
+
+    /// Says which point runs now.
+    pub fn start(&self, what: &str) {
+        self.bar.set_message(what.to_string());
+    }
+
+    pub fn done_one(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Prints a line above the bar (text mode output while the bar runs).
+    pub fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            println!("{line}");
+        } else {
+            self.bar.suspend(|| println!("{line}"));
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_output_hides_the_bar() {
+        let p = Progress::new(3, true);
+        assert!(p.bar.is_hidden());
+        p.start("x");
+        p.done_one();
+        assert_eq!(p.bar.position(), 1);
+        p.finish();
+    }
+}

@@ -1,0 +1,427 @@
+//! Results are documents: every measurement writes one schema-versioned JSON object.
+//!
+//! ```text
+//! {
+//!   "schema": "tlpx-result", "schema_version": 1,
+//!   "kind": "bw" | "lat" | "pio" | "characterize" | "model",
+//!   "created": "2026-11-22T10:15:30Z",            UTC, when the run ended
+//!   "command": ["tlpx", "bw", "--sizes", "64..4096"],
+//!   "parameters": { ... },                          what was asked, after defaults
+//!   "environment": { tlpx_version, host_name, kernel, cpu_model, cpus, backend, device,
+//!                    pci_address, card, simulated, sim: { socket, link, seed, ... } | null },
+//!   "link": { source: "libpci", generation, lanes, mps, mrrs, rcb, ... } | null,
+//!   "model": { link, completion_split } | null,     the pcie-bench model configuration used
+//!   "points": [ ... ]  (or "table" + "points" for characterize)
+//!   "interrupted": false, "wall_seconds": 1.2, "notes": [ ... ]
+//! }
+//! ```
+//!
+//! Every set of samples is a [`tlpx_model::stats::Summary`]: count, min, median, mean, p99,
+//! p999 (p99.9) and max. Throughputs are payload bytes per second; latencies nanoseconds.
+//! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::Value;
+use tlpx_model::link::{CompletionSplit, LinkConfig};
+
+pub const SCHEMA: &str = "tlpx-result";
+pub const SCHEMA_VERSION: u32 = 1;
+/// The kinds of result this tlpx writes.
+pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model"];
+
+/// The machine and card a result was measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub tlpx_version: String,
+    pub host_name: Option<String>,
+    /// Kernel name and release, e.g. "Linux 6.1.0-18-amd64".
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub cpus: usize,
+    /// "sim", "vfio", "litepcie"; null when no card was opened (tlpx model without a device).
+    pub backend: Option<String>,
+    /// The socket path or PCI address of the card.
+    pub device: Option<String>,
+    pub pci_address: Option<String>,
+    pub card: Option<CardEnvironment>,
+    /// True when the card is the simulated one: every card-time figure is then simulated.
+    pub simulated: bool,
+    pub sim: Option<SimEnvironment>,
+}
+
+/// What the card's identification block says.
+#[derive(Debug, Clone, Serialize)]
+pub struct CardEnvironment {
+    pub data_width: u32,
+    pub clock_hz: u32,
+    pub map_hash: u32,
+    pub version: String,
+    pub features: Vec<&'static str>,
+}
+
+/// The simulator's own description of what it models.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimEnvironment {
+    pub socket: String,
+    /// The link model the simulator applies (its own configuration, next to what libpci reads).
+    pub link_model: LinkConfig,
+    pub seed: u64,
+    pub data_width: u32,
+    pub clock_hz: u64,
+    /// Root-complex latency of a card read and its uniform jitter, ns of card time.
+    pub dma_latency_ns: u64,
+    pub dma_jitter_ns: u64,
+    /// Time also runs with no client waiting (not deterministic).
+    pub free_run: bool,
+    pub sim_version: String,
+}
+
+impl SimEnvironment {
+    /// What a simulator's Hello says, for the result.
+    pub fn from_hello(socket: String, hello: &tlpx_device::backends::sim::SimInfo) -> SimEnvironment {
+        SimEnvironment {
+            socket,
+            link_model: hello.link,
+            seed: hello.seed,
+            data_width: hello.data_width,
+            clock_hz: hello.card_clock_hz,
+            dma_latency_ns: hello.dma_latency_ns,
+            dma_jitter_ns: hello.dma_jitter_ns,
+            free_run: hello.free_run,
+            sim_version: hello.sim_version.clone(),
+        }
+    }
+}
+
+/// The link as libpci reports it from the card's PCI Express capability.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkReport {
+    /// Where the figures come from: "libpci" (config space of the card).
+    pub source: String,
+    pub generation: u8,
+    pub lanes: u8,
+    pub speed_gt_s: f64,
+    pub mps: u32,
+    pub mrrs: u32,
+    /// From the Link Control register's Read Completion Boundary bit (64 when clear).
+    pub rcb: u32,
+    pub max_payload_supported: u32,
+}
+
+impl LinkReport {
+    /// The model's configuration for this link; `None` when the model cannot describe it
+    /// (link down, Gen6, a width it has no table for).
+    pub fn model(&self, addr64: bool) -> Option<LinkConfig> {
+        LinkConfig::new(self.generation, self.lanes, self.mps, self.mrrs, self.rcb, addr64).ok()
+    }
+}
+
+impl std::fmt::Display for LinkReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gen{} x{}, MPS {}, MRRS {}, RCB {}", self.generation, self.lanes, self.mps, self.mrrs, self.rcb)
+    }
+}
+
+/// The model configuration a result compares against.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelConfig {
+    pub link: LinkConfig,
+    pub completion_split: CompletionSplit,
+}
+
+/// One result document; `body` is flattened next to the common fields (its `points`, ...).
+#[derive(Debug, Serialize)]
+pub struct ResultDoc<P: Serialize, B: Serialize> {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub created: String,
+    pub command: Vec<String>,
+    pub parameters: P,
+    pub environment: Environment,
+    pub link: Option<LinkReport>,
+    pub model: Option<ModelConfig>,
+    #[serde(flatten)]
+    pub body: B,
+    pub interrupted: bool,
+    pub wall_seconds: f64,
+    pub notes: Vec<String>,
+}
+
+impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kind: &'static str,
+        parameters: P,
+        environment: Environment,
+        link: Option<LinkReport>,
+        model: Option<ModelConfig>,
+        body: B,
+        wall_seconds: f64,
+        notes: Vec<String>,
+    ) -> Self {
+        debug_assert!(KINDS.contains(&kind));
+        ResultDoc {
+            schema: SCHEMA,
+            schema_version: SCHEMA_VERSION,
+            kind,
+            created: utc_now().0,
+            command: std::env::args().collect(),
+            parameters,
+            environment,
+            link,
+            model,
+            body,
+            interrupted: false,
+            wall_seconds,
+            notes,
+        }
+    }
+}
+
+/// Writes `doc` as pretty JSON to `path` (parent folders created) and says so on stderr.
+/// The document is checked against the schema first ([`check_document`]).
+pub fn write_json<T: Serialize>(path: &Path, doc: &T) -> anyhow::Result<()> {
+    let value = serde_json::to_value(doc)?;
+    if let Err(e) = check_document(&value) {
+        anyhow::bail!("internal error: the result document does not follow schema {SCHEMA} v{SCHEMA_VERSION}: {e}");
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing the result to {}", path.display()))?;
+    eprintln!("tlpx: wrote {}", path.display());
+    Ok(())
+}
+
+/// Checks that `v` is a tlpx result document of this schema version: the common fields are
+/// there with the right types, and every summary in it has min / median / p99 / p999 / max.
+/// Used by the tests, and by anything that reads results back.
+pub fn check_document(v: &Value) -> Result<(), String> {
+    if v["schema"] != SCHEMA {
+        return Err(format!("\"schema\" is {}, expected \"{SCHEMA}\"", v["schema"]));
+    }
+    if v["schema_version"] != SCHEMA_VERSION {
+        return Err(format!("\"schema_version\" is {}, expected {SCHEMA_VERSION}", v["schema_version"]));
+    }
+    let kind = v["kind"].as_str().ok_or("\"kind\" is missing")?;
+    if !KINDS.contains(&kind) {
+        return Err(format!("unknown kind {kind:?}"));
+    }
+    for field in ["created", "command", "parameters", "environment", "notes"] {
+        if v.get(field).is_none() {
+            return Err(format!("field {field:?} is missing"));
+        }
+    }
+    let env = &v["environment"];
+    for field in ["tlpx_version", "host_name", "kernel", "cpu_model", "backend", "device", "simulated", "sim"] {
+        if env.get(field).is_none() {
+            return Err(format!("environment.{field} is missing"));
+        }
+    }
+    if env["simulated"] == true && env["sim"].get("link_model").is_none() {
+        return Err("a simulated result must give environment.sim.link_model".into());
+    }
+    if v.get("link").is_none() {
+        return Err("field \"link\" is missing (null when unknown)".into());
+    }
+    if v.get("points").and_then(Value::as_array).is_none() {
+        return Err("field \"points\" is missing or not an array".into());
+    }
+    check_summaries(v, "$")
+}
+
+fn check_summaries(v: &Value, path: &str) -> Result<(), String> {
+    match v {
+        Value::Object(map) => {
+            if map.contains_key("median") && map.contains_key("count") {
+                for field in ["min", "median", "p99", "p999", "max"] {
+                    if !map.get(field).is_some_and(Value::is_number) {
+                        return Err(format!("summary {path} has no number {field:?}"));
+                    }
+                }
+            }
+            for (k, child) in map {
+                check_summaries(child, &format!("{path}.{k}"))?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                check_summaries(child, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+// Environment --------------------------------------------------------------------------
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// What this machine is, read from /proc (fields are null where it cannot be read).
+pub fn machine_environment() -> Environment {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string());
+    let kernel = match (read_trimmed("/proc/sys/kernel/ostype"), read_trimmed("/proc/sys/kernel/osrelease")) {
+        (Some(t), Some(r)) => Some(format!("{t} {r}")),
+        (None, Some(r)) => Some(r),
+        _ => None,
+    };
+    Environment {
+        tlpx_version: env!("CARGO_PKG_VERSION").to_string(),
+        host_name: read_trimmed("/proc/sys/kernel/hostname"),
+        kernel,
+        cpu_model,
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        backend: None,
+        device: None,
+        pci_address: None,
+        card: None,
+        simulated: false,
+        sim: None,
+    }
+}
+
+// Time ---------------------------------------------------------------------------------
+
+/// Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Formats seconds since the epoch as (RFC 3339 "2026-11-22T10:15:30Z", compact "20261122T101530Z").
+pub fn utc_stamp(secs: u64) -> (String, String) {
+    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    let (h, mi, se) = (s / 3600, s / 60 % 60, s % 60);
+    (format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}Z"), format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{se:02}Z"))
+}
+
+/// The current UTC time, as [`utc_stamp`] formats it.
+pub fn utc_now() -> (String, String) {
+    utc_stamp(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlpx_model::stats::Summary;
+
+    #[derive(Serialize)]
+    struct Body {
+        points: Vec<Point>,
+    }
+    #[derive(Serialize)]
+    struct Point {
+        size: u64,
+        achieved: Summary,
+    }
+
+    fn doc() -> Value {
+        let mut env = machine_environment();
+        env.backend = Some("sim".into());
+        env.device = Some("/tmp/x.sock".into());
+        env.simulated = true;
+        env.sim = Some(SimEnvironment {
+            socket: "/tmp/x.sock".into(),
+            link_model: LinkConfig::PCIE_BENCH_DEFAULT,
+            seed: 7,
+            data_width: 256,
+            clock_hz: 250_000_000,
+            dma_latency_ns: 400,
+            dma_jitter_ns: 50,
+            free_run: false,
+            sim_version: "0.1.0".into(),
+        });
+        let link = LinkReport {
+            source: "libpci".into(),
+            generation: 3,
+            lanes: 8,
+            speed_gt_s: 8.0,
+            mps: 256,
+            mrrs: 512,
+            rcb: 64,
+            max_payload_supported: 512,
+        };
+        let model = ModelConfig { link: link.model(false).expect("valid"), completion_split: CompletionSplit::Mps };
+        let body = Body {
+            points: vec![Point { size: 64, achieved: Summary::of(&[1.0, 2.0, 3.0]).expect("samples") }],
+        };
+        let d = ResultDoc::new("bw", serde_json::json!({"sizes": [64]}), env, Some(link), Some(model), body, 0.5, vec![]);
+        serde_json::to_value(&d).expect("serialises")
+    }
+
+    #[test]
+    fn a_document_has_the_schema_fields() {
+        let v = doc();
+        assert_eq!(v["schema"], "tlpx-result");
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["kind"], "bw");
+        assert_eq!(v["link"]["generation"], 3);
+        assert_eq!(v["link"]["source"], "libpci");
+        assert_eq!(v["model"]["link"]["mps"], 256);
+        assert_eq!(v["model"]["completion_split"], "mps");
+        assert_eq!(v["environment"]["simulated"], true);
+        assert_eq!(v["environment"]["sim"]["seed"], 7);
+        assert_eq!(v["environment"]["sim"]["link_model"]["lanes"], 8);
+        assert_eq!(v["environment"]["tlpx_version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(v["points"][0]["achieved"]["p999"], 3.0);
+        assert!(v["created"].as_str().is_some_and(|s| s.ends_with('Z') && s.len() == 20));
+        assert_eq!(check_document(&v), Ok(()));
+    }
+
+    #[test]
+    fn check_document_finds_what_is_missing() {
+        let mut v = doc();
+        v["schema_version"] = 2.into();
+        assert!(check_document(&v).is_err_and(|e| e.contains("schema_version")));
+        let mut v = doc();
+        v["points"][0]["achieved"].as_object_mut().expect("object").remove("p99");
+        assert!(check_document(&v).is_err_and(|e| e.contains("p99") && e.contains("points[0]")));
+        let mut v = doc();
+        v["environment"]["sim"] = Value::Null;
+        assert!(check_document(&v).is_err_and(|e| e.contains("link_model")));
+        let mut v = doc();
+        v["kind"] = "nonsense".into();
+        assert!(check_document(&v).is_err());
+    }
+
+    #[test]
+    fn write_json_creates_folders() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a/b/result.json");
+        write_json(&path, &doc()).expect("written");
+        let back: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        assert_eq!(check_document(&back), Ok(()));
+    }
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0).0, "1970-01-01T00:00:00Z");
+        // 2024-02-29T12:34:56Z (a leap day).
+        assert_eq!(utc_stamp(1_709_210_096), ("2024-02-29T12:34:56Z".to_string(), "20240229T123456Z".to_string()));
+        assert_eq!(utc_stamp(4_102_444_799).0, "2099-12-31T23:59:59Z");
+    }
+}

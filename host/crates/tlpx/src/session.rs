@@ -1,0 +1,155 @@
+//! An open card for a measurement: the checked `Card`, the link libpci reports for it, and
+//! the environment every result records.
+
+use anyhow::{bail, Context};
+use tlpx_device::backends::sim::SimDevice;
+use tlpx_device::card::Card;
+use tlpx_device::pci::{self, decode, PciFunction, PciSource};
+
+use crate::results::{self, CardEnvironment, Environment, LinkReport, SimEnvironment};
+use crate::selector::{self, Selector};
+
+/// Offset of Link Control in the PCI Express capability (PCIe 5.0, 7.5.3.7); bit 3 is the
+/// Read Completion Boundary (0: 64 bytes, 1: 128 bytes).
+const PCIE_LINK_CONTROL: usize = 0x10;
+const PCIE_CAP_ID: u8 = 0x10;
+
+/// The link of `function` as its config space (read through libpci) describes it; `None`
+/// when it has no PCI Express capability.
+pub fn link_report(function: &PciFunction) -> Option<LinkReport> {
+    let p = function.pcie()?;
+    let rcb = decode::find_capability(&function.config, PCIE_CAP_ID)
+        .and_then(|base| function.config.get(usize::from(base) + PCIE_LINK_CONTROL).copied())
+        .map_or(64, |lnkctl| if lnkctl & (1 << 3) != 0 { 128 } else { 64 });
+    Some(LinkReport {
+        source: "libpci".to_string(),
+        generation: p.generation,
+        lanes: p.link_width,
+        speed_gt_s: p.link_speed_gt_s,
+        mps: p.max_payload_size,
+        mrrs: p.max_read_request_size,
+        rcb,
+        max_payload_supported: p.max_payload_supported,
+    })
+}
+
+/// The link of the device `--device` names, through libpci only (no card access): the
+/// simulator's config dump, or this machine's sysfs for a PCI address.
+pub fn device_link(device: &str) -> anyhow::Result<DeviceLink> {
+    let (function, location, sim) = match Selector::parse(device)? {
+        Selector::Sim(path) => {
+            let path = path.unwrap_or_else(selector::default_sim_socket);
+            let sim = SimDevice::connect(&path)?;
+            let hello = sim.hello();
+            let dump = std::path::PathBuf::from(&hello.config_dump_path);
+            let f = pci::find(&PciSource::DumpFile(dump), &hello.pci_address)?;
+            let env = SimEnvironment::from_hello(path.display().to_string(), hello);
+            (f, format!("sim:{}", path.display()), Some(env))
+        }
+        Selector::Pci(address) => (pci::find(&PciSource::System, &address)?, address, None),
+    };
+    match link_report(&function) {
+        Some(link) => Ok(DeviceLink { link, location, pci_address: function.address(), sim }),
+        None => bail!("{location} ({}) has no PCI Express capability, so libpci reports no link", function.address()),
+    }
+}
+
+/// What [`device_link`] found.
+pub struct DeviceLink {
+    pub link: LinkReport,
+    /// The selector that reached it ("sim:/path" or a PCI address).
+    pub location: String,
+    pub pci_address: String,
+    /// The simulator's description when the device is the simulated card.
+    pub sim: Option<SimEnvironment>,
+}
+
+/// An open card ready to measure.
+pub struct Session {
+    pub card: Card,
+    pub link: Option<LinkReport>,
+    pub environment: Environment,
+    /// Card clock in Hz (cycles → time).
+    pub clock_hz: u32,
+    pub notes: Vec<String>,
+}
+
+impl Session {
+    /// Opens the card `device` names and records where it is.
+    pub fn open(device: &str) -> anyhow::Result<Session> {
+        let opened = selector::open(device)?;
+        let description = opened.device.description();
+        let card = Card::open(opened.device).context("opening the card")?;
+        let id = card.identity().clone();
+        let mut environment = results::machine_environment();
+        environment.backend = Some(description.backend.clone());
+        environment.device = Some(description.location.clone());
+        environment.pci_address = Some(opened.pci.address());
+        environment.card = Some(CardEnvironment {
+            data_width: id.data_width,
+            clock_hz: id.clock_hz,
+            map_hash: id.map_hash,
+            version: format!("{}.{}", id.version_major, id.version_minor),
+            features: id.features.clone(),
+        });
+        environment.simulated = opened.sim.is_some();
+        // The simulator's latency settings are in its Hello: ask once more on a short-lived
+        // connection (the open card keeps its own).
+        environment.sim = opened.sim.as_ref().map(|s| match SimDevice::connect(&s.socket) {
+            Ok(sim) => SimEnvironment::from_hello(s.socket.clone(), sim.hello()),
+            Err(_) => SimEnvironment {
+                socket: s.socket.clone(),
+                link_model: s.link,
+                seed: s.seed,
+                data_width: s.data_width,
+                clock_hz: s.clock_hz,
+                dma_latency_ns: 0,
+                dma_jitter_ns: 0,
+                free_run: false,
+                sim_version: String::new(),
+            },
+        });
+        let link = link_report(&opened.pci);
+        let mut notes = Vec::new();
+        match &link {
+            None => notes.push("libpci finds no PCI Express capability on the card: no link, no model limit".to_string()),
+            Some(l) if l.model(false).is_none() => notes.push(format!(
+                "the model has no figures for the link libpci reports ({l}): efficiency is not computed"
+            )),
+            Some(_) => {}
+        }
+        if let (Some(l), Some(s)) = (&link, &opened.sim) {
+            if (l.generation, l.lanes, l.mps, l.mrrs) != (s.link.generation, s.link.lanes, s.link.mps, s.link.mrrs) {
+                notes.push(format!(
+                    "libpci reports {l} but the simulator models {}: figures follow the simulator, the model follows libpci",
+                    s.link
+                ));
+            }
+        }
+        Ok(Session { clock_hz: id.clock_hz.max(1), card, link, environment, notes })
+    }
+
+    /// The link's MPS and MRRS, or 128/128 (the smallest legal values) when unknown.
+    pub fn mps_mrrs(&self) -> (u32, u32) {
+        match &self.link {
+            Some(l) if l.mps >= 128 && l.mrrs >= 128 => (l.mps, l.mrrs),
+            _ => (128, 128),
+        }
+    }
+
+    /// Text that says whether card-time figures are simulated, for headers.
+    pub fn describe(&self) -> String {
+        let env = &self.environment;
+        let link = self.link.as_ref().map_or("link unknown".to_string(), |l| format!("link {l} (libpci)"));
+        match &env.sim {
+            Some(s) => format!(
+                "simulated card ({}-bit at {:.0} MHz, tlpx-sim link model {}, seed {}), {link}",
+                s.data_width,
+                s.clock_hz as f64 / 1e6,
+                s.link_model,
+                s.seed
+            ),
+            None => format!("{} card at {}, {link}", env.backend.as_deref().unwrap_or("?"), env.device.as_deref().unwrap_or("?")),
+        }
+    }
+}
