@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: the simulator's speed (card cycles per wall second, idle and with DMA
-# traffic) and the MMIO round trip a client sees, for each datapath width.
+# traffic) and the MMIO round trip a client sees, for each datapath width; then the
+# generator's DMA bandwidth against the link model (scripts/bench_bw.sh).
 # Writes build/bench/*.json and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,7 @@ for w in $WIDTHS; do
     sim_stop
 done
 .venv/bin/python scripts/bench_report.py "$OUT" docs/performance.md $WIDTHS
+sim_stop
+echo "== bench: DMA bandwidth against the link model"
+scripts/bench_bw.sh
 cat docs/performance.md

@@ -64,6 +64,12 @@ Reading the table:
   *card cycles per read* is the card time the same read costs (virtual time).
 - A posted write returns as soon as the message is written to the socket.
 """
+    # Sections other scripts own (bench_bw.sh: <!-- bw:begin --> .. <!-- bw:end -->) are kept.
+    old = Path(doc).read_text() if Path(doc).exists() else ""
+    for name in ("bw",):
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if begin in old and end in old:
+            text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
     Path(doc).write_text(text)
 
 

@@ -324,7 +324,8 @@ class Spy(LiteXModule):
         # Read matching: per direction of the read, a tag table (time of request, completions seen).
         tables = []
         for d in range(2):
-            mem = Memory(32 + 4 + 1, 256, name=f"spy_tags{d}")
+            # Entry: request time (low 32 bits), completions seen, busy, requester ID.
+            mem = Memory(32 + 4 + 1 + 16, 256, name=f"spy_tags{d}")
             self.specials += mem
             rd = mem.get_port(async_read=True)
             wr = mem.get_port(write_capable=True)
@@ -348,7 +349,7 @@ class Spy(LiteXModule):
             req_dir.eq(Mux(is_cpl, ~f.direction, f.direction)),
             tag.eq(Mux(is_cpl, f.hdr2[8:16], f.hdr1[8:16])),
         ]
-        entry = Signal(37)
+        entry = Signal(53)
         for d, (rd, wr) in enumerate(tables):
             self.comb += rd.adr.eq(tag)
         self.comb += entry.eq(Mux(req_dir, tables[1][0].dat_r, tables[0][0].dat_r))
@@ -377,7 +378,7 @@ class Spy(LiteXModule):
         scan_dir = scan[8]
         scan_tag = scan[:8]
         scan_ports = [mem_port for mem_port in tables]
-        scan_entry = Signal(37)
+        scan_entry = Signal(53)
         # A third port per table would be costly; the scan reads through the async read port
         # when no summary is being processed.
         builder_busy = Signal()
@@ -394,9 +395,9 @@ class Spy(LiteXModule):
             self.comb += [
                 If(builder_in.valid & builder_in.ready & (req_dir == d),
                     If(~is_cpl & non_posted,
-                        wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(f.start[:32], C(0, 4), C(1, 1))),
+                        wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(f.start[:32], C(0, 4), C(1, 1), f.hdr1[16:32])),
                     ).Elif(matched,
-                        wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(entry_time, splits, ~last_cpl)),
+                        wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(entry_time, splits, ~last_cpl, entry[37:53])),
                     )
                 ).Elif(scan_timeout & (scan_dir == d),
                     wr.we.eq(1), wr.adr.eq(scan_tag), wr.dat_w.eq(0),
@@ -434,12 +435,13 @@ class Spy(LiteXModule):
                 ),
                 w[7].eq(Cat(f.duration, f.wait, f.gaps)),
             ).Else(
-                # Completion timeout event.
+                # Completion timeout event. The table keeps 32 bits of the request's time; the
+                # upper half is today's, or yesterday's if the low half has wrapped since.
                 w[0].eq(seq),
                 w[1].eq(scan_entry[:32]),
-                w[2].eq(0),
+                w[2].eq(cycles[32:] - (scan_entry[:32] > cycles[:32])),
                 w[3].eq(Cat(scan_dir, C(EVENT_FMT, 3), C(EVENT_TIMEOUT, 5))),
-                w[4].eq(Cat(C(0, 16), scan_tag)),
+                w[4].eq(Cat(scan_entry[37:53], scan_tag)),
                 w[5].eq(0),
                 w[6].eq(cycles[:32] - scan_entry[:32]),
                 w[7].eq(0),

@@ -210,9 +210,14 @@ def test_dropped_completion_gives_a_timeout_event(card):
     GeneratorDriver(card).run(OP_READ, transfer_size=64, count=2, timeout=3000, window=0x8000)
     card.run(1500)
     enable(card, False)
-    events = [r for r in ring_records(card) if r["fmt"] == 7]
+    recs = ring_records(card)
+    events = [r for r in recs if r["fmt"] == 7]
     assert len(events) == 1 and events[0]["type"] == 1 and events[0]["dir"] == 1
     assert events[0]["tag"] >= 128 and events[0]["w"][6] > 500
+    assert events[0]["w"][4] & 0xFFFF == card.CARD_ID  # the read's requester: the card
+    # The event carries the timestamp of the read it gave up on (64-bit, as the read's record).
+    read = next(r for r in recs if r["dir"] == 1 and r["type"] == tlp.TYPE_MEM and r["tag"] == events[0]["tag"])
+    assert events[0]["time"] == read["time"]
 
 
 def test_live_counters_count_every_tlp(card):
