@@ -7,63 +7,21 @@
 //! complex's exactly; data must survive both directions; injected faults must be counted
 //! and the engine must recover.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::generator::{self, AddressPattern, DataPattern, GenConfig, Operation};
 use tlpx_device::pio;
 use tlpx_sim_protocol::DmaFaults;
+use tlpx_testkit::SimProcess as Sim;
 
-struct Sim {
-    child: Child,
-    dir: tempfile::TempDir,
+fn card(sim: &Sim) -> Card {
+    Card::open(Box::new(SimDevice::connect(sim.socket()).expect("connect"))).expect("tlpx card")
 }
 
-impl Sim {
-    fn start(args: &[&str]) -> Sim {
-        let exe = std::env::current_exe().expect("test executable");
-        let bin = exe.parent().and_then(|d| d.parent()).map(|d| d.join("tlpx-sim")).expect("target dir");
-        assert!(bin.exists(), "{} is missing: build the workspace first", bin.display());
-        let dir = tempfile::tempdir().expect("temp dir");
-        let socket = dir.path().join("sim.sock");
-        let child = Command::new(bin)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--quiet")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tlpx-sim");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "tlpx-sim did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Sim { child, dir }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("sim.sock")
-    }
-
-    fn card(&self) -> Card {
-        Card::open(Box::new(SimDevice::connect(self.socket()).expect("connect"))).expect("tlpx card")
-    }
-
-    fn control(&self) -> SimDevice {
-        SimDevice::connect(self.socket()).expect("connect")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn control(sim: &Sim) -> SimDevice {
+    SimDevice::connect(sim.socket()).expect("connect")
 }
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -79,8 +37,8 @@ fn config(op: Operation, size: u32, count: u64) -> GenConfig {
 #[test]
 fn generator_counts_equal_what_the_root_complex_saw() {
     let sim = Sim::start(&["--data-width", "128", "--gen", "2", "--lanes", "4"]);
-    let mut card = sim.card();
-    let mut control = sim.control();
+    let mut card = card(&sim);
+    let mut control = control(&sim);
     let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
     generator::fill_pattern(&buffer, DataPattern::Prbs, 0x1234).expect("fill");
     for (op, addr64, ro, ns) in [
@@ -128,7 +86,7 @@ fn generator_counts_equal_what_the_root_complex_saw() {
 #[test]
 fn corrupted_host_data_is_counted_by_the_card() {
     let sim = Sim::start(&[]);
-    let mut card = sim.card();
+    let mut card = card(&sim);
     let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
     generator::fill_pattern(&buffer, DataPattern::Counter, 1).expect("fill");
     let mut cfg = config(Operation::Read, 4096, 4);
@@ -146,8 +104,8 @@ fn corrupted_host_data_is_counted_by_the_card() {
 #[test]
 fn injected_error_completions_are_counted_and_the_engine_recovers() {
     let sim = Sim::start(&[]);
-    let mut card = sim.card();
-    let mut control = sim.control();
+    let mut card = card(&sim);
+    let mut control = control(&sim);
     let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
     generator::fill_pattern(&buffer, DataPattern::Prbs, 0x1234).expect("fill");
     control
@@ -178,7 +136,7 @@ fn injected_error_completions_are_counted_and_the_engine_recovers() {
 #[test]
 fn latency_and_write_then_read() {
     let sim = Sim::start(&["--dma-latency-ns", "400", "--dma-jitter-ns", "0"]);
-    let mut card = sim.card();
+    let mut card = card(&sim);
     let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
     let mut cfg = config(Operation::Read, 64, 50);
     cfg.max_outstanding = 1;
@@ -202,7 +160,7 @@ fn latency_and_write_then_read() {
 #[test]
 fn pio_block_write_with_partial_byte_enables_lands_exactly() {
     let sim = Sim::start(&[]);
-    let mut card = sim.card();
+    let mut card = card(&sim);
     pio::reset(&mut card).expect("reset");
     let bar = tlpx_regs::BAR;
     let base = pio::WINDOW_OFFSET + 0x100;

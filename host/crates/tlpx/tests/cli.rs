@@ -5,56 +5,11 @@
 //! Each test starts its own simulator on a private socket, so tests run in parallel.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use tlpx_testkit::SimProcess as Sim;
 
 fn tlpx_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn sim_bin() -> PathBuf {
-    // tlpx-sim is built by the same `cargo test --workspace` into the same profile directory.
-    let bin = tlpx_bin().with_file_name("tlpx-sim");
-    assert!(bin.exists(), "{} is missing: run `cargo build --release --workspace`", bin.display());
-    bin
-}
-
-struct Sim {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Sim {
-    fn start(args: &[&str]) -> Sim {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let socket = dir.path().join("sim.sock");
-        let child = Command::new(sim_bin())
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--quiet")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tlpx-sim");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "tlpx-sim did not create {}", socket.display());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Sim { child, dir }
-    }
-
-    fn selector(&self) -> String {
-        format!("sim:{}", self.dir.path().join("sim.sock").display())
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn tlpx(device: &str, args: &[&str]) -> Output {
