@@ -26,10 +26,9 @@ from litepcie.common import phy_layout
 
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram
-from tlpx_gateware.cores.request_path.core import DWGatherer
+from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter
 
 RECORD_VERSION = 1
-RECORD_DWS     = 8
 
 # TLP classes for the live counters and the type filter (bit = class).
 CLASSES = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"]
@@ -514,109 +513,12 @@ class Spy(LiteXModule):
         ]
 
         # Ring writer ------------------------------------------------------------------------------
-        ring_records = Signal(32)
-        wr_index = Signal(32)
+        self.ring = ring = RecordRingWriter(data_width, requester_id, record_fifo,
+            ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
+            payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
+            rd_index=self.rd_index.storage, clear=clear, hold=holding, discard=drop_oldest)
         self.comb += [
-            ring_records.eq(1 << self.ring_size_log2.storage),
-            self.wr_index.status.eq(wr_index),
+            ring.source.connect(self.source),
+            self.wr_index.status.eq(ring.wr_index),
+            self.irq.eq(0),
         ]
-        free = Signal(33)
-        self.comb += free.eq(ring_records - (wr_index - self.rd_index.storage))
-        per_tlp = Signal(8)
-        payload_bytes_max = Signal(16)
-        self.comb += [
-            # Separate signals: Verilog would evaluate the shifts in per_tlp's 8 bits.
-            payload_bytes_max.eq(1 << self.payload_size_log2.storage),
-            per_tlp.eq(payload_bytes_max[5:13]),
-        ]
-        slot = Signal(32)
-        to_end = Signal(32)
-        self.comb += [
-            slot.eq(wr_index & (ring_records - 1)),
-            # Records up to the next TLP-size boundary of the ring (never past its end).
-            to_end.eq(per_tlp - (slot & (per_tlp - 1))),
-        ]
-        available = Signal(16)
-        self.comb += available.eq(Mux(holding, 0, record_fifo.level))
-        batch = Signal(8)
-        self.comb += batch.eq(Mux(available < to_end, available, to_end))
-        idle = Signal(16)
-        self.sync += If(record_fifo.sink.valid | (available == 0), idle.eq(0)).Elif(idle != 0xFFFF, idle.eq(idle + 1))
-        go = Signal()
-        self.comb += go.eq((batch != 0) & (free >= batch) &
-                           ((batch == to_end) | (idle >= self.flush_cycles.storage)))
-
-        self.gatherer = gatherer = DWGatherer(data_width)
-        self.comb += gatherer.source.connect(self.source)
-        address = Signal(64)
-        hdr4 = Signal()
-        self.comb += [
-            address.eq(self.ring_base.storage + (slot << 5)),
-            hdr4.eq(address[32:] != 0),
-        ]
-        n_records = Signal(8)
-        dw = Signal(4)
-        rec_done = Signal(8)
-        cur_address = Signal(64)
-        cur_hdr4 = Signal()
-        rec_dws = Signal(RECORD_DWS * 32)
-        self.comb += rec_dws.eq(record_fifo.source.record)
-        self.fsm = fsm = FSM(reset_state="IDLE")
-        fsm.act("IDLE",
-            record_fifo.source.ready.eq(drop_oldest),
-            If(go & ~drop_oldest,
-                NextValue(n_records, batch),
-                NextValue(cur_address, address),
-                NextValue(cur_hdr4, hdr4),
-                NextState("DW0")
-            )
-        )
-        fsm.act("DW0",
-            gatherer.sink.valid.eq(1), gatherer.sink.first.eq(1),
-            gatherer.sink.dat.eq(Cat((n_records << 3)[:10], C(0, 19), Cat(cur_hdr4, C(1, 1), C(0, 1)))),
-            If(gatherer.sink.ready, NextState("DW1"))
-        )
-        fsm.act("DW1",
-            gatherer.sink.valid.eq(1),
-            gatherer.sink.dat.eq(Cat(C(0xF, 4), C(0xF, 4), C(0, 8), requester_id)),
-            If(gatherer.sink.ready, NextState("DW2"))
-        )
-        fsm.act("DW2",
-            gatherer.sink.valid.eq(1),
-            gatherer.sink.dat.eq(Mux(cur_hdr4, cur_address[32:], Cat(C(0, 2), cur_address[2:32]))),
-            If(gatherer.sink.ready,
-                NextValue(dw, 0), NextValue(rec_done, 0),
-                If(cur_hdr4, NextState("DW3")).Else(NextState("DATA"))
-            )
-        )
-        fsm.act("DW3",
-            gatherer.sink.valid.eq(1),
-            gatherer.sink.dat.eq(Cat(C(0, 2), cur_address[2:32])),
-            If(gatherer.sink.ready, NextState("DATA"))
-        )
-        dw_cases = {i: gatherer.sink.dat.eq(rec_dws[32*i:32*(i+1)]) for i in range(RECORD_DWS)}
-        fsm.act("DATA",
-            gatherer.sink.valid.eq(1),
-            Case(dw, dw_cases),
-            gatherer.sink.last.eq((dw == RECORD_DWS - 1) & (rec_done == n_records - 1)),
-            If(gatherer.sink.ready,
-                NextValue(dw, dw + 1),
-                If(dw == RECORD_DWS - 1,
-                    record_fifo.source.ready.eq(1),
-                    NextValue(dw, 0),
-                    NextValue(rec_done, rec_done + 1),
-                    If(rec_done == n_records - 1,
-                        NextState("SENT")
-                    )
-                )
-            )
-        )
-        # The ring index moves once the TLP's last beat has left the card.
-        fsm.act("SENT",
-            If(self.source.valid & self.source.ready & self.source.last,
-                NextValue(wr_index, wr_index + n_records),
-                NextState("IDLE")
-            )
-        )
-        self.sync += If(clear, wr_index.eq(0))
-        self.comb += self.irq.eq(0)
