@@ -18,7 +18,7 @@ def test_ident_first_registers_fixed_offsets(card):
     assert version >> 16 == 0 and version & 0xFFFF == 1
     features = card.read32(0x8)
     names = [n for n, _ in FEATURES]
-    for name in ("request_path", "msi", "dma_loopback", "generator", "spy"):
+    for name in ("request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer"):
         assert features & (1 << names.index(name)), name
     assert not features & (1 << names.index("rule30"))
 

@@ -14,6 +14,7 @@ pub mod generator;
 pub mod litepcie_dma;
 pub mod pci;
 pub mod pio;
+pub mod spy;
 
 use std::time::Duration;
 

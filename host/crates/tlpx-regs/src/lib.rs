@@ -6,7 +6,7 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map this crate was generated from (ident.map_hash on the card).
-pub const MAP_HASH: u32 = 0x7d9ef36b;
+pub const MAP_HASH: u32 = 0xe48ab365;
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -648,6 +648,148 @@ pub mod spy {
     pub const PAYLOAD_HIST_UP_COUNT: Register = Register { region: "spy", name: "payload_hist_up_count", offset: 0x38a4, size_bits: 32, writable: false, description: "Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select." };
 }
 
+/// Region `irq_timer` at BAR0 offset 0x4000.
+pub mod irq_timer {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x4000;
+
+    /// Timer control.
+    pub const CONTROL: Register = Register { region: "irq_timer", name: "control", offset: 0x4000, size_bits: 3, writable: true, description: "Timer control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1 to start firing.
+        pub const START: Field = Field { shift: 0, width: 1 };
+        /// Write 1 to stop firing (a waiting sample can still be acknowledged).
+        pub const STOP: Field = Field { shift: 1, width: 1 };
+        /// Write 1 to zero statistics, counters, sequence and ring indices.
+        pub const CLEAR: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Timer configuration.
+    pub const CONFIG: Register = Register { region: "irq_timer", name: "config", offset: 0x4004, size_bits: 1, writable: true, description: "Timer configuration." };
+    /// Fields of `config`.
+    pub mod config {
+        use super::Field;
+        /// Interval between a fire and the next.
+        pub const MODE: Field = Field { shift: 0, width: 1 };
+    }
+
+    /// Shortest interval between fires (cycles, >= 1).
+    pub const MIN_INTERVAL: Register = Register { region: "irq_timer", name: "min_interval", offset: 0x4008, size_bits: 32, writable: true, description: "Shortest interval between fires (cycles, >= 1)." };
+
+    /// Longest interval between fires (cycles, >= min_interval).
+    pub const MAX_INTERVAL: Register = Register { region: "irq_timer", name: "max_interval", offset: 0x400c, size_bits: 32, writable: true, description: "Longest interval between fires (cycles, >= min_interval)." };
+
+    /// Fires to do; 0: until control.stop.
+    pub const COUNT: Register = Register { region: "irq_timer", name: "count", offset: 0x4010, size_bits: 32, writable: true, description: "Fires to do; 0: until control.stop." };
+
+    /// Seed of the interval LFSR.
+    pub const SEED: Register = Register { region: "irq_timer", name: "seed", offset: 0x4014, size_bits: 32, writable: true, description: "Seed of the interval LFSR." };
+
+    /// Write (any value) from the interrupt handler: latches the ISR stage.
+    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4018, size_bits: 32, writable: true, description: "Write (any value) from the interrupt handler: latches the ISR stage." };
+
+    /// Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.
+    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x401c, size_bits: 32, writable: true, description: "Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample." };
+
+    /// Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).
+    pub const PING: Register = Register { region: "irq_timer", name: "ping", offset: 0x4020, size_bits: 32, writable: true, description: "Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta)." };
+
+    /// Card cycle at which the last ping arrived.
+    pub const PING_LAST: Register = Register { region: "irq_timer", name: "ping_last", offset: 0x4024, size_bits: 64, writable: false, description: "Card cycle at which the last ping arrived." };
+
+    /// Cycles between the last two pings: the card-side cost of one posted register write.
+    pub const PING_DELTA: Register = Register { region: "irq_timer", name: "ping_delta", offset: 0x402c, size_bits: 32, writable: false, description: "Cycles between the last two pings: the card-side cost of one posted register write." };
+
+    /// Timer status.
+    pub const STATUS: Register = Register { region: "irq_timer", name: "status", offset: 0x4030, size_bits: 3, writable: false, description: "Timer status." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// The timer fires.
+        pub const RUNNING: Field = Field { shift: 0, width: 1 };
+        /// A fire waits for ack_user.
+        pub const PENDING: Field = Field { shift: 1, width: 1 };
+        /// count fires were made and acknowledged (or the timer was stopped).
+        pub const DONE: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Interrupts fired.
+    pub const FIRES: Register = Register { region: "irq_timer", name: "fires", offset: 0x4034, size_bits: 32, writable: false, description: "Interrupts fired." };
+
+    /// Fires while the previous fire still waited for ack_user (that sample is closed incomplete).
+    pub const OVERRUNS: Register = Register { region: "irq_timer", name: "overruns", offset: 0x4038, size_bits: 32, writable: false, description: "Fires while the previous fire still waited for ack_user (that sample is closed incomplete)." };
+
+    /// ack_isr writes with no fire waiting for one.
+    pub const STRAY_ISR_ACKS: Register = Register { region: "irq_timer", name: "stray_isr_acks", offset: 0x403c, size_bits: 32, writable: false, description: "ack_isr writes with no fire waiting for one." };
+
+    /// ack_user writes with no fire waiting.
+    pub const STRAY_USER_ACKS: Register = Register { region: "irq_timer", name: "stray_user_acks", offset: 0x4040, size_bits: 32, writable: false, description: "ack_user writes with no fire waiting." };
+
+    /// Sample records that found the record FIFO full (numbered, so the host sees the gap).
+    pub const LOST: Register = Register { region: "irq_timer", name: "lost", offset: 0x4044, size_bits: 32, writable: false, description: "Sample records that found the record FIFO full (numbered, so the host sees the gap)." };
+
+    /// Sample records numbered so far.
+    pub const SEQUENCE: Register = Register { region: "irq_timer", name: "sequence", offset: 0x4048, size_bits: 32, writable: false, description: "Sample records numbered so far." };
+
+    /// Bus address of the sample ring (32-byte records).
+    pub const RING_BASE: Register = Register { region: "irq_timer", name: "ring_base", offset: 0x404c, size_bits: 64, writable: true, description: "Bus address of the sample ring (32-byte records)." };
+
+    /// log2 of the ring size in records.
+    pub const RING_SIZE_LOG2: Register = Register { region: "irq_timer", name: "ring_size_log2", offset: 0x4054, size_bits: 5, writable: true, description: "log2 of the ring size in records." };
+
+    /// log2 of the largest ring write in bytes (<= MPS).
+    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "irq_timer", name: "payload_size_log2", offset: 0x4058, size_bits: 4, writable: true, description: "log2 of the largest ring write in bytes (<= MPS)." };
+
+    /// Write a partial batch once no record came for this many cycles.
+    pub const FLUSH_CYCLES: Register = Register { region: "irq_timer", name: "flush_cycles", offset: 0x405c, size_bits: 16, writable: true, description: "Write a partial batch once no record came for this many cycles." };
+
+    /// Records the host has consumed.
+    pub const RD_INDEX: Register = Register { region: "irq_timer", name: "rd_index", offset: 0x4060, size_bits: 32, writable: true, description: "Records the host has consumed." };
+
+    /// Records written to the ring.
+    pub const WR_INDEX: Register = Register { region: "irq_timer", name: "wr_index", offset: 0x4064, size_bits: 32, writable: false, description: "Records written to the ring." };
+
+    /// ISR samples measured.
+    pub const ISR_COUNT: Register = Register { region: "irq_timer", name: "isr_count", offset: 0x4068, size_bits: 32, writable: false, description: "ISR samples measured." };
+
+    /// Smallest ISR latency (cycles from the fire).
+    pub const ISR_MIN: Register = Register { region: "irq_timer", name: "isr_min", offset: 0x406c, size_bits: 32, writable: false, description: "Smallest ISR latency (cycles from the fire)." };
+
+    /// Largest ISR latency (cycles).
+    pub const ISR_MAX: Register = Register { region: "irq_timer", name: "isr_max", offset: 0x4070, size_bits: 32, writable: false, description: "Largest ISR latency (cycles)." };
+
+    /// Sum of ISR latencies (cycles).
+    pub const ISR_SUM: Register = Register { region: "irq_timer", name: "isr_sum", offset: 0x4074, size_bits: 64, writable: false, description: "Sum of ISR latencies (cycles)." };
+
+    /// Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x407c, size_bits: 8, writable: true, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the ISR latency (cycles) histogram bucket chosen by hist_select.
+    pub const ISR_HIST_COUNT: Register = Register { region: "irq_timer", name: "isr_hist_count", offset: 0x4080, size_bits: 32, writable: false, description: "Count of the ISR latency (cycles) histogram bucket chosen by hist_select." };
+
+    /// user samples measured.
+    pub const USER_COUNT: Register = Register { region: "irq_timer", name: "user_count", offset: 0x4084, size_bits: 32, writable: false, description: "user samples measured." };
+
+    /// Smallest user latency (cycles from the fire).
+    pub const USER_MIN: Register = Register { region: "irq_timer", name: "user_min", offset: 0x4088, size_bits: 32, writable: false, description: "Smallest user latency (cycles from the fire)." };
+
+    /// Largest user latency (cycles).
+    pub const USER_MAX: Register = Register { region: "irq_timer", name: "user_max", offset: 0x408c, size_bits: 32, writable: false, description: "Largest user latency (cycles)." };
+
+    /// Sum of user latencies (cycles).
+    pub const USER_SUM: Register = Register { region: "irq_timer", name: "user_sum", offset: 0x4090, size_bits: 64, writable: false, description: "Sum of user latencies (cycles)." };
+
+    /// Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x4098, size_bits: 8, writable: true, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the user latency (cycles) histogram bucket chosen by hist_select.
+    pub const USER_HIST_COUNT: Register = Register { region: "irq_timer", name: "user_hist_count", offset: 0x409c, size_bits: 32, writable: false, description: "Count of the user latency (cycles) histogram bucket chosen by hist_select." };
+}
+
 /// Every register of the map, in BAR0 order.
 pub const ALL: &[Register] = &[
     ident::MAGIC,
@@ -773,6 +915,42 @@ pub const ALL: &[Register] = &[
     spy::PAYLOAD_HIST_DOWN_COUNT,
     spy::PAYLOAD_HIST_UP_SELECT,
     spy::PAYLOAD_HIST_UP_COUNT,
+    irq_timer::CONTROL,
+    irq_timer::CONFIG,
+    irq_timer::MIN_INTERVAL,
+    irq_timer::MAX_INTERVAL,
+    irq_timer::COUNT,
+    irq_timer::SEED,
+    irq_timer::ACK_ISR,
+    irq_timer::ACK_USER,
+    irq_timer::PING,
+    irq_timer::PING_LAST,
+    irq_timer::PING_DELTA,
+    irq_timer::STATUS,
+    irq_timer::FIRES,
+    irq_timer::OVERRUNS,
+    irq_timer::STRAY_ISR_ACKS,
+    irq_timer::STRAY_USER_ACKS,
+    irq_timer::LOST,
+    irq_timer::SEQUENCE,
+    irq_timer::RING_BASE,
+    irq_timer::RING_SIZE_LOG2,
+    irq_timer::PAYLOAD_SIZE_LOG2,
+    irq_timer::FLUSH_CYCLES,
+    irq_timer::RD_INDEX,
+    irq_timer::WR_INDEX,
+    irq_timer::ISR_COUNT,
+    irq_timer::ISR_MIN,
+    irq_timer::ISR_MAX,
+    irq_timer::ISR_SUM,
+    irq_timer::ISR_HIST_SELECT,
+    irq_timer::ISR_HIST_COUNT,
+    irq_timer::USER_COUNT,
+    irq_timer::USER_MIN,
+    irq_timer::USER_MAX,
+    irq_timer::USER_SUM,
+    irq_timer::USER_HIST_SELECT,
+    irq_timer::USER_HIST_COUNT,
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers and such).
@@ -783,6 +961,7 @@ pub mod constants {
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
     pub const MSI_GENERATOR: u64 = 3;
+    pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
     pub const MSI_PCIE_DMA0_WRITER: u64 = 0;
     pub const MSI_SOFTWARE: u64 = 2;

@@ -52,6 +52,10 @@ enum Command {
     Pio(cmd::pio::Cmd),
     /// The Pamette table for this host: best DMA write / read / read+write, PIO write / read.
     Characterize(cmd::characterize::Cmd),
+    /// The passive spy: capture every TLP to a trace file, counters, conversions.
+    Spy(cmd::spy::Cmd),
+    /// Live terminal view of the card's bus: bandwidth, TLP mix, latency, transactions, errors.
+    Top(cmd::top::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +70,8 @@ fn main() -> ExitCode {
         Command::Lat(c) => cmd::lat::run(c, &cli.device, cli.json),
         Command::Pio(c) => cmd::pio::run(c, &cli.device, cli.json),
         Command::Characterize(c) => cmd::characterize::run(c, &cli.device, cli.json),
+        Command::Spy(c) => cmd::spy::run(c, &cli.device, cli.json),
+        Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
     };
     match result {
         Ok(code) => code,

@@ -9,3 +9,5 @@ pub mod list;
 pub mod model;
 pub mod pio;
 pub mod selftest;
+pub mod spy;
+pub mod top;

@@ -1,0 +1,258 @@
+"""Interrupt latency timer: fires interrupts at pseudo-random times and timestamps the host's
+response, stage by stage (the PCI Pamette's interrupt latency design, seed 001).
+
+```
+ LFSR interval ─► fire: T0 = cycles, MSI ─► host ISR writes ack_isr  ─► T_isr  ┐ per stage: min,
+                                         └► host thread writes ack_user ─► T_user ┘ max, sum, count,
+                                                                          log2 histogram
+ every fire ─► 32-byte sample record ─► record FIFO ─► ring in host memory (sequence numbers)
+```
+
+Each fire is one sample. The host acknowledges the stages it can reach by writing
+``ack_isr`` (optional: the ISR, where the backend has one) and ``ack_user`` (the user thread
+that waited for the interrupt); the card latches when each write arrives. A fire while the
+previous one still waits for ``ack_user`` is an overrun: the waiting sample is closed as
+incomplete and counted. An acknowledgement with nothing to acknowledge is counted too.
+
+``ping``: every write latches its arrival time and the cycles since the previous ping, so two
+back-to-back writes measure what one posted register write costs the host, as the card sees
+it; that cost is part of every stage and can be subtracted.
+"""
+
+from migen import *
+
+from litex.gen import *
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
+from litex.soc.integration.doc import ModuleDoc
+
+from tlpx_gateware.cores.common import Log2Histogram
+from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter, record_layout
+
+EVENT_FMT = 7
+EVENT_IRQ_SAMPLE = 3
+
+MODE_RANDOM = 0
+MODE_PERIODIC = 1
+
+
+class StageStats(LiteXModule):
+    """min / max / sum / count and a log2 histogram of one stage's latency (cycles)."""
+    def __init__(self, name, clear):
+        self.add   = Signal()
+        self.value = Signal(32)
+        self.count = CSRStatus(32, name="count", description=f"{name} samples measured.")
+        self.min   = CSRStatus(32, name="min", description=f"Smallest {name} latency (cycles from the fire).")
+        self.max   = CSRStatus(32, name="max", description=f"Largest {name} latency (cycles).")
+        self.sum   = CSRStatus(64, name="sum", description=f"Sum of {name} latencies (cycles).")
+        self.hist  = Log2Histogram("hist", 32, 32, f"{name} latency (cycles)")
+
+        # # #
+
+        self.comb += [self.hist.add.eq(self.add), self.hist.value.eq(self.value), self.hist.clear.eq(clear)]
+        self.sync += If(clear,
+            self.count.status.eq(0), self.min.status.eq(0xFFFFFFFF), self.max.status.eq(0), self.sum.status.eq(0),
+        ).Elif(self.add,
+            self.count.status.eq(self.count.status + 1),
+            self.sum.status.eq(self.sum.status + self.value),
+            If(self.value < self.min.status, self.min.status.eq(self.value)),
+            If(self.value > self.max.status, self.max.status.eq(self.value)),
+        )
+
+
+class IrqTimer(LiteXModule):
+    def __init__(self, data_width, requester_id, cycles, record_depth=256):
+        self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
+
+        Program the interval (``mode``, ``min_interval``, ``max_interval``, ``seed``), the
+        number of fires (``count``) and the ring, write ``control.start``. Acknowledge each
+        interrupt by writing ``ack_user`` (and ``ack_isr`` from an ISR, if any).
+        """)
+        self.irq    = Signal()
+
+        self.control = CSRStorage(fields=[
+            CSRField("start", size=1, pulse=True, description="Write 1 to start firing."),
+            CSRField("stop",  size=1, pulse=True, description="Write 1 to stop firing (a waiting sample can still be acknowledged)."),
+            CSRField("clear", size=1, pulse=True, description="Write 1 to zero statistics, counters, sequence and ring indices."),
+        ], description="Timer control.")
+        self.config = CSRStorage(fields=[
+            CSRField("mode", size=1, values=[
+                ("0", "random", "the interval is drawn uniformly in [min_interval, max_interval] by an LFSR."),
+                ("1", "periodic", "the interval is always min_interval."),
+            ], description="Interval between a fire and the next."),
+        ], description="Timer configuration.")
+        self.min_interval = CSRStorage(32, reset=12500, description="Shortest interval between fires (cycles, >= 1).")
+        self.max_interval = CSRStorage(32, reset=125000, description="Longest interval between fires (cycles, >= min_interval).")
+        self.count = CSRStorage(32, description="Fires to do; 0: until control.stop.")
+        self.seed = CSRStorage(32, reset=1, description="Seed of the interval LFSR.")
+        self.ack_isr = CSRStorage(32, description="Write (any value) from the interrupt handler: latches the ISR stage.")
+        self.ack_user = CSRStorage(32, description="Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.")
+        self.ping = CSRStorage(32, description="Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).")
+        self.ping_last = CSRStatus(64, description="Card cycle at which the last ping arrived.")
+        self.ping_delta = CSRStatus(32, description="Cycles between the last two pings: the card-side cost of one posted register write.")
+        self.status = CSRStatus(fields=[
+            CSRField("running", size=1, description="The timer fires."),
+            CSRField("pending", size=1, description="A fire waits for ack_user."),
+            CSRField("done", size=1, description="count fires were made and acknowledged (or the timer was stopped)."),
+        ], description="Timer status.")
+        self.fires = CSRStatus(32, description="Interrupts fired.")
+        self.overruns = CSRStatus(32, description="Fires while the previous fire still waited for ack_user (that sample is closed incomplete).")
+        self.stray_isr_acks = CSRStatus(32, description="ack_isr writes with no fire waiting for one.")
+        self.stray_user_acks = CSRStatus(32, description="ack_user writes with no fire waiting.")
+        self.lost = CSRStatus(32, description="Sample records that found the record FIFO full (numbered, so the host sees the gap).")
+        self.sequence = CSRStatus(32, description="Sample records numbered so far.")
+        # Ring.
+        self.ring_base = CSRStorage(64, description="Bus address of the sample ring (32-byte records).")
+        self.ring_size_log2 = CSRStorage(5, reset=10, description="log2 of the ring size in records.")
+        self.payload_size_log2 = CSRStorage(4, reset=7, description="log2 of the largest ring write in bytes (<= MPS).")
+        self.flush_cycles = CSRStorage(16, reset=256, description="Write a partial batch once no record came for this many cycles.")
+        self.rd_index = CSRStorage(32, description="Records the host has consumed.")
+        self.wr_index = CSRStatus(32, description="Records written to the ring.")
+
+        clear = self.control.fields.clear
+        self.isr = isr = StageStats("ISR", clear)
+        self.user = user = StageStats("user", clear)
+
+        # # #
+
+        start = self.control.fields.start
+        stop = self.control.fields.stop
+        running = Signal()
+        pending = Signal()
+        done = Signal()
+        started = Signal()
+        t0 = Signal(64)
+        isr_seen = Signal()
+        isr_delta = Signal(32)
+        timer = Signal(32)
+        interval = Signal(32)
+        fired = Signal(32)
+
+        # Interval: min + uniform [0, span] by rejection from an LFSR draw masked to span's width.
+        lfsr = Signal(32, reset=1)
+        self.sync += If(start, lfsr.eq(Mux(self.seed.storage == 0, 1, self.seed.storage))).Else(
+            lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0x80200003, lfsr >> 1)))
+        span = Signal(32)
+        mask = Signal(32)
+        self.comb += span.eq(self.max_interval.storage - self.min_interval.storage)
+        mask_bits = [mask.eq(0)] + [If(span[i], mask.eq((1 << (i + 1)) - 1)) for i in range(32)]
+        self.comb += mask_bits
+        draw = Signal(32)
+        draw_ok = Signal()
+        self.comb += [
+            draw.eq(lfsr & mask),
+            draw_ok.eq((self.config.fields.mode == MODE_PERIODIC) | (draw <= span)),
+        ]
+        next_interval = Signal(32)
+        self.comb += next_interval.eq(self.min_interval.storage + Mux(self.config.fields.mode == MODE_PERIODIC, 0, draw))
+        need_interval = Signal()
+
+        fire = Signal()
+        self.comb += fire.eq(running & ~need_interval & (timer == 0))
+        count = self.count.storage
+        self.sync += [
+            If(start,
+                running.eq(1), started.eq(1), need_interval.eq(1), fired.eq(0),
+            ).Elif(stop,
+                running.eq(0),
+            ).Elif(running & need_interval,
+                If(draw_ok,
+                    interval.eq(next_interval),
+                    timer.eq(Mux(next_interval == 0, 0, next_interval - 1)),
+                    need_interval.eq(0),
+                )
+            ).Elif(fire,
+                fired.eq(fired + 1),
+                need_interval.eq(1),
+                If((count != 0) & (fired + 1 >= count), running.eq(0)),
+            ).Elif(running,
+                timer.eq(timer - 1),
+            ),
+        ]
+
+        # Samples ---------------------------------------------------------------------------------
+        ack_isr = self.ack_isr.re
+        ack_user = self.ack_user.re
+        emit = Signal()
+        overrun = Signal()
+        isr_ack_ok = Signal()
+        user_ack_ok = Signal()
+        self.comb += [
+            # An acknowledgement in the very cycle of the next fire still closes the old sample.
+            overrun.eq(fire & pending & ~ack_user),
+            isr_ack_ok.eq(ack_isr & pending & ~isr_seen),
+            user_ack_ok.eq(ack_user & pending),
+            emit.eq(user_ack_ok | overrun),
+        ]
+        now_delta = Signal(64)
+        self.comb += now_delta.eq(cycles - t0)
+        delta32 = Signal(32)
+        self.comb += delta32.eq(Mux(now_delta[32:] != 0, 0xFFFFFFFF, now_delta[:32]))
+        self.comb += [
+            isr.add.eq(isr_ack_ok), isr.value.eq(delta32),
+            user.add.eq(user_ack_ok), user.value.eq(delta32),
+        ]
+        seq = Signal(32)
+        record = Signal(RECORD_DWS * 32)
+        w = [record[32*i:32*(i+1)] for i in range(RECORD_DWS)]
+        self.comb += [
+            w[0].eq(seq),
+            w[1].eq(t0[:32]),
+            w[2].eq(t0[32:]),
+            # Same kind bits as the spy's event records (traces/FORMAT.md): fmt 7, type 3.
+            w[3].eq(Cat(C(0, 1), C(EVENT_FMT, 3), C(EVENT_IRQ_SAMPLE, 5), isr_seen, overrun)),
+            w[4].eq(Mux(isr_seen, isr_delta, 0xFFFFFFFF)),
+            w[5].eq(Mux(overrun, 0xFFFFFFFF, delta32)),
+            w[6].eq(interval),
+            w[7].eq(fired),
+        ]
+        self.record_fifo = record_fifo = stream.SyncFIFO(record_layout(), record_depth, buffered=True)
+        record_fifo = ResetInserter()(record_fifo)
+        self.comb += [
+            record_fifo.reset.eq(clear),
+            record_fifo.sink.valid.eq(emit),
+            record_fifo.sink.record.eq(record),
+        ]
+        self.sync += [
+            If(fire,
+                t0.eq(cycles), isr_seen.eq(0), pending.eq(1),
+            ).Elif(user_ack_ok,
+                pending.eq(0),
+            ),
+            If(isr_ack_ok, isr_seen.eq(1), isr_delta.eq(delta32)),
+            If(clear,
+                seq.eq(0),
+                *[c.status.eq(0) for c in (self.fires, self.overruns, self.stray_isr_acks, self.stray_user_acks, self.lost)],
+            ).Else(
+                If(emit, seq.eq(seq + 1)),
+                If(fire, self.fires.status.eq(self.fires.status + 1)),
+                If(overrun, self.overruns.status.eq(self.overruns.status + 1)),
+                If(ack_isr & ~isr_ack_ok, self.stray_isr_acks.status.eq(self.stray_isr_acks.status + 1)),
+                If(ack_user & ~user_ack_ok, self.stray_user_acks.status.eq(self.stray_user_acks.status + 1)),
+                If(emit & ~record_fifo.sink.ready, self.lost.status.eq(self.lost.status + 1)),
+            ),
+        ]
+        # Done once the timer stopped firing and the last fire is acknowledged (or closed).
+        self.sync += If(clear, started.eq(0))
+        self.comb += [
+            done.eq(started & ~running & ~pending),
+            self.status.fields.running.eq(running),
+            self.status.fields.pending.eq(pending),
+            self.status.fields.done.eq(done),
+            self.sequence.status.eq(seq),
+            self.irq.eq(fire),
+        ]
+
+        # Ping ----------------------------------------------------------------------------------
+        self.sync += If(self.ping.re,
+            self.ping_last.status.eq(cycles),
+            self.ping_delta.status.eq(cycles - self.ping_last.status),
+        )
+
+        # Ring ----------------------------------------------------------------------------------
+        self.ring = ring = RecordRingWriter(data_width, requester_id, record_fifo,
+            ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
+            payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
+            rd_index=self.rd_index.storage, clear=clear)
+        self.source = ring.source
+        self.comb += self.wr_index.status.eq(ring.wr_index)

@@ -1,0 +1,691 @@
+//! The passive spy block: one 32-byte summary record per TLP on the card's link, live
+//! counters and histograms, records streamed into a ring in host memory.
+//!
+//! ```text
+//!  PHY rx/tx ──tap──► spy: filters, sequence numbers ──► record FIFO ──MWr──► ring (DmaBuffer)
+//!                      └─ counters, histograms (always running)          host: Capture::poll
+//! ```
+//!
+//! Counters and histograms run whether or not a capture is on ([`counters`],
+//! [`latency_histogram`], [`payload_histograms`], [`clear`]). A [`Capture`] owns the ring:
+//! [`Capture::start`] clears the spy, programs filters, trigger and ring and enables it;
+//! [`Capture::poll`] copies the records the card has written since the last poll and hands
+//! the ring space back (`rd_index`); [`Capture::stop`] disables capture, drains what is left
+//! and frees the ring. The record layout is traces/FORMAT.md (record format version 1).
+//!
+//! Every record carries a sequence number given before it can be lost, so a loss (ring full)
+//! shows as a sequence gap and in the `lost` counter. Only one capture can run per card:
+//! [`is_capturing`] tells a second tool (e.g. `tlpx top`) whether one is on.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use tlpx_regs::spy as regs;
+
+use crate::card::Card;
+use crate::{DeviceError, DmaBuffer};
+
+/// Size of one record in bytes (record format version 1).
+pub const RECORD_BYTES: usize = 32;
+/// Record format version the spy writes and this driver reads.
+pub const RECORD_VERSION: u16 = 1;
+/// TLP classes of the live counters and the type filters, in bit order.
+pub const CLASSES: [&str; 8] = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"];
+/// Buckets of the read-latency histogram (bucket k counts [2^k, 2^(k+1)) cycles).
+pub const LATENCY_BUCKETS: usize = 32;
+/// Buckets of the payload-size histograms (bucket k counts [2^k, 2^(k+1)) bytes).
+pub const PAYLOAD_BUCKETS: usize = 13;
+/// Records the spy's record FIFO holds: the most `pre` records of a start trigger.
+pub const RECORD_FIFO_DEPTH: u32 = 512;
+/// Smallest ring (records).
+pub const MIN_RING_RECORDS: u32 = 16;
+/// Largest ring (records): 2^24 records = 512 MiB of host memory.
+pub const MAX_RING_RECORDS: u32 = 1 << 24;
+/// Idle cycles after which the spy writes a partial batch of records to the ring.
+pub const FLUSH_CYCLES: u32 = 256;
+
+/// Direction of a TLP on the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Host to card.
+    Down,
+    /// Card to host.
+    Up,
+}
+
+impl Direction {
+    pub const BOTH: [Direction; 2] = [Direction::Down, Direction::Up];
+
+    /// Bit of the direction in the spy's masks (0 down, 1 up).
+    pub fn bit(self) -> u32 {
+        match self {
+            Direction::Down => 0,
+            Direction::Up => 1,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Down => "down",
+            Direction::Up => "up",
+        }
+    }
+
+    /// Parses `down` / `up`.
+    pub fn parse(s: &str) -> Result<Direction, DeviceError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "down" => Ok(Direction::Down),
+            "up" => Ok(Direction::Up),
+            other => Err(DeviceError::InvalidArgument(format!(
+                "direction must be `down` (host to card) or `up` (card to host), not {other:?}"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Bit mask of classes from names (`mrd,mwr,...`; `all` for every class).
+pub fn class_mask(names: &[&str]) -> Result<u8, DeviceError> {
+    let mut mask = 0u8;
+    for name in names {
+        let n = name.trim().to_ascii_lowercase();
+        if n == "all" {
+            mask = 0xFF;
+            continue;
+        }
+        match CLASSES.iter().position(|c| *c == n) {
+            Some(i) => mask |= 1 << i,
+            None => {
+                return Err(DeviceError::InvalidArgument(format!(
+                    "TLP type must be one of {} or all, not {name:?}",
+                    CLASSES.join(", ")
+                )))
+            }
+        }
+    }
+    Ok(mask)
+}
+
+/// Names of the classes in `mask`.
+pub fn class_names(mask: u8) -> Vec<&'static str> {
+    CLASSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, c)| *c).collect()
+}
+
+/// Live counters of one direction and class (all TLPs: filters do not apply; the spy's own
+/// ring writes are counted only while a capture includes them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClassCounters {
+    pub tlps: u64,
+    /// Header and payload bytes on the datapath.
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    /// Cycles the TLPs waited with valid high and ready low.
+    pub wait_cycles: u64,
+}
+
+/// Everything the spy counts, and where its capture stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SpyCounters {
+    /// Host to card, index = class (see [`CLASSES`]).
+    pub down: [ClassCounters; 8],
+    /// Card to host.
+    pub up: [ClassCounters; 8],
+    /// Records numbered so far (the next record's sequence number).
+    pub sequence: u32,
+    /// Records numbered but lost (ring full or spy too slow).
+    pub lost: u32,
+    /// Records written to the ring.
+    pub wr_index: u32,
+    pub triggered: bool,
+    /// The trigger's post count is reached: capture stopped.
+    pub stopped: bool,
+    /// `control.enable`: a capture is on.
+    pub capturing: bool,
+}
+
+impl SpyCounters {
+    pub fn direction(&self, d: Direction) -> &[ClassCounters; 8] {
+        match d {
+            Direction::Down => &self.down,
+            Direction::Up => &self.up,
+        }
+    }
+
+    /// Sum over the classes of a direction.
+    pub fn total(&self, d: Direction) -> ClassCounters {
+        self.direction(d).iter().fold(ClassCounters::default(), |mut t, c| {
+            t.tlps += c.tlps;
+            t.bytes += c.bytes;
+            t.payload_bytes += c.payload_bytes;
+            t.wait_cycles += c.wait_cycles;
+            t
+        })
+    }
+}
+
+fn require_spy(card: &Card) -> Result<(), DeviceError> {
+    if card.has_feature("spy") {
+        Ok(())
+    } else {
+        Err(DeviceError::InvalidArgument(format!(
+            "this card has no spy (its features: {}); build the card with the spy feature (make gateware)",
+            card.identity().features.join(", ")
+        )))
+    }
+}
+
+/// Reads the live counters, sequence, loss and capture state.
+///
+/// This is 16 counter selections of 5 register accesses each: on a card under capture these
+/// MMIO accesses are TLPs the spy records too.
+pub fn counters(card: &mut Card) -> Result<SpyCounters, DeviceError> {
+    require_spy(card)?;
+    let mut sets: Vec<ClassCounters> = Vec::with_capacity(16);
+    for select in 0..16u64 {
+        card.write(regs::COUNTER_SELECT, select)?;
+        sets.push(ClassCounters {
+            tlps: card.read(regs::COUNT_TLPS)?,
+            bytes: card.read(regs::COUNT_BYTES)?,
+            payload_bytes: card.read(regs::COUNT_PAYLOAD)?,
+            wait_cycles: card.read(regs::COUNT_WAIT)?,
+        });
+    }
+    let up: [ClassCounters; 8] = std::array::from_fn(|i| sets[8 + i].clone());
+    let down: [ClassCounters; 8] = std::array::from_fn(|i| sets[i].clone());
+    let status = card.read(regs::STATUS)?;
+    let control = card.read(regs::CONTROL)?;
+    Ok(SpyCounters {
+        down,
+        up,
+        sequence: card.read(regs::SEQUENCE)? as u32,
+        lost: card.read(regs::LOST)? as u32,
+        wr_index: card.read(regs::WR_INDEX)? as u32,
+        triggered: regs::status::TRIGGERED.get(status) != 0,
+        stopped: regs::status::STOPPED.get(status) != 0,
+        capturing: regs::control::ENABLE.get(control) != 0,
+    })
+}
+
+/// The matched-read latency histogram (request to last completion, card cycles), 32 log2
+/// buckets.
+pub fn latency_histogram(card: &mut Card) -> Result<Vec<u64>, DeviceError> {
+    require_spy(card)?;
+    crate::generator::read_histogram(card, regs::LATENCY_HIST_SELECT, regs::LATENCY_HIST_COUNT, LATENCY_BUCKETS)
+}
+
+/// Payload bytes per TLP with data, (down, up), 13 log2 buckets (1 B .. 4 KiB).
+pub fn payload_histograms(card: &mut Card) -> Result<(Vec<u64>, Vec<u64>), DeviceError> {
+    require_spy(card)?;
+    let down = crate::generator::read_histogram(card, regs::PAYLOAD_HIST_DOWN_SELECT, regs::PAYLOAD_HIST_DOWN_COUNT, PAYLOAD_BUCKETS)?;
+    let up = crate::generator::read_histogram(card, regs::PAYLOAD_HIST_UP_SELECT, regs::PAYLOAD_HIST_UP_COUNT, PAYLOAD_BUCKETS)?;
+    Ok((down, up))
+}
+
+/// Zeroes counters, histograms, sequence, loss and ring indices, and re-arms the trigger.
+/// Also turns capture off (it writes the whole control register): do not call it while
+/// another tool captures (see [`is_capturing`]).
+pub fn clear(card: &mut Card) -> Result<(), DeviceError> {
+    require_spy(card)?;
+    card.write(regs::CONTROL, regs::control::CLEAR.set(1))
+}
+
+/// Turns capture off whoever started it: releases the ring of a capturing process that died
+/// without stopping (its ring buffer is gone; records still in the spy stay there until the
+/// next capture clears them).
+pub fn force_stop(card: &mut Card) -> Result<(), DeviceError> {
+    require_spy(card)?;
+    let control = card.read(regs::CONTROL)?;
+    card.write(regs::CONTROL, control & !regs::control::ENABLE.mask())
+}
+
+/// Whether a capture is on (`control.enable`), e.g. started by another tlpx process.
+pub fn is_capturing(card: &mut Card) -> Result<bool, DeviceError> {
+    require_spy(card)?;
+    Ok(regs::control::ENABLE.get(card.read(regs::CONTROL)?) != 0)
+}
+
+fn direction_mask(down: bool, up: bool) -> u64 {
+    u64::from(down) | u64::from(up) << 1
+}
+
+/// What to record. The default records everything except the spy's own ring writes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Filters {
+    /// Record host-to-card TLPs.
+    pub down: bool,
+    /// Record card-to-host TLPs.
+    pub up: bool,
+    /// Classes to record, bit per class of [`CLASSES`].
+    pub class_mask: u8,
+    /// Requests are recorded when `(address & address_mask) == (address_base & address_mask)`
+    /// (completions carry no address and always pass).
+    pub address_base: u64,
+    pub address_mask: u64,
+    /// Requests and completions are recorded when their requester ID matches under the mask.
+    pub requester_id: u16,
+    pub requester_mask: u16,
+    /// Also record the spy's own ring writes.
+    pub include_own: bool,
+}
+
+impl Default for Filters {
+    fn default() -> Self {
+        Filters {
+            down: true,
+            up: true,
+            class_mask: 0xFF,
+            address_base: 0,
+            address_mask: 0,
+            requester_id: 0,
+            requester_mask: 0,
+            include_own: false,
+        }
+    }
+}
+
+impl Filters {
+    pub fn validate(&self) -> Result<(), DeviceError> {
+        if !self.down && !self.up {
+            return Err(DeviceError::InvalidArgument("the filters select no direction: record down, up or both".into()));
+        }
+        if self.class_mask == 0 {
+            return Err(DeviceError::InvalidArgument(format!(
+                "the filters select no TLP type: choose some of {}",
+                CLASSES.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Trigger modes (the spy's `trigger.mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerMode {
+    /// Record continuously.
+    Off,
+    /// Keep the last `pre` records until the trigger matches, then `post` records (the
+    /// trigger's included) and stop.
+    Start,
+    /// Record continuously until the trigger matches, then `post` records (the trigger's
+    /// included) and stop.
+    Stop,
+}
+
+/// When to start or stop recording. Only records that passed the filters can trigger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Trigger {
+    pub mode: TriggerMode,
+    /// Classes that can trigger.
+    pub class_mask: u8,
+    /// Directions that can trigger.
+    pub down: bool,
+    pub up: bool,
+    /// Requests trigger when `(address & address_mask) == (address_base & address_mask)`;
+    /// completions match any address.
+    pub address_base: u64,
+    pub address_mask: u64,
+    /// Records kept before the trigger (start mode): 0..=511.
+    pub pre: u16,
+    /// Records kept from the trigger on, the trigger's included: >= 1.
+    pub post: u32,
+}
+
+impl Default for Trigger {
+    fn default() -> Self {
+        Trigger {
+            mode: TriggerMode::Off,
+            class_mask: 0xFF,
+            down: true,
+            up: true,
+            address_base: 0,
+            address_mask: 0,
+            pre: 0,
+            post: 1,
+        }
+    }
+}
+
+impl Trigger {
+    pub fn validate(&self) -> Result<(), DeviceError> {
+        if self.mode == TriggerMode::Off {
+            return Ok(());
+        }
+        if u32::from(self.pre) >= RECORD_FIFO_DEPTH {
+            return Err(DeviceError::InvalidArgument(format!(
+                "pre-trigger records must be 0..={} (the spy's record FIFO), not {}",
+                RECORD_FIFO_DEPTH - 1,
+                self.pre
+            )));
+        }
+        if self.pre > 0 && self.mode == TriggerMode::Stop {
+            return Err(DeviceError::InvalidArgument(format!(
+                "pre-trigger records ({}) only apply to a start trigger: a stop trigger records everything before it",
+                self.pre
+            )));
+        }
+        if self.post == 0 {
+            return Err(DeviceError::InvalidArgument("post-trigger records must be at least 1 (the trigger itself), not 0".into()));
+        }
+        if !self.down && !self.up {
+            return Err(DeviceError::InvalidArgument("the trigger matches no direction: choose down, up or both".into()));
+        }
+        if self.class_mask == 0 {
+            return Err(DeviceError::InvalidArgument(format!(
+                "the trigger matches no TLP type: choose some of {}",
+                CLASSES.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How a capture ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CaptureEnd {
+    /// Records the spy numbered (its `sequence` counter; also the sequence the next record
+    /// would have carried, modulo 2^32). In start-trigger mode this includes the pre-trigger
+    /// records the spy discarded beyond `pre`.
+    pub records_created: u64,
+    /// Records numbered but lost because a FIFO or the ring was full.
+    pub records_lost: u64,
+    /// Records the host copied out of the ring during the whole capture.
+    pub records_delivered: u64,
+    /// Records left in the spy's FIFO that will never reach the ring: the pre-trigger
+    /// records of a start trigger that never matched.
+    pub records_held: u64,
+    /// The spy's next sequence number, for the trace footer.
+    pub next_sequence: u32,
+    pub triggered: bool,
+    pub stopped: bool,
+    /// The records drained from the ring by [`Capture::stop`] (not by `stop_into`, which
+    /// appends them to the caller's vector).
+    #[serde(skip)]
+    pub remaining: Vec<[u8; RECORD_BYTES]>,
+}
+
+/// A running capture: owns the ring (a [`DmaBuffer`]) and the host's read index.
+#[derive(Debug)]
+pub struct Capture {
+    ring: DmaBuffer,
+    ring_records: u32,
+    rd_index: u32,
+    delivered: u64,
+    include_own: bool,
+    trigger_mode: TriggerMode,
+    scratch: Vec<u8>,
+}
+
+/// Largest ring write the spy may make for a link of Max Payload Size `mps`.
+fn payload_log2(mps: u32) -> Result<u32, DeviceError> {
+    if !mps.is_power_of_two() || !(128..=4096).contains(&mps) {
+        return Err(DeviceError::InvalidArgument(format!(
+            "Max Payload Size must be a power of two in 128..=4096 bytes, not {mps}"
+        )));
+    }
+    // Up to 256 bytes (8 records per TLP): larger writes gain little and delay delivery.
+    Ok(mps.min(256).trailing_zeros())
+}
+
+impl Capture {
+    /// Starts a capture into a new ring of `ring_records` records (a power of two in
+    /// 16..=2^24), with ring writes of 128 bytes (valid for every link: 128 is PCIe's
+    /// smallest Max Payload Size). See [`Capture::start_with_mps`].
+    pub fn start(card: &mut Card, ring_records: u32, filters: &Filters, trigger: &Trigger) -> Result<Capture, DeviceError> {
+        Capture::start_with_mps(card, ring_records, 128, filters, trigger)
+    }
+
+    /// Starts a capture: clears the spy (counters, histograms, sequence, ring indices),
+    /// allocates the ring, programs filters and trigger, and enables capture. `mps` is the
+    /// link's Max Payload Size: the spy's ring writes stay within it (and within 256 bytes).
+    ///
+    /// The write that enables capture is not recorded; every TLP after it is (filters
+    /// permitting), the MMIO of [`Capture::poll`] and of [`Capture::stop`]'s disabling write
+    /// included.
+    pub fn start_with_mps(
+        card: &mut Card,
+        ring_records: u32,
+        mps: u32,
+        filters: &Filters,
+        trigger: &Trigger,
+    ) -> Result<Capture, DeviceError> {
+        require_spy(card)?;
+        if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
+            )));
+        }
+        let payload = payload_log2(mps)?;
+        filters.validate()?;
+        trigger.validate()?;
+        if is_capturing(card)? {
+            return Err(DeviceError::Backend(
+                "the spy is already capturing (another tlpx spy capture runs on this card): stop it first".into(),
+            ));
+        }
+        let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
+        if ring.bus_addr % RECORD_BYTES as u64 != 0 {
+            let bus = ring.bus_addr;
+            card.device().free_dma(ring)?;
+            return Err(DeviceError::Backend(format!(
+                "the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs"
+            )));
+        }
+        let programmed = program(card, &ring, ring_records, payload, filters, trigger);
+        if let Err(e) = programmed {
+            let _ = card.device().free_dma(ring);
+            return Err(e);
+        }
+        Ok(Capture {
+            ring,
+            ring_records,
+            rd_index: 0,
+            delivered: 0,
+            include_own: filters.include_own,
+            trigger_mode: trigger.mode,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Ring capacity in records.
+    pub fn ring_records(&self) -> u32 {
+        self.ring_records
+    }
+
+    /// Records copied out of the ring so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Copies the records the card has written since the last poll into `out` (appended),
+    /// hands their ring space back, and returns how many were copied. One MMIO read when
+    /// nothing is new; one read and one write otherwise.
+    pub fn poll(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<usize, DeviceError> {
+        let wr = card.read(regs::WR_INDEX)? as u32;
+        let n = wr.wrapping_sub(self.rd_index);
+        if n == 0 {
+            return Ok(0);
+        }
+        if n > self.ring_records {
+            return Err(DeviceError::Backend(format!(
+                "the spy's write index {wr} is {n} records past the host's read index {} in a ring of {}: \
+                 the spy was cleared or another capture took over",
+                self.rd_index, self.ring_records
+            )));
+        }
+        let mask = self.ring_records - 1;
+        let first = self.rd_index & mask;
+        let contiguous = n.min(self.ring_records - first);
+        self.copy(first, contiguous, out)?;
+        if contiguous < n {
+            self.copy(0, n - contiguous, out)?;
+        }
+        self.rd_index = wr;
+        self.delivered += u64::from(n);
+        card.write(regs::RD_INDEX, u64::from(wr))?;
+        Ok(n as usize)
+    }
+
+    fn copy(&mut self, slot: u32, count: u32, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<(), DeviceError> {
+        let bytes = count as usize * RECORD_BYTES;
+        self.scratch.resize(bytes, 0);
+        self.ring.read_bytes(slot as usize * RECORD_BYTES, &mut self.scratch)?;
+        out.extend(self.scratch.chunks_exact(RECORD_BYTES).map(|c| {
+            let mut r = [0u8; RECORD_BYTES];
+            r.copy_from_slice(c);
+            r
+        }));
+        Ok(())
+    }
+
+    /// Stops the capture: disables it, lets card time pass until the spy has written every
+    /// record it still holds (copying them into `out`), reads the final counters and frees
+    /// the ring. The disabling write is itself recorded.
+    pub fn stop_into(mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<CaptureEnd, DeviceError> {
+        let result = self.drain(card, out);
+        let freed = card.device().free_dma(self.ring);
+        let end = result?;
+        freed?;
+        Ok(end)
+    }
+
+    fn drain(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<CaptureEnd, DeviceError> {
+        card.write(regs::CONTROL, regs::control::INCLUDE_OWN.set(u64::from(self.include_own)))?;
+        // The flush timer writes a partial batch FLUSH_CYCLES after the last record.
+        let settle = card.cycles_to_duration(u64::from(FLUSH_CYCLES) * 2 + 64);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut quiet_rounds = 0;
+        loop {
+            let got = self.poll(card, out)?;
+            let status = card.read(regs::STATUS)?;
+            let waiting = regs::status::RECORDS.get(status);
+            let holding = self.trigger_mode == TriggerMode::Start && regs::status::TRIGGERED.get(status) == 0;
+            if waiting == 0 || holding {
+                // Nothing left in the FIFO; one more round after the last ring write lands.
+                quiet_rounds = if got == 0 { quiet_rounds + 1 } else { 0 };
+                if quiet_rounds >= 2 {
+                    let sequence = card.read(regs::SEQUENCE)? as u32;
+                    let lost = card.read(regs::LOST)? as u32;
+                    return Ok(CaptureEnd {
+                        records_created: u64::from(sequence),
+                        records_lost: u64::from(lost),
+                        records_delivered: self.delivered,
+                        records_held: if holding { waiting } else { 0 },
+                        next_sequence: sequence,
+                        triggered: regs::status::TRIGGERED.get(status) != 0,
+                        stopped: regs::status::STOPPED.get(status) != 0,
+                        remaining: Vec::new(),
+                    });
+                }
+            } else {
+                quiet_rounds = 0;
+            }
+            if Instant::now() > deadline {
+                return Err(DeviceError::Backend(format!(
+                    "the spy still holds {waiting} records after 10 s of draining (write index {}, read index {})",
+                    card.read(regs::WR_INDEX)?,
+                    self.rd_index
+                )));
+            }
+            card.device().idle(settle)?;
+        }
+    }
+
+    /// Stops the capture (see [`Capture::stop_into`]); the records drained from the ring
+    /// are in [`CaptureEnd::remaining`].
+    pub fn stop(self, card: &mut Card) -> Result<CaptureEnd, DeviceError> {
+        let mut remaining = Vec::new();
+        let mut end = self.stop_into(card, &mut remaining)?;
+        end.remaining = remaining;
+        Ok(end)
+    }
+}
+
+fn program(
+    card: &mut Card,
+    ring: &DmaBuffer,
+    ring_records: u32,
+    payload_log2: u32,
+    filters: &Filters,
+    trigger: &Trigger,
+) -> Result<(), DeviceError> {
+    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
+    card.write(regs::RING_BASE, ring.bus_addr)?;
+    card.write(regs::RING_SIZE_LOG2, u64::from(ring_records.trailing_zeros()))?;
+    card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(payload_log2))?;
+    card.write(regs::FLUSH_CYCLES, u64::from(FLUSH_CYCLES))?;
+    card.write(regs::RD_INDEX, 0)?;
+    card.write(regs::DIRECTION_MASK, direction_mask(filters.down, filters.up))?;
+    card.write(regs::CLASS_MASK, u64::from(filters.class_mask))?;
+    card.write(regs::ADDRESS_BASE, filters.address_base)?;
+    card.write(regs::ADDRESS_MASK, filters.address_mask)?;
+    card.write(regs::REQUESTER_ID, u64::from(filters.requester_id))?;
+    card.write(regs::REQUESTER_MASK, u64::from(filters.requester_mask))?;
+    let mode = match trigger.mode {
+        TriggerMode::Off => 0,
+        TriggerMode::Start => 1,
+        TriggerMode::Stop => 2,
+    };
+    card.write(
+        regs::TRIGGER,
+        regs::trigger::MODE.set(mode)
+            | regs::trigger::CLASS_MASK.set(u64::from(trigger.class_mask))
+            | regs::trigger::DIRECTION_MASK.set(direction_mask(trigger.down, trigger.up)),
+    )?;
+    card.write(regs::TRIGGER_ADDRESS_BASE, trigger.address_base)?;
+    card.write(regs::TRIGGER_ADDRESS_MASK, trigger.address_mask)?;
+    card.write(regs::TRIGGER_PRE, u64::from(trigger.pre))?;
+    card.write(regs::TRIGGER_POST, u64::from(trigger.post.max(1)))?;
+    // Completion timeout: 1 ms of card time, as the generator's.
+    card.write(regs::TIMEOUT, u64::from(card.identity().clock_hz / 1000))?;
+    // Clear again: the programming writes above were counted by the live counters.
+    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
+    // A read, so that every write above has reached the card (posted writes are ordered
+    // before it) and the capture starts with the enabling write alone: that write is not
+    // recorded, and on the simulator it is the only one still on its way when this returns.
+    let sequence = card.read(regs::SEQUENCE)?;
+    if sequence != 0 {
+        return Err(DeviceError::Backend(format!(
+            "the spy did not clear: its sequence counter reads {sequence} after the clear"
+        )));
+    }
+    card.write(
+        regs::CONTROL,
+        regs::control::ENABLE.set(1) | regs::control::INCLUDE_OWN.set(u64::from(filters.include_own)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_masks_round_trip() {
+        assert_eq!(class_mask(&["mrd", "cpld"]).expect("valid"), 0b1001);
+        assert_eq!(class_mask(&["all"]).expect("valid"), 0xFF);
+        assert_eq!(class_names(0b1001), vec!["mrd", "cpld"]);
+        let e = class_mask(&["mrw"]).expect_err("invalid").to_string();
+        assert!(e.contains("\"mrw\"") && e.contains("mrd, mwr"), "{e}");
+    }
+
+    #[test]
+    fn trigger_and_filter_validation_names_the_value() {
+        let t = Trigger { mode: TriggerMode::Start, pre: 600, ..Trigger::default() };
+        assert!(t.validate().expect_err("invalid").to_string().contains("not 600"));
+        let t = Trigger { mode: TriggerMode::Stop, post: 0, ..Trigger::default() };
+        assert!(t.validate().expect_err("invalid").to_string().contains("not 0"));
+        let f = Filters { down: false, up: false, ..Filters::default() };
+        assert!(f.validate().is_err());
+        assert!(payload_log2(100).expect_err("invalid").to_string().contains("not 100"));
+        assert_eq!(payload_log2(512).expect("valid"), 8);
+        assert_eq!(payload_log2(128).expect("valid"), 7);
+    }
+}

@@ -1,0 +1,577 @@
+//! `tlpx spy`: the passive spy. `capture` streams every TLP's summary into a trace file
+//! (traces/FORMAT.md) and prints a running log; `stats` prints the live counters and
+//! histograms; `convert` turns a trace into CSV, VCD (GTKWave) or the log.
+//!
+//! ```text
+//! tlpx spy capture --duration 2ms --types mrd,cpld --output cap.tlpx
+//! tlpx spy stats
+//! tlpx spy convert cap.tlpx --vcd cap.vcd
+//! ```
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use tlpx_device::spy::{self, Capture, CaptureEnd, Direction, Filters, Trigger, TriggerMode, CLASSES, RECORD_BYTES};
+use tlpx_trace::{CardInfo, Footer, GapDetector, HeaderInfo, LinkInfo, Record, TraceReader, TraceWriter};
+
+use crate::output::print_json;
+use crate::progress;
+use crate::session::Session;
+use crate::sizes::parse_duration;
+
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Capture every TLP's summary into a trace file, printing a running log.
+    Capture(Box<CaptureArgs>),
+    /// Print the spy's live counters per direction and TLP type, and its histograms.
+    Stats(StatsArgs),
+    /// Convert a trace file to CSV, VCD (GTKWave) or the text log.
+    Convert(ConvertArgs),
+    /// Turn capture off, whoever started it (a capturing process that was killed leaves the
+    /// spy capturing into a ring that is gone).
+    Stop,
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Trace file to write (format: traces/FORMAT.md).
+    #[arg(long, short = 'o', default_value = "spy.tlpx")]
+    output: PathBuf,
+    /// How long to capture, in card time (e.g. 500us, 2ms) [default: 1ms unless --records].
+    #[arg(long, conflicts_with = "records")]
+    duration: Option<String>,
+    /// Stop once this many records have arrived.
+    #[arg(long)]
+    records: Option<u64>,
+    /// Ring size in records (a power of two, 16..=16777216; 32 bytes each).
+    #[arg(long, default_value_t = 4096)]
+    ring: u32,
+    /// Card time between two polls of the ring (each poll is itself 2-3 TLPs on the link).
+    #[arg(long, default_value = "50us")]
+    poll: String,
+    /// Directions to record: down (host to card), up (card to host), or both.
+    #[arg(long, default_value = "down,up")]
+    dir: String,
+    /// TLP types to record: mrd, mwr, cpl, cpld, msg, cfg, io, other, or all.
+    #[arg(long, default_value = "all")]
+    types: String,
+    /// Record requests whose address matches BASE under MASK (BASE alone: that DW).
+    #[arg(long, value_name = "BASE[/MASK]")]
+    address: Option<String>,
+    /// Record TLPs whose requester ID matches ID under MASK (ID alone: exactly it).
+    #[arg(long, value_name = "ID[/MASK]")]
+    requester: Option<String>,
+    /// Also record the spy's own ring writes.
+    #[arg(long)]
+    include_own: bool,
+    /// Trigger: `start` keeps --pre records before the first match and records from it on;
+    /// `stop` records until the match and --post records after.
+    #[arg(long, value_name = "start|stop")]
+    trigger: Option<String>,
+    /// TLP types that can trigger (as --types).
+    #[arg(long, default_value = "all")]
+    trigger_types: String,
+    /// Directions that can trigger (as --dir).
+    #[arg(long, default_value = "down,up")]
+    trigger_dir: String,
+    /// Requests trigger when their address matches BASE under MASK.
+    #[arg(long, value_name = "BASE[/MASK]")]
+    trigger_address: Option<String>,
+    /// Records kept before the trigger (start trigger, 0..=511).
+    #[arg(long, default_value_t = 0)]
+    pre: u16,
+    /// Records kept from the trigger on, the trigger's included [default: all until the end
+    /// for a start trigger, 1 for a stop trigger].
+    #[arg(long)]
+    post: Option<u32>,
+    /// Do not print the running log.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Zero the counters and histograms after reading them (refused while a capture runs).
+    #[arg(long)]
+    clear: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Trace file to read.
+    file: PathBuf,
+    /// Write CSV to this file.
+    #[arg(long, group = "format", value_name = "OUT")]
+    csv: Option<PathBuf>,
+    /// Write VCD (GTKWave) to this file.
+    #[arg(long, group = "format", value_name = "OUT")]
+    vcd: Option<PathBuf>,
+    /// Print the text log on stdout.
+    #[arg(long, group = "format")]
+    log: bool,
+}
+
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    match &cmd.action {
+        Action::Capture(a) => capture(a, device, json),
+        Action::Stats(a) => stats(a, device, json),
+        Action::Convert(a) => convert(a, json),
+        Action::Stop => force_stop(device, json),
+    }
+}
+
+fn force_stop(device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let mut session = Session::open(device)?;
+    let was = spy::is_capturing(&mut session.card)?;
+    spy::force_stop(&mut session.card)?;
+    if json {
+        crate::output::print_json(&serde_json::json!({ "was_capturing": was, "capturing": false }))?;
+    } else if was {
+        println!("spy capture turned off");
+    } else {
+        println!("the spy was not capturing");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+// Argument parsing ---------------------------------------------------------------------------
+
+fn parse_number(flag: &str, text: &str) -> anyhow::Result<u64> {
+    let t = text.trim().replace('_', "");
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse::<u64>(),
+    };
+    parsed.map_err(|_| anyhow!("{flag}: {text:?} is not a number (decimal, or hex with 0x)"))
+}
+
+/// `BASE[/MASK]`; without a mask, every bit of `full` is compared.
+fn parse_base_mask(flag: &str, text: &str, full: u64) -> anyhow::Result<(u64, u64)> {
+    let (base, mask) = match text.split_once('/') {
+        Some((b, m)) => (parse_number(flag, b)?, parse_number(flag, m)?),
+        None => (parse_number(flag, text)?, full),
+    };
+    if base & !full != 0 || mask & !full != 0 {
+        bail!("{flag}: {text:?} has bits outside 0x{full:x}");
+    }
+    Ok((base, mask))
+}
+
+fn parse_directions(flag: &str, text: &str) -> anyhow::Result<(bool, bool)> {
+    let (mut down, mut up) = (false, false);
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        match Direction::parse(part).map_err(|e| anyhow!("{flag}: {e}"))? {
+            Direction::Down => down = true,
+            Direction::Up => up = true,
+        }
+    }
+    if !down && !up {
+        bail!("{flag}: {text:?} names no direction; write down, up or down,up");
+    }
+    Ok((down, up))
+}
+
+fn parse_types(flag: &str, text: &str) -> anyhow::Result<u8> {
+    let names: Vec<&str> = text.split(',').filter(|p| !p.trim().is_empty()).collect();
+    if names.is_empty() {
+        bail!("{flag}: give some of {}, or all", CLASSES.join(", "));
+    }
+    spy::class_mask(&names).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// The spy set-up a capture command asks for.
+#[derive(Debug, Clone, Serialize)]
+struct Plan {
+    filters: Filters,
+    trigger: Trigger,
+    duration_s: Option<f64>,
+    records: Option<u64>,
+    ring: u32,
+    poll_s: f64,
+}
+
+impl Plan {
+    fn parse(a: &CaptureArgs) -> anyhow::Result<Plan> {
+        let (down, up) = parse_directions("--dir", &a.dir)?;
+        let mut filters = Filters { down, up, class_mask: parse_types("--types", &a.types)?, include_own: a.include_own, ..Filters::default() };
+        if let Some(text) = &a.address {
+            (filters.address_base, filters.address_mask) = parse_base_mask("--address", text, !3)?;
+        }
+        if let Some(text) = &a.requester {
+            let (id, mask) = parse_base_mask("--requester", text, 0xFFFF)?;
+            (filters.requester_id, filters.requester_mask) = (id as u16, mask as u16);
+        }
+        let mut trigger = Trigger::default();
+        let trigger_flags = a.trigger_address.is_some() || a.pre != 0 || a.post.is_some() || a.trigger_types != "all" || a.trigger_dir != "down,up";
+        match a.trigger.as_deref() {
+            None if trigger_flags => bail!("--trigger-types, --trigger-dir, --trigger-address, --pre and --post need --trigger start or --trigger stop"),
+            None => {}
+            Some(mode) => {
+                trigger.mode = match mode.trim() {
+                    "start" => TriggerMode::Start,
+                    "stop" => TriggerMode::Stop,
+                    other => bail!("--trigger: must be start or stop, not {other:?}"),
+                };
+                (trigger.down, trigger.up) = parse_directions("--trigger-dir", &a.trigger_dir)?;
+                trigger.class_mask = parse_types("--trigger-types", &a.trigger_types)?;
+                if let Some(text) = &a.trigger_address {
+                    (trigger.address_base, trigger.address_mask) = parse_base_mask("--trigger-address", text, !3)?;
+                }
+                trigger.pre = a.pre;
+                trigger.post = a.post.unwrap_or(if trigger.mode == TriggerMode::Start { u32::MAX } else { 1 });
+            }
+        }
+        filters.validate().map_err(|e| anyhow!("{e}"))?;
+        trigger.validate().map_err(|e| anyhow!("{e}"))?;
+        if !a.ring.is_power_of_two() || !(spy::MIN_RING_RECORDS..=spy::MAX_RING_RECORDS).contains(&a.ring) {
+            bail!("--ring: must be a power of two in {}..={} records, not {}", spy::MIN_RING_RECORDS, spy::MAX_RING_RECORDS, a.ring);
+        }
+        if a.records == Some(0) {
+            bail!("--records: must be at least 1, not 0");
+        }
+        let duration_s = match (&a.duration, a.records) {
+            (Some(d), _) => Some(parse_duration("--duration", d).map_err(anyhow::Error::msg)?),
+            (None, None) => Some(1e-3),
+            (None, Some(_)) => None,
+        };
+        let poll_s = parse_duration("--poll", &a.poll).map_err(anyhow::Error::msg)?;
+        Ok(Plan { filters, trigger, duration_s, records: a.records, ring: a.ring, poll_s })
+    }
+}
+
+// Capture -------------------------------------------------------------------------------------
+
+/// What `tlpx spy capture` reports at the end (its --json output).
+#[derive(Debug, Serialize)]
+struct CaptureSummary {
+    output: String,
+    records_written: u64,
+    records_created: u64,
+    records_lost: u64,
+    records_held_before_trigger: u64,
+    sequence_gaps: Vec<String>,
+    card_seconds: f64,
+    wall_seconds: f64,
+    triggered: bool,
+    interrupted: bool,
+    plan: Plan,
+}
+
+struct Sink {
+    writer: TraceWriter<BufWriter<File>>,
+    gaps: GapDetector,
+    gap_texts: Vec<String>,
+    previous: Option<Record>,
+    clock_hz: u64,
+    log: bool,
+    stdout: std::io::StdoutLock<'static>,
+}
+
+impl Sink {
+    fn take(&mut self, batch: &[[u8; RECORD_BYTES]]) -> anyhow::Result<()> {
+        for raw in batch {
+            self.writer.write_raw(raw).context("writing the trace")?;
+            let record = Record::from_bytes(raw).map_err(|e| anyhow!("the spy delivered a record this tlpx cannot decode: {e}"))?;
+            if let Some(gap) = self.gaps.push(record.sequence) {
+                let text = gap.to_string();
+                if self.log {
+                    writeln!(self.stdout, "{:>12}  *** {text} (ring full)", "")?;
+                } else {
+                    eprintln!("tlpx: warning: {text} (ring full)");
+                }
+                self.gap_texts.push(text);
+            }
+            if self.log {
+                writeln!(self.stdout, "{}", tlpx_trace::log_line(&record, self.previous.as_ref(), self.clock_hz))?;
+            }
+            self.previous = Some(record);
+        }
+        Ok(())
+    }
+}
+
+fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let plan = Plan::parse(a)?;
+    let started = Instant::now();
+    let mut session = Session::open(device)?;
+    let (mps, _) = session.mps_mrrs();
+    let id = session.card.identity().clone();
+    if !session.card.has_feature("spy") {
+        bail!("this card has no spy (its features: {}); build the card with the spy feature (make gateware)", id.features.join(", "));
+    }
+    let clock_hz = u64::from(session.clock_hz);
+    let mut info = HeaderInfo::new(
+        format!("tlpx {}", env!("CARGO_PKG_VERSION")),
+        CardInfo {
+            map_hash: Some(format!("0x{:08x}", id.map_hash)),
+            data_width: Some(id.data_width),
+            clock_hz,
+            pci_address: session.environment.pci_address.clone(),
+        },
+    );
+    info.simulated = session.environment.simulated;
+    info.link = session.link.as_ref().map(|l| LinkInfo { generation: l.generation, lanes: l.lanes, mps: l.mps as u16, mrrs: l.mrrs as u16 });
+    info.capture.filters = serde_json::to_value(&plan.filters)?;
+    info.capture.trigger = serde_json::to_value(&plan.trigger)?;
+    info.capture.include_own_traffic = plan.filters.include_own;
+    let writer = TraceWriter::create(&a.output, &info).with_context(|| format!("creating {}", a.output.display()))?;
+    let log = !a.quiet && !json;
+    let mut sink = Sink { writer, gaps: GapDetector::new(), gap_texts: Vec::new(), previous: None, clock_hz, log, stdout: std::io::stdout().lock() };
+    if log {
+        writeln!(sink.stdout, "{}", session.describe())?;
+        writeln!(sink.stdout, "capturing to {} (ring {} records); times are card time, dur/lat in cycles", a.output.display(), plan.ring)?;
+        writeln!(sink.stdout, "{}", tlpx_trace::log_title())?;
+    }
+    progress::install_stop_handler();
+    let card = &mut session.card;
+    let mut cap = Capture::start_with_mps(card, plan.ring, mps, &plan.filters, &plan.trigger)?;
+    let poll = Duration::from_secs_f64(plan.poll_s);
+    let mut elapsed = Duration::ZERO;
+    let mut batch = Vec::new();
+    let mut interrupted = false;
+    let result = (|| -> anyhow::Result<()> {
+        loop {
+            cap.poll(card, &mut batch)?;
+            sink.take(&batch)?;
+            batch.clear();
+            if plan.records.is_some_and(|n| cap.delivered() >= n) {
+                return Ok(());
+            }
+            if plan.duration_s.is_some_and(|d| elapsed.as_secs_f64() >= d) {
+                return Ok(());
+            }
+            if progress::stop_requested() {
+                interrupted = true;
+                return Ok(());
+            }
+            if plan.trigger.mode != TriggerMode::Off && tlpx_regs::spy::status::STOPPED.get(card.read(tlpx_regs::spy::STATUS)?) != 0 {
+                return Ok(());
+            }
+            card.device().idle(poll)?;
+            elapsed += poll;
+        }
+    })();
+    // Stop in any case, so the card is not left capturing into a freed ring.
+    let end: CaptureEnd = cap.stop_into(card, &mut batch).context("stopping the capture")?;
+    result?;
+    sink.take(&batch)?;
+    if let Some(gap) = sink.gaps.push(end.next_sequence) {
+        let text = format!("{gap} (at the end of the capture)");
+        if !json {
+            eprintln!("tlpx: warning: {text}");
+        }
+        sink.gap_texts.push(text);
+    }
+    let written = sink.writer.records_written();
+    sink.writer
+        .finish(end.next_sequence, Footer { records_created: end.records_created, records_lost: end.records_lost })
+        .context("finishing the trace")?;
+    let summary = CaptureSummary {
+        output: a.output.display().to_string(),
+        records_written: written,
+        records_created: end.records_created,
+        records_lost: end.records_lost,
+        records_held_before_trigger: end.records_held,
+        sequence_gaps: sink.gap_texts.clone(),
+        card_seconds: elapsed.as_secs_f64(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        triggered: end.triggered,
+        interrupted,
+        plan,
+    };
+
+    if json {
+        print_json(&summary)?;
+    } else {
+        println!(
+            "{} records written to {} in {:.3} ms of card time ({:.2} s wall); the spy created {}, lost {}",
+            summary.records_written,
+            summary.output,
+            summary.card_seconds * 1e3,
+            summary.wall_seconds,
+            summary.records_created,
+            summary.records_lost
+        );
+        if summary.records_held_before_trigger > 0 {
+            println!("the start trigger never matched: {} pre-trigger records were held and not written", summary.records_held_before_trigger);
+        }
+        if summary.records_lost > 0 {
+            eprintln!(
+                "tlpx: {} records lost ({} sequence gaps): the ring was full; use a larger --ring, a shorter --poll, or filters",
+                summary.records_lost,
+                summary.sequence_gaps.len()
+            );
+        }
+    }
+    Ok(if summary.records_lost > 0 {
+        ExitCode::from(1)
+    } else if interrupted {
+        ExitCode::from(progress::INTERRUPTED_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+// Stats ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Serialize)]
+struct Stats {
+    counters: spy::SpyCounters,
+    classes: [&'static str; 8],
+    /// Bucket k counts latencies in [2^k, 2^(k+1)) card cycles.
+    latency_histogram: Vec<u64>,
+    /// Bucket k counts payloads in [2^k, 2^(k+1)) bytes.
+    payload_histogram_down: Vec<u64>,
+    payload_histogram_up: Vec<u64>,
+    clock_hz: u32,
+}
+
+fn bar(n: u64, max: u64, width: usize) -> String {
+    if max == 0 || n == 0 {
+        return String::new();
+    }
+    let len = ((n as f64 / max as f64) * width as f64).ceil() as usize;
+    "#".repeat(len.clamp(1, width))
+}
+
+fn print_histogram(title: &str, unit: &str, buckets: &[u64]) {
+    println!("{title}");
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        println!("  (empty)");
+        return;
+    }
+    let max = buckets.iter().copied().max().unwrap_or(0);
+    let first = buckets.iter().position(|&b| b != 0).unwrap_or(0);
+    let last = buckets.iter().rposition(|&b| b != 0).unwrap_or(0);
+    for (k, &n) in buckets.iter().enumerate().take(last + 1).skip(first) {
+        let lo = if k == 0 { 0 } else { 1u64 << k };
+        let range = format!("{lo}..{}", (1u64 << (k + 1)) - 1);
+        println!("  {range:>21} {unit:<6} {n:>10}  {}", bar(n, max, 40));
+    }
+}
+
+fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let mut session = Session::open(device)?;
+    let card = &mut session.card;
+    let counters = spy::counters(card)?;
+    let latency_histogram = spy::latency_histogram(card)?;
+    let (payload_histogram_down, payload_histogram_up) = spy::payload_histograms(card)?;
+    if a.clear {
+        if spy::is_capturing(card)? {
+            bail!("--clear: a capture is running on this card; clearing would stop it. Stop the capture first");
+        }
+        spy::clear(card)?;
+    }
+    let stats = Stats { counters, classes: CLASSES, latency_histogram, payload_histogram_down, payload_histogram_up, clock_hz: session.clock_hz };
+    if json {
+        print_json(&stats)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", session.describe());
+    let c = &stats.counters;
+    println!(
+        "capture: {}; records created {} (next sequence), lost {}, written to the ring {}{}{}",
+        if c.capturing { "on" } else { "off" },
+        c.sequence,
+        c.lost,
+        c.wr_index,
+        if c.triggered { ", triggered" } else { "" },
+        if c.stopped { ", stopped" } else { "" }
+    );
+    println!("counters since the last clear (every TLP; filters do not apply):");
+    println!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", "dir", "type", "TLPs", "bytes", "payload", "wait cyc");
+    for d in Direction::BOTH {
+        for (i, cls) in c.direction(d).iter().enumerate() {
+            if cls.tlps != 0 {
+                println!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), CLASSES[i], cls.tlps, cls.bytes, cls.payload_bytes, cls.wait_cycles);
+            }
+        }
+        let t = c.total(d);
+        println!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), "total", t.tlps, t.bytes, t.payload_bytes, t.wait_cycles);
+    }
+    print_histogram("read latency, request to last completion (matched reads seen while capturing):", "cycles", &stats.latency_histogram);
+    print_histogram("payload per TLP with data, down:", "bytes", &stats.payload_histogram_down);
+    print_histogram("payload per TLP with data, up:", "bytes", &stats.payload_histogram_up);
+    if a.clear {
+        println!("cleared");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+// Convert -------------------------------------------------------------------------------------
+
+fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
+    if a.csv.is_none() && a.vcd.is_none() && !a.log {
+        bail!("say what to write: --csv OUT, --vcd OUT or --log");
+    }
+    let reader = TraceReader::open(&a.file).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
+    let create = |path: &PathBuf| File::create(path).map(BufWriter::new).with_context(|| format!("creating {}", path.display()));
+    let (what, rows) = if let Some(out) = &a.csv {
+        ("CSV", tlpx_trace::csv::trace_to_csv(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
+    } else if let Some(out) = &a.vcd {
+        ("VCD", tlpx_trace::vcd::trace_to_vcd(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
+    } else if a.log {
+        let clock = reader.clock_hz();
+        let footer = reader.footer_record().copied();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", tlpx_trace::log_title())?;
+        let mut previous: Option<Record> = None;
+        let mut gaps = GapDetector::new();
+        let mut rows = 0;
+        for record in reader {
+            let record = record.map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
+            if let Some(gap) = gaps.push(record.sequence) {
+                writeln!(out, "{:>12}  *** {gap}", "")?;
+            }
+            writeln!(out, "{}", tlpx_trace::log_line(&record, previous.as_ref(), clock))?;
+            previous = Some(record);
+            rows += 1;
+        }
+        if let Some(f) = footer {
+            if let Some(gap) = gaps.push(f.sequence) {
+                writeln!(out, "{:>12}  *** {gap}", "")?;
+            }
+            writeln!(out, "{}", tlpx_trace::log_line(&f, previous.as_ref(), clock))?;
+        } else {
+            writeln!(out, "{:>12}  (no footer: the capture did not end cleanly)", "")?;
+        }
+        ("log", rows)
+    } else {
+        bail!("say what to write: --csv OUT, --vcd OUT or --log");
+    };
+    if json {
+        print_json(&serde_json::json!({ "format": what, "rows": rows }))?;
+    } else if !a.log {
+        eprintln!("{rows} rows of {what} written");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_mask_parsing() {
+        assert_eq!(parse_base_mask("--address", "0x1000/0xF000", !3).expect("ok"), (0x1000, 0xF000));
+        assert_eq!(parse_base_mask("--address", "0x18", !3).expect("ok"), (0x18, !3));
+        assert!(parse_base_mask("--address", "0x1001/0xFFFF", !3).expect_err("unaligned").to_string().contains("bits outside"));
+        assert!(parse_base_mask("--requester", "zz", 0xFFFF).expect_err("bad").to_string().contains("not a number"));
+        assert_eq!(parse_types("--types", "mrd,cpld").expect("ok"), 0b1001);
+        assert!(parse_directions("--dir", "sideways").is_err());
+    }
+}

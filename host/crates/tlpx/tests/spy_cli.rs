@@ -1,0 +1,192 @@
+//! `tlpx spy` end to end: capture into a trace file, convert it to CSV / VCD / log with the
+//! real binary, report loss with a non-zero exit, and refuse bad arguments clearly.
+//!
+//!   tlpx spy capture ──► tlpx-sim (card + spy) ──ring──► cap.tlpx ──► tlpx spy convert
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tlpx_testkit::SimProcess as Sim;
+use tlpx_trace::{Body, TraceReader};
+
+fn tlpx_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
+}
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "tlpx failed: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("tlpx printed JSON")
+}
+
+#[test]
+fn capture_writes_a_trace_that_converts_to_csv_vcd_and_log() {
+    let sim = Sim::start(&[]);
+    let trace = sim.path("cap.tlpx");
+    let t = trace.to_str().expect("path");
+    // The capture's own ring polling is traffic too: 2-3 TLPs per poll.
+    let out = tlpx(&sim.selector(), &["spy", "capture", "--records", "20", "--poll", "10us", "-o", t]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("MRd32") && log.contains("CplD") && log.contains("records written"), "{log}");
+    let reader = TraceReader::open(&trace).expect("valid trace");
+    assert!(reader.header().simulated);
+    assert_eq!(reader.header().card.data_width, Some(64));
+    assert!(reader.header().link.is_some());
+    let footer = *reader.footer().expect("footer: the capture ended cleanly");
+    let n = reader.record_count();
+    assert!(n >= 20, "{n}");
+    assert_eq!((footer.records_created, footer.records_lost), (n, 0));
+    let records = reader.read_all().expect("records");
+    assert!(records.iter().enumerate().all(|(i, r)| r.sequence == i as u32));
+    // The log printed while capturing has one line per record.
+    assert_eq!(log.lines().filter(|l| l.contains(" us  down ") || l.contains(" us  up ")).count() as u64, n, "{log}");
+
+    let csv = sim.path("cap.csv");
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--csv", csv.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = std::fs::read_to_string(&csv).expect("csv");
+    assert_eq!(rows.lines().count() as u64, n + 2, "header row, the records, the footer row");
+    let vcd = sim.path("cap.vcd");
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--vcd", vcd.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = std::fs::read_to_string(&vcd).expect("vcd");
+    assert!(v.contains("$enddefinitions") && v.contains("tlpx"), "{}", &v[..v.len().min(400)]);
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--log"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&format!("end of capture: {n} records created, 0 lost")), "{}", text(&out.stdout));
+}
+
+#[test]
+fn capture_filters_and_json_summary() {
+    let sim = Sim::start(&[]);
+    let trace = sim.path("f.tlpx");
+    let t = trace.to_str().expect("path");
+    let v = json(&tlpx(&sim.selector(), &["--json", "spy", "capture", "--duration", "300us", "--poll", "20us", "--dir", "up", "--types", "cpld", "-o", t]));
+    assert_eq!(v["records_lost"], 0);
+    let records = TraceReader::open(&trace).expect("trace").read_all().expect("records");
+    assert_eq!(v["records_written"], records.len() as u64);
+    assert!(!records.is_empty());
+    assert!(records.iter().all(|r| matches!(&r.body, Body::Completion(c) if c.with_data() && c.direction == tlpx_trace::Direction::Up)));
+    let header = TraceReader::open(&trace).expect("trace").header().clone();
+    assert_eq!(header.capture.filters["class_mask"], 8, "{:?}", header.capture.filters);
+    // Stats see the capture's traffic in the counters.
+    let s = json(&tlpx(&sim.selector(), &["--json", "spy", "stats"]));
+    assert!(s["counters"]["down"][0]["tlps"].as_u64().expect("mrd") > 0, "{s}");
+    assert_eq!(s["latency_histogram"].as_array().expect("hist").len(), 32);
+    let out = tlpx(&sim.selector(), &["spy", "stats"]);
+    assert!(out.status.success() && text(&out.stdout).contains("read latency"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn ring_overflow_is_reported_and_exits_1() {
+    let sim = Sim::start(&[]);
+    let trace = sim.path("o.tlpx");
+    // A 16-record ring polled every 2 ms while the generator writes: the ring overflows.
+    let capture = Command::new(tlpx_bin())
+        .args(["--device", &sim.selector(), "spy", "capture", "--ring", "16", "--poll", "2ms", "--duration", "4ms", "--quiet", "-o"])
+        .arg(&trace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start capture");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = tlpx(&sim.selector(), &["--json", "spy", "stats"]);
+        if s.status.success() && json(&s)["counters"]["capturing"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the capture did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bw = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "256", "--window", "64K"]);
+    assert!(bw.status.success(), "{}", text(&bw.stderr));
+    let out = capture.wait_with_output().expect("capture");
+    assert_eq!(out.status.code(), Some(1), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("records lost between seq") && err.contains("the ring was full"), "{err}");
+    let reader = TraceReader::open(&trace).expect("trace with footer");
+    let footer = *reader.footer().expect("footer");
+    assert!(footer.records_lost > 0);
+    let records = reader.read_all().expect("records");
+    let lost: u64 = tlpx_trace::gaps(records.iter().map(|r| r.sequence)).map(|g| u64::from(g.lost)).sum();
+    assert!(lost > 0 && lost <= footer.records_lost, "{lost} vs {}", footer.records_lost);
+}
+
+#[test]
+fn bad_arguments_are_clear_errors_with_exit_2() {
+    let sim = Sim::start(&[]);
+    let out_file = sim.path("x.tlpx");
+    let o = out_file.to_str().expect("path");
+    for (args, want) in [
+        (vec!["spy", "capture", "--ring", "100", "-o", o], "not 100"),
+        (vec!["spy", "capture", "--types", "mrd,bogus", "-o", o], "\"bogus\""),
+        (vec!["spy", "capture", "--dir", "sideways", "-o", o], "\"sideways\""),
+        (vec!["spy", "capture", "--address", "0x1001/0xffff", "-o", o], "bits outside"),
+        (vec!["spy", "capture", "--pre", "3", "-o", o], "need --trigger"),
+        (vec!["spy", "capture", "--trigger", "middle", "-o", o], "\"middle\""),
+        (vec!["spy", "capture", "--trigger", "start", "--pre", "600", "-o", o], "not 600"),
+        (vec!["spy", "capture", "--duration", "2 parsecs", "-o", o], "not a duration"),
+        (vec!["spy", "capture", "--records", "0", "-o", o], "not 0"),
+        (vec!["spy", "convert", "/nonexistent/cap.tlpx", "--log"], "cap.tlpx"),
+    ] {
+        let out = tlpx(&sim.selector(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+    // A truncated trace: the error names the offset.
+    let trace = sim.path("t.tlpx");
+    let t = trace.to_str().expect("path");
+    assert!(tlpx(&sim.selector(), &["spy", "capture", "--records", "5", "--quiet", "-o", t]).status.success());
+    let mut bytes = std::fs::read(&trace).expect("read");
+    bytes.truncate(bytes.len() - 7);
+    std::fs::write(&trace, &bytes).expect("write");
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--csv", sim.path("t.csv").to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("offset") && text(&out.stderr).contains("truncated"), "{}", text(&out.stderr));
+    let out = tlpx(&sim.selector(), &["spy", "convert", t]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--csv OUT, --vcd OUT or --log"), "{}", text(&out.stderr));
+}
+
+
+#[test]
+fn spy_stop_releases_a_capture_left_by_a_killed_process() {
+    let sim = Sim::start(&[]);
+    // A capture that nobody stops: start one from a child and kill it mid-capture.
+    let mut child = std::process::Command::new(tlpx_testkit::workspace_bin("tlpx"))
+        .args(["--device", &sim.selector(), "spy", "capture", "--duration", "1s", "--quiet", "-o"])
+        .arg(sim.path("killed.tlpx"))
+        .spawn()
+        .expect("start capture");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = std::process::Command::new(tlpx_testkit::workspace_bin("tlpx"))
+            .args(["--device", &sim.selector(), "--json", "spy", "stats"])
+            .output()
+            .expect("stats");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if v["counters"]["capturing"] == true {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the capture never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let out = std::process::Command::new(tlpx_testkit::workspace_bin("tlpx"))
+        .args(["--device", &sim.selector(), "--json", "spy", "stop"])
+        .output()
+        .expect("stop");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((v["was_capturing"].clone(), v["capturing"].clone()), (serde_json::json!(true), serde_json::json!(false)));
+}

@@ -1,0 +1,204 @@
+//! `tlpx top` against a real tlpx-sim, with traffic driven by a second client.
+//!
+//!   tlpx bw (child, drives the generator) ──┐
+//!                                            ├──► tlpx-sim ──► libtlpxcard.so (spy counts)
+//!   tlpx top --snapshot / --json ───────────┘
+//!
+//! Card time on the simulator passes while any client waits: `bw` waits for its generator,
+//! `top` idles between samples, so both see the same traffic. Each test has its own sim.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tlpx_device::backends::sim::SimDevice;
+
+fn tlpx_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
+}
+
+fn sim_bin() -> PathBuf {
+    let bin = tlpx_bin().with_file_name("tlpx-sim");
+    assert!(bin.exists(), "{} is missing: run `cargo build --release --workspace`", bin.display());
+    bin
+}
+
+struct Sim {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Sim {
+    fn start(args: &[&str]) -> Sim {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("sim.sock");
+        let child = Command::new(sim_bin())
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--quiet")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tlpx-sim");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "tlpx-sim did not create {}", socket.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Sim { child, dir }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("sim.sock")
+    }
+
+    fn selector(&self) -> String {
+        format!("sim:{}", self.socket().display())
+    }
+
+    /// Starts `tlpx bw` writing for `duration` of card time and returns once its first
+    /// writes reached the root complex.
+    fn drive_writes(&self, duration: &str) -> Child {
+        let mut probe = SimDevice::connect(self.socket()).expect("connect a probe");
+        let before = probe.traffic().expect("traffic").card_writes.tlps;
+        let mut bw = Command::new(tlpx_bin())
+            .args(["--device", &self.selector(), "bw", "--op", "write", "--sizes", "256", "--duration", duration])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tlpx bw");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while probe.traffic().expect("traffic").card_writes.tlps < before + 100 {
+            if let Ok(Some(status)) = bw.try_wait() {
+                panic!("tlpx bw ended ({status}) before it wrote anything");
+            }
+            assert!(Instant::now() < deadline, "tlpx bw wrote nothing within 30 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        bw
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
+}
+
+fn text(out: &Output) -> String {
+    assert!(out.status.success(), "tlpx failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The number after `label` in `line` (e.g. "up   card->host      381 MB/s").
+fn mb_s_after(line: &str, label: &str) -> f64 {
+    let rest = &line[line.find(label).expect("label") + label.len()..];
+    rest.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no figure after {label:?} in {line:?}"))
+}
+
+#[test]
+fn snapshot_while_bw_writes_shows_upstream_bandwidth_and_mwr() {
+    let sim = Sim::start(&[]);
+    let mut bw = sim.drive_writes("20ms");
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "3", "--interval", "1ms"]);
+    let _ = bw.wait();
+    let snapshot = text(&out);
+    for title in ["Bandwidth", "TLP mix", "Read latency", "Drops and errors", "Recent transactions"] {
+        assert!(snapshot.contains(title), "{title} missing:\n{snapshot}");
+    }
+    assert_eq!(snapshot.lines().count(), 40, "{snapshot}");
+    assert!(snapshot.lines().all(|l| l.chars().count() <= 120), "{snapshot}");
+    let up = snapshot.lines().find(|l| l.contains("up   card->host")).expect("up line");
+    assert!(mb_s_after(up, "card->host") > 1.0, "no upstream bandwidth: {up}\n{snapshot}");
+    assert!(up.contains("limit"), "{up}");
+    // The generator's writes: MWr up, with a non-zero rate.
+    let mwr = snapshot.lines().find(|l| l.contains("MWr ")).expect("MWr row");
+    let cells: Vec<&str> = mwr.split('│').filter(|c| c.trim_start().starts_with("MWr")).collect();
+    let row: Vec<&str> = cells[0].split_whitespace().collect();
+    assert_eq!(row[0], "MWr", "{mwr}");
+    assert_ne!(row[3], "0", "no upstream MWr rate in {mwr}");
+    // top's ring shows the writes themselves.
+    assert!(snapshot.contains("up   MWr32"), "{snapshot}");
+}
+
+#[test]
+fn json_gives_one_sample_per_frame_in_card_time() {
+    let sim = Sim::start(&[]);
+    let mut bw = sim.drive_writes("10ms");
+    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "3", "--interval", "500us"]);
+    let _ = bw.wait();
+    let stdout = text(&out);
+    let samples: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert_eq!(samples.len(), 3, "{stdout}");
+    let times: Vec<f64> = samples.iter().map(|s| s["card_time_s"].as_f64().expect("card_time_s")).collect();
+    assert!(times.windows(2).all(|w| w[1] > w[0]), "card time not increasing: {times:?}");
+    for (i, s) in samples.iter().enumerate() {
+        assert_eq!(s["index"], i as u64 + 1);
+        let interval = s["interval_s"].as_f64().expect("interval");
+        assert!(interval >= 500e-6, "interval {interval} shorter than asked");
+        assert_eq!(s["ring"], "top");
+    }
+    let up_total: f64 = samples.iter().map(|s| s["up"]["payload_bytes_per_second"].as_f64().expect("up")).sum();
+    assert!(up_total > 0.0, "{stdout}");
+    assert_eq!(samples[0]["up"]["classes"].as_array().expect("classes").len(), 8);
+}
+
+#[test]
+fn no_capture_leaves_the_ring_alone() {
+    let sim = Sim::start(&[]);
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "200us", "--no-capture"]);
+    let snapshot = text(&out);
+    assert!(snapshot.contains("capture is off (--no-capture)"), "{snapshot}");
+    // And a spy capture can start right after: top gave nothing to release.
+    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "1", "--interval", "200us"]);
+    assert!(text(&out).contains("\"ring\":\"top\""));
+}
+
+#[test]
+fn bad_arguments_exit_2_with_a_message() {
+    let sim = Sim::start(&[]);
+    for (args, needle) in [
+        (&["top", "--snapshot", "--interval", "soon"][..], "--interval"),
+        (&["top", "--snapshot", "--frames", "0"][..], "--frames 0"),
+        (&["top", "--snapshot", "--ring", "1000"][..], "--ring 1000"),
+        (&["top", "--snapshot", "--width", "5"][..], "--width 5"),
+        (&["--json", "top", "--snapshot"][..], "--snapshot and --json"),
+        // Not a terminal and no headless mode.
+        (&["top"][..], "stdout is not one"),
+        (&["top", "--frames", "x"][..], "invalid value"),
+    ] {
+        let out = tlpx(&sim.selector(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn another_tools_capture_is_left_alone_and_named() {
+    use tlpx_device::card::Card;
+    use tlpx_device::spy;
+    let sim = Sim::start(&[]);
+    let device = SimDevice::connect(sim.socket()).expect("connect");
+    let mut card = Card::open(Box::new(device)).expect("card");
+    let mut capture =
+        spy::Capture::start(&mut card, 1024, &spy::Filters::default(), &spy::Trigger::default()).expect("start a capture");
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "200us"]);
+    let snapshot = text(&out);
+    assert!(snapshot.contains("another tool is capturing"), "{snapshot}");
+    assert!(snapshot.contains("ring: another tool's capture"), "{snapshot}");
+    // The capture is intact: still on, and its ring indices were not reset under it.
+    assert!(spy::is_capturing(&mut card).expect("is_capturing"));
+    let mut records = Vec::new();
+    let got = capture.poll(&mut card, &mut records).expect("poll after top");
+    assert!(got > 0, "top's register reads should be in the other tool's capture");
+    let end = capture.stop(&mut card).expect("stop");
+    assert_eq!(end.records_lost, 0);
+}
