@@ -22,4 +22,6 @@ done
 sim_stop
 echo "== bench: DMA bandwidth against the link model"
 scripts/bench_bw.sh
+echo "== bench: spy sustained rate and host ingest"
+scripts/bench_spy.sh
 cat docs/performance.md

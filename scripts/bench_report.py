@@ -66,7 +66,7 @@ Reading the table:
 """
     # Sections other scripts own (bench_bw.sh: <!-- bw:begin --> .. <!-- bw:end -->) are kept.
     old = Path(doc).read_text() if Path(doc).exists() else ""
-    for name in ("bw",):
+    for name in ("bw", "spy"):
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin in old and end in old:
             text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"

@@ -3,6 +3,7 @@
 #   1. start tlpx-sim; `tlpx list`, `tlpx info`, `tlpx selftest`
 #   2. `tlpx characterize`: DMA bandwidth against the link model, DMA latency, PIO (the
 #      Pamette table), with JSON and SVG figures in build/demo/
+#   3. `tlpx spy capture` of a DMA run driven by a second process, its log and `spy stats`
 # LONG=1 (make demo LONG=1) runs the full sweeps (more transfers, repeats, latency samples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,9 +41,25 @@ echo; echo "== tlpx characterize (simulated Gen3 x8 host; figures in $OUT/charac
 sim_start --gen 3 --lanes 8
 TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 "${TLPX[@]}" characterize "${CHAR[@]}" --out-dir "$OUT/characterize"
+
+echo; echo "== tlpx spy capture (every TLP of a DMA run, from a second process)"
+"${TLPX[@]}" spy capture --duration 3ms --quiet --output "$OUT/spy.tlpx" > "$OUT/spy-capture.txt" 2>&1 &
+CAPTURE=$!
+for _ in $(seq 1 100); do  # until the capture is on
+    "${TLPX[@]}" --json spy stats | grep -q '"capturing": true' && break
+    sleep 0.05
+done
+"${TLPX[@]}" bw --op write,read --sizes 256 --count 100 > "$OUT/spy-traffic.txt"
+wait "$CAPTURE" || true
+cat "$OUT/spy-capture.txt"
+"${TLPX[@]}" spy convert "$OUT/spy.tlpx" --log > "$OUT/spy.log"
+echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CSV/VCD: tlpx spy convert):"
+grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | head -12 || true
+echo; echo "== tlpx spy stats"
+"${TLPX[@]}" spy stats | head -24
 sim_stop
 
 echo
-echo "demo: simulated card found, identified, selftest PASS, host characterised"
+echo "demo: simulated card found, identified, selftest PASS, host characterised, bus captured"
 echo "      (every figure above is SIMULATED: tlpx-sim with the pcie-bench link model)"
-echo "      results: $OUT/characterize/characterize.json and SVG figures beside it"
+echo "      results: $OUT/characterize/characterize.json and SVG figures beside it; trace: $OUT/spy.tlpx"
