@@ -29,7 +29,7 @@ section="$(mktemp)"
   echo "Each point: tlpx-sim (default link for the width, seed 1), a spy capture with the default filters"
   echo "into a 131072-record ring, and the generator writing $tlps 1-DW MWr TLPs (4-byte transfers,"
   echo "payload 4) with a rising number of idle cycles after each request, until the spy loses nothing."
-  echo "Rates are per second of card time (at the card's clock, `tlpx info`). Host ingest: one poll of ~$tlps records from the"
+  echo "Rates are per second of card time (at the card's clock, as \`tlpx info\` shows it). Host ingest: one poll of ~$tlps records from the"
   echo "ring into a trace file (TraceWriter::write_raw), per wall second on this machine."
   echo
   echo "| card | generator idle cycles | TLPs | card cycles per TLP | TLPs/s recorded, zero loss | lost at the next faster setting | host ingest, records/wall s |"
