@@ -1,12 +1,15 @@
 """Shared fixtures: the Verilated card of each data width built by `make gateware-all`."""
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tlpx_gateware.sim.card import Card
 
-BUILD = Path(__file__).resolve().parents[2] / "build" / "card"
+# The Verilated cards of `make gateware-all`; TLPX_CARD_BUILD points elsewhere (e.g. a
+# work-in-progress build) without touching the cards other tools are using.
+BUILD = Path(os.environ.get("TLPX_CARD_BUILD", Path(__file__).resolve().parents[2] / "build" / "card"))
 WIDTHS = (64, 128, 256)
 
 

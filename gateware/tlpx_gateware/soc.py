@@ -13,6 +13,7 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x3000  | pio           | PIO window counters and read delay                         |
 | 0x3800  | spy           | passive transaction spy: filters, trigger, ring, counters  |
 | 0x4000  | irq_timer     | interrupt latency timer: fires, stage statistics, ring     |
+| 0x4800  | rt_loop       | real-time loop: buffer to host, result back, loop time      |
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
 
 The register map has one source: this file. `csr.json` (with fields and descriptions) is
@@ -37,6 +38,7 @@ from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
 from litepcie.frontend.dma import LitePCIeDMA
 
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
+from tlpx_gateware.cores.rt_loop.core import RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
 from tlpx_gateware.cores.generator.core import TAG_BASE, TAGS, CompletionDispatcher, Generator
 from tlpx_gateware.cores.pio.core import PIOWindow
@@ -58,6 +60,7 @@ CSR_MAP = {
     "pio":          6,
     "spy":          7,
     "irq_timer":    8,
+    "rt_loop":      9,
 }
 
 # Memory windows of BAR0 beside the CSRs.
@@ -65,7 +68,7 @@ PIO_WINDOW_BASE = 0x10000
 PIO_WINDOW_SIZE = 0x10000
 
 # MSI sources, bit = index in pcie_msi's enable/vector registers.
-MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer"]
+MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer", "rt_loop"]
 
 # Platform -----------------------------------------------------------------------------------------
 
@@ -129,7 +132,7 @@ class TlpxCard(SoCMini):
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
-            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer"],
+            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rt_loop"],
             data_width = data_width,
             clock_hz   = clock_hz,
             map_hash   = map_hash,
@@ -159,10 +162,11 @@ class TlpxCard(SoCMini):
 
         # Interrupt latency timer; its sample ring uses the same record writer as the spy.
         self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
+        self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
 
         # Mapped BAR0 windows: the CSR space (one 2 KiB page per block) and the PIO memory.
         tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source,
-                      self.spy.source, self.irq_timer.source]
+                      self.spy.source, self.irq_timer.source, self.rt_loop.source]
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
             mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs),
                     (PIO_WINDOW_BASE, PIO_WINDOW_SIZE)],
@@ -198,6 +202,7 @@ class TlpxCard(SoCMini):
             "software":         self.ident.irq,
             "generator":        self.generator.irq,
             "irq_timer":        self.irq_timer.irq,
+            "rt_loop":          self.rt_loop.irq,
         }
         for i, name in enumerate(MSI_SOURCES):
             self.comb += msi.irqs[i].eq(irq_signals[name])

@@ -181,6 +181,10 @@ class RequestEngine(LiteXModule):
         # Beat contents: header DWs, then payload DWs from the pattern.
         payload_base = Signal(32)
         self.comb += payload_base.eq(addr[2:34] + beat * n - header_dws)
+        # Sum of the payload DWs of the current beat (writes): what a consumer of the data
+        # would checksum (the real-time loop uses it).
+        self.beat_payload_sum = Signal(32)
+        payload_words = []
         for j in range(n):
             d = Signal(12, name=f"slot{j}")
             self.comb += d.eq(beat * n + j)
@@ -188,12 +192,15 @@ class RequestEngine(LiteXModule):
             if is_write:
                 self.comb += word.eq(Mux(d < header_dws, hdr[d[:2]],
                     pattern_word(cfg.data_pattern, cfg.seed, (payload_base + j)[:32])))
+                payload_words.append(Mux((d >= header_dws) & (d < total_dws), word, 0))
             else:
                 self.comb += word.eq(hdr[d[:2]])
             self.comb += [
                 source.dat[32*j:32*(j+1)].eq(word),
                 source.be[4*j:4*(j+1)].eq(Mux(d < total_dws, 0xf, 0)),
             ]
+        if is_write:
+            self.comb += self.beat_payload_sum.eq(sum(payload_words)[:32])
         self.comb += [
             source.first.eq(beat == 0),
             source.last.eq(last_beat),

@@ -24,6 +24,7 @@ FEATURES = [
     ("spy",          "Passive transaction spy."),
     ("irq_timer",    "Interrupt latency timer."),
     ("rule30",       "Rule-30 accelerator."),
+    ("rt_loop",      "Real-time loop (DataMover): card-to-host buffer, host result, loop time."),
 ]
 
 

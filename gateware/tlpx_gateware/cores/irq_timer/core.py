@@ -126,6 +126,7 @@ class IrqTimer(LiteXModule):
         isr_delta = Signal(32)
         timer = Signal(32)
         interval = Signal(32)
+        fire_interval = Signal(32)  # the interval that led to the sample's fire
         fired = Signal(32)
 
         # Interval: min + uniform [0, span] by rejection from an LFSR draw masked to span's width.
@@ -203,7 +204,7 @@ class IrqTimer(LiteXModule):
             w[3].eq(Cat(C(0, 1), C(EVENT_FMT, 3), C(EVENT_IRQ_SAMPLE, 5), isr_seen, overrun)),
             w[4].eq(Mux(isr_seen, isr_delta, 0xFFFFFFFF)),
             w[5].eq(Mux(overrun, 0xFFFFFFFF, delta32)),
-            w[6].eq(interval),
+            w[6].eq(fire_interval),
             w[7].eq(fired),
         ]
         self.record_fifo = record_fifo = stream.SyncFIFO(record_layout(), record_depth, buffered=True)
@@ -215,7 +216,7 @@ class IrqTimer(LiteXModule):
         ]
         self.sync += [
             If(fire,
-                t0.eq(cycles), isr_seen.eq(0), pending.eq(1),
+                t0.eq(cycles), isr_seen.eq(0), pending.eq(1), fire_interval.eq(interval),
             ).Elif(user_ack_ok,
                 pending.eq(0),
             ),

@@ -107,6 +107,8 @@ def test_every_fire_is_measured_and_recorded(card):
     assert sum(x[5] for x in recs) == user["sum"] and sum(x[4] for x in recs) == isr["sum"]
     assert all(400 <= x[6] <= 900 for x in recs)  # drawn intervals within [min, max]
     assert len({x[6] for x in recs}) > 3          # and pseudo-random
+    # w6 is the interval that led to the record's fire: fires are at least that far apart.
+    assert all(b[1] - a[1] >= b[6] for a, b in zip(recs, recs[1:]))
     assert r(card, "overruns") == 0 and r(card, "lost") == 0
 
 
@@ -117,6 +119,7 @@ def test_periodic_mode_fires_at_fixed_intervals(card):
     recs = records(card)
     assert [x[6] for x in recs] == [700] * 4
     t0 = [x[1] | (x[2] << 32) for x in recs]
+    assert t0[0] >= 700  # the first fire comes an interval after the start
     # From one fire to the next: the interval, plus the cycles the timer waited for the host
     # (it draws the next interval only after the fire).
     assert all(b - a >= 700 for a, b in zip(t0, t0[1:]))

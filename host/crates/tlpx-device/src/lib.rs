@@ -11,6 +11,7 @@ pub mod backends;
 pub mod card;
 pub mod error;
 pub mod generator;
+pub mod irq_timer;
 pub mod litepcie_dma;
 pub mod pci;
 pub mod pio;

@@ -6,7 +6,7 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map this crate was generated from (ident.map_hash on the card).
-pub const MAP_HASH: u32 = 0xe48ab365;
+pub const MAP_HASH: u32 = 0x32c25622;
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -69,7 +69,7 @@ pub mod ident {
     }
 
     /// Blocks this card carries: one bit each.
-    pub const FEATURES: Register = Register { region: "ident", name: "features", offset: 0x8, size_bits: 7, writable: false, description: "Blocks this card carries: one bit each." };
+    pub const FEATURES: Register = Register { region: "ident", name: "features", offset: 0x8, size_bits: 8, writable: false, description: "Blocks this card carries: one bit each." };
     /// Fields of `features`.
     pub mod features {
         use super::Field;
@@ -87,6 +87,8 @@ pub mod ident {
         pub const IRQ_TIMER: Field = Field { shift: 5, width: 1 };
         /// Rule-30 accelerator.
         pub const RULE30: Field = Field { shift: 6, width: 1 };
+        /// Real-time loop (DataMover): card-to-host buffer, host result, loop time.
+        pub const RT_LOOP: Field = Field { shift: 7, width: 1 };
     }
 
     /// FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.
@@ -790,6 +792,103 @@ pub mod irq_timer {
     pub const USER_HIST_COUNT: Register = Register { region: "irq_timer", name: "user_hist_count", offset: 0x409c, size_bits: 32, writable: false, description: "Count of the user latency (cycles) histogram bucket chosen by hist_select." };
 }
 
+/// Region `rt_loop` at BAR0 offset 0x4800.
+pub mod rt_loop {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x4800;
+
+    /// Loop control.
+    pub const CONTROL: Register = Register { region: "rt_loop", name: "control", offset: 0x4800, size_bits: 3, writable: true, description: "Loop control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1 to start the iterations.
+        pub const START: Field = Field { shift: 0, width: 1 };
+        /// Write 1 to stop after the current iteration's buffer.
+        pub const STOP: Field = Field { shift: 1, width: 1 };
+        /// Write 1 to zero the statistics and samples.
+        pub const CLEAR: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Loop configuration.
+    pub const CONFIG: Register = Register { region: "rt_loop", name: "config", offset: 0x4804, size_bits: 1, writable: true, description: "Loop configuration." };
+    /// Fields of `config`.
+    pub mod config {
+        use super::Field;
+        /// Raise the rt_loop MSI once a buffer (with its token) is written.
+        pub const IRQ: Field = Field { shift: 0, width: 1 };
+    }
+
+    /// Bus address of the buffer (DW aligned).
+    pub const BUFFER_BASE: Register = Register { region: "rt_loop", name: "buffer_base", offset: 0x4808, size_bits: 64, writable: true, description: "Bus address of the buffer (DW aligned)." };
+
+    /// Buffer bytes, token included (8..4096, a multiple of 4).
+    pub const SIZE: Register = Register { region: "rt_loop", name: "size", offset: 0x4810, size_bits: 13, writable: true, description: "Buffer bytes, token included (8..4096, a multiple of 4)." };
+
+    /// log2 of the largest write payload (<= MPS).
+    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "rt_loop", name: "payload_size_log2", offset: 0x4814, size_bits: 4, writable: true, description: "log2 of the largest write payload (<= MPS)." };
+
+    /// Iterations to run.
+    pub const ITERATIONS: Register = Register { region: "rt_loop", name: "iterations", offset: 0x4818, size_bits: 32, writable: true, description: "Iterations to run." };
+
+    /// Token of the first iteration (then +1 each).
+    pub const SEED: Register = Register { region: "rt_loop", name: "seed", offset: 0x481c, size_bits: 32, writable: true, description: "Token of the first iteration (then +1 each)." };
+
+    /// The host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.
+    pub const RESULT: Register = Register { region: "rt_loop", name: "result", offset: 0x4820, size_bits: 32, writable: true, description: "The host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration." };
+
+    /// Loop status.
+    pub const STATUS: Register = Register { region: "rt_loop", name: "status", offset: 0x4824, size_bits: 3, writable: false, description: "Loop status." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// Iterations are running.
+        pub const RUNNING: Field = Field { shift: 0, width: 1 };
+        /// The buffer is written; the card waits for the result.
+        pub const WAITING: Field = Field { shift: 1, width: 1 };
+        /// The last run has ended.
+        pub const DONE: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Token of the current (or last) iteration.
+    pub const TOKEN: Register = Register { region: "rt_loop", name: "token", offset: 0x4828, size_bits: 32, writable: false, description: "Token of the current (or last) iteration." };
+
+    /// Checksum the card expects for the current iteration.
+    pub const EXPECTED: Register = Register { region: "rt_loop", name: "expected", offset: 0x482c, size_bits: 32, writable: false, description: "Checksum the card expects for the current iteration." };
+
+    /// Iterations completed.
+    pub const COUNT: Register = Register { region: "rt_loop", name: "count", offset: 0x4830, size_bits: 32, writable: false, description: "Iterations completed." };
+
+    /// Results that differed from the checksum of the data.
+    pub const MISMATCHES: Register = Register { region: "rt_loop", name: "mismatches", offset: 0x4834, size_bits: 32, writable: false, description: "Results that differed from the checksum of the data." };
+
+    /// Shortest loop (cycles from the buffer's first beat to the result's arrival).
+    pub const LOOP_MIN: Register = Register { region: "rt_loop", name: "loop_min", offset: 0x4838, size_bits: 32, writable: false, description: "Shortest loop (cycles from the buffer's first beat to the result's arrival)." };
+
+    /// Longest loop (cycles).
+    pub const LOOP_MAX: Register = Register { region: "rt_loop", name: "loop_max", offset: 0x483c, size_bits: 32, writable: false, description: "Longest loop (cycles)." };
+
+    /// Sum of loop times (cycles).
+    pub const LOOP_SUM: Register = Register { region: "rt_loop", name: "loop_sum", offset: 0x4840, size_bits: 64, writable: false, description: "Sum of loop times (cycles)." };
+
+    /// Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
+    pub const LOOP_HIST_SELECT: Register = Register { region: "rt_loop", name: "loop_hist_select", offset: 0x4848, size_bits: 8, writable: true, description: "Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+
+    /// Count of the loop time (cycles) histogram bucket chosen by loop_hist_select.
+    pub const LOOP_HIST_COUNT: Register = Register { region: "rt_loop", name: "loop_hist_count", offset: 0x484c, size_bits: 32, writable: false, description: "Count of the loop time (cycles) histogram bucket chosen by loop_hist_select." };
+
+    /// Oldest loop-time sample (cycles); reading it removes it.
+    pub const SAMPLE: Register = Register { region: "rt_loop", name: "sample", offset: 0x4850, size_bits: 32, writable: false, description: "Oldest loop-time sample (cycles); reading it removes it." };
+
+    /// Samples waiting (up to 1024).
+    pub const SAMPLES: Register = Register { region: "rt_loop", name: "samples", offset: 0x4854, size_bits: 16, writable: false, description: "Samples waiting (up to 1024)." };
+
+    /// Samples not kept because the FIFO was full.
+    pub const SAMPLES_DROPPED: Register = Register { region: "rt_loop", name: "samples_dropped", offset: 0x4858, size_bits: 32, writable: false, description: "Samples not kept because the FIFO was full." };
+}
+
 /// Every register of the map, in BAR0 order.
 pub const ALL: &[Register] = &[
     ident::MAGIC,
@@ -951,6 +1050,27 @@ pub const ALL: &[Register] = &[
     irq_timer::USER_SUM,
     irq_timer::USER_HIST_SELECT,
     irq_timer::USER_HIST_COUNT,
+    rt_loop::CONTROL,
+    rt_loop::CONFIG,
+    rt_loop::BUFFER_BASE,
+    rt_loop::SIZE,
+    rt_loop::PAYLOAD_SIZE_LOG2,
+    rt_loop::ITERATIONS,
+    rt_loop::SEED,
+    rt_loop::RESULT,
+    rt_loop::STATUS,
+    rt_loop::TOKEN,
+    rt_loop::EXPECTED,
+    rt_loop::COUNT,
+    rt_loop::MISMATCHES,
+    rt_loop::LOOP_MIN,
+    rt_loop::LOOP_MAX,
+    rt_loop::LOOP_SUM,
+    rt_loop::LOOP_HIST_SELECT,
+    rt_loop::LOOP_HIST_COUNT,
+    rt_loop::SAMPLE,
+    rt_loop::SAMPLES,
+    rt_loop::SAMPLES_DROPPED,
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers and such).
@@ -964,6 +1084,7 @@ pub mod constants {
     pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
     pub const MSI_PCIE_DMA0_WRITER: u64 = 0;
+    pub const MSI_RT_LOOP: u64 = 5;
     pub const MSI_SOFTWARE: u64 = 2;
     pub const PIO_WINDOW_BASE: u64 = 65536;
     pub const PIO_WINDOW_SIZE: u64 = 65536;

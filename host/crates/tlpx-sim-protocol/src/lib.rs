@@ -23,7 +23,8 @@ pub use tlpx_model::link::LinkConfig;
 
 /// Bumped whenever a message changes shape or meaning.
 /// 2: block MMIO, DMA fault injection, traffic counters.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: host time (`HelloInfo::host_time`, `host_time_cap_ns`, `SimStats::host_time`).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest block MMIO access in bytes (a CPU's 64-byte store or write-combining burst).
 pub const MAX_BLOCK_BYTES: usize = 64;
@@ -189,8 +190,73 @@ pub struct HelloInfo {
     pub completion_timeout_cycles: u64,
     /// True when in-flight traffic also advances time with no client waiting (--free-run).
     pub free_run: bool,
+    /// Whether a client's own wall-clock time between its messages is charged to the card
+    /// as card time (`--host-time real`; then runs are not deterministic) or costs nothing
+    /// (`virtual`, the default). See [`HostTime`].
+    pub host_time: HostTime,
+    /// In `real` mode, the most wall time one gap is charged as (`--host-time-cap-us`), ns.
+    pub host_time_cap_ns: u64,
     /// Client id the sim gave this connection (appears in stats and logs).
     pub client_id: u64,
+}
+
+/// How the sim treats the wall time a client spends between its messages (its own work, the
+/// socket, the OS waking its thread up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HostTime {
+    /// It costs no card time: card time runs only while some client waits on the sim, so a
+    /// run is deterministic for a given seed and request sequence.
+    #[default]
+    Virtual,
+    /// It is charged as card time: before a client's request is processed, the card is
+    /// advanced to the card cycle of the client's last mark (its last reply or message)
+    /// plus the wall time since that mark (capped per gap), unless it is already past it.
+    /// Host figures are then real host time; runs are not deterministic.
+    Real,
+}
+
+impl HostTime {
+    /// `virtual` or `real`, as the `--host-time` flag spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostTime::Virtual => "virtual",
+            HostTime::Real => "real",
+        }
+    }
+}
+
+impl std::fmt::Display for HostTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for HostTime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<HostTime, String> {
+        match s {
+            "virtual" => Ok(HostTime::Virtual),
+            "real" => Ok(HostTime::Real),
+            _ => Err(format!("host time must be `virtual` (deterministic) or `real` (wall time between a client's messages becomes card time), not {s:?}")),
+        }
+    }
+}
+
+/// What `--host-time real` charged (all zero in `virtual` mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTimeStats {
+    /// Gaps measured: requests of clients with a mark (every request after Hello).
+    pub gaps: u64,
+    /// Gaps longer than the cap, charged as the cap: a figure that includes one of these
+    /// under-states the host's time.
+    pub capped_gaps: u64,
+    /// Sum of the gaps in card cycles, after capping.
+    pub gap_cycles: u64,
+    /// Card cycles the sim ran for gaps (less than `gap_cycles` when gaps of several
+    /// clients overlapped, or time already ran for another client).
+    pub charged_cycles: u64,
+    /// Longest gap measured, ns of wall time, before capping.
+    pub longest_gap_ns: u64,
 }
 
 /// A DMA allocation: bytes `file_offset..file_offset+len` of the host-memory file, which the
@@ -228,6 +294,10 @@ pub struct ClientStats {
     pub irqs_dropped: u64,
     pub dma_allocations: u64,
     pub injected_tlps: u64,
+    /// `--host-time real`: this client's gaps, capped ones, and their card cycles after capping.
+    pub host_gaps: u64,
+    pub host_gaps_capped: u64,
+    pub host_gap_cycles: u64,
 }
 
 /// Fault injection of the root complex for the card's reads of host memory. Every field is
@@ -484,6 +554,8 @@ pub struct SimStats {
     pub traffic: TrafficStats,
     /// The fault injection in force now (`SetDmaFaults`, `--fault-*-every`).
     pub dma_faults: DmaFaults,
+    /// Host time charged as card time (`--host-time real`).
+    pub host_time: HostTimeStats,
     pub clients: Vec<ClientStats>,
 }
 
@@ -739,6 +811,16 @@ mod tests {
         assert_eq!(d.host_completions, t.host_completions);
         // An older snapshot minus a newer one saturates at zero instead of panicking.
         assert_eq!(earlier.since(&t).host_completions.cpld, 0);
+    }
+
+    #[test]
+    fn host_time_parses_and_names() {
+        assert_eq!("real".parse::<HostTime>().unwrap(), HostTime::Real);
+        assert_eq!("virtual".parse::<HostTime>().unwrap(), HostTime::Virtual);
+        assert_eq!(HostTime::default(), HostTime::Virtual);
+        let e = "wall".parse::<HostTime>().unwrap_err();
+        assert!(e.contains("\"wall\"") && e.contains("virtual") && e.contains("real"), "{e}");
+        assert_eq!(HostTime::Real.to_string(), "real");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tlpx_model::link::LinkConfig;
 use tlpx_sim_protocol::tlp::{self, Kind};
 use tlpx_sim_protocol::{
     check_mmio, check_mmio_block, encode_frame, ClientStats, DirectionStats, DmaAllocation, DmaFaults, ErrorKind, HelloInfo,
-    Reply, Request, SimStats, TrafficStats, PROTOCOL_VERSION,
+    HostTime, HostTimeStats, Reply, Request, SimStats, TrafficStats, PROTOCOL_VERSION,
 };
 
 use crate::card::{Card, CardInputs, CardOutputs, MAX_DWORDS};
@@ -45,7 +45,8 @@ const KINDS: usize = Kind::Other as usize + 1;
 /// What the reader threads and the signal thread tell the sim thread.
 pub enum Event {
     Connected { id: u64, writer: UnixStream },
-    Request { id: u64, request: Request },
+    /// `at`: when the reader thread had the whole frame (the request's wall-clock arrival).
+    Request { id: u64, request: Request, at: Instant },
     Closed { id: u64, reason: String },
     Signal(i32),
 }
@@ -63,6 +64,10 @@ pub struct EngineParams {
     /// Fault injection for the card's reads at start (SetDmaFaults changes it).
     pub dma_faults: DmaFaults,
     pub free_run: bool,
+    /// `Real`: a client's wall time between its messages is charged as card time.
+    pub host_time: HostTime,
+    /// The most one gap is charged as (`--host-time-cap-us`).
+    pub host_time_cap: Duration,
     pub quiet: bool,
     pub dump_path: PathBuf,
     /// HelloOk without the per-client fields.
@@ -105,6 +110,9 @@ enum Blocked {
     Advance { serial: u64 },
     InjectNonPosted { tag: u8, serial: u64 },
     InjectPosted { token: u64, serial: u64 },
+    /// `--host-time real`: the card runs for the client's host time before its request at
+    /// the front of its queue is processed. No reply.
+    HostTime { serial: u64 },
 }
 
 impl Blocked {
@@ -114,7 +122,8 @@ impl Blocked {
             | Blocked::WaitIrq { serial, .. }
             | Blocked::Advance { serial }
             | Blocked::InjectNonPosted { serial, .. }
-            | Blocked::InjectPosted { serial, .. } => serial,
+            | Blocked::InjectPosted { serial, .. }
+            | Blocked::HostTime { serial } => serial,
         }
     }
 }
@@ -123,10 +132,17 @@ struct Client {
     writer: UnixStream,
     hello: bool,
     dead: bool,
-    queue: VecDeque<Request>,
+    /// Requests behind a blocking one, with their arrival on the host clock.
+    queue: VecDeque<(Request, Duration)>,
     blocked: Option<Blocked>,
     irqs: VecDeque<(u32, u64)>,
     stats: ClientStats,
+    /// `--host-time real`: the client's mark, (host clock, card cycle) of the last reply
+    /// the sim wrote to it or of its last message processed, whichever came later; its
+    /// host time runs from there. None before Hello was answered.
+    mark: Option<(Duration, u64)>,
+    /// The request at the front of `queue` has had its host time charged already.
+    charged: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -145,6 +161,7 @@ struct Counters {
     traffic: TrafficStats,
     wall: Duration,
     cycles_run: u64,
+    host: HostTimeStats,
     stats: SimStats,
 }
 
@@ -193,6 +210,15 @@ pub struct Sim {
     frame: Vec<u8>,
     shutdown: bool,
     c: Counters,
+    /// Host clock (`--host-time real`): wall time since `epoch` less the wall time the sim
+    /// spent running card cycles (`busy`, completed batches; `batch_start` while one runs;
+    /// `last_batch` the last completed one, to place stamps that fell inside it).
+    epoch: Instant,
+    busy: Duration,
+    batch_start: Option<Instant>,
+    last_batch: (Instant, Instant),
+    /// The last reply written during the running batch (`--host-time real`).
+    batch_reply: Option<Instant>,
 }
 
 impl Sim {
@@ -239,6 +265,11 @@ impl Sim {
             frame: Vec::new(),
             shutdown: false,
             c: Counters::default(),
+            epoch: Instant::now(),
+            busy: Duration::ZERO,
+            batch_start: None,
+            last_batch: (Instant::now(), Instant::now()),
+            batch_reply: None,
         };
         sim.apply_view();
         sim
@@ -300,16 +331,43 @@ impl Sim {
             }
             let t0 = Instant::now();
             let start = self.now;
+            self.batch_start = Some(t0);
             for _ in 0..BATCH_CYCLES {
                 self.step();
                 if !self.busy() {
                     break;
                 }
             }
-            self.c.wall += t0.elapsed();
+            let t1 = Instant::now();
+            self.batch_start = None;
+            // A batch that stopped time ended, for the host clock, at its last reply: the
+            // reply wakes the client, which may take the CPU from the sim before it gets here,
+            // and that is the client's time, not the simulator's.
+            let reply = self.batch_reply.take();
+            let end = if self.busy() { t1 } else { reply.unwrap_or(t1) };
+            self.last_batch = (t0, end);
+            self.busy += end - t0;
+            self.c.wall += t1 - t0;
             self.c.cycles_run += self.now - start;
             self.reap_dead();
         }
+    }
+
+    /// The host clock at wall instant `t` (now or a little before: a stamp of a request
+    /// that arrived during the running or the last batch): wall time since the sim started,
+    /// less the wall time it spent running card cycles. A client's host time is measured on
+    /// this clock, so that the wall time the sim needs to simulate one client's host time
+    /// (or anything else) does not become host time of another client.
+    fn host_clock(&self, t: Instant) -> Duration {
+        let busy = match self.batch_start {
+            Some(s) if t >= s => self.busy + (t - s),
+            Some(s) => self.busy.saturating_sub(s - t),
+            None => {
+                let (s, e) = self.last_batch;
+                self.busy.saturating_sub(e.saturating_duration_since(t.max(s)))
+            }
+        };
+        t.saturating_duration_since(self.epoch).saturating_sub(busy)
     }
 
     /// Whether virtual time runs now.
@@ -775,6 +833,15 @@ impl Sim {
                 if b.serial() != serial {
                     return;
                 }
+                if let Blocked::HostTime { .. } = b {
+                    // Host time charged: the request at the front of the queue runs now.
+                    if let Some(c) = self.clients.get_mut(&id) {
+                        c.blocked = None;
+                        self.waiting -= 1;
+                    }
+                    self.pump(id);
+                    return;
+                }
                 let reply = match b {
                     Blocked::WaitIrq { .. } => Reply::IrqTimedOut { card_cycle: self.now },
                     Blocked::Advance { .. } => Reply::Advanced { now: self.now },
@@ -787,7 +854,7 @@ impl Sim {
                         Reply::InjectTimedOut { card_cycle: self.now }
                     }
                     Blocked::InjectPosted { .. } => Reply::InjectTimedOut { card_cycle: self.now },
-                    Blocked::MmioRead { .. } => return,
+                    Blocked::MmioRead { .. } | Blocked::HostTime { .. } => return,
                 };
                 self.unblock(id, reply);
             }
@@ -810,10 +877,12 @@ impl Sim {
                         blocked: None,
                         irqs: VecDeque::new(),
                         stats: ClientStats { id, connected: true, ..Default::default() },
+                        mark: None,
+                        charged: false,
                     },
                 );
             }
-            Event::Request { id, request } => self.on_request(id, request),
+            Event::Request { id, request, at } => self.on_request(id, request, at),
             Event::Closed { id, reason } => {
                 if self.clients.contains_key(&id) {
                     self.close_client(id, &reason);
@@ -826,7 +895,9 @@ impl Sim {
         }
     }
 
-    fn on_request(&mut self, id: u64, req: Request) {
+    fn on_request(&mut self, id: u64, req: Request, at: Instant) {
+        // On the host clock now, while the batch the stamp may fall in is still known.
+        let at = self.host_clock(at);
         let Some(c) = self.clients.get_mut(&id) else { return };
         if c.dead {
             return;
@@ -837,8 +908,54 @@ impl Sim {
                 self.kill(id, format!("more than {MAX_QUEUED_REQUESTS} requests queued behind a blocking one"));
                 return;
             }
-            c.queue.push_back(req);
+            c.queue.push_back((req, at));
             return;
+        }
+        self.start(id, req, at);
+    }
+
+    /// Charges the client's host time (`--host-time real`), then executes `req`.
+    ///
+    /// The rule: the client's gap is the host-clock time (Sim::host_clock) from its mark to `at` (the request's
+    /// arrival), capped at `host_time_cap`, in card cycles at the card clock; the card must
+    /// reach the mark's card cycle plus the gap before `req` is processed. If it is already
+    /// there (time ran meanwhile, e.g. for another client whose gap overlapped), nothing is
+    /// added; otherwise the client blocks (time runs, as for `Advance`) until that cycle and
+    /// `req` waits at the front of its queue. So overlapping gaps of two clients advance the
+    /// card once, by the larger.
+    fn start(&mut self, id: u64, req: Request, at: Duration) {
+        if self.p.host_time == HostTime::Real {
+            let now = self.now;
+            let clock_hz = self.p.clock_hz;
+            let cap = self.p.host_time_cap;
+            let host = at;
+            let Some(c) = self.clients.get_mut(&id) else { return };
+            if c.charged {
+                c.charged = false;
+            } else if let Some((mark, cycle)) = c.mark {
+                let gap = host.saturating_sub(mark);
+                let capped = gap > cap;
+                let cycles = (gap.min(cap).as_secs_f64() * clock_hz).round() as u64;
+                let h = &mut self.c.host;
+                h.gaps += 1;
+                h.capped_gaps += u64::from(capped);
+                h.gap_cycles += cycles;
+                h.longest_gap_ns = h.longest_gap_ns.max(u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX));
+                c.stats.host_gaps += 1;
+                c.stats.host_gaps_capped += u64::from(capped);
+                c.stats.host_gap_cycles += cycles;
+                let target = cycle.saturating_add(cycles);
+                if target > now {
+                    h.charged_cycles += target - now;
+                    c.queue.push_front((req, at));
+                    c.charged = true;
+                    self.block(id, |serial| Blocked::HostTime { serial }, Some(target));
+                    return;
+                }
+            }
+            // The message itself is a mark: the client's next gap starts at its arrival.
+            let host = c.mark.map_or(host, |(m, _)| m.max(host));
+            c.mark = Some((host, now));
         }
         self.execute(id, req);
     }
@@ -850,12 +967,21 @@ impl Sim {
             if c.blocked.is_some() || c.dead {
                 return;
             }
-            let Some(req) = c.queue.pop_front() else { return };
-            self.execute(id, req);
+            let Some((req, at)) = c.queue.pop_front() else { return };
+            self.start(id, req, at);
         }
     }
 
     fn reply(&mut self, id: u64, reply: &Reply) {
+        let host = if self.p.host_time == HostTime::Real {
+            let t = Instant::now();
+            if self.batch_start.is_some() {
+                self.batch_reply = Some(t);
+            }
+            Some(self.host_clock(t))
+        } else {
+            None
+        };
         let Some(c) = self.clients.get_mut(&id) else { return };
         if c.dead {
             return;
@@ -871,6 +997,11 @@ impl Sim {
         if let Err(e) = c.writer.write_all(&self.frame) {
             c.dead = true;
             self.dead.push((id, format!("write failed: {e}")));
+        }
+        if let Some(host) = host {
+            // The client's host time starts when its answer has left: socket delivery, the
+            // OS waking its thread and its own code until its next message.
+            c.mark = Some((host, self.now));
         }
     }
 
@@ -1193,6 +1324,7 @@ impl Sim {
         s.card_to_host = DirectionStats { by_type: by_type(&self.c.up), ..self.c.up_dir.clone() };
         s.traffic = self.c.traffic;
         s.dma_faults = self.completer.faults();
+        s.host_time = self.c.host;
         if self.c.msi_writes > 0 {
             s.card_to_host.by_type.insert("MSI (MWr)".into(), self.c.msi_writes);
         }

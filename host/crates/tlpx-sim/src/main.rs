@@ -74,6 +74,15 @@ struct Cli {
     /// Let in-flight traffic advance time even when no client waits (not deterministic).
     #[arg(long)]
     free_run: bool,
+    /// What a client's own time between its messages costs the card: `virtual` (nothing;
+    /// deterministic) or `real` (its wall time — socket, OS wake-up, its code — becomes card
+    /// time, up to --host-time-cap-us per gap; not deterministic). See docs/sim-protocol.md.
+    #[arg(long, default_value = "virtual", value_name = "virtual|real")]
+    host_time: tlpx_sim_protocol::HostTime,
+    /// With --host-time real: the most wall time one gap between a client's messages is
+    /// charged as, in µs (1..10000000); longer gaps are counted in Stats (host_time.capped_gaps).
+    #[arg(long, default_value_t = 10_000, value_name = "US")]
+    host_time_cap_us: u64,
     /// Print only errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -157,6 +166,8 @@ fn main() -> ExitCode {
             drop_every: cli.fault_drop_every,
         },
         free_run: cli.free_run,
+        host_time: cli.host_time,
+        host_time_cap_us: cli.host_time_cap_us,
         quiet: cli.quiet,
     };
     match serve(&opts) {

@@ -9,7 +9,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 
 use tlpx_model::link::LinkConfig;
-use tlpx_sim_protocol::{read_frame, DmaFaults, FrameError, HelloInfo, Request, BAR0_SIZE, PROTOCOL_VERSION};
+use tlpx_sim_protocol::{read_frame, DmaFaults, FrameError, HelloInfo, HostTime, Request, BAR0_SIZE, PROTOCOL_VERSION};
 
 use crate::card::{built_library_path, env_library, CardLibrary};
 use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
@@ -63,6 +63,10 @@ pub struct SimOptions {
     pub corrupt_read: Vec<(u64, u32)>,
     pub dma_faults: DmaFaults,
     pub free_run: bool,
+    /// `Real`: a client's wall time between its messages becomes card time (not deterministic).
+    pub host_time: HostTime,
+    /// The most wall time one gap is charged as, µs (1..=10 s).
+    pub host_time_cap_us: u64,
     pub quiet: bool,
 }
 
@@ -171,7 +175,8 @@ fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, quiet: bool) {
     loop {
         match read_frame::<_, Request>(&mut reader) {
             Ok(request) => {
-                if tx.send(Event::Request { id, request }).is_err() {
+                let at = std::time::Instant::now();
+                if tx.send(Event::Request { id, request, at }).is_err() {
                     return;
                 }
             }
@@ -307,6 +312,12 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
             opts.dma_base + host_mem_bytes
         )));
     }
+    if !(1..=10_000_000).contains(&opts.host_time_cap_us) {
+        return Err(SimError::Invalid(format!(
+            "--host-time-cap-us must be 1..10000000 (10 s), not {}",
+            opts.host_time_cap_us
+        )));
+    }
     if opts.completion_timeout_us == 0 {
         return Err(SimError::Invalid("--completion-timeout-us must be at least 1".into()));
     }
@@ -349,6 +360,8 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         dma_jitter_ns: opts.dma_jitter_ns,
         completion_timeout_cycles,
         free_run: opts.free_run,
+        host_time: opts.host_time,
+        host_time_cap_ns: opts.host_time_cap_us * 1000,
         client_id: 0,
     };
     if !opts.quiet {
@@ -364,6 +377,8 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         corrupt_read: opts.corrupt_read.clone(),
         dma_faults: opts.dma_faults,
         free_run: opts.free_run,
+        host_time: opts.host_time,
+        host_time_cap: std::time::Duration::from_micros(opts.host_time_cap_us),
         quiet: opts.quiet,
         dump_path: files.dump.clone(),
         hello,
@@ -437,5 +452,11 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
             "runs only while a client waits on the sim (docs/sim-protocol.md)"
         }
     );
+    if opts.host_time == HostTime::Real {
+        println!(
+            "  host    --host-time real: a client's wall time between its messages becomes card time (at most {} us per gap); runs are not deterministic",
+            opts.host_time_cap_us
+        );
+    }
     println!("  socket  {}", files.socket.display());
 }

@@ -56,6 +56,8 @@ enum Command {
     Spy(cmd::spy::Cmd),
     /// Live terminal view of the card's bus: bandwidth, TLP mix, latency, transactions, errors.
     Top(cmd::top::Cmd),
+    /// Interrupt dispatch latency with the card's interrupt timer: histograms, idle vs loaded.
+    Irq(cmd::irq::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Characterize(c) => cmd::characterize::run(c, &cli.device, cli.json),
         Command::Spy(c) => cmd::spy::run(c, &cli.device, cli.json),
         Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
+        Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
     };
     match result {
         Ok(code) => code,

@@ -21,7 +21,7 @@ use tlpx_sim_protocol::{
 use crate::{Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
 
 pub use tlpx_sim_protocol::HelloInfo as SimInfo;
-pub use tlpx_sim_protocol::{DmaFaults, TrafficStats};
+pub use tlpx_sim_protocol::{DmaFaults, HostTime, HostTimeStats, TrafficStats};
 
 /// The host-memory mapping, kept alive by every DmaBuffer that points into it.
 struct HostMemoryMap(#[allow(dead_code)] MmapMut);
@@ -114,6 +114,14 @@ impl SimDevice {
     /// What the sim told this client at Hello: card, link, clock, files.
     pub fn hello(&self) -> &HelloInfo {
         &self.hello
+    }
+
+    /// How the sim charges this client's own time (`--host-time`): `Virtual` (it costs no
+    /// card time; deterministic) or `Real` (its wall time between messages becomes card
+    /// time, so host latencies such as an interrupt's user-thread wake-up are real host time
+    /// in the card's figures; not deterministic). docs/sim-protocol.md, "Host time".
+    pub fn host_time(&self) -> HostTime {
+        self.hello.host_time
     }
 
     /// The sim's counters.

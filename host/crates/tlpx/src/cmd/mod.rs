@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bw;
 pub mod characterize;
 pub mod info;
+pub mod irq;
 pub mod lat;
 pub mod list;
 pub mod model;

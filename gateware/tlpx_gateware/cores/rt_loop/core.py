@@ -1,0 +1,247 @@
+"""Real-time loop (the DataMover experiment, seed 003): card → host memory → host → card.
+
+Each iteration: the card DMA-writes a buffer into host memory — the data, then the buffer's
+first DW, the token (seed + iteration), last: PCIe keeps posted writes in order, so a host that
+sees the new token sees the data. Optionally it raises an MSI. The host detects the buffer (by
+polling memory or waiting for the interrupt), checks the token, computes the checksum (the
+32-bit sum of the data DWs) and writes it to ``result``. The card stamps the arrival: loop
+time = result arrival - first beat of the buffer, with min / max / sum, a log2 histogram and
+a sample FIFO; a wrong checksum is counted.
+
+Data DW at bus address a: lowbias32(a/4 ^ token) (the generator's PRBS pattern, seeded with
+the token), so every iteration carries new data.
+"""
+
+from migen import *
+
+from litex.gen import *
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
+from litex.soc.integration.doc import ModuleDoc
+from litex.soc.interconnect.packet import Arbiter
+
+from litepcie.common import phy_layout
+
+from tlpx_gateware import tlp
+from tlpx_gateware.cores.common import Log2Histogram, PATTERN_PRBS
+from tlpx_gateware.cores.generator.core import ADDR_FIXED, RequestEngine
+from tlpx_gateware.cores.request_path.core import DWGatherer
+
+MAX_BUFFER_BYTES = 4096
+SAMPLE_FIFO_DEPTH = 1024
+
+
+class RealTimeLoop(LiteXModule):
+    def __init__(self, data_width, requester_id, cycles):
+        self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
+
+        Program ``buffer_base``, ``size`` and ``iterations``, write ``control.start``. For each
+        iteration wait for the token at the buffer's first DW (or the ``rt_loop`` MSI with
+        ``config.irq``), then write the checksum of the data DWs to ``result``.
+        """)
+        self.source = stream.Endpoint(phy_layout(data_width))
+        self.irq = Signal()
+
+        self.control = CSRStorage(fields=[
+            CSRField("start", size=1, pulse=True, description="Write 1 to start the iterations."),
+            CSRField("stop",  size=1, pulse=True, description="Write 1 to stop after the current iteration's buffer."),
+            CSRField("clear", size=1, pulse=True, description="Write 1 to zero the statistics and samples."),
+        ], description="Loop control.")
+        self.config = CSRStorage(fields=[
+            CSRField("irq", size=1, description="Raise the rt_loop MSI once a buffer (with its token) is written."),
+        ], description="Loop configuration.")
+        self.buffer_base = CSRStorage(64, description="Bus address of the buffer (DW aligned).")
+        self.size = CSRStorage(13, reset=256, description=f"Buffer bytes, token included (8..{MAX_BUFFER_BYTES}, a multiple of 4).")
+        self.payload_size_log2 = CSRStorage(4, reset=7, description="log2 of the largest write payload (<= MPS).")
+        self.iterations = CSRStorage(32, reset=1, description="Iterations to run.")
+        self.seed = CSRStorage(32, description="Token of the first iteration (then +1 each).")
+        self.result = CSRStorage(32, description="The host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.")
+        self.status = CSRStatus(fields=[
+            CSRField("running", size=1, description="Iterations are running."),
+            CSRField("waiting", size=1, description="The buffer is written; the card waits for the result."),
+            CSRField("done", size=1, description="The last run has ended."),
+        ], description="Loop status.")
+        self.token = CSRStatus(32, description="Token of the current (or last) iteration.")
+        self.expected = CSRStatus(32, description="Checksum the card expects for the current iteration.")
+        self.count = CSRStatus(32, description="Iterations completed.")
+        self.mismatches = CSRStatus(32, description="Results that differed from the checksum of the data.")
+        self.loop_min = CSRStatus(32, description="Shortest loop (cycles from the buffer's first beat to the result's arrival).")
+        self.loop_max = CSRStatus(32, description="Longest loop (cycles).")
+        self.loop_sum = CSRStatus(64, description="Sum of loop times (cycles).")
+        self.loop_hist = Log2Histogram("loop_hist", 32, 32, "loop time (cycles)")
+        self.sample = CSRStatus(32, description="Oldest loop-time sample (cycles); reading it removes it.")
+        self.samples = CSRStatus(16, description=f"Samples waiting (up to {SAMPLE_FIFO_DEPTH}).")
+        self.samples_dropped = CSRStatus(32, description="Samples not kept because the FIFO was full.")
+
+        # # #
+
+        start = self.control.fields.start
+        stop = self.control.fields.stop
+        clear = self.control.fields.clear | start
+        token = Signal(32)
+        iteration = Signal(32)
+
+        # Data: the generator's write engine, one transfer of size - 4 bytes after the token DW.
+        class Cfg:
+            pass
+        cfg = Cfg()
+        zero = Constant(0, 1)
+        cfg.payload_size_log2 = self.payload_size_log2.storage
+        cfg.request_size_log2 = self.payload_size_log2.storage
+        cfg.base = Signal(64)
+        cfg.window_mask = C(0xFFFFFFFF, 32)
+        cfg.stride_log2 = C(0, 5)
+        cfg.offset = C(0, 6)
+        cfg.transfer_size = Signal(18)
+        cfg.count = C(1, 64)
+        cfg.duration = C(0, 64)
+        cfg.idle_cycles = C(0, 32)
+        cfg.address_pattern = C(ADDR_FIXED, 2)
+        cfg.data_pattern = C(PATTERN_PRBS, 1)
+        cfg.seed = token
+        cfg.addr64 = zero
+        cfg.relaxed_ordering = zero
+        cfg.no_snoop = zero
+        self.comb += [
+            cfg.base.eq(self.buffer_base.storage + 4),
+            cfg.transfer_size.eq(self.size.storage - 4),
+        ]
+        self.writer = writer = RequestEngine(data_width, True, cfg, requester_id)
+        self.comb += [writer.enable.eq(1), writer.elapsed.eq(0)]
+
+        # Token: one 1-DW MWr, built a DW at a time.
+        self.token_tlp = gatherer = DWGatherer(data_width)
+        self.arbiter = Arbiter([writer.source, gatherer.source], self.source)
+        base = self.buffer_base.storage
+        hdr4 = Signal()
+        self.comb += hdr4.eq(base[32:] != 0)
+        token_dws = [
+            Cat(C(1, 10), C(0, 14), C(tlp.TYPE_MEM, 5), hdr4, C(1, 1), C(0, 1)),
+            Cat(C(0xF, 4), C(0, 4), C(0, 8), requester_id),
+            Mux(hdr4, base[32:], Cat(C(0, 2), base[2:32])),
+            Cat(C(0, 2), base[2:32]),
+        ]
+
+        # Iterations --------------------------------------------------------------------------------
+        t_start = Signal(64)
+        checksum = Signal(32)
+        dw = Signal(3)
+        stopping = Signal()
+        loop = Signal(64)
+        loop32 = Signal(32)
+        self.comb += [
+            loop.eq(cycles - t_start),
+            loop32.eq(Mux(loop[32:] != 0, 0xFFFFFFFF, loop[:32])),
+        ]
+        writer_beat = Signal()
+        self.comb += writer_beat.eq(writer.source.valid & writer.source.ready)
+        arrived = Signal()
+        self.comb += arrived.eq(self.result.re)
+
+        self.sample_fifo = fifo = stream.SyncFIFO([("data", 32)], SAMPLE_FIFO_DEPTH, buffered=True)
+        fifo = ResetInserter()(fifo)
+        self.comb += [
+            fifo.reset.eq(clear),
+            fifo.sink.data.eq(loop32),
+            self.sample.status.eq(fifo.source.data),
+            fifo.source.ready.eq(self.sample.we),
+            self.samples.status.eq(fifo.level),
+        ]
+
+        done = Signal()
+        self.fsm = fsm = FSM(reset_state="IDLE")
+        fsm.act("IDLE",
+            If(start,
+                NextValue(iteration, 0),
+                NextValue(token, self.seed.storage),
+                NextValue(stopping, 0),
+                NextValue(done, 0),
+                NextState("START")
+            )
+        )
+        fsm.act("START",
+            NextValue(checksum, 0),
+            NextValue(t_start, cycles),
+            NextValue(dw, 0),
+            If(self.size.storage <= 4,
+                NextState("TOKEN")  # a token-only buffer
+            ).Else(
+                writer.start.eq(1),
+                NextState("DATA")
+            )
+        )
+        fsm.act("DATA",
+            If(writer_beat,
+                NextValue(checksum, checksum + writer.beat_payload_sum),
+            ),
+            If(writer.transfer_started, NextValue(t_start, cycles)),
+            If(~writer.busy & ~writer.source.valid,
+                NextValue(dw, 0),
+                NextState("TOKEN")
+            )
+        )
+        dw_cases = {i: gatherer.sink.dat.eq(token_dws[i]) for i in range(4)}
+        dw_cases[4] = gatherer.sink.dat.eq(token)
+        dw_cases["default"] = gatherer.sink.dat.eq(token)
+        last_dw = Signal(3)
+        self.comb += last_dw.eq(Mux(hdr4, 4, 3))
+        fsm.act("TOKEN",
+            gatherer.sink.valid.eq(1),
+            gatherer.sink.first.eq(dw == 0),
+            gatherer.sink.last.eq(dw == last_dw),
+            # 3DW header: DW2 is the address, then the token (skip the 4DW-only DW3).
+            If(~hdr4 & (dw == 3), gatherer.sink.dat.eq(token)).Else(Case(dw, dw_cases)),
+            If(gatherer.sink.ready,
+                NextValue(dw, dw + 1),
+                If(dw == last_dw,
+                    NextState("SENT")
+                )
+            )
+        )
+        fsm.act("SENT",
+            # The token's TLP has left the card (the gatherer is empty): the host may look.
+            If(~gatherer.source.valid,
+                self.irq.eq(self.config.fields.irq),
+                NextState("WAIT")
+            )
+        )
+        fsm.act("WAIT",
+            If(arrived,
+                fifo.sink.valid.eq(1),
+                NextValue(iteration, iteration + 1),
+                NextValue(token, token + 1),
+                If(stopping | stop | (iteration + 1 >= self.iterations.storage),
+                    NextValue(done, 1),
+                    NextState("IDLE")
+                ).Else(
+                    NextState("START")
+                )
+            )
+        )
+        self.sync += If(stop & ~fsm.ongoing("IDLE"), stopping.eq(1))
+
+        waiting = Signal()
+        self.comb += waiting.eq(fsm.ongoing("WAIT"))
+        self.sync += [
+            If(clear,
+                self.count.status.eq(0), self.mismatches.status.eq(0), self.loop_min.status.eq(0xFFFFFFFF),
+                self.loop_max.status.eq(0), self.loop_sum.status.eq(0), self.samples_dropped.status.eq(0),
+            ).Elif(waiting & arrived,
+                self.count.status.eq(self.count.status + 1),
+                If(self.result.storage != checksum, self.mismatches.status.eq(self.mismatches.status + 1)),
+                self.loop_sum.status.eq(self.loop_sum.status + loop32),
+                If(loop32 < self.loop_min.status, self.loop_min.status.eq(loop32)),
+                If(loop32 > self.loop_max.status, self.loop_max.status.eq(loop32)),
+                If(~fifo.sink.ready, self.samples_dropped.status.eq(self.samples_dropped.status + 1)),
+            )
+        ]
+        self.comb += [
+            self.loop_hist.add.eq(waiting & arrived),
+            self.loop_hist.value.eq(loop32),
+            self.loop_hist.clear.eq(clear),
+            self.status.fields.running.eq(~fsm.ongoing("IDLE")),
+            self.status.fields.waiting.eq(waiting),
+            self.status.fields.done.eq(done),
+            self.token.status.eq(token),
+            self.expected.status.eq(checksum),
+        ]
