@@ -46,7 +46,8 @@ echo; echo "== tlpx spy capture (every TLP of a DMA run, from a second process)"
 "${TLPX[@]}" spy capture --duration 3ms --quiet --output "$OUT/spy.tlpx" > "$OUT/spy-capture.txt" 2>&1 &
 CAPTURE=$!
 for _ in $(seq 1 100); do  # until the capture is on
-    "${TLPX[@]}" --json spy stats | grep -q '"capturing": true' && break
+    "${TLPX[@]}" --json spy stats > "$OUT/spy-state.json"
+    grep -q '"capturing": true' "$OUT/spy-state.json" && break
     sleep 0.05
 done
 "${TLPX[@]}" bw --op write,read --sizes 256 --count 100 > "$OUT/spy-traffic.txt"
@@ -56,7 +57,8 @@ cat "$OUT/spy-capture.txt"
 echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CSV/VCD: tlpx spy convert):"
 grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | head -12 || true
 echo; echo "== tlpx spy stats"
-"${TLPX[@]}" spy stats | head -24
+"${TLPX[@]}" spy stats > "$OUT/spy-stats.txt"
+head -24 "$OUT/spy-stats.txt"
 sim_stop
 
 echo
