@@ -14,7 +14,7 @@ HOST_BIN     := $(ROOT)/host/target/release
 DATA_WIDTH   ?= 64
 ALL_WIDTHS   := 64 128 256
 CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
-APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv
+APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 

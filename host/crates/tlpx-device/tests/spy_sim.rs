@@ -540,13 +540,13 @@ fn the_golden_comparison_catches_a_changed_record() {
     assert!(e.contains("record #3") && e.contains("duration"), "{e}");
 }
 
-/// Benchmark (scripts/bench_spy.sh runs it): the highest rate of minimum-size TLPs the spy
-/// records with zero loss, per datapath width, and the host's ingest rate from the ring to
-/// a trace file. Prints `BENCH` lines; asserts only that a loss-free rate exists.
+/// The highest rate of minimum-size TLPs the spy records with zero loss, per datapath width,
+/// and the host's ingest rate from the ring to a trace file. In the test suite it runs small
+/// (2000 TLPs per point) and asserts that a loss-free rate exists at every width;
+/// scripts/bench_spy.sh runs it with TLPX_BENCH_SPY_TLPS=20000 and reads its `BENCH` lines.
 #[test]
-#[ignore = "benchmark: scripts/bench_spy.sh"]
 fn bench_spy_sustained_rate_and_host_ingest() {
-    let count: u64 = std::env::var("TLPX_BENCH_SPY_TLPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let count: u64 = std::env::var("TLPX_BENCH_SPY_TLPS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
     for width in ["64", "128", "256"] {
         let sim = Sim::start(&["--data-width", width]);
         let mut card = sim.card();
