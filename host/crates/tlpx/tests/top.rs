@@ -12,79 +12,32 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tlpx_device::backends::sim::SimDevice;
+use tlpx_testkit::SimProcess as Sim;
 
 fn tlpx_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
 }
 
-fn sim_bin() -> PathBuf {
-    let bin = tlpx_bin().with_file_name("tlpx-sim");
-    assert!(bin.exists(), "{} is missing: run `cargo build --release --workspace`", bin.display());
-    bin
-}
-
-struct Sim {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Sim {
-    fn start(args: &[&str]) -> Sim {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let socket = dir.path().join("sim.sock");
-        let child = Command::new(sim_bin())
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--quiet")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tlpx-sim");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "tlpx-sim did not create {}", socket.display());
-            std::thread::sleep(Duration::from_millis(20));
+/// Starts `tlpx bw` writing for `duration` of card time and returns once its first
+/// writes reached the root complex.
+fn drive_writes(sim: &Sim, duration: &str) -> Child {
+    let mut probe = SimDevice::connect(sim.socket()).expect("connect a probe");
+    let before = probe.traffic().expect("traffic").card_writes.tlps;
+    let mut bw = Command::new(tlpx_bin())
+        .args(["--device", &sim.selector(), "bw", "--op", "write", "--sizes", "256", "--duration", duration])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tlpx bw");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while probe.traffic().expect("traffic").card_writes.tlps < before + 100 {
+        if let Ok(Some(status)) = bw.try_wait() {
+            panic!("tlpx bw ended ({status}) before it wrote anything");
         }
-        Sim { child, dir }
+        assert!(Instant::now() < deadline, "tlpx bw wrote nothing within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
     }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("sim.sock")
-    }
-
-    fn selector(&self) -> String {
-        format!("sim:{}", self.socket().display())
-    }
-
-    /// Starts `tlpx bw` writing for `duration` of card time and returns once its first
-    /// writes reached the root complex.
-    fn drive_writes(&self, duration: &str) -> Child {
-        let mut probe = SimDevice::connect(self.socket()).expect("connect a probe");
-        let before = probe.traffic().expect("traffic").card_writes.tlps;
-        let mut bw = Command::new(tlpx_bin())
-            .args(["--device", &self.selector(), "bw", "--op", "write", "--sizes", "256", "--duration", duration])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tlpx bw");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while probe.traffic().expect("traffic").card_writes.tlps < before + 100 {
-            if let Ok(Some(status)) = bw.try_wait() {
-                panic!("tlpx bw ended ({status}) before it wrote anything");
-            }
-            assert!(Instant::now() < deadline, "tlpx bw wrote nothing within 30 s");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        bw
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    bw
 }
 
 fn tlpx(device: &str, args: &[&str]) -> Output {
@@ -105,7 +58,7 @@ fn mb_s_after(line: &str, label: &str) -> f64 {
 #[test]
 fn snapshot_while_bw_writes_shows_upstream_bandwidth_and_mwr() {
     let sim = Sim::start(&[]);
-    let mut bw = sim.drive_writes("20ms");
+    let mut bw = drive_writes(&sim, "20ms");
     let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "3", "--interval", "1ms"]);
     let _ = bw.wait();
     let snapshot = text(&out);
@@ -130,7 +83,7 @@ fn snapshot_while_bw_writes_shows_upstream_bandwidth_and_mwr() {
 #[test]
 fn json_gives_one_sample_per_frame_in_card_time() {
     let sim = Sim::start(&[]);
-    let mut bw = sim.drive_writes("10ms");
+    let mut bw = drive_writes(&sim, "10ms");
     let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "3", "--interval", "500us"]);
     let _ = bw.wait();
     let stdout = text(&out);
