@@ -38,9 +38,9 @@ from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
 from litepcie.frontend.dma import LitePCIeDMA
 
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
-from tlpx_gateware.cores.rt_loop.core import RealTimeLoop
+from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
-from tlpx_gateware.cores.generator.core import TAG_BASE, TAGS, CompletionDispatcher, Generator
+from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, TAGS, CompletionDispatcher, Generator
 from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import RequestPath
 from tlpx_gateware.cores.spy.core import Spy
@@ -151,7 +151,11 @@ class TlpxCard(SoCMini):
         )
         # Traffic generator: its own TLPs, its own tags.
         self.generator = Generator(data_width, phy.id, self.timebase.cycles)
-        self.generator_completions = dispatcher = CompletionDispatcher(data_width)
+        # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
+        self.completions = dispatcher = CompletionDispatcher(data_width, routes={
+            "generator": (TAG_BASE, FLUSH_TAG),
+            "rt_loop":   (LOOP_TAG, LOOP_TAG),
+        })
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
         # Passive spy on both PHY streams; it writes its records through the same transmit
@@ -163,6 +167,7 @@ class TlpxCard(SoCMini):
         # Interrupt latency timer; its sample ring uses the same record writer as the spy.
         self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
         self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
+        self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
 
         # Mapped BAR0 windows: the CSR space (one 2 KiB page per block) and the PIO memory.
         tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source,
@@ -185,6 +190,7 @@ class TlpxCard(SoCMini):
         self.add_constant("PIO_WINDOW_SIZE", PIO_WINDOW_SIZE)
         self.add_constant("GENERATOR_TAG_BASE", TAG_BASE)
         self.add_constant("GENERATOR_TAGS", TAGS)
+        self.add_constant("RT_LOOP_TAG", LOOP_TAG)
 
         # MSI ------------------------------------------------------------------------------------
         self.pcie_msi = msi = LitePCIeMSI(width=32)

@@ -343,47 +343,67 @@ class RequestEngine(LiteXModule):
 # Completion dispatcher ----------------------------------------------------------------------------
 
 class CompletionDispatcher(LiteXModule):
-    """Sends completions whose tag is in [TAG_BASE, TAG_BASE + TAGS) to the generator and the
-    others to LitePCIe, at full width.
+    """Sends each completion, by its tag, to one of the card's own requesters or to LitePCIe.
+
+    ``routes`` maps a name to an inclusive tag range; each name becomes an output endpoint
+    (``dispatcher.generator``, ``dispatcher.rt_loop``), and completions with any other tag go
+    to ``other`` (LitePCIe). The default routes the generator's tags and its flushing read.
 
     The tag is in header DW2. With 4 or more DWs per beat it is in the first beat; with two
     (64-bit datapath) it is in the second, so one beat is held back to look ahead: one cycle
     of latency, no loss of throughput.
     """
-    def __init__(self, data_width):
-        self.sink      = sink      = stream.Endpoint(phy_layout(data_width))
-        self.generator = generator = stream.Endpoint(phy_layout(data_width))
-        self.other     = other     = stream.Endpoint(phy_layout(data_width))
+    def __init__(self, data_width, routes=None):
+        if routes is None:
+            routes = {"generator": (TAG_BASE, FLUSH_TAG)}
+        self.sink  = sink  = stream.Endpoint(phy_layout(data_width))
+        self.other = other = stream.Endpoint(phy_layout(data_width))
+        outputs = []
+        for name, (lo, hi) in routes.items():
+            ep = stream.Endpoint(phy_layout(data_width))
+            setattr(self, name, ep)
+            outputs.append((ep, lo, hi))
 
         # # #
 
-        def is_ours(dw2):
+        # Route index: 0 = other, i + 1 = routes[i].
+        width = bits_for(len(outputs))
+        def route_of(dw2):
             tag = dw2[8:16]
-            return (tag >= TAG_BASE) & (tag <= FLUSH_TAG)
+            r = Signal(width)
+            self.comb += [If((tag >= lo) & (tag <= hi), r.eq(i + 1)) for i, (_, lo, hi) in enumerate(outputs)]
+            return r
 
-        to_gen     = Signal()
-        to_gen_reg = Signal()
+        def connect(src, route):
+            cases = {i + 1: src.connect(ep) for i, (ep, _, _) in enumerate(outputs)}
+            cases["default"] = src.connect(other)
+            return Case(route, cases)
+
+        route     = Signal(width)
+        route_reg = Signal(width)
         if data_width >= 128:
+            first_route = route_of(sink.dat[64:96])
             self.comb += [
-                to_gen.eq(Mux(sink.first, is_ours(sink.dat[64:96]), to_gen_reg)),
-                If(to_gen, sink.connect(generator)).Else(sink.connect(other)),
+                route.eq(Mux(sink.first, first_route, route_reg)),
+                connect(sink, route),
             ]
-            self.sync += If(sink.valid & sink.ready & sink.first, to_gen_reg.eq(to_gen))
+            self.sync += If(sink.valid & sink.ready & sink.first, route_reg.eq(route))
         else:
             held       = stream.Endpoint(phy_layout(data_width))
             held_valid = Signal()
             out        = stream.Endpoint(phy_layout(data_width))
+            first_route = route_of(sink.dat[0:32])
             self.comb += [
                 # The first beat waits until the second (with DW2) is visible.
                 out.valid.eq(held_valid & (~held.first | held.last | sink.valid)),
                 out.dat.eq(held.dat), out.be.eq(held.be),
                 out.first.eq(held.first), out.last.eq(held.last),
-                to_gen.eq(Mux(held.first, is_ours(sink.dat[0:32]), to_gen_reg)),
-                If(to_gen, out.connect(generator)).Else(out.connect(other)),
+                route.eq(Mux(held.first, first_route, route_reg)),
+                connect(out, route),
                 sink.ready.eq(~held_valid | (out.valid & out.ready)),
             ]
             self.sync += [
-                If(out.valid & out.ready & held.first, to_gen_reg.eq(to_gen)),
+                If(out.valid & out.ready & held.first, route_reg.eq(route)),
                 If(sink.valid & sink.ready,
                     held_valid.eq(1),
                     held.dat.eq(sink.dat), held.be.eq(sink.be),

@@ -4,9 +4,18 @@ Each iteration: the card DMA-writes a buffer into host memory — the data, then
 first DW, the token (seed + iteration), last: PCIe keeps posted writes in order, so a host that
 sees the new token sees the data. Optionally it raises an MSI. The host detects the buffer (by
 polling memory or waiting for the interrupt), checks the token, computes the checksum (the
-32-bit sum of the data DWs) and writes it to ``result``. The card stamps the arrival: loop
-time = result arrival - first beat of the buffer, with min / max / sum, a log2 histogram and
-a sample FIFO; a wrong checksum is counted.
+32-bit sum of the data DWs) and returns it, in one of two ways:
+
+- register return: the host writes the checksum to ``result``; the loop ends when that write
+  arrives;
+- DMA return (``config.dma_return``, the DataMover's "request data back"): the host stores the
+  checksum in its memory at ``result_address`` and writes ``doorbell``; the card reads the DW
+  (a 1-DW MRd with tag LOOP_TAG) and the loop ends when the completion arrives. An error
+  completion, poisoned data or no completion within ``read_timeout`` cycles is counted in
+  ``return_errors`` and the card waits for the next doorbell.
+
+Loop time = end - first beat of the buffer, with min / max / sum, a log2 histogram and a
+sample FIFO; a wrong checksum is counted.
 
 Data DW at bus address a: lowbias32(a/4 ^ token) (the generator's PRBS pattern, seeded with
 the token), so every iteration carries new data.
@@ -29,6 +38,8 @@ from tlpx_gateware.cores.request_path.core import DWGatherer
 
 MAX_BUFFER_BYTES = 4096
 SAMPLE_FIFO_DEPTH = 1024
+# Tag of the DMA-return read (after the generator's tags and its flushing read).
+LOOP_TAG = 193
 
 
 class RealTimeLoop(LiteXModule):
@@ -37,9 +48,11 @@ class RealTimeLoop(LiteXModule):
 
         Program ``buffer_base``, ``size`` and ``iterations``, write ``control.start``. For each
         iteration wait for the token at the buffer's first DW (or the ``rt_loop`` MSI with
-        ``config.irq``), then write the checksum of the data DWs to ``result``.
+        ``config.irq``), then write the checksum of the data DWs to ``result`` (or, with
+        ``config.dma_return``, store it at ``result_address`` and write ``doorbell``).
         """)
         self.source = stream.Endpoint(phy_layout(data_width))
+        self.cpl_sink = cpl = stream.Endpoint(phy_layout(data_width))  # completions of LOOP_TAG
         self.irq = Signal()
 
         self.control = CSRStorage(fields=[
@@ -49,13 +62,17 @@ class RealTimeLoop(LiteXModule):
         ], description="Loop control.")
         self.config = CSRStorage(fields=[
             CSRField("irq", size=1, description="Raise the rt_loop MSI once a buffer (with its token) is written."),
+            CSRField("dma_return", size=1, description="The host returns the checksum in its memory at ``result_address`` and writes ``doorbell``; the card DMA-reads it."),
         ], description="Loop configuration.")
         self.buffer_base = CSRStorage(64, description="Bus address of the buffer (DW aligned).")
         self.size = CSRStorage(13, reset=256, description=f"Buffer bytes, token included (8..{MAX_BUFFER_BYTES}, a multiple of 4).")
         self.payload_size_log2 = CSRStorage(4, reset=7, description="log2 of the largest write payload (<= MPS).")
         self.iterations = CSRStorage(32, reset=1, description="Iterations to run.")
         self.seed = CSRStorage(32, description="Token of the first iteration (then +1 each).")
-        self.result = CSRStorage(32, description="The host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.")
+        self.result = CSRStorage(32, description="Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.")
+        self.result_address = CSRStorage(64, description="DMA return: bus address (DW aligned) of the DW where the host stores the checksum.")
+        self.doorbell = CSRStorage(1, description="DMA return: any write asks the card to read the checksum at ``result_address``.")
+        self.read_timeout = CSRStorage(32, reset=125000, description="DMA return: cycles to wait for the read's completion before counting an error.")
         self.status = CSRStatus(fields=[
             CSRField("running", size=1, description="Iterations are running."),
             CSRField("waiting", size=1, description="The buffer is written; the card waits for the result."),
@@ -72,6 +89,10 @@ class RealTimeLoop(LiteXModule):
         self.sample = CSRStatus(32, description="Oldest loop-time sample (cycles); reading it removes it.")
         self.samples = CSRStatus(16, description=f"Samples waiting (up to {SAMPLE_FIFO_DEPTH}).")
         self.samples_dropped = CSRStatus(32, description="Samples not kept because the FIFO was full.")
+        self.read_last = CSRStatus(32, description="DMA return: cycles from the last doorbell's arrival to its completion.")
+        self.read_sum = CSRStatus(64, description="DMA return: sum of the doorbell-to-completion cycles of the completed iterations.")
+        self.return_errors = CSRStatus(32, description="DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``.")
+        self.unexpected = CSRStatus(32, description="Completions with the loop's tag when no read was outstanding (dropped).")
 
         # # #
 
@@ -135,8 +156,53 @@ class RealTimeLoop(LiteXModule):
         ]
         writer_beat = Signal()
         self.comb += writer_beat.eq(writer.source.valid & writer.source.ready)
-        arrived = Signal()
-        self.comb += arrived.eq(self.result.re)
+        dma_return = self.config.fields.dma_return
+        arrived = Signal()  # register return: the result write arrives
+        self.comb += arrived.eq(self.result.re & ~dma_return)
+
+        # DMA return: the 1-DW read and its completion --------------------------------------------
+        rbase = self.result_address.storage
+        rhdr4 = Signal()
+        self.comb += rhdr4.eq(rbase[32:] != 0)
+        read_dws = [
+            Cat(C(1, 10), C(0, 14), C(tlp.TYPE_MEM, 5), rhdr4, C(0, 1), C(0, 1)),
+            Cat(C(0xF, 4), C(0, 4), C(LOOP_TAG, 8), requester_id),
+            Mux(rhdr4, rbase[32:], Cat(C(0, 2), rbase[2:32])),
+            Cat(C(0, 2), rbase[2:32]),
+        ]
+        n = data_width // 32
+        dw3_beat, dw3_lane = 3 // n, 3 % n
+        self.comb += cpl.ready.eq(1)
+        cpl_beat = Signal(8)
+        cpl_dw0 = Signal(32)
+        cpl_dw1 = Signal(32)
+        cpl_dw3 = Signal(32)
+        self.sync += If(cpl.valid,
+            If(cpl.first, cpl_dw0.eq(cpl.dat[0:32]), cpl_dw1.eq(cpl.dat[32:64])),
+            If(cpl_beat == dw3_beat, cpl_dw3.eq(cpl.dat[32*dw3_lane:32*(dw3_lane + 1)])),
+            cpl_beat.eq(Mux(cpl.last, 0, cpl_beat + 1)),
+        )
+        dw0_v = Signal(32)
+        dw1_v = Signal(32)
+        dw3_v = Signal(32)
+        self.comb += [
+            dw0_v.eq(Mux(cpl.first, cpl.dat[0:32], cpl_dw0)),
+            dw1_v.eq(Mux(cpl.first, cpl.dat[32:64], cpl_dw1)),
+            dw3_v.eq(Mux(cpl_beat == dw3_beat, cpl.dat[32*dw3_lane:32*(dw3_lane + 1)], cpl_dw3)),
+        ]
+        cpl_end = Signal()
+        cpl_good = Signal()  # successful, not poisoned, carries the one DW
+        self.comb += [
+            cpl_end.eq(cpl.valid & cpl.last),
+            cpl_good.eq((dw1_v[13:16] == tlp.CPL_SC) & ~dw0_v[14] & dw0_v[30] & (dw0_v[:10] == 1)),
+        ]
+        t_doorbell = Signal(64)
+        read_wait = Signal(32)
+        returned = Signal()      # DMA return: the checksum came back
+        return_error = Signal()  # DMA return: error completion, poisoned data or timeout
+        completed = Signal()     # the iteration ends now (either return)
+        result_value = Signal(32)
+        self.comb += result_value.eq(Mux(dma_return, dw3_v, self.result.storage))
 
         self.sample_fifo = fifo = stream.SyncFIFO([("data", 32)], SAMPLE_FIFO_DEPTH, buffered=True)
         fifo = ResetInserter()(fifo)
@@ -206,29 +272,73 @@ class RealTimeLoop(LiteXModule):
             )
         )
         fsm.act("WAIT",
-            If(arrived,
-                fifo.sink.valid.eq(1),
-                NextValue(iteration, iteration + 1),
-                NextValue(token, token + 1),
-                If(stopping | stop | (iteration + 1 >= self.iterations.storage),
-                    NextValue(done, 1),
-                    NextState("IDLE")
-                ).Else(
-                    NextState("START")
+            completed.eq(arrived),
+            If(self.doorbell.re & dma_return,
+                NextValue(t_doorbell, cycles),
+                NextValue(dw, 0),
+                NextState("READ")
+            )
+        )
+        rlast_dw = Signal(3)
+        self.comb += rlast_dw.eq(Mux(rhdr4, 3, 2))
+        fsm.act("READ",
+            gatherer.sink.valid.eq(1),
+            gatherer.sink.first.eq(dw == 0),
+            gatherer.sink.last.eq(dw == rlast_dw),
+            Case(dw, {i: gatherer.sink.dat.eq(read_dws[i]) for i in range(4)}),
+            If(gatherer.sink.ready,
+                NextValue(dw, dw + 1),
+                If(dw == rlast_dw,
+                    NextValue(read_wait, 0),
+                    NextState("READ_WAIT")
                 )
             )
         )
+        fsm.act("READ_WAIT",
+            NextValue(read_wait, read_wait + 1),
+            If(cpl_end & cpl_good,
+                returned.eq(1),
+                completed.eq(1),
+            ).Elif(cpl_end | (read_wait >= self.read_timeout.storage),
+                return_error.eq(1),
+                NextState("WAIT")
+            )
+        )
+        for state in ("WAIT", "READ_WAIT"):
+            fsm.act(state,
+                If(completed,
+                    fifo.sink.valid.eq(1),
+                    NextValue(iteration, iteration + 1),
+                    NextValue(token, token + 1),
+                    If(stopping | stop | (iteration + 1 >= self.iterations.storage),
+                        NextValue(done, 1),
+                        NextState("IDLE")
+                    ).Else(
+                        NextState("START")
+                    )
+                )
+            )
         self.sync += If(stop & ~fsm.ongoing("IDLE"), stopping.eq(1))
 
         waiting = Signal()
-        self.comb += waiting.eq(fsm.ongoing("WAIT"))
+        self.comb += waiting.eq(fsm.ongoing("WAIT") | fsm.ongoing("READ") | fsm.ongoing("READ_WAIT"))
         self.sync += [
             If(clear,
                 self.count.status.eq(0), self.mismatches.status.eq(0), self.loop_min.status.eq(0xFFFFFFFF),
                 self.loop_max.status.eq(0), self.loop_sum.status.eq(0), self.samples_dropped.status.eq(0),
-            ).Elif(waiting & arrived,
+                self.read_last.status.eq(0), self.read_sum.status.eq(0),
+                self.return_errors.status.eq(0), self.unexpected.status.eq(0),
+            ).Else(
+                If(return_error, self.return_errors.status.eq(self.return_errors.status + 1)),
+                If(cpl_end & ~fsm.ongoing("READ_WAIT"), self.unexpected.status.eq(self.unexpected.status + 1)),
+                If(returned,
+                    self.read_last.status.eq(cycles - t_doorbell),
+                    self.read_sum.status.eq(self.read_sum.status + (cycles - t_doorbell)[:32]),
+                ),
+            ),
+            If(~clear & completed,
                 self.count.status.eq(self.count.status + 1),
-                If(self.result.storage != checksum, self.mismatches.status.eq(self.mismatches.status + 1)),
+                If(result_value != checksum, self.mismatches.status.eq(self.mismatches.status + 1)),
                 self.loop_sum.status.eq(self.loop_sum.status + loop32),
                 If(loop32 < self.loop_min.status, self.loop_min.status.eq(loop32)),
                 If(loop32 > self.loop_max.status, self.loop_max.status.eq(loop32)),
@@ -236,7 +346,7 @@ class RealTimeLoop(LiteXModule):
             )
         ]
         self.comb += [
-            self.loop_hist.add.eq(waiting & arrived),
+            self.loop_hist.add.eq(completed),
             self.loop_hist.value.eq(loop32),
             self.loop_hist.clear.eq(clear),
             self.status.fields.running.eq(~fsm.ongoing("IDLE")),

@@ -5,7 +5,9 @@
 
 The host model checks the token and the data (the PRBS pattern seeded with the token)
 end to end; the card must count exactly the iterations, measure at least the host's delay,
-and count a wrong checksum.
+and count a wrong checksum. With DMA return the host stores the checksum in its memory and
+rings the doorbell; the card reads it back (tag LOOP_TAG) and must survive error
+completions, poisoned data and a read that is never answered.
 """
 
 import pytest
@@ -14,7 +16,10 @@ from tlpx_gateware.conftest import reg
 from tlpx_gateware.cores.common import PATTERN_PRBS, pattern_word_py
 from tlpx_gateware.cores.generator.test_generator import BASE, SIZE
 from tlpx_gateware.sim.card import HostMemory
+from tlpx_gateware.cores.rt_loop.core import LOOP_TAG
 from tlpx_gateware.soc import MSI_SOURCES
+
+RESULT = BASE + 0x8000  # where the host stores the checksum for a DMA return
 
 
 def w(card, name, value, words=1):
@@ -28,15 +33,20 @@ def r(card, name, words=1):
     return sum(card.read32(off + 4 * i) << (32 * i) for i in range(words))
 
 
-def run_loop(card, size, iterations, seed=100, delay=80, use_irq=False, corrupt=None):
+def run_loop(card, size, iterations, seed=100, delay=80, use_irq=False, corrupt=None, dma=False, faults=None,
+             read_timeout=None):
     card.memory = HostMemory(BASE, SIZE)
+    card.memory.faults = dict(faults or {})
     w(card, "control", 0b100)
     w(card, "buffer_base", BASE, 2)
     w(card, "size", size)
     w(card, "payload_size_log2", 7)
     w(card, "iterations", iterations)
     w(card, "seed", seed)
-    w(card, "config", int(use_irq))
+    w(card, "config", int(use_irq) | (int(dma) << 1))
+    w(card, "result_address", RESULT, 2)
+    if read_timeout is not None:
+        w(card, "read_timeout", read_timeout)
     card.write32(reg("pcie_msi.enable"), 1 << MSI_SOURCES.index("rt_loop"))
     w(card, "control", 0b001)
     mem = card.memory
@@ -55,7 +65,18 @@ def run_loop(card, size, iterations, seed=100, delay=80, use_irq=False, corrupt=
         if corrupt == it:
             checksum ^= 1
         card.run(delay)
-        w(card, "result", checksum)
+        if not dma:
+            w(card, "result", checksum)
+            continue
+        mem.data[RESULT - BASE:RESULT - BASE + 4] = checksum.to_bytes(4, "little")
+        # Ring until the card has the result: a failed read (error completion, poisoned
+        # data, no answer) is counted and the card waits for the next doorbell.
+        for _ in range(4):
+            count, errors = r(card, "count"), r(card, "return_errors")
+            w(card, "doorbell", 1)
+            card.run_until(lambda: r(card, "count") > count or r(card, "return_errors") > errors, timeout=20000)
+            if r(card, "count") > count:
+                break
     card.run(50)
 
 
@@ -82,3 +103,44 @@ def test_interrupt_detection_and_wrong_checksum(card):
         w(card, "loop_hist_select", i)
         counts.append(r(card, "loop_hist_count"))
     assert sum(counts) == 4
+
+
+def reads_of_loop(card):
+    return [e for e in card.memory.log if e["kind"] == "read" and e["tag"] == LOOP_TAG]
+
+
+@pytest.mark.parametrize("size", [8, 1024])
+def test_dma_return_reads_the_checksum_back(card, size):
+    run_loop(card, size, iterations=3, dma=True, corrupt=1)
+    assert r(card, "count") == 3 and r(card, "mismatches") == 1
+    assert r(card, "return_errors") == 0 and r(card, "unexpected") == 0
+    reads = reads_of_loop(card)
+    assert len(reads) == 3 and all(e["addr"] == RESULT and e["bytes"] == 4 for e in reads)
+    # The loop ends at the completion: every loop covers the host's delay and the read.
+    lo, total = r(card, "loop_min"), r(card, "loop_sum", 2)
+    assert lo > 80 + card.memory.latency
+    assert 0 < r(card, "read_last") and r(card, "read_sum", 2) >= 3 * card.memory.latency
+    assert r(card, "read_sum", 2) < total
+
+
+def test_dma_return_survives_error_completions_and_a_lost_read(card):
+    # Reads 0..2 of the run: UR, poisoned, never answered; the fourth doorbell succeeds.
+    run_loop(card, 64, iterations=2, dma=True, faults={0: "ur", 1: "poison", 2: "drop"}, read_timeout=500)
+    assert r(card, "count") == 2 and r(card, "mismatches") == 0
+    assert r(card, "return_errors") == 3
+    assert r(card, "status") & 0b100  # done, not stuck waiting
+    assert len(reads_of_loop(card)) == 5
+
+
+def test_register_return_ignores_the_doorbell(card):
+    card.memory = HostMemory(BASE, SIZE)
+    w(card, "control", 0b100)
+    w(card, "buffer_base", BASE, 2)
+    w(card, "size", 64)
+    w(card, "iterations", 1)
+    w(card, "config", 0)
+    w(card, "control", 0b001)
+    card.run_until(lambda: r(card, "status") & 0b010, timeout=20000)
+    w(card, "doorbell", 1)
+    card.run(200)
+    assert not reads_of_loop(card) and r(card, "count") == 0

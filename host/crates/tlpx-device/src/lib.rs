@@ -12,9 +12,11 @@ pub mod card;
 pub mod error;
 pub mod generator;
 pub mod irq_timer;
+pub mod isr_trace;
 pub mod litepcie_dma;
 pub mod pci;
 pub mod pio;
+pub mod rt_loop;
 pub mod spy;
 
 use std::time::Duration;
@@ -219,6 +221,15 @@ pub trait Device: Send {
     /// sleep; on the sim it advances virtual time, which does not run on its own while every
     /// client is busy elsewhere (see docs/sim-protocol.md).
     fn idle(&mut self, duration: Duration) -> Result<(), DeviceError>;
+
+    /// Called between two polls of host memory that the card writes. On hardware the poll is
+    /// a plain spin (a CPU pause hint; `step` is ignored); on the simulator, where card time
+    /// only runs when a client asks, it runs the card for `step` so the memory can change.
+    fn poll_pause(&mut self, step: Duration) -> Result<(), DeviceError> {
+        let _ = step;
+        std::hint::spin_loop();
+        Ok(())
+    }
 
     /// Raw TLP injection, for tests of the card's error handling (the sim only).
     fn try_as_tlp_injector(&mut self) -> Option<&mut dyn TlpInjector> {

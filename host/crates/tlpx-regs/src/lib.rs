@@ -6,7 +6,7 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map this crate was generated from (ident.map_hash on the card).
-pub const MAP_HASH: u32 = 0x32c25622;
+pub const MAP_HASH: u32 = 0x1dad9768;
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -813,12 +813,14 @@ pub mod rt_loop {
     }
 
     /// Loop configuration.
-    pub const CONFIG: Register = Register { region: "rt_loop", name: "config", offset: 0x4804, size_bits: 1, writable: true, description: "Loop configuration." };
+    pub const CONFIG: Register = Register { region: "rt_loop", name: "config", offset: 0x4804, size_bits: 2, writable: true, description: "Loop configuration." };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
         /// Raise the rt_loop MSI once a buffer (with its token) is written.
         pub const IRQ: Field = Field { shift: 0, width: 1 };
+        /// The host returns the checksum in its memory at ``result_address`` and writes ``doorbell``; the card DMA-reads it.
+        pub const DMA_RETURN: Field = Field { shift: 1, width: 1 };
     }
 
     /// Bus address of the buffer (DW aligned).
@@ -836,11 +838,20 @@ pub mod rt_loop {
     /// Token of the first iteration (then +1 each).
     pub const SEED: Register = Register { region: "rt_loop", name: "seed", offset: 0x481c, size_bits: 32, writable: true, description: "Token of the first iteration (then +1 each)." };
 
-    /// The host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.
-    pub const RESULT: Register = Register { region: "rt_loop", name: "result", offset: 0x4820, size_bits: 32, writable: true, description: "The host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration." };
+    /// Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.
+    pub const RESULT: Register = Register { region: "rt_loop", name: "result", offset: 0x4820, size_bits: 32, writable: true, description: "Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration." };
+
+    /// DMA return: bus address (DW aligned) of the DW where the host stores the checksum.
+    pub const RESULT_ADDRESS: Register = Register { region: "rt_loop", name: "result_address", offset: 0x4824, size_bits: 64, writable: true, description: "DMA return: bus address (DW aligned) of the DW where the host stores the checksum." };
+
+    /// DMA return: any write asks the card to read the checksum at ``result_address``.
+    pub const DOORBELL: Register = Register { region: "rt_loop", name: "doorbell", offset: 0x482c, size_bits: 1, writable: true, description: "DMA return: any write asks the card to read the checksum at ``result_address``." };
+
+    /// DMA return: cycles to wait for the read's completion before counting an error.
+    pub const READ_TIMEOUT: Register = Register { region: "rt_loop", name: "read_timeout", offset: 0x4830, size_bits: 32, writable: true, description: "DMA return: cycles to wait for the read's completion before counting an error." };
 
     /// Loop status.
-    pub const STATUS: Register = Register { region: "rt_loop", name: "status", offset: 0x4824, size_bits: 3, writable: false, description: "Loop status." };
+    pub const STATUS: Register = Register { region: "rt_loop", name: "status", offset: 0x4834, size_bits: 3, writable: false, description: "Loop status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -853,40 +864,52 @@ pub mod rt_loop {
     }
 
     /// Token of the current (or last) iteration.
-    pub const TOKEN: Register = Register { region: "rt_loop", name: "token", offset: 0x4828, size_bits: 32, writable: false, description: "Token of the current (or last) iteration." };
+    pub const TOKEN: Register = Register { region: "rt_loop", name: "token", offset: 0x4838, size_bits: 32, writable: false, description: "Token of the current (or last) iteration." };
 
     /// Checksum the card expects for the current iteration.
-    pub const EXPECTED: Register = Register { region: "rt_loop", name: "expected", offset: 0x482c, size_bits: 32, writable: false, description: "Checksum the card expects for the current iteration." };
+    pub const EXPECTED: Register = Register { region: "rt_loop", name: "expected", offset: 0x483c, size_bits: 32, writable: false, description: "Checksum the card expects for the current iteration." };
 
     /// Iterations completed.
-    pub const COUNT: Register = Register { region: "rt_loop", name: "count", offset: 0x4830, size_bits: 32, writable: false, description: "Iterations completed." };
+    pub const COUNT: Register = Register { region: "rt_loop", name: "count", offset: 0x4840, size_bits: 32, writable: false, description: "Iterations completed." };
 
     /// Results that differed from the checksum of the data.
-    pub const MISMATCHES: Register = Register { region: "rt_loop", name: "mismatches", offset: 0x4834, size_bits: 32, writable: false, description: "Results that differed from the checksum of the data." };
+    pub const MISMATCHES: Register = Register { region: "rt_loop", name: "mismatches", offset: 0x4844, size_bits: 32, writable: false, description: "Results that differed from the checksum of the data." };
 
     /// Shortest loop (cycles from the buffer's first beat to the result's arrival).
-    pub const LOOP_MIN: Register = Register { region: "rt_loop", name: "loop_min", offset: 0x4838, size_bits: 32, writable: false, description: "Shortest loop (cycles from the buffer's first beat to the result's arrival)." };
+    pub const LOOP_MIN: Register = Register { region: "rt_loop", name: "loop_min", offset: 0x4848, size_bits: 32, writable: false, description: "Shortest loop (cycles from the buffer's first beat to the result's arrival)." };
 
     /// Longest loop (cycles).
-    pub const LOOP_MAX: Register = Register { region: "rt_loop", name: "loop_max", offset: 0x483c, size_bits: 32, writable: false, description: "Longest loop (cycles)." };
+    pub const LOOP_MAX: Register = Register { region: "rt_loop", name: "loop_max", offset: 0x484c, size_bits: 32, writable: false, description: "Longest loop (cycles)." };
 
     /// Sum of loop times (cycles).
-    pub const LOOP_SUM: Register = Register { region: "rt_loop", name: "loop_sum", offset: 0x4840, size_bits: 64, writable: false, description: "Sum of loop times (cycles)." };
+    pub const LOOP_SUM: Register = Register { region: "rt_loop", name: "loop_sum", offset: 0x4850, size_bits: 64, writable: false, description: "Sum of loop times (cycles)." };
 
     /// Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const LOOP_HIST_SELECT: Register = Register { region: "rt_loop", name: "loop_hist_select", offset: 0x4848, size_bits: 8, writable: true, description: "Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const LOOP_HIST_SELECT: Register = Register { region: "rt_loop", name: "loop_hist_select", offset: 0x4858, size_bits: 8, writable: true, description: "Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the loop time (cycles) histogram bucket chosen by loop_hist_select.
-    pub const LOOP_HIST_COUNT: Register = Register { region: "rt_loop", name: "loop_hist_count", offset: 0x484c, size_bits: 32, writable: false, description: "Count of the loop time (cycles) histogram bucket chosen by loop_hist_select." };
+    pub const LOOP_HIST_COUNT: Register = Register { region: "rt_loop", name: "loop_hist_count", offset: 0x485c, size_bits: 32, writable: false, description: "Count of the loop time (cycles) histogram bucket chosen by loop_hist_select." };
 
     /// Oldest loop-time sample (cycles); reading it removes it.
-    pub const SAMPLE: Register = Register { region: "rt_loop", name: "sample", offset: 0x4850, size_bits: 32, writable: false, description: "Oldest loop-time sample (cycles); reading it removes it." };
+    pub const SAMPLE: Register = Register { region: "rt_loop", name: "sample", offset: 0x4860, size_bits: 32, writable: false, description: "Oldest loop-time sample (cycles); reading it removes it." };
 
     /// Samples waiting (up to 1024).
-    pub const SAMPLES: Register = Register { region: "rt_loop", name: "samples", offset: 0x4854, size_bits: 16, writable: false, description: "Samples waiting (up to 1024)." };
+    pub const SAMPLES: Register = Register { region: "rt_loop", name: "samples", offset: 0x4864, size_bits: 16, writable: false, description: "Samples waiting (up to 1024)." };
 
     /// Samples not kept because the FIFO was full.
-    pub const SAMPLES_DROPPED: Register = Register { region: "rt_loop", name: "samples_dropped", offset: 0x4858, size_bits: 32, writable: false, description: "Samples not kept because the FIFO was full." };
+    pub const SAMPLES_DROPPED: Register = Register { region: "rt_loop", name: "samples_dropped", offset: 0x4868, size_bits: 32, writable: false, description: "Samples not kept because the FIFO was full." };
+
+    /// DMA return: cycles from the last doorbell's arrival to its completion.
+    pub const READ_LAST: Register = Register { region: "rt_loop", name: "read_last", offset: 0x486c, size_bits: 32, writable: false, description: "DMA return: cycles from the last doorbell's arrival to its completion." };
+
+    /// DMA return: sum of the doorbell-to-completion cycles of the completed iterations.
+    pub const READ_SUM: Register = Register { region: "rt_loop", name: "read_sum", offset: 0x4870, size_bits: 64, writable: false, description: "DMA return: sum of the doorbell-to-completion cycles of the completed iterations." };
+
+    /// DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``.
+    pub const RETURN_ERRORS: Register = Register { region: "rt_loop", name: "return_errors", offset: 0x4878, size_bits: 32, writable: false, description: "DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``." };
+
+    /// Completions with the loop's tag when no read was outstanding (dropped).
+    pub const UNEXPECTED: Register = Register { region: "rt_loop", name: "unexpected", offset: 0x487c, size_bits: 32, writable: false, description: "Completions with the loop's tag when no read was outstanding (dropped)." };
 }
 
 /// Every register of the map, in BAR0 order.
@@ -1058,6 +1081,9 @@ pub const ALL: &[Register] = &[
     rt_loop::ITERATIONS,
     rt_loop::SEED,
     rt_loop::RESULT,
+    rt_loop::RESULT_ADDRESS,
+    rt_loop::DOORBELL,
+    rt_loop::READ_TIMEOUT,
     rt_loop::STATUS,
     rt_loop::TOKEN,
     rt_loop::EXPECTED,
@@ -1071,6 +1097,10 @@ pub const ALL: &[Register] = &[
     rt_loop::SAMPLE,
     rt_loop::SAMPLES,
     rt_loop::SAMPLES_DROPPED,
+    rt_loop::READ_LAST,
+    rt_loop::READ_SUM,
+    rt_loop::RETURN_ERRORS,
+    rt_loop::UNEXPECTED,
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers and such).
@@ -1088,4 +1118,5 @@ pub mod constants {
     pub const MSI_SOFTWARE: u64 = 2;
     pub const PIO_WINDOW_BASE: u64 = 65536;
     pub const PIO_WINDOW_SIZE: u64 = 65536;
+    pub const RT_LOOP_TAG: u64 = 193;
 }

@@ -4,6 +4,7 @@ mod cmd;
 mod output;
 mod plot;
 mod progress;
+mod realtime;
 mod results;
 mod selector;
 mod session;
@@ -58,6 +59,8 @@ enum Command {
     Top(cmd::top::Cmd),
     /// Interrupt dispatch latency with the card's interrupt timer: histograms, idle vs loaded.
     Irq(cmd::irq::Cmd),
+    /// The real-time round-trip loop (DataMover): card writes a buffer, the host returns its checksum.
+    Loop(cmd::rt_loop::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Spy(c) => cmd::spy::run(c, &cli.device, cli.json),
         Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
+        Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
     };
     match result {
         Ok(code) => code,

@@ -31,7 +31,7 @@ use tlpx_model::link::{CompletionSplit, LinkConfig};
 pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds of result this tlpx writes.
-pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq"];
+pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop"];
 
 /// The machine and card a result was measured on.
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +77,10 @@ pub struct SimEnvironment {
     pub dma_jitter_ns: u64,
     /// Time also runs with no client waiting (not deterministic).
     pub free_run: bool,
+    /// "virtual" (a client's own time costs no card time) or "real" (it is charged as card
+    /// time, capped per gap at `host_time_cap_ns`): what host latencies in the figures mean.
+    pub host_time: String,
+    pub host_time_cap_ns: u64,
     pub sim_version: String,
 }
 
@@ -92,6 +96,8 @@ impl SimEnvironment {
             dma_latency_ns: hello.dma_latency_ns,
             dma_jitter_ns: hello.dma_jitter_ns,
             free_run: hello.free_run,
+            host_time: format!("{:?}", hello.host_time).to_lowercase(),
+            host_time_cap_ns: hello.host_time_cap_ns,
             sim_version: hello.sim_version.clone(),
         }
     }
@@ -227,6 +233,9 @@ pub fn check_document(v: &Value) -> Result<(), String> {
     if env["simulated"] == true && env["sim"].get("link_model").is_none() {
         return Err("a simulated result must give environment.sim.link_model".into());
     }
+    if env["simulated"] == true && env["sim"].get("host_time").is_none() {
+        return Err("a simulated result must give environment.sim.host_time (what host latencies in it mean)".into());
+    }
     if v.get("link").is_none() {
         return Err("field \"link\" is missing (null when unknown)".into());
     }
@@ -353,6 +362,8 @@ mod tests {
             dma_latency_ns: 400,
             dma_jitter_ns: 50,
             free_run: false,
+            host_time: "virtual".into(),
+            host_time_cap_ns: 10_000_000,
             sim_version: "0.1.0".into(),
         });
         let link = LinkReport {

@@ -106,6 +106,8 @@ impl Session {
                 dma_latency_ns: 0,
                 dma_jitter_ns: 0,
                 free_run: false,
+                host_time: "unknown".into(),
+                host_time_cap_ns: 0,
                 sim_version: String::new(),
             },
         });

@@ -326,6 +326,11 @@ impl Device for SimDevice {
         self.advance(cycles).map(|_| ())
     }
 
+    fn poll_pause(&mut self, step: Duration) -> Result<(), DeviceError> {
+        let cycles = self.cycles_of(step).max(1);
+        self.advance(cycles).map(|_| ())
+    }
+
     fn try_as_tlp_injector(&mut self) -> Option<&mut dyn TlpInjector> {
         Some(self)
     }

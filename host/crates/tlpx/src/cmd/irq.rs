@@ -19,46 +19,21 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde::Serialize;
-use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
 use tlpx_model::stats::Summary;
 
 use crate::output::print_json;
 use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
 use crate::results::{self, ResultDoc};
 use crate::session::Session;
 use crate::sizes::parse_duration;
-
-/// Kinds of load the built-in load generator runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadKind {
-    /// Integer arithmetic in a tight loop.
-    Cpu,
-    /// Streaming reads and writes over a 64 MiB buffer (memory bandwidth, cache pollution).
-    Mem,
-    /// Cheap system calls (getppid) in a loop: kernel entries and exits.
-    Syscall,
-}
-
-/// The runs `--compare` can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Condition {
-    /// No load from tlpx.
-    Idle,
-    /// With the --load generator running.
-    Loaded,
-}
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -80,21 +55,8 @@ pub struct Cmd {
     /// Seed of the card's interval LFSR.
     #[arg(long, default_value_t = 1)]
     pub seed: u32,
-    /// Pin the measuring thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Run the measuring thread SCHED_FIFO at this priority (1..=99) when permitted.
-    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
-    pub fifo: Option<i32>,
-    /// Load to run during the measurement (or the loaded run of --compare): cpu, mem, syscall.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub load: Vec<LoadKind>,
-    /// CPUs the load threads run on (one thread per kind and CPU); default: every CPU.
-    #[arg(long, value_delimiter = ',')]
-    pub load_cpus: Vec<usize>,
-    /// Run these conditions one after the other and print them side by side: idle,loaded.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub compare: Vec<Condition>,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
     /// Width in characters of the longest terminal histogram bar (bars are log-scaled).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(4..=200))]
     pub bar_width: u32,
@@ -126,41 +88,13 @@ pub struct Plan {
     pub interval_ns: (f64, f64),
     pub periodic: bool,
     pub seed: u32,
-    pub cpu: Option<usize>,
-    pub fifo: Option<i32>,
-    pub load: Vec<LoadKind>,
-    pub load_cpus: Vec<usize>,
-    pub conditions: Vec<Condition>,
+    #[serde(flatten)]
+    pub placement: Placement,
     pub no_ack: u32,
 }
 
 fn bad(msg: String) -> anyhow::Error {
     anyhow::Error::msg(msg)
-}
-
-/// The CPUs this process may run on (its affinity mask).
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-            return (0..n).collect();
-        }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
-    }
-}
-
-fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
-}
-
-fn check_cpu(flag: &str, cpu: usize, allowed: &[usize]) -> anyhow::Result<()> {
-    if allowed.contains(&cpu) {
-        Ok(())
-    } else {
-        Err(bad(format!("{flag}: CPU {cpu} does not exist or is not allowed for this process; the CPUs are {}", cpu_list(allowed))))
-    }
 }
 
 impl Plan {
@@ -191,27 +125,8 @@ impl Plan {
                 bail!("--no-ack {} must be below --samples {n}: the last interrupt must be acknowledged", cmd.no_ack);
             }
         }
-        let allowed = allowed_cpus();
-        if let Some(c) = cmd.cpu {
-            check_cpu("--cpu", c, &allowed)?;
-        }
-        for c in &cmd.load_cpus {
-            check_cpu("--load-cpus", *c, &allowed)?;
-        }
-        let mut conditions = cmd.compare.clone();
-        conditions.dedup();
-        if conditions.is_empty() {
-            conditions.push(if cmd.load.is_empty() { Condition::Idle } else { Condition::Loaded });
-        }
-        let mut load = cmd.load.clone();
-        if conditions.contains(&Condition::Loaded) && load.is_empty() {
-            load = vec![LoadKind::Cpu, LoadKind::Mem, LoadKind::Syscall];
-        }
-        if !cmd.load_cpus.is_empty() && load.is_empty() {
-            bail!("--load-cpus says where to run load, but no --load says which: give --load cpu,mem,syscall");
-        }
-        let load_cpus = if cmd.load_cpus.is_empty() { allowed } else { cmd.load_cpus.clone() };
-        Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, cpu: cmd.cpu, fifo: cmd.fifo, load, load_cpus, conditions, no_ack: cmd.no_ack })
+        let placement = Placement::parse(&cmd.placement)?;
+        Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack })
     }
 
     fn timer_config(&self, clock_hz: u32) -> anyhow::Result<TimerConfig> {
@@ -228,182 +143,22 @@ impl Plan {
     }
 }
 
-// Thread placement ---------------------------------------------------------------------------
-
-/// Pins the calling thread to `cpu`.
-pub fn pin_to(cpu: usize) -> anyhow::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE.
-    unsafe {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            bail!("CPU {cpu} does not exist; the CPUs are {}", cpu_list(&allowed_cpus()));
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            let e = std::io::Error::last_os_error();
-            bail!("cannot pin to CPU {cpu} ({e}); the CPUs are {}", cpu_list(&allowed_cpus()));
-        }
-    }
-    Ok(())
-}
-
-/// Makes the calling thread SCHED_FIFO at `priority`; `Err` carries why not.
-pub fn make_fifo(priority: i32) -> Result<(), String> {
-    let param = libc::sched_param { sched_priority: priority };
-    // SAFETY: plain system call on the calling thread with a valid parameter block.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(format!(
-            "SCHED_FIFO priority {priority} not permitted ({e}): carrying on with the normal scheduler \
-             (run as root, with CAP_SYS_NICE, or raise RLIMIT_RTPRIO)"
-        ));
-    }
-    Ok(())
-}
-
-// Load generator -----------------------------------------------------------------------------
-
-/// Load threads; stopped and joined on drop.
-pub struct Load {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-fn load_loop(kind: LoadKind, stop: &AtomicBool) {
-    match kind {
-        LoadKind::Cpu => {
-            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-            while !stop.load(Ordering::Relaxed) {
-                for _ in 0..10_000 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                }
-                std::hint::black_box(x);
-            }
-        }
-        LoadKind::Mem => {
-            let mut buf = vec![1u64; 8 << 20];
-            let mut sum = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                for chunk in buf.chunks_mut(4096) {
-                    for v in chunk.iter_mut() {
-                        sum = sum.wrapping_add(*v);
-                        *v = sum;
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                }
-            }
-            std::hint::black_box(sum);
-        }
-        LoadKind::Syscall => {
-            while !stop.load(Ordering::Relaxed) {
-                for _ in 0..1000 {
-                    // SAFETY: getppid has no preconditions.
-                    std::hint::black_box(unsafe { libc::getppid() });
-                }
-            }
-        }
-    }
-}
-
-impl Load {
-    /// Starts one thread per kind and CPU, each pinned to its CPU.
-    pub fn start(kinds: &[LoadKind], cpus: &[usize]) -> anyhow::Result<Load> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut load = Load { stop: stop.clone(), threads: Vec::new() };
-        for &cpu in cpus {
-            for &kind in kinds {
-                let stop = stop.clone();
-                let (tx, rx) = std::sync::mpsc::channel();
-                let handle = std::thread::Builder::new()
-                    .name(format!("load-{kind:?}-{cpu}"))
-                    .spawn(move || {
-                        let pinned = pin_to(cpu);
-                        let ok = pinned.is_ok();
-                        let _ = tx.send(pinned.map_err(|e| e.to_string()));
-                        if ok {
-                            load_loop(kind, &stop);
-                        }
-                    })
-                    .context("starting a load thread")?;
-                load.threads.push(handle);
-                if let Ok(Err(e)) = rx.recv() {
-                    bail!("load thread: {e}");
-                }
-            }
-        }
-        Ok(load)
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
 // Time basis ---------------------------------------------------------------------------------
 
-/// Which parts of the figures are real host time and which are modelled.
-#[derive(Debug, Clone, Serialize)]
-pub struct TimeBasis {
-    /// "hardware", "sim_virtual" or "sim_real_host_time".
-    pub kind: &'static str,
-    /// The simulator's `host_time` mode as its Hello gives it (absent in older simulators).
-    pub sim_host_time: Option<String>,
-    /// Plain statement for the reader.
-    pub statement: String,
-}
-
-/// Reads the simulator's `host_time` mode from its Hello, whatever the field's shape.
-fn sim_host_time(socket: &str) -> Option<String> {
-    let sim = SimDevice::connect(socket).ok()?;
-    let v = serde_json::to_value(sim.hello()).ok()?;
-    match v.get("host_time")? {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    }
-}
-
 pub fn time_basis(session: &Session) -> TimeBasis {
-    let Some(sim) = &session.environment.sim else {
-        return TimeBasis {
-            kind: "hardware",
-            sim_host_time: None,
-            statement: "hardware: every figure is real, measured by the card's clock: MSI delivery, the host's \
-                        interrupt handling, the wake-up of the measuring thread and the ack write's trip back to the card"
-                .into(),
-        };
-    };
-    let mode = sim_host_time(&sim.socket);
-    let real = mode.as_deref().is_some_and(|m| m.to_ascii_lowercase().contains("real"));
-    if real {
-        TimeBasis {
-            kind: "sim_real_host_time",
-            sim_host_time: mode,
-            statement: "simulator, host time real: the card's clock follows the host's, so the user stage is the modelled \
+    let (kind, sim_host_time) = realtime::basis_kind(session);
+    let statement = match kind {
+        "hardware" => "hardware: every figure is real, measured by the card's clock: MSI delivery, the host's \
+                       interrupt handling, the wake-up of the measuring thread and the ack write's trip back to the card",
+        "sim_real_host_time" => "simulator, host time real: the card's clock follows the host's, so the user stage is the modelled \
                         MSI and ack-write link time PLUS the real wake-up of this process on this host (socket, scheduler); \
-                        the card, the link and the root complex are modelled, not hardware"
-                .into(),
-        }
-    } else {
-        TimeBasis {
-            kind: "sim_virtual",
-            sim_host_time: mode,
-            statement: "simulator, virtual time: card time runs only while tlpx waits on the simulator, so the user stage is \
+                        the card, the link and the root complex are modelled, not hardware",
+        _ => "simulator, virtual time: card time runs only while tlpx waits on the simulator, so the user stage is \
                         ONLY the modelled link and card time (MSI to the root complex, the ack write back); the host's \
                         wake-up and scheduling cost no card time and are NOT in these figures (tlpx-sim --host-time real \
-                        includes them); never read these as hardware figures"
-                .into(),
-        }
-    }
+                        includes them); never read these as hardware figures",
+    };
+    TimeBasis { kind, sim_host_time, statement: statement.into() }
 }
 
 // Measurement --------------------------------------------------------------------------------
@@ -460,8 +215,6 @@ impl RunReport {
 struct Job {
     config: TimerConfig,
     amount: Amount,
-    cpu: Option<usize>,
-    fifo: Option<i32>,
     no_ack: u32,
 }
 
@@ -472,16 +225,7 @@ fn wait_timeout(config: &TimerConfig, clock_hz: u32) -> Duration {
 }
 
 /// The measuring loop, in the measuring thread (which owns the card meanwhile).
-fn measure(card: &mut Card, job: &Job, notes: &mut Vec<String>) -> anyhow::Result<(Vec<Sample>, irq_timer::RunEnd, u64)> {
-    if let Some(cpu) = job.cpu {
-        pin_to(cpu).with_context(|| format!("--cpu {cpu}"))?;
-    }
-    if let Some(p) = job.fifo {
-        if let Err(e) = make_fifo(p) {
-            eprintln!("tlpx: {e}");
-            notes.push(e);
-        }
-    }
+fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer::RunEnd, u64)> {
     let clock_hz = card.identity().clock_hz;
     let timeout = wait_timeout(&job.config, clock_hz);
     let ring = match job.amount {
@@ -549,25 +293,12 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
     let clock_hz = session.clock_hz;
     let config = plan.timer_config(clock_hz)?;
     let (ping_cycles, _) = irq_timer::ping_cost(&mut session.card, 9)?;
-    let _load = match condition {
-        Condition::Loaded => Some(Load::start(&plan.load, &plan.load_cpus)?),
-        Condition::Idle => None,
-    };
-    let job = Job { config: config.clone(), amount: plan.amount, cpu: plan.cpu, fifo: plan.fifo, no_ack: plan.no_ack };
-    // A scoped thread measures with the session's card and hands it back when it ends.
-    let card = &mut session.card;
-    let (result, notes) = std::thread::scope(|scope| {
-        let handle = std::thread::Builder::new().name("tlpx-irq".into()).spawn_scoped(scope, move || {
-            let mut notes = Vec::new();
-            let r = measure(card, &job, &mut notes);
-            (r, notes)
-        });
-        match handle {
-            Ok(h) => h.join().unwrap_or_else(|_| (Err(anyhow::anyhow!("the measuring thread panicked")), Vec::new())),
-            Err(e) => (Err(anyhow::Error::new(e).context("starting the measuring thread")), Vec::new()),
-        }
-    });
-    drop(_load);
+    let pl = &plan.placement;
+    let load = pl.load_for(condition)?;
+    let job = Job { config: config.clone(), amount: plan.amount, no_ack: plan.no_ack };
+    // A thread of its own measures with the session's card and hands it back when it ends.
+    let (result, notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job));
+    drop(load);
     let (samples, end, waited) = result?;
     let sequence = irq_timer::check_sequence(&samples, 0);
     let unexplained_missing = sequence.missing.saturating_sub(u64::from(end.counters.lost))
@@ -580,8 +311,8 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
     let ns = 1e9 / f64::from(clock_hz.max(1));
     Ok(RunReport {
         condition,
-        load: if condition == Condition::Loaded { plan.load.clone() } else { Vec::new() },
-        load_cpus: if condition == Condition::Loaded { plan.load_cpus.clone() } else { Vec::new() },
+        load: if condition == Condition::Loaded { pl.load.clone() } else { Vec::new() },
+        load_cpus: if condition == Condition::Loaded { pl.load_cpus.clone() } else { Vec::new() },
         config,
         clock_hz,
         interrupts_waited: waited,
@@ -592,8 +323,8 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
         stages,
         ping_cycles,
         ping_ns: f64::from(ping_cycles) * ns,
-        pinned_cpu: plan.cpu,
-        fifo_priority: plan.fifo.filter(|_| notes.is_empty()),
+        pinned_cpu: pl.cpu,
+        fifo_priority: pl.fifo.filter(|_| notes.is_empty()),
         notes,
         user_cycles: samples.iter().map(|s| s.user_cycles.unwrap_or(u32::MAX)).collect(),
     })
@@ -601,66 +332,10 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
 
 // Output -------------------------------------------------------------------------------------
 
-fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.2} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
-/// The terminal histogram of a log2 histogram in cycles: one row per bucket from the first
-/// to the last non-empty one, with a bar on a log scale of the count.
-pub fn text_histogram(hist: &[u64], clock_hz: u32, width: usize) -> Vec<String> {
-    let ns = 1e9 / f64::from(clock_hz.max(1));
-    let (Some(lo), Some(hi)) = (hist.iter().position(|&c| c > 0), hist.iter().rposition(|&c| c > 0)) else {
-        return vec!["    (no samples)".into()];
-    };
-    let top = hist.iter().copied().max().unwrap_or(1).max(1) as f64;
-    (lo..=hi)
-        .map(|k| {
-            let c = hist[k];
-            let bar = if c == 0 { 0 } else { ((1.0 + (c as f64).log10()) / (1.0 + top.log10()) * width as f64).round().max(1.0) as usize };
-            let from = if k == 0 { 0.0 } else { (1u64 << k) as f64 * ns };
-            let to = (1u64 << (k + 1)) as f64 * ns;
-            format!("    {:>10} .. {:<10} {:>8} |{}", fmt_ns(from), fmt_ns(to), c, "#".repeat(bar))
-        })
-        .collect()
-}
-
-fn summary_line(s: &Option<Summary>) -> String {
-    match s {
-        Some(s) => format!(
-            "p50 {}  p99 {}  p99.9 {}  max {}  (min {}, {} samples)",
-            fmt_ns(s.median),
-            fmt_ns(s.p99),
-            fmt_ns(s.p999),
-            fmt_ns(s.max),
-            fmt_ns(s.min),
-            s.count
-        ),
-        None => "no samples".into(),
-    }
-}
-
 pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
     let mut out = vec![format!(
-        "{}{}: {} interrupts ({} fires), interval {}..{} cycles ({}), ping (one posted write) {} cycles = {}",
-        match r.condition {
-            Condition::Idle => "idle",
-            Condition::Loaded => "loaded",
-        },
-        if r.load.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " [{} on CPUs {}]",
-                r.load.iter().map(|l| format!("{l:?}").to_lowercase()).collect::<Vec<_>>().join("+"),
-                cpu_list(&r.load_cpus)
-            )
-        },
+        "{}: {} interrupts ({} fires), interval {}..{} cycles ({}), ping (one posted write) {} cycles = {}",
+        realtime::condition_text(r.condition, &r.load, &r.load_cpus),
         r.interrupts_waited,
         r.counters.fires,
         r.config.min_interval_cycles,
@@ -702,12 +377,7 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
             r.counters.overruns - r.not_acknowledged
         ));
     }
-    match (r.pinned_cpu, r.fifo_priority) {
-        (Some(c), Some(p)) => out.push(format!("  measuring thread: CPU {c}, SCHED_FIFO {p}")),
-        (Some(c), None) => out.push(format!("  measuring thread: CPU {c}, normal scheduler")),
-        (None, Some(p)) => out.push(format!("  measuring thread: any CPU, SCHED_FIFO {p}")),
-        (None, None) => out.push("  measuring thread: any CPU, normal scheduler".into()),
-    }
+    out.push(format!("  {}", realtime::thread_line(r.pinned_cpu, r.fifo_priority)));
     out
 }
 
@@ -785,7 +455,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         println!("what these figures are: {}", basis.statement);
     }
     let mut runs = Vec::new();
-    for &condition in &plan.conditions {
+    for &condition in &plan.placement.conditions {
         let r = run_condition(&mut session, &plan, condition)?;
         if !json {
             for line in run_text(&r, width) {

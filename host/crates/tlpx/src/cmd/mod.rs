@@ -9,6 +9,7 @@ pub mod lat;
 pub mod list;
 pub mod model;
 pub mod pio;
+pub mod rt_loop;
 pub mod selftest;
 pub mod spy;
 pub mod top;

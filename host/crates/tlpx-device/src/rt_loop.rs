@@ -1,0 +1,462 @@
+//! The real-time loop (the DataMover experiment, seed 003): the card writes a token-tagged
+//! buffer into host memory, the host detects it, checks the token, computes the checksum of
+//! the data and returns it; the card times the round trip.
+//!
+//! ```text
+//!  card: data DWs, then the token (DW 0) ──MWr──► host buffer ──(MSI if irq)──┐
+//!        ▲                                                                     │ detect: poll DW 0
+//!        │ loop time = result arrival - first data beat                        │ or wait for the MSI
+//!        └── register return: write `result` ◄── checksum of the data DWs ◄───┘
+//!            DMA return: store it in host memory + `doorbell`; the card reads it (MRd, tag 193)
+//! ```
+//!
+//! [`run`] runs a loop of any length in chunks of at most [`CHUNK_ITERATIONS`] (the card's
+//! sample FIFO holds 1024): each chunk is started, served iteration by iteration by
+//! [`serve`], then its samples, counters and histogram are read while the card is idle, so
+//! no host register read ever lands inside a timed iteration. The card checks every returned
+//! checksum against the sum of what it wrote (`mismatches`); [`LoopConfig::verify_data`] also
+//! checks each data DW against the pattern on the host, inside the timed loop.
+//!
+//! Data DW at bus address a: `lowbias32(a/4 ^ token)` (the generator's PRBS pattern seeded with
+//! the iteration's token), so every iteration carries new data.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tlpx_regs::pcie_msi;
+use tlpx_regs::rt_loop as regs;
+
+use crate::card::Card;
+use crate::generator::{pattern_word, DataPattern};
+use crate::{DeviceError, DmaBuffer};
+
+/// Smallest buffer (bytes): the token and one data DW.
+pub const MIN_SIZE: u32 = 8;
+/// Largest buffer (bytes).
+pub const MAX_SIZE: u32 = 4096;
+/// Iterations per chunk: the card's sample FIFO depth.
+pub const CHUNK_ITERATIONS: u32 = 1024;
+/// Buckets of the card's loop-time log2 histogram.
+pub const HISTOGRAM_BUCKETS: usize = 32;
+/// Where the host stores the checksum for a DMA return: this far into the buffer allocation.
+const RESULT_OFFSET: usize = MAX_SIZE as usize;
+/// The interrupt mask for `Device::wait_interrupt` (LitePCIe's MSI block sends vector 0).
+pub const WAIT_MASK: u32 = 1;
+
+/// How the host notices a new buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detect {
+    /// Read the buffer's first DW until it holds the token.
+    Poll,
+    /// Wait for the card's MSI (raised once the token is written).
+    Irq,
+}
+
+/// How the host gives the checksum back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Return {
+    /// A posted write of the checksum to the card's `result` register.
+    Register,
+    /// The checksum in host memory, a `doorbell` write, and the card's DMA read of it.
+    Dma,
+}
+
+impl Detect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Detect::Poll => "poll",
+            Detect::Irq => "irq",
+        }
+    }
+}
+
+impl Return {
+    pub fn name(self) -> &'static str {
+        match self {
+            Return::Register => "register",
+            Return::Dma => "dma",
+        }
+    }
+}
+
+/// What one loop run does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoopConfig {
+    /// Buffer bytes, token included: a multiple of 4 in [`MIN_SIZE`]..=[`MAX_SIZE`].
+    pub size_bytes: u32,
+    /// Iterations (>= 1).
+    pub iterations: u32,
+    /// Token of the first iteration (then +1 each).
+    pub seed: u32,
+    pub detect: Detect,
+    pub ret: Return,
+    /// Also check every data DW against the pattern, on the host, inside the timed loop.
+    pub verify_data: bool,
+    /// log2 of the card's largest write payload (7 = 128 bytes, valid on every link).
+    pub payload_size_log2: u8,
+    /// Longest the host waits for one buffer (wall time) before giving up.
+    pub detect_timeout: Duration,
+    /// Card time let pass between two polls on a backend where time only runs when asked
+    /// (the simulator); ignored on hardware, where the poll is a plain spin.
+    pub poll_step: Duration,
+}
+
+impl LoopConfig {
+    pub fn new(size_bytes: u32, iterations: u32, detect: Detect, ret: Return) -> LoopConfig {
+        LoopConfig {
+            size_bytes,
+            iterations,
+            seed: 1,
+            detect,
+            ret,
+            verify_data: false,
+            payload_size_log2: 7,
+            detect_timeout: Duration::from_secs(5),
+            poll_step: Duration::from_nanos(200),
+        }
+    }
+
+    /// Checks the values; errors name the bad value and what is accepted.
+    pub fn validate(&self) -> Result<(), DeviceError> {
+        if !(MIN_SIZE..=MAX_SIZE).contains(&self.size_bytes) || !self.size_bytes.is_multiple_of(4) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "the loop buffer must be a multiple of 4 bytes in {MIN_SIZE}..={MAX_SIZE} (the token and at least one data DW), not {}",
+                self.size_bytes
+            )));
+        }
+        if self.iterations == 0 {
+            return Err(DeviceError::InvalidArgument("the loop needs at least 1 iteration, not 0".into()));
+        }
+        if !(7..=12).contains(&self.payload_size_log2) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "the payload size must be 2^7..2^12 bytes, not 2^{}",
+                self.payload_size_log2
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The card's statistics over a run (summed over chunks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CardStats {
+    /// Iterations the card completed.
+    pub count: u64,
+    /// Returned checksums that differed from the sum of the data the card wrote.
+    pub mismatches: u64,
+    pub min_cycles: Option<u64>,
+    pub max_cycles: u64,
+    pub sum_cycles: u64,
+    /// log2 histogram of the loop time in cycles.
+    pub histogram: Vec<u64>,
+    /// DMA return: cycles from the doorbell's arrival to the read's completion, summed.
+    pub read_sum_cycles: u64,
+    /// DMA return: reads answered with an error or poisoned, or not answered in time.
+    pub return_errors: u64,
+    /// Completions with the loop's tag that the card did not expect.
+    pub unexpected_completions: u64,
+    /// Loop-time samples the card's FIFO could not keep.
+    pub samples_dropped: u64,
+}
+
+impl CardStats {
+    pub fn mean_cycles(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_cycles as f64 / self.count as f64)
+    }
+}
+
+/// Host-side observations of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostStats {
+    /// Iterations the host served.
+    pub served: u64,
+    /// Polls of the buffer's first DW (poll detection).
+    pub polls: u64,
+    /// Interrupts waited for (interrupt detection).
+    pub interrupts: u64,
+    /// Iterations whose data did not match the pattern (only with `verify_data`).
+    pub data_errors: u64,
+    /// DMA return: doorbells rung again because the card's read of the result failed
+    /// (error completion, poisoned data, no completion); the card counts each failure in
+    /// `return_errors`.
+    pub doorbell_retries: u64,
+    /// `return_errors` of the chunk as the host last saw it.
+    #[serde(skip)]
+    known_return_errors: u64,
+    /// Host wall time from seeing the token to issuing the return, per iteration (ns).
+    pub compute_ns: Vec<u64>,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoopRun {
+    pub config: LoopConfig,
+    pub clock_hz: u32,
+    pub card: CardStats,
+    /// Every loop time in cycles, in order (from the card's sample FIFO).
+    pub loop_cycles: Vec<u32>,
+    pub host: HostStats,
+}
+
+impl LoopRun {
+    /// Passed: every iteration returned the right checksum, nothing was lost.
+    pub fn verified(&self) -> bool {
+        self.card.count == u64::from(self.config.iterations)
+            && self.card.mismatches == 0
+            && self.host.data_errors == 0
+            && self.card.samples_dropped == 0
+            && self.loop_cycles.len() as u64 == self.card.count
+    }
+
+    pub fn cycles_to_ns(&self, cycles: f64) -> f64 {
+        cycles * 1e9 / f64::from(self.clock_hz.max(1))
+    }
+}
+
+fn require_loop(card: &Card) -> Result<(), DeviceError> {
+    if card.has_feature("rt_loop") {
+        Ok(())
+    } else {
+        Err(DeviceError::InvalidArgument(format!(
+            "this card has no real-time loop (its features: {}); build the card with it (make gateware)",
+            card.identity().features.join(", ")
+        )))
+    }
+}
+
+/// Which MSI bit of `pcie_msi` the loop raises.
+pub fn msi_bit() -> u32 {
+    tlpx_regs::constants::MSI_RT_LOOP as u32
+}
+
+/// The 32-bit sum of the data DWs of a buffer (every DW after the token).
+pub fn checksum(buffer: &DmaBuffer, size_bytes: u32) -> Result<u32, DeviceError> {
+    let mut bytes = vec![0u8; size_bytes as usize - 4];
+    buffer.read_bytes(4, &mut bytes)?;
+    Ok(bytes.chunks_exact(4).fold(0u32, |s, c| s.wrapping_add(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))))
+}
+
+/// Whether every data DW of the buffer is the pattern of `token`.
+pub fn data_matches(buffer: &DmaBuffer, size_bytes: u32, token: u32) -> Result<bool, DeviceError> {
+    let mut bytes = vec![0u8; size_bytes as usize - 4];
+    buffer.read_bytes(4, &mut bytes)?;
+    Ok(bytes.chunks_exact(4).enumerate().all(|(i, c)| {
+        u32::from_le_bytes([c[0], c[1], c[2], c[3]]) == pattern_word(DataPattern::Prbs, token, buffer.bus_addr + 4 + 4 * i as u64)
+    }))
+}
+
+/// Runs the loop: `config.iterations` round trips, in chunks, and reads what the card measured.
+/// The calling thread serves every iteration (pin it and set its priority before calling).
+pub fn run(card: &mut Card, config: &LoopConfig) -> Result<LoopRun, DeviceError> {
+    require_loop(card)?;
+    config.validate()?;
+    let status = card.read(regs::STATUS)?;
+    if regs::status::RUNNING.get(status) != 0 {
+        return Err(DeviceError::Backend(
+            "the real-time loop is already running (another tlpx loop uses this card): stop it first".into(),
+        ));
+    }
+    let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
+    let result = run_with(card, config, &buffer);
+    let stopped = stop(card);
+    let freed = card.device().free_dma(buffer);
+    let r = result?;
+    stopped?;
+    freed?;
+    Ok(r)
+}
+
+fn run_with(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer) -> Result<LoopRun, DeviceError> {
+    let clock_hz = card.identity().clock_hz;
+    let mut out = LoopRun {
+        config: config.clone(),
+        clock_hz,
+        card: CardStats { histogram: vec![0; HISTOGRAM_BUCKETS], ..CardStats::default() },
+        loop_cycles: Vec::with_capacity(config.iterations as usize),
+        host: HostStats::default(),
+    };
+    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
+    card.write(regs::BUFFER_BASE, buffer.bus_addr)?;
+    card.write(regs::SIZE, u64::from(config.size_bytes))?;
+    card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size_log2))?;
+    card.write(regs::RESULT_ADDRESS, buffer.bus_addr + RESULT_OFFSET as u64)?;
+    let cfg = regs::config::IRQ.set(u64::from(config.detect == Detect::Irq))
+        | regs::config::DMA_RETURN.set(u64::from(config.ret == Return::Dma));
+    card.write(regs::CONFIG, cfg)?;
+    let bit = 1u64 << msi_bit();
+    card.write(pcie_msi::CLEAR, bit)?;
+    card.write(pcie_msi::ENABLE, if config.detect == Detect::Irq { bit } else { 0 })?;
+    let mut done = 0u32;
+    while done < config.iterations {
+        let n = (config.iterations - done).min(CHUNK_ITERATIONS);
+        let seed = config.seed.wrapping_add(done);
+        // The token slot must not hold this chunk's first token already (a stale buffer).
+        buffer.write_u32(0, seed.wrapping_sub(1))?;
+        card.write(regs::ITERATIONS, u64::from(n))?;
+        card.write(regs::SEED, u64::from(seed))?;
+        // A read so every write above has arrived, then drop interrupts queued before.
+        card.read(regs::STATUS)?;
+        while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
+        out.host.known_return_errors = 0;
+        card.write(regs::CONTROL, regs::control::START.set(1))?;
+        for i in 0..n {
+            serve(card, config, buffer, seed.wrapping_add(i), &mut out.host)?;
+        }
+        wait_done(card, config, &mut out.host)?;
+        collect(card, &mut out)?;
+        done += n;
+    }
+    Ok(out)
+}
+
+/// Serves one iteration: detect the buffer with `token`, checksum it, return the result.
+pub fn serve(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer, token: u32, host: &mut HostStats) -> Result<(), DeviceError> {
+    let deadline = Instant::now() + config.detect_timeout;
+    let late = |host: &HostStats| {
+        DeviceError::Backend(format!(
+            "the real-time loop's buffer with token {token} (iteration {}) did not come within {:?}",
+            host.served, config.detect_timeout
+        ))
+    };
+    match config.detect {
+        Detect::Poll => {
+            let mut polls = 0u64;
+            loop {
+                polls += 1;
+                if buffer.read_u32(0)? == token {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    host.polls += polls;
+                    return Err(late(host));
+                }
+                // A slow buffer after a DMA return may be a failed read of the result.
+                if config.ret == Return::Dma && polls.is_multiple_of(1024) {
+                    retry_failed_return(card, host)?;
+                }
+                card.device().poll_pause(config.poll_step)?;
+            }
+            host.polls += polls;
+        }
+        Detect::Irq => loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slice = if config.ret == Return::Dma { left.min(Duration::from_millis(2)) } else { left };
+            if card.device().wait_interrupt(WAIT_MASK, slice.max(Duration::from_micros(100)))?.is_some() {
+                host.interrupts += 1;
+                if buffer.read_u32(0)? == token {
+                    break;
+                }
+            } else if config.ret == Return::Dma {
+                retry_failed_return(card, host)?;
+            }
+            if Instant::now() > deadline {
+                return Err(late(host));
+            }
+        },
+    }
+    let seen = Instant::now();
+    let sum = checksum(buffer, config.size_bytes)?;
+    if config.verify_data && !data_matches(buffer, config.size_bytes, token)? {
+        host.data_errors += 1;
+    }
+    match config.ret {
+        Return::Register => card.write(regs::RESULT, u64::from(sum))?,
+        Return::Dma => {
+            buffer.write_u32(RESULT_OFFSET, sum)?;
+            // The checksum must be in memory before the doorbell can reach the card.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            card.write(regs::DOORBELL, 1)?;
+        }
+    }
+    host.compute_ns.push(seen.elapsed().as_nanos() as u64);
+    host.served += 1;
+    Ok(())
+}
+
+/// DMA return: when the card counted a failed read of the result since the host last
+/// looked, rings the doorbell again (the checksum is still in memory).
+fn retry_failed_return(card: &mut Card, host: &mut HostStats) -> Result<(), DeviceError> {
+    let errors = card.read(regs::RETURN_ERRORS)?;
+    if errors > host.known_return_errors {
+        host.known_return_errors = errors;
+        host.doorbell_retries += 1;
+        card.write(regs::DOORBELL, 1)?;
+    }
+    Ok(())
+}
+
+fn wait_done(card: &mut Card, config: &LoopConfig, host: &mut HostStats) -> Result<(), DeviceError> {
+    let deadline = Instant::now() + config.detect_timeout;
+    loop {
+        let status = card.read(regs::STATUS)?;
+        if regs::status::RUNNING.get(status) == 0 {
+            return Ok(());
+        }
+        if config.ret == Return::Dma {
+            retry_failed_return(card, host)?;
+        }
+        if Instant::now() > deadline {
+            let errors = card.read(regs::RETURN_ERRORS)?;
+            return Err(DeviceError::Backend(format!(
+                "the real-time loop did not end after its last result (status 0x{status:x}, return errors {errors})"
+            )));
+        }
+        card.device().idle(Duration::from_micros(20))?;
+    }
+}
+
+/// Adds the chunk's card statistics and samples to `out`.
+fn collect(card: &mut Card, out: &mut LoopRun) -> Result<(), DeviceError> {
+    let s = &mut out.card;
+    let count = card.read(regs::COUNT)?;
+    s.count += count;
+    s.mismatches += card.read(regs::MISMATCHES)?;
+    if count > 0 {
+        let min = card.read(regs::LOOP_MIN)?;
+        s.min_cycles = Some(s.min_cycles.map_or(min, |m| m.min(min)));
+        s.max_cycles = s.max_cycles.max(card.read(regs::LOOP_MAX)?);
+    }
+    s.sum_cycles += card.read(regs::LOOP_SUM)?;
+    s.read_sum_cycles += card.read(regs::READ_SUM)?;
+    s.return_errors += card.read(regs::RETURN_ERRORS)?;
+    s.unexpected_completions += card.read(regs::UNEXPECTED)?;
+    s.samples_dropped += card.read(regs::SAMPLES_DROPPED)?;
+    let hist = crate::generator::read_histogram(card, regs::LOOP_HIST_SELECT, regs::LOOP_HIST_COUNT, HISTOGRAM_BUCKETS)?;
+    for (a, b) in s.histogram.iter_mut().zip(hist) {
+        *a += b;
+    }
+    let waiting = card.read(regs::SAMPLES)?;
+    for _ in 0..waiting {
+        out.loop_cycles.push(card.read(regs::SAMPLE)? as u32);
+    }
+    Ok(())
+}
+
+/// Stops the loop (after the current iteration) and disables its MSI.
+pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
+    card.write(regs::CONTROL, regs::control::STOP.set(1))?;
+    let bit = 1u64 << msi_bit();
+    card.write(pcie_msi::ENABLE, 0)?;
+    card.write(pcie_msi::CLEAR, bit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_are_validated_with_the_bad_value() {
+        let ok = LoopConfig::new(256, 10, Detect::Poll, Return::Register);
+        ok.validate().expect("valid");
+        for size in [0, 4, 6, 4100, 8192] {
+            let e = LoopConfig { size_bytes: size, ..ok.clone() }.validate().expect_err("bad size").to_string();
+            assert!(e.contains(&format!("not {size}")) && e.contains("8..=4096"), "{e}");
+        }
+        let e = LoopConfig { iterations: 0, ..ok.clone() }.validate().expect_err("zero").to_string();
+        assert!(e.contains("at least 1 iteration"), "{e}");
+        let e = LoopConfig { payload_size_log2: 13, ..ok }.validate().expect_err("payload").to_string();
+        assert!(e.contains("2^13"), "{e}");
+    }
+}

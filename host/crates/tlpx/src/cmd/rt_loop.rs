@@ -1,0 +1,480 @@
+//! `tlpx loop`: the real-time round-trip loop of the Altera DataMover (seed 003).
+//!
+//! ```text
+//!  card: buffer (data, then the token) ──DMA write──► host memory
+//!        ▲                                               │ measuring thread: poll DW 0, or wait
+//!        │                                               │ for the MSI; check the token,
+//!        │ loop time (card clock)                        │ checksum the data
+//!        └── result register write, or doorbell + DMA read of the result ◄┘
+//! ```
+//!
+//! One run per point of sizes × detection (poll, irq) × return (register, dma) × condition
+//! (idle, loaded); `--sweep` runs the whole matrix. Per point: min / p50 / p99 / p99.9 / max /
+//! mean and jitter of the loop time, a log2 histogram, what the DMA return's read cost, and the
+//! host's own compute time. The card checks every returned checksum.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
+use tlpx_model::stats::Summary;
+
+use crate::output::print_json;
+use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
+use crate::results::{self, ResultDoc};
+use crate::session::Session;
+use crate::sizes::parse_size_list;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DetectArg {
+    /// Read the buffer's first DW until the token is there.
+    Poll,
+    /// Wait for the card's interrupt.
+    Irq,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReturnArg {
+    /// Write the checksum to the card's `result` register.
+    Register,
+    /// Store it in host memory and ring the doorbell: the card DMA-reads it.
+    Dma,
+}
+
+/// Sizes of `--sweep` (bytes, token included).
+pub const SWEEP_SIZES: [u32; 5] = [8, 64, 256, 1024, 4096];
+
+#[derive(Debug, Args)]
+pub struct Cmd {
+    /// Round trips per point.
+    #[arg(long, default_value_t = 1000)]
+    pub iterations: u32,
+    /// Buffer sizes (bytes, token included; multiples of 4 in 8..=4096): 64,1K,4K.
+    #[arg(long, default_value = "256")]
+    pub size: String,
+    /// How the host notices the buffer: poll, irq (or both: poll,irq).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "poll")]
+    pub detect: Vec<DetectArg>,
+    /// How the host returns the checksum: register, dma (or both).
+    #[arg(long = "return", value_enum, value_delimiter = ',', default_value = "register")]
+    pub ret: Vec<ReturnArg>,
+    /// The whole matrix: sizes 8..4096 × poll,irq × register,dma × idle,loaded (overrides
+    /// --size, --detect, --return and --compare).
+    #[arg(long)]
+    pub sweep: bool,
+    /// Token of the first iteration.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u32,
+    /// Also check every data DW against the token's pattern on the host (inside the timed loop).
+    #[arg(long)]
+    pub verify: bool,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// Width in characters of the longest terminal histogram bar (bars are log-scaled).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(4..=200))]
+    pub bar_width: u32,
+    /// Also draw the figure into this SVG file (histograms; loop time against size for a sweep).
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
+    /// Also write the result document (JSON) to this file.
+    #[arg(long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
+}
+
+/// The checked arguments.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub iterations: u32,
+    pub sizes: Vec<u32>,
+    pub detect: Vec<Detect>,
+    pub ret: Vec<Return>,
+    pub seed: u32,
+    pub verify: bool,
+    pub sweep: bool,
+    #[serde(flatten)]
+    pub placement: Placement,
+}
+
+impl Plan {
+    pub fn parse(cmd: &Cmd) -> anyhow::Result<Plan> {
+        if cmd.iterations == 0 {
+            bail!("--iterations must be at least 1, not 0");
+        }
+        let mut placement = Placement::parse(&cmd.placement)?;
+        let (sizes, detect, ret) = if cmd.sweep {
+            if placement.conditions.len() < 2 {
+                let mut args = cmd.placement.clone();
+                args.compare = vec![Condition::Idle, Condition::Loaded];
+                placement = Placement::parse(&args)?;
+            }
+            (SWEEP_SIZES.to_vec(), vec![Detect::Poll, Detect::Irq], vec![Return::Register, Return::Dma])
+        } else {
+            let sizes = parse_size_list("--size", &cmd.size).map_err(anyhow::Error::msg)?;
+            let mut checked = Vec::new();
+            for s in sizes {
+                let ok = (u64::from(rt_loop::MIN_SIZE)..=u64::from(rt_loop::MAX_SIZE)).contains(&s) && s.is_multiple_of(4);
+                if !ok {
+                    bail!(
+                        "--size {s}: a loop buffer is a multiple of 4 bytes in {}..={} (the token and at least one data DW)",
+                        rt_loop::MIN_SIZE,
+                        rt_loop::MAX_SIZE
+                    );
+                }
+                checked.push(s as u32);
+            }
+            let mut detect: Vec<Detect> = cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
+            detect.dedup();
+            let mut ret: Vec<Return> = cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
+            ret.dedup();
+            (checked, detect, ret)
+        };
+        Ok(Plan { iterations: cmd.iterations, sizes, detect, ret, seed: cmd.seed, verify: cmd.verify, sweep: cmd.sweep, placement })
+    }
+
+    fn config(&self, size: u32, detect: Detect, ret: Return) -> LoopConfig {
+        let mut c = LoopConfig::new(size, self.iterations, detect, ret);
+        c.seed = self.seed;
+        c.verify_data = self.verify;
+        c
+    }
+}
+
+/// One point: one size, detection, return and condition.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub size_bytes: u32,
+    pub detect: Detect,
+    #[serde(rename = "return")]
+    pub ret: Return,
+    pub condition: Condition,
+    pub load: Vec<realtime::LoadKind>,
+    pub load_cpus: Vec<usize>,
+    pub iterations: u32,
+    /// Every checksum right, every iteration counted, no sample lost.
+    pub verified: bool,
+    pub clock_hz: u32,
+    /// Loop time (card clock), ns.
+    pub loop_ns: Option<Summary>,
+    /// max - min of the loop time, ns (the DataMover's jitter).
+    pub jitter_ns: Option<f64>,
+    /// Standard deviation of the loop time, ns.
+    pub stddev_ns: Option<f64>,
+    /// DMA return: mean cycles from the doorbell's arrival to the read's completion, in ns.
+    pub return_read_mean_ns: Option<f64>,
+    /// Host wall time from seeing the token to issuing the return, ns (real host time).
+    pub host_compute_ns: Option<Summary>,
+    pub polls_per_iteration: Option<f64>,
+    pub interrupts: u64,
+    pub doorbell_retries: u64,
+    pub data_errors: u64,
+    pub card: CardStats,
+    /// Simulator with real host time: gaps charged during the point and how many were capped.
+    pub sim_host_gaps: Option<HostGaps>,
+    pub pinned_cpu: Option<usize>,
+    pub fifo_priority: Option<i32>,
+    pub notes: Vec<String>,
+    /// Every loop time in cycles.
+    pub loop_cycles: Vec<u32>,
+}
+
+impl Point {
+    fn label(&self) -> String {
+        format!("{}/{} {}", self.detect.name(), self.ret.name(), format!("{:?}", self.condition).to_lowercase())
+    }
+}
+
+fn stddev(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    Some((values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64).sqrt())
+}
+
+fn run_point(session: &mut Session, plan: &Plan, size: u32, detect: Detect, ret: Return, condition: Condition) -> anyhow::Result<Point> {
+    let pl = &plan.placement;
+    let config = plan.config(size, detect, ret);
+    let before = realtime::sim_host_time_stats(session);
+    let load = pl.load_for(condition)?;
+    let (result, notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-loop", pl, |card| {
+        rt_loop::run(card, &config).context("running the loop")
+    });
+    drop(load);
+    let r = result?;
+    let after = realtime::sim_host_time_stats(session);
+    let ns = |c: f64| r.cycles_to_ns(c);
+    let loop_ns: Vec<f64> = r.loop_cycles.iter().map(|c| ns(f64::from(*c))).collect();
+    let summary = Summary::of(&loop_ns);
+    let compute: Vec<f64> = r.host.compute_ns.iter().map(|v| *v as f64).collect();
+    Ok(Point {
+        size_bytes: size,
+        detect,
+        ret,
+        condition,
+        load: if condition == Condition::Loaded { pl.load.clone() } else { Vec::new() },
+        load_cpus: if condition == Condition::Loaded { pl.load_cpus.clone() } else { Vec::new() },
+        iterations: plan.iterations,
+        verified: r.verified(),
+        clock_hz: r.clock_hz,
+        jitter_ns: summary.as_ref().map(|s| s.max - s.min),
+        stddev_ns: stddev(&loop_ns),
+        loop_ns: summary,
+        return_read_mean_ns: (ret == Return::Dma && r.card.count > 0).then(|| ns(r.card.read_sum_cycles as f64 / r.card.count as f64)),
+        host_compute_ns: Summary::of(&compute),
+        polls_per_iteration: (detect == Detect::Poll && r.host.served > 0).then(|| r.host.polls as f64 / r.host.served as f64),
+        interrupts: r.host.interrupts,
+        doorbell_retries: r.host.doorbell_retries,
+        data_errors: r.host.data_errors,
+        card: r.card.clone(),
+        sim_host_gaps: HostGaps::between(&before, &after),
+        pinned_cpu: pl.cpu,
+        fifo_priority: pl.fifo.filter(|_| notes.is_empty()),
+        notes,
+        loop_cycles: r.loop_cycles,
+    })
+}
+
+pub fn time_basis(session: &Session, poll_step_ns: f64) -> TimeBasis {
+    let (kind, sim_host_time) = realtime::basis_kind(session);
+    let statement = match kind {
+        "hardware" => "hardware: every figure is real, timed by the card's clock: the buffer's DMA write, the host noticing it \
+                       (its poll, or the MSI, the kernel and the thread's wake-up), the checksum, and the return (a posted \
+                       register write, or the doorbell and the card's DMA read of the result)"
+            .to_string(),
+        "sim_real_host_time" => "simulator, host time real: the loop time is the modelled card and link (the buffer's write, the MSI, \
+                       the return) PLUS this host's real time between its messages to the simulator (polls, the checksum, \
+                       the socket wake-up), each gap capped; the card, link and root complex are modelled, not hardware; \
+                       the host's own compute time (host_compute_ns) is real in every mode"
+            .to_string(),
+        _ => format!(
+            "simulator, virtual time: the loop time is ONLY the modelled card and link time (the buffer's write, the MSI, the \
+             return path) plus the poll granularity ({poll_step_ns:.0} ns of card time per poll); the host's detection, \
+             checksum and wake-up cost no card time and are NOT in it (tlpx-sim --host-time real includes them); \
+             host_compute_ns is real host time; never read these as hardware figures"
+        ),
+    };
+    TimeBasis { kind, sim_host_time, statement }
+}
+
+pub fn point_text(p: &Point, width: usize) -> Vec<String> {
+    let placement = realtime::condition_text(p.condition, &p.load, &p.load_cpus);
+    let mut out = vec![format!(
+        "{} B, detect {}, return {}, {placement}: {} iterations, {}",
+        p.size_bytes,
+        p.detect.name(),
+        p.ret.name(),
+        p.card.count,
+        if p.verified {
+            "every checksum verified by the card".to_string()
+        } else {
+            format!(
+                "NOT VERIFIED: {} wrong checksums, {} data errors, {} samples dropped",
+                p.card.mismatches, p.data_errors, p.card.samples_dropped
+            )
+        }
+    )];
+    out.push(format!("  loop time: {}", summary_line(&p.loop_ns)));
+    if let (Some(s), Some(j), Some(sd)) = (&p.loop_ns, p.jitter_ns, p.stddev_ns) {
+        out.push(format!("  mean {}  jitter (max - min) {}  std dev {}", fmt_ns(s.mean), fmt_ns(j), fmt_ns(sd)));
+    }
+    out.extend(text_histogram(&p.card.histogram, p.clock_hz, width));
+    if let Some(r) = p.return_read_mean_ns {
+        out.push(format!(
+            "  DMA return: doorbell to completion {} on average; {} failed reads rung again",
+            fmt_ns(r),
+            p.doorbell_retries
+        ));
+    }
+    if let Some(c) = &p.host_compute_ns {
+        out.push(format!("  host: token seen to return issued (real host time) p50 {}  max {}", fmt_ns(c.median), fmt_ns(c.max)));
+    }
+    match (p.polls_per_iteration, p.detect) {
+        (Some(n), Detect::Poll) => out.push(format!("  polls per iteration: {n:.1}")),
+        _ => out.push(format!("  interrupts: {}", p.interrupts)),
+    }
+    if let Some(g) = p.sim_host_gaps {
+        if g.capped_gaps > 0 {
+            out.push(format!(
+                "  WARNING: the simulator capped {} of {} host gaps: those loops under-state the host's time",
+                g.capped_gaps, g.gaps
+            ));
+        }
+    }
+    out.push(format!("  {}", realtime::thread_line(p.pinned_cpu, p.fifo_priority)));
+    out
+}
+
+/// The sweep as one table: a row per point.
+pub fn sweep_table(points: &[Point]) -> Vec<String> {
+    let mut out = vec![format!(
+        "  {:>6}  {:<6} {:<9} {:<7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "bytes", "detect", "return", "load", "min", "p50", "p99", "max", "mean", "jitter"
+    )];
+    for p in points {
+        let s = p.loop_ns.as_ref();
+        let f = |v: Option<f64>| v.map_or("-".to_string(), fmt_ns);
+        out.push(format!(
+            "  {:>6}  {:<6} {:<9} {:<7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}{}",
+            p.size_bytes,
+            p.detect.name(),
+            p.ret.name(),
+            format!("{:?}", p.condition).to_lowercase(),
+            f(s.map(|s| s.min)),
+            f(s.map(|s| s.median)),
+            f(s.map(|s| s.p99)),
+            f(s.map(|s| s.max)),
+            f(s.map(|s| s.mean)),
+            f(p.jitter_ns),
+            if p.verified { "" } else { "  NOT VERIFIED" }
+        ));
+    }
+    out
+}
+
+fn chart(title: &str, points: &[Point], sweep: bool) -> Chart {
+    if sweep {
+        // Median loop time against size, one line per detection/return/condition.
+        let mut labels: Vec<String> = points.iter().map(Point::label).collect();
+        labels.dedup();
+        labels.sort();
+        labels.dedup();
+        Chart {
+            title: title.into(),
+            x_label: "buffer size".into(),
+            y_label: "median loop time, us".into(),
+            x_axis: XAxis::Log2Bytes,
+            y_range: None,
+            series: labels
+                .iter()
+                .map(|l| Series {
+                    label: l.clone(),
+                    points: points
+                        .iter()
+                        .filter(|p| &p.label() == l)
+                        .filter_map(|p| p.loop_ns.as_ref().map(|s| (f64::from(p.size_bytes), s.median / 1e3)))
+                        .collect(),
+                    style: Style::Line,
+                })
+                .collect(),
+        }
+    } else {
+        let log_ns = |p: &Point, k: usize| ((1u64 << k) as f64 * 1.5 * 1e9 / f64::from(p.clock_hz.max(1))).log2();
+        Chart {
+            title: title.into(),
+            x_label: "loop time, log2(ns): 10 = 1 us, 20 = 1 ms (log2 buckets of card cycles)".into(),
+            y_label: "iterations".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            series: points
+                .iter()
+                .map(|p| Series {
+                    label: format!("{} B {}", p.size_bytes, p.label()),
+                    points: p.card.histogram.iter().enumerate().filter(|(_, c)| **c > 0).map(|(k, c)| (log_ns(p, k), *c as f64)).collect(),
+                    style: Style::Points,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Body {
+    time_basis: TimeBasis,
+    points: Vec<Point>,
+}
+
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let plan = Plan::parse(cmd)?;
+    let mut session = Session::open(device)?;
+    if !session.card.has_feature("rt_loop") {
+        bail!("this card has no real-time loop (its features: {})", session.card.identity().features.join(", "));
+    }
+    crate::progress::install_stop_handler();
+    let poll_step_ns = plan.config(8, Detect::Poll, Return::Register).poll_step.as_nanos() as f64;
+    let basis = time_basis(&session, poll_step_ns);
+    let width = cmd.bar_width as usize;
+    if !json {
+        println!("{}", session.describe());
+        for n in &session.notes {
+            println!("note: {n}");
+        }
+        println!("what these figures are: {}", basis.statement);
+    }
+    let mut points = Vec::new();
+    'all: for &condition in &plan.placement.conditions {
+        for &size in &plan.sizes {
+            for &detect in &plan.detect {
+                for &ret in &plan.ret {
+                    if crate::progress::stop_requested() {
+                        break 'all;
+                    }
+                    let p = run_point(&mut session, &plan, size, detect, ret, condition)?;
+                    if !json {
+                        for line in point_text(&p, width) {
+                            println!("{line}");
+                        }
+                    }
+                    points.push(p);
+                }
+            }
+        }
+    }
+    if !json && points.len() > 1 {
+        println!("all points ({}):", basis.kind);
+        for line in sweep_table(&points) {
+            println!("{line}");
+        }
+    }
+    if let Some(path) = &cmd.svg {
+        let what = if session.environment.simulated { format!("simulated, {}", basis.kind) } else { "hardware".into() };
+        let svg = plot::render_svg(&chart(&format!("Real-time loop ({what})"), &points, plan.sweep || plan.sizes.len() > 1))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("tlpx: wrote {}", path.display());
+    }
+    let failed = points.iter().any(|p| !p.verified);
+    let mut notes = session.notes.clone();
+    notes.push(basis.statement.clone());
+    notes.extend(points.iter().flat_map(|p| p.notes.iter().cloned()).take(1));
+    let mut doc = ResultDoc::new(
+        "loop",
+        plan,
+        session.environment.clone(),
+        session.link.clone(),
+        None,
+        Body { time_basis: basis, points },
+        started.elapsed().as_secs_f64(),
+        notes,
+    );
+    doc.interrupted = crate::progress::stop_requested();
+    if let Some(path) = &cmd.output {
+        results::write_json(path, &doc)?;
+    }
+    if json {
+        print_json(&doc)?;
+    }
+    Ok(if doc.interrupted {
+        ExitCode::from(crate::progress::INTERRUPTED_EXIT)
+    } else if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stddev_of_known_values() {
+        assert_eq!(stddev(&[1.0]), None);
+        let s = stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).expect("enough values");
+        assert!((s - 2.138).abs() < 1e-3, "{s}");
+    }
+}

@@ -1,0 +1,415 @@
+//! What `tlpx irq` and `tlpx loop` share: where the measuring thread runs (CPU affinity,
+//! SCHED_FIFO when permitted), the built-in load generator, idle/loaded comparisons, the time
+//! basis of the figures (hardware, or the simulator in virtual or real host time), and the
+//! terminal log2 histograms and percentile lines.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use tlpx_device::backends::sim::SimDevice;
+use tlpx_device::card::Card;
+use tlpx_model::stats::Summary;
+
+use crate::session::Session;
+
+/// Kinds of load the built-in load generator runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadKind {
+    /// Integer arithmetic in a tight loop.
+    Cpu,
+    /// Streaming reads and writes over a 64 MiB buffer (memory bandwidth, cache pollution).
+    Mem,
+    /// Cheap system calls (getppid) in a loop: kernel entries and exits.
+    Syscall,
+}
+
+/// The runs `--compare` can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// No load from tlpx.
+    Idle,
+    /// With the --load generator running.
+    Loaded,
+}
+
+
+/// Where the measuring thread runs and what load runs beside it (flattened into the
+/// commands' arguments).
+#[derive(Debug, Clone, Args)]
+pub struct PlacementArgs {
+    /// Pin the measuring thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Run the measuring thread SCHED_FIFO at this priority (1..=99) when permitted.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub fifo: Option<i32>,
+    /// Load to run during the measurement (or the loaded run of --compare): cpu, mem, syscall.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub load: Vec<LoadKind>,
+    /// CPUs the load threads run on (one thread per kind and CPU); default: every CPU.
+    #[arg(long, value_delimiter = ',')]
+    pub load_cpus: Vec<usize>,
+    /// Run these conditions one after the other and print them side by side: idle,loaded.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub compare: Vec<Condition>,
+}
+
+/// The checked placement.
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    pub cpu: Option<usize>,
+    pub fifo: Option<i32>,
+    pub load: Vec<LoadKind>,
+    pub load_cpus: Vec<usize>,
+    pub conditions: Vec<Condition>,
+}
+
+impl Placement {
+    /// Checks the arguments; every error names the bad value and what is accepted.
+    pub fn parse(args: &PlacementArgs) -> anyhow::Result<Placement> {
+        let allowed = allowed_cpus();
+        if let Some(c) = args.cpu {
+            check_cpu("--cpu", c, &allowed)?;
+        }
+        for c in &args.load_cpus {
+            check_cpu("--load-cpus", *c, &allowed)?;
+        }
+        let mut conditions = args.compare.clone();
+        conditions.dedup();
+        if conditions.is_empty() {
+            conditions.push(if args.load.is_empty() { Condition::Idle } else { Condition::Loaded });
+        }
+        let mut load = args.load.clone();
+        if conditions.contains(&Condition::Loaded) && load.is_empty() {
+            load = vec![LoadKind::Cpu, LoadKind::Mem, LoadKind::Syscall];
+        }
+        if !args.load_cpus.is_empty() && load.is_empty() {
+            bail!("--load-cpus says where to run load, but no --load says which: give --load cpu,mem,syscall");
+        }
+        let load_cpus = if args.load_cpus.is_empty() { allowed } else { args.load_cpus.clone() };
+        Ok(Placement { cpu: args.cpu, fifo: args.fifo, load, load_cpus, conditions })
+    }
+
+    /// Starts the load of `condition` (none when idle); it stops when dropped.
+    pub fn load_for(&self, condition: Condition) -> anyhow::Result<Option<Load>> {
+        match condition {
+            Condition::Loaded => Ok(Some(Load::start(&self.load, &self.load_cpus)?)),
+            Condition::Idle => Ok(None),
+        }
+    }
+}
+
+/// Runs `work` on a thread of its own, pinned and SCHED_FIFO as `placement` asks, with the
+/// card lent to it; returns its result and the notes (e.g. SCHED_FIFO refused) it made.
+pub fn on_measuring_thread<T: Send>(
+    card: &mut Card,
+    name: &str,
+    placement: &Placement,
+    work: impl FnOnce(&mut Card) -> anyhow::Result<T> + Send,
+) -> (anyhow::Result<T>, Vec<String>) {
+    let (cpu, fifo) = (placement.cpu, placement.fifo);
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new().name(name.into()).spawn_scoped(scope, move || {
+            let mut notes = Vec::new();
+            if let Some(c) = cpu {
+                if let Err(e) = pin_to(c).with_context(|| format!("--cpu {c}")) {
+                    return (Err(e), notes);
+                }
+            }
+            if let Some(p) = fifo {
+                if let Err(e) = make_fifo(p) {
+                    eprintln!("tlpx: {e}");
+                    notes.push(e);
+                }
+            }
+            (work(card), notes)
+        });
+        match handle {
+            Ok(h) => h.join().unwrap_or_else(|_| (Err(anyhow::anyhow!("the measuring thread panicked")), Vec::new())),
+            Err(e) => (Err(anyhow::Error::new(e).context("starting the measuring thread")), Vec::new()),
+        }
+    })
+}
+
+/// "idle", or "loaded [cpu+mem on CPUs 0,1]".
+pub fn condition_text(condition: Condition, load: &[LoadKind], load_cpus: &[usize]) -> String {
+    match condition {
+        Condition::Idle => "idle".into(),
+        Condition::Loaded => format!(
+            "loaded [{} on CPUs {}]",
+            load.iter().map(|l| format!("{l:?}").to_lowercase()).collect::<Vec<_>>().join("+"),
+            cpu_list(load_cpus)
+        ),
+    }
+}
+
+/// "measuring thread: CPU 3, SCHED_FIFO 80" (the priority only when it was granted).
+pub fn thread_line(cpu: Option<usize>, fifo_granted: Option<i32>) -> String {
+    match (cpu, fifo_granted) {
+        (Some(c), Some(p)) => format!("measuring thread: CPU {c}, SCHED_FIFO {p}"),
+        (Some(c), None) => format!("measuring thread: CPU {c}, normal scheduler"),
+        (None, Some(p)) => format!("measuring thread: any CPU, SCHED_FIFO {p}"),
+        (None, None) => "measuring thread: any CPU, normal scheduler".into(),
+    }
+}
+
+// CPUs ---------------------------------------------------------------------------------------
+
+/// The CPUs this process may run on (its affinity mask).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            return (0..n).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+pub fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+}
+
+pub fn check_cpu(flag: &str, cpu: usize, allowed: &[usize]) -> anyhow::Result<()> {
+    if allowed.contains(&cpu) {
+        Ok(())
+    } else {
+        Err(anyhow::Error::msg(format!("{flag}: CPU {cpu} does not exist or is not allowed for this process; the CPUs are {}", cpu_list(allowed))))
+    }
+}
+
+// Thread placement ---------------------------------------------------------------------------
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to(cpu: usize) -> anyhow::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE.
+    unsafe {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            bail!("CPU {cpu} does not exist; the CPUs are {}", cpu_list(&allowed_cpus()));
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let e = std::io::Error::last_os_error();
+            bail!("cannot pin to CPU {cpu} ({e}); the CPUs are {}", cpu_list(&allowed_cpus()));
+        }
+    }
+    Ok(())
+}
+
+/// Makes the calling thread SCHED_FIFO at `priority`; `Err` carries why not.
+pub fn make_fifo(priority: i32) -> Result<(), String> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: plain system call on the calling thread with a valid parameter block.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!(
+            "SCHED_FIFO priority {priority} not permitted ({e}): carrying on with the normal scheduler \
+             (run as root, with CAP_SYS_NICE, or raise RLIMIT_RTPRIO)"
+        ));
+    }
+    Ok(())
+}
+
+// Load generator -----------------------------------------------------------------------------
+
+/// Load threads; stopped and joined on drop.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn load_loop(kind: LoadKind, stop: &AtomicBool) {
+    match kind {
+        LoadKind::Cpu => {
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..10_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                }
+                std::hint::black_box(x);
+            }
+        }
+        LoadKind::Mem => {
+            let mut buf = vec![1u64; 8 << 20];
+            let mut sum = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for chunk in buf.chunks_mut(4096) {
+                    for v in chunk.iter_mut() {
+                        sum = sum.wrapping_add(*v);
+                        *v = sum;
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+            }
+            std::hint::black_box(sum);
+        }
+        LoadKind::Syscall => {
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..1000 {
+                    // SAFETY: getppid has no preconditions.
+                    std::hint::black_box(unsafe { libc::getppid() });
+                }
+            }
+        }
+    }
+}
+
+impl Load {
+    /// Starts one thread per kind and CPU, each pinned to its CPU.
+    pub fn start(kinds: &[LoadKind], cpus: &[usize]) -> anyhow::Result<Load> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut load = Load { stop: stop.clone(), threads: Vec::new() };
+        for &cpu in cpus {
+            for &kind in kinds {
+                let stop = stop.clone();
+                let (tx, rx) = std::sync::mpsc::channel();
+                let handle = std::thread::Builder::new()
+                    .name(format!("load-{kind:?}-{cpu}"))
+                    .spawn(move || {
+                        let pinned = pin_to(cpu);
+                        let ok = pinned.is_ok();
+                        let _ = tx.send(pinned.map_err(|e| e.to_string()));
+                        if ok {
+                            load_loop(kind, &stop);
+                        }
+                    })
+                    .context("starting a load thread")?;
+                load.threads.push(handle);
+                if let Ok(Err(e)) = rx.recv() {
+                    bail!("load thread: {e}");
+                }
+            }
+        }
+        Ok(load)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+// Time basis ---------------------------------------------------------------------------------
+
+/// Which parts of the figures are real host time and which are modelled.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimeBasis {
+    /// "hardware", "sim_virtual" or "sim_real_host_time".
+    pub kind: &'static str,
+    /// The simulator's `host_time` mode as its Hello gives it (absent in older simulators).
+    pub sim_host_time: Option<String>,
+    /// Plain statement for the reader.
+    pub statement: String,
+}
+
+/// Reads the simulator's `host_time` mode from its Hello, whatever the field's shape.
+fn sim_host_time(socket: &str) -> Option<String> {
+    let sim = SimDevice::connect(socket).ok()?;
+    let v = serde_json::to_value(sim.hello()).ok()?;
+    match v.get("host_time")? {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// The simulator's host-time counters now (gaps charged, gaps capped), on a short-lived
+/// connection; `None` on hardware or when the simulator cannot be asked. A run is judged by
+/// the difference of two readings: a capped gap means a host latency was under-stated.
+pub fn sim_host_time_stats(session: &Session) -> Option<tlpx_sim_protocol::HostTimeStats> {
+    let sim = session.environment.sim.as_ref()?;
+    SimDevice::connect(&sim.socket).ok()?.stats().ok().map(|s| s.host_time)
+}
+
+/// Gaps the simulator charged between two readings, and how many of them it capped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HostGaps {
+    pub gaps: u64,
+    pub capped_gaps: u64,
+    pub longest_gap_ns: u64,
+}
+
+impl HostGaps {
+    pub fn between(before: &Option<tlpx_sim_protocol::HostTimeStats>, after: &Option<tlpx_sim_protocol::HostTimeStats>) -> Option<HostGaps> {
+        let (b, a) = (before.as_ref()?, after.as_ref()?);
+        Some(HostGaps {
+            gaps: a.gaps.saturating_sub(b.gaps),
+            capped_gaps: a.capped_gaps.saturating_sub(b.capped_gaps),
+            longest_gap_ns: a.longest_gap_ns,
+        })
+    }
+}
+
+/// Where the figures come from: "hardware", "sim_virtual" or "sim_real_host_time", and the
+/// simulator's `host_time` mode. Each command words its own statement from it.
+pub fn basis_kind(session: &Session) -> (&'static str, Option<String>) {
+    let Some(sim) = &session.environment.sim else {
+        return ("hardware", None);
+    };
+    let mode = sim_host_time(&sim.socket);
+    let real = mode.as_deref().is_some_and(|m| m.to_ascii_lowercase().contains("real"));
+    (if real { "sim_real_host_time" } else { "sim_virtual" }, mode)
+}
+// Output -------------------------------------------------------------------------------------
+
+pub fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// The terminal histogram of a log2 histogram in cycles: one row per bucket from the first
+/// to the last non-empty one, with a bar on a log scale of the count.
+pub fn text_histogram(hist: &[u64], clock_hz: u32, width: usize) -> Vec<String> {
+    let ns = 1e9 / f64::from(clock_hz.max(1));
+    let (Some(lo), Some(hi)) = (hist.iter().position(|&c| c > 0), hist.iter().rposition(|&c| c > 0)) else {
+        return vec!["    (no samples)".into()];
+    };
+    let top = hist.iter().copied().max().unwrap_or(1).max(1) as f64;
+    (lo..=hi)
+        .map(|k| {
+            let c = hist[k];
+            let bar = if c == 0 { 0 } else { ((1.0 + (c as f64).log10()) / (1.0 + top.log10()) * width as f64).round().max(1.0) as usize };
+            let from = if k == 0 { 0.0 } else { (1u64 << k) as f64 * ns };
+            let to = (1u64 << (k + 1)) as f64 * ns;
+            format!("    {:>10} .. {:<10} {:>8} |{}", fmt_ns(from), fmt_ns(to), c, "#".repeat(bar))
+        })
+        .collect()
+}
+
+pub fn summary_line(s: &Option<Summary>) -> String {
+    match s {
+        Some(s) => format!(
+            "p50 {}  p99 {}  p99.9 {}  max {}  (min {}, {} samples)",
+            fmt_ns(s.median),
+            fmt_ns(s.p99),
+            fmt_ns(s.p999),
+            fmt_ns(s.max),
+            fmt_ns(s.min),
+            s.count
+        ),
+        None => "no samples".into(),
+    }
+}
+

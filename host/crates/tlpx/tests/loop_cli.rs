@@ -1,0 +1,131 @@
+//! `tlpx loop` end to end with the real binary and the real tlpx-sim.
+//!
+//!   tlpx loop ──► tlpx-sim (card: rt_loop writes buffers) ──► measuring thread polls / waits
+//!             ◄── checksum by register write or doorbell + DMA read ── JSON, SVG, table
+//!
+//! Every point must be verified by the card (checksums end to end, every iteration counted),
+//! the sweep must cover sizes × detection × return × idle/loaded, the output must say what is
+//! modelled, SCHED_FIFO refused must be said and carried on from, and bad arguments refused.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tlpx_testkit::SimProcess as Sim;
+
+fn tlpx_command(device: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")));
+    c.arg("--device").arg(device).args(args);
+    c
+}
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    tlpx_command(device, args).output().expect("run tlpx")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn hist_sum(p: &Value) -> u64 {
+    p["card"]["histogram"].as_array().expect("histogram").iter().map(|v| v.as_u64().expect("count")).sum()
+}
+
+#[test]
+fn the_sweep_covers_sizes_modes_and_load_with_every_checksum_verified() {
+    let sim = Sim::start(&[]);
+    let json = sim.path("loop.json");
+    let svg = sim.path("loop.svg");
+    let out = tlpx(
+        &sim.selector(),
+        &[
+            "loop", "--sweep", "--iterations", "12", "--load", "syscall", "--load-cpus", "0", "--verify",
+            "--output", json.to_str().expect("path"), "--svg", svg.to_str().expect("path"),
+        ],
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("virtual time") && log.contains("NOT in it"), "{log}");
+    assert!(log.contains("all points") && log.contains("jitter"), "{log}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("result")).expect("JSON");
+    assert_eq!(doc["kind"], "loop");
+    assert_eq!(doc["time_basis"]["kind"], "sim_virtual");
+    assert_eq!(doc["environment"]["sim"]["host_time"], "virtual");
+    let points = doc["points"].as_array().expect("points");
+    assert_eq!(points.len(), 5 * 2 * 2 * 2, "sizes x detect x return x idle/loaded");
+    let mut seen = std::collections::BTreeSet::new();
+    for p in points {
+        assert_eq!(p["verified"], true, "{p}");
+        assert_eq!(p["card"]["count"], 12);
+        assert_eq!(p["card"]["mismatches"], 0);
+        assert_eq!(p["data_errors"], 0);
+        assert_eq!(hist_sum(p), 12, "the histogram counts every iteration");
+        assert_eq!(p["loop_cycles"].as_array().expect("samples").len(), 12);
+        let s = &p["loop_ns"];
+        assert!(s["min"].as_f64() <= s["median"].as_f64() && s["median"].as_f64() <= s["max"].as_f64(), "{s}");
+        assert_eq!(p["return_read_mean_ns"].is_number(), p["return"] == "dma", "{p}");
+        seen.insert((
+            p["size_bytes"].as_u64().expect("size"),
+            p["detect"].as_str().expect("detect").to_string(),
+            p["return"].as_str().expect("return").to_string(),
+            p["condition"].as_str().expect("condition").to_string(),
+        ));
+    }
+    assert_eq!(seen.len(), 40, "every combination once");
+    // A bigger buffer takes longer to write: the 4 KiB loop is slower than the 8 B one.
+    let median = |size: u64| {
+        points
+            .iter()
+            .find(|p| p["size_bytes"] == size && p["detect"] == "irq" && p["return"] == "register" && p["condition"] == "idle")
+            .and_then(|p| p["loop_ns"]["median"].as_f64())
+            .expect("point")
+    };
+    assert!(median(4096) > median(8) + 1000.0, "8 B: {} ns, 4 KiB: {} ns", median(8), median(4096));
+    let figure = std::fs::read_to_string(&svg).expect("svg");
+    assert!(figure.starts_with("<svg") && figure.contains("simulated"), "{}", &figure[..200.min(figure.len())]);
+}
+
+#[test]
+fn sched_fifo_refused_is_said_and_the_run_carries_on() {
+    let sim = Sim::start(&[]);
+    // No CAP_SYS_NICE (dropped from the bounding set when root) and RLIMIT_RTPRIO 0: the
+    // kernel refuses SCHED_FIFO, as for an ordinary user.
+    let root = unsafe { libc::geteuid() } == 0;
+    let tlpx_bin = PathBuf::from(env!("CARGO_BIN_EXE_tlpx"));
+    let mut c = Command::new("prlimit");
+    c.arg("--rtprio=0:0").arg("--");
+    if root {
+        c.args(["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice", "--"]);
+    }
+    c.arg(&tlpx_bin).args(["--device", &sim.selector(), "--json", "loop", "--iterations", "5", "--fifo", "50", "--cpu", "0"]);
+    let out = c.output().expect("run prlimit");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("SCHED_FIFO priority 50 not permitted") && err.contains("carrying on"), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let p = &doc["points"][0];
+    assert_eq!(p["verified"], true);
+    assert!(p["fifo_priority"].is_null(), "the priority was not granted: {p}");
+    assert_eq!(p["pinned_cpu"], 0);
+    assert!(p["notes"][0].as_str().expect("note").contains("not permitted"), "{p}");
+}
+
+#[test]
+fn bad_arguments_are_refused_with_exit_2() {
+    let sim = Sim::start(&[]);
+    let cases: [(&[&str], &str); 6] = [
+        (&["loop", "--iterations", "0"], "--iterations must be at least 1, not 0"),
+        (&["loop", "--size", "6"], "--size 6"),
+        (&["loop", "--size", "8K"], "--size 8192"),
+        (&["loop", "--cpu", "4096"], "CPU 4096 does not exist"),
+        (&["loop", "--load-cpus", "0"], "no --load says which"),
+        (&["loop", "--detect", "sometimes"], "sometimes"),
+    ];
+    for (args, want) in cases {
+        let out = tlpx(&sim.selector(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
