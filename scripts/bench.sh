@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: the simulator's speed (card cycles per wall second, idle and with DMA
 # traffic) and the MMIO round trip a client sees, for each datapath width; then the
-# generator's DMA bandwidth against the link model (scripts/bench_bw.sh).
+# generator's DMA bandwidth against the link model (scripts/bench_bw.sh), the spy's rates
+# (scripts/bench_spy.sh), and the real-time loop and interrupt user stage (scripts/bench_loop.sh).
 # Writes build/bench/*.json and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +25,6 @@ echo "== bench: DMA bandwidth against the link model"
 scripts/bench_bw.sh
 echo "== bench: spy sustained rate and host ingest"
 scripts/bench_spy.sh
+echo "== bench: real-time loop and interrupt user stage, idle vs loaded"
+scripts/bench_loop.sh
 cat docs/performance.md
