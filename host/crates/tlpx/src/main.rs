@@ -2,6 +2,7 @@
 
 mod cmd;
 mod output;
+mod pmc;
 mod plot;
 mod progress;
 mod realtime;
@@ -28,6 +29,16 @@ struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+
+    /// Count host CPU events (instructions, cycles, CPI, cache references and misses) of the
+    /// measuring threads with perf_event_open, into the output and the result's `pmc` field.
+    /// Where the kernel refuses, tlpx says why and carries on without them.
+    #[arg(long, global = true)]
+    pmc: bool,
+
+    /// With --pmc: count kernel time too (user space only by default).
+    #[arg(long, global = true, requires = "pmc")]
+    pmc_kernel: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -71,6 +82,10 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    if cli.pmc {
+        let scope = if cli.pmc_kernel { pmc::PmcScope::UserKernel } else { pmc::PmcScope::User };
+        pmc::enable(pmc::PmcOptions { scope });
+    }
     let result = match &cli.command {
         Command::List(c) => cmd::list::run(c, &cli.device, cli.json),
         Command::Info(c) => cmd::info::run(c, &cli.device, cli.json),
@@ -86,6 +101,7 @@ fn main() -> ExitCode {
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
     };
+    pmc::say_main();
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -128,7 +128,8 @@ pub fn on_measuring_thread<T: Send>(
                     notes.push(e);
                 }
             }
-            (work(card), notes)
+            let label = format!("measuring thread ({})", std::thread::current().name().unwrap_or("tlpx"));
+            (crate::pmc::around(&label, || work(card)), notes)
         });
         match handle {
             Ok(h) => h.join().unwrap_or_else(|_| (Err(anyhow::anyhow!("the measuring thread panicked")), Vec::new())),

@@ -156,6 +156,9 @@ pub struct ResultDoc<P: Serialize, B: Serialize> {
     pub interrupted: bool,
     pub wall_seconds: f64,
     pub notes: Vec<String>,
+    /// Host CPU counters of the run (`--pmc`); absent without it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pmc: Vec<crate::pmc::PmcRecord>,
 }
 
 impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
@@ -185,6 +188,7 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
             interrupted: false,
             wall_seconds,
             notes,
+            pmc: crate::pmc::records(),
         }
     }
 }

@@ -129,3 +129,26 @@ fn bad_arguments_are_refused_with_exit_2() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn pmc_counts_the_measuring_thread_or_says_why_not() {
+    let sim = Sim::start(&[]);
+    let out = tlpx(&sim.selector(), &["--pmc", "--json", "loop", "--iterations", "5"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let records = doc["pmc"].as_array().expect("a pmc field with --pmc");
+    let thread = records.iter().find(|r| r["label"] == "measuring thread (tlpx-loop)").expect("the measuring thread's record");
+    match thread["reading"].as_object() {
+        // Counters available: the thread ran instructions.
+        Some(r) => assert!(r["instructions"].as_u64().unwrap_or(0) > 0 || r["cycles"].as_u64().unwrap_or(0) > 0, "{thread}"),
+        // Refused (a VM without a PMU, paranoid settings): the reason is given, once on stderr.
+        None => {
+            let note = thread["note"].as_str().expect("a reason");
+            assert!(note.contains("perf_event_open") || note.contains("perf_event_paranoid"), "{note}");
+            assert_eq!(text(&out.stderr).matches("carrying on without counters").count(), 1, "{}", text(&out.stderr));
+        }
+    }
+    // Without --pmc there is no pmc field.
+    let plain: Value = serde_json::from_slice(&tlpx(&sim.selector(), &["--json", "loop", "--iterations", "3"]).stdout).expect("JSON");
+    assert!(plain.get("pmc").is_none());
+}
