@@ -14,11 +14,14 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x3800  | spy           | passive transaction spy: filters, trigger, ring, counters  |
 | 0x4000  | irq_timer     | interrupt latency timer: fires, stage statistics, ring     |
 | 0x4800  | rt_loop       | real-time loop: buffer to host, result back, loop time      |
+| 0x5000  | rule30_batch  | rule-30 DMA batch mode: descriptor list, results, counters |
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
+| 0x20000 | (rule30)      | rule-30 accelerator: the seed's register window (512 bytes) |
 
-The register map has one source: this file. `csr.json` (with fields and descriptions) is
-exported from it and everything else (Rust crate tlpx-regs, docs/registers.md) is generated
-from that; the ident block carries a hash of the map so a host knows what it talks to.
+The register map has one source: this file (and, for the rule-30 window, the core's register
+table in cores/rule30/block.py). `csr.json` (with fields and descriptions) is exported from it
+and everything else (Rust crate tlpx-regs, docs/registers.md) is generated from that; the
+ident block carries a hash of the map so a host knows what it talks to.
 """
 
 import json
@@ -43,6 +46,9 @@ from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, 
 from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, TAGS, CompletionDispatcher, Generator
 from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import RequestPath
+from tlpx_gateware.cores.rule30.batch import BATCH_TAG, Rule30Batch
+from tlpx_gateware.cores.rule30.block import Rule30Block, window_region
+from tlpx_gateware.cores.rule30.core import WINDOW_BYTES as RULE30_WINDOW_SIZE
 from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
@@ -61,14 +67,16 @@ CSR_MAP = {
     "spy":          7,
     "irq_timer":    8,
     "rt_loop":      9,
+    "rule30_batch": 10,
 }
 
 # Memory windows of BAR0 beside the CSRs.
 PIO_WINDOW_BASE = 0x10000
 PIO_WINDOW_SIZE = 0x10000
+RULE30_WINDOW_BASE = 0x20000
 
 # MSI sources, bit = index in pcie_msi's enable/vector registers.
-MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer", "rt_loop"]
+MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer", "rt_loop", "rule30"]
 
 # Platform -----------------------------------------------------------------------------------------
 
@@ -132,7 +140,7 @@ class TlpxCard(SoCMini):
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
-            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rt_loop"],
+            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rt_loop", "rule30"],
             data_width = data_width,
             clock_hz   = clock_hz,
             map_hash   = map_hash,
@@ -155,6 +163,7 @@ class TlpxCard(SoCMini):
         self.completions = dispatcher = CompletionDispatcher(data_width, routes={
             "generator": (TAG_BASE, FLUSH_TAG),
             "rt_loop":   (LOOP_TAG, LOOP_TAG),
+            "rule30":    (BATCH_TAG, BATCH_TAG),
         })
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
@@ -169,12 +178,29 @@ class TlpxCard(SoCMini):
         self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
         self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
 
-        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block) and the PIO memory.
+        # Rule-30 accelerator: the Amaranth core (as Verilog, through Instance) behind its BAR0
+        # window, and the DMA batch engine that drives it through a second register port.
+        # The clock gate is a simulation device (Verilator skips the idle core's 1024-cell logic).
+        self.rule30 = Rule30Block(irq_num=MSI_SOURCES.index("rule30"),
+            gate_clock=isinstance(platform, SimCardPlatform))
+        self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine)
+        self.comb += [
+            dispatcher.rule30.connect(self.rule30_batch.cpl_sink),
+            self.rule30.engine_active.eq(self.rule30_batch.active),
+            self.rule30_batch.refused_write.eq(self.rule30.refused_write),
+        ]
+        # Verilog files beside the card's (file name -> text): tlpx_gateware.build writes them
+        # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
+        self.verilog_sources = dict(self.rule30.verilog_sources)
+
+        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block), the PIO memory and the
+        # rule-30 core's registers.
         tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source,
-                      self.spy.source, self.irq_timer.source, self.rt_loop.source]
+                      self.spy.source, self.irq_timer.source, self.rt_loop.source, self.rule30_batch.source]
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
             mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs),
-                    (PIO_WINDOW_BASE, PIO_WINDOW_SIZE)],
+                    (PIO_WINDOW_BASE, PIO_WINDOW_SIZE),
+                    (RULE30_WINDOW_BASE, RULE30_WINDOW_SIZE)],
             tx_sources=tx_sources,
             completion_dispatcher=dispatcher)
         # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
@@ -191,6 +217,13 @@ class TlpxCard(SoCMini):
         self.add_constant("GENERATOR_TAG_BASE", TAG_BASE)
         self.add_constant("GENERATOR_TAGS", TAGS)
         self.add_constant("RT_LOOP_TAG", LOOP_TAG)
+
+        # Rule-30 window ---------------------------------------------------------------------------
+        self.bus.add_slave(name="rule30", slave=self.rule30.bus,
+            region=SoCRegion(origin=RULE30_WINDOW_BASE, size=RULE30_WINDOW_SIZE, cached=False))
+        self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
+        self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
+        self.add_constant("RULE30_BATCH_TAG", BATCH_TAG)
 
         # MSI ------------------------------------------------------------------------------------
         self.pcie_msi = msi = LitePCIeMSI(width=32)
@@ -209,6 +242,7 @@ class TlpxCard(SoCMini):
             "generator":        self.generator.irq,
             "irq_timer":        self.irq_timer.irq,
             "rt_loop":          self.rt_loop.irq,
+            "rule30":           self.rule30.irq | self.rule30_batch.irq,
         }
         for i, name in enumerate(MSI_SOURCES):
             self.comb += msi.irqs[i].eq(irq_signals[name])
@@ -252,6 +286,9 @@ def register_map(soc):
             })
             offset += 4 * words
         regions.append({"name": name, "offset": region.origin, "registers": registers})
+    # Register windows that are not LiteX CSRs but belong to the map: the rule-30 core's.
+    if hasattr(soc, "rule30"):
+        regions.append(window_region(RULE30_WINDOW_BASE, irq_num=MSI_SOURCES.index("rule30")))
     constants = {k: (v if isinstance(v, (int, str)) or v is None else str(v)) for k, v in sorted(soc.constants.items())}
     return {"regions": regions, "constants": constants}
 

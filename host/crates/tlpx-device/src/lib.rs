@@ -16,6 +16,7 @@ pub mod isr_trace;
 pub mod litepcie_dma;
 pub mod pci;
 pub mod pio;
+pub mod rule30;
 pub mod rt_loop;
 pub mod spy;
 
@@ -156,6 +157,26 @@ pub struct Interrupt {
     pub card_cycle: Option<u64>,
 }
 
+/// Whose time [`Device::clock_ns`] tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockSource {
+    /// The host's CLOCK_MONOTONIC: on hardware, host-side latencies are real host time.
+    Host,
+    /// The simulated card's time: on the simulator the host's wall clock measures the
+    /// simulator (its speed), not the card, so host-side latencies are taken in card time
+    /// (modelled only, or with real host gaps charged: the sim's `host_time` mode says which).
+    SimulatedCard,
+}
+
+/// The host's CLOCK_MONOTONIC in ns.
+pub fn host_clock_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Everything host tools need from a card. Object safe; implemented by every backend.
 pub trait Device: Send {
     /// Backend, location and BARs of the card.
@@ -221,6 +242,17 @@ pub trait Device: Send {
     /// sleep; on the sim it advances virtual time, which does not run on its own while every
     /// client is busy elsewhere (see docs/sim-protocol.md).
     fn idle(&mut self, duration: Duration) -> Result<(), DeviceError>;
+
+    /// The clock that host-side latencies of this backend are measured in (ns; see
+    /// [`ClockSource`]). Reading it moves no TLP.
+    fn clock_ns(&mut self) -> Result<u64, DeviceError> {
+        Ok(host_clock_ns())
+    }
+
+    /// Whose time [`Device::clock_ns`] tells.
+    fn clock_source(&self) -> ClockSource {
+        ClockSource::Host
+    }
 
     /// Called between two polls of host memory that the card writes. On hardware the poll is
     /// a plain spin (a CPU pause hint; `step` is ignored); on the simulator, where card time

@@ -6,7 +6,7 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map this crate was generated from (ident.map_hash on the card).
-pub const MAP_HASH: u32 = 0x1dad9768;
+pub const MAP_HASH: u32 = 0xa2e61fdd;
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -912,6 +912,201 @@ pub mod rt_loop {
     pub const UNEXPECTED: Register = Register { region: "rt_loop", name: "unexpected", offset: 0x487c, size_bits: 32, writable: false, description: "Completions with the loop's tag when no read was outstanding (dropped)." };
 }
 
+/// Region `rule30_batch` at BAR0 offset 0x5000.
+pub mod rule30_batch {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x5000;
+
+    /// Batch control.
+    pub const CONTROL: Register = Register { region: "rule30_batch", name: "control", offset: 0x5000, size_bits: 3, writable: true, description: "Batch control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1 to start a batch (ignored while one runs).
+        pub const START: Field = Field { shift: 0, width: 1 };
+        /// Write 1 to end the running batch early (``status.aborted``): a packet being loaded or computed is dropped (the core finishes computing it), one whose result is being queued is written.
+        pub const ABORT: Field = Field { shift: 1, width: 1 };
+        /// Write 1 to zero ``errors``, ``batches``, ``unexpected`` and ``refused_writes``.
+        pub const CLEAR: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Batch configuration.
+    pub const CONFIG: Register = Register { region: "rule30_batch", name: "config", offset: 0x5004, size_bits: 1, writable: true, description: "Batch configuration." };
+    /// Fields of `config`.
+    pub mod config {
+        use super::Field;
+        /// Raise the ``rule30`` MSI once at the end of each batch (also one that ends in error).
+        pub const IRQ: Field = Field { shift: 0, width: 1 };
+    }
+
+    /// Bus address of the descriptor list (DW aligned; bits 1:0 ignored).
+    pub const DESCRIPTOR_BASE: Register = Register { region: "rule30_batch", name: "descriptor_base", offset: 0x5008, size_bits: 64, writable: true, description: "Bus address of the descriptor list (DW aligned; bits 1:0 ignored)." };
+
+    /// Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further.
+    pub const DESCRIPTOR_BYTES: Register = Register { region: "rule30_batch", name: "descriptor_bytes", offset: 0x5010, size_bits: 24, writable: true, description: "Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further." };
+
+    /// Packets in the batch (0: the batch ends at once).
+    pub const COUNT: Register = Register { region: "rule30_batch", name: "count", offset: 0x5014, size_bits: 32, writable: true, description: "Packets in the batch (0: the batch ends at once)." };
+
+    /// Bus address (DW aligned) where the result records are written, back to back.
+    pub const RESULT_BASE: Register = Register { region: "rule30_batch", name: "result_base", offset: 0x5018, size_bits: 64, writable: true, description: "Bus address (DW aligned) where the result records are written, back to back." };
+
+    /// log2 of the largest descriptor read request in bytes, 5..9 (other values are clamped); keep it <= the link's MRRS.
+    pub const READ_REQUEST_LOG2: Register = Register { region: "rule30_batch", name: "read_request_log2", offset: 0x5020, size_bits: 4, writable: true, description: "log2 of the largest descriptor read request in bytes, 5..9 (other values are clamped); keep it <= the link's MRRS." };
+
+    /// Cycles to wait for a descriptor read's completions before ending the batch with ``timeout``.
+    pub const READ_TIMEOUT: Register = Register { region: "rule30_batch", name: "read_timeout", offset: 0x5024, size_bits: 32, writable: true, description: "Cycles to wait for a descriptor read's completions before ending the batch with ``timeout``." };
+
+    /// Batch status; the cause bits are those of the current or last batch.
+    pub const STATUS: Register = Register { region: "rule30_batch", name: "status", offset: 0x5028, size_bits: 15, writable: false, description: "Batch status; the cause bits are those of the current or last batch." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// A batch runs.
+        pub const RUNNING: Field = Field { shift: 0, width: 1 };
+        /// The last batch has ended (its writes have left the card).
+        pub const DONE: Field = Field { shift: 1, width: 1 };
+        /// The last batch ended early: see the cause bits.
+        pub const ERROR: Field = Field { shift: 2, width: 1 };
+        /// A descriptor read was answered with UR, CA or CRS.
+        pub const CPL_STATUS: Field = Field { shift: 8, width: 1 };
+        /// A descriptor read returned poisoned data (EP).
+        pub const POISONED: Field = Field { shift: 9, width: 1 };
+        /// A descriptor read was not (fully) answered within ``read_timeout`` cycles.
+        pub const TIMEOUT: Field = Field { shift: 10, width: 1 };
+        /// A descriptor header had line_length 0 or > 1024, or generations 0.
+        pub const BAD_DESCRIPTOR: Field = Field { shift: 11, width: 1 };
+        /// The descriptor list ended before ``count`` packets.
+        pub const LIST_SHORT: Field = Field { shift: 12, width: 1 };
+        /// The core did not start a packet (cannot happen with valid descriptors).
+        pub const REFUSED: Field = Field { shift: 13, width: 1 };
+        /// ``control.abort`` ended the batch.
+        pub const ABORTED: Field = Field { shift: 14, width: 1 };
+    }
+
+    /// Sequence number of the current or last batch (bits 23:16 of its result status DWs); +1 at every start.
+    pub const SEQUENCE: Register = Register { region: "rule30_batch", name: "sequence", offset: 0x502c, size_bits: 8, writable: false, description: "Sequence number of the current or last batch (bits 23:16 of its result status DWs); +1 at every start." };
+
+    /// Packets of the current or last batch whose result record has been queued for writing.
+    pub const PACKETS_DONE: Register = Register { region: "rule30_batch", name: "packets_done", offset: 0x5030, size_bits: 32, writable: false, description: "Packets of the current or last batch whose result record has been queued for writing." };
+
+    /// Card cycles of the current or last batch, from the start write to the end (interrupt).
+    pub const BATCH_CYCLES: Register = Register { region: "rule30_batch", name: "batch_cycles", offset: 0x5034, size_bits: 64, writable: false, description: "Card cycles of the current or last batch, from the start write to the end (interrupt)." };
+
+    /// Cycles in which the core computed (``busy``) for the current or last batch (latency_cycles and generations of its packets).
+    pub const BUSY_CYCLES: Register = Register { region: "rule30_batch", name: "busy_cycles", offset: 0x503c, size_bits: 64, writable: false, description: "Cycles in which the core computed (``busy``) for the current or last batch (latency_cycles and generations of its packets)." };
+
+    /// Error events since ``control.clear``: error or poisoned completions, read timeouts, bad descriptors, short lists.
+    pub const ERRORS: Register = Register { region: "rule30_batch", name: "errors", offset: 0x5044, size_bits: 32, writable: false, description: "Error events since ``control.clear``: error or poisoned completions, read timeouts, bad descriptors, short lists." };
+
+    /// Batches ended since ``control.clear``.
+    pub const BATCHES: Register = Register { region: "rule30_batch", name: "batches", offset: 0x5048, size_bits: 32, writable: false, description: "Batches ended since ``control.clear``." };
+
+    /// Completions with the batch's tag while no read was outstanding (dropped).
+    pub const UNEXPECTED: Register = Register { region: "rule30_batch", name: "unexpected", offset: 0x504c, size_bits: 32, writable: false, description: "Completions with the batch's tag while no read was outstanding (dropped)." };
+
+    /// Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled.
+    pub const REFUSED_WRITES: Register = Register { region: "rule30_batch", name: "refused_writes", offset: 0x5050, size_bits: 32, writable: false, description: "Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled." };
+}
+
+/// Region `rule30` at BAR0 offset 0x20000.
+pub mod rule30 {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x20000;
+
+    /// Register map version: major (bits 31:16), minor (15:0).
+    pub const VERSION: Register = Register { region: "rule30", name: "version", offset: 0x20000, size_bits: 32, writable: false, description: "Register map version: major (bits 31:16), minor (15:0)." };
+
+    /// Control, sampled at completion.
+    pub const CONTROL: Register = Register { region: "rule30", name: "control", offset: 0x20004, size_bits: 2, writable: true, description: "Control, sampled at completion." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Pulse the rule30 MSI at completion (and at a refused start).
+        pub const IRQ_ENABLE: Field = Field { shift: 0, width: 1 };
+        /// At completion, copy output to input (the seed's hwo latch).
+        pub const HWO: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// Status; write 1 to clear complete or error.
+    pub const STATUS: Register = Register { region: "rule30", name: "status", offset: 0x20008, size_bits: 3, writable: true, description: "Status; write 1 to clear complete or error." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// An operation completed (write 1 to clear; an accepted start clears it).
+        pub const COMPLETE: Field = Field { shift: 0, width: 1 };
+        /// Some bit of errors is set (write 1 to clear all of errors).
+        pub const ERROR: Field = Field { shift: 1, width: 1 };
+        /// An operation is running.
+        pub const BUSY: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Any write resets the core (registers, input/output, counters); aborts a running operation.
+    pub const RESET: Register = Register { region: "rule30", name: "reset", offset: 0x2000c, size_bits: 32, writable: true, description: "Any write resets the core (registers, input/output, counters); aborts a running operation." };
+
+    /// MSI source index of this core's interrupt.
+    pub const IRQ_NUM: Register = Register { region: "rule30", name: "irq_num", offset: 0x20010, size_bits: 32, writable: false, description: "MSI source index of this core's interrupt." };
+
+    /// Elementary rule, bit-encoded (Wolfram): bit k is the new cell for neighbourhood k = left*4 + centre*2 + right. 30 after reset.
+    pub const RULE_SET: Register = Register { region: "rule30", name: "rule_set", offset: 0x20014, size_bits: 8, writable: true, description: "Elementary rule, bit-encoded (Wolfram): bit k is the new cell for neighbourhood k = left*4 + centre*2 + right. 30 after reset." };
+
+    /// Cells in the line, 1..1024 (a start with another value is refused).
+    pub const LINE_LENGTH: Register = Register { region: "rule30", name: "line_length", offset: 0x20018, size_bits: 32, writable: true, description: "Cells in the line, 1..1024 (a start with another value is refused)." };
+
+    /// Any write starts an operation (refused if parameters are bad, ignored if busy).
+    pub const START_COMPUTE: Register = Register { region: "rule30", name: "start_compute", offset: 0x2001c, size_bits: 32, writable: true, description: "Any write starts an operation (refused if parameters are bad, ignored if busy)." };
+
+    /// input[0..31]: cell c is bit c % 32 of input[c // 32].
+    pub const INPUT: Register = Register { region: "rule30", name: "input", offset: 0x20020, size_bits: 1024, writable: true, description: "input[0..31]: cell c is bit c % 32 of input[c // 32]." };
+
+    /// output[0..31]: the result, same bit order; cells >= line_length read 0.
+    pub const OUTPUT: Register = Register { region: "rule30", name: "output", offset: 0x200a0, size_bits: 1024, writable: false, description: "output[0..31]: the result, same bit order; cells >= line_length read 0." };
+
+    /// Extra card cycles before the computation: emulates slower hardware.
+    pub const LATENCY_CYCLES: Register = Register { region: "rule30", name: "latency_cycles", offset: 0x20120, size_bits: 32, writable: true, description: "Extra card cycles before the computation: emulates slower hardware." };
+
+    /// Generations per start, 1..65535 (a start with another value is refused). 1 after reset.
+    pub const GENERATIONS: Register = Register { region: "rule30", name: "generations", offset: 0x20124, size_bits: 32, writable: true, description: "Generations per start, 1..65535 (a start with another value is refused). 1 after reset." };
+
+    /// Sticky causes of refused or ignored starts; write 1 to clear a bit.
+    pub const ERRORS: Register = Register { region: "rule30", name: "errors", offset: 0x20128, size_bits: 3, writable: true, description: "Sticky causes of refused or ignored starts; write 1 to clear a bit." };
+    /// Fields of `errors`.
+    pub mod errors {
+        use super::Field;
+        /// A start was refused: line_length not 1..1024.
+        pub const BAD_LINE_LENGTH: Field = Field { shift: 0, width: 1 };
+        /// A start was refused: generations not 1..65535.
+        pub const BAD_GENERATIONS: Field = Field { shift: 1, width: 1 };
+        /// A start was ignored: an operation was running.
+        pub const START_WHILE_BUSY: Field = Field { shift: 2, width: 1 };
+    }
+
+    /// Starts refused for bad line_length or generations.
+    pub const REFUSED_STARTS: Register = Register { region: "rule30", name: "refused_starts", offset: 0x2012c, size_bits: 32, writable: false, description: "Starts refused for bad line_length or generations." };
+
+    /// Starts ignored because the core was busy.
+    pub const IGNORED_STARTS: Register = Register { region: "rule30", name: "ignored_starts", offset: 0x20130, size_bits: 32, writable: false, description: "Starts ignored because the core was busy." };
+
+    /// Operations completed.
+    pub const OPERATIONS: Register = Register { region: "rule30", name: "operations", offset: 0x20134, size_bits: 32, writable: false, description: "Operations completed." };
+
+    /// Cycles with busy high, bits 31:0; reading it latches bits 63:32 into busy_cycles_hi.
+    pub const BUSY_CYCLES_LO: Register = Register { region: "rule30", name: "busy_cycles_lo", offset: 0x20138, size_bits: 32, writable: false, description: "Cycles with busy high, bits 31:0; reading it latches bits 63:32 into busy_cycles_hi." };
+
+    /// Bits 63:32 of busy_cycles, as latched by the last read of busy_cycles_lo.
+    pub const BUSY_CYCLES_HI: Register = Register { region: "rule30", name: "busy_cycles_hi", offset: 0x2013c, size_bits: 32, writable: false, description: "Bits 63:32 of busy_cycles, as latched by the last read of busy_cycles_lo." };
+
+    /// Cycles one generation really takes in this core.
+    pub const MIN_CYCLES_PER_GENERATION: Register = Register { region: "rule30", name: "min_cycles_per_generation", offset: 0x20140, size_bits: 32, writable: false, description: "Cycles one generation really takes in this core." };
+
+    /// Fixed cycles of an operation beyond generations and latency.
+    pub const OVERHEAD_CYCLES: Register = Register { region: "rule30", name: "overhead_cycles", offset: 0x20144, size_bits: 32, writable: false, description: "Fixed cycles of an operation beyond generations and latency." };
+}
+
 /// Every register of the map, in BAR0 order.
 pub const ALL: &[Register] = &[
     ident::MAGIC,
@@ -1101,6 +1296,43 @@ pub const ALL: &[Register] = &[
     rt_loop::READ_SUM,
     rt_loop::RETURN_ERRORS,
     rt_loop::UNEXPECTED,
+    rule30_batch::CONTROL,
+    rule30_batch::CONFIG,
+    rule30_batch::DESCRIPTOR_BASE,
+    rule30_batch::DESCRIPTOR_BYTES,
+    rule30_batch::COUNT,
+    rule30_batch::RESULT_BASE,
+    rule30_batch::READ_REQUEST_LOG2,
+    rule30_batch::READ_TIMEOUT,
+    rule30_batch::STATUS,
+    rule30_batch::SEQUENCE,
+    rule30_batch::PACKETS_DONE,
+    rule30_batch::BATCH_CYCLES,
+    rule30_batch::BUSY_CYCLES,
+    rule30_batch::ERRORS,
+    rule30_batch::BATCHES,
+    rule30_batch::UNEXPECTED,
+    rule30_batch::REFUSED_WRITES,
+    rule30::VERSION,
+    rule30::CONTROL,
+    rule30::STATUS,
+    rule30::RESET,
+    rule30::IRQ_NUM,
+    rule30::RULE_SET,
+    rule30::LINE_LENGTH,
+    rule30::START_COMPUTE,
+    rule30::INPUT,
+    rule30::OUTPUT,
+    rule30::LATENCY_CYCLES,
+    rule30::GENERATIONS,
+    rule30::ERRORS,
+    rule30::REFUSED_STARTS,
+    rule30::IGNORED_STARTS,
+    rule30::OPERATIONS,
+    rule30::BUSY_CYCLES_LO,
+    rule30::BUSY_CYCLES_HI,
+    rule30::MIN_CYCLES_PER_GENERATION,
+    rule30::OVERHEAD_CYCLES,
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers and such).
@@ -1115,8 +1347,12 @@ pub mod constants {
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
     pub const MSI_PCIE_DMA0_WRITER: u64 = 0;
     pub const MSI_RT_LOOP: u64 = 5;
+    pub const MSI_RULE30: u64 = 6;
     pub const MSI_SOFTWARE: u64 = 2;
     pub const PIO_WINDOW_BASE: u64 = 65536;
     pub const PIO_WINDOW_SIZE: u64 = 65536;
     pub const RT_LOOP_TAG: u64 = 193;
+    pub const RULE30_BATCH_TAG: u64 = 194;
+    pub const RULE30_WINDOW_BASE: u64 = 131072;
+    pub const RULE30_WINDOW_SIZE: u64 = 512;
 }

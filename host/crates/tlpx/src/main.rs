@@ -72,6 +72,8 @@ enum Command {
     Irq(cmd::irq::Cmd),
     /// The real-time round-trip loop (DataMover): card writes a buffer, the host returns its checksum.
     Loop(cmd::rt_loop::Cmd),
+    /// The rule-30 accelerator against software: the Simics paper's experiment (run, sweep).
+    Rule30(cmd::rule30::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
+        Command::Rule30(c) => cmd::rule30::run(c, &cli.device, cli.json),
     };
     pmc::say_main();
     match result {

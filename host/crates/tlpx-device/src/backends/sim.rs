@@ -18,7 +18,7 @@ use tlpx_sim_protocol::{
     PROTOCOL_VERSION,
 };
 
-use crate::{Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
+use crate::{ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
 
 pub use tlpx_sim_protocol::HelloInfo as SimInfo;
 pub use tlpx_sim_protocol::{DmaFaults, HostTime, HostTimeStats, TrafficStats};
@@ -324,6 +324,15 @@ impl Device for SimDevice {
     fn idle(&mut self, duration: Duration) -> Result<(), DeviceError> {
         let cycles = self.cycles_of(duration);
         self.advance(cycles).map(|_| ())
+    }
+
+    fn clock_ns(&mut self) -> Result<u64, DeviceError> {
+        let cycle = self.card_cycle()?;
+        Ok((u128::from(cycle) * 1_000_000_000 / u128::from(self.hello.card_clock_hz.max(1))) as u64)
+    }
+
+    fn clock_source(&self) -> ClockSource {
+        ClockSource::SimulatedCard
     }
 
     fn poll_pause(&mut self, step: Duration) -> Result<(), DeviceError> {

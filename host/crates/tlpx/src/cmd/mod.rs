@@ -10,6 +10,7 @@ pub mod list;
 pub mod model;
 pub mod pio;
 pub mod rt_loop;
+pub mod rule30;
 pub mod selftest;
 pub mod spy;
 pub mod top;

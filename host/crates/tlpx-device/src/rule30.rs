@@ -1,0 +1,478 @@
+//! The rule-30 accelerator (the device under test, seed 000): its BAR0 register window,
+//! exactly the Simics paper's map, and the ways a driver can use it.
+//!
+//! ```text
+//!  host ─► input[32] ─► start_compute ─► (latency_cycles, then 1 cycle per generation) ─► output[32]
+//!                                          └─► status.complete (poll) / MSI "rule30" (irq)
+//!  hwo: output copied to input at completion;  generations: N per start;  batch: rule30_batch
+//! ```
+//!
+//! Every hardware mode of `tlpx rule30 run` is built here from the same accesses:
+//!
+//! | mode | per packet | per line (generation) |
+//! |---|---|---|
+//! | `hw-irq` | write the input words | start, wait for the MSI, read the output words, write them back as input |
+//! | `hw-poll` | same | start, read `status` until complete, read the output, write it back |
+//! | `hw-syscall` | same | as hw-poll; on hardware every access is a system call (the seed's char driver) |
+//! | `hwo` | same | start, poll, read the output (the card copied it to the input itself) |
+//! | `hw-multi` | write the input, one start for all generations | the card runs them back to back; only the last line is read |
+//!
+//! Times are taken with [`crate::Device::clock_ns`]: the host's clock on hardware, the
+//! simulated card's clock on the simulator (see [`crate::ClockSource`]).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tlpx_regs::pcie_msi;
+
+use crate::card::Card;
+use crate::{DeviceError, Width};
+
+/// Byte offset of the accelerator's window in BAR0.
+pub const WINDOW_BASE: u64 = tlpx_regs::constants::RULE30_WINDOW_BASE;
+/// Longest line, in cells.
+pub const MAX_LINE_LENGTH: u32 = 1024;
+/// Register words of `input` and `output`.
+pub const WORDS: usize = 32;
+
+/// Register offsets in the window (the seed's Figure 5, then tlpx's extensions).
+pub mod reg {
+    pub const VERSION: u64 = 0x00;
+    pub const CONTROL: u64 = 0x04;
+    pub const STATUS: u64 = 0x08;
+    pub const RESET: u64 = 0x0c;
+    pub const IRQ_NUM: u64 = 0x10;
+    pub const RULE_SET: u64 = 0x14;
+    pub const LINE_LENGTH: u64 = 0x18;
+    pub const START_COMPUTE: u64 = 0x1c;
+    pub const INPUT: u64 = 0x20;
+    pub const OUTPUT: u64 = 0xa0;
+    pub const LATENCY_CYCLES: u64 = 0x120;
+    pub const GENERATIONS: u64 = 0x124;
+    pub const ERRORS: u64 = 0x128;
+    pub const REFUSED_STARTS: u64 = 0x12c;
+    pub const IGNORED_STARTS: u64 = 0x130;
+    pub const OPERATIONS: u64 = 0x134;
+    pub const BUSY_CYCLES_LO: u64 = 0x138;
+    pub const BUSY_CYCLES_HI: u64 = 0x13c;
+    pub const MIN_CYCLES_PER_GENERATION: u64 = 0x140;
+    pub const OVERHEAD_CYCLES: u64 = 0x144;
+}
+
+/// `control` bits.
+pub const CONTROL_IRQ_ENABLE: u32 = 1 << 0;
+pub const CONTROL_HWO: u32 = 1 << 1;
+/// `status` bits.
+pub const STATUS_COMPLETE: u32 = 1 << 0;
+pub const STATUS_ERROR: u32 = 1 << 1;
+pub const STATUS_BUSY: u32 = 1 << 2;
+/// `errors` bits: a start refused for a bad line_length or generations (nothing computed).
+pub const ERRORS_REFUSED: u32 = 0b011;
+/// `errors` bit: a start ignored because the core was busy (the running operation goes on).
+pub const ERRORS_START_WHILE_BUSY: u32 = 0b100;
+
+/// The interrupt mask for `Device::wait_interrupt` (LitePCIe's MSI block sends vector 0).
+pub const WAIT_MASK: u32 = 1;
+
+/// A hardware mode of `tlpx rule30 run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HwMode {
+    Irq,
+    Poll,
+    Syscall,
+    Hwo,
+    Multi,
+}
+
+impl HwMode {
+    pub const ALL: [HwMode; 5] = [HwMode::Irq, HwMode::Poll, HwMode::Syscall, HwMode::Hwo, HwMode::Multi];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HwMode::Irq => "hw-irq",
+            HwMode::Poll => "hw-poll",
+            HwMode::Syscall => "hw-syscall",
+            HwMode::Hwo => "hwo",
+            HwMode::Multi => "hw-multi",
+        }
+    }
+}
+
+/// What an operation computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OpConfig {
+    /// Elementary rule, Wolfram's bit encoding.
+    pub rule: u8,
+    /// Cells, 1..=1024.
+    pub line_length: u32,
+    /// Extra card cycles per operation (the emulated hardware's latency).
+    pub latency_cycles: u32,
+}
+
+impl OpConfig {
+    pub fn validate(&self) -> Result<(), DeviceError> {
+        if !(1..=MAX_LINE_LENGTH).contains(&self.line_length) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "line length must be 1..={MAX_LINE_LENGTH} cells, not {}",
+                self.line_length
+            )));
+        }
+        Ok(())
+    }
+
+    /// Register words a line of this length uses.
+    pub fn words(&self) -> usize {
+        (self.line_length as usize).div_ceil(32)
+    }
+}
+
+/// Converts a latency in ns to card cycles (rounded to the nearest, at least 0).
+pub fn latency_cycles(ns: f64, clock_hz: u32) -> Result<u32, DeviceError> {
+    let c = (ns * f64::from(clock_hz) / 1e9).round();
+    if !c.is_finite() || c < 0.0 || c > f64::from(u32::MAX) {
+        return Err(DeviceError::InvalidArgument(format!(
+            "a latency of {ns} ns is {c} cycles of the card's {:.0} MHz clock: it must be 0..={} cycles",
+            f64::from(clock_hz) / 1e6,
+            u32::MAX
+        )));
+    }
+    Ok(c as u32)
+}
+
+fn require(card: &Card) -> Result<(), DeviceError> {
+    if card.has_feature("rule30") {
+        Ok(())
+    } else {
+        Err(DeviceError::InvalidArgument(format!(
+            "this card has no rule-30 accelerator (its features: {}); build the card with it (make gateware)",
+            card.identity().features.join(", ")
+        )))
+    }
+}
+
+/// Reads a window register.
+pub fn read(card: &mut Card, offset: u64) -> Result<u32, DeviceError> {
+    Ok(card.device().bar_read(0, WINDOW_BASE + offset, Width::W32)? as u32)
+}
+
+/// Writes a window register (a posted write).
+pub fn write(card: &mut Card, offset: u64, value: u32) -> Result<(), DeviceError> {
+    card.device().bar_write(0, WINDOW_BASE + offset, Width::W32, u64::from(value))
+}
+
+/// The accelerator's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    pub operations: u32,
+    pub refused_starts: u32,
+    pub ignored_starts: u32,
+    pub busy_cycles: u64,
+    pub errors: u32,
+}
+
+pub fn counters(card: &mut Card) -> Result<Counters, DeviceError> {
+    let lo = read(card, reg::BUSY_CYCLES_LO)?;
+    let hi = read(card, reg::BUSY_CYCLES_HI)?;
+    Ok(Counters {
+        operations: read(card, reg::OPERATIONS)?,
+        refused_starts: read(card, reg::REFUSED_STARTS)?,
+        ignored_starts: read(card, reg::IGNORED_STARTS)?,
+        busy_cycles: u64::from(hi) << 32 | u64::from(lo),
+        errors: read(card, reg::ERRORS)?,
+    })
+}
+
+/// The core's identity: version, irq_num, and its honest minimum cycles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CoreInfo {
+    pub version: u32,
+    pub irq_num: u32,
+    pub min_cycles_per_generation: u32,
+    pub overhead_cycles: u32,
+}
+
+pub fn info(card: &mut Card) -> Result<CoreInfo, DeviceError> {
+    require(card)?;
+    Ok(CoreInfo {
+        version: read(card, reg::VERSION)?,
+        irq_num: read(card, reg::IRQ_NUM)?,
+        min_cycles_per_generation: read(card, reg::MIN_CYCLES_PER_GENERATION)?,
+        overhead_cycles: read(card, reg::OVERHEAD_CYCLES)?,
+    })
+}
+
+/// Resets the core and programs an operation: rule, length, latency, generations per start,
+/// control (interrupt, hwo); enables or disables the core's MSI.
+pub fn configure(card: &mut Card, op: &OpConfig, mode: HwMode, generations_per_start: u32) -> Result<(), DeviceError> {
+    require(card)?;
+    op.validate()?;
+    write(card, reg::RESET, 1)?;
+    write(card, reg::RULE_SET, u32::from(op.rule))?;
+    write(card, reg::LINE_LENGTH, op.line_length)?;
+    write(card, reg::LATENCY_CYCLES, op.latency_cycles)?;
+    write(card, reg::GENERATIONS, generations_per_start)?;
+    let irq = mode == HwMode::Irq;
+    let control = if irq { CONTROL_IRQ_ENABLE } else { 0 } | if mode == HwMode::Hwo { CONTROL_HWO } else { 0 };
+    write(card, reg::CONTROL, control)?;
+    let bit = 1u64 << msi_bit();
+    card.write(pcie_msi::CLEAR, bit)?;
+    card.write(pcie_msi::ENABLE, if irq { bit } else { 0 })?;
+    // A read so every write above has arrived, then drop interrupts queued before.
+    read(card, reg::VERSION)?;
+    while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
+    Ok(())
+}
+
+/// Which MSI bit of `pcie_msi` the accelerator raises.
+pub fn msi_bit() -> u32 {
+    tlpx_regs::constants::MSI_RULE30 as u32
+}
+
+/// Writes consecutive window words from `base`.
+pub fn write_words(card: &mut Card, base: u64, words: &[u32]) -> Result<(), DeviceError> {
+    for (i, w) in words.iter().enumerate() {
+        write(card, base + 4 * i as u64, *w)?;
+    }
+    Ok(())
+}
+
+/// Reads consecutive window words from `base`.
+pub fn read_words(card: &mut Card, base: u64, out: &mut [u32]) -> Result<(), DeviceError> {
+    for (i, w) in out.iter_mut().enumerate() {
+        *w = read(card, base + 4 * i as u64)?;
+    }
+    Ok(())
+}
+
+/// Waits for the operation started last: polls `status` (every mode but hw-irq) or waits for
+/// the MSI. A refused start (bad parameters) is an error; an ignored one (the core was busy)
+/// is not: the running operation completes.
+pub fn wait_complete(card: &mut Card, mode: HwMode, timeout: Duration) -> Result<(), DeviceError> {
+    if mode == HwMode::Irq {
+        if card.device().wait_interrupt(WAIT_MASK, timeout)?.is_none() {
+            return Err(DeviceError::Backend(format!("no interrupt from the rule-30 accelerator within {timeout:?}")));
+        }
+        let status = read(card, reg::STATUS)?;
+        if status & STATUS_ERROR != 0 && read(card, reg::ERRORS)? & ERRORS_REFUSED != 0 {
+            return Err(refused(card)?);
+        }
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + timeout.max(Duration::from_secs(2));
+    loop {
+        let status = read(card, reg::STATUS)?;
+        // An ignored start (start while busy) also sets status.error; only a refusal ends the wait.
+        if status & STATUS_ERROR != 0 && read(card, reg::ERRORS)? & ERRORS_REFUSED != 0 {
+            return Err(refused(card)?);
+        }
+        if status & STATUS_COMPLETE != 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(DeviceError::Backend(format!("the rule-30 accelerator did not complete (status 0x{status:x})")));
+        }
+    }
+}
+
+fn refused(card: &mut Card) -> Result<DeviceError, DeviceError> {
+    let errors = read(card, reg::ERRORS)?;
+    let length = read(card, reg::LINE_LENGTH)?;
+    let generations = read(card, reg::GENERATIONS)?;
+    Ok(DeviceError::Backend(format!(
+        "the rule-30 accelerator refused the start (errors 0x{errors:x}: line_length {length}, generations {generations})"
+    )))
+}
+
+/// One packet through the accelerator in `mode`: `generations` lines, each the previous one's
+/// next generation. Returns the last line's register words; pushes each line's time (ns of
+/// [`crate::Device::clock_ns`]) to `line_ns` (hw-multi: the packet's time divided evenly).
+pub fn run_packet(
+    card: &mut Card,
+    mode: HwMode,
+    op: &OpConfig,
+    input: &[u32; WORDS],
+    generations: u32,
+    line_ns: &mut Vec<f64>,
+) -> Result<[u32; WORDS], DeviceError> {
+    let n = op.words();
+    let timeout = Duration::from_secs(1) + card.cycles_to_duration(u64::from(op.latency_cycles) * 4);
+    let mut out = [0u32; WORDS];
+    write_words(card, reg::INPUT, &input[..n])?;
+    if mode == HwMode::Multi {
+        let t0 = card.device().clock_ns()?;
+        write(card, reg::START_COMPUTE, 1)?;
+        wait_complete(card, mode, timeout)?;
+        read_words(card, reg::OUTPUT, &mut out[..n])?;
+        let t1 = card.device().clock_ns()?;
+        let per = (t1 - t0) as f64 / f64::from(generations.max(1));
+        line_ns.extend(std::iter::repeat_n(per, generations as usize));
+        return Ok(out);
+    }
+    for g in 0..generations {
+        let t0 = card.device().clock_ns()?;
+        write(card, reg::START_COMPUTE, 1)?;
+        wait_complete(card, mode, timeout)?;
+        read_words(card, reg::OUTPUT, &mut out[..n])?;
+        if mode != HwMode::Hwo && g + 1 < generations {
+            write_words(card, reg::INPUT, &out[..n])?;
+        }
+        let t1 = card.device().clock_ns()?;
+        line_ns.push((t1 - t0) as f64);
+    }
+    Ok(out)
+}
+
+/// The DMA batch mode (`hw-batch`): packets as descriptors in host memory, results written
+/// back by the card, one interrupt per batch (gateware: cores/rule30/batch.py, which documents
+/// the descriptor and result formats this module writes and reads).
+pub mod batch {
+    use std::time::Duration;
+
+    use serde::Serialize;
+    use tlpx_regs::pcie_msi;
+    use tlpx_regs::rule30_batch as regs;
+
+    use super::{configure, HwMode, OpConfig, WAIT_MASK, WORDS};
+    use crate::card::Card;
+    use crate::DeviceError;
+
+    /// Packets per batch at most (one interrupt each).
+    pub const MAX_BATCH: usize = 256;
+    /// Generations one descriptor can ask for.
+    pub const MAX_GENERATIONS: u32 = 4095;
+    const CHAIN_BIT: u32 = 1 << 11;
+    const STATUS_COMPLETE: u32 = 1 << 24;
+
+    /// What a run of batches measured.
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct BatchRun {
+        /// Per packet: its batch's time (host-visible, `Device::clock_ns`) / packets in it.
+        pub per_packet_ns: Vec<f64>,
+        /// The core's busy cycles over all batches.
+        pub busy_cycles: u64,
+        /// Card cycles of the batches (start write to interrupt), summed.
+        pub batch_cycles: u64,
+        /// Packets computed.
+        pub operations: u32,
+        pub batches: u32,
+        /// Last line of every packet, as register words.
+        #[serde(skip)]
+        pub outputs: Vec<[u32; WORDS]>,
+    }
+
+    /// The descriptor of one packet: header and input words.
+    pub fn descriptor(op: &OpConfig, generations: u32, input: Option<&[u32; WORDS]>) -> Vec<u32> {
+        let header = (op.line_length & 0x7ff)
+            | if input.is_none() { CHAIN_BIT } else { 0 }
+            | u32::from(op.rule) << 12
+            | (generations & 0xfff) << 20;
+        let mut d = vec![header];
+        if let Some(words) = input {
+            d.extend_from_slice(&words[..op.words()]);
+        }
+        d
+    }
+
+    fn to_bytes(dws: &[u32]) -> Vec<u8> {
+        dws.iter().flat_map(|d| d.to_le_bytes()).collect()
+    }
+
+    /// Runs `inputs` through the card in batches of up to [`MAX_BATCH`], each packet for
+    /// `generations` generations, and reads every result back.
+    pub fn run(card: &mut Card, op: &OpConfig, inputs: &[[u32; WORDS]], generations: u32) -> Result<BatchRun, DeviceError> {
+        if !(1..=MAX_GENERATIONS).contains(&generations) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "a batch descriptor holds 1..={MAX_GENERATIONS} generations, not {generations}"
+            )));
+        }
+        configure(card, op, HwMode::Poll, 1)?;
+        let n = op.words();
+        let desc_bytes = (1 + n) * 4 * MAX_BATCH;
+        let result_bytes = (n + 1) * 4 * MAX_BATCH;
+        let descs = card.device().alloc_dma(desc_bytes)?;
+        let results = match card.device().alloc_dma(result_bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = card.device().free_dma(descs);
+                return Err(e);
+            }
+        };
+        let out = run_in(card, op, inputs, generations, &descs, &results);
+        let f1 = card.device().free_dma(descs);
+        let f2 = card.device().free_dma(results);
+        let out = out?;
+        f1?;
+        f2?;
+        Ok(out)
+    }
+
+    fn run_in(
+        card: &mut Card,
+        op: &OpConfig,
+        inputs: &[[u32; WORDS]],
+        generations: u32,
+        descs: &crate::DmaBuffer,
+        results: &crate::DmaBuffer,
+    ) -> Result<BatchRun, DeviceError> {
+        let n = op.words();
+        let bit = 1u64 << super::msi_bit();
+        card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
+        card.write(regs::CONFIG, regs::config::IRQ.set(1))?;
+        card.write(pcie_msi::CLEAR, bit)?;
+        card.write(pcie_msi::ENABLE, bit)?;
+        let mut run = BatchRun::default();
+        for chunk in inputs.chunks(MAX_BATCH) {
+            let list: Vec<u32> = chunk.iter().flat_map(|w| descriptor(op, generations, Some(w))).collect();
+            descs.write_bytes(0, &to_bytes(&list))?;
+            let record = (n + 1) * 4;
+            results.write_bytes(0, &vec![0u8; record * chunk.len()])?;
+            card.write(regs::DESCRIPTOR_BASE, descs.bus_addr)?;
+            card.write(regs::DESCRIPTOR_BYTES, (list.len() * 4) as u64)?;
+            card.write(regs::COUNT, chunk.len() as u64)?;
+            card.write(regs::RESULT_BASE, results.bus_addr)?;
+            card.read(regs::STATUS)?;
+            while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
+            let t0 = card.device().clock_ns()?;
+            card.write(regs::CONTROL, regs::control::START.set(1))?;
+            let timeout = Duration::from_secs(2) + card.cycles_to_duration(u64::from(op.latency_cycles + generations + 200) * chunk.len() as u64);
+            if card.device().wait_interrupt(WAIT_MASK, timeout)?.is_none() {
+                return Err(DeviceError::Backend(format!("no interrupt at the end of a rule-30 batch of {} packets within {timeout:?}", chunk.len())));
+            }
+            let sequence = card.read(regs::SEQUENCE)? as u32;
+            let mut bytes = vec![0u8; record * chunk.len()];
+            results.read_bytes(0, &mut bytes)?;
+            let t1 = card.device().clock_ns()?;
+            let status = card.read(regs::STATUS)?;
+            if regs::status::ERROR.get(status) != 0 {
+                return Err(DeviceError::Backend(format!(
+                    "the rule-30 batch ended in error (status 0x{status:x}, {} of {} packets done)",
+                    card.read(regs::PACKETS_DONE)?,
+                    chunk.len()
+                )));
+            }
+            for (k, rec) in bytes.chunks_exact(record).enumerate() {
+                let dw = |i: usize| u32::from_le_bytes([rec[4 * i], rec[4 * i + 1], rec[4 * i + 2], rec[4 * i + 3]]);
+                let st = dw(n);
+                if st & STATUS_COMPLETE == 0 || st & 0xffff != k as u32 & 0xffff || (st >> 16) & 0xff != sequence & 0xff {
+                    return Err(DeviceError::Backend(format!(
+                        "result record {k} of a rule-30 batch is not this batch's (status DW 0x{st:08x}, batch sequence {sequence})"
+                    )));
+                }
+                let mut words = [0u32; WORDS];
+                for (i, w) in words.iter_mut().enumerate().take(n) {
+                    *w = dw(i);
+                }
+                run.outputs.push(words);
+            }
+            let per = (t1 - t0) as f64 / chunk.len() as f64;
+            run.per_packet_ns.extend(std::iter::repeat_n(per, chunk.len()));
+            run.busy_cycles += card.read(regs::BUSY_CYCLES)?;
+            run.batch_cycles += card.read(regs::BATCH_CYCLES)?;
+            run.operations += chunk.len() as u32;
+            run.batches += 1;
+        }
+        card.write(pcie_msi::ENABLE, 0)?;
+        Ok(run)
+    }
+}

@@ -1,0 +1,812 @@
+//! `tlpx rule30`: the Simics paper's experiment (seed 000), reproduced and extended.
+//!
+//! ```text
+//!  packets (random lines, seeded) ──► each mode: sw-char (golden) │ sw-bit │ sw-fast
+//!                                                 hw-irq │ hw-poll │ hw-syscall │ hwo │ hw-multi │ hw-batch
+//!     per packet: G generations; time per packet and per line, user vs kernel time, jitter
+//!     --verify: every mode's output = sw-char's, packet by packet
+//! ```
+//!
+//! `run` measures chosen modes at one length and latency; `sweep` runs lengths × latencies ×
+//! modes, prints the crossover lengths where each hardware mode beats each software mode and
+//! the overhead table (Gedae style: accelerator busy time / total, overhead per operation), and
+//! draws the landscape, the zoom below 256 bits, the latency overlap and the jitter.
+//!
+//! Software modes are timed with the host's clock (real CPU time on this host, always).
+//! Hardware modes are timed with the backend's clock (`Device::clock_ns`): the host's on
+//! hardware; the simulated card's on the simulator, where the figures are the modelled bus and
+//! card (plus real host gaps with `tlpx-sim --host-time real`), never hardware figures.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
+use tlpx_device::ClockSource;
+use tlpx_model::stats::Summary;
+use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant};
+
+use crate::output::print_json;
+use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::realtime::fmt_ns;
+use crate::results::{self, ResultDoc};
+use crate::session::Session;
+use crate::sizes::parse_duration;
+
+/// A mode of `tlpx rule30 run` (serialised as its name: "sw-char", "hw-batch").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Sw(Variant),
+    Hw(HwMode),
+    Batch,
+}
+
+impl Serialize for Mode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sw(v) => v.name(),
+            Mode::Hw(m) => m.name(),
+            Mode::Batch => "hw-batch",
+        }
+    }
+
+    pub fn is_hw(self) -> bool {
+        !matches!(self, Mode::Sw(_))
+    }
+
+    pub fn all() -> Vec<Mode> {
+        let mut v: Vec<Mode> = Variant::ALL.iter().map(|s| Mode::Sw(*s)).collect();
+        v.extend(HwMode::ALL.iter().map(|m| Mode::Hw(*m)));
+        v.push(Mode::Batch);
+        v
+    }
+
+    fn parse(text: &str) -> anyhow::Result<Vec<Mode>> {
+        let mut out = Vec::new();
+        for t in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            match t {
+                "all" => out.extend(Mode::all()),
+                "sw" => out.extend(Variant::ALL.iter().map(|s| Mode::Sw(*s))),
+                "hw" => {
+                    out.extend(HwMode::ALL.iter().map(|m| Mode::Hw(*m)));
+                    out.push(Mode::Batch);
+                }
+                _ => match Mode::all().into_iter().find(|m| m.name() == t) {
+                    Some(m) => out.push(m),
+                    None => bail!(
+                        "--mode {t:?} is not a mode; the modes are {} (or all, sw, hw)",
+                        Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                },
+            }
+        }
+        let mut seen = Vec::new();
+        out.retain(|m| {
+            let new = !seen.contains(m);
+            seen.push(*m);
+            new
+        });
+        if out.is_empty() {
+            bail!("--mode is empty; give one or more of {}", Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Measure modes at one packet length and accelerator latency.
+    Run(RunArgs),
+    /// The seed's experiment: lengths x latencies x modes, crossovers, overhead table, figures.
+    Sweep(SweepArgs),
+}
+
+/// What `run` and `sweep` share.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Modes: sw-char, sw-bit, sw-fast, hw-irq, hw-poll, hw-syscall, hwo, hw-multi, hw-batch (or all, sw, hw).
+    #[arg(long, default_value = "all")]
+    pub mode: String,
+    /// Packets per point.
+    #[arg(long, default_value_t = 1000)]
+    pub packets: u32,
+    /// Generations (lines) per packet.
+    #[arg(long, default_value_t = 99)]
+    pub generations: u32,
+    /// Elementary rule (0..=255, Wolfram's numbering).
+    #[arg(long, default_value_t = 30)]
+    pub rule: u8,
+    /// Seed of the random packets.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Compare every mode's output with sw-char (the seed's Figure 4), packet by packet.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Packet length in bits (cells), 1..=1024.
+    #[arg(long, default_value_t = 256)]
+    pub length: u32,
+    /// The accelerator's latency per operation (emulated hardware): 1ns, 100ns, 10us.
+    #[arg(long, default_value = "10ns")]
+    pub latency: String,
+    /// Also write the result document (JSON) to this file.
+    #[arg(long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Packet lengths in bits: a list (8,64,256) or a range FROM..TO/STEP (8..1024/8).
+    #[arg(long, default_value = "8..1024/8")]
+    pub lengths: String,
+    /// Accelerator latencies.
+    #[arg(long, default_value = "1ns,10ns,100ns,1us,10us")]
+    pub latencies: String,
+    /// Folder for the result JSON and the SVG figures.
+    #[arg(long, default_value = "results/rule30")]
+    pub out_dir: PathBuf,
+}
+
+// Checked arguments --------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub modes: Vec<Mode>,
+    pub packets: u32,
+    pub generations: u32,
+    pub rule: u8,
+    pub seed: u64,
+    pub verify: bool,
+    pub lengths: Vec<u32>,
+    pub latencies_ns: Vec<f64>,
+}
+
+fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
+    let check = |v: u32| -> anyhow::Result<u32> {
+        if (1..=accel::MAX_LINE_LENGTH).contains(&v) {
+            Ok(v)
+        } else {
+            bail!("packet length {v} is outside 1..=1024 bits")
+        }
+    };
+    let num = |t: &str| -> anyhow::Result<u32> {
+        t.trim().parse::<u32>().map_err(|_| anyhow::anyhow!("{t:?} is not a packet length: give bits as a number, a list 8,64,256 or a range 8..1024/8"))
+    };
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some((from, rest)) = part.split_once("..") {
+            let (to, step) = rest.split_once('/').unwrap_or((rest, "1"));
+            let (from, to, step) = (check(num(from)?)?, check(num(to)?)?, num(step)?);
+            if step == 0 || from > to {
+                bail!("range {part:?}: give FROM..TO/STEP with FROM <= TO and STEP >= 1");
+            }
+            out.extend((from..=to).step_by(step as usize));
+        } else {
+            out.push(check(num(part)?)?);
+        }
+    }
+    if out.is_empty() {
+        bail!("no packet lengths in {text:?}");
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+impl Plan {
+    fn parse(common: &Common, lengths: &str, latencies: &str) -> anyhow::Result<Plan> {
+        if common.packets == 0 {
+            bail!("--packets must be at least 1, not 0");
+        }
+        if common.generations == 0 {
+            bail!("--generations must be at least 1, not 0");
+        }
+        if common.generations > 65535 {
+            bail!("--generations {} is above the accelerator's 65535 per start", common.generations);
+        }
+        let mut latencies_ns = Vec::new();
+        for t in latencies.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let s = parse_duration("--latency", t).map_err(anyhow::Error::msg)?;
+            latencies_ns.push(s * 1e9);
+        }
+        if latencies_ns.is_empty() {
+            bail!("no latency given");
+        }
+        Ok(Plan {
+            modes: Mode::parse(&common.mode)?,
+            packets: common.packets,
+            generations: common.generations,
+            rule: common.rule,
+            seed: common.seed,
+            verify: common.verify,
+            lengths: parse_lengths(lengths)?,
+            latencies_ns,
+        })
+    }
+}
+
+// Measurement --------------------------------------------------------------------------------
+
+/// One mode at one length and latency.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub mode: Mode,
+    pub length_bits: u32,
+    /// The latency asked for, and what the card does (cycles; software modes: none).
+    pub latency_ns: f64,
+    pub latency_cycles: Option<u32>,
+    pub packets: u32,
+    pub generations: u32,
+    /// "host" (software modes; hardware modes on hardware) or "simulated_card".
+    pub clock: &'static str,
+    pub per_packet_ns: Summary,
+    pub per_line_ns: Summary,
+    /// max / avg of the per-packet times (the seed's jitter).
+    pub jitter: f64,
+    /// CPU time of the measuring thread over the point: user and kernel, ns.
+    pub user_ns: u64,
+    pub kernel_ns: u64,
+    /// Hardware modes: the accelerator's busy cycles over the point, and busy / total.
+    pub busy_ns: Option<f64>,
+    pub efficiency: Option<f64>,
+    /// (total - busy) per operation, ns.
+    pub overhead_per_op_ns: Option<f64>,
+    pub operations: Option<u32>,
+    /// Packets whose output matched sw-char (with --verify).
+    pub verified_packets: Option<u32>,
+    pub mismatches: u32,
+}
+
+fn thread_cpu_ns() -> (u64, u64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
+struct Workload {
+    packets: Vec<BitLine>,
+    golden: Option<Vec<BitLine>>,
+}
+
+fn workload(plan: &Plan, length: u32) -> anyhow::Result<Workload> {
+    let chars = test_packets(plan.packets as usize, length as usize, plan.seed)?;
+    let packets: Vec<BitLine> = chars.iter().map(BitLine::from).collect();
+    let golden = plan.verify.then(|| {
+        chars.iter().map(|c: &CharLine| BitLine::from(&char_run(c, plan.rule, plan.generations as usize))).collect()
+    });
+    Ok(Workload { packets, golden })
+}
+
+fn summarise(per_packet: &[f64], per_line: &[f64]) -> anyhow::Result<(Summary, Summary, f64)> {
+    let pp = Summary::of(per_packet).context("no packets measured")?;
+    let pl = Summary::of(per_line).context("no lines measured")?;
+    let jitter = if pp.mean > 0.0 { pp.max / pp.mean } else { 0.0 };
+    Ok((pp, pl, jitter))
+}
+
+fn run_sw(plan: &Plan, variant: Variant, length: u32, work: &Workload) -> anyhow::Result<Point> {
+    let g = plan.generations as usize;
+    let mut per_packet = Vec::with_capacity(work.packets.len());
+    let mut mismatches = 0u32;
+    let cpu0 = thread_cpu_ns();
+    for (i, p) in work.packets.iter().enumerate() {
+        let t0 = Instant::now();
+        let out = std::hint::black_box(variant.run(std::hint::black_box(p), plan.rule, g));
+        per_packet.push(t0.elapsed().as_nanos() as f64);
+        if let Some(golden) = &work.golden {
+            mismatches += u32::from(golden[i] != out);
+        }
+    }
+    let cpu1 = thread_cpu_ns();
+    let per_line: Vec<f64> = per_packet.iter().map(|t| t / g as f64).collect();
+    let (pp, pl, jitter) = summarise(&per_packet, &per_line)?;
+    Ok(Point {
+        mode: Mode::Sw(variant),
+        length_bits: length,
+        latency_ns: 0.0,
+        latency_cycles: None,
+        packets: plan.packets,
+        generations: plan.generations,
+        clock: "host",
+        per_packet_ns: pp,
+        per_line_ns: pl,
+        jitter,
+        user_ns: cpu1.0 - cpu0.0,
+        kernel_ns: cpu1.1 - cpu0.1,
+        busy_ns: None,
+        efficiency: None,
+        overhead_per_op_ns: None,
+        operations: None,
+        verified_packets: work.golden.as_ref().map(|_| plan.packets - mismatches),
+        mismatches,
+    })
+}
+
+fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_ns: f64, work: &Workload) -> anyhow::Result<Point> {
+    let clock_hz = session.clock_hz;
+    let op = OpConfig { rule: plan.rule, line_length: length, latency_cycles: accel::latency_cycles(latency_ns, clock_hz)? };
+    let card = &mut session.card;
+    let clock = match card.device().clock_source() {
+        ClockSource::Host => "host",
+        ClockSource::SimulatedCard => "simulated_card",
+    };
+    let cycle_ns = 1e9 / f64::from(clock_hz.max(1));
+    let cpu0 = thread_cpu_ns();
+    let t_start = card.device().clock_ns()?;
+    let mut per_packet = Vec::with_capacity(work.packets.len());
+    let mut per_line = Vec::with_capacity(work.packets.len() * plan.generations as usize);
+    let mut mismatches = 0u32;
+    let mut outputs = Vec::with_capacity(work.packets.len());
+    let (busy_cycles, operations);
+    match mode {
+        Mode::Hw(m) => {
+            let per_start = if m == HwMode::Multi { plan.generations } else { 1 };
+            accel::configure(card, &op, m, per_start)?;
+            let c0 = accel::counters(card)?;
+            for p in &work.packets {
+                let input = p.to_card_words();
+                let t0 = card.device().clock_ns()?;
+                let out = accel::run_packet(card, m, &op, &input, plan.generations, &mut per_line)?;
+                per_packet.push((card.device().clock_ns()? - t0) as f64);
+                outputs.push(out);
+            }
+            let c1 = accel::counters(card)?;
+            busy_cycles = c1.busy_cycles - c0.busy_cycles;
+            operations = c1.operations.wrapping_sub(c0.operations);
+        }
+        Mode::Batch => {
+            let r = accel::batch::run(card, &op, &work.packets.iter().map(BitLine::to_card_words).collect::<Vec<_>>(), plan.generations)?;
+            per_packet = r.per_packet_ns.clone();
+            per_line = per_packet.iter().map(|t| t / f64::from(plan.generations)).collect();
+            busy_cycles = r.busy_cycles;
+            operations = r.operations;
+            outputs = r.outputs;
+        }
+        Mode::Sw(_) => unreachable!("software modes are run by run_sw"),
+    }
+    let total_ns = (card.device().clock_ns()? - t_start) as f64;
+    let cpu1 = thread_cpu_ns();
+    if let Some(golden) = &work.golden {
+        for (g, out) in golden.iter().zip(&outputs) {
+            let line = from_card_words(out, length as usize)?;
+            mismatches += u32::from(*g != line);
+        }
+    }
+    let (pp, pl, jitter) = summarise(&per_packet, &per_line)?;
+    let busy_ns = busy_cycles as f64 * cycle_ns;
+    Ok(Point {
+        mode,
+        length_bits: length,
+        latency_ns,
+        latency_cycles: Some(op.latency_cycles),
+        packets: plan.packets,
+        generations: plan.generations,
+        clock,
+        per_packet_ns: pp,
+        per_line_ns: pl,
+        jitter,
+        user_ns: cpu1.0 - cpu0.0,
+        kernel_ns: cpu1.1 - cpu0.1,
+        busy_ns: Some(busy_ns),
+        efficiency: (total_ns > 0.0).then(|| busy_ns / total_ns),
+        overhead_per_op_ns: (operations > 0).then(|| (total_ns - busy_ns) / f64::from(operations)),
+        operations: Some(operations),
+        verified_packets: work.golden.as_ref().map(|_| plan.packets - mismatches),
+        mismatches,
+    })
+}
+
+fn measure(session: &mut Session, plan: &Plan, length: u32, latency_ns: f64, modes: &[Mode], work: &Workload) -> anyhow::Result<Vec<Point>> {
+    let mut out = Vec::new();
+    for &m in modes {
+        if crate::progress::stop_requested() {
+            break;
+        }
+        out.push(match m {
+            Mode::Sw(v) => run_sw(plan, v, length, work)?,
+            _ => run_hw(session, plan, m, length, latency_ns, work)?,
+        });
+    }
+    Ok(out)
+}
+
+// Output -------------------------------------------------------------------------------------
+
+fn point_row(p: &Point) -> String {
+    format!(
+        "  {:<10} {:>5} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7.2} {:>9} {:>9} {:>6} {}",
+        p.mode.name(),
+        p.length_bits,
+        if p.mode.is_hw() { fmt_ns(p.latency_ns) } else { "-".into() },
+        fmt_ns(p.per_line_ns.min),
+        fmt_ns(p.per_line_ns.mean),
+        fmt_ns(p.per_line_ns.max),
+        fmt_ns(p.per_packet_ns.mean),
+        p.jitter,
+        fmt_ns(p.user_ns as f64 / f64::from(p.packets)),
+        fmt_ns(p.kernel_ns as f64 / f64::from(p.packets)),
+        p.efficiency.map_or("-".into(), |e| format!("{:.1}%", e * 100.0)),
+        match p.verified_packets {
+            Some(v) if p.mismatches == 0 => format!("verified {v}/{}", p.packets),
+            Some(_) => format!("MISMATCH {} of {}", p.mismatches, p.packets),
+            None => String::new(),
+        }
+    )
+}
+
+fn header() -> String {
+    format!(
+        "  {:<10} {:>5} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9} {:>9} {:>6}",
+        "mode", "bits", "latency", "line min", "line avg", "line max", "packet avg", "jitter", "user/pkt", "kern/pkt", "eff"
+    )
+}
+
+fn clock_statement(session: &Session) -> String {
+    if session.environment.simulated {
+        let mode = session.environment.sim.as_ref().map_or("virtual".to_string(), |s| s.host_time.clone());
+        format!(
+            "software modes: real CPU time on this host; hardware modes: SIMULATED card time (host time {mode}: {}), \
+             on the simulator every register access of hw-poll and hw-syscall alike is one socket message",
+            if mode == "real" {
+                "the modelled bus and card plus this host's real time between accesses, socket included"
+            } else {
+                "only the modelled bus and card; the driver's own CPU time is not in it"
+            }
+        )
+    } else {
+        "all modes timed with the host's clock (hardware)".into()
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Body {
+    clock_statement: String,
+    points: Vec<Point>,
+    crossovers: Vec<Crossover>,
+}
+
+/// Where a hardware mode starts beating a software mode, per line.
+#[derive(Debug, Clone, Serialize)]
+pub struct Crossover {
+    pub hw_mode: &'static str,
+    pub sw_mode: &'static str,
+    pub latency_ns: f64,
+    /// The shortest length from which the hardware mode is faster at every longer length
+    /// measured; `None`: never within the lengths.
+    pub length_bits: Option<u32>,
+}
+
+fn crossovers(points: &[Point], latencies: &[f64]) -> Vec<Crossover> {
+    let mut out = Vec::new();
+    let hw: Vec<Mode> = {
+        let mut v: Vec<Mode> = points.iter().map(|p| p.mode).filter(|m| m.is_hw()).collect();
+        v.dedup();
+        v.sort_by_key(|m| m.name());
+        v.dedup();
+        v
+    };
+    let sw: Vec<Mode> = {
+        let mut v: Vec<Mode> = points.iter().map(|p| p.mode).filter(|m| !m.is_hw()).collect();
+        v.sort_by_key(|m| m.name());
+        v.dedup();
+        v
+    };
+    for &lat in latencies {
+        for h in &hw {
+            for s in &sw {
+                let mut lengths: Vec<u32> = points.iter().filter(|p| p.mode == *h && p.latency_ns == lat).map(|p| p.length_bits).collect();
+                lengths.sort_unstable();
+                let mut from = None;
+                for &l in lengths.iter().rev() {
+                    let hp = points.iter().find(|p| p.mode == *h && p.latency_ns == lat && p.length_bits == l);
+                    let sp = points.iter().find(|p| p.mode == *s && p.length_bits == l);
+                    match (hp, sp) {
+                        (Some(hp), Some(sp)) if hp.per_line_ns.mean < sp.per_line_ns.mean => from = Some(l),
+                        _ => break,
+                    }
+                }
+                out.push(Crossover { hw_mode: h.name(), sw_mode: s.name(), latency_ns: lat, length_bits: from });
+            }
+        }
+    }
+    out
+}
+
+/// Per latency: a row per hardware mode, a column per software mode, the crossover length.
+pub fn crossover_table(crossovers: &[Crossover]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut latencies: Vec<f64> = crossovers.iter().map(|c| c.latency_ns).collect();
+    latencies.dedup();
+    let mut sw: Vec<&str> = crossovers.iter().map(|c| c.sw_mode).collect();
+    sw.sort_unstable();
+    sw.dedup();
+    let mut hw: Vec<&str> = crossovers.iter().map(|c| c.hw_mode).collect();
+    hw.sort_unstable();
+    hw.dedup();
+    for lat in latencies {
+        out.push(format!(
+            "  crossover (bits from which the hardware mode is faster per line), latency {}:",
+            fmt_ns(lat)
+        ));
+        out.push(format!("    {:<11}{}", "", sw.iter().map(|s| format!("{s:>10}")).collect::<String>()));
+        for h in &hw {
+            let cells: String = sw
+                .iter()
+                .map(|s| {
+                    let c = crossovers.iter().find(|c| c.latency_ns == lat && c.hw_mode == *h && c.sw_mode == *s);
+                    format!("{:>10}", c.and_then(|c| c.length_bits).map_or("never".to_string(), |l| l.to_string()))
+                })
+                .collect();
+            out.push(format!("    {h:<11}{cells}"));
+        }
+    }
+    out
+}
+
+/// The Gedae seed's table per hardware mode and latency, at the longest length measured:
+/// efficiency (accelerator busy / total) and overhead per operation.
+pub fn overhead_table(points: &[Point]) -> Vec<String> {
+    let Some(longest) = points.iter().filter(|p| p.mode.is_hw()).map(|p| p.length_bits).max() else {
+        return Vec::new();
+    };
+    let mut out = vec![
+        format!("  overhead at {longest} bits (efficiency = accelerator busy time / total):"),
+        format!("    {:<11}{:>10}{:>12}{:>14}{:>12}", "mode", "latency", "efficiency", "overhead/op", "time/line"),
+    ];
+    for p in points.iter().filter(|p| p.mode.is_hw() && p.length_bits == longest) {
+        out.push(format!(
+            "    {:<11}{:>10}{:>12}{:>14}{:>12}",
+            p.mode.name(),
+            fmt_ns(p.latency_ns),
+            p.efficiency.map_or("-".into(), |e| format!("{:.1}%", e * 100.0)),
+            p.overhead_per_op_ns.map_or("-".into(), fmt_ns),
+            fmt_ns(p.per_line_ns.mean)
+        ));
+    }
+    out
+}
+
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    match &cmd.action {
+        Action::Run(a) => run_one(a, device, json),
+        Action::Sweep(a) => sweep(a, device, json),
+    }
+}
+
+fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
+    if !plan.modes.iter().any(|m| m.is_hw()) {
+        return Ok(None);
+    }
+    let mut session = Session::open(device)?;
+    if !session.card.has_feature("rule30") {
+        bail!("this card has no rule-30 accelerator (its features: {})", session.card.identity().features.join(", "));
+    }
+    accel::info(&mut session.card)?;
+    Ok(Some(session))
+}
+
+fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let plan = Plan::parse(&a.common, &a.length.to_string(), &a.latency)?;
+    let mut session = open(&plan, device)?;
+    crate::progress::install_stop_handler();
+    let length = plan.lengths[0];
+    let latency = plan.latencies_ns[0];
+    let work = workload(&plan, length)?;
+    let points = match session.as_mut() {
+        Some(s) => measure(s, &plan, length, latency, &plan.modes, &work)?,
+        None => plan.modes.iter().map(|m| match m {
+            Mode::Sw(v) => run_sw(&plan, *v, length, &work),
+            _ => unreachable!("hardware modes open a session"),
+        }).collect::<anyhow::Result<Vec<_>>>()?,
+    };
+    finish("rule30", plan, session, points, Vec::new(), a.output.as_deref(), None, json, started)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    kind: &'static str,
+    plan: Plan,
+    session: Option<Session>,
+    points: Vec<Point>,
+    crossovers: Vec<Crossover>,
+    output: Option<&std::path::Path>,
+    figures: Option<&std::path::Path>,
+    json: bool,
+    started: Instant,
+) -> anyhow::Result<ExitCode> {
+    let statement = session.as_ref().map_or("software modes only: real CPU time on this host".into(), clock_statement);
+    if !json {
+        if let Some(s) = &session {
+            println!("{}", s.describe());
+        }
+        println!("what these figures are: {statement}");
+        println!("{}", header());
+        for p in &points {
+            println!("{}", point_row(p));
+        }
+        for line in crossover_table(&crossovers) {
+            println!("{line}");
+        }
+        for line in overhead_table(&points) {
+            println!("{line}");
+        }
+    }
+    if let Some(dir) = figures {
+        write_figures(dir, &points, &plan)?;
+    }
+    let failed = points.iter().any(|p| p.mismatches > 0);
+    let (environment, link) = match &session {
+        Some(s) => (s.environment.clone(), s.link.clone()),
+        None => (results::machine_environment(), None),
+    };
+    let mut doc = ResultDoc::new(kind, plan, environment, link, None, Body { clock_statement: statement.clone(), points, crossovers }, started.elapsed().as_secs_f64(), vec![statement]);
+    doc.interrupted = crate::progress::stop_requested();
+    if let Some(path) = output {
+        results::write_json(path, &doc)?;
+    }
+    if json {
+        print_json(&doc)?;
+    }
+    Ok(if doc.interrupted {
+        ExitCode::from(crate::progress::INTERRUPTED_EXIT)
+    } else if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let plan = Plan::parse(&a.common, &a.lengths, &a.latencies)?;
+    let mut session = open(&plan, device)?;
+    crate::progress::install_stop_handler();
+    let sw: Vec<Mode> = plan.modes.iter().copied().filter(|m| !m.is_hw()).collect();
+    let hw: Vec<Mode> = plan.modes.iter().copied().filter(|m| m.is_hw()).collect();
+    let mut points = Vec::new();
+    for &length in &plan.lengths {
+        let work = workload(&plan, length)?;
+        for m in &sw {
+            if let Mode::Sw(v) = m {
+                points.push(run_sw(&plan, *v, length, &work)?);
+            }
+        }
+        if let Some(s) = session.as_mut() {
+            for &lat in &plan.latencies_ns {
+                points.extend(measure(s, &plan, length, lat, &hw, &work)?);
+            }
+        }
+        if !json {
+            eprintln!("tlpx: rule30 sweep: {length} bits done");
+        }
+        if crate::progress::stop_requested() {
+            break;
+        }
+    }
+    let crossovers = crossovers(&points, &plan.latencies_ns);
+    std::fs::create_dir_all(&a.out_dir).with_context(|| format!("creating {}", a.out_dir.display()))?;
+    let out = a.out_dir.join("rule30-sweep.json");
+    finish("rule30", plan, session, points, crossovers, Some(&out), Some(&a.out_dir), json, started)
+}
+
+fn write_figures(dir: &std::path::Path, points: &[Point], plan: &Plan) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let lat0 = plan.latencies_ns.first().copied().unwrap_or(0.0);
+    let series_for = |pred: &dyn Fn(&Point) -> bool, label: String, y: &dyn Fn(&Point) -> f64| Series {
+        label,
+        points: points.iter().filter(|p| pred(p)).map(|p| (f64::from(p.length_bits), y(p))).collect(),
+        style: Style::Line,
+    };
+    let per_mode = |max_len: u32, lat: f64| -> Vec<Series> {
+        plan.modes
+            .iter()
+            .map(|m| {
+                series_for(
+                    &|p: &Point| p.mode == *m && p.length_bits <= max_len && (!m.is_hw() || p.latency_ns == lat),
+                    m.name().to_string(),
+                    &|p: &Point| p.per_line_ns.mean / 1e3,
+                )
+            })
+            .collect()
+    };
+    let charts = [
+        ("rule30-landscape.svg", Chart {
+            title: format!("rule 30: time per line against length (latency {})", fmt_ns(lat0)),
+            x_label: "packet length, bits".into(),
+            y_label: "time per line, us (mean)".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            series: per_mode(1024, lat0),
+        }),
+        ("rule30-zoom.svg", Chart {
+            title: "rule 30: below 256 bits".into(),
+            x_label: "packet length, bits".into(),
+            y_label: "time per line, us (mean)".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            series: per_mode(256, lat0),
+        }),
+        ("rule30-latencies.svg", Chart {
+            title: "rule 30: hardware latencies overlapped".into(),
+            x_label: "packet length, bits".into(),
+            y_label: "time per line, us (mean)".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            series: plan
+                .modes
+                .iter()
+                .filter(|m| m.is_hw())
+                .flat_map(|m| {
+                    plan.latencies_ns.iter().map(move |lat| (*m, *lat))
+                })
+                .map(|(m, lat)| series_for(&|p: &Point| p.mode == m && p.latency_ns == lat, format!("{} {}", m.name(), fmt_ns(lat)), &|p: &Point| p.per_line_ns.mean / 1e3))
+                .collect(),
+        }),
+        ("rule30-jitter.svg", Chart {
+            title: "rule 30: jitter (max / avg time per packet)".into(),
+            x_label: "packet length, bits".into(),
+            y_label: "max / avg".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            series: plan
+                .modes
+                .iter()
+                .map(|m| series_for(&|p: &Point| p.mode == *m && (!m.is_hw() || p.latency_ns == lat0), m.name().to_string(), &|p: &Point| p.jitter))
+                .collect(),
+        }),
+    ];
+    for (name, chart) in charts {
+        let path = dir.join(name);
+        std::fs::write(&path, plot::render_svg(&chart)?).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("tlpx: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_parse_lists_and_ranges_and_refuse_bad_ones() {
+        assert_eq!(parse_lengths("8..32/8").expect("range"), vec![8, 16, 24, 32]);
+        assert_eq!(parse_lengths("64,8,64").expect("list"), vec![8, 64]);
+        assert!(parse_lengths("0").expect_err("zero").to_string().contains("outside 1..=1024"));
+        assert!(parse_lengths("8..2048").expect_err("too long").to_string().contains("2048"));
+        assert!(parse_lengths("32..8").expect_err("inverted").to_string().contains("FROM <= TO"));
+        assert!(parse_lengths("lots").expect_err("text").to_string().contains("\"lots\""));
+    }
+
+    #[test]
+    fn modes_parse_with_groups_and_refuse_unknown_ones() {
+        assert_eq!(Mode::parse("all").expect("all").len(), 9);
+        assert_eq!(Mode::parse("sw,sw-char").expect("sw").len(), 3);
+        let e = Mode::parse("hw-fast").expect_err("unknown").to_string();
+        assert!(e.contains("hw-fast") && e.contains("hw-batch"), "{e}");
+    }
+}
