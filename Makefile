@@ -20,12 +20,13 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
-.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help
+.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
 	@echo "make test   - set up, build, and run all tests (gateware pytest, cargo test, integration)"
-	@echo "make bench  - simulator speed and MMIO round trip -> docs/performance.md"
+	@echo "make bench  - simulator speed, bandwidth, spy, loop/irq, rule 30 -> docs/performance.md"
+	@echo "make rule30-sweep - the seed's full rule-30 experiment on the simulated card (long)"
 	@echo "make sim    - run tlpx-sim in the foreground (DATA_WIDTH=64|128|256)"
 	@echo "make regs   - regenerate host/crates/tlpx-regs and docs/registers.md from csr.json"
 
@@ -94,6 +95,14 @@ test: setup gateware-all check-regs host
 
 bench: setup gateware-all host
 	@scripts/bench.sh
+
+# The seed's full experiment on the simulated card: 8..1024 bits in steps of 8, latencies
+# 1 ns..10 us, 1000 packets x 99 generations, every mode. Hours on the simulator; override
+# with RULE30_ARGS (e.g. RULE30_ARGS="--packets 20 --lengths 8..1024/64").
+RULE30_ARGS ?=
+rule30-sweep: setup gateware host
+	@. scripts/simctl.sh && sim_start && trap sim_stop EXIT && \
+	  $(HOST_BIN)/tlpx --device "sim:$$SIM_SOCK" rule30 sweep --verify --out-dir results/rule30 $(RULE30_ARGS)
 
 sim: setup gateware host
 	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH)

@@ -2,7 +2,8 @@
 # make bench: the simulator's speed (card cycles per wall second, idle and with DMA
 # traffic) and the MMIO round trip a client sees, for each datapath width; then the
 # generator's DMA bandwidth against the link model (scripts/bench_bw.sh), the spy's rates
-# (scripts/bench_spy.sh), and the real-time loop and interrupt user stage (scripts/bench_loop.sh).
+# (scripts/bench_spy.sh), the real-time loop and interrupt user stage (scripts/bench_loop.sh),
+# and rule 30: sw-fast vs sw-char and the crossover on the simulated card (scripts/bench_rule30.sh).
 # Writes build/bench/*.json and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +28,6 @@ echo "== bench: spy sustained rate and host ingest"
 scripts/bench_spy.sh
 echo "== bench: real-time loop and interrupt user stage, idle vs loaded"
 scripts/bench_loop.sh
+echo "== bench: rule-30 software references and the accelerator's crossover"
+scripts/bench_rule30.sh
 cat docs/performance.md

@@ -7,6 +7,7 @@
 #   4. `tlpx irq` interrupt dispatch histograms, idle vs loaded, with real host time
 #   5. `tlpx loop --sweep`: the real-time round trip (DataMover), sizes x poll/irq x
 #      register/dma return x idle/loaded
+#   6. `tlpx rule30 sweep`: the Simics paper's experiment, reduced (make rule30-sweep: full)
 # LONG=1 (make demo LONG=1) runs the full sweeps (more transfers, repeats, latency samples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,9 +85,21 @@ TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 sed -n '/^all points/,$p' "$OUT/loop.txt" | head -n 22
 sim_stop
 
+if [ "$LONG" = 1 ]; then
+    R30=(--packets 100 --generations 99 --lengths 8..1024/64 --latencies 1ns,10ns,100ns,1us,10us)
+else
+    R30=(--packets 5 --generations 20 --lengths 8,64,256,1024 --latencies 10ns,10us)
+fi
+echo; echo "== tlpx rule30 sweep (accelerator vs software, every output verified; simulated card)"
+sim_start
+TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
+"${TLPX[@]}" rule30 sweep "${R30[@]}" --verify --out-dir "$OUT/rule30" > "$OUT/rule30.txt"
+sed -n '/crossover (bits/,$p' "$OUT/rule30.txt" | head -n 40
+sim_stop
+
 echo
 echo "demo: simulated card found, identified, selftest PASS, host characterised, bus captured,"
-echo "      interrupt dispatch and real-time loop measured idle vs loaded"
+echo "      interrupt dispatch and real-time loop measured idle vs loaded, rule-30 accelerator swept"
 echo "      (every figure above is SIMULATED: tlpx-sim with the pcie-bench link model)"
 echo "      results: $OUT/characterize/characterize.json and SVG figures beside it; trace: $OUT/spy.tlpx;"
-echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg"
+echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg; $OUT/rule30/ (JSON and four SVG figures)"

@@ -29,34 +29,36 @@ use crate::card::Card;
 use crate::{DeviceError, Width};
 
 /// Byte offset of the accelerator's window in BAR0.
-pub const WINDOW_BASE: u64 = tlpx_regs::constants::RULE30_WINDOW_BASE;
+pub const WINDOW_BASE: u64 = tlpx_regs::rule30::REGION_OFFSET;
 /// Longest line, in cells.
 pub const MAX_LINE_LENGTH: u32 = 1024;
 /// Register words of `input` and `output`.
 pub const WORDS: usize = 32;
 
-/// Register offsets in the window (the seed's Figure 5, then tlpx's extensions).
+/// Register offsets in the window (the seed's Figure 5, then tlpx's extensions), from the
+/// generated register map (`tlpx_regs::rule30`, the card's csr.json).
 pub mod reg {
-    pub const VERSION: u64 = 0x00;
-    pub const CONTROL: u64 = 0x04;
-    pub const STATUS: u64 = 0x08;
-    pub const RESET: u64 = 0x0c;
-    pub const IRQ_NUM: u64 = 0x10;
-    pub const RULE_SET: u64 = 0x14;
-    pub const LINE_LENGTH: u64 = 0x18;
-    pub const START_COMPUTE: u64 = 0x1c;
-    pub const INPUT: u64 = 0x20;
-    pub const OUTPUT: u64 = 0xa0;
-    pub const LATENCY_CYCLES: u64 = 0x120;
-    pub const GENERATIONS: u64 = 0x124;
-    pub const ERRORS: u64 = 0x128;
-    pub const REFUSED_STARTS: u64 = 0x12c;
-    pub const IGNORED_STARTS: u64 = 0x130;
-    pub const OPERATIONS: u64 = 0x134;
-    pub const BUSY_CYCLES_LO: u64 = 0x138;
-    pub const BUSY_CYCLES_HI: u64 = 0x13c;
-    pub const MIN_CYCLES_PER_GENERATION: u64 = 0x140;
-    pub const OVERHEAD_CYCLES: u64 = 0x144;
+    use tlpx_regs::rule30 as r;
+    pub const VERSION: u64 = r::VERSION.offset - r::REGION_OFFSET;
+    pub const CONTROL: u64 = r::CONTROL.offset - r::REGION_OFFSET;
+    pub const STATUS: u64 = r::STATUS.offset - r::REGION_OFFSET;
+    pub const RESET: u64 = r::RESET.offset - r::REGION_OFFSET;
+    pub const IRQ_NUM: u64 = r::IRQ_NUM.offset - r::REGION_OFFSET;
+    pub const RULE_SET: u64 = r::RULE_SET.offset - r::REGION_OFFSET;
+    pub const LINE_LENGTH: u64 = r::LINE_LENGTH.offset - r::REGION_OFFSET;
+    pub const START_COMPUTE: u64 = r::START_COMPUTE.offset - r::REGION_OFFSET;
+    pub const INPUT: u64 = r::INPUT.offset - r::REGION_OFFSET;
+    pub const OUTPUT: u64 = r::OUTPUT.offset - r::REGION_OFFSET;
+    pub const LATENCY_CYCLES: u64 = r::LATENCY_CYCLES.offset - r::REGION_OFFSET;
+    pub const GENERATIONS: u64 = r::GENERATIONS.offset - r::REGION_OFFSET;
+    pub const ERRORS: u64 = r::ERRORS.offset - r::REGION_OFFSET;
+    pub const REFUSED_STARTS: u64 = r::REFUSED_STARTS.offset - r::REGION_OFFSET;
+    pub const IGNORED_STARTS: u64 = r::IGNORED_STARTS.offset - r::REGION_OFFSET;
+    pub const OPERATIONS: u64 = r::OPERATIONS.offset - r::REGION_OFFSET;
+    pub const BUSY_CYCLES_LO: u64 = r::BUSY_CYCLES_LO.offset - r::REGION_OFFSET;
+    pub const BUSY_CYCLES_HI: u64 = r::BUSY_CYCLES_HI.offset - r::REGION_OFFSET;
+    pub const MIN_CYCLES_PER_GENERATION: u64 = r::MIN_CYCLES_PER_GENERATION.offset - r::REGION_OFFSET;
+    pub const OVERHEAD_CYCLES: u64 = r::OVERHEAD_CYCLES.offset - r::REGION_OFFSET;
 }
 
 /// `control` bits.
@@ -474,5 +476,38 @@ pub mod batch {
         }
         card.write(pcie_msi::ENABLE, 0)?;
         Ok(run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_is_the_seeds_map() {
+        // The Simics paper's Figure 5 offsets, as the generated map gives them.
+        let seed = [
+            (reg::VERSION, 0x00),
+            (reg::CONTROL, 0x04),
+            (reg::STATUS, 0x08),
+            (reg::RESET, 0x0c),
+            (reg::IRQ_NUM, 0x10),
+            (reg::RULE_SET, 0x14),
+            (reg::LINE_LENGTH, 0x18),
+            (reg::START_COMPUTE, 0x1c),
+            (reg::INPUT, 0x20),
+            (reg::OUTPUT, 0xa0),
+        ];
+        for (got, want) in seed {
+            assert_eq!(got, want);
+        }
+        assert_eq!(WINDOW_BASE, tlpx_regs::constants::RULE30_WINDOW_BASE);
+    }
+
+    #[test]
+    fn latencies_convert_to_cycles_and_refuse_bad_values() {
+        assert_eq!(latency_cycles(10_000.0, 125_000_000).expect("10 us"), 1250);
+        assert_eq!(latency_cycles(1.0, 125_000_000).expect("1 ns"), 0);
+        assert!(latency_cycles(-5.0, 125_000_000).expect_err("negative").to_string().contains("-5 ns"));
     }
 }
