@@ -193,6 +193,28 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
     }
 }
 
+impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
+    /// The end of a measuring command: marks the document interrupted after Ctrl-C, writes it
+    /// to `output` (if given) and to stdout (with `--json`), and gives the exit status:
+    /// 130 after Ctrl-C, 1 when `failed` (a check of the run did not pass), 0 otherwise.
+    pub fn emit(mut self, output: Option<&Path>, json: bool, failed: bool) -> anyhow::Result<std::process::ExitCode> {
+        self.interrupted = crate::progress::stop_requested();
+        if let Some(path) = output {
+            write_json(path, &self)?;
+        }
+        if json {
+            crate::output::print_json(&self)?;
+        }
+        Ok(if self.interrupted {
+            std::process::ExitCode::from(crate::progress::INTERRUPTED_EXIT)
+        } else if failed {
+            std::process::ExitCode::from(1)
+        } else {
+            std::process::ExitCode::SUCCESS
+        })
+    }
+}
+
 /// Writes `doc` as pretty JSON to `path` (parent folders created) and says so on stderr.
 /// The document is checked against the schema first ([`check_document`]).
 pub fn write_json<T: Serialize>(path: &Path, doc: &T) -> anyhow::Result<()> {

@@ -28,10 +28,9 @@ use tlpx_device::card::Card;
 use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
 use tlpx_model::stats::Summary;
 
-use crate::output::print_json;
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
-use crate::results::{self, ResultDoc};
+use crate::results::ResultDoc;
 use crate::session::Session;
 use crate::sizes::parse_duration;
 
@@ -479,7 +478,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let failed = runs.iter().any(RunReport::failed);
     let mut notes = session.notes.clone();
     notes.push(basis.statement.clone());
-    let mut doc = ResultDoc::new(
+    let doc = ResultDoc::new(
         "irq",
         plan,
         session.environment.clone(),
@@ -489,20 +488,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         notes,
     );
-    doc.interrupted = crate::progress::stop_requested();
-    if let Some(path) = &cmd.output {
-        results::write_json(path, &doc)?;
-    }
-    if json {
-        print_json(&doc)?;
-    }
-    Ok(if doc.interrupted {
-        ExitCode::from(crate::progress::INTERRUPTED_EXIT)
-    } else if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    doc.emit(cmd.output.as_deref(), json, failed)
 }
 
 #[cfg(test)]

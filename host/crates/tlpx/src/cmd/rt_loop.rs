@@ -23,10 +23,9 @@ use serde::Serialize;
 use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
 use tlpx_model::stats::Summary;
 
-use crate::output::print_json;
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
-use crate::results::{self, ResultDoc};
+use crate::results::ResultDoc;
 use crate::session::Session;
 use crate::sizes::parse_size_list;
 
@@ -441,7 +440,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut notes = session.notes.clone();
     notes.push(basis.statement.clone());
     notes.extend(points.iter().flat_map(|p| p.notes.iter().cloned()).take(1));
-    let mut doc = ResultDoc::new(
+    let doc = ResultDoc::new(
         "loop",
         plan,
         session.environment.clone(),
@@ -451,20 +450,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         notes,
     );
-    doc.interrupted = crate::progress::stop_requested();
-    if let Some(path) = &cmd.output {
-        results::write_json(path, &doc)?;
-    }
-    if json {
-        print_json(&doc)?;
-    }
-    Ok(if doc.interrupted {
-        ExitCode::from(crate::progress::INTERRUPTED_EXIT)
-    } else if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    doc.emit(cmd.output.as_deref(), json, failed)
 }
 
 #[cfg(test)]

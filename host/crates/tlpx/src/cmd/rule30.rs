@@ -29,7 +29,6 @@ use tlpx_device::ClockSource;
 use tlpx_model::stats::Summary;
 use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant};
 
-use crate::output::print_json;
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::realtime::fmt_ns;
 use crate::results::{self, ResultDoc};
@@ -664,21 +663,8 @@ fn finish(
         Some(s) => (s.environment.clone(), s.link.clone()),
         None => (results::machine_environment(), None),
     };
-    let mut doc = ResultDoc::new(kind, plan, environment, link, None, Body { clock_statement: statement.clone(), points, crossovers }, started.elapsed().as_secs_f64(), vec![statement]);
-    doc.interrupted = crate::progress::stop_requested();
-    if let Some(path) = output {
-        results::write_json(path, &doc)?;
-    }
-    if json {
-        print_json(&doc)?;
-    }
-    Ok(if doc.interrupted {
-        ExitCode::from(crate::progress::INTERRUPTED_EXIT)
-    } else if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let doc = ResultDoc::new(kind, plan, environment, link, None, Body { clock_statement: statement.clone(), points, crossovers }, started.elapsed().as_secs_f64(), vec![statement]);
+    doc.emit(output, json, failed)
 }
 
 fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
