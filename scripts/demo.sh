@@ -59,7 +59,7 @@ wait "$CAPTURE" || true
 cat "$OUT/spy-capture.txt"
 "${TLPX[@]}" spy convert "$OUT/spy.tlpx" --log > "$OUT/spy.log"
 echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CSV/VCD: tlpx spy convert):"
-grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | head -12 || true
+grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | sed -n "1,12p" || true
 echo; echo "== tlpx spy stats"
 "${TLPX[@]}" spy stats > "$OUT/spy-stats.txt"
 head -24 "$OUT/spy-stats.txt"
@@ -82,7 +82,7 @@ sim_start
 TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 "${TLPX[@]}" loop --sweep --iterations "$LOOP_ITER" --load cpu,mem,syscall --load-cpus 0 \
     --output "$OUT/loop.json" --svg "$OUT/loop.svg" > "$OUT/loop.txt"
-sed -n '/^all points/,$p' "$OUT/loop.txt" | head -n 22
+sed -n '/^all points/,$p' "$OUT/loop.txt" | sed -n '1,22p'  # (not head: an early close would SIGPIPE sed)
 sim_stop
 
 if [ "$LONG" = 1 ]; then
@@ -94,7 +94,7 @@ echo; echo "== tlpx rule30 sweep (accelerator vs software, every output verified
 sim_start
 TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 "${TLPX[@]}" rule30 sweep "${R30[@]}" --verify --out-dir "$OUT/rule30" > "$OUT/rule30.txt"
-sed -n '/crossover (bits/,$p' "$OUT/rule30.txt" | head -n 40
+sed -n '/crossover (bits/,$p' "$OUT/rule30.txt" | sed -n '1,40p'
 sim_stop
 
 echo
