@@ -8,6 +8,7 @@
 #   5. `tlpx loop --sweep`: the real-time round trip (DataMover), sizes x poll/irq x
 #      register/dma return x idle/loaded
 #   6. `tlpx rule30 sweep`: the Simics paper's experiment, reduced (make rule30-sweep: full)
+#   7. `tlpx report`: one self-contained HTML page of every result above
 # LONG=1 (make demo LONG=1) runs the full sweeps (more transfers, repeats, latency samples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,9 +98,14 @@ TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 sed -n '/crossover (bits/,$p' "$OUT/rule30.txt" | sed -n '1,40p'
 sim_stop
 
+echo; echo "== tlpx report (one self-contained HTML page of the results)"
+"$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/irq.json" "$OUT/loop.json" \
+    "$OUT/rule30/rule30-sweep.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
+
 echo
 echo "demo: simulated card found, identified, selftest PASS, host characterised, bus captured,"
 echo "      interrupt dispatch and real-time loop measured idle vs loaded, rule-30 accelerator swept"
 echo "      (every figure above is SIMULATED: tlpx-sim with the pcie-bench link model)"
 echo "      results: $OUT/characterize/characterize.json and SVG figures beside it; trace: $OUT/spy.tlpx;"
 echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg; $OUT/rule30/ (JSON and four SVG figures)"
+echo "      report: $OUT/report.html"

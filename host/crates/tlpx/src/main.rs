@@ -1,6 +1,7 @@
 //! tlpx: drive a tlpx card (real or simulated) from the command line.
 
 mod cmd;
+mod metrics;
 mod output;
 mod pmc;
 mod plot;
@@ -35,6 +36,11 @@ struct Cli {
     /// Where the kernel refuses, tlpx says why and carries on without them.
     #[arg(long, global = true)]
     pmc: bool,
+
+    /// Expose Prometheus metrics of the run at this address (HOST:PORT; loopback by default:
+    /// 127.0.0.1:9464), for long-running commands and `tlpx serve`.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    metrics_listen: Option<String>,
 
     /// With --pmc: count kernel time too (user space only by default).
     #[arg(long, global = true, requires = "pmc")]
@@ -74,6 +80,10 @@ enum Command {
     Loop(cmd::rt_loop::Cmd),
     /// The rule-30 accelerator against software: the Simics paper's experiment (run, sweep).
     Rule30(cmd::rule30::Cmd),
+    /// Serve the card's live measurements as Prometheus metrics.
+    Serve(cmd::serve::Cmd),
+    /// Turn result documents (bw, lat, pio, spy, irq, loop, rule30) into one HTML report.
+    Report(cmd::report::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +97,12 @@ fn main() -> ExitCode {
     if cli.pmc {
         let scope = if cli.pmc_kernel { pmc::PmcScope::UserKernel } else { pmc::PmcScope::User };
         pmc::enable(pmc::PmcOptions { scope });
+    }
+    if let (Some(addr), false) = (&cli.metrics_listen, matches!(cli.command, Command::Serve(_))) {
+        if let Err(e) = metrics::start(addr) {
+            eprintln!("tlpx: error: {e:#}");
+            return ExitCode::from(2);
+        }
     }
     let result = match &cli.command {
         Command::List(c) => cmd::list::run(c, &cli.device, cli.json),
@@ -103,6 +119,8 @@ fn main() -> ExitCode {
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
         Command::Rule30(c) => cmd::rule30::run(c, &cli.device, cli.json),
+        Command::Serve(c) => cmd::serve::run(c, &cli.device, cli.json, cli.metrics_listen.as_deref()),
+        Command::Report(c) => cmd::report::run(c, cli.json),
     };
     pmc::say_main();
     match result {

@@ -1,0 +1,478 @@
+//! `tlpx serve` end to end: the real binary exporting the real tlpx-sim, scraped over TCP.
+//!
+//!   tlpx bw (traffic) ──► tlpx-sim ◄── tlpx serve (reads registers, sim stats) ──► GET /metrics ◄── test
+//!
+//! The scrape must be valid text exposition 0.0.4 (HELP and TYPE for every family, names by
+//! Prometheus's conventions), counters must only grow and count at least the traffic sent,
+//! histograms must be cumulative with +Inf equal to _count, every series must name the card
+//! (its sim socket), other paths must be 404, and a bad listen address must be refused with
+//! exit status 2 and a message that names it. Where `promtool` is installed, it checks the
+//! scrape too.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tlpx_testkit::SimProcess as Sim;
+
+fn tlpx_command(device: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")));
+    c.arg("--device").arg(device).args(args);
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A running `tlpx serve` and the address it printed.
+struct Serve {
+    child: Child,
+    address: String,
+}
+
+impl Serve {
+    fn start(device: &str, args: &[&str]) -> Serve {
+        let mut child = tlpx_command(
+            device,
+            &[&["serve", "--metrics-listen", "127.0.0.1:0"], args].concat(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start tlpx serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("tlpx serve prints its URL");
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"));
+        let address = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_string();
+        assert!(
+            !address.ends_with(":0"),
+            "the bound port is printed, not 0: {line}"
+        );
+        Serve { child, address }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.0 request: (status line, headers, body).
+fn get(address: &str, path: &str) -> (String, String, String) {
+    let mut s = TcpStream::connect(address).expect("connect to the exporter");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("request");
+    let mut response = String::new();
+    s.read_to_string(&mut response).expect("response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+/// A sample: name, labels, value.
+#[derive(Debug, Clone)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+impl Sample {
+    fn key(&self) -> String {
+        format!("{}{:?}", self.name, self.labels)
+    }
+}
+
+/// Parses a label set `{a="x",b="y\"z"}` (with the exposition format's escapes).
+fn parse_labels(s: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        let name: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if name.is_empty() {
+            break;
+        }
+        assert_eq!(
+            chars.next(),
+            Some('"'),
+            "label {name} opens with a quote in {s}"
+        );
+        let mut value = String::new();
+        loop {
+            match chars.next().expect("closing quote") {
+                '\\' => match chars.next().expect("escape") {
+                    'n' => value.push('\n'),
+                    c @ ('\\' | '"') => value.push(c),
+                    c => panic!("bad escape \\{c} in {s}"),
+                },
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        assert!(!out.contains_key(&name), "label {name} twice in {s}");
+        out.insert(name.trim_start_matches(',').to_string(), value);
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    out
+}
+
+/// Checks the exposition's structure and returns (family → type, samples).
+fn parse_exposition(body: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
+    let mut help = BTreeMap::new();
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = Vec::new();
+    let mut last_family = String::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, text) = rest
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("HELP without text: {line}"));
+            assert!(!text.trim().is_empty(), "empty HELP: {line}");
+            assert!(
+                help.insert(name.to_string(), text.to_string()).is_none(),
+                "HELP twice for {name}"
+            );
+            assert!(
+                name > last_family.as_str(),
+                "families sorted: {name} after {last_family}"
+            );
+            last_family = name.to_string();
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("TYPE without type: {line}"));
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(help.contains_key(name), "HELP before TYPE for {name}");
+            assert!(
+                types.insert(name.to_string(), kind.to_string()).is_none(),
+                "TYPE twice for {name}"
+            );
+        } else {
+            assert!(
+                !line.starts_with('#') && !line.is_empty(),
+                "unexpected line {line:?}"
+            );
+            let (series, value) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("sample without value: {line}"));
+            let value: f64 = match value {
+                "+Inf" => f64::INFINITY,
+                v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
+            };
+            let (name, labels) = match series.split_once('{') {
+                Some((n, l)) => (
+                    n,
+                    parse_labels(
+                        l.strip_suffix('}')
+                            .unwrap_or_else(|| panic!("unclosed labels: {line}")),
+                    ),
+                ),
+                None => (series, BTreeMap::new()),
+            };
+            assert!(name.starts_with("tlpx_"), "{name}: the tlpx_ prefix");
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{name}"
+            );
+            let family = [
+                name,
+                name.trim_end_matches("_bucket"),
+                name.trim_end_matches("_sum"),
+                name.trim_end_matches("_count"),
+            ]
+            .into_iter()
+            .find(|f| types.contains_key(*f))
+            .unwrap_or_else(|| panic!("sample {name} has no TYPE line before it"));
+            assert_eq!(
+                family, last_family,
+                "samples of {family} follow its own HELP/TYPE lines"
+            );
+            match types[family].as_str() {
+                "counter" => assert!(name.ends_with("_total") && value >= 0.0, "counter {line}"),
+                "histogram" => assert!(
+                    name != family,
+                    "histogram samples are _bucket, _sum or _count: {line}"
+                ),
+                _ => {}
+            }
+            samples.push(Sample {
+                name: name.to_string(),
+                labels,
+                value,
+            });
+        }
+    }
+    assert!(!samples.is_empty(), "an empty scrape");
+    (types, samples)
+}
+
+/// Buckets cumulative, `le` increasing, +Inf equal to _count, for every histogram series.
+fn check_histograms(types: &BTreeMap<String, String>, samples: &[Sample]) -> usize {
+    let mut series = 0;
+    for (family, _) in types.iter().filter(|(_, t)| t.as_str() == "histogram") {
+        let counts: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.name == format!("{family}_count"))
+            .collect();
+        assert!(!counts.is_empty(), "{family} has series");
+        for count in counts {
+            let buckets: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| {
+                    s.name == format!("{family}_bucket") && {
+                        let mut l = s.labels.clone();
+                        l.remove("le");
+                        l == count.labels
+                    }
+                })
+                .collect();
+            assert!(buckets.len() > 1, "{family} {:?} has buckets", count.labels);
+            let mut previous = (f64::NEG_INFINITY, 0.0);
+            for b in &buckets {
+                let le: f64 = match b.labels["le"].as_str() {
+                    "+Inf" => f64::INFINITY,
+                    v => v.parse().unwrap_or_else(|_| panic!("le {v}")),
+                };
+                assert!(le > previous.0, "{family}: le increasing");
+                assert!(b.value >= previous.1, "{family}: buckets cumulative");
+                previous = (le, b.value);
+            }
+            assert_eq!(
+                previous.0,
+                f64::INFINITY,
+                "{family}: the last bucket is +Inf"
+            );
+            assert_eq!(previous.1, count.value, "{family}: +Inf equals _count");
+            let sum = samples
+                .iter()
+                .find(|s| s.name == format!("{family}_sum") && s.labels == count.labels);
+            assert!(sum.is_some_and(|s| s.value >= 0.0), "{family} has a _sum");
+            series += 1;
+        }
+    }
+    series
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .find(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .unwrap_or_else(|| panic!("no {name} {labels:?}"))
+        .value
+}
+
+fn promtool_check(body: &str) {
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool is not installed: its check is skipped");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("feed promtool");
+    let out: Output = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn serve_exports_well_formed_monotonic_metrics_of_generator_traffic() {
+    let sim = Sim::start(&[]);
+    let device = sim.selector();
+    let mut serve = Serve::start(&device, &["--interval", "200ms", "--duration", "8s"]);
+
+    let (status, headers, before) = get(&serve.address, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    assert!(
+        headers
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{headers}"
+    );
+    let (types, first) = parse_exposition(&before);
+
+    // Traffic from a second process: 100 writes of 256 B, then 100 reads of 256 B. The card
+    // restarts its generator counters at each run, so the exporter sees a run only if it
+    // reads the card while the run's counters are there: runs are spaced by more than two
+    // intervals (the histogram of a run is added once it stayed put for an interval).
+    for op in ["write", "read"] {
+        let out = tlpx_command(
+            &device,
+            &["bw", "--op", op, "--sizes", "256", "--count", "100"],
+        )
+        .output()
+        .expect("tlpx bw");
+        assert!(
+            out.status.success(),
+            "bw {op}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let (_, _, after) = get(&serve.address, "/metrics");
+    let (types_after, second) = parse_exposition(&after);
+    // The second scrape adds at most the rates that need two readings (sim speed).
+    assert!(
+        types.iter().all(|(k, t)| types_after.get(k) == Some(t)),
+        "no family lost or changed"
+    );
+    assert_eq!(
+        types_after
+            .get("tlpx_sim_speed_cycles_per_second")
+            .map(String::as_str),
+        Some("gauge")
+    );
+    let types = types_after;
+
+    // Counters only grow.
+    let later: BTreeMap<String, f64> = second.iter().map(|s| (s.key(), s.value)).collect();
+    let mut counters = 0;
+    for s in first
+        .iter()
+        .filter(|s| types.get(&s.name).is_some_and(|t| t == "counter"))
+    {
+        let v = later
+            .get(&s.key())
+            .unwrap_or_else(|| panic!("{} vanished", s.key()));
+        assert!(*v >= s.value, "{} went from {} to {v}", s.key(), s.value);
+        counters += 1;
+    }
+    assert!(counters > 50, "spy, generator and sim counters: {counters}");
+    let grew = |name: &str, labels: &[(&str, &str)]| {
+        value(&second, name, labels) - value(&first, name, labels)
+    };
+    assert!(
+        grew("tlpx_generator_bytes_total", &[("operation", "write")]) >= 25600.0,
+        "{after}"
+    );
+    assert!(
+        grew("tlpx_generator_bytes_total", &[("operation", "read")]) >= 25600.0,
+        "{after}"
+    );
+    assert!(grew("tlpx_generator_tlps_total", &[("type", "mwr")]) >= 100.0);
+    assert!(grew("tlpx_generator_runs_total", &[]) >= 2.0, "{after}");
+    assert!(
+        grew(
+            "tlpx_spy_tlps_total",
+            &[("direction", "up"), ("type", "mwr")]
+        ) >= 100.0,
+        "the spy saw the writes"
+    );
+    assert!(grew("tlpx_sim_dma_bytes_total", &[("operation", "write")]) >= 25600.0);
+    assert!(
+        grew("tlpx_generator_read_latency_seconds_count", &[]) >= 100.0,
+        "every read's latency: {after}"
+    );
+    assert_eq!(value(&second, "tlpx_card_up", &[]), 1.0);
+
+    // Histograms: cumulative, +Inf = _count; in seconds, so a read takes well under 1 s.
+    assert_eq!(
+        check_histograms(&types, &second),
+        3,
+        "read latency, isr and user latency"
+    );
+    let mean = value(&second, "tlpx_generator_read_latency_seconds_sum", &[])
+        / value(&second, "tlpx_generator_read_latency_seconds_count", &[]);
+    assert!(mean > 1e-8 && mean < 1e-3, "mean read latency {mean} s");
+
+    // Every series names the card and its link.
+    let socket = format!("sim:{}", sim.socket().display());
+    for s in &second {
+        assert_eq!(s.labels.get("card"), Some(&socket), "{}", s.key());
+        assert!(
+            s.labels.contains_key("gen") && s.labels.contains_key("lanes"),
+            "{}",
+            s.key()
+        );
+    }
+    let info = second
+        .iter()
+        .find(|s| s.name == "tlpx_card_info")
+        .expect("card info");
+    assert_eq!(info.labels["simulated"], "true");
+    assert!(
+        info.labels["features"].contains("generator"),
+        "{:?}",
+        info.labels
+    );
+
+    let (status, _, _) = get(&serve.address, "/");
+    assert!(status.contains("404"), "{status}");
+    let (status, _, _) = get(&serve.address, "/metricsx");
+    assert!(status.contains("404"), "{status}");
+    promtool_check(&after);
+
+    let status = serve.child.wait().expect("serve ends after --duration");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn serve_refuses_a_bad_listen_address_with_exit_2() {
+    let sim = Sim::start(&[]);
+    for bad in ["nope", "127.0.0.1:99999", "9464"] {
+        for args in [
+            vec!["serve", "--metrics-listen", bad, "--duration", "1s"],
+            vec!["--metrics-listen", bad, "info"],
+        ] {
+            let out = tlpx_command(&sim.selector(), &args).output().expect("tlpx");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("--metrics-listen \"{bad}\"")) && err.contains("HOST:PORT"),
+                "{args:?}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    let out = tlpx_command(&sim.selector(), &["serve", "--interval", "1"])
+        .output()
+        .expect("tlpx");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--interval: \"1\""),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -1,0 +1,189 @@
+//! `tlpx report` end to end: real results from the real binary against the real tlpx-sim.
+//!
+//!   tlpx bw / lat / pio / irq / loop / rule30 ──► tlpx-sim ──► result JSON documents
+//!   tlpx report *.json ──► one self-contained HTML page (inline CSS, inline SVG)
+//!
+//! The page must be well formed enough to open (one <html>, balanced <svg>, a data mark in
+//! every figure), load nothing from the network, say SIMULATED for simulated results, give
+//! every input its own section and escape what it is given. Bad inputs (missing, not JSON,
+//! not a tlpx result, unknown kind, a field missing) are refused with exit 2, naming the file.
+//! (A headless-browser rendering test is separate work.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tlpx_testkit::SimProcess as Sim;
+
+fn tlpx(device: Option<&str>, args: &[&str]) -> Output {
+    let mut c = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")));
+    if let Some(d) = device {
+        c.arg("--device").arg(d);
+    }
+    c.args(args).output().expect("run tlpx")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Runs every measuring command once (small) and returns the result documents' paths.
+fn generate(sim: &Sim) -> Vec<PathBuf> {
+    let dev = sim.selector();
+    let runs: Vec<(&str, Vec<&str>)> = vec![
+        ("bw", vec!["bw", "--sizes", "64,256,1024", "--count", "100"]),
+        ("lat", vec!["lat", "--count", "100"]),
+        ("pio", vec!["pio", "--widths", "4,8", "--count", "50"]),
+        ("irq", vec!["irq", "--samples", "50", "--min", "10us", "--max", "30us"]),
+        ("loop", vec!["loop", "--size", "8,256", "--iterations", "5"]),
+    ];
+    let mut out = Vec::new();
+    for (name, args) in runs {
+        let path = sim.path(&format!("{name}.json"));
+        let mut a = args.clone();
+        a.extend(["--output", s(&path)]);
+        let o = tlpx(Some(&dev), &a);
+        assert!(o.status.success(), "{name}: {}\n{}", text(&o.stdout), text(&o.stderr));
+        out.push(path);
+    }
+    let r30 = sim.path("r30");
+    let o = tlpx(
+        Some(&dev),
+        &["rule30", "sweep", "--packets", "2", "--generations", "3", "--lengths", "8,64,256", "--latencies", "10ns", "--out-dir", s(&r30)],
+    );
+    assert!(o.status.success(), "rule30: {}\n{}", text(&o.stdout), text(&o.stderr));
+    out.push(r30.join("rule30-sweep.json"));
+    for p in &out {
+        assert!(p.exists(), "{} was not written", p.display());
+    }
+    out
+}
+
+/// Every `<svg>...</svg>` of the page.
+fn figures(html: &str) -> Vec<&str> {
+    html.split("<svg").skip(1).map(|f| f.split("</svg>").next().expect("split")).collect()
+}
+
+#[test]
+fn report_of_every_kind_is_self_contained_with_a_section_and_figures_each() {
+    let sim = Sim::start(&[]);
+    let inputs = generate(&sim);
+    let html_path = sim.path("out/report.html");
+    let mut args = vec!["--json", "report", "--output", s(&html_path), "--title", "Bench <run> & \"friends\" 'x'"];
+    args.extend(inputs.iter().map(|p| s(p)));
+    let o = tlpx(None, &args);
+    assert!(o.status.success(), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let summary: Value = serde_json::from_slice(&o.stdout).expect("JSON summary");
+    assert_eq!(summary["path"], s(&html_path));
+    let sections = summary["sections"].as_array().expect("sections");
+    assert_eq!(sections.len(), inputs.len());
+    let html = std::fs::read_to_string(&html_path).expect("report written");
+
+    // Well formed enough: one document, balanced SVG, a data mark in every figure.
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(html.matches("<html").count(), 1);
+    assert_eq!(html.matches("</html>").count(), 1);
+    assert_eq!(html.matches("<body>").count(), 1);
+    assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count(), "balanced <svg>");
+    let figs = figures(&html);
+    assert_eq!(figs.len() as u64, summary["figures"].as_u64().expect("figures"));
+    assert_eq!(html.matches("<section").count(), html.matches("</section>").count());
+    for (i, f) in figs.iter().enumerate() {
+        assert!(f.contains("<polyline") || f.contains("<circle") || f.contains("class=\"data\""), "figure {i} has no data mark");
+        assert!(f.contains("<text"), "figure {i} has no labels");
+    }
+
+    // Self-contained: nothing fetched, no scripts.
+    let lower = html.to_lowercase();
+    assert!(!lower.contains("http://") && !lower.contains("https://"), "an external reference");
+    assert!(!lower.contains("<script") && !lower.contains("<link") && !lower.contains("src="), "an external resource");
+
+    // Simulated results say so; the title is escaped.
+    assert!(html.contains("SIMULATED (link model Gen"), "simulated badge");
+    assert!(html.contains("Bench &lt;run&gt; &amp; &quot;friends&quot; &#39;x&#39;"), "escaped title");
+    assert!(!html.contains("<run>"));
+
+    // A section per input, each with its kind's figures.
+    for (input, section) in inputs.iter().zip(sections) {
+        assert_eq!(section["file"], s(input));
+        assert!(html.contains(&format!("— {}</h2>", s(input))), "no section for {}", input.display());
+    }
+    let by_kind = |k: &str| sections.iter().find(|x| x["kind"] == k).unwrap_or_else(|| panic!("no {k} section"))["figures"].as_u64().expect("n");
+    assert_eq!(by_kind("bw"), 3, "one figure per operation (read, write, rdwr)");
+    assert_eq!(by_kind("lat"), 1, "the CDF");
+    assert_eq!(by_kind("pio"), 1);
+    assert_eq!(by_kind("irq"), 1, "the histogram");
+    assert!(by_kind("loop") >= 2, "median against size and histograms");
+    assert_eq!(by_kind("rule30"), 1, "the landscape");
+    for needle in ["model (tlpx-model", "DMA read latency CDF", "Interrupt latency histogram", "Loop time:", "Rule 30: time per line", "p99"] {
+        assert!(html.contains(needle), "{needle}");
+    }
+
+    // Text mode prints the path written.
+    let mut args = vec!["report", "-o", s(&html_path)];
+    args.push(s(&inputs[0]));
+    let o = tlpx(None, &args);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains(s(&html_path)), "{}", text(&o.stdout));
+}
+
+fn refused(args: &[&str], file: &Path, what: &str) {
+    let mut a = vec!["report", "--output"];
+    let out = file.with_extension("html");
+    a.push(s(&out));
+    a.extend(args);
+    let o = tlpx(None, &a);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+    assert!(err.contains(s(file)), "{what}: the file is not named: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists(), "{what}: a report was written anyway");
+}
+
+#[test]
+fn bad_inputs_are_refused_with_the_file_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.json");
+    refused(&[s(&missing)], &missing, "missing file");
+
+    let not_json = dir.path().join("notes.json");
+    std::fs::write(&not_json, "this is not { json").expect("write");
+    refused(&[s(&not_json)], &not_json, "not JSON");
+
+    let other = dir.path().join("package.json");
+    std::fs::write(&other, r#"{"name": "left-pad", "version": "1.0.0"}"#).expect("write");
+    refused(&[s(&other)], &other, "not a tlpx result");
+
+    let unknown = dir.path().join("unknown.json");
+    std::fs::write(&unknown, r#"{"schema": "tlpx-result", "schema_version": 1, "kind": "teapot", "points": []}"#).expect("write");
+    refused(&[s(&unknown)], &unknown, "unknown kind");
+    let o = tlpx(None, &["report", "-o", s(&dir.path().join("x.html")), s(&unknown)]);
+    let err = text(&o.stderr);
+    assert!(err.contains("teapot") && err.contains("bw, lat, pio"), "accepted kinds listed: {err}");
+}
+
+#[test]
+fn a_known_kind_missing_a_field_is_refused_with_the_field_named() {
+    let sim = Sim::start(&[]);
+    let path = sim.path("lat.json");
+    let o = tlpx(Some(&sim.selector()), &["lat", "--count", "50", "--output", s(&path)]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+    doc["points"][0].as_object_mut().expect("point").remove("samples_cycles");
+    let broken = sim.path("lat-broken.json");
+    std::fs::write(&broken, serde_json::to_string(&doc).expect("JSON")).expect("write");
+    refused(&[s(&path), s(&broken)], &broken, "missing field");
+    let o = tlpx(None, &["report", "-o", s(&sim.path("x.html")), s(&broken)]);
+    assert!(text(&o.stderr).contains("points[0].samples_cycles"), "{}", text(&o.stderr));
+
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+    doc.as_object_mut().expect("doc").remove("environment");
+    std::fs::write(&broken, serde_json::to_string(&doc).expect("JSON")).expect("write");
+    let o = tlpx(None, &["report", "-o", s(&sim.path("x.html")), s(&broken)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("environment") && text(&o.stderr).contains(s(&broken)), "{}", text(&o.stderr));
+}
