@@ -14,13 +14,13 @@ HOST_BIN     := $(ROOT)/host/target/release
 DATA_WIDTH   ?= 64
 ALL_WIDTHS   := 64 128 256
 CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
-APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave
+APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
-.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep
+.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench  - simulator speed, bandwidth, spy, loop/irq, rule 30 -> docs/performance.md"
 	@echo "make rule30-sweep - the seed's full rule-30 experiment on the simulated card (long)"
 	@echo "make sim    - run tlpx-sim in the foreground (DATA_WIDTH=64|128|256)"
+	@echo "make dashboards - Prometheus + tlpx serve on the simulated card under traffic, for Grafana (dashboards/)"
 	@echo "make regs   - regenerate host/crates/tlpx-regs and docs/registers.md from csr.json"
 
 all: gateware host
@@ -36,14 +37,20 @@ all: gateware host
 
 setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/rust
 
-$(STAMPS)/apt:
+# The package list as a file rewritten only when the list changes, so that adding a package
+# re-runs the apt stamp (which installs only what is missing).
+$(STAMPS)/apt-packages: FORCE
+	@mkdir -p $(STAMPS)
+	@echo "$(APT_PACKAGES)" | cmp -s - $@ || echo "$(APT_PACKAGES)" > $@
+
+$(STAMPS)/apt: $(STAMPS)/apt-packages
 	@mkdir -p $(STAMPS)
 	@missing=""; for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "setup: installing Debian packages:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@touch $@
 
@@ -103,6 +110,11 @@ RULE30_ARGS ?=
 rule30-sweep: setup gateware host
 	@. scripts/simctl.sh && sim_start && trap sim_stop EXIT && \
 	  $(HOST_BIN)/tlpx --device "sim:$$SIM_SOCK" rule30 sweep --verify --out-dir results/rule30 $(RULE30_ARGS)
+
+# Prometheus (dashboards/prometheus.yml) scraping `tlpx serve` on the simulated card under
+# generator traffic, until Ctrl-C; prints what to point Grafana at.
+dashboards: setup gateware host
+	@scripts/dashboards.sh
 
 sim: setup gateware host
 	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH)

@@ -98,8 +98,25 @@ fn main() -> ExitCode {
         let scope = if cli.pmc_kernel { pmc::PmcScope::UserKernel } else { pmc::PmcScope::User };
         pmc::enable(pmc::PmcOptions { scope });
     }
-    if let (Some(addr), false) = (&cli.metrics_listen, matches!(cli.command, Command::Serve(_))) {
-        if let Err(e) = metrics::start(addr) {
+    if let Some(addr) = &cli.metrics_listen {
+        // Long-running commands export the card's metrics while they run; `serve` does it
+        // itself; the quick ones have nothing to export over time.
+        let long = matches!(
+            cli.command,
+            Command::Bw(_) | Command::Lat(_) | Command::Pio(_) | Command::Characterize(_) | Command::Spy(_)
+                | Command::Top(_) | Command::Irq(_) | Command::Loop(_) | Command::Rule30(_)
+        );
+        let started = match &cli.command {
+            Command::Serve(_) => Ok(()),
+            _ if long => cmd::serve::export_alongside(&cli.device, addr),
+            _ => metrics::parse_listen(addr).and_then(|_| {
+                anyhow::bail!(
+                    "--metrics-listen {addr} applies to the long-running commands (bw, lat, pio, characterize, spy, top, \
+                     irq, loop, rule30) and to `tlpx serve`, not to this one"
+                )
+            }),
+        };
+        if let Err(e) = started {
             eprintln!("tlpx: error: {e:#}");
             return ExitCode::from(2);
         }

@@ -477,25 +477,6 @@ pub fn listen(text: &str, registry: &'static Registry) -> anyhow::Result<Exporte
 
 /// Starts the exporter over the process-wide registry (global `--metrics-listen`), says
 /// where on stderr, and returns.
-pub fn start(addr: &str) -> anyhow::Result<()> {
-    // The address is checked first, so a bad one gets its own clear message.
-    parse_listen(addr)?;
-    // Only `tlpx serve` fills the registry so far: serving an empty one from another command
-    // would look like a working exporter with nothing to say.
-    anyhow::bail!(
-        "--metrics-listen {addr}: only `tlpx serve` exports metrics so far (run it beside this command: \
-         `tlpx serve --metrics-listen {addr}`); the other commands' own metrics are not built yet"
-    )
-}
-
-/// Starts the listener over the process-wide registry (for commands that fill it).
-#[allow(dead_code)] // the commands that export their own metrics are later work (issue 7)
-pub fn start_listener(addr: &str) -> anyhow::Result<()> {
-    let exporter = listen(addr, global())?;
-    eprintln!("tlpx: Prometheus metrics at {}", exporter.url());
-    Ok(())
-}
-
 fn answer(stream: TcpStream, registry: &Registry) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));

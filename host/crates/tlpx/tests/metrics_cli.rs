@@ -476,3 +476,36 @@ fn serve_refuses_a_bad_listen_address_with_exit_2() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_long_running_command_exports_the_card_while_it_runs() {
+    let sim = Sim::start(&[]);
+    // A free port (released at once; the command binds it a moment later).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let address = format!("127.0.0.1:{port}");
+    let child = tlpx_command(&sim.selector(), &["--metrics-listen", &address, "loop", "--iterations", "4000", "--size", "1K"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tlpx loop");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        if TcpStream::connect(&address).is_ok() {
+            let (status, _, body) = get(&address, "/metrics");
+            assert!(status.contains("200"), "{status}");
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing listens on {address} while the command runs");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (_, samples) = parse_exposition(&body);
+    assert_eq!(value(&samples, "tlpx_card_up", &[]), 1.0, "{body}");
+    assert!(body.contains("tlpx_card_info{") && body.contains(&format!("card=\"sim:{}\"", sim.socket().display())), "{body}");
+    let out = child.wait_with_output().expect("the command ends");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(&format!("http://{address}/metrics")), "{}", text(&out.stderr));
+    // A quick command has nothing to export over time: refused, naming what applies.
+    let out = tlpx_command(&sim.selector(), &["--metrics-listen", &address, "info"]).output().expect("run tlpx");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("applies to the long-running commands"), "{}", text(&out.stderr));
+}

@@ -205,6 +205,25 @@ impl CycleHistogram {
     }
 }
 
+/// `--metrics-listen` on a long-running command: the same readings as `tlpx serve`, from a
+/// connection of their own, every second on a background thread for as long as the command
+/// runs. Only registers are read, so the command's measurement is not changed (on the
+/// simulator the reads are a second client's: they share card time with the command's).
+pub fn export_alongside(device: &str, listen: &str) -> anyhow::Result<()> {
+    metrics::parse_listen(listen)?;
+    let session = Session::open(device)?;
+    let registry = metrics::global();
+    let mut collector = Collector::new(session, registry)?;
+    let exporter = metrics::listen(listen, registry)?;
+    collector.collect(registry);
+    eprintln!("tlpx: metrics of {} at {} (read every second while this command runs)", collector.card_label, exporter.url());
+    std::thread::Builder::new().name("tlpx-metrics".into()).spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(1));
+        collector.collect(registry);
+    })?;
+    Ok(())
+}
+
 // Collector ----------------------------------------------------------------------------------
 
 struct Collector {
