@@ -107,8 +107,8 @@ def quantiles(metric, by, qs=(0.5, 0.99, 0.999)):
 
 def link_raw_rate():
     """The link's raw data rate per direction (transfer rate x encoding x lanes / 8), from the
-    exporter's gen and lanes labels. An upper bound above the model limit: the exporter has no
-    metric of the model limit (framing, DLLPs, SKPs; `tlpx model`) yet."""
+    exporter's gen and lanes labels: an upper bound above the model limit
+    (`tlpx_link_model_limit_bytes_per_second`: framing, DLLPs, SKPs)."""
     per_lane = {"1": 2.5e9 * 8 / 10 / 8, "2": 5e9 * 8 / 10 / 8, "3": 8e9 * 128 / 130 / 8,
                 "4": 16e9 * 128 / 130 / 8, "5": 32e9 * 128 / 130 / 8}
     gens = " or ".join(f'(0 * tlpx_card_up{{{CARD},gen="{g}"}} + {v:.6g})' for g, v in per_lane.items())
@@ -188,11 +188,19 @@ OVERVIEW = dashboard("tlpx-overview", "tlpx: overview", "The card at a glance: i
 ], tags=["overview"])
 
 BANDWIDTH = dashboard("tlpx-link-bandwidth", "tlpx: link bandwidth", "Bandwidth per direction on the link, as the simulator and the spy count it, against the link's raw rate.", [
+    timeseries("Payload per direction against the model limit", [
+        (rate("tlpx_sim_payload_bytes_total", "direction"), "{{direction}} payload (simulator)"),
+        (rate("tlpx_spy_payload_bytes_total", "direction"), "{{direction}} payload (spy)"),
+        (f'max by (operation) (tlpx_link_model_limit_bytes_per_second{{{CARD}}})', "model limit, DMA {{operation}} of 4 KiB"),
+    ], BYTES_S, "Payload bytes per direction against the pcie-bench model's limit for this link (`tlpx model`: framing, DLLPs, SKPs; "
+       "4 KiB transfers; a DMA write is the card's upstream, a read's completions come downstream).", w=24, h=9,
+       overrides=[{"matcher": {"id": "byRegexp", "options": "model limit.*"},
+                   "properties": [{"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}, {"id": "custom.fillOpacity", "value": 0}]}]),
     timeseries("Wire bytes per direction, with the link's raw rate", [
         (rate("tlpx_sim_wire_bytes_total", "direction"), "{{direction}} wire"),
         (link_raw_rate(), "link raw rate (per direction)"),
     ], BYTES_S, "Bytes on the simulated wire per direction, and the raw data rate of the link (gen x lanes after line encoding) as a reference line. "
-       "The model limit (`tlpx model`: framing, DLLPs, SKPs) is lower; the exporter has no metric for it yet.", w=24, h=9,
+       "The model limit (previous panel) is lower.", w=24, h=9,
        overrides=[{"matcher": {"id": "byName", "options": "link raw rate (per direction)"},
                    "properties": [{"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}, {"id": "custom.fillOpacity", "value": 0}]}]),
     timeseries("Payload bytes per direction (simulator)", [(rate("tlpx_sim_payload_bytes_total", "direction"), "{{direction}}")], BYTES_S),

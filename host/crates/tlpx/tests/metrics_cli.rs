@@ -509,3 +509,35 @@ fn a_long_running_command_exports_the_card_while_it_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("applies to the long-running commands"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn rule30_exports_lines_per_mode_while_it_runs() {
+    let sim = Sim::start(&[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let address = format!("127.0.0.1:{port}");
+    // sw-char first (fast), then a long hw-poll point during which the exporter is scraped.
+    let child = tlpx_command(
+        &sim.selector(),
+        &["--metrics-listen", &address, "rule30", "run", "--mode", "sw-char,hw-poll", "--packets", "100", "--generations", "20", "--length", "512"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start tlpx rule30");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let samples = loop {
+        if TcpStream::connect(&address).is_ok() {
+            let (_, _, body) = get(&address, "/metrics");
+            let (_, samples) = parse_exposition(&body);
+            if samples.iter().any(|s| s.name == "tlpx_rule30_mode_lines_total") {
+                break samples;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no per-mode rule-30 metrics while the command ran");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(value(&samples, "tlpx_rule30_mode_lines_total", &[("mode", "sw-char")]), 2000.0, "100 packets x 20 lines");
+    assert!(value(&samples, "tlpx_rule30_mode_line_seconds", &[("mode", "sw-char")]) > 0.0);
+    let out = child.wait_with_output().expect("the command ends");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

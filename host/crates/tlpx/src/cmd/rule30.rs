@@ -425,12 +425,30 @@ fn measure(session: &mut Session, plan: &Plan, length: u32, latency_ns: f64, mod
         if crate::progress::stop_requested() {
             break;
         }
-        out.push(match m {
+        let p = match m {
             Mode::Sw(v) => run_sw(plan, v, length, work)?,
             _ => run_hw(session, plan, m, length, latency_ns, work)?,
-        });
+        };
+        export_point(&p);
+        out.push(p);
     }
     Ok(out)
+}
+
+/// Per mode, into the process's metrics (served with `--metrics-listen`): lines computed and
+/// the mean time per line of the last point. The card counts operations of all modes together
+/// (`tlpx_rule30_operations_total`); the mode is the host's notion, so it is counted here.
+fn export_point(p: &Point) {
+    let r = crate::metrics::global();
+    let ok = r
+        .describe_counter("tlpx_rule30_mode_lines_total", "Rule-30 lines (generations) computed by `tlpx rule30`, per mode.")
+        .and_then(|_| r.describe_gauge("tlpx_rule30_mode_line_seconds", "Mean time per line of the last `tlpx rule30` point, per mode (simulated card time for hardware modes on the simulator)."));
+    if ok.is_err() {
+        return;
+    }
+    let lines = f64::from(p.packets) * f64::from(p.generations);
+    r.counter_inc("tlpx_rule30_mode_lines_total", &[("mode", p.mode.name())], lines);
+    r.gauge_set("tlpx_rule30_mode_line_seconds", &[("mode", p.mode.name())], p.per_line_ns.mean / 1e9);
 }
 
 // Output -------------------------------------------------------------------------------------
@@ -619,7 +637,7 @@ fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let points = match session.as_mut() {
         Some(s) => measure(s, &plan, length, latency, &plan.modes, &work)?,
         None => plan.modes.iter().map(|m| match m {
-            Mode::Sw(v) => run_sw(&plan, *v, length, &work),
+            Mode::Sw(v) => run_sw(&plan, *v, length, &work).inspect(export_point),
             _ => unreachable!("hardware modes open a session"),
         }).collect::<anyhow::Result<Vec<_>>>()?,
     };
@@ -679,7 +697,9 @@ fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         let work = workload(&plan, length)?;
         for m in &sw {
             if let Mode::Sw(v) = m {
-                points.push(run_sw(&plan, *v, length, &work)?);
+                let p = run_sw(&plan, *v, length, &work)?;
+                export_point(&p);
+                points.push(p);
             }
         }
         if let Some(s) = session.as_mut() {

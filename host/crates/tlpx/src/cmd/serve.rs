@@ -299,6 +299,10 @@ fn describe(r: &Registry, clock_hz: u32) -> anyhow::Result<()> {
             "The link's Max Payload Size.",
         ),
         (
+            "tlpx_link_model_limit_bytes_per_second",
+            "The pcie-bench model's payload bandwidth limit of this link for 4 KiB DMA transfers (the reference line of the bandwidth dashboard).",
+        ),
+        (
             "tlpx_link_max_read_request_bytes",
             "The link's Max Read Request Size.",
         ),
@@ -430,6 +434,16 @@ impl Collector {
                 &[],
                 f64::from(l.mrrs),
             );
+            // The model's limit for large transfers, per operation (a write is the card's
+            // MWr stream up; a read its completions down).
+            if let Some(model) = l.model(false) {
+                for (op, bw) in [
+                    ("write", tlpx_model::link::write_bandwidth(&model, 4096)),
+                    ("read", tlpx_model::link::read_bandwidth(&model, 4096)),
+                ] {
+                    c.gauge(registry, "tlpx_link_model_limit_bytes_per_second", &[("operation", op)], bw.bytes_per_second);
+                }
+            }
         }
         Ok(c)
     }
