@@ -62,7 +62,7 @@ cat "$OUT/spy-capture.txt"
 echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CSV/VCD: tlpx spy convert):"
 grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | sed -n "1,12p" || true
 echo; echo "== tlpx spy stats"
-"${TLPX[@]}" spy stats > "$OUT/spy-stats.txt"
+"${TLPX[@]}" spy stats --output "$OUT/spy-stats.json" > "$OUT/spy-stats.txt"
 head -24 "$OUT/spy-stats.txt"
 sim_stop
 
@@ -99,7 +99,7 @@ sed -n '/crossover (bits/,$p' "$OUT/rule30.txt" | sed -n '1,40p'
 sim_stop
 
 echo; echo "== tlpx report (one self-contained HTML page of the results)"
-"$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/irq.json" "$OUT/loop.json" \
+"$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/spy-stats.json" "$OUT/irq.json" "$OUT/loop.json" \
     "$OUT/rule30/rule30-sweep.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
 
 echo

@@ -58,6 +58,7 @@ fn every_figure_renders_in_chromium_with_a_clean_console() {
         ("lat.json", vec!["lat", "--count", "100"]),
         ("irq.json", vec!["irq", "--samples", "50", "--min", "10us", "--max", "30us"]),
         ("loop.json", vec!["loop", "--size", "64,1K", "--iterations", "10"]),
+        ("spy.json", vec!["spy", "stats"]),
     ];
     let mut files = Vec::new();
     for (name, args) in &results {

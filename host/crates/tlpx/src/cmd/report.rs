@@ -30,7 +30,7 @@ use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::results::{self, SCHEMA, SCHEMA_VERSION};
 
 /// The kinds this report draws (every kind tlpx writes).
-const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30"];
+const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy"];
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -359,6 +359,7 @@ fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
         "irq" => irq_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
         "loop" => loop_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
         "rule30" => rule30_section(&doc, &mut tables, &mut figs)?,
+        "spy" => spy_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
         other => return Err(format!("unknown kind {other:?}")),
     }
     body.push_str(&figs.html);
@@ -381,6 +382,7 @@ fn kind_title(kind: &str) -> &'static str {
         "irq" => "Interrupt latency (irq)",
         "loop" => "Real-time loop (loop)",
         "rule30" => "Rule-30 accelerator (rule30)",
+        "spy" => "Spy statistics (spy)",
         _ => "Result",
     }
 }
@@ -724,6 +726,49 @@ fn hist_buckets(hist: &Field, clock_hz: f64) -> R<Vec<(f64, f64, f64)>> {
         }
     }
     Ok(out)
+}
+
+fn spy_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+    for p in points {
+        let clock = p.num_at("clock_hz")?;
+        let classes: Vec<String> = p.key("classes")?.arr()?.iter().map(|c| c.str().map(str::to_string)).collect::<R<_>>()?;
+        let c = p.key("counters")?;
+        let mut rows = Vec::new();
+        for dir in ["down", "up"] {
+            for (i, cls) in c.key(dir)?.arr()?.iter().enumerate() {
+                let tlps = cls.num_at("tlps")?;
+                if tlps > 0.0 {
+                    rows.push(vec![
+                        dir.to_string(),
+                        classes.get(i).cloned().unwrap_or_else(|| i.to_string()),
+                        format!("{tlps:.0}"),
+                        bytes(cls.num_at("bytes")? as u64),
+                        bytes(cls.num_at("payload_bytes")? as u64),
+                        format!("{:.0}", cls.num_at("wait_cycles")?),
+                    ]);
+                }
+            }
+        }
+        tables.push_str("<h3>TLPs seen by the spy (every TLP since the last clear)</h3>");
+        tables.push_str(&table(&["direction", "type", "TLPs", "bytes", "payload", "wait cycles"], &rows));
+        tables.push_str(&table(
+            &["records numbered", "lost", "written to the ring"],
+            &[vec![format!("{:.0}", c.num_at("sequence")?), format!("{:.0}", c.num_at("lost")?), format!("{:.0}", c.num_at("wr_index")?)]],
+        ));
+        let series = vec![LogSeries { label: "matched reads".into(), kind: Mark::Bars(hist_buckets(&p.key("latency_histogram")?, clock)?), points: Vec::new() }];
+        let has = series.iter().any(|s| s.has_data());
+        figs.add("Read latency seen by the spy, request to last completion: log2 buckets of card cycles, log count", has, || {
+            Ok(log_chart(&LogChart {
+                title: "Spy: read latency histogram".into(),
+                x_label: "latency (log scale)".into(),
+                y_label: "reads (log scale)".into(),
+                x_ticks: Ticks::Ns,
+                y_ticks: Ticks::Count,
+                series,
+            }))
+        })?;
+    }
+    Ok(())
 }
 
 fn irq_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {

@@ -107,6 +107,9 @@ pub struct StatsArgs {
     /// Zero the counters and histograms after reading them (refused while a capture runs).
     #[arg(long)]
     clear: bool,
+    /// Also write them as a result document (JSON, kind `spy`, for `tlpx report`).
+    #[arg(long, value_name = "FILE.json")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -465,6 +468,7 @@ fn print_histogram(title: &str, unit: &str, buckets: &[u64]) {
 }
 
 fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
     let mut session = Session::open(device)?;
     let card = &mut session.card;
     let counters = spy::counters(card)?;
@@ -477,6 +481,27 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         spy::clear(card)?;
     }
     let stats = Stats { counters, classes: CLASSES, latency_histogram, payload_histogram_down, payload_histogram_up, clock_hz: session.clock_hz };
+    if let Some(path) = &a.output {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            points: [&'a Stats; 1],
+        }
+        #[derive(Serialize)]
+        struct Params {
+            clear: bool,
+        }
+        let doc = crate::results::ResultDoc::new(
+            "spy",
+            Params { clear: a.clear },
+            session.environment.clone(),
+            session.link.clone(),
+            None,
+            Body { points: [&stats] },
+            started.elapsed().as_secs_f64(),
+            session.notes.clone(),
+        );
+        crate::results::write_json(path, &doc)?;
+    }
     if json {
         print_json(&stats)?;
         return Ok(ExitCode::SUCCESS);
