@@ -414,3 +414,23 @@ pub fn summary_line(s: &Option<Summary>) -> String {
     }
 }
 
+
+/// The head of `tlpx irq` / `tlpx loop` output: the card, the session's notes, and what the
+/// figures are (the time basis statement).
+pub fn print_header(session: &Session, basis: &TimeBasis) {
+    println!("{}", session.describe());
+    for n in &session.notes {
+        println!("note: {n}");
+    }
+    println!("what these figures are: {}", basis.statement);
+}
+
+/// Writes a chart to `path` as SVG, its title ending with where the figures come from
+/// ("simulated, sim_virtual" or "hardware").
+pub fn write_svg(path: &std::path::Path, session: &Session, basis: &TimeBasis, title: &str, chart: impl FnOnce(String) -> crate::plot::Chart) -> anyhow::Result<()> {
+    let what = if session.environment.simulated { format!("simulated, {}", basis.kind) } else { "hardware".into() };
+    let svg = crate::plot::render_svg(&chart(format!("{title} ({what})")))?;
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("tlpx: wrote {}", path.display());
+    Ok(())
+}

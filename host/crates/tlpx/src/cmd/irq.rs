@@ -21,14 +21,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use serde::Serialize;
 use tlpx_device::card::Card;
 use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
 use tlpx_model::stats::Summary;
 
-use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::plot::{Chart, Series, Style, XAxis};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
 use crate::results::ResultDoc;
 use crate::session::Session;
@@ -447,11 +447,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let basis = time_basis(&session);
     let width = cmd.bar_width as usize;
     if !json {
-        println!("{}", session.describe());
-        for n in &session.notes {
-            println!("note: {n}");
-        }
-        println!("what these figures are: {}", basis.statement);
+        realtime::print_header(&session, &basis);
     }
     let mut runs = Vec::new();
     for &condition in &plan.placement.conditions {
@@ -470,10 +466,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &cmd.svg {
-        let what = if session.environment.simulated { format!("simulated, {}", basis.kind) } else { "hardware".into() };
-        let svg = plot::render_svg(&histogram_chart(&format!("Interrupt dispatch latency ({what})"), &runs))?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("tlpx: wrote {}", path.display());
+        realtime::write_svg(path, &session, &basis, "Interrupt dispatch latency", |t| histogram_chart(&t, &runs))?;
     }
     let failed = runs.iter().any(RunReport::failed);
     let mut notes = session.notes.clone();

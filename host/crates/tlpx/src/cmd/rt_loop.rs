@@ -23,7 +23,7 @@ use serde::Serialize;
 use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
 use tlpx_model::stats::Summary;
 
-use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::plot::{Chart, Series, Style, XAxis};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
 use crate::results::ResultDoc;
 use crate::session::Session;
@@ -399,11 +399,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let basis = time_basis(&session, poll_step_ns);
     let width = cmd.bar_width as usize;
     if !json {
-        println!("{}", session.describe());
-        for n in &session.notes {
-            println!("note: {n}");
-        }
-        println!("what these figures are: {}", basis.statement);
+        realtime::print_header(&session, &basis);
     }
     let mut points = Vec::new();
     'all: for &condition in &plan.placement.conditions {
@@ -431,10 +427,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &cmd.svg {
-        let what = if session.environment.simulated { format!("simulated, {}", basis.kind) } else { "hardware".into() };
-        let svg = plot::render_svg(&chart(&format!("Real-time loop ({what})"), &points, plan.sweep || plan.sizes.len() > 1))?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("tlpx: wrote {}", path.display());
+        realtime::write_svg(path, &session, &basis, "Real-time loop", |t| chart(&t, &points, plan.sweep || plan.sizes.len() > 1))?;
     }
     let failed = points.iter().any(|p| !p.verified);
     let mut notes = session.notes.clone();
