@@ -140,6 +140,9 @@ fn main() -> ExitCode {
         Command::Report(c) => cmd::report::run(c, cli.json),
     };
     pmc::say_main();
+    if cli.metrics_listen.is_some() {
+        metrics::finish(std::time::Duration::from_secs(2));
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

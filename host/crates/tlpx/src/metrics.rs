@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -443,40 +444,66 @@ pub fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
     }
 }
 
-/// A running exporter.
+/// An exporter whose address is bound. Scrapes wait in the listen backlog until
+/// [`Exporter::serve`] starts answering, so the caller can take a first reading in between:
+/// no scrape ever sees an empty registry.
 pub struct Exporter {
     pub address: SocketAddr,
+    listener: Option<TcpListener>,
 }
+
+/// Scrapes being answered right now (see [`finish`]).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 impl Exporter {
     pub fn url(&self) -> String {
         format!("http://{}/metrics", self.address)
     }
+
+    /// Answers scrapes of `registry` from a background thread for the life of the process.
+    pub fn serve(&mut self, registry: &'static Registry) -> anyhow::Result<()> {
+        let Some(listener) = self.listener.take() else {
+            bail!("the exporter on {} is already serving", self.address);
+        };
+        std::thread::Builder::new()
+            .name("metrics-listener".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    // One short-lived thread per scrape: a slow client never blocks the next.
+                    IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+                    let spawned = std::thread::Builder::new().name("metrics-scrape".into()).spawn(move || {
+                        answer(stream, registry);
+                        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+                    });
+                    if spawned.is_err() {
+                        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+            })
+            .context("starting the exporter thread")?;
+        Ok(())
+    }
 }
 
-/// Binds `text` (see [`parse_listen`]) and serves `registry` from a background thread for
-/// the life of the process.
-pub fn listen(text: &str, registry: &'static Registry) -> anyhow::Result<Exporter> {
+/// Binds `text` (see [`parse_listen`]); nothing is answered until [`Exporter::serve`].
+pub fn bind(text: &str) -> anyhow::Result<Exporter> {
     let addr = parse_listen(text)?;
     let listener = TcpListener::bind(addr)
         .with_context(|| format!("--metrics-listen {text:?}: cannot listen on {addr}"))?;
     let address = listener.local_addr().context("the exporter's address")?;
-    std::thread::Builder::new()
-        .name("metrics-listener".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                // One short-lived thread per scrape: a slow client never blocks the next.
-                let _ = std::thread::Builder::new()
-                    .name("metrics-scrape".into())
-                    .spawn(move || answer(stream, registry));
-            }
-        })
-        .context("starting the exporter thread")?;
-    Ok(Exporter { address })
+    Ok(Exporter { address, listener: Some(listener) })
 }
 
-/// Starts the exporter over the process-wide registry (global `--metrics-listen`), says
-/// where on stderr, and returns.
+/// Before the process exits: lets scrapes already being answered finish (up to `limit`), so
+/// a scrape that lands as a command ends gets its whole answer, not a reset connection.
+pub fn finish(limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Answers one HTTP request on `stream`: the exposition of `registry` at /metrics.
 fn answer(stream: TcpStream, registry: &Registry) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));

@@ -80,7 +80,12 @@ impl Drop for Serve {
 
 /// One HTTP/1.0 request: (status line, headers, body).
 fn get(address: &str, path: &str) -> (String, String, String) {
-    let mut s = TcpStream::connect(address).expect("connect to the exporter");
+    let s = TcpStream::connect(address).expect("connect to the exporter");
+    request(s, address, path)
+}
+
+/// One HTTP/1.0 request on a connected stream.
+fn request(mut s: TcpStream, address: &str, path: &str) -> (String, String, String) {
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("request");
@@ -490,8 +495,10 @@ fn a_long_running_command_exports_the_card_while_it_runs() {
         .expect("start tlpx loop");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let body = loop {
-        if TcpStream::connect(&address).is_ok() {
-            let (status, _, body) = get(&address, "/metrics");
+        // The first connection that is accepted is scraped: the exporter answers only once
+        // it has a first reading, so the card is there from the first scrape on.
+        if let Ok(s) = TcpStream::connect(&address) {
+            let (status, _, body) = request(s, &address, "/metrics");
             assert!(status.contains("200"), "{status}");
             break body;
         }
@@ -526,8 +533,8 @@ fn rule30_exports_lines_per_mode_while_it_runs() {
     .expect("start tlpx rule30");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let samples = loop {
-        if TcpStream::connect(&address).is_ok() {
-            let (_, _, body) = get(&address, "/metrics");
+        if let Ok(s) = TcpStream::connect(&address) {
+            let (_, _, body) = request(s, &address, "/metrics");
             let (_, samples) = parse_exposition(&body);
             if samples.iter().any(|s| s.name == "tlpx_rule30_mode_lines_total") {
                 break samples;

@@ -84,8 +84,9 @@ pub fn run(
     let session = Session::open(device)?;
     let registry = metrics::global();
     let mut collector = Collector::new(session, registry)?;
-    let exporter = metrics::listen(listen, registry)?;
+    let mut exporter = metrics::bind(listen)?;
     collector.collect(registry);
+    exporter.serve(registry)?;
     progress::install_stop_handler();
 
     if json {
@@ -214,8 +215,9 @@ pub fn export_alongside(device: &str, listen: &str) -> anyhow::Result<()> {
     let session = Session::open(device)?;
     let registry = metrics::global();
     let mut collector = Collector::new(session, registry)?;
-    let exporter = metrics::listen(listen, registry)?;
+    let mut exporter = metrics::bind(listen)?;
     collector.collect(registry);
+    exporter.serve(registry)?;
     eprintln!("tlpx: metrics of {} at {} (read every second while this command runs)", collector.card_label, exporter.url());
     std::thread::Builder::new().name("tlpx-metrics".into()).spawn(move || loop {
         std::thread::sleep(Duration::from_secs(1));
