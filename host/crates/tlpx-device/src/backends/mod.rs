@@ -1,3 +1,5 @@
 //! One module per backend.
 
+pub mod litepcie;
 pub mod sim;
+pub mod vfio;

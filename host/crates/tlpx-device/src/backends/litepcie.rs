@@ -1,0 +1,1 @@
+//! The LitePCIe-driver backend (placeholder: being written).

@@ -1,0 +1,1 @@
+//! The vfio backend (placeholder: being written).
