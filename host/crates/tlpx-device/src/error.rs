@@ -24,4 +24,7 @@ pub enum DeviceError {
     Io { context: String, source: std::io::Error },
     #[error("{0}")]
     Backend(String),
+    /// A capability this backend does not have: never a wrong figure instead.
+    #[error("the {backend} backend cannot {what}: {instead}")]
+    Unsupported { backend: String, what: String, instead: String },
 }
