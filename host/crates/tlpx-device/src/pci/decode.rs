@@ -290,6 +290,8 @@ pub struct PcieInfo {
     /// PCIe generation of the current link speed: 1..6 for 2.5, 5, 8, 16, 32, 64 GT/s;
     /// 0 if the link is down or the speed is reserved.
     pub generation: u8,
+    /// PCIe generation of the maximum link speed (Link Capabilities), 0 if reserved.
+    pub max_generation: u8,
 }
 
 impl PcieInfo {
@@ -355,6 +357,7 @@ pub fn pcie(config: &[u8]) -> Option<PcieInfo> {
         max_payload_size: payload_size_bytes(((devctl >> 5) & 0x7) as u8),
         max_read_request_size: payload_size_bytes(((devctl >> 12) & 0x7) as u8),
         generation: if (1..=6).contains(&speed) { speed } else { 0 },
+        max_generation: if (1..=6).contains(&max_speed) { max_speed } else { 0 },
     })
 }
 
