@@ -1,1 +1,0 @@
-//! The vfio backend (placeholder: being written).
