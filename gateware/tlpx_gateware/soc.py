@@ -115,11 +115,14 @@ class TlpxCard(SoCMini):
     mem_map = {"csr": 0x00000000}
     csr_map = CSR_MAP
 
-    def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000):
+    def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None):
+        """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
+        the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
+        platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs."""
         if data_width not in DATA_WIDTHS:
             raise ValueError(f"data width must be one of {DATA_WIDTHS} bits, not {data_width!r}")
         clock_hz = clock_hz or DEFAULT_CLOCK_HZ[data_width]
-        platform = SimCardPlatform(data_width)
+        platform = SimCardPlatform(data_width) if board is None else board.platform()
         self.data_width = data_width
         self.clock_hz   = clock_hz
 
@@ -132,11 +135,17 @@ class TlpxCard(SoCMini):
             with_ctrl      = False,
         )
 
-        # Clock / reset: driven by the simulator.
-        self.crg = CRG(platform.request("sys_clk"), platform.request("sys_rst"))
+        if board is None:
+            # Clock / reset: driven by the simulator.
+            self.crg = CRG(platform.request("sys_clk"), platform.request("sys_rst"))
 
-        # PHY ------------------------------------------------------------------------------------
-        self.pcie_phy = phy = SimPHY(platform.request("pcie"), data_width=data_width, bar0_size=bar0_size)
+            # PHY --------------------------------------------------------------------------------
+            self.pcie_phy = phy = SimPHY(platform.request("pcie"), data_width=data_width, bar0_size=bar0_size)
+        else:
+            # self.crg, self.pcie_phy (the vendor PHY seen as SimPHY is; its CSRs stay out of
+            # the map) and the LEDs: tlpx_gateware/targets/board.py.
+            board.add_clocking_and_phy(self, data_width=data_width, clock_hz=clock_hz, bar0_size=bar0_size)
+            phy = self.pcie_phy
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(

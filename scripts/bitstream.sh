@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The card's vendor project for a real board (docs/boards.md).
+#
+#   scripts/bitstream.sh BOARD                 generate build/boards/BOARD; run Vivado if installed
+#   scripts/bitstream.sh BOARD --generate-only generate only
+#   scripts/bitstream.sh list                  the boards
+#   scripts/bitstream.sh --all --generate-only every board (what `make boards` and CI check)
+#
+# Exit status: 0 done; 1 error; 2 no or unknown board (the message lists the boards);
+# 3 project generated but Vivado is not installed (the message says which to install).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="$ROOT/.venv/bin/python"
+OUT="$ROOT/build/boards"
+[ -x "$PY" ] || { echo "bitstream: no $PY: run 'make setup' first" >&2; exit 1; }
+
+board="${1-}"
+shift || true
+case "$board" in
+  list|--list)
+    exec "$PY" -m tlpx_gateware.targets.build --list ;;
+  --all)
+    exec "$PY" -m tlpx_gateware.targets.build --all --output "$OUT" "$@" ;;
+  *)
+    # An empty or unknown name is refused by the Python side, with the list of boards.
+    exec "$PY" -m tlpx_gateware.targets.build --board "$board" --output "$OUT/${board:-none}" "$@" ;;
+esac
