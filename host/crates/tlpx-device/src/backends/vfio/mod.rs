@@ -1,0 +1,1265 @@
+//! The vfio backend: a PCI function bound to vfio-pci, driven from user space through the
+//! Linux VFIO ioctls (written on libc; the ABI is in [`ffi`]).
+//!
+//! Opening a function ([`VfioDevice::open_with`]):
+//! 1. its IOMMU group from /sys/bus/pci/devices/ADDR/iommu_group (none: the IOMMU is off);
+//! 2. /dev/vfio/GROUP, which must be *viable* (every function of the group bound to
+//!    vfio-pci, pci-stub or nothing; bridges excepted);
+//! 3. a container (/dev/vfio/vfio) holding the group, with the type1 IOMMU (v2 preferred);
+//! 4. the device fd (VFIO_GROUP_GET_DEVICE_FD), its regions (BARs, config space) and IRQs.
+//!
+//! BARs are mmapped through the device fd's region (uncached), or — for a prefetchable BAR
+//! the caller asks for in [`VfioOptions::write_combining`] — through sysfs' resourceN_wc
+//! (write-combining; vfio itself only maps uncached). A region vfio will not mmap is
+//! reached with pread/pwrite on the device fd. DMA buffers are anonymous memory mapped
+//! into the IOMMU at IOVAs from [`iova::IovaAllocator`]; the card sees the IOVA as bus
+//! address. Interrupts are MSI or MSI-X vectors signalled through one eventfd each.
+//! See docs/vfio.md.
+
+pub mod bind;
+pub mod ffi;
+pub mod iova;
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::{ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, Width};
+use bind::Sysfs;
+use ffi::*;
+use iova::IovaAllocator;
+
+const BACKEND: &str = "vfio";
+
+/// How the interrupts of the function are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IrqMode {
+    /// MSI-X when the function has it, else MSI, else none.
+    Auto,
+    Msi,
+    MsiX,
+    /// No interrupts (wait_interrupt says so).
+    None,
+}
+
+/// Options of [`VfioDevice::open_with`].
+#[derive(Debug, Clone)]
+pub struct VfioOptions {
+    /// BARs to map write-combining (each must be a prefetchable memory BAR; asking for a
+    /// non-prefetchable one is an `Unsupported` error). The others are mapped uncached.
+    pub write_combining: Vec<u8>,
+    /// The IOVAs DMA buffers may get (end exclusive), intersected with what the IOMMU
+    /// reports. Narrow it for devices that cannot address everything (edu: below 2^28).
+    pub iova_window: Range<u64>,
+    pub irq_mode: IrqMode,
+    /// At most this many vectors are enabled.
+    pub max_vectors: u32,
+}
+
+impl Default for VfioOptions {
+    fn default() -> VfioOptions {
+        VfioOptions {
+            write_combining: Vec::new(),
+            // From 1 MiB: no buffer at bus address 0, nothing in the legacy low megabyte.
+            iova_window: 0x10_0000..u64::MAX,
+            irq_mode: IrqMode::Auto,
+            max_vectors: 32,
+        }
+    }
+}
+
+/// How a BAR is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BarAccess {
+    /// mmap of the vfio region: uncached.
+    MmapUncached,
+    /// mmap of sysfs' resourceN_wc: write-combining.
+    MmapWriteCombining,
+    /// pread/pwrite on the device fd (I/O BARs, regions vfio does not let us mmap).
+    ReadWrite,
+}
+
+/// An mmap of device memory, unmapped on drop.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; nothing uses the mapping after drop.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+struct Region {
+    size: u64,
+    /// Offset of the region in the device fd.
+    offset: u64,
+    flags: u32,
+    access: BarAccess,
+    map: Option<Mapping>,
+}
+
+/// Anonymous memory behind a DMA buffer, unmapped when the last reference goes.
+struct AnonMemory {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: plain memory owned by this value; it is only unmapped in drop.
+unsafe impl Send for AnonMemory {}
+// SAFETY: as above; concurrent access to the bytes goes through DmaBuffer's volatile accessors.
+unsafe impl Sync for AnonMemory {}
+
+impl Drop for AnonMemory {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are what mmap returned; the IOMMU mapping was removed by free_dma
+        // (or by closing the container, which drops after every buffer it could reach).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+struct DmaMapping {
+    iova: u64,
+    size: u64,
+}
+
+struct Irqs {
+    index: u32,
+    kind: &'static str,
+    fds: Vec<OwnedFd>,
+    /// Signals counted by an eventfd read but not yet returned (interrupts that coalesced).
+    pending: Vec<u64>,
+}
+
+/// A PCI function bound to vfio-pci.
+pub struct VfioDevice {
+    // Field order is drop order: mappings and eventfds go before the device, the device
+    // before its group, the group before the container.
+    regions: Vec<Option<Region>>,
+    config: Region,
+    irqs: Option<Irqs>,
+    device: OwnedFd,
+    /// Held open: closing the group fd would release the group from the container.
+    _group: OwnedFd,
+    container: OwnedFd,
+    address: String,
+    group_id: u32,
+    device_flags: u32,
+    iommu_type: u64,
+    iova_ranges: Vec<(u64, u64)>,
+    iova: IovaAllocator,
+    dma: HashMap<u64, DmaMapping>,
+    next_dma_id: u64,
+}
+
+// SAFETY: the raw pointers are mappings owned by this value; the device is used from one
+// thread at a time (&mut self), as the Device trait requires.
+unsafe impl Send for VfioDevice {}
+
+fn errno() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn io_err(context: String, source: std::io::Error) -> DeviceError {
+    DeviceError::Io { context, source }
+}
+
+/// ioctl with a pointer argument.
+///
+/// # Safety
+/// `arg` must point to what the kernel expects for `request`, valid for its `argsz`.
+unsafe fn ioctl_ptr<T>(fd: RawFd, request: u64, arg: *mut T) -> std::io::Result<i32> {
+    // SAFETY: the caller's promise.
+    let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, arg) };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+/// ioctl with an integer (or no) argument.
+fn ioctl_val(fd: RawFd, request: u64, arg: u64) -> std::io::Result<i32> {
+    // SAFETY: these requests take their argument by value; no memory is passed.
+    let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, arg as libc::c_ulong) };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+fn open_rw(path: &Path) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is a valid NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: fd was just returned by open and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+fn pread_exact(fd: RawFd, buf: &mut [u8], offset: u64, what: &dyn Fn() -> String) -> Result<(), DeviceError> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of buf.
+        let n = unsafe {
+            libc::pread(fd, buf[done..].as_mut_ptr() as *mut libc::c_void, buf.len() - done, (offset + done as u64) as libc::off_t)
+        };
+        if n < 0 {
+            let e = errno();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(io_err(what(), e));
+        }
+        if n == 0 {
+            return Err(io_err(what(), std::io::Error::from(std::io::ErrorKind::UnexpectedEof)));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+fn pwrite_all(fd: RawFd, buf: &[u8], offset: u64, what: &dyn Fn() -> String) -> Result<(), DeviceError> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unwritten tail of buf.
+        let n = unsafe {
+            libc::pwrite(fd, buf[done..].as_ptr() as *const libc::c_void, buf.len() - done, (offset + done as u64) as libc::off_t)
+        };
+        if n < 0 {
+            let e = errno();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(io_err(what(), e));
+        }
+        if n == 0 {
+            return Err(io_err(what(), std::io::Error::from(std::io::ErrorKind::WriteZero)));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+fn human_size(n: u64) -> String {
+    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
+        format!("{} GiB", n >> 30)
+    } else if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Flags of a BAR from sysfs' `resource` file (IORESOURCE_*), if readable.
+fn resource_flags(sysfs: &Sysfs, addr: &str, bar: u8) -> Option<u64> {
+    let text = std::fs::read_to_string(sysfs.device_dir(addr).join("resource")).ok()?;
+    let line = text.lines().nth(bar as usize)?;
+    let flags = line.split_whitespace().nth(2)?;
+    u64::from_str_radix(flags.trim_start_matches("0x"), 16).ok()
+}
+
+const IORESOURCE_IO: u64 = 0x100;
+const IORESOURCE_MEM: u64 = 0x200;
+const IORESOURCE_PREFETCH: u64 = 0x2000;
+
+impl VfioDevice {
+    /// Opens `addr` (e.g. "0000:03:00.0") with the default options.
+    pub fn open(addr: &str) -> Result<VfioDevice, DeviceError> {
+        VfioDevice::open_with(addr, &VfioOptions::default())
+    }
+
+    /// Opens `addr`, which must be bound to vfio-pci (see [`bind::bind`]).
+    pub fn open_with(addr: &str, options: &VfioOptions) -> Result<VfioDevice, DeviceError> {
+        let sysfs = Sysfs::system();
+        let addr = bind::normalize_address(addr)?;
+        for &bar in &options.write_combining {
+            if bar > 5 {
+                return Err(DeviceError::InvalidArgument(format!(
+                    "write-combining BAR {bar}: a BAR number is 0..5"
+                )));
+            }
+        }
+        if !sysfs.device_dir(&addr).exists() {
+            return Err(DeviceError::NoSuchDevice(bind::no_device_message(&sysfs, &addr)));
+        }
+        let Some(group_id) = sysfs.iommu_group_of(&addr) else {
+            return Err(DeviceError::Backend(bind::iommu_off_message(&addr, sysfs.iommu_on())));
+        };
+        let driver = sysfs.driver_of(&addr);
+        if driver.as_deref() != Some(bind::VFIO_PCI) {
+            return Err(DeviceError::Backend(format!(
+                "{addr} is bound to {}, not vfio-pci: run `tlpx vfio bind {addr}` as root first (`tlpx vfio unbind \
+                 {addr}` gives it back later)",
+                driver.map(|d| format!("the {d} driver")).unwrap_or_else(|| "no driver".into())
+            )));
+        }
+
+        // The group.
+        let group_path = format!("/dev/vfio/{group_id}");
+        let group = open_rw(Path::new(&group_path)).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => DeviceError::Backend(format!(
+                "permission denied opening {group_path} (IOMMU group {group_id} of {addr}): run as root, or give \
+                 your user the device node (e.g. a udev rule: SUBSYSTEM==\"vfio\", OWNER=\"you\") and a memlock \
+                 limit (ulimit -l) large enough for the DMA buffers"
+            )),
+            std::io::ErrorKind::NotFound => DeviceError::Backend(format!(
+                "{group_path} does not exist although {addr} is in IOMMU group {group_id}: is the vfio module loaded \
+                 (modprobe vfio-pci) and /dev populated (devtmpfs/udev)?"
+            )),
+            _ if e.raw_os_error() == Some(libc::EBUSY) => DeviceError::Backend(format!(
+                "{group_path} is busy: another process (QEMU, another tlpx) holds IOMMU group {group_id} of {addr}; \
+                 vfio lets one process own a group at a time"
+            )),
+            _ => io_err(format!("opening {group_path} (IOMMU group of {addr})"), e),
+        })?;
+        let mut status = vfio_group_status { argsz: argsz::<vfio_group_status>(), flags: 0 };
+        // SAFETY: VFIO_GROUP_GET_STATUS fills a vfio_group_status of argsz bytes.
+        unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_GET_STATUS, &mut status) }
+            .map_err(|e| io_err(format!("VFIO_GROUP_GET_STATUS on {group_path}"), e))?;
+        if status.flags & VFIO_GROUP_FLAGS_VIABLE == 0 {
+            let members = sysfs.group_members(group_id);
+            let blocking: Vec<String> = members
+                .iter()
+                .filter(|m| m.address != addr && m.blocks_vfio())
+                .map(|m| format!("{} ({})", m.address, m.driver.as_deref().unwrap_or("no driver")))
+                .collect();
+            return Err(DeviceError::Backend(format!(
+                "IOMMU group {group_id} of {addr} is not viable: every function in a group must be bound to vfio-pci \
+                 (or to no driver) before vfio lets one of them be used. Bound to host drivers: {}. Bind them with \
+                 `tlpx vfio bind ADDR` (they are unusable by the host meanwhile), or put the card in a slot with its \
+                 own group (behind a port with ACS)",
+                if blocking.is_empty() { "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into() } else { blocking.join(", ") }
+            )));
+        }
+
+        // The container.
+        let container = open_rw(Path::new("/dev/vfio/vfio")).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => DeviceError::Backend(
+                "permission denied opening /dev/vfio/vfio (the vfio container): run as root or give your user access".into(),
+            ),
+            _ => io_err("opening /dev/vfio/vfio (is the vfio module loaded?)".into(), e),
+        })?;
+        let cfd = container.as_raw_fd();
+        let api = ioctl_val(cfd, VFIO_GET_API_VERSION, 0).map_err(|e| io_err("VFIO_GET_API_VERSION".into(), e))?;
+        if api != VFIO_API_VERSION {
+            return Err(DeviceError::Backend(format!(
+                "the kernel's vfio speaks API version {api}, this tlpx speaks {VFIO_API_VERSION}"
+            )));
+        }
+        let iommu_type = if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1V2_IOMMU).unwrap_or(0) == 1 {
+            VFIO_TYPE1V2_IOMMU
+        } else if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU).unwrap_or(0) == 1 {
+            VFIO_TYPE1_IOMMU
+        } else {
+            return Err(DeviceError::Backend(
+                "the kernel's vfio has no type1 IOMMU backend: load vfio_iommu_type1 (modprobe vfio_iommu_type1)".into(),
+            ));
+        };
+        let mut cfd_arg: i32 = cfd;
+        // SAFETY: VFIO_GROUP_SET_CONTAINER reads one int (the container fd).
+        unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_SET_CONTAINER, &mut cfd_arg) }
+            .map_err(|e| io_err(format!("VFIO_GROUP_SET_CONTAINER for group {group_id}"), e))?;
+        ioctl_val(cfd, VFIO_SET_IOMMU, iommu_type).map_err(|e| io_err(format!("VFIO_SET_IOMMU type {iommu_type}"), e))?;
+
+        // The IOMMU: page sizes and valid IOVA ranges.
+        let (pgsizes, ranges) = iommu_info(cfd)?;
+        let align = if pgsizes != 0 { 1u64 << pgsizes.trailing_zeros() } else { page_size() }.max(page_size());
+        let valid = if ranges.is_empty() { vec![(0, u64::MAX)] } else { ranges.clone() };
+        let iova = IovaAllocator::new(&valid, options.iova_window.clone(), &[iova::MSI_WINDOW], align)?;
+
+        // The device.
+        let caddr = CString::new(addr.clone()).map_err(|_| DeviceError::InvalidArgument(format!("bad address {addr:?}")))?;
+        // SAFETY: VFIO_GROUP_GET_DEVICE_FD reads a NUL-terminated device name.
+        let dfd = unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_GET_DEVICE_FD, caddr.as_ptr() as *mut libc::c_char) }
+            .map_err(|e| io_err(format!("VFIO_GROUP_GET_DEVICE_FD for {addr}"), e))?;
+        // SAFETY: the ioctl returned a new fd that nobody else owns.
+        let device = unsafe { OwnedFd::from_raw_fd(dfd) };
+        let mut info = vfio_device_info { argsz: argsz::<vfio_device_info>(), ..Default::default() };
+        // SAFETY: VFIO_DEVICE_GET_INFO fills a vfio_device_info of argsz bytes.
+        unsafe { ioctl_ptr(device.as_raw_fd(), VFIO_DEVICE_GET_INFO, &mut info) }
+            .map_err(|e| io_err(format!("VFIO_DEVICE_GET_INFO for {addr}"), e))?;
+        if info.flags & VFIO_DEVICE_FLAGS_PCI == 0 || info.num_regions <= VFIO_PCI_CONFIG_REGION_INDEX {
+            return Err(DeviceError::Backend(format!(
+                "{addr} is not a vfio-pci device (flags {:#x}, {} regions)",
+                info.flags, info.num_regions
+            )));
+        }
+
+        let config = region_info(device.as_raw_fd(), VFIO_PCI_CONFIG_REGION_INDEX, &addr)?;
+        let mut regions = Vec::new();
+        for index in VFIO_PCI_BAR0_REGION_INDEX..VFIO_PCI_BAR0_REGION_INDEX + 6 {
+            let r = region_info(device.as_raw_fd(), index, &addr)?;
+            regions.push(if r.size == 0 { None } else { Some(r) });
+        }
+
+        let mut dev = VfioDevice {
+            regions,
+            config,
+            irqs: None,
+            device,
+            _group: group,
+            container,
+            address: addr.clone(),
+            group_id,
+            device_flags: info.flags,
+            iommu_type,
+            iova_ranges: ranges,
+            iova,
+            dma: HashMap::new(),
+            next_dma_id: 1,
+        };
+
+        // Write-combining mappings first: vfio claims a BAR's resource (busy) once it maps
+        // or accesses it, after which a kernel with CONFIG_IO_STRICT_DEVMEM refuses the
+        // sysfs mapping.
+        for &bar in &options.write_combining {
+            dev.map_write_combining(&sysfs, bar)?;
+        }
+        for bar in 0..6u8 {
+            dev.map_uncached(bar);
+        }
+        // Memory space and bus mastering on (vfio-pci leaves bus mastering to the user).
+        let cmd = dev.config_read(0x04, 2)?;
+        let cmd = u16::from_le_bytes([cmd[0], cmd[1]]) | 0x0006;
+        dev.config_write(0x04, &cmd.to_le_bytes())?;
+        dev.setup_irqs(options)?;
+        Ok(dev)
+    }
+
+    fn map_write_combining(&mut self, sysfs: &Sysfs, bar: u8) -> Result<(), DeviceError> {
+        let addr = self.address.clone();
+        let unsupported = |instead: String| DeviceError::Unsupported {
+            backend: BACKEND.into(),
+            what: format!("map BAR{bar} of {addr} write-combining"),
+            instead,
+        };
+        let Some(region) = self.regions[bar as usize].as_mut() else {
+            return Err(DeviceError::InvalidArgument(format!("BAR{bar} of {addr} is not implemented (size 0)")));
+        };
+        let flags = resource_flags(sysfs, &addr, bar).unwrap_or(0);
+        if flags & IORESOURCE_IO != 0 {
+            return Err(unsupported(format!("BAR{bar} is an I/O BAR; it is reached with pread/pwrite")));
+        }
+        if flags & IORESOURCE_MEM == 0 {
+            return Err(unsupported(format!("sysfs gives no memory resource flags for BAR{bar} (flags {flags:#x})")));
+        }
+        if flags & IORESOURCE_PREFETCH == 0 {
+            return Err(unsupported(format!(
+                "BAR{bar} is not prefetchable, so write-combining could merge or reorder side-effecting register \
+                 accesses; map it uncached (leave it out of the write-combining BARs)"
+            )));
+        }
+        let path = sysfs.device_dir(&addr).join(format!("resource{bar}_wc"));
+        let fd = open_rw(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                unsupported(format!("the kernel offers no {} for it", path.display()))
+            }
+            std::io::ErrorKind::PermissionDenied => DeviceError::Backend(format!(
+                "permission denied opening {}: a write-combining mapping through sysfs needs root",
+                path.display()
+            )),
+            _ => io_err(format!("opening {}", path.display()), e),
+        })?;
+        let len = region.size as usize;
+        // SAFETY: mapping `len` bytes of the BAR's sysfs file, shared; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        };
+        if ptr == libc::MAP_FAILED {
+            let e = errno();
+            return Err(io_err(
+                format!(
+                    "mmap of {} (write-combining BAR{bar}; a kernel with CONFIG_IO_STRICT_DEVMEM refuses it once \
+                     another mapping claimed the BAR)",
+                    path.display()
+                ),
+                e,
+            ));
+        }
+        region.map = Some(Mapping { ptr: ptr as *mut u8, len });
+        region.access = BarAccess::MmapWriteCombining;
+        Ok(())
+    }
+
+    /// Maps a BAR through vfio's region mmap when vfio allows; otherwise it stays pread/pwrite.
+    fn map_uncached(&mut self, bar: u8) {
+        let dfd = self.device.as_raw_fd();
+        let Some(region) = self.regions[bar as usize].as_mut() else { return };
+        if region.map.is_some() || region.flags & VFIO_REGION_INFO_FLAG_MMAP == 0 {
+            return;
+        }
+        let len = region.size as usize;
+        // SAFETY: mapping the region's `len` bytes at its offset in the device fd, shared;
+        // the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                dfd,
+                region.offset as libc::off_t,
+            )
+        };
+        if ptr != libc::MAP_FAILED {
+            region.map = Some(Mapping { ptr: ptr as *mut u8, len });
+            region.access = BarAccess::MmapUncached;
+        }
+    }
+
+    fn setup_irqs(&mut self, options: &VfioOptions) -> Result<(), DeviceError> {
+        let count_of = |index: u32| -> Result<u32, DeviceError> {
+            if index >= self.num_irqs()? {
+                return Ok(0);
+            }
+            let mut info = vfio_irq_info { argsz: argsz::<vfio_irq_info>(), index, ..Default::default() };
+            // SAFETY: VFIO_DEVICE_GET_IRQ_INFO fills a vfio_irq_info of argsz bytes.
+            unsafe { ioctl_ptr(self.device.as_raw_fd(), VFIO_DEVICE_GET_IRQ_INFO, &mut info) }
+                .map_err(|e| io_err(format!("VFIO_DEVICE_GET_IRQ_INFO index {index}"), e))?;
+            Ok(if info.flags & VFIO_IRQ_INFO_EVENTFD != 0 { info.count } else { 0 })
+        };
+        let msix = count_of(VFIO_PCI_MSIX_IRQ_INDEX)?;
+        let msi = count_of(VFIO_PCI_MSI_IRQ_INDEX)?;
+        let (index, kind, count) = match options.irq_mode {
+            IrqMode::None => return Ok(()),
+            IrqMode::Auto if msix > 0 => (VFIO_PCI_MSIX_IRQ_INDEX, "MSI-X", msix),
+            IrqMode::Auto if msi > 0 => (VFIO_PCI_MSI_IRQ_INDEX, "MSI", msi),
+            IrqMode::Auto => return Ok(()),
+            IrqMode::MsiX if msix > 0 => (VFIO_PCI_MSIX_IRQ_INDEX, "MSI-X", msix),
+            IrqMode::Msi if msi > 0 => (VFIO_PCI_MSI_IRQ_INDEX, "MSI", msi),
+            mode => {
+                return Err(DeviceError::Unsupported {
+                    backend: BACKEND.into(),
+                    what: format!("enable {mode:?} interrupts on {}", self.address),
+                    instead: format!("the function has {msi} MSI and {msix} MSI-X vectors; choose irq mode auto"),
+                })
+            }
+        };
+        let n = count.min(options.max_vectors.max(1));
+        let mut fds = Vec::new();
+        for _ in 0..n {
+            // SAFETY: eventfd creates a new fd; the result is checked.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(io_err("eventfd".into(), errno()));
+            }
+            // SAFETY: a fresh fd owned by nobody else.
+            fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
+        set_irqs_eventfd(self.device.as_raw_fd(), index, &raw).map_err(|e| {
+            io_err(format!("VFIO_DEVICE_SET_IRQS: enabling {n} {kind} vector(s) of {}", self.address), e)
+        })?;
+        self.irqs = Some(Irqs { index, kind, pending: vec![0; fds.len()], fds });
+        Ok(())
+    }
+
+    fn num_irqs(&self) -> Result<u32, DeviceError> {
+        let mut info = vfio_device_info { argsz: argsz::<vfio_device_info>(), ..Default::default() };
+        // SAFETY: VFIO_DEVICE_GET_INFO fills a vfio_device_info of argsz bytes.
+        unsafe { ioctl_ptr(self.device.as_raw_fd(), VFIO_DEVICE_GET_INFO, &mut info) }
+            .map_err(|e| io_err("VFIO_DEVICE_GET_INFO".into(), e))?;
+        Ok(info.num_irqs)
+    }
+
+    /// The PCI address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The IOMMU group.
+    pub fn iommu_group(&self) -> u32 {
+        self.group_id
+    }
+
+    /// "type1v2" or "type1".
+    pub fn iommu_type(&self) -> &'static str {
+        if self.iommu_type == VFIO_TYPE1V2_IOMMU {
+            "type1v2"
+        } else {
+            "type1"
+        }
+    }
+
+    /// The valid IOVA ranges the IOMMU reported (start, inclusive end); empty if it did not.
+    pub fn iova_ranges(&self) -> &[(u64, u64)] {
+        &self.iova_ranges
+    }
+
+    /// The interrupt kind ("MSI", "MSI-X") and vector count enabled, if any.
+    pub fn interrupts(&self) -> Option<(&'static str, usize)> {
+        self.irqs.as_ref().map(|i| (i.kind, i.fds.len()))
+    }
+
+    /// How BAR `bar` is reached, if implemented.
+    pub fn bar_access(&self, bar: u8) -> Option<BarAccess> {
+        self.regions.get(bar as usize)?.as_ref().map(|r| r.access)
+    }
+
+    /// True when vfio-pci can reset the function (it found FLR, a PM reset, or a bus/slot
+    /// reset it may use).
+    pub fn can_reset(&self) -> bool {
+        self.device_flags & VFIO_DEVICE_FLAGS_RESET != 0
+    }
+
+    /// Function-level reset through VFIO_DEVICE_RESET (the method vfio-pci picked).
+    pub fn reset(&mut self) -> Result<(), DeviceError> {
+        if !self.can_reset() {
+            return Err(DeviceError::Unsupported {
+                backend: BACKEND.into(),
+                what: format!("reset {}", self.address),
+                instead: "vfio-pci found no reset method for this function (no FLR, no PM D3hot reset, no bus or \
+                          slot reset it may use: e.g. a root-complex integrated endpoint, or other functions on \
+                          the same bus); power-cycle or rescan it instead"
+                    .into(),
+            });
+        }
+        ioctl_val(self.device.as_raw_fd(), VFIO_DEVICE_RESET, 0)
+            .map_err(|e| io_err(format!("VFIO_DEVICE_RESET of {}", self.address), e))?;
+        Ok(())
+    }
+
+    fn region(&self, bar: u8) -> Result<&Region, DeviceError> {
+        if bar > 5 {
+            return Err(DeviceError::InvalidArgument(format!("BAR number must be 0..5, not {bar}")));
+        }
+        self.regions[bar as usize].as_ref().ok_or_else(|| {
+            let have: Vec<String> = self
+                .regions
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.as_ref().map(|r| format!("BAR{i} ({})", human_size(r.size))))
+                .collect();
+            DeviceError::InvalidArgument(format!(
+                "BAR{bar} of {} is not implemented; it has {}",
+                self.address,
+                if have.is_empty() { "no BARs".into() } else { have.join(", ") }
+            ))
+        })
+    }
+
+    fn check_access(&self, bar: u8, offset: u64, len: u64, align: u64) -> Result<&Region, DeviceError> {
+        let r = self.region(bar)?;
+        if offset.checked_add(len).is_none_or(|end| end > r.size) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "BAR{bar} access of {len} bytes at {offset:#x} is outside BAR{bar} of {} bytes",
+                r.size
+            )));
+        }
+        if !offset.is_multiple_of(align) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "BAR{bar} access of {len} bytes at {offset:#x} is not aligned to {align} bytes"
+            )));
+        }
+        Ok(r)
+    }
+
+    fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
+        if !(1..=64).contains(&len) {
+            return Err(DeviceError::InvalidArgument(format!("a block access moves 1..=64 bytes, not {len}")));
+        }
+        if offset / 4096 != (offset + len as u64 - 1) / 4096 {
+            return Err(DeviceError::InvalidArgument(format!(
+                "a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn region_info(fd: RawFd, index: u32, addr: &str) -> Result<Region, DeviceError> {
+    let mut info = vfio_region_info { argsz: argsz::<vfio_region_info>(), index, ..Default::default() };
+    // SAFETY: VFIO_DEVICE_GET_REGION_INFO fills a vfio_region_info of argsz bytes (capability
+    // chains beyond it are not requested: argsz is the bare structure).
+    unsafe { ioctl_ptr(fd, VFIO_DEVICE_GET_REGION_INFO, &mut info) }
+        .map_err(|e| io_err(format!("VFIO_DEVICE_GET_REGION_INFO index {index} of {addr}"), e))?;
+    Ok(Region { size: info.size, offset: info.offset, flags: info.flags, access: BarAccess::ReadWrite, map: None })
+}
+
+/// Page sizes and valid IOVA ranges of the container's IOMMU.
+fn iommu_info(cfd: RawFd) -> Result<(u64, Vec<(u64, u64)>), DeviceError> {
+    let mut info = vfio_iommu_type1_info { argsz: argsz::<vfio_iommu_type1_info>(), ..Default::default() };
+    // SAFETY: VFIO_IOMMU_GET_INFO fills argsz bytes of a vfio_iommu_type1_info and raises
+    // argsz when capabilities need more room.
+    unsafe { ioctl_ptr(cfd, VFIO_IOMMU_GET_INFO, &mut info) }.map_err(|e| io_err("VFIO_IOMMU_GET_INFO".into(), e))?;
+    let pgsizes = if info.flags & VFIO_IOMMU_INFO_PGSIZES != 0 { info.iova_pgsizes } else { 0 };
+    if info.flags & VFIO_IOMMU_INFO_CAPS == 0 || info.argsz as usize <= std::mem::size_of::<vfio_iommu_type1_info>() {
+        return Ok((pgsizes, Vec::new()));
+    }
+    // Again with room for the capability chain (u64 words keep the buffer aligned).
+    let len = info.argsz as usize;
+    let mut words = vec![0u64; len.div_ceil(8)];
+    let head = vfio_iommu_type1_info { argsz: len as u32, ..Default::default() };
+    // SAFETY: words has at least size_of::<vfio_iommu_type1_info>() bytes, 8-byte aligned.
+    unsafe { std::ptr::write(words.as_mut_ptr() as *mut vfio_iommu_type1_info, head) };
+    // SAFETY: the buffer holds `len` bytes, the argsz the kernel asked for.
+    unsafe { ioctl_ptr(cfd, VFIO_IOMMU_GET_INFO, words.as_mut_ptr() as *mut vfio_iommu_type1_info) }
+        .map_err(|e| io_err("VFIO_IOMMU_GET_INFO with capabilities".into(), e))?;
+    // SAFETY: viewing the u64 buffer as the bytes it holds.
+    let bytes = unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, len) };
+    Ok((pgsizes, parse_iova_ranges(bytes)))
+}
+
+/// The IOVA ranges in a VFIO_IOMMU_GET_INFO buffer's capability chain.
+pub fn parse_iova_ranges(buf: &[u8]) -> Vec<(u64, u64)> {
+    let Some(info) = read_struct::<vfio_iommu_type1_info>(buf, 0) else { return Vec::new() };
+    if info.flags & VFIO_IOMMU_INFO_CAPS == 0 {
+        return Vec::new();
+    }
+    let mut at = info.cap_offset as usize;
+    let mut hops = 0;
+    while at != 0 && hops < 64 {
+        hops += 1;
+        let Some(h) = read_struct::<vfio_info_cap_header>(buf, at) else { break };
+        if h.id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE {
+            let Some(cap) = read_struct::<vfio_iommu_type1_info_cap_iova_range>(buf, at) else { break };
+            let first = at + std::mem::size_of::<vfio_iommu_type1_info_cap_iova_range>();
+            return (0..cap.nr_iovas as usize)
+                .map_while(|i| read_struct::<vfio_iova_range>(buf, first + i * std::mem::size_of::<vfio_iova_range>()))
+                .map(|r| (r.start, r.end))
+                .collect();
+        }
+        at = h.next as usize;
+    }
+    Vec::new()
+}
+
+fn set_irqs_eventfd(dfd: RawFd, index: u32, fds: &[i32]) -> std::io::Result<()> {
+    let head = std::mem::size_of::<vfio_irq_set>();
+    let len = head + 4 * fds.len();
+    let mut words = vec![0u32; len.div_ceil(4)];
+    let set = vfio_irq_set {
+        argsz: len as u32,
+        flags: if fds.is_empty() { VFIO_IRQ_SET_DATA_NONE } else { VFIO_IRQ_SET_DATA_EVENTFD }
+            | VFIO_IRQ_SET_ACTION_TRIGGER,
+        index,
+        start: 0,
+        count: fds.len() as u32,
+    };
+    // SAFETY: words holds `len` >= size_of::<vfio_irq_set>() bytes, 4-byte aligned as the
+    // structure (all u32) requires.
+    unsafe { std::ptr::write(words.as_mut_ptr() as *mut vfio_irq_set, set) };
+    words[head / 4..].copy_from_slice(&fds.iter().map(|&f| f as u32).collect::<Vec<_>>());
+    // SAFETY: the buffer is a vfio_irq_set followed by `count` eventfds, `argsz` bytes long.
+    unsafe { ioctl_ptr(dfd, VFIO_DEVICE_SET_IRQS, words.as_mut_ptr() as *mut vfio_irq_set) }?;
+    Ok(())
+}
+
+impl Drop for VfioDevice {
+    fn drop(&mut self) {
+        if let Some(irqs) = &self.irqs {
+            let _ = set_irqs_eventfd(self.device.as_raw_fd(), irqs.index, &[]);
+        }
+        for m in self.dma.values() {
+            let mut unmap = vfio_iommu_type1_dma_unmap { argsz: argsz::<vfio_iommu_type1_dma_unmap>(), flags: 0, iova: m.iova, size: m.size };
+            // SAFETY: VFIO_IOMMU_UNMAP_DMA reads and updates a vfio_iommu_type1_dma_unmap.
+            let _ = unsafe { ioctl_ptr(self.container.as_raw_fd(), VFIO_IOMMU_UNMAP_DMA, &mut unmap) };
+        }
+    }
+}
+
+/// Volatile load of `width` at `p`.
+///
+/// # Safety
+/// `p` must be valid for a naturally aligned access of that width.
+unsafe fn load(p: *const u8, width: Width) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe {
+        match width {
+            Width::W8 => std::ptr::read_volatile(p) as u64,
+            Width::W16 => std::ptr::read_volatile(p as *const u16) as u64,
+            Width::W32 => std::ptr::read_volatile(p as *const u32) as u64,
+            Width::W64 => std::ptr::read_volatile(p as *const u64),
+        }
+    }
+}
+
+/// Volatile store of the low `width` bits of `v` at `p`.
+///
+/// # Safety
+/// `p` must be valid for a naturally aligned access of that width.
+unsafe fn store(p: *mut u8, width: Width, v: u64) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        match width {
+            Width::W8 => std::ptr::write_volatile(p, v as u8),
+            Width::W16 => std::ptr::write_volatile(p as *mut u16, v as u16),
+            Width::W32 => std::ptr::write_volatile(p as *mut u32, v as u32),
+            Width::W64 => std::ptr::write_volatile(p as *mut u64, v),
+        }
+    }
+}
+
+/// One 16-byte load (SSE2 movdqu: a single 16-byte read on the bus where the CPU and the
+/// root complex allow it).
+///
+/// # Safety
+/// `p` must be valid for 16 bytes.
+#[cfg(target_arch = "x86_64")]
+unsafe fn load16(p: *const u8) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    // SAFETY: the caller's promise for p; out is 16 writable bytes; SSE2 is part of x86_64.
+    unsafe {
+        std::arch::asm!(
+            "movdqu {x}, [{p}]",
+            "movdqu [{o}], {x}",
+            p = in(reg) p,
+            o = in(reg) out.as_mut_ptr(),
+            x = out(xmm_reg) _,
+            options(nostack, preserves_flags)
+        );
+    }
+    out
+}
+
+/// One 16-byte store (SSE2 movdqu).
+///
+/// # Safety
+/// `p` must be valid for 16 bytes.
+#[cfg(target_arch = "x86_64")]
+unsafe fn store16(p: *mut u8, data: &[u8; 16]) {
+    // SAFETY: the caller's promise for p; data is 16 readable bytes; SSE2 is part of x86_64.
+    unsafe {
+        std::arch::asm!(
+            "movdqu {x}, [{d}]",
+            "movdqu [{p}], {x}",
+            p = in(reg) p,
+            d = in(reg) data.as_ptr(),
+            x = out(xmm_reg) _,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// Flushes write-combining buffers so a burst leaves the CPU now.
+fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence only orders stores.
+    unsafe {
+        std::arch::asm!("sfence", options(nostack, preserves_flags))
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Widest naturally aligned piece (1..=16 bytes) at `at` within `left` bytes.
+fn piece(at: u64, left: usize) -> usize {
+    for n in [16usize, 8, 4, 2] {
+        if cfg!(not(target_arch = "x86_64")) && n == 16 {
+            continue;
+        }
+        if at.is_multiple_of(n as u64) && left >= n {
+            return n;
+        }
+    }
+    1
+}
+
+fn width_of(n: usize) -> Width {
+    match n {
+        8 => Width::W64,
+        4 => Width::W32,
+        2 => Width::W16,
+        _ => Width::W8,
+    }
+}
+
+impl Device for VfioDevice {
+    fn description(&self) -> DeviceDescription {
+        DeviceDescription {
+            backend: BACKEND.into(),
+            location: self.address.clone(),
+            pci_address: self.address.clone(),
+            bar_sizes: self.regions.iter().map(|r| r.as_ref().map(|r| r.size)).collect(),
+        }
+    }
+
+    fn bar_read(&mut self, bar: u8, offset: u64, width: Width) -> Result<u64, DeviceError> {
+        let n = width.bytes();
+        let r = self.check_access(bar, offset, n, n)?;
+        if let Some(m) = &r.map {
+            // SAFETY: offset+n is within the mapping (checked) and aligned to n.
+            return Ok(unsafe { load(m.ptr.add(offset as usize), width) });
+        }
+        let mut b = [0u8; 8];
+        let at = r.offset + offset;
+        pread_exact(self.device.as_raw_fd(), &mut b[..n as usize], at, &|| format!("reading BAR{bar} at {offset:#x}"))?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn bar_write(&mut self, bar: u8, offset: u64, width: Width, value: u64) -> Result<(), DeviceError> {
+        let n = width.bytes();
+        let r = self.check_access(bar, offset, n, n)?;
+        if let Some(m) = &r.map {
+            // SAFETY: offset+n is within the mapping (checked) and aligned to n.
+            unsafe { store(m.ptr.add(offset as usize), width, value) };
+            if r.access == BarAccess::MmapWriteCombining {
+                store_fence();
+            }
+            return Ok(());
+        }
+        let at = r.offset + offset;
+        pwrite_all(self.device.as_raw_fd(), &value.to_le_bytes()[..n as usize], at, &|| {
+            format!("writing BAR{bar} at {offset:#x}")
+        })
+    }
+
+    fn bar_read_block(&mut self, bar: u8, offset: u64, len: usize) -> Result<Vec<u8>, DeviceError> {
+        VfioDevice::check_block(offset, len)?;
+        let r = self.check_access(bar, offset, len as u64, 1)?;
+        let mut out = vec![0u8; len];
+        let Some(m) = &r.map else {
+            let at = r.offset + offset;
+            pread_exact(self.device.as_raw_fd(), &mut out, at, &|| format!("reading {len} bytes of BAR{bar} at {offset:#x}"))?;
+            return Ok(out);
+        };
+        let mut done = 0;
+        while done < len {
+            let at = offset + done as u64;
+            let n = piece(at, len - done);
+            // SAFETY: at..at+n lies within the mapping (checked) and is aligned to n.
+            unsafe {
+                let p = m.ptr.add(at as usize);
+                #[cfg(target_arch = "x86_64")]
+                if n == 16 {
+                    out[done..done + 16].copy_from_slice(&load16(p));
+                    done += 16;
+                    continue;
+                }
+                let v = load(p, width_of(n));
+                out[done..done + n].copy_from_slice(&v.to_le_bytes()[..n]);
+            }
+            done += n;
+        }
+        Ok(out)
+    }
+
+    fn bar_write_block(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        VfioDevice::check_block(offset, data.len())?;
+        let r = self.check_access(bar, offset, data.len() as u64, 1)?;
+        let Some(m) = &r.map else {
+            let at = r.offset + offset;
+            return pwrite_all(self.device.as_raw_fd(), data, at, &|| {
+                format!("writing {} bytes of BAR{bar} at {offset:#x}", data.len())
+            });
+        };
+        let mut done = 0;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let n = piece(at, data.len() - done);
+            // SAFETY: at..at+n lies within the mapping (checked) and is aligned to n.
+            unsafe {
+                let p = m.ptr.add(at as usize);
+                #[cfg(target_arch = "x86_64")]
+                if n == 16 {
+                    let mut chunk = [0u8; 16];
+                    chunk.copy_from_slice(&data[done..done + 16]);
+                    store16(p, &chunk);
+                    done += 16;
+                    continue;
+                }
+                let mut v = [0u8; 8];
+                v[..n].copy_from_slice(&data[done..done + n]);
+                store(p, width_of(n), u64::from_le_bytes(v));
+            }
+            done += n;
+        }
+        if r.access == BarAccess::MmapWriteCombining {
+            store_fence();
+        }
+        Ok(())
+    }
+
+    fn config_read(&mut self, offset: u16, len: u16) -> Result<Vec<u8>, DeviceError> {
+        let end = offset as u64 + len as u64;
+        if end > self.config.size.min(4096) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "config read of {len} bytes at {offset:#x} is outside the {} bytes of config space vfio gives for {}",
+                self.config.size, self.address
+            )));
+        }
+        let mut out = vec![0u8; len as usize];
+        let at = self.config.offset + offset as u64;
+        pread_exact(self.device.as_raw_fd(), &mut out, at, &|| format!("reading config space at {offset:#x}"))?;
+        Ok(out)
+    }
+
+    fn config_write(&mut self, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
+        let end = offset as u64 + data.len() as u64;
+        if end > self.config.size.min(4096) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "config write of {} bytes at {offset:#x} is outside the {} bytes of config space vfio gives for {}",
+                data.len(),
+                self.config.size,
+                self.address
+            )));
+        }
+        let at = self.config.offset + offset as u64;
+        pwrite_all(self.device.as_raw_fd(), data, at, &|| format!("writing config space at {offset:#x}"))
+    }
+
+    fn alloc_dma(&mut self, len: usize) -> Result<DmaBuffer, DeviceError> {
+        if len == 0 {
+            return Err(DeviceError::InvalidArgument("a DMA buffer needs at least 1 byte, not 0".into()));
+        }
+        let align = self.iova.align();
+        let size = (len as u64).checked_next_multiple_of(align).ok_or_else(|| {
+            DeviceError::InvalidArgument(format!("a DMA buffer of {len} bytes is too large"))
+        })?;
+        // SAFETY: a fresh private anonymous mapping; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io_err(format!("mmap of {size} bytes for a DMA buffer"), errno()));
+        }
+        let memory = AnonMemory { ptr: ptr as *mut u8, len: size as usize };
+        // Lock it: no page of a DMA buffer is ever swapped or migrated under the card. (The
+        // IOMMU mapping pins the pages too; mlock failing on a low RLIMIT_MEMLOCK is caught
+        // by MAP_DMA's own accounting below, with the same fix.)
+        // SAFETY: locking the mapping just made.
+        unsafe { libc::mlock(ptr, size as usize) };
+        let iova = self.iova.alloc(size)?;
+        let mut map = vfio_iommu_type1_dma_map {
+            argsz: argsz::<vfio_iommu_type1_dma_map>(),
+            flags: VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE,
+            vaddr: ptr as u64,
+            iova,
+            size,
+        };
+        // SAFETY: VFIO_IOMMU_MAP_DMA reads a vfio_iommu_type1_dma_map; vaddr..+size is our mapping.
+        if let Err(e) = unsafe { ioctl_ptr(self.container.as_raw_fd(), VFIO_IOMMU_MAP_DMA, &mut map) } {
+            self.iova.free(iova, size);
+            let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
+                " (pinning the pages exceeds the locked-memory limit: raise it with `ulimit -l` or run as root)"
+            } else {
+                ""
+            };
+            return Err(io_err(format!("VFIO_IOMMU_MAP_DMA of {size} bytes at IOVA {iova:#x}{hint}"), e));
+        }
+        let id = self.next_dma_id;
+        self.next_dma_id += 1;
+        self.dma.insert(id, DmaMapping { iova, size });
+        let host_ptr = memory.ptr;
+        // SAFETY: the memory stays mapped while the Arc lives, and DmaBuffer keeps it.
+        Ok(unsafe { DmaBuffer::new(id, iova, len, host_ptr, Arc::new(memory)) })
+    }
+
+    fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError> {
+        let Some(m) = self.dma.remove(&buffer.id) else {
+            return Err(DeviceError::InvalidArgument(format!(
+                "DMA buffer {} (bus address {:#x}) was not allocated by this vfio device or was freed already",
+                buffer.id, buffer.bus_addr
+            )));
+        };
+        let mut unmap = vfio_iommu_type1_dma_unmap { argsz: argsz::<vfio_iommu_type1_dma_unmap>(), flags: 0, iova: m.iova, size: m.size };
+        // SAFETY: VFIO_IOMMU_UNMAP_DMA reads and updates a vfio_iommu_type1_dma_unmap.
+        let r = unsafe { ioctl_ptr(self.container.as_raw_fd(), VFIO_IOMMU_UNMAP_DMA, &mut unmap) };
+        if let Err(e) = r {
+            // Keep the IOVA reserved: the mapping may still be live.
+            return Err(io_err(format!("VFIO_IOMMU_UNMAP_DMA of IOVA {:#x} ({} bytes)", m.iova, m.size), e));
+        }
+        self.iova.free(m.iova, m.size);
+        drop(buffer);
+        Ok(())
+    }
+
+    fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {
+        let address = self.address.clone();
+        let Some(irqs) = self.irqs.as_mut() else {
+            return Err(DeviceError::Unsupported {
+                backend: BACKEND.into(),
+                what: format!("wait for interrupts of {address}"),
+                instead: "no MSI or MSI-X vector is enabled (the function has none, or it was opened with irq mode \
+                          none); tlpx does not use INTx"
+                    .into(),
+            });
+        };
+        let n = irqs.fds.len();
+        let vectors: Vec<usize> = (0..n.min(32)).filter(|v| vector_mask & (1 << v) != 0).collect();
+        if vectors.is_empty() {
+            return Err(DeviceError::InvalidArgument(format!(
+                "vector mask {vector_mask:#x} names none of the {n} {} vector(s) enabled (bits 0..{})",
+                irqs.kind,
+                n - 1
+            )));
+        }
+        if let Some(&v) = vectors.iter().find(|&&v| irqs.pending[v] > 0) {
+            irqs.pending[v] -= 1;
+            return Ok(Some(Interrupt { vector: v as u32, card_cycle: None }));
+        }
+        let mut pfds: Vec<libc::pollfd> =
+            vectors.iter().map(|&v| libc::pollfd { fd: irqs.fds[v].as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as libc::c_long };
+            // SAFETY: pfds is a valid array of pollfd; ts a valid timespec; no signal mask.
+            let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            if r < 0 {
+                let e = errno();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(io_err("ppoll on the interrupt eventfds".into(), e));
+            }
+            if r == 0 {
+                return Ok(None);
+            }
+            for (i, p) in pfds.iter().enumerate() {
+                if p.revents & libc::POLLIN == 0 {
+                    continue;
+                }
+                let v = vectors[i];
+                let mut count: u64 = 0;
+                // SAFETY: reading the 8-byte eventfd counter into count.
+                let got = unsafe { libc::read(p.fd, &mut count as *mut u64 as *mut libc::c_void, 8) };
+                if got == 8 && count > 0 {
+                    irqs.pending[v] += count;
+                }
+            }
+            if let Some(&v) = vectors.iter().find(|&&v| irqs.pending[v] > 0) {
+                irqs.pending[v] -= 1;
+                return Ok(Some(Interrupt { vector: v as u32, card_cycle: None }));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            for p in pfds.iter_mut() {
+                p.revents = 0;
+            }
+        }
+    }
+
+    fn idle(&mut self, duration: Duration) -> Result<(), DeviceError> {
+        std::thread::sleep(duration);
+        Ok(())
+    }
+
+    fn clock_source(&self) -> ClockSource {
+        ClockSource::Host
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The real sysfs of this machine. Here (a VM without an IOMMU) there are PCI functions
+    /// but no IOMMU groups: opening one must say the IOMMU is off and how to turn it on. On a
+    /// machine with an IOMMU, opening a function not bound to vfio-pci must say so instead.
+    #[test]
+    fn open_on_this_machine_gives_the_real_reason() {
+        let sysfs = Sysfs::system();
+        let mut all: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        all.sort();
+        assert!(!all.is_empty(), "this machine has PCI functions");
+        if !sysfs.iommu_on() {
+            // The brief names 0000:00:02.0 (this VM's virtio disk); any function shows the same.
+            let addr = if all.iter().any(|a| a == "0000:00:02.0") { "0000:00:02.0".to_string() } else { all[0].clone() };
+            let err = VfioDevice::open(&addr).err().expect("open must fail without an IOMMU").to_string();
+            assert!(err.contains(&format!("{addr} has no IOMMU group")), "{err}");
+            assert!(err.contains("the IOMMU is off"), "{err}");
+            assert!(err.contains("intel_iommu=on"), "{err}");
+            assert!(err.contains("amd_iommu=on"), "{err}");
+            assert!(err.contains("no-IOMMU mode"), "{err}");
+        } else {
+            let addr = all
+                .iter()
+                .find(|a| sysfs.iommu_group_of(a).is_some() && sysfs.driver_of(a).as_deref() != Some(bind::VFIO_PCI))
+                .expect("a machine with an IOMMU has a function in a group not bound to vfio-pci");
+            let err = VfioDevice::open(addr).err().expect("open must fail").to_string();
+            assert!(err.contains("not vfio-pci"), "{err}");
+            assert!(err.contains(&format!("tlpx vfio bind {addr}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn open_of_a_missing_function_says_so() {
+        let err = VfioDevice::open("0000:ff:1f.7").err().unwrap();
+        assert!(matches!(err, DeviceError::NoSuchDevice(_)), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("no PCI function 0000:ff:1f.7"), "{msg}");
+    }
+
+    #[test]
+    fn open_refuses_bad_input() {
+        let err = VfioDevice::open("03:00").err().unwrap().to_string();
+        assert!(err.contains("\"03:00\""), "{err}");
+        let opts = VfioOptions { write_combining: vec![6], ..Default::default() };
+        let err = VfioDevice::open_with("0000:00:02.0", &opts).err().unwrap().to_string();
+        assert!(err.contains("write-combining BAR 6"), "{err}");
+    }
+
+    #[test]
+    fn iova_ranges_are_parsed_from_the_capability_chain() {
+        // vfio_iommu_type1_info (24 bytes) + cap at 24: header, nr_iovas 2, two ranges.
+        let mut buf = vec![0u8; 24 + 16 + 32];
+        let put32 = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let put64 = |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        put32(&mut buf, 0, 72);
+        put32(&mut buf, 4, VFIO_IOMMU_INFO_PGSIZES | VFIO_IOMMU_INFO_CAPS);
+        put64(&mut buf, 8, 0x4020_1000);
+        put32(&mut buf, 16, 24);
+        buf[24..26].copy_from_slice(&VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE.to_le_bytes());
+        buf[26..28].copy_from_slice(&1u16.to_le_bytes());
+        put32(&mut buf, 28, 0);
+        put32(&mut buf, 32, 2);
+        put64(&mut buf, 40, 0);
+        put64(&mut buf, 48, 0xfedf_ffff);
+        put64(&mut buf, 56, 0xfef0_0000);
+        put64(&mut buf, 64, 0x7f_ffff_ffff);
+        assert_eq!(parse_iova_ranges(&buf), vec![(0, 0xfedf_ffff), (0xfef0_0000, 0x7f_ffff_ffff)]);
+        // A truncated buffer yields what fits, never a panic.
+        assert_eq!(parse_iova_ranges(&buf[..56]), vec![(0, 0xfedf_ffff)]);
+        // A chain that loops on itself ends.
+        put32(&mut buf, 16, 24);
+        buf[24] = 9;
+        put32(&mut buf, 28, 24);
+        assert!(parse_iova_ranges(&buf).is_empty());
+    }
+
+    #[test]
+    fn block_pieces_are_as_wide_as_alignment_allows() {
+        assert_eq!(piece(0x80, 24), if cfg!(target_arch = "x86_64") { 16 } else { 8 });
+        assert_eq!(piece(0x90, 8), 8);
+        assert_eq!(piece(0x94, 12), 4);
+        assert_eq!(piece(0x96, 2), 2);
+        assert_eq!(piece(0x97, 9), 1);
+    }
+}
