@@ -1,0 +1,188 @@
+"""Real-board targets: every board's Vivado project is generated (what `make boards` does) and
+checked; the payload byte swap in front of the 7-series PHY is simulated."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from migen import *
+from migen.sim import run_simulation
+
+from tlpx_gateware.targets import BOARDS, UnknownBoard, get_board
+from tlpx_gateware.targets import build as target_build
+from tlpx_gateware.targets.board import PCI_DEVICE_ID, PCI_VENDOR_ID
+from tlpx_gateware.targets.phy import PayloadByteSwap
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory):
+    out = tmp_path_factory.mktemp("boards")
+    assert target_build.main(["--all", "--generate-only", "--output", str(out)]) == target_build.EXIT_OK
+    return out
+
+
+@pytest.fixture(scope="module")
+def simulated_map():
+    """The simulated card's register map (64 bits, SimPHY), as tlpx-sim loads it."""
+    from tlpx_gateware.soc import TlpxCard, map_hash, register_map
+    card = TlpxCard(64)
+    card.finalize()
+    regmap = register_map(card)
+    return map_hash(regmap), regmap
+
+
+def test_registry_lists_two_boards_with_their_parameters():
+    assert sorted(BOARDS) == ["acorn", "kc705"]
+    acorn = BOARDS["acorn"]
+    assert (acorn.part, acorn.gen, acorn.lanes, acorn.data_width, acorn.clock_hz) == \
+        ("xc7a200t-fbg484-3", 2, 4, 128, 125e6)
+    assert BOARDS["kc705"].part == "xc7k325t-ffg900-2"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_project_files_exist(projects, name):
+    folder = projects / name
+    for f in ["tlpx_card.v", "tlpx_rule30.v", "tlpx_card.xdc", "tlpx_card.tcl", "build_tlpx_card.sh",
+              "csr.json", "csr.h", "board.json"]:
+        assert (folder / f).is_file() and (folder / f).stat().st_size > 0, f
+    verilog = (folder / "tlpx_card.v").read_text()
+    assert re.search(r"^module tlpx_card ?\(", verilog, re.MULTILINE)
+    assert re.search(r"^pcie_s7 pcie_s7\(", verilog, re.MULTILINE), "the 7-series hard IP is instantiated"
+    assert re.search(r"^tlpx_rule30 tlpx_rule30\(", verilog, re.MULTILINE)
+    assert "tlpx_clock_gate" not in verilog, "the rule-30 clock gate is a simulation device"
+    assert re.search(r"^module tlpx_rule30 ?\(", (folder / "tlpx_rule30.v").read_text(), re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_tcl_creates_the_pcie_ip_for_the_board_link_and_card_ids(projects, name):
+    board = BOARDS[name]
+    tcl = (projects / name / "tlpx_card.tcl").read_text()
+    assert f"create_project -force -name tlpx_card -part {board.part}" in tcl
+    assert "create_ip -vendor xilinx.com -name pcie_7x -module_name pcie_s7" in tcl
+    config = dict(re.findall(r"^CONFIG\.(\w+) \{(.*)\} \\$", tcl, re.MULTILINE))
+    assert config["Maximum_Link_Width"] == f"X{board.lanes}"
+    assert config["Link_Speed"] == {1: "2.5_GT/s", 2: "5.0_GT/s"}[board.gen]
+    assert config["Trgt_Link_Speed"] == f"4'h{board.gen}"
+    assert config["Interface_Width"] == f"{board.data_width}_bit"
+    assert config["Vendor_ID"] == f"{PCI_VENDOR_ID:04X}" == "10EE"
+    assert config["Device_ID"] == f"{PCI_DEVICE_ID:04X}" == "7C01"
+    assert (config["Class_Code_Base"], config["Class_Code_Sub"]) == ("11", "80")
+    assert config["Bar0_Size"] == "1" and config["Bar0_Scale"] == "Megabytes"
+    # Sources are read relative to the project folder, the tcl runs there.
+    assert re.search(r"^read_verilog \{tlpx_rule30\.v\}$", tcl, re.MULTILINE)
+    assert re.search(r"^write_bitstream -force tlpx_card\.bit", tcl, re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_xdc_places_the_lanes_and_leds(projects, name):
+    xdc = (projects / name / "tlpx_card.xdc").read_text()
+    assert len(re.findall(r"set_property LOC \S+ \[get_ports \{pcie_x\d_rx_p\[\d\]\}\]", xdc)) == BOARDS[name].lanes
+    for led in BOARDS[name].leds:
+        assert f"[get_ports {{user_led{led}}}]" in xdc
+    assert "create_clock -name sys_clk -period 8.0" in xdc
+    assert "create_clock -name pcie_x4_clk_p -period 10.0" in xdc
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_register_map_is_the_simulated_cards(projects, simulated_map, name):
+    sim_hash, sim_map = simulated_map
+    regmap = json.loads((projects / name / "csr.json").read_text())
+    assert regmap["format"] == "tlpx-csr"
+    assert regmap["map_hash"] == f"0x{sim_hash:08x}"
+    assert [(r["name"], r["offset"], [g["name"] for g in r["registers"]]) for r in regmap["regions"]] == \
+        [(r["name"], r["offset"], [g["name"] for g in r["registers"]]) for r in sim_map["regions"]]
+    assert "pcie_phy" not in {r["name"] for r in regmap["regions"]}, "the PHY's CSRs stay out of the map"
+    assert (regmap["data_width"], regmap["clock_hz"]) == (BOARDS[name].data_width, int(BOARDS[name].clock_hz))
+    # The hash is baked into the ident block's map_hash register reset value in the Verilog.
+    assert json.loads((projects / name / "board.json").read_text())["map_hash"] == regmap["map_hash"]
+    assert "#define CSR_IDENT_BASE" in (projects / name / "csr.h").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_no_dates_no_absolute_paths(projects, name):
+    for path in (projects / name).iterdir():
+        text = path.read_text()
+        assert not target_build.DATE_PATTERN.search(text), path.name
+        assert str(projects) not in text, path.name
+
+
+def test_unknown_and_missing_board_are_refused_with_the_board_list(capsys, tmp_path):
+    with pytest.raises(UnknownBoard, match="unknown board 'zynq'.*acorn, kc705"):
+        get_board("zynq")
+    assert target_build.main(["--board", "zynq", "--output", str(tmp_path)]) == target_build.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "unknown board 'zynq'" in err and "acorn, kc705" in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_bitstream_script_refuses_empty_board_and_lists_boards():
+    script = ROOT / "scripts" / "bitstream.sh"
+    empty = subprocess.run([str(script), ""], capture_output=True, text=True)
+    assert empty.returncode == 2
+    assert "no board given" in empty.stderr and "acorn, kc705" in empty.stderr
+    listed = subprocess.run([str(script), "list"], capture_output=True, text=True)
+    assert listed.returncode == 0
+    assert re.search(r"^acorn +xc7a200t-fbg484-3 +Gen2 x4 ", listed.stdout, re.MULTILINE)
+    assert re.search(r"^kc705 +xc7k325t-ffg900-2 +Gen2 x4 ", listed.stdout, re.MULTILINE)
+
+
+def test_without_vivado_generation_stops_with_exit_3_and_says_what_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(target_build.shutil, "which", lambda name: None)
+    assert target_build.main(["--board", "acorn", "--output", str(tmp_path)]) == target_build.EXIT_NO_VIVADO
+    err = capsys.readouterr().err
+    assert "vivado is not on PATH" in err and "Vivado ML Standard" in err and "xc7a200t" in err
+    assert (tmp_path / "tlpx_card.tcl").is_file()
+
+
+# PayloadByteSwap: the 7-series PHY's payload byte order and lost `first` ------------------------
+
+def _swap32(x):
+    return int.from_bytes(x.to_bytes(4, "little"), "big")
+
+
+def _beats(dws, ndws):
+    dws = dws + [0] * (-len(dws) % ndws)
+    return [sum(dw << (32 * j) for j, dw in enumerate(dws[i:i + ndws])) for i in range(0, len(dws), ndws)]
+
+
+@pytest.mark.parametrize("data_width", [64, 128])
+def test_payload_byte_swap_reverses_payload_dws_only_and_marks_first(data_width):
+    ndws = data_width // 32
+    fmt_3dw_data, fmt_4dw_data = 0b010 << 29, 0b011 << 29
+    # (header DWs, payload DWs): 3DW and 4DW headers, one- and many-beat payloads, no payload.
+    tlps = [
+        ([fmt_3dw_data | 4, 0x11111111, 0x22222222], [0x01020304, 0x05060708, 0x090a0b0c, 0x0d0e0f10]),
+        ([fmt_4dw_data | 1, 0x33333333, 0x00000000, 0x44444444], [0xa1a2a3a4]),
+        ([0x00000001, 0x55555555, 0x66666666], []),
+        ([fmt_3dw_data | 1, 0x77777777, 0x88888888], [0xc1c2c3c4]),
+    ]
+    dut = PayloadByteSwap(data_width)
+    sent = [(b, i == 0, i == len(_beats(h + p, ndws)) - 1) for h, p in tlps for i, b in enumerate(_beats(h + p, ndws))]
+    expected = [b for h, p in tlps for b in _beats(h + [_swap32(x) for x in p], ndws)]
+    got = []
+
+    def source():
+        for beat, _, last in sent:
+            yield dut.sink.valid.eq(1)
+            yield dut.sink.dat.eq(beat)
+            yield dut.sink.first.eq(0)  # as the 7-series PHY delivers it
+            yield dut.sink.last.eq(last)
+            yield
+            while not (yield dut.sink.ready):
+                yield
+        yield dut.sink.valid.eq(0)
+
+    def sink():
+        yield dut.source.ready.eq(1)
+        while len(got) < len(sent):
+            if (yield dut.source.valid):
+                got.append(((yield dut.source.dat), (yield dut.source.first), (yield dut.source.last)))
+            yield
+
+    run_simulation(dut, [source(), sink()])
+    assert [g[0] for g in got] == expected
+    assert [(bool(g[1]), bool(g[2])) for g in got] == [(f, l) for _, f, l in sent]
