@@ -84,6 +84,8 @@ enum Command {
     Serve(cmd::serve::Cmd),
     /// Turn result documents (bw, lat, pio, spy, irq, loop, rule30) into one HTML report.
     Report(cmd::report::Cmd),
+    /// Bind a PCI function to vfio-pci, give it back, or show its driver and IOMMU group.
+    Vfio(cmd::vfio::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -138,6 +140,7 @@ fn main() -> ExitCode {
         Command::Rule30(c) => cmd::rule30::run(c, &cli.device, cli.json),
         Command::Serve(c) => cmd::serve::run(c, &cli.device, cli.json, cli.metrics_listen.as_deref()),
         Command::Report(c) => cmd::report::run(c, cli.json),
+        Command::Vfio(c) => cmd::vfio::run(c, cli.json),
     };
     pmc::say_main();
     if cli.metrics_listen.is_some() {

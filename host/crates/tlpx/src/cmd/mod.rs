@@ -16,3 +16,4 @@ pub mod selftest;
 pub mod serve;
 pub mod spy;
 pub mod top;
+pub mod vfio;
