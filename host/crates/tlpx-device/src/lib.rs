@@ -267,6 +267,12 @@ pub trait Device: Send {
     fn try_as_tlp_injector(&mut self) -> Option<&mut dyn TlpInjector> {
         None
     }
+
+    /// The LitePCIe driver's own DMA rings (the litepcie backend only: there the driver owns
+    /// the DMA buffers and their bus addresses, so [`Device::alloc_dma`] is unsupported).
+    fn try_as_driver_dma(&mut self) -> Option<&mut dyn backends::litepcie::DriverDma> {
+        None
+    }
 }
 
 fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {

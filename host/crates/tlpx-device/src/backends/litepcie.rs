@@ -384,7 +384,7 @@ impl Engine {
 /// The LitePCIe driver's own DMA: its ring of buffers per direction, which it programs into the
 /// card's `pcie_dma0` in loop mode, and which user space maps (no bus addresses: the card's
 /// own DMA-programming blocks cannot use them). Reached through
-/// [`LitePcieDevice::try_as_driver_dma`].
+/// [`crate::Device::try_as_driver_dma`].
 pub trait DriverDma {
     /// Where and how big the buffers are (the driver's LITEPCIE_IOCTL_MMAP_DMA_INFO).
     fn layout(&mut self) -> Result<abi::MmapDmaInfo, DeviceError>;
@@ -497,12 +497,6 @@ impl LitePcieDevice {
     /// The node this device was opened through.
     pub fn node(&self) -> &Path {
         &self.node
-    }
-
-    /// The driver's own DMA (always there on this backend). `Device::try_as_driver_dma` will
-    /// return the same once the trait has it.
-    pub fn try_as_driver_dma(&mut self) -> Option<&mut dyn DriverDma> {
-        Some(self)
     }
 
     fn ioctl<T>(&self, what: &str, request: u64, arg: &mut T) -> Result<(), DeviceError> {
@@ -649,7 +643,7 @@ impl LitePcieDevice {
             instead: "the LitePCIe driver owns its DMA buffers and keeps their bus addresses in the kernel, so the \
                       card's blocks that write or read host memory cannot be given one: selftest's dma-loopback, bw, \
                       lat, bench, spy capture, irq, loop and rule30's batch mode need the vfio backend. The driver's \
-                      own DMA (its buffer rings, loopback) is LitePcieDevice::try_as_driver_dma"
+                      own DMA (its buffer rings, loopback) is Device::try_as_driver_dma"
                 .into(),
         }
     }
@@ -799,6 +793,11 @@ impl DriverDma for LitePcieDevice {
 }
 
 impl Device for LitePcieDevice {
+    /// The driver's own DMA: always there on this backend.
+    fn try_as_driver_dma(&mut self) -> Option<&mut dyn DriverDma> {
+        Some(self)
+    }
+
     fn description(&self) -> DeviceDescription {
         DeviceDescription {
             backend: BACKEND.into(),
