@@ -115,10 +115,13 @@ class TlpxCard(SoCMini):
     mem_map = {"csr": 0x00000000}
     csr_map = CSR_MAP
 
-    def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None):
+    def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None,
+                 rule30_clock_gate=None):
         """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
         the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
-        platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs."""
+        platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs.
+        ``rule30_clock_gate``: None = on the simulated card only; False gives the simulated
+        card the hardware's ungated rule-30 core (resource estimates, targets/resources.py)."""
         if data_width not in DATA_WIDTHS:
             raise ValueError(f"data width must be one of {DATA_WIDTHS} bits, not {data_width!r}")
         clock_hz = clock_hz or DEFAULT_CLOCK_HZ[data_width]
@@ -191,7 +194,7 @@ class TlpxCard(SoCMini):
         # window, and the DMA batch engine that drives it through a second register port.
         # The clock gate is a simulation device (Verilator skips the idle core's 1024-cell logic).
         self.rule30 = Rule30Block(irq_num=MSI_SOURCES.index("rule30"),
-            gate_clock=isinstance(platform, SimCardPlatform))
+            gate_clock=isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate)
         self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine)
         self.comb += [
             dispatcher.rule30.connect(self.rule30_batch.cpl_sink),
