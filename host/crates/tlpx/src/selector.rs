@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
+use tlpx_device::backends::litepcie::LitePcieDevice;
 use tlpx_device::backends::sim::SimDevice;
+use tlpx_device::backends::vfio::VfioDevice;
 use tlpx_device::pci::{self, PciFunction, PciSource};
 use tlpx_device::Device;
 
@@ -13,9 +15,17 @@ use tlpx_device::Device;
 pub enum Selector {
     /// A simulator socket; `None` is the default one.
     Sim(Option<PathBuf>),
-    /// A PCI address on this machine's bus.
+    /// A PCI address on this machine's bus; the backend follows the driver bound to it
+    /// (vfio-pci → vfio, litepcie → LitePCIe's driver).
     Pci(String),
+    /// `vfio:ADDRESS`: the vfio backend, whatever sysfs says.
+    Vfio(String),
+    /// `litepcie:/dev/litepcieN`: LitePCIe's driver through its device node.
+    LitePcie(PathBuf),
 }
+
+const SELECTORS: &str = "use `sim`, `sim:SOCKET_PATH`, a PCI address like 0000:03:00.0 (the backend follows the bound driver), \
+`vfio:0000:03:00.0` or `litepcie:/dev/litepcie0` (see `tlpx list`)";
 
 impl Selector {
     pub fn parse(text: &str) -> anyhow::Result<Selector> {
@@ -28,13 +38,41 @@ impl Selector {
             }
             return Ok(Selector::Sim(Some(PathBuf::from(path))));
         }
+        if let Some(address) = text.strip_prefix("vfio:") {
+            return match pci::parse_address(address) {
+                Ok(_) => Ok(Selector::Vfio(address.to_string())),
+                Err(_) => bail!("device selector {text:?}: `vfio:` needs a PCI address, e.g. vfio:0000:03:00.0"),
+            };
+        }
+        if let Some(node) = text.strip_prefix("litepcie:") {
+            if node.is_empty() {
+                bail!("device selector `litepcie:` needs the driver's device node, e.g. litepcie:/dev/litepcie0");
+            }
+            return Ok(Selector::LitePcie(PathBuf::from(node)));
+        }
         match pci::parse_address(text) {
             Ok(_) => Ok(Selector::Pci(text.to_string())),
-            Err(_) => bail!(
-                "unknown device selector {text:?}: use `sim`, `sim:SOCKET_PATH` or a PCI address like 0000:03:00.0 (see `tlpx list`)"
-            ),
+            Err(_) => bail!("unknown device selector {text:?}: {SELECTORS}"),
         }
     }
+}
+
+impl std::fmt::Display for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selector::Sim(None) => write!(f, "sim"),
+            Selector::Sim(Some(path)) => write!(f, "sim:{}", path.display()),
+            Selector::Pci(address) => write!(f, "{address}"),
+            Selector::Vfio(address) => write!(f, "vfio:{address}"),
+            Selector::LitePcie(node) => write!(f, "litepcie:{}", node.display()),
+        }
+    }
+}
+
+/// The kernel driver bound to the PCI function `address` of this machine (sysfs).
+pub fn bound_driver(address: &str) -> Option<String> {
+    let link = std::fs::read_link(format!("/sys/bus/pci/devices/{address}/driver")).ok()?;
+    link.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
 /// The simulator's side of an open simulated card.
@@ -82,12 +120,39 @@ pub fn open(text: &str) -> anyhow::Result<Opened> {
         }
         Selector::Pci(address) => {
             let function = pci::find(&PciSource::System, &address)?;
-            bail!(
-                "{} ({:04x}:{:04x}) exists, but this tlpx has no backend for real cards yet: the vfio and LitePCIe-driver backends arrive with the real-hardware path; use --device sim",
-                function.address(),
-                function.vendor_id,
-                function.device_id
-            )
+            let address = function.address();
+            let ids = format!("{:04x}:{:04x}", function.vendor_id, function.device_id);
+            match bound_driver(&address).as_deref() {
+                Some("vfio-pci") => open_vfio(&address, function),
+                Some("litepcie") => {
+                    let device = LitePcieDevice::open_pci(&address)?;
+                    Ok(Opened { device: Box::new(device), pci: function, sim: None })
+                }
+                Some(other) => bail!(
+                    "{address} ({ids}) is driven by the kernel's {other} driver, which tlpx cannot use: bind it to \
+                     vfio-pci with `tlpx vfio bind {address}` (as root), or to LitePCIe's driver (docs/litepcie-driver.md)"
+                ),
+                None => bail!(
+                    "{address} ({ids}) has no driver bound: bind it to vfio-pci with `tlpx vfio bind {address}` (as root), \
+                     or load LitePCIe's driver (docs/litepcie-driver.md); then run the command again"
+                ),
+            }
+        }
+        Selector::Vfio(address) => {
+            let function = pci::find(&PciSource::System, &address)?;
+            open_vfio(&function.address(), function)
+        }
+        Selector::LitePcie(node) => {
+            let device = LitePcieDevice::open(&node)?;
+            let address = device.description().pci_address;
+            let pci = pci::find(&PciSource::System, &address)
+                .with_context(|| format!("reading the config space of {} ({address}) through libpci", node.display()))?;
+            Ok(Opened { device: Box::new(device), pci, sim: None })
         }
     }
+}
+
+fn open_vfio(address: &str, function: PciFunction) -> anyhow::Result<Opened> {
+    let device = VfioDevice::open(address)?;
+    Ok(Opened { device: Box::new(device), pci: function, sim: None })
 }

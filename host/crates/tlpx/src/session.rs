@@ -46,7 +46,12 @@ pub fn device_link(device: &str) -> anyhow::Result<DeviceLink> {
             let env = SimEnvironment::from_hello(path.display().to_string(), hello);
             (f, format!("sim:{}", path.display()), Some(env))
         }
-        Selector::Pci(address) => (pci::find(&PciSource::System, &address)?, address, None),
+        Selector::Pci(address) | Selector::Vfio(address) => (pci::find(&PciSource::System, &address)?, address, None),
+        Selector::LitePcie(node) => {
+            let device = tlpx_device::backends::litepcie::LitePcieDevice::open(&node)?;
+            let address = tlpx_device::Device::description(&device).pci_address;
+            (pci::find(&PciSource::System, &address)?, format!("litepcie:{}", node.display()), None)
+        }
     };
     match link_report(&function) {
         Some(link) => Ok(DeviceLink { link, location, pci_address: function.address(), sim }),

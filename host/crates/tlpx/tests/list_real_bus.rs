@@ -90,3 +90,57 @@ fn list_shows_this_machines_functions_with_their_drivers_and_links() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("LINK (status, capability, MPS, MRRS)") && text.contains("DRIVER"), "{text}");
 }
+
+fn tlpx_on(device: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tlpx")).arg("--device").arg(device).args(args).output().expect("run tlpx");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_real_function_tlpx_cannot_drive_gets_a_message_naming_the_fix() {
+    let sysfs = Path::new("/sys/bus/pci/devices");
+    let functions: Vec<String> = std::fs::read_dir(sysfs)
+        .expect("this test needs /sys/bus/pci")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!functions.is_empty(), "a PCI bus with at least one function");
+    for address in &functions {
+        let driver = std::fs::read_link(sysfs.join(address).join("driver"))
+            .ok()
+            .map(|l| l.file_name().expect("name").to_string_lossy().into_owned());
+        if matches!(driver.as_deref(), Some("vfio-pci" | "litepcie")) {
+            continue;
+        }
+        for command in [&["info"][..], &["selftest"][..], &["bw", "--op", "write"][..]] {
+            let (code, err) = tlpx_on(address, command);
+            assert_eq!(code, Some(2), "{address} {command:?}: {err}");
+            assert!(err.contains(&format!("tlpx vfio bind {address}")) && err.contains("docs/litepcie-driver.md"), "{err}");
+            match &driver {
+                Some(d) => assert!(err.contains(&format!("kernel's {d} driver")), "{err}"),
+                None => assert!(err.contains("no driver bound"), "{err}"),
+            }
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    // Forcing the vfio backend: with no IOMMU (this VM) the message says so and how to turn it
+    // on; with one, it says the function is not bound to vfio-pci.
+    let address = &functions[0];
+    let (code, err) = tlpx_on(&format!("vfio:{address}"), &["info"]);
+    assert_eq!(code, Some(2), "{err}");
+    let iommu_on = std::fs::read_dir("/sys/kernel/iommu_groups").map(|d| d.count() > 0).unwrap_or(false);
+    if iommu_on {
+        assert!(err.contains("vfio-pci"), "{err}");
+    } else {
+        assert!(err.contains("IOMMU is off") && err.contains("intel_iommu=on"), "{err}");
+    }
+    // LitePCIe's driver through a node that does not exist.
+    let (code, err) = tlpx_on("litepcie:/dev/litepcie-absent", &["info"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/dev/litepcie-absent") && err.contains("docs/litepcie-driver.md"), "{err}");
+    // Malformed selectors.
+    for bad in ["vfio:zz", "litepcie:", "0000:zz:00.0"] {
+        let (code, err) = tlpx_on(bad, &["info"]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains(bad.trim_end_matches(':')), "{bad}: {err}");
+    }
+}

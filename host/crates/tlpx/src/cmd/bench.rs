@@ -153,7 +153,7 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
     }
     let socket = match Selector::parse(device)? {
         Selector::Sim(path) => path.unwrap_or_else(selector::default_sim_socket),
-        Selector::Pci(p) => bail!("`tlpx bench sim` measures the simulator; {p} is a PCI address (use `tlpx bench mmio` on real cards)"),
+        other => bail!("`tlpx bench sim` measures the simulator; {other} is a real card (use `tlpx bench mmio` on real cards)"),
     };
     // Idle speed: one client asks for N cycles of nothing.
     let mut sim = SimDevice::connect(&socket)?;

@@ -108,14 +108,9 @@ impl Link {
     }
 }
 
-/// The kernel driver bound to `address` on this machine, from sysfs.
-fn bound_driver(address: &str) -> Option<String> {
-    let link = std::fs::read_link(format!("/sys/bus/pci/devices/{address}/driver")).ok()?;
-    link.file_name().map(|n| n.to_string_lossy().into_owned())
-}
 
 fn entry(f: &PciFunction, source: &str, selector: Option<String>) -> Entry {
-    let driver = if source == "system" { bound_driver(&f.address()) } else { None };
+    let driver = if source == "system" { selector::bound_driver(&f.address()) } else { None };
     let description = match (&f.vendor_name, &f.device_name) {
         (Some(v), Some(d)) => format!("{v} {d}"),
         (Some(v), None) => format!("{v} device {:04x}", f.device_id),
