@@ -23,3 +23,6 @@ if [ "$status" != 0 ]; then
 fi
 passed=$(grep -Eo "test result: ok\. [0-9]+ passed" build/cargo-test.log | awk '{s+=$4} END {print s+0}')
 echo "host: ${passed} passed, 0 failed"
+
+echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
+scripts/qemu_vfio_test.sh
