@@ -26,6 +26,7 @@ use clap::Args;
 use serde::Serialize;
 use tlpx_device::card::Card;
 use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
+use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, TraceOptions};
 use tlpx_model::stats::Summary;
 
 use crate::plot::{Chart, Series, Style, XAxis};
@@ -170,8 +171,14 @@ pub struct StageReport {
     pub measured: bool,
     /// From the sample records, in ns.
     pub latency_ns: Option<Summary>,
-    /// The card's own statistics and log2 histogram (cycles).
+    /// The card's own statistics and log2 histogram (cycles); for the ISR stage on a real
+    /// card, the same statistics of the stages found through the kernel's tracepoint.
     pub card: StageStats,
+    /// Where the stage's end comes from: the card latching `ack_isr`/`ack_user`, or (ISR
+    /// stage on a real card) the kernel's irq_handler_entry converted to card cycles.
+    pub source: String,
+    /// Why the stage was not measured, when it was not.
+    pub not_measured: Option<String>,
 }
 
 /// One run (idle or loaded).
@@ -198,6 +205,8 @@ pub struct RunReport {
     pub notes: Vec<String>,
     /// User-stage samples in cycles (0xFFFFFFFF marks an overrun).
     pub user_cycles: Vec<u32>,
+    /// The ISR stage on a real card: the tracepoint and the clock correlation behind it.
+    pub isr_trace: Option<IsrTraceReport>,
 }
 
 impl RunReport {
@@ -285,7 +294,101 @@ fn stage_report(stage: Stage, samples: &[Sample], card: StageStats, clock_hz: u3
         })
         .map(|c| f64::from(c) * ns)
         .collect();
-    StageReport { stage, measured: card.count > 0, latency_ns: Summary::of(&values), card }
+    let source = match stage {
+        Stage::Isr => "the card latching ack_isr",
+        Stage::User => "the card latching ack_user",
+    };
+    StageReport { stage, measured: card.count > 0, latency_ns: Summary::of(&values), card, source: source.into(), not_measured: None }
+}
+
+// The ISR stage on a real card ---------------------------------------------------------------
+
+/// How the ISR stage of a run on a real card was taken: the kernel's `irq_handler_entry`
+/// for the card's MSIs, converted to card cycles by a clock correlation made before and
+/// after the run (tlpx_device::isr_trace; docs/interrupts.md, last section).
+#[derive(Debug, Clone, Serialize)]
+pub struct IsrTraceReport {
+    /// The card's interrupt numbers, from /proc/interrupts.
+    pub irqs: Vec<u32>,
+    /// Handler entries of those interrupts during the run.
+    pub entries: usize,
+    /// Trace records the kernel could not write (ring full).
+    pub lost_records: u64,
+    /// Fires matched with a handler entry.
+    pub matched: usize,
+    /// The host/card clock line used, with the bound of its error (cycles).
+    pub fit: ClockFit,
+}
+
+/// A running trace of the card's handler entries.
+struct IsrTracer {
+    trace: IrqHandlerTrace,
+    irqs: Vec<u32>,
+    before: ClockFit,
+}
+
+/// Pairs per clock correlation, and the pause between them (a longer window pins the slope).
+const CORRELATION_PAIRS: usize = 64;
+const CORRELATION_SPACING: Duration = Duration::from_micros(50);
+
+/// Perf ring pages (log2) per CPU for `entries` handler entries (≈ 64 bytes each, all on one
+/// CPU at worst): 64 KiB at least, 4 MiB at most.
+fn ring_pages_log2(entries: u64) -> u32 {
+    let pages = entries.saturating_mul(64).div_ceil(4096).max(1);
+    (64 - (pages - 1).leading_zeros()).clamp(4, 10)
+}
+
+/// Opens the trace on the card's MSIs and correlates the clocks; `Err` says why the ISR
+/// stage cannot be measured (the run goes on without it).
+fn start_isr_trace(session: &mut Session, amount: Amount) -> Result<IsrTracer, String> {
+    let address = session.environment.pci_address.clone().ok_or("the card's PCI address is unknown")?;
+    let interrupts = std::fs::read_to_string("/proc/interrupts").map_err(|e| format!("cannot read /proc/interrupts: {e}"))?;
+    let irqs = isr_trace::find_msi_irqs(&interrupts, &address).map_err(|e| e.to_string())?;
+    let entries = match amount {
+        Amount::Samples(n) => u64::from(n) + 64,
+        Amount::Seconds(_) => u64::MAX,
+    };
+    let options = TraceOptions { ring_pages_log2: ring_pages_log2(entries), ..TraceOptions::default() };
+    let trace = IrqHandlerTrace::open(&irqs, &options).map_err(|e| e.to_string())?;
+    let before = ClockCorrelation::measure_spaced(&mut session.card, CORRELATION_PAIRS, CORRELATION_SPACING)
+        .map_err(|e| format!("the clock correlation before the run failed: {e}"))?;
+    Ok(IsrTracer { trace, irqs, before })
+}
+
+/// Ends the trace and sets each sample's ISR stage from the handler entries.
+fn finish_isr_trace(mut tracer: IsrTracer, card: &mut Card, samples: &mut [Sample]) -> Result<IsrTraceReport, String> {
+    let after = ClockCorrelation::measure_spaced(card, CORRELATION_PAIRS, CORRELATION_SPACING)
+        .map_err(|e| format!("the clock correlation after the run failed: {e}"))?;
+    let fit = ClockCorrelation::interpolate(&tracer.before, &after).map_err(|e| e.to_string())?;
+    let batch = tracer.trace.drain().map_err(|e| e.to_string())?;
+    let _ = tracer.trace.stop();
+    let matched = isr_stages_from_entries(samples, &batch.entries, &fit)?;
+    Ok(IsrTraceReport { irqs: tracer.irqs, entries: batch.entries.len(), lost_records: tracer.trace.lost(), matched, fit })
+}
+
+/// Sets `isr_cycles` of every sample from the first handler entry after its fire (see
+/// [`isr_trace::isr_stage_cycles`]); returns how many fires found one.
+fn isr_stages_from_entries(samples: &mut [Sample], entries: &[isr_trace::IrqEntry], fit: &ClockFit) -> Result<usize, String> {
+    let fires: Vec<(u32, u64)> = samples.iter().map(|s| (s.sequence, s.t0)).collect();
+    let stages = isr_trace::isr_stage_cycles(&fires, entries, fit).map_err(|e| e.to_string())?;
+    let mut matched = 0;
+    for (sample, stage) in samples.iter_mut().zip(stages) {
+        sample.isr_cycles = stage;
+        matched += usize::from(stage.is_some());
+    }
+    Ok(matched)
+}
+
+/// The card-style statistics (same log2 buckets) of stages computed on the host.
+fn host_stage_stats(values: impl Iterator<Item = u32>) -> StageStats {
+    let v: Vec<u32> = values.collect();
+    StageStats {
+        count: v.len() as u64,
+        min_cycles: v.iter().copied().min().map(u64::from),
+        max_cycles: v.iter().copied().max().map_or(0, u64::from),
+        sum_cycles: v.iter().copied().map(u64::from).sum(),
+        histogram: irq_timer::histogram_of(v.iter().copied()),
+    }
 }
 
 fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> anyhow::Result<RunReport> {
@@ -295,17 +398,48 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
     let pl = &plan.placement;
     let load = pl.load_for(condition)?;
     let job = Job { config: config.clone(), amount: plan.amount, no_ack: plan.no_ack };
+    // On a real card nothing of tlpx runs in the kernel's handler: the ISR stage comes from
+    // the kernel's own tracepoint, when it can be opened.
+    let hardware = realtime::basis_kind(session).0 == "hardware";
+    let tracer = if hardware { Some(start_isr_trace(session, plan.amount)) } else { None };
     // A thread of its own measures with the session's card and hands it back when it ends.
-    let (result, notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job));
+    let (result, mut notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job));
     drop(load);
-    let (samples, end, waited) = result?;
+    let (mut samples, end, waited) = result?;
+    let (isr_trace, isr_missing) = match tracer {
+        None => (None, "nothing on this backend writes ack_isr: no interrupt handler of tlpx runs in the kernel".to_string()),
+        Some(Err(why)) => (None, format!("the kernel's irq_handler_entry could not be traced: {why}")),
+        Some(Ok(t)) => match finish_isr_trace(t, &mut session.card, &mut samples) {
+            Ok(report) => (Some(report), String::new()),
+            Err(why) => (None, format!("the ISR stage could not be computed: {why}")),
+        },
+    };
+    if let Some(t) = &isr_trace {
+        if t.lost_records > 0 {
+            notes.push(format!("{} irq_handler_entry records were lost (ring full): those fires have no ISR stage", t.lost_records));
+        }
+    }
     let sequence = irq_timer::check_sequence(&samples, 0);
     let unexplained_missing = sequence.missing.saturating_sub(u64::from(end.counters.lost))
         + u64::from(end.counters.sequence.wrapping_sub(end.counters.lost)).saturating_sub(samples.len() as u64);
     let mut stages = Vec::new();
     for stage in Stage::ALL {
         let card_stats = irq_timer::stage_stats(&mut session.card, stage)?;
-        stages.push(stage_report(stage, &samples, card_stats, clock_hz));
+        let mut report = match (stage, &isr_trace) {
+            (Stage::Isr, Some(t)) => {
+                let mut r = stage_report(stage, &samples, host_stage_stats(samples.iter().filter_map(|s| s.isr_cycles)), clock_hz);
+                r.source = format!(
+                    "the kernel's irq_handler_entry (irqs {:?}) in card cycles, clock correlation bound ±{:.1} cycles",
+                    t.irqs, t.fit.bound_cycles
+                );
+                r
+            }
+            _ => stage_report(stage, &samples, card_stats, clock_hz),
+        };
+        if !report.measured {
+            report.not_measured = Some(if stage == Stage::Isr { isr_missing.clone() } else { "nothing acknowledged the user stage".into() });
+        }
+        stages.push(report);
     }
     let ns = 1e9 / f64::from(clock_hz.max(1));
     Ok(RunReport {
@@ -326,6 +460,7 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
         fifo_priority: pl.fifo.filter(|_| notes.is_empty()),
         notes,
         user_cycles: samples.iter().map(|s| s.user_cycles.unwrap_or(u32::MAX)).collect(),
+        isr_trace,
     })
 }
 
@@ -345,13 +480,11 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
     )];
     for s in &r.stages {
         if !s.measured {
-            out.push(format!(
-                "  {} stage: not measured (nothing on this backend writes ack_isr: no interrupt handler of tlpx runs in the kernel)",
-                s.stage.name()
-            ));
+            out.push(format!("  {} stage: not measured ({})", s.stage.name(), s.not_measured.as_deref().unwrap_or("no samples")));
             continue;
         }
-        out.push(format!("  {} stage (fire to ack arriving): {}", s.stage.name(), summary_line(&s.latency_ns)));
+        let what = if s.source.starts_with("the card") { "fire to ack arriving".to_string() } else { format!("fire to handler entry: {}", s.source) };
+        out.push(format!("  {} stage ({what}): {}", s.stage.name(), summary_line(&s.latency_ns)));
         out.extend(text_histogram(&s.card.histogram, r.clock_hz, width));
     }
     out.push(format!(
@@ -487,6 +620,50 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sample of fire `n` at card cycle `t0`.
+    fn fire(n: u32, t0: u64) -> Sample {
+        Sample { sequence: n, t0, isr_cycles: None, user_cycles: Some(500), overrun: false, interval_cycles: 1000, fire: n + 1 }
+    }
+
+    #[test]
+    fn handler_entries_become_isr_stages_in_card_cycles() {
+        // Card at 125 MHz (0.125 cycles/ns) whose counter read 1_000_000 at host 10 us;
+        // brackets of 16 ns round trips.
+        let pairs: Vec<(u64, u64, u64)> = (0..64u64)
+            .map(|i| {
+                let mid = 10_000 + i * 1_000;
+                (mid - 8, 1_000_000 + (mid - 10_000) / 8, mid + 8)
+            })
+            .collect();
+        let fit = ClockCorrelation::fit(&pairs).expect("fit");
+        // Fires at host 20 us, 40 us and 60 us (card 1_001_250, 1_003_750, 1_006_250);
+        // the kernel enters the handler 2 us (250 cycles) after the first, 800 ns after the
+        // third, and not at all for the second.
+        let mut samples = vec![fire(0, 1_001_250), fire(1, 1_003_750), fire(2, 1_006_250)];
+        let at = |host_ns| isr_trace::IrqEntry { irq: 45, cpu: 1, host_ns };
+        let entries = [at(22_000), at(60_800)];
+        let matched = isr_stages_from_entries(&mut samples, &entries, &fit).expect("stages");
+        assert_eq!(matched, 2);
+        let stages: Vec<Option<u32>> = samples.iter().map(|s| s.isr_cycles).collect();
+        assert!(stages[0].is_some_and(|c| c.abs_diff(250) <= 2), "{stages:?}");
+        assert_eq!(stages[1], None, "no handler entry: no ISR stage, never a borrowed one");
+        assert!(stages[2].is_some_and(|c| c.abs_diff(100) <= 2), "{stages:?}");
+        let stats = host_stage_stats(samples.iter().filter_map(|s| s.isr_cycles));
+        assert_eq!(stats.count, 2);
+        assert_eq!(stats.histogram.iter().sum::<u64>(), 2);
+        assert_eq!(stats.sum_cycles, stats.min_cycles.unwrap_or(0) + stats.max_cycles);
+        // Fires out of T0 order are refused, not matched wrongly.
+        let mut shuffled = vec![fire(0, 1_003_750), fire(1, 1_001_250)];
+        assert!(isr_stages_from_entries(&mut shuffled, &entries, &fit).is_err());
+    }
+
+    #[test]
+    fn trace_rings_grow_with_the_run_within_bounds() {
+        assert_eq!(ring_pages_log2(10), 4, "64 KiB at least");
+        assert_eq!(ring_pages_log2(1064), 5, "1064 entries x 64 bytes need 17 pages: 32");
+        assert_eq!(ring_pages_log2(u64::MAX), 10, "4 MiB at most");
+    }
 
     #[test]
     fn histogram_rows_cover_the_non_empty_buckets() {
