@@ -96,7 +96,7 @@ echo "initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1)"
 # hangs in the guest's early boot): the kernel must print its banner within
 # KVM_PROBE_SECONDS, otherwise the run is repeated with TCG and the reason recorded.
 ACCEL=${ACCEL:-}
-KVM_PROBE_SECONDS=${KVM_PROBE_SECONDS:-20}
+KVM_PROBE_SECONDS=${KVM_PROBE_SECONDS:-10}
 if [ -z "$ACCEL" ]; then
     if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then ACCEL=kvm; else ACCEL=tcg; fi
 fi
@@ -192,8 +192,8 @@ if not done:
     problems.append("the guest never printed TLPX-DONE")
 required = ["modprobe_vfio-pci", "find_edu", "bind_edu", "bind_ivshmem", "wc_refused_on_non_prefetchable_bar", "open",
             "bar0_mmap_uncached", "ident", "liveness", "config_space", "bar_block_16_bytes", "dma_roundtrip",
-            "dma_unmapped_iova_blocked", "msi", "msi_latency", "reset", "bad_input_refused", "wc_mapping",
-            "wc_writes_land", "vfio_edu_exit", "dmar_fault_logged", "unbind_edu", "unbind_ivshmem", "tlpx_list"]
+            "dma_unmapped_iova_blocked", "msi", "msi_latency", "isr_stage", "reset", "bad_input_refused", "wc_mapping",
+            "wc_writes_land", "cli_refuses_non_tlpx_info", "cli_refuses_non_tlpx_selftest", "cli_refuses_non_tlpx_irq", "vfio_edu_exit", "dmar_fault_logged", "unbind_edu", "unbind_ivshmem", "tlpx_list"]
 names = {c["name"] for c in checks}
 for r in required:
     if r not in names:
@@ -219,6 +219,12 @@ if lat:
     us = lambda ns: f"{ns / 1000:.1f} us"
     print(f"MSI latency (QEMU guest, {accel}; edu raise write -> vfio eventfd wake-up, CLOCK_MONOTONIC): "
           f"{lat['samples']} samples, min {us(lat['min_ns'])}, p50 {us(lat['p50_ns'])}, p99 {us(lat['p99_ns'])}, max {us(lat['max_ns'])}")
+isr = results.get("isr_stage")
+if isr and isr.get("matched"):
+    us = lambda ns: f"{ns / 1000:.1f} us"
+    a, b = isr["write_to_handler_entry"], isr["handler_entry_to_wake_up"]
+    print(f"  split at the kernel's irq_handler_entry (irqs {isr['irqs']}, {isr['matched']} of {isr['raises']} raises): "
+          f"write -> handler entry p50 {us(a['p50_ns'])} p99 {us(a['p99_ns'])}; handler entry -> thread awake p50 {us(b['p50_ns'])} p99 {us(b['p99_ns'])}")
 print(f"results: {out}")
 for p in problems:
     print(f"FAIL: {p}")
