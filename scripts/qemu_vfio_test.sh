@@ -41,12 +41,19 @@ KROOT=$ROOT/build/kernel/root
 MODDIR=$KROOT/lib/modules/$release
 echo "kernel $release"
 
+echo "== LitePCIe's driver for the card, built against the guest's kernel headers"
+KERNEL_RELEASE=$release scripts/litepcie_driver.sh >"$OUT/litepcie-driver.log" 2>&1 \
+    || { echo "qemu_vfio_test: make litepcie-driver failed:" >&2; tail -20 "$OUT/litepcie-driver.log" >&2; exit 1; }
+LITEPCIE_KO=$ROOT/build/litepcie-driver/kernels/$release/litepcie.ko
+[ -f "$LITEPCIE_KO" ] || { echo "qemu_vfio_test: $LITEPCIE_KO was not built (see $OUT/litepcie-driver.log)" >&2; exit 1; }
+
 echo "== initramfs"
 rm -rf "$STAGE"
 mkdir -p "$STAGE"/{bin,sbin,usr/bin,usr/sbin,usr/share/misc,proc,sys,dev,run,tmp,lib/modules/$release}
 cp "$BUSYBOX" "$STAGE/bin/busybox"
 ln -s busybox "$STAGE/bin/sh"
 install -m 0755 scripts/qemu/init "$STAGE/init"
+cp "$LITEPCIE_KO" "$STAGE/lib/modules/litepcie.ko"
 
 # Modules: vfio-pci and vfio_iommu_type1 with everything they depend on (modinfo's
 # `depends`), then modules.dep for the guest's modprobe (depmod on the staged tree).
@@ -193,7 +200,7 @@ if not done:
 required = ["modprobe_vfio-pci", "find_edu", "bind_edu", "bind_ivshmem", "wc_refused_on_non_prefetchable_bar", "open",
             "bar0_mmap_uncached", "ident", "liveness", "config_space", "bar_block_16_bytes", "dma_roundtrip",
             "dma_unmapped_iova_blocked", "msi", "msi_latency", "isr_stage", "reset", "bad_input_refused", "wc_mapping",
-            "wc_writes_land", "cli_refuses_non_tlpx_info", "cli_refuses_non_tlpx_selftest", "cli_refuses_non_tlpx_irq", "vfio_edu_exit", "dmar_fault_logged", "unbind_edu", "unbind_ivshmem", "tlpx_list"]
+            "wc_writes_land", "cli_refuses_non_tlpx_info", "cli_refuses_non_tlpx_selftest", "cli_refuses_non_tlpx_irq", "vfio_edu_exit", "dmar_fault_logged", "unbind_edu", "unbind_ivshmem", "tlpx_list", "litepcie_module_loads", "litepcie_absent_node_refused", "litepcie_module_unloads"]
 names = {c["name"] for c in checks}
 for r in required:
     if r not in names:

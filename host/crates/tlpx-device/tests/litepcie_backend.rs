@@ -48,11 +48,17 @@ fn a_missing_node_says_the_driver_is_not_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let layout = fake_tree(dir.path(), &[], 0);
     let node = layout.dev.join("litepcie0");
+    // Not loaded: no PCI driver of that name either.
+    let _ = std::fs::remove_dir_all(layout.sys.join("bus/pci/drivers/litepcie"));
     let e = err(LitePcieDevice::open_in(layout.clone(), &node, None));
     let expected =
         format!("no {}/litepcie*: the LitePCIe driver is not loaded; see docs/litepcie-driver.md", layout.dev.display());
     assert!(e.contains(&expected), "{e}");
     assert!(e.contains(&node.display().to_string()), "{e}");
+    // Loaded (its PCI driver registered) but bound to nothing: the fix is new_id, not insmod.
+    std::fs::create_dir_all(layout.sys.join("bus/pci/drivers/litepcie")).unwrap();
+    let e = err(LitePcieDevice::open_in(layout.clone(), &node, None));
+    assert!(e.contains("the LitePCIe driver is loaded but drives no card") && e.contains("new_id"), "{e}");
 }
 
 #[test]

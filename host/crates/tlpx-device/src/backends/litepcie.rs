@@ -178,10 +178,20 @@ pub struct Node {
 }
 
 fn not_loaded(layout: &SysfsLayout) -> String {
-    format!(
-        "no {}/litepcie*: the LitePCIe driver is not loaded; see {DOC} (`make litepcie-driver`, insmod, bind the card)",
-        layout.dev.display()
-    )
+    if layout.sys.join("bus/pci/drivers/litepcie").is_dir() {
+        // Loaded, but no function probed: the stock driver's ID table lacks the tlpx card.
+        format!(
+            "no {}/litepcie*: the LitePCIe driver is loaded but drives no card; bind the card with \
+             `echo 10ee 7c01 > {}/bus/pci/drivers/litepcie/new_id` (as root); see {DOC}",
+            layout.dev.display(),
+            layout.sys.display()
+        )
+    } else {
+        format!(
+            "no {}/litepcie*: the LitePCIe driver is not loaded; see {DOC} (`make litepcie-driver`, insmod, bind the card)",
+            layout.dev.display()
+        )
+    }
 }
 
 impl SysfsLayout {
