@@ -23,7 +23,8 @@ use clap::{Parser, Subcommand};
 #[command(name = "tlpx", version, about, long_about = None)]
 struct Cli {
     /// Card to drive: `sim` (the default simulator socket), `sim:PATH` (a simulator socket),
-    /// or a PCI address such as 0000:03:00.0. Also read from TLPX_DEVICE.
+    /// a PCI address such as 0000:03:00.0 (the backend follows its bound driver: vfio-pci or
+    /// litepcie), `vfio:ADDRESS`, or `litepcie:/dev/litepcieN`. Also read from TLPX_DEVICE.
     #[arg(long, short = 'd', global = true, env = "TLPX_DEVICE", default_value = "sim")]
     device: String,
 
