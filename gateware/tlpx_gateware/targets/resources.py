@@ -16,6 +16,7 @@ import argparse
 import concurrent.futures
 import json
 import logging
+import multiprocessing
 import re
 import subprocess
 import sys
@@ -194,8 +195,10 @@ def report(results, widths, version, command):
         "do not add up to the card's because Yosys optimises across blocks in the whole card.",
         "",
         "Yosys' result depends slightly on the order Migen emits statements in, which follows",
-        "Python's hash seed: between seeds the figures move by a few percent (rt_loop at 64 bits:",
-        "3,014 to 3,110 LUTs). `scripts/resources.sh` fixes `PYTHONHASHSEED=0`.",
+        "Python's hash seed and Migen's signal numbering: across seeds the figures moved by up to",
+        "3 % (rt_loop at 64 bits: 3,014 to 3,110 LUTs). The tool therefore synthesises each row",
+        "in a fresh process and `scripts/resources.sh` fixes `PYTHONHASHSEED=0`: a rerun gives",
+        "the same figures.",
         "",
         "Columns: LUT = LUT1..LUT6 used as logic; LUTRAM = distributed RAM cells (RAM32M, RAM64M, ...;",
         "each uses one or more LUTs of a SLICEM); SRL = shift-register LUTs; FF = flip-flops (FDRE,",
@@ -250,7 +253,11 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.workdir or tmp)
         results = {}
-        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        # One fresh process per row: Migen numbers signals with a process-wide counter, and the
+        # order it emits statements in (hence Yosys' result, by a few LUTs) would otherwise
+        # depend on which rows a worker ran before.
+        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1,
+                mp_context=multiprocessing.get_context("spawn")) as pool:
             # The longest first (the whole card, the generator), so that the two cores stay busy.
             slow_first = sorted(rows, key=lambda r: (r != CARD, r != "generator"))
             futures = {pool.submit(run_row, row, w, workdir): (row, w) for row in slow_first for w in widths}
