@@ -198,7 +198,7 @@ elif status != 0:
 if not done:
     problems.append("the guest never printed TLPX-DONE")
 required = ["modprobe_vfio-pci", "find_edu", "bind_edu", "bind_ivshmem", "wc_refused_on_non_prefetchable_bar", "open",
-            "bar0_mmap_uncached", "ident", "liveness", "config_space", "bar_block_16_bytes", "dma_roundtrip",
+            "bar0_mmap_uncached", "ident", "liveness", "config_space", "bar_block_16_bytes", "bar_path_syscall", "dma_roundtrip",
             "dma_unmapped_iova_blocked", "msi", "msi_latency", "isr_stage", "reset", "bad_input_refused", "wc_mapping",
             "wc_writes_land", "cli_refuses_non_tlpx_info", "cli_refuses_non_tlpx_selftest", "cli_refuses_non_tlpx_irq", "vfio_edu_exit", "dmar_fault_logged", "unbind_edu", "unbind_ivshmem", "tlpx_list", "litepcie_module_loads", "litepcie_absent_node_refused", "litepcie_module_unloads"]
 names = {c["name"] for c in checks}

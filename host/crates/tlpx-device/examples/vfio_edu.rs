@@ -205,6 +205,10 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
         if back == block { Ok("16-byte block write and read of 0x80..0x90 agree".into()) } else { Err(format!("wrote {block:02x?}, read {back:02x?}")) },
     );
 
+    // The two BAR paths (rule 30's hw-poll vs hw-syscall): loads on the mapping, then
+    // pread/pwrite on the device fd; the same registers, the same answers; 2000 reads each.
+    rep.check("bar_path_syscall", bar_paths(dev, ident, results));
+
     // DMA: host buffer A -> edu -> host buffer B through the IOMMU.
     let a = dev.alloc_dma(4096).map_err(e)?;
     let b = dev.alloc_dma(4096).map_err(e)?;
@@ -341,6 +345,46 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
         },
     );
     Ok(())
+}
+
+/// Reads edu's identification `n` times on the current path: (median ns per read, all equal).
+fn timed_reads(dev: &mut dyn Device, ident: u32, n: usize) -> Result<(u64, bool), String> {
+    let mut t = Vec::with_capacity(n);
+    let mut same = true;
+    for _ in 0..n {
+        let t0 = host_clock_ns();
+        same &= r32(dev, IDENT)? == ident;
+        t.push(host_clock_ns() - t0);
+    }
+    t.sort_unstable();
+    Ok((t[t.len() / 2], same))
+}
+
+/// Mapped loads against pread on the device fd: both answer the same; the syscall path
+/// liveness write is seen through the mapping; the path is restored.
+fn bar_paths(dev: &mut dyn Device, ident: u32, results: &mut serde_json::Map<String, Value>) -> Result<String, String> {
+    use tlpx_device::BarPath;
+    if dev.bar_path() != BarPath::Mapped {
+        return Err(format!("BAR0 starts on the {} path, not mapped", dev.bar_path().name()));
+    }
+    let (mapped_ns, mapped_same) = timed_reads(dev, ident, 2000)?;
+    dev.set_bar_path(BarPath::Syscall).map_err(e)?;
+    let on_syscall = dev.bar_path();
+    let (syscall_ns, syscall_same) = timed_reads(dev, ident, 2000)?;
+    w32(dev, LIVENESS, 0x1234_5678)?;
+    dev.set_bar_path(BarPath::Mapped).map_err(e)?;
+    let live = r32(dev, LIVENESS)?;
+    let refused = dev.set_bar_path(BarPath::SimMessage).err().map(|x| x.to_string());
+    results.insert(
+        "bar_read_ns".into(),
+        json!({"mapped_p50": mapped_ns, "syscall_p50": syscall_ns, "reads": 2000,
+               "what": "one 32-bit read of edu's register 0x00, CLOCK_MONOTONIC around it, in the QEMU guest (each read is an MMIO exit to QEMU either way)"}),
+    );
+    if on_syscall == BarPath::Syscall && mapped_same && syscall_same && live == !0x1234_5678u32 && dev.bar_path() == BarPath::Mapped && refused.is_some() {
+        Ok(format!("mapped read p50 {mapped_ns} ns, pread p50 {syscall_ns} ns (2000 each, same answers); a pwrite seen through the mapping; sim_message refused"))
+    } else {
+        Err(format!("path {on_syscall:?}, answers {mapped_same}/{syscall_same}, liveness {live:#x}, now {:?}, refusal {refused:?}", dev.bar_path()))
+    }
 }
 
 /// The kernel's irq_handler_entry for `addr`'s vfio MSI handlers, in CLOCK_MONOTONIC.

@@ -157,6 +157,29 @@ pub struct Interrupt {
     pub card_cycle: Option<u64>,
 }
 
+/// How BAR accesses reach the card: the difference between the seed's mmap driver (rule
+/// 30's hw-poll) and its char driver (hw-syscall).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BarPath {
+    /// CPU loads and stores on a mapping of the BAR (vfio's region mmap).
+    Mapped,
+    /// A system call per access (vfio's pread/pwrite on the device fd; LitePCIe's register ioctl).
+    Syscall,
+    /// A request to the simulator per access: there the two above are the same thing.
+    SimMessage,
+}
+
+impl BarPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            BarPath::Mapped => "mapped",
+            BarPath::Syscall => "syscall",
+            BarPath::SimMessage => "sim_message",
+        }
+    }
+}
+
 /// Whose time [`Device::clock_ns`] tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -261,6 +284,25 @@ pub trait Device: Send {
         let _ = step;
         std::hint::spin_loop();
         Ok(())
+    }
+
+    /// How BAR accesses reach the card now.
+    fn bar_path(&self) -> BarPath {
+        BarPath::Mapped
+    }
+
+    /// Chooses how BAR accesses reach the card; a backend that has only one way refuses the
+    /// other with `Unsupported`.
+    fn set_bar_path(&mut self, path: BarPath) -> Result<(), DeviceError> {
+        let now = self.bar_path();
+        if path == now {
+            return Ok(());
+        }
+        Err(DeviceError::Unsupported {
+            backend: self.description().backend,
+            what: format!("reach BARs by {}", path.name()),
+            instead: format!("this backend reaches them by {} only", now.name()),
+        })
     }
 
     /// Raw TLP injection, for tests of the card's error handling (the sim only).

@@ -39,6 +39,10 @@ fn every_mode_matches_the_golden_reference_over_random_packets_and_rules() {
                 let want = if p["mode"] == "hw-multi" || p["mode"] == "hw-batch" { 6 } else { 6 * 7 };
                 assert_eq!(ops, want, "one operation per start: {p}");
                 assert!(p["efficiency"].as_f64().expect("efficiency") > 0.0);
+                // On the simulator every access is one message, hw-syscall included.
+                assert_eq!(p["bar_path"], "sim_message", "{p}");
+            } else {
+                assert!(p["bar_path"].is_null(), "{p}");
             }
         }
     }

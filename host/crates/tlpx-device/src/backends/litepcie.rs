@@ -803,6 +803,11 @@ impl DriverDma for LitePcieDevice {
 }
 
 impl Device for LitePcieDevice {
+    /// The stock driver offers BAR0 only through its register ioctl.
+    fn bar_path(&self) -> crate::BarPath {
+        crate::BarPath::Syscall
+    }
+
     /// The driver's own DMA: always there on this backend.
     fn try_as_driver_dma(&mut self) -> Option<&mut dyn DriverDma> {
         Some(self)

@@ -18,7 +18,7 @@ use tlpx_sim_protocol::{
     PROTOCOL_VERSION,
 };
 
-use crate::{ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
+use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
 
 pub use tlpx_sim_protocol::HelloInfo as SimInfo;
 pub use tlpx_sim_protocol::{DmaFaults, HostTime, HostTimeStats, TrafficStats};
@@ -242,6 +242,10 @@ impl SimDevice {
 }
 
 impl Device for SimDevice {
+    fn bar_path(&self) -> BarPath {
+        BarPath::SimMessage
+    }
+
     fn description(&self) -> DeviceDescription {
         DeviceDescription {
             backend: "sim".into(),

@@ -28,7 +28,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, Width};
+use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, Width};
 use bind::Sysfs;
 use ffi::*;
 use iova::IovaAllocator;
@@ -158,6 +158,8 @@ pub struct VfioDevice {
     iova: IovaAllocator,
     dma: HashMap<u64, DmaMapping>,
     next_dma_id: u64,
+    /// BAR accesses by pread/pwrite even where a mapping exists ([`BarPath::Syscall`]).
+    syscall_path: bool,
 }
 
 // SAFETY: the raw pointers are mappings owned by this value; the device is used from one
@@ -431,6 +433,7 @@ impl VfioDevice {
             iova,
             dma: HashMap::new(),
             next_dma_id: 1,
+            syscall_path: false,
         };
 
         // Write-combining mappings first: vfio claims a BAR's resource (busy) once it maps
@@ -662,6 +665,10 @@ impl VfioDevice {
         })
     }
 
+    fn bar0_mapped(&self) -> bool {
+        self.regions.first().and_then(|r| r.as_ref()).is_some_and(|r| r.map.is_some())
+    }
+
     fn check_access(&self, bar: u8, offset: u64, len: u64, align: u64) -> Result<&Region, DeviceError> {
         let r = self.region(bar)?;
         if offset.checked_add(len).is_none_or(|end| end > r.size) {
@@ -889,6 +896,32 @@ fn width_of(n: usize) -> Width {
 }
 
 impl Device for VfioDevice {
+    /// Mapped where BAR0 is mapped, unless pread/pwrite was chosen.
+    fn bar_path(&self) -> BarPath {
+        if self.bar0_mapped() && !self.syscall_path {
+            BarPath::Mapped
+        } else {
+            BarPath::Syscall
+        }
+    }
+
+    /// Mapped (loads and stores) or Syscall (pread/pwrite on the device fd: every access
+    /// crosses the kernel, as with the seed's char driver).
+    fn set_bar_path(&mut self, path: BarPath) -> Result<(), DeviceError> {
+        match path {
+            BarPath::Syscall => self.syscall_path = true,
+            BarPath::Mapped if self.bar0_mapped() => self.syscall_path = false,
+            other => {
+                return Err(DeviceError::Unsupported {
+                    backend: BACKEND.into(),
+                    what: format!("reach BAR0 of {} by {}", self.address, other.name()),
+                    instead: "vfio does not let BAR0 be mapped here: it is reached by pread/pwrite".into(),
+                })
+            }
+        }
+        Ok(())
+    }
+
     fn description(&self) -> DeviceDescription {
         DeviceDescription {
             backend: BACKEND.into(),
@@ -901,7 +934,7 @@ impl Device for VfioDevice {
     fn bar_read(&mut self, bar: u8, offset: u64, width: Width) -> Result<u64, DeviceError> {
         let n = width.bytes();
         let r = self.check_access(bar, offset, n, n)?;
-        if let Some(m) = &r.map {
+        if let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) {
             // SAFETY: offset+n is within the mapping (checked) and aligned to n.
             return Ok(unsafe { load(m.ptr.add(offset as usize), width) });
         }
@@ -914,7 +947,7 @@ impl Device for VfioDevice {
     fn bar_write(&mut self, bar: u8, offset: u64, width: Width, value: u64) -> Result<(), DeviceError> {
         let n = width.bytes();
         let r = self.check_access(bar, offset, n, n)?;
-        if let Some(m) = &r.map {
+        if let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) {
             // SAFETY: offset+n is within the mapping (checked) and aligned to n.
             unsafe { store(m.ptr.add(offset as usize), width, value) };
             if r.access == BarAccess::MmapWriteCombining {
@@ -932,7 +965,7 @@ impl Device for VfioDevice {
         VfioDevice::check_block(offset, len)?;
         let r = self.check_access(bar, offset, len as u64, 1)?;
         let mut out = vec![0u8; len];
-        let Some(m) = &r.map else {
+        let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) else {
             let at = r.offset + offset;
             pread_exact(self.device.as_raw_fd(), &mut out, at, &|| format!("reading {len} bytes of BAR{bar} at {offset:#x}"))?;
             return Ok(out);
@@ -961,7 +994,7 @@ impl Device for VfioDevice {
     fn bar_write_block(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         VfioDevice::check_block(offset, data.len())?;
         let r = self.check_access(bar, offset, data.len() as u64, 1)?;
-        let Some(m) = &r.map else {
+        let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) else {
             let at = r.offset + offset;
             return pwrite_all(self.device.as_raw_fd(), data, at, &|| {
                 format!("writing {} bytes of BAR{bar} at {offset:#x}", data.len())
