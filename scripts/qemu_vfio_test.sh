@@ -19,6 +19,7 @@ STAGE=$OUT/initramfs
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 LATENCY_SAMPLES=${LATENCY_SAMPLES:-1000}
 started=$(date +%s.%N)
+mkdir -p "$OUT"
 
 for tool in qemu-system-x86_64 busybox cpio depmod modinfo python3; do
     if ! command -v "$tool" >/dev/null; then
