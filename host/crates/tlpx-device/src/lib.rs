@@ -317,7 +317,8 @@ pub trait Device: Send {
     }
 }
 
-fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
+/// Checks a block access: 1..=64 bytes, not crossing a 4 KiB boundary (every backend's rule).
+pub(crate) fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
     if !(1..=64).contains(&len) {
         return Err(DeviceError::InvalidArgument(format!("a block access moves 1..=64 bytes, not {len}")));
     }

@@ -684,18 +684,6 @@ impl VfioDevice {
         }
         Ok(r)
     }
-
-    fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
-        if !(1..=64).contains(&len) {
-            return Err(DeviceError::InvalidArgument(format!("a block access moves 1..=64 bytes, not {len}")));
-        }
-        if offset / 4096 != (offset + len as u64 - 1) / 4096 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary"
-            )));
-        }
-        Ok(())
-    }
 }
 
 fn region_info(fd: RawFd, index: u32, addr: &str) -> Result<Region, DeviceError> {
@@ -962,7 +950,7 @@ impl Device for VfioDevice {
     }
 
     fn bar_read_block(&mut self, bar: u8, offset: u64, len: usize) -> Result<Vec<u8>, DeviceError> {
-        VfioDevice::check_block(offset, len)?;
+        crate::check_block(offset, len)?;
         let r = self.check_access(bar, offset, len as u64, 1)?;
         let mut out = vec![0u8; len];
         let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) else {
@@ -992,7 +980,7 @@ impl Device for VfioDevice {
     }
 
     fn bar_write_block(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        VfioDevice::check_block(offset, data.len())?;
+        crate::check_block(offset, data.len())?;
         let r = self.check_access(bar, offset, data.len() as u64, 1)?;
         let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) else {
             let at = r.offset + offset;
