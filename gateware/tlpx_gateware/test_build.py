@@ -3,7 +3,8 @@ card is not verilated again (LiteX stamps dates and lists instances in set order
 
 from tlpx_gateware.build import reproducible
 
-BANNER = """// Date       : 2026-11-22 18:46:08
+BANNER = """// LiteX sha1 : 3b588b5
+// Date       : 2026-11-22 18:46:08
 /*
 └─── rule30 (Rule30Block)
 │    └─── [tlpx_rule30]
@@ -20,8 +21,9 @@ endmodule
 def test_reproducible_drops_dates_and_orders_instances():
     text = reproducible(BANNER)
     assert "2026" not in text
+    assert "3b588b5" not in text, "LiteX's sha1 is tlpx's HEAD inside the .venv: not stamped"
     assert text.index("[tlpx_clock_gate]") < text.index("[tlpx_rule30]") < text.index("rule30_batch")
-    swapped = BANNER.replace("18:46:08", "09:00:00").replace(
+    swapped = BANNER.replace("18:46:08", "09:00:00").replace("3b588b5", "0a1b2c3").replace(
         "│    └─── [tlpx_rule30]\n│    └─── [tlpx_clock_gate]", "│    └─── [tlpx_clock_gate]\n│    └─── [tlpx_rule30]")
     assert reproducible(swapped) == text
     assert "module tlpx_card;\nendmodule" in text and text.endswith("\n")
