@@ -102,10 +102,13 @@ echo; echo "== tlpx report (one self-contained HTML page of the results)"
 "$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/spy-stats.json" "$OUT/irq.json" "$OUT/loop.json" \
     "$OUT/rule30/rule30-sweep.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
 
+echo; echo "== the card for real boards (Vivado projects, generated; make bitstream BOARD=... builds them)"
+scripts/bitstream.sh --all --generate-only 2>&1 | tail -4
+
 echo
 echo "demo: simulated card found, identified, selftest PASS, host characterised, bus captured,"
 echo "      interrupt dispatch and real-time loop measured idle vs loaded, rule-30 accelerator swept"
 echo "      (every figure above is SIMULATED: tlpx-sim with the pcie-bench link model)"
 echo "      results: $OUT/characterize/characterize.json and SVG figures beside it; trace: $OUT/spy.tlpx;"
 echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg; $OUT/rule30/ (JSON and four SVG figures)"
-echo "      report: $OUT/report.html"
+echo "      report: $OUT/report.html; board projects: build/boards/ (docs/hardware.md: bring-up on a real card)"
