@@ -1,7 +1,7 @@
 """What every real-hardware target shares: a litex-boards platform, a PLL/MMCM CRG from the
 board's oscillator, LitePCIe's 7-series PHY configured with the card's PCI IDs, LEDs.
 
-A board is a `Board` (a description; see acorn.py, kc705.py). `TlpxCard(board=...)` calls
+A board is a `Board` (a description; see acorn.py, kc705.py, kc705_x8.py). `TlpxCard(board=...)` calls
 `board.platform()` and then `board.add_clocking_and_phy(card, ...)`, which adds `card.crg`,
 `card.pcie_phy` (targets/phy.py: the vendor PHY seen as SimPHY is, its CSRs left out of the
 register map) and `card.leds`.
@@ -75,6 +75,9 @@ class Board:
         )
         if s7pciephy.nlanes != self.lanes:
             raise ValueError(f"board {self.name}: {self.pcie_pads} has {s7pciephy.nlanes} lanes, not {self.lanes}")
+        if clock_hz < pcie_user_clock_hz(self):
+            raise ValueError(f"board {self.name}: the card's clock ({clock_hz / 1e6:.0f} MHz) is slower than the "
+                             f"PHY's user clock ({pcie_user_clock_hz(self) / 1e6:.0f} MHz) at the same width")
         s7pciephy.update_config(pcie_7x_config(self))
         card.pcie_phy = phy = HardwarePHY(s7pciephy)
         platform.add_false_path_constraints(crg.cd_sys.clk, s7pciephy.cd_pcie.clk)
@@ -82,6 +85,12 @@ class Board:
         if self.leds:
             card.leds = BoardLEDs(platform, self.leds, clock_hz,
                 link_up=phy.link_up, bus_master_enable=phy.bus_master_enable)
+
+
+def pcie_user_clock_hz(board):
+    """The pcie_7x user clock LitePCIe's S7PCIEPHY configures (s7pciephy.py: userclk2 and
+    User_Clk_Freq): 250 MHz at x8, 125 MHz below; its interface is as wide as the card's."""
+    return 250e6 if board.lanes == 8 else 125e6
 
 
 def pcie_7x_config(board):
@@ -115,7 +124,9 @@ class BoardCRG(LiteXModule):
             reset = reset | platform.request(board.reset_pads)
         self.comb += pll.reset.eq(reset)
         pll.register_clkin(platform.request(board.clock_pads), board.clock_in_hz)
-        pll.create_clkout(self.cd_sys, clock_hz)
+        # Exactly clock_hz (margin 0): ident reports it and every cycle count is in its unit.
+        # LiteX's default 1 % margin takes the first fit, e.g. 125.84 MHz for 125 MHz on the MMCM.
+        pll.create_clkout(self.cd_sys, clock_hz, margin=0)
         platform.add_period_constraint(self.cd_sys.clk, 1e9 / clock_hz)
         platform.add_false_path_constraints(self.cd_sys.clk, pll.clkin)
 

@@ -140,17 +140,19 @@ def no_vivado_message(boards):
     lines = [f"vivado is not on PATH: the project is generated, no bitstream was built.",
              f"Install AMD Vivado (these targets are written for {VIVADO_VERSION}), "
              f"put its bin/ on PATH (source <vivado>/settings64.sh) and run again. Edition per board:"]
+    width = max(len(board.name) for board in boards)
     for board in boards:
-        lines.append(f"  {board.name:6} {board.part:18} {board.vivado_edition}")
+        lines.append(f"  {board.name:{width}} {board.part:18} {board.vivado_edition}")
     return "\n".join(lines)
 
 
 def list_boards():
     from tlpx_gateware.targets import BOARDS
-    lines = [f"{'BOARD':7} {'PART':18} {'LINK':9} {'WIDTH':6} {'CLOCK':8} TITLE"]
+    width = max(7, *(len(name) + 1 for name in BOARDS))
+    lines = [f"{'BOARD':{width}} {'PART':18} {'LINK':9} {'WIDTH':6} {'CLOCK':8} TITLE"]
     for name in sorted(BOARDS):
         b = BOARDS[name]
-        lines.append(f"{b.name:7} {b.part:18} Gen{b.gen} x{b.lanes:<3} {b.data_width:<6} "
+        lines.append(f"{b.name:{width}} {b.part:18} Gen{b.gen} x{b.lanes:<3} {b.data_width:<6} "
                      f"{b.clock_hz / 1e6:.0f} MHz  {b.title}")
     return "\n".join(lines)
 

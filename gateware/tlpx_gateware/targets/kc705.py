@@ -1,9 +1,9 @@
 """Xilinx KC705: Kintex-7 XC7K325T evaluation board, PCIe edge connector, Gen2 x4.
 
 As in litex-boards' own target (litex_boards/targets/xilinx_kc705.py): S7PCIEPHY on `pcie_x4`
-with a 128-bit interface at 125 MHz (the board's edge is x8; Gen2 x8 would need the 250 MHz
-user clock of LitePCIe's x8 configuration, not built here). The card's clock comes from the
-200 MHz oscillator through an MMCM; the CPU_RESET button resets it.
+with a 128-bit interface at 125 MHz. The board's edge is x8: kc705_x8.py is this board at Gen2
+x8, with LitePCIe's 250 MHz x8 user clock and the card at 250 MHz. The card's clock comes from
+the 200 MHz oscillator through an MMCM; the CPU_RESET button resets it.
 """
 
 from tlpx_gateware.targets.board import Board

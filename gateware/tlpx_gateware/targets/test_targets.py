@@ -12,7 +12,7 @@ from migen.sim import run_simulation
 
 from tlpx_gateware.targets import BOARDS, UnknownBoard, get_board
 from tlpx_gateware.targets import build as target_build
-from tlpx_gateware.targets.board import PCI_DEVICE_ID, PCI_VENDOR_ID
+from tlpx_gateware.targets.board import PCI_DEVICE_ID, PCI_VENDOR_ID, pcie_user_clock_hz
 from tlpx_gateware.targets.phy import PayloadByteSwap
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,12 +35,19 @@ def simulated_map():
     return map_hash(regmap), regmap
 
 
-def test_registry_lists_two_boards_with_their_parameters():
-    assert sorted(BOARDS) == ["acorn", "kc705"]
-    acorn = BOARDS["acorn"]
-    assert (acorn.part, acorn.gen, acorn.lanes, acorn.data_width, acorn.clock_hz) == \
-        ("xc7a200t-fbg484-3", 2, 4, 128, 125e6)
-    assert BOARDS["kc705"].part == "xc7k325t-ffg900-2"
+def test_registry_lists_the_boards_with_their_parameters():
+    assert sorted(BOARDS) == ["acorn", "kc705", "kc705_x8"]
+    params = {name: (b.part, b.gen, b.lanes, b.data_width, b.clock_hz, b.pcie_pads) for name, b in BOARDS.items()}
+    assert params["acorn"] == ("xc7a200t-fbg484-3", 2, 4, 128, 125e6, "pcie_x4")
+    assert params["kc705"] == ("xc7k325t-ffg900-2", 2, 4, 128, 125e6, "pcie_x4")
+    # The KC705's full edge: LitePCIe's x8 configuration (128-bit interface, 250 MHz user
+    # clock), so the card runs at 250 MHz; otherwise the kc705 board.
+    assert params["kc705_x8"] == ("xc7k325t-ffg900-2", 2, 8, 128, 250e6, "pcie_x8")
+    x4, x8 = BOARDS["kc705"], BOARDS["kc705_x8"]
+    assert (x8.platform_module, x8.clock_pads, x8.pll, x8.reset_pads, x8.leds) == \
+        (x4.platform_module, x4.clock_pads, x4.pll, x4.reset_pads, x4.leds)
+    for board in BOARDS.values():
+        assert board.clock_hz >= pcie_user_clock_hz(board), board.name
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
@@ -68,6 +75,7 @@ def test_tcl_creates_the_pcie_ip_for_the_board_link_and_card_ids(projects, name)
     assert config["Link_Speed"] == {1: "2.5_GT/s", 2: "5.0_GT/s"}[board.gen]
     assert config["Trgt_Link_Speed"] == f"4'h{board.gen}"
     assert config["Interface_Width"] == f"{board.data_width}_bit"
+    assert int(config["User_Clk_Freq"]) * 1e6 == pcie_user_clock_hz(board) == (250e6 if board.lanes == 8 else 125e6)
     assert config["Vendor_ID"] == f"{PCI_VENDOR_ID:04X}" == "10EE"
     assert config["Device_ID"] == f"{PCI_DEVICE_ID:04X}" == "7C01"
     assert (config["Class_Code_Base"], config["Class_Code_Sub"]) == ("11", "80")
@@ -83,8 +91,37 @@ def test_xdc_places_the_lanes_and_leds(projects, name):
     assert len(re.findall(r"set_property LOC \S+ \[get_ports \{pcie_x\d_rx_p\[\d\]\}\]", xdc)) == BOARDS[name].lanes
     for led in BOARDS[name].leds:
         assert f"[get_ports {{user_led{led}}}]" in xdc
-    assert "create_clock -name sys_clk -period 8.0" in xdc
-    assert "create_clock -name pcie_x4_clk_p -period 10.0" in xdc
+    assert f"create_clock -name sys_clk -period {1e9 / BOARDS[name].clock_hz:.1f} " in xdc
+    assert f"create_clock -name {BOARDS[name].pcie_pads}_clk_p -period 10.0 " in xdc
+
+
+_PLL = re.compile(r"^(MMCME2_ADV|PLLE2_ADV|PLLE2_BASE) #\((.*?)\n\) ", re.MULTILINE | re.DOTALL)
+
+
+def _verilog_number(text):
+    return float(text.split("'d")[-1])
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_card_clock_is_exactly_the_boards(projects, name):
+    """The CRG's PLL/MMCM (the one on the board's oscillator) makes exactly board.clock_hz."""
+    board = BOARDS[name]
+    verilog = (projects / name / "tlpx_card.v").read_text()
+    plls = [dict(re.findall(r"\.(\w+?)(?:_F)?\s*\(([^)]*)\)", body)) for _, body in _PLL.findall(verilog)]
+    crg = [p for p in plls if _verilog_number(p["CLKIN1_PERIOD"]) == 1e9 / board.clock_in_hz]
+    assert len(crg) == 1
+    p = crg[0]
+    vco = board.clock_in_hz * _verilog_number(p["CLKFBOUT_MULT"]) / _verilog_number(p["DIVCLK_DIVIDE"])
+    assert vco / _verilog_number(p["CLKOUT0_DIVIDE"]) == board.clock_hz
+    assert re.search(rf"^assign ident_clock_hz_status = \d+'d{int(board.clock_hz)};$", verilog, re.MULTILINE)
+
+
+def test_card_slower_than_the_phy_user_clock_is_refused():
+    from dataclasses import replace
+    from tlpx_gateware.soc import TlpxCard
+    slow_x8 = replace(BOARDS["kc705_x8"], clock_hz=125e6)
+    with pytest.raises(ValueError, match=r"125 MHz\) is slower than the PHY's user clock \(250 MHz"):
+        TlpxCard(128, clock_hz=125e6, board=slow_x8)
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
@@ -111,11 +148,11 @@ def test_no_dates_no_absolute_paths(projects, name):
 
 
 def test_unknown_and_missing_board_are_refused_with_the_board_list(capsys, tmp_path):
-    with pytest.raises(UnknownBoard, match="unknown board 'zynq'.*acorn, kc705"):
+    with pytest.raises(UnknownBoard, match="unknown board 'zynq'.*acorn, kc705, kc705_x8"):
         get_board("zynq")
     assert target_build.main(["--board", "zynq", "--output", str(tmp_path)]) == target_build.EXIT_USAGE
     err = capsys.readouterr().err
-    assert "unknown board 'zynq'" in err and "acorn, kc705" in err and "Traceback" not in err
+    assert "unknown board 'zynq'" in err and "acorn, kc705, kc705_x8" in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())
 
 
@@ -123,11 +160,12 @@ def test_bitstream_script_refuses_empty_board_and_lists_boards():
     script = ROOT / "scripts" / "bitstream.sh"
     empty = subprocess.run([str(script), ""], capture_output=True, text=True)
     assert empty.returncode == 2
-    assert "no board given" in empty.stderr and "acorn, kc705" in empty.stderr
+    assert "no board given" in empty.stderr and "acorn, kc705, kc705_x8" in empty.stderr
     listed = subprocess.run([str(script), "list"], capture_output=True, text=True)
     assert listed.returncode == 0
     assert re.search(r"^acorn +xc7a200t-fbg484-3 +Gen2 x4 ", listed.stdout, re.MULTILINE)
-    assert re.search(r"^kc705 +xc7k325t-ffg900-2 +Gen2 x4 ", listed.stdout, re.MULTILINE)
+    assert re.search(r"^kc705 +xc7k325t-ffg900-2 +Gen2 x4 +128 +125 MHz ", listed.stdout, re.MULTILINE)
+    assert re.search(r"^kc705_x8 +xc7k325t-ffg900-2 +Gen2 x8 +128 +250 MHz ", listed.stdout, re.MULTILINE)
 
 
 def test_without_vivado_generation_stops_with_exit_3_and_says_what_to_install(tmp_path, capsys, monkeypatch):
