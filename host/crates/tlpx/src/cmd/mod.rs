@@ -12,6 +12,7 @@ pub mod pio;
 pub mod report;
 pub mod rt_loop;
 pub mod rule30;
+pub mod script;
 pub mod selftest;
 pub mod serve;
 pub mod spy;
