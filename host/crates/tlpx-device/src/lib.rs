@@ -322,7 +322,10 @@ pub(crate) fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
     if !(1..=64).contains(&len) {
         return Err(DeviceError::InvalidArgument(format!("a block access moves 1..=64 bytes, not {len}")));
     }
-    if offset / 4096 != (offset + len as u64 - 1) / 4096 {
+    let last = offset.checked_add(len as u64 - 1).ok_or_else(|| {
+        DeviceError::InvalidArgument(format!("a block access of {len} bytes at 0x{offset:x} runs past the end of the address space"))
+    })?;
+    if offset / 4096 != last / 4096 {
         return Err(DeviceError::InvalidArgument(format!(
             "a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary"
         )));

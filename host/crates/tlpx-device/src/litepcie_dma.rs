@@ -31,7 +31,15 @@ fn descriptor(buffer: &DmaBuffer) -> Result<u64, DeviceError> {
             buffer.len
         )));
     }
-    Ok(pcie_dma0::reader_table_value::ADDRESS_LSB.set(buffer.bus_addr & 0xFFFF_FFFF)
+    // The card's LitePCIe DMA is built with 32-bit descriptor addresses: a buffer above 4 GiB
+    // (an IOVA the IOMMU handed out) would be truncated to another address, so it is refused.
+    if buffer.bus_addr.checked_add(buffer.len as u64).is_none_or(|end| end > 1 << 32) {
+        return Err(DeviceError::InvalidArgument(format!(
+            "the card's LitePCIe DMA addresses 32 bits, and the buffer at bus address {:#x} ({} bytes) ends above 4 GiB",
+            buffer.bus_addr, buffer.len
+        )));
+    }
+    Ok(pcie_dma0::reader_table_value::ADDRESS_LSB.set(buffer.bus_addr)
         | pcie_dma0::reader_table_value::LENGTH.set(buffer.len as u64))
 }
 

@@ -403,7 +403,8 @@ pub trait DriverDma {
     /// Starts (taking the driver's lock on the engine first) or stops an engine. Starting
     /// programs all the driver's buffers into the card's table and enables the engine's MSI.
     fn set_enabled(&mut self, engine: Engine, on: bool) -> Result<DmaCounts, DeviceError>;
-    /// The engine's buffer counts (no change to its state).
+    /// The engine's buffer counts, for the handle that started it (no change to its state;
+    /// refused otherwise: the driver's count ioctl also sets the engine's enable).
     fn counts(&mut self, engine: Engine) -> Result<DmaCounts, DeviceError>;
     /// Tells the driver user space has consumed (writer) or filled (reader) buffers up to
     /// `sw_count` through the mapping.
@@ -752,9 +753,17 @@ impl DriverDma for LitePcieDevice {
     }
 
     fn counts(&mut self, engine: Engine) -> Result<DmaCounts, DeviceError> {
-        // The ioctl sets the enable bit it is given: give it the state this handle set, so it
-        // only reads the counts.
-        self.engine_ioctl(engine, self.is_on(engine))
+        // The driver's ioctl starts or stops the engine whenever the enable it is given differs
+        // from the engine's state: only the handle that started the engine may ask (asking with
+        // "off" from another handle would stop someone else's DMA).
+        if !self.is_on(engine) {
+            return Err(DeviceError::Unsupported {
+                backend: BACKEND.into(),
+                what: format!("read the DMA {} counts of an engine this handle did not start", engine.name()),
+                instead: "the driver's count ioctl also sets the engine's enable: start it with set_enabled first".into(),
+            });
+        }
+        self.engine_ioctl(engine, true)
     }
 
     fn set_sw_count(&mut self, engine: Engine, sw_count: i64) -> Result<(), DeviceError> {

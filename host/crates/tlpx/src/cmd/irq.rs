@@ -312,8 +312,11 @@ pub struct IsrTraceReport {
     pub irqs: Vec<u32>,
     /// Handler entries of those interrupts during the run.
     pub entries: usize,
-    /// Trace records the kernel could not write (ring full).
+    /// Trace records the kernel could not write (ring full), plus events it counted but
+    /// neither delivered nor reported lost.
     pub lost_records: u64,
+    /// Fires left without an ISR stage because an overrun made their entry ambiguous.
+    pub ambiguous: usize,
     /// Fires matched with a handler entry.
     pub matched: usize,
     /// The host/card clock line used, with the bound of its error (cycles).
@@ -331,10 +334,11 @@ struct IsrTracer {
 const CORRELATION_PAIRS: usize = 64;
 const CORRELATION_SPACING: Duration = Duration::from_micros(50);
 
-/// Perf ring pages (log2) per CPU for `entries` handler entries (≈ 64 bytes each, all on one
-/// CPU at worst): 64 KiB at least, 4 MiB at most.
+/// Perf ring pages (log2) per CPU for `entries` handler entries (≈ 72 bytes each with the
+/// handler's name, 80 with margin; all on one CPU at worst): 64 KiB at least, 4 MiB at most.
+/// The rings are read after the run: a longer run loses entries, and says how many.
 fn ring_pages_log2(entries: u64) -> u32 {
-    let pages = entries.saturating_mul(64).div_ceil(4096).max(1);
+    let pages = entries.saturating_mul(80).div_ceil(4096).max(1);
     (64 - (pages - 1).leading_zeros()).clamp(4, 10)
 }
 
@@ -360,23 +364,38 @@ fn finish_isr_trace(mut tracer: IsrTracer, card: &mut Card, samples: &mut [Sampl
     let after = ClockCorrelation::measure_spaced(card, CORRELATION_PAIRS, CORRELATION_SPACING)
         .map_err(|e| format!("the clock correlation after the run failed: {e}"))?;
     let fit = ClockCorrelation::interpolate(&tracer.before, &after).map_err(|e| e.to_string())?;
+    // Stop first, then drain: the count of what the kernel could not write is exact only then.
+    tracer.trace.stop().map_err(|e| e.to_string())?;
     let batch = tracer.trace.drain().map_err(|e| e.to_string())?;
-    let _ = tracer.trace.stop();
-    let matched = isr_stages_from_entries(samples, &batch.entries, &fit)?;
-    Ok(IsrTraceReport { irqs: tracer.irqs, entries: batch.entries.len(), lost_records: tracer.trace.lost(), matched, fit })
+    let lost_records = tracer.trace.lost() + tracer.trace.unreported().unwrap_or(0);
+    let (matched, ambiguous) = isr_stages_from_entries(samples, &batch.entries, &fit)?;
+    Ok(IsrTraceReport { irqs: tracer.irqs, entries: batch.entries.len(), lost_records, ambiguous, matched, fit })
 }
 
 /// Sets `isr_cycles` of every sample from the first handler entry after its fire (see
-/// [`isr_trace::isr_stage_cycles`]); returns how many fires found one.
-fn isr_stages_from_entries(samples: &mut [Sample], entries: &[isr_trace::IrqEntry], fit: &ClockFit) -> Result<usize, String> {
+/// [`isr_trace::isr_stage_cycles`]); returns (fires with a stage, fires left without one
+/// because an overrun made their entry ambiguous).
+///
+/// Every source of the card shares one MSI vector, so an entry is matched to a fire by time
+/// only. When fire k overran (fire k+1 came before the host acknowledged k) and k found no
+/// entry before k+1's T0, the first entry after that T0 may be k's late handler as well as
+/// k+1's: k+1 is left without a stage rather than given one near zero.
+fn isr_stages_from_entries(samples: &mut [Sample], entries: &[isr_trace::IrqEntry], fit: &ClockFit) -> Result<(usize, usize), String> {
     let fires: Vec<(u32, u64)> = samples.iter().map(|s| (s.sequence, s.t0)).collect();
-    let stages = isr_trace::isr_stage_cycles(&fires, entries, fit).map_err(|e| e.to_string())?;
+    let mut stages = isr_trace::isr_stage_cycles(&fires, entries, fit).map_err(|e| e.to_string())?;
+    let mut ambiguous = 0;
+    for k in 0..samples.len().saturating_sub(1) {
+        if samples[k].overrun && stages[k].is_none() && stages[k + 1].is_some() {
+            stages[k + 1] = None;
+            ambiguous += 1;
+        }
+    }
     let mut matched = 0;
     for (sample, stage) in samples.iter_mut().zip(stages) {
         sample.isr_cycles = stage;
         matched += usize::from(stage.is_some());
     }
-    Ok(matched)
+    Ok((matched, ambiguous))
 }
 
 /// The card-style statistics (same log2 buckets) of stages computed on the host.
@@ -414,9 +433,25 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
             Err(why) => (None, format!("the ISR stage could not be computed: {why}")),
         },
     };
+    let mut isr_missing = isr_missing;
     if let Some(t) = &isr_trace {
         if t.lost_records > 0 {
-            notes.push(format!("{} irq_handler_entry records were lost (ring full): those fires have no ISR stage", t.lost_records));
+            notes.push(format!(
+                "{} irq_handler_entry records were lost (ring full, or dropped by the kernel): the ISR stage covers {} of {} fires",
+                t.lost_records, t.matched, samples.len()
+            ));
+        }
+        if t.ambiguous > 0 {
+            notes.push(format!(
+                "{} fires after an overrun have no ISR stage: their handler entry cannot be told from the late one of the fire before",
+                t.ambiguous
+            ));
+        }
+        if t.matched == 0 {
+            isr_missing = format!(
+                "no handler entry of irqs {:?} matched a fire ({} entries traced, {} lost)",
+                t.irqs, t.entries, t.lost_records
+            );
         }
     }
     let sequence = irq_timer::check_sequence(&samples, 0);
@@ -643,8 +678,8 @@ mod tests {
         let mut samples = vec![fire(0, 1_001_250), fire(1, 1_003_750), fire(2, 1_006_250)];
         let at = |host_ns| isr_trace::IrqEntry { irq: 45, cpu: 1, host_ns };
         let entries = [at(22_000), at(60_800)];
-        let matched = isr_stages_from_entries(&mut samples, &entries, &fit).expect("stages");
-        assert_eq!(matched, 2);
+        let (matched, ambiguous) = isr_stages_from_entries(&mut samples, &entries, &fit).expect("stages");
+        assert_eq!((matched, ambiguous), (2, 0));
         let stages: Vec<Option<u32>> = samples.iter().map(|s| s.isr_cycles).collect();
         assert!(stages[0].is_some_and(|c| c.abs_diff(250) <= 2), "{stages:?}");
         assert_eq!(stages[1], None, "no handler entry: no ISR stage, never a borrowed one");
@@ -653,6 +688,16 @@ mod tests {
         assert_eq!(stats.count, 2);
         assert_eq!(stats.histogram.iter().sum::<u64>(), 2);
         assert_eq!(stats.sum_cycles, stats.min_cycles.unwrap_or(0) + stats.max_cycles);
+        // Fire 0 overran and its handler ran late, after fire 1's T0: the one entry could be
+        // either's, so neither gets a stage (fire 1 would otherwise show ~100 cycles).
+        let mut overrun = vec![fire(0, 1_001_250), fire(1, 1_003_750)];
+        overrun[0].overrun = true;
+        let (matched, ambiguous) = isr_stages_from_entries(&mut overrun, &[at(40_800)], &fit).expect("stages");
+        assert_eq!((matched, ambiguous), (0, 1));
+        assert!(overrun.iter().all(|s| s.isr_cycles.is_none()), "{overrun:?}");
+        // Without the overrun the same entry is fire 1's.
+        overrun[0].overrun = false;
+        assert_eq!(isr_stages_from_entries(&mut overrun, &[at(40_800)], &fit).expect("stages"), (1, 0));
         // Fires out of T0 order are refused, not matched wrongly.
         let mut shuffled = vec![fire(0, 1_003_750), fire(1, 1_001_250)];
         assert!(isr_stages_from_entries(&mut shuffled, &entries, &fit).is_err());
@@ -661,7 +706,7 @@ mod tests {
     #[test]
     fn trace_rings_grow_with_the_run_within_bounds() {
         assert_eq!(ring_pages_log2(10), 4, "64 KiB at least");
-        assert_eq!(ring_pages_log2(1064), 5, "1064 entries x 64 bytes need 17 pages: 32");
+        assert_eq!(ring_pages_log2(1064), 5, "1064 entries x 80 bytes need 21 pages: 32");
         assert_eq!(ring_pages_log2(u64::MAX), 10, "4 MiB at most");
     }
 

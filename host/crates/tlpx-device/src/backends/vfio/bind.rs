@@ -249,12 +249,26 @@ pub fn bind(sysfs: &Sysfs, addr: &str) -> Result<BindOutcome, DeviceError> {
     let dir = sysfs.device_dir(&addr);
     write_sysfs(&dir.join("driver_override"), VFIO_PCI, &addr, "bind")?;
     // Remember the previous driver only once the first write proved we may change things.
-    let previous = before.driver.clone();
-    remember_previous(sysfs, &addr, previous.as_deref().unwrap_or(""))?;
-    if let Some(driver) = &previous {
-        write_sysfs(&sysfs.driver_dir(driver).join("unbind"), &addr, &addr, "bind")?;
+    // A retry after a failed bind finds the function without a driver: the record of the
+    // first attempt (its real driver) is kept, not replaced by "none".
+    let previous = match (&before.driver, &before.previous_driver) {
+        (None, Some(recorded)) if !recorded.is_empty() => Some(recorded.clone()),
+        _ => before.driver.clone(),
+    };
+    let steps = (|| {
+        if before.driver.is_some() || before.previous_driver.as_deref().is_none_or(str::is_empty) {
+            remember_previous(sysfs, &addr, previous.as_deref().unwrap_or(""))?;
+        }
+        if let Some(driver) = &before.driver {
+            write_sysfs(&sysfs.driver_dir(driver).join("unbind"), &addr, &addr, "bind")?;
+        }
+        write_sysfs(&sysfs.root.join("bus/pci/drivers_probe"), &addr, &addr, "bind")
+    })();
+    if let Err(e) = steps {
+        // Leave no driver_override behind: a later reprobe would hand the function to vfio-pci.
+        let _ = write_sysfs(&dir.join("driver_override"), "\n", &addr, "bind");
+        return Err(e);
     }
-    write_sysfs(&sysfs.root.join("bus/pci/drivers_probe"), &addr, &addr, "bind")?;
     let after = status(sysfs, &addr)?;
     if after.driver.as_deref() != Some(VFIO_PCI) {
         return Err(DeviceError::Backend(format!(
@@ -319,7 +333,14 @@ fn remember_previous(sysfs: &Sysfs, addr: &str, driver: &str) -> Result<(), Devi
 
 /// Writes `value` to a sysfs attribute, with a message that names the file and the fix.
 fn write_sysfs(path: &Path, value: &str, addr: &str, verb: &str) -> Result<(), DeviceError> {
-    std::fs::write(path, value).map_err(|e| match e.kind() {
+    // Without O_CREAT: on sysfs a missing attribute opened with O_CREAT fails with EACCES,
+    // which would read as "needs root"; without it, it is ENOENT.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, value.as_bytes()));
+    written.map_err(|e| match e.kind() {
         ErrorKind::PermissionDenied => DeviceError::Backend(format!(
             "permission denied writing {:?} to {}: binding drivers needs root (run `sudo tlpx vfio {verb} {addr}`)",
             value.trim(),

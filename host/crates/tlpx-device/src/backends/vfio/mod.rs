@@ -65,8 +65,10 @@ impl Default for VfioOptions {
     fn default() -> VfioOptions {
         VfioOptions {
             write_combining: Vec::new(),
-            // From 1 MiB: no buffer at bus address 0, nothing in the legacy low megabyte.
-            iova_window: 0x10_0000..u64::MAX,
+            // From 1 MiB (no buffer at bus address 0, nothing in the legacy low megabyte) to
+            // 4 GiB: the tlpx card's requesters (LitePCIe endpoint and DMA, generator, spy and
+            // timer rings) are built with 32-bit addresses. The IOMMU lets us choose.
+            iova_window: 0x10_0000..1 << 32,
             irq_mode: IrqMode::Auto,
             max_vectors: 32,
         }
@@ -1066,11 +1068,8 @@ impl Device for VfioDevice {
             return Err(io_err(format!("mmap of {size} bytes for a DMA buffer"), errno()));
         }
         let memory = AnonMemory { ptr: ptr as *mut u8, len: size as usize };
-        // Lock it: no page of a DMA buffer is ever swapped or migrated under the card. (The
-        // IOMMU mapping pins the pages too; mlock failing on a low RLIMIT_MEMLOCK is caught
-        // by MAP_DMA's own accounting below, with the same fix.)
-        // SAFETY: locking the mapping just made.
-        unsafe { libc::mlock(ptr, size as usize) };
+        // No mlock: VFIO_IOMMU_MAP_DMA pins the pages (never swapped or migrated while mapped)
+        // and charges them to RLIMIT_MEMLOCK itself; an mlock would charge them twice.
         let iova = self.iova.alloc(size)?;
         let mut map = vfio_iommu_type1_dma_map {
             argsz: argsz::<vfio_iommu_type1_dma_map>(),
@@ -1098,7 +1097,9 @@ impl Device for VfioDevice {
     }
 
     fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError> {
-        let Some(m) = self.dma.remove(&buffer.id) else {
+        // The id alone could be another device's buffer: the IOVA must be this mapping's too.
+        let ours = self.dma.get(&buffer.id).is_some_and(|m| m.iova == buffer.bus_addr && buffer.len as u64 <= m.size);
+        let Some(m) = self.dma.remove(&buffer.id).filter(|_| ours) else {
             return Err(DeviceError::InvalidArgument(format!(
                 "DMA buffer {} (bus address {:#x}) was not allocated by this vfio device or was freed already",
                 buffer.id, buffer.bus_addr
@@ -1108,7 +1109,9 @@ impl Device for VfioDevice {
         // SAFETY: VFIO_IOMMU_UNMAP_DMA reads and updates a vfio_iommu_type1_dma_unmap.
         let r = unsafe { ioctl_ptr(self.container.as_raw_fd(), VFIO_IOMMU_UNMAP_DMA, &mut unmap) };
         if let Err(e) = r {
-            // Keep the IOVA reserved: the mapping may still be live.
+            // Keep the IOVA reserved and the mapping on record (unmapped again at close): it
+            // may still be live.
+            self.dma.insert(buffer.id, DmaMapping { iova: m.iova, size: m.size });
             return Err(io_err(format!("VFIO_IOMMU_UNMAP_DMA of IOVA {:#x} ({} bytes)", m.iova, m.size), e));
         }
         self.iova.free(m.iova, m.size);
