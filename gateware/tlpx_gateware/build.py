@@ -68,7 +68,7 @@ def write_if_changed(path, data):
     return True
 
 
-def elaborate(data_width, clock_hz=None):
+def elaborate(data_width, clock_hz=None, with_cpu=False):
     """Returns (verilog text, register map dict, card) for a card of this data width.
 
     ``card.verilog_sources`` holds the other Verilog files the card instantiates (name -> text).
@@ -77,13 +77,13 @@ def elaborate(data_width, clock_hz=None):
     from tlpx_gateware.soc import TlpxCard, register_map, map_hash
 
     # Pass 1: the map's layout does not depend on the hash value it carries.
-    probe = TlpxCard(data_width, clock_hz=clock_hz)
+    probe = TlpxCard(data_width, clock_hz=clock_hz, with_cpu=with_cpu)
     probe.platform.get_verilog(probe, name="tlpx_card")
     regmap = register_map(probe)
     digest = map_hash(regmap)
 
     # Pass 2: the card that carries its own map hash.
-    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest)
+    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest, with_cpu=with_cpu)
     verilog = card.platform.get_verilog(card, name="tlpx_card")
     regmap = register_map(card)
     if map_hash(regmap) != digest:
@@ -96,6 +96,7 @@ def elaborate(data_width, clock_hz=None):
         "bar_size": card.pcie_phy.bar0_size,
         "data_width": data_width,
         "clock_hz": int(card.clock_hz),
+        "with_cpu": with_cpu,
         **regmap,
     }
     return reproducible(str(verilog)), regmap, card
@@ -154,10 +155,10 @@ def run(cmd, env):
         raise BuildError(f"command failed with exit code {proc.returncode}: {' '.join(cmd[:3])} ...")
 
 
-def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False):
+def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False):
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    verilog, regmap, card = elaborate(data_width, clock_hz)
+    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu)
     write_if_changed(output / "tlpx_card.v", verilog)
     # Blocks that come as Verilog (the rule-30 core): written beside the card's Verilog and
     # added to the platform's sources, which is what Verilator compiles.
@@ -172,6 +173,7 @@ def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=F
         "clock_hz": regmap["clock_hz"],
         "map_hash": regmap["map_hash"],
         "bar0_size": regmap["bar_size"],
+        "with_cpu": with_cpu,
     }
     info_json = json.dumps(info, separators=(",", ":"))
     write_if_changed(output / "build_info.h",
@@ -189,6 +191,7 @@ def main(argv=None):
     parser.add_argument("--no-verilate", action="store_true", help="only write Verilog, csr.json and build_info.h")
     parser.add_argument("--jobs", type=int, default=2, help="parallel C++ compile jobs")
     parser.add_argument("--trace", action="store_true", help="debug build: dump a VCD to the file named by $TLPX_TRACE")
+    parser.add_argument("--with-cpu", action="store_true", help="add the soft CPU (VexRiscv), its SRAM, loader and console")
     args = parser.parse_args(argv)
     if args.data_width not in (64, 128, 256):
         parser.error(f"--data-width must be 64, 128 or 256, not {args.data_width}")
@@ -197,12 +200,12 @@ def main(argv=None):
     try:
         regmap, rebuilt = build(args.data_width, args.output,
             clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
-            with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace)
+            with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace, with_cpu=args.with_cpu)
     except BuildError as e:
         print(f"tlpx_gateware.build: error: {e}", file=sys.stderr)
         return 1
     what = "built" if rebuilt else ("up to date" if not args.no_verilate else "exported")
-    print(f"card dw{args.data_width}: {what} in {args.output} (map hash {regmap['map_hash']})")
+    print(f"card dw{args.data_width}{'-cpu' if args.with_cpu else ''}: {what} in {args.output} (map hash {regmap['map_hash']})")
     return 0
 
 

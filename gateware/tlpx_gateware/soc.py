@@ -15,8 +15,14 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x4000  | irq_timer     | interrupt latency timer: fires, stage statistics, ring     |
 | 0x4800  | rt_loop       | real-time loop: buffer to host, result back, loop time      |
 | 0x5000  | rule30_batch  | rule-30 DMA batch mode: descriptor list, results, counters |
+| 0x5800  | cpu_ctrl      | (CPU card only) the soft CPU: run/stop, image check, status |
+| 0x6000  | uart          | (CPU card only) the firmware's console (LiteX crossover UART) |
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
 | 0x20000 | (rule30)      | rule-30 accelerator: the seed's register window (512 bytes) |
+| 0x40000 | (cpu sram)    | (CPU card only) the CPU's 64 KiB SRAM: firmware, scripts, results |
+
+The card with the soft CPU (``with_cpu=True``) is a superset: the CPU sees this same map
+(CPU address == BAR0 offset), see cores/cpu/core.py.
 
 The register map has one source: this file (and, for the rule-30 window, the core's register
 table in cores/rule30/block.py). `csr.json` (with fields and descriptions) is exported from it
@@ -40,6 +46,8 @@ from litepcie.common import phy_layout
 from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
 from litepcie.frontend.dma import LitePCIeDMA
 
+from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
+from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
 from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
@@ -68,6 +76,8 @@ CSR_MAP = {
     "irq_timer":    8,
     "rt_loop":      9,
     "rule30_batch": 10,
+    "cpu_ctrl":     11,  # the card with the CPU only
+    "uart":         12,  # the card with the CPU only
 }
 
 # Memory windows of BAR0 beside the CSRs.
@@ -116,12 +126,13 @@ class TlpxCard(SoCMini):
     csr_map = CSR_MAP
 
     def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None,
-                 rule30_clock_gate=None):
+                 rule30_clock_gate=None, with_cpu=False):
         """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
         the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
         platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs.
         ``rule30_clock_gate``: None = on the simulated card only; False gives the simulated
-        card the hardware's ungated rule-30 core (resource estimates, targets/resources.py)."""
+        card the hardware's ungated rule-30 core (resource estimates, targets/resources.py).
+        ``with_cpu``: add the soft CPU (VexRiscv), its SRAM, loader and console (cores/cpu)."""
         if data_width not in DATA_WIDTHS:
             raise ValueError(f"data width must be one of {DATA_WIDTHS} bits, not {data_width!r}")
         clock_hz = clock_hz or DEFAULT_CLOCK_HZ[data_width]
@@ -152,7 +163,8 @@ class TlpxCard(SoCMini):
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
-            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rt_loop", "rule30"],
+            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rt_loop", "rule30"]
+                         + (["cpu"] if with_cpu else []),
             data_width = data_width,
             clock_hz   = clock_hz,
             map_hash   = map_hash,
@@ -212,7 +224,8 @@ class TlpxCard(SoCMini):
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
             mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs),
                     (PIO_WINDOW_BASE, PIO_WINDOW_SIZE),
-                    (RULE30_WINDOW_BASE, RULE30_WINDOW_SIZE)],
+                    (RULE30_WINDOW_BASE, RULE30_WINDOW_SIZE)]
+                   + ([(CPU_SRAM_BASE, CPU_SRAM_SIZE)] if with_cpu else []),
             tx_sources=tx_sources,
             completion_dispatcher=dispatcher)
         # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
@@ -236,6 +249,27 @@ class TlpxCard(SoCMini):
         self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
         self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
         self.add_constant("RULE30_BATCH_TAG", BATCH_TAG)
+
+        # Soft CPU (optional) ----------------------------------------------------------------------
+        # VexRiscv on the card's bus beside the host's request path, its SRAM (also a BAR0
+        # window), the loader that checks an image before the CPU runs it, and the console.
+        if with_cpu:
+            self.cpu_sram = CpuSram()
+            self.cpu_ctrl = CpuControl(self.cpu_sram.check_port)
+            self.soft_cpu = SoftCpu(platform, reset_address=CPU_SRAM_BASE,
+                gate_clock=isinstance(platform, SimCardPlatform))
+            self.comb += [
+                self.soft_cpu.hold_reset.eq(self.cpu_ctrl.cpu_reset),
+                self.soft_cpu.clock_on.eq(self.cpu_ctrl.clock_on),
+            ]
+            self.uart = console()
+            self.bus.add_slave(name="cpu_sram", slave=self.cpu_sram.bus,
+                region=SoCRegion(origin=CPU_SRAM_BASE, size=CPU_SRAM_SIZE, cached=False))
+            self.bus.add_master(name="cpu_ibus", master=self.soft_cpu.ibus)
+            self.bus.add_master(name="cpu_dbus", master=self.soft_cpu.dbus)
+            self.verilog_sources.update(self.soft_cpu.verilog_sources)
+            self.add_constant("CPU_SRAM_BASE", CPU_SRAM_BASE)
+            self.add_constant("CPU_SRAM_SIZE", CPU_SRAM_SIZE)
 
         # MSI ------------------------------------------------------------------------------------
         self.pcie_msi = msi = LitePCIeMSI(width=32)
@@ -261,6 +295,12 @@ class TlpxCard(SoCMini):
             self.add_constant(f"MSI_{name.upper()}", i)
 
 # Register map export ------------------------------------------------------------------------------
+
+def _description(csr):
+    """A CSR's description; LiteX's plain CSRs (the UART's rxtx) have none."""
+    description = getattr(csr, "description", None)
+    return description.strip() if isinstance(description, str) else ""
+
 
 def _access(csr):
     if isinstance(csr, CSRStatus):
@@ -293,7 +333,7 @@ def register_map(soc):
                 "words":       words,
                 "access":      _access(csr),
                 "reset":       getattr(csr, "storage", None) is not None and int(csr.storage.reset.value) or 0,
-                "description": (csr.description or "").strip() if isinstance(csr.description, str) else "",
+                "description": _description(csr),
                 "fields":      fields,
             })
             offset += 4 * words

@@ -1,10 +1,15 @@
 """Generates the register files from the card's csr.json (the one source of the map).
 
-    python tools/gen_regs.py CSR_JSON --rust host/crates/tlpx-regs/src/lib.rs --docs docs/registers.md
-    python tools/gen_regs.py CSR_JSON --rust ... --docs ... --check   # exit 1 if a file is stale
+    python tools/gen_regs.py CSR_JSON --cpu-map CPU_CSR_JSON --rust host/crates/tlpx-regs/src/lib.rs \
+        --docs docs/registers.md --c-header firmware/include/tlpx_regs.h
+    python tools/gen_regs.py ... --check   # exit 1 if a file is stale
 
-The Rust crate gives every register's BAR0 offset, every field's shift/width, the map hash
-and the identification constants; docs/registers.md is the register reference.
+CSR_JSON is the card without the soft CPU, CPU_CSR_JSON the card with it: a superset (the
+same registers at the same offsets, plus the CPU's regions and ident.features' cpu bit),
+checked here. The files describe the superset and carry both map hashes: MAP_HASH (the card
+without CPU) and MAP_HASH_CPU. The Rust crate gives every register's BAR0 offset, every
+field's shift/width and the identification constants; docs/registers.md is the register
+reference; the C header is the same map for the card's firmware (CPU address == BAR0 offset).
 """
 
 import argparse
@@ -23,12 +28,42 @@ def doc_line(text):
     return " ".join(text.split())
 
 
+class MapError(Exception):
+    pass
+
+
+def cpu_only_regions(base, cpu):
+    """Names of the regions only the CPU card has; raises MapError unless cpu ⊇ base."""
+    base_regions = {r["name"]: r for r in base["regions"]}
+    cpu_regions = {r["name"]: r for r in cpu["regions"]}
+    for name, region in base_regions.items():
+        other = cpu_regions.get(name)
+        if other is None or other["offset"] != region["offset"]:
+            raise MapError(f"region {name} is not at the same place in the CPU card's map")
+        theirs = {g["name"]: g for g in other["registers"]}
+        for reg in region["registers"]:
+            mine = theirs.get(reg["name"])
+            same = mine is not None and all(mine[k] == reg[k] for k in ("offset", "access"))
+            if name == "ident" and reg["name"] == "features":
+                # The CPU card adds one field (cpu) above the others.
+                same = same and mine["fields"][:len(reg["fields"])] == reg["fields"]
+            else:
+                same = same and mine["size_bits"] == reg["size_bits"] and mine["fields"] == reg["fields"]
+            if not same:
+                raise MapError(f"register {name}.{reg['name']} differs between the two cards' maps")
+    return [n for n in cpu_regions if n not in base_regions]
+
+
 def render_rust(regmap):
     out = [f"// {HEADER}.", "//! The tlpx card's register map, generated from the gateware's csr.json.", "//!",
            "//! Offsets are bytes from the start of BAR0. Each region is one gateware block.", "",
            "#![allow(clippy::unreadable_literal)]", "",
-           f"/// Hash of the register map this crate was generated from (ident.map_hash on the card).",
+           f"/// Hash of the register map of the card without the soft CPU (ident.map_hash on it).",
            f"pub const MAP_HASH: u32 = {regmap['map_hash']};",
+           f"/// Hash of the register map of the card with the soft CPU: this crate's map, a superset.",
+           f"pub const MAP_HASH_CPU: u32 = {regmap['map_hash_cpu']};",
+           f"/// Regions only the card with the soft CPU has.",
+           f"pub const CPU_REGIONS: &[&str] = &[{', '.join(json.dumps(n) for n in regmap['cpu_regions'])}];",
            f"/// BAR holding the registers.",
            f"pub const BAR: u8 = {regmap['bar']};",
            f"/// Size of that BAR in bytes.",
@@ -115,12 +150,21 @@ def render_docs(regmap):
     out = [f"<!-- {HEADER} -->", "# Register reference", "",
            f"All registers are in BAR{regmap['bar']} (size {regmap['bar_size'] // 1024} KiB), 32 bits wide, "
            "little-endian. Register map hash: "
-           f"`{regmap['map_hash']}` (read it at `ident.map_hash`); the host refuses a card whose hash it does not know.",
+           f"`{regmap['map_hash']}`, or `{regmap['map_hash_cpu']}` for the card built with the soft CPU "
+           "(`make gateware CPU=1`), whose map adds the regions marked *CPU card* and the `cpu` bit of "
+           "`ident.features` (read the hash at `ident.map_hash`); the host refuses a card whose hash it does not know. "
+           "The CPU sees the same map: a register's offset is also its address for the firmware "
+           "(`firmware/include/tlpx_regs.h`).",
            "", "| region | offset |", "|---|---|"]
+    cpu_only = set(regmap["cpu_regions"])
     for region in regmap["regions"]:
-        out.append(f"| [{region['name']}](#{region['name']}) | `0x{region['offset']:04x}` |")
+        mark = " (*CPU card*)" if region["name"] in cpu_only else ""
+        out.append(f"| [{region['name']}](#{region['name']}){mark} | `0x{region['offset']:04x}` |")
     for region in regmap["regions"]:
-        out += ["", f"## {region['name']}", "", "| offset | register | access | bits | description |", "|---|---|---|---|---|"]
+        out += ["", f"## {region['name']}", ""]
+        if region["name"] in cpu_only:
+            out += ["*CPU card*: only on the card built with the soft CPU.", ""]
+        out += ["| offset | register | access | bits | description |", "|---|---|---|---|---|"]
         for reg in region["registers"]:
             out.append(f"| `0x{reg['offset']:04x}` | `{reg['name']}` | {reg['access']} | {reg['size_bits']} | {doc_line(reg['description'])} |")
         for reg in region["registers"]:
@@ -135,22 +179,64 @@ def render_docs(regmap):
     return "\n".join(out) + "\n"
 
 
+def c_ident(*parts):
+    return "_".join(["TLPX", *[p.upper() for p in parts]])
+
+
+def render_c(regmap):
+    out = [f"/* {HEADER}. */", "/* The tlpx card's register map for the card's firmware: every register's address (its",
+           "   BAR0 offset: the CPU sees the host's map), its width in bits and its fields. */",
+           "#ifndef TLPX_REGS_H", "#define TLPX_REGS_H", "",
+           f"#define TLPX_MAP_HASH     {regmap['map_hash']}u  /* the card without the CPU */",
+           f"#define TLPX_MAP_HASH_CPU {regmap['map_hash_cpu']}u  /* the card with it (this map) */"]
+    for k in ("CPU_SRAM_BASE", "CPU_SRAM_SIZE"):
+        if k in regmap["constants"]:
+            out.append(f"#define TLPX_{k.replace('CPU_', '')} 0x{regmap['constants'][k]:x}u")
+    for k, v in regmap["constants"].items():
+        if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("CONFIG_"):
+            out.append(f"#define TLPX_CONST_{k.upper()} {v}u")
+    for region in regmap["regions"]:
+        out += ["", f"/* {region['name']} */", f"#define {c_ident(region['name'], 'BASE')} 0x{region['offset']:05x}u"]
+        for reg in region["registers"]:
+            name = c_ident(region["name"], reg["name"])
+            out.append(f"#define {name} 0x{reg['offset']:05x}u")
+            out.append(f"#define {name}_BITS {reg['size_bits']}u")
+            for f in reg["fields"]:
+                out.append(f"#define {name}_{f['name'].upper()}_SHIFT {f['offset']}u")
+                out.append(f"#define {name}_{f['name'].upper()}_WIDTH {f['size']}u")
+    out += ["", "#endif /* TLPX_REGS_H */"]
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("csr_json")
     p.add_argument("--rust", required=True)
     p.add_argument("--docs", required=True)
+    p.add_argument("--cpu-map", required=True, help="csr.json of the card built with the soft CPU")
+    p.add_argument("--c-header", required=True, help="the firmware's register header")
     p.add_argument("--check", action="store_true", help="fail if the files differ from what would be generated")
     args = p.parse_args(argv)
+    maps = []
+    for path in (args.csr_json, args.cpu_map):
+        try:
+            regmap = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            print(f"gen_regs: cannot read {path}: {e}", file=sys.stderr)
+            return 1
+        if regmap.get("format") != "tlpx-csr":
+            print(f"gen_regs: {path} is not a tlpx csr.json (format {regmap.get('format')!r})", file=sys.stderr)
+            return 1
+        maps.append(regmap)
+    base, cpu = maps
     try:
-        regmap = json.loads(Path(args.csr_json).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"gen_regs: cannot read {args.csr_json}: {e}", file=sys.stderr)
+        cpu_regions = cpu_only_regions(base, cpu)
+    except MapError as e:
+        print(f"gen_regs: {args.cpu_map} is not a superset of {args.csr_json}: {e}", file=sys.stderr)
         return 1
-    if regmap.get("format") != "tlpx-csr":
-        print(f"gen_regs: {args.csr_json} is not a tlpx csr.json (format {regmap.get('format')!r})", file=sys.stderr)
-        return 1
-    outputs = {Path(args.rust): render_rust(regmap), Path(args.docs): render_docs(regmap)}
+    regmap = dict(cpu, map_hash=base["map_hash"], map_hash_cpu=cpu["map_hash"], cpu_regions=cpu_regions)
+    outputs = {Path(args.rust): render_rust(regmap), Path(args.docs): render_docs(regmap),
+               Path(args.c_header): render_c(regmap)}
     stale = []
     for path, text in outputs.items():
         current = path.read_text() if path.exists() else None

@@ -25,7 +25,11 @@ FEATURES = [
     ("irq_timer",    "Interrupt latency timer."),
     ("rule30",       "Rule-30 accelerator."),
     ("rt_loop",      "Real-time loop (DataMover): card-to-host buffer, host result, loop time."),
+    # Only in the map of the card built with it (the card without keeps its 8-bit field and
+    # its map hash; bit 8 reads 0 there).
+    ("cpu",          "Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000."),
 ]
+OPTIONAL_FEATURES = {"cpu"}
 
 
 class Identification(LiteXModule):
@@ -45,8 +49,10 @@ class Identification(LiteXModule):
             CSRField("minor", size=16, description="Minor version of the register map."),
             CSRField("major", size=16, description="Major version of the register map."),
         ], description="Register map version.")
+        carried = [(i, name, desc) for i, (name, desc) in enumerate(FEATURES)
+                   if name not in OPTIONAL_FEATURES or name in features]
         self.features = CSRStatus(fields=[
-            CSRField(name, size=1, offset=i, description=desc) for i, (name, desc) in enumerate(FEATURES)
+            CSRField(name, size=1, offset=i, description=desc) for i, name, desc in carried
         ], description="Blocks this card carries: one bit each.")
         self.map_hash = CSRStatus(32, description="FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.")
         self.data_width = CSRStatus(16, description="TLP datapath width in bits (64, 128 or 256).")
@@ -60,7 +66,7 @@ class Identification(LiteXModule):
 
         # # #
 
-        for name, _ in FEATURES:
+        for _, name, _ in carried:
             self.comb += getattr(self.features.fields, name).eq(int(name in features))
         self.comb += [
             self.magic.status.eq(MAGIC),

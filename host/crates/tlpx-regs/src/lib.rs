@@ -5,8 +5,12 @@
 
 #![allow(clippy::unreadable_literal)]
 
-/// Hash of the register map this crate was generated from (ident.map_hash on the card).
+/// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
 pub const MAP_HASH: u32 = 0xa2e61fdd;
+/// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
+pub const MAP_HASH_CPU: u32 = 0x1d385127;
+/// Regions only the card with the soft CPU has.
+pub const CPU_REGIONS: &[&str] = &["cpu_ctrl", "uart"];
 /// BAR holding the registers.
 pub const BAR: u8 = 0;
 /// Size of that BAR in bytes.
@@ -69,7 +73,7 @@ pub mod ident {
     }
 
     /// Blocks this card carries: one bit each.
-    pub const FEATURES: Register = Register { region: "ident", name: "features", offset: 0x8, size_bits: 8, writable: false, description: "Blocks this card carries: one bit each." };
+    pub const FEATURES: Register = Register { region: "ident", name: "features", offset: 0x8, size_bits: 9, writable: false, description: "Blocks this card carries: one bit each." };
     /// Fields of `features`.
     pub mod features {
         use super::Field;
@@ -89,6 +93,8 @@ pub mod ident {
         pub const RULE30: Field = Field { shift: 6, width: 1 };
         /// Real-time loop (DataMover): card-to-host buffer, host result, loop time.
         pub const RT_LOOP: Field = Field { shift: 7, width: 1 };
+        /// Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000.
+        pub const CPU: Field = Field { shift: 8, width: 1 };
     }
 
     /// FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.
@@ -1011,6 +1017,159 @@ pub mod rule30_batch {
     pub const REFUSED_WRITES: Register = Register { region: "rule30_batch", name: "refused_writes", offset: 0x5050, size_bits: 32, writable: false, description: "Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled." };
 }
 
+/// Region `cpu_ctrl` at BAR0 offset 0x5800.
+pub mod cpu_ctrl {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x5800;
+
+    /// CPU run control.
+    pub const CONTROL: Register = Register { region: "cpu_ctrl", name: "control", offset: 0x5800, size_bits: 1, writable: true, description: "CPU run control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1: check the image at ``sram_base`` (``image_length`` bytes against ``image_crc``) and, if it passes, release the CPU from reset (a running CPU is reset and the image checked again). Write 0: hold the CPU in reset.
+        pub const RUN: Field = Field { shift: 0, width: 1 };
+    }
+
+    /// Bytes of the firmware image at ``sram_base`` (a multiple of 4, 4..``sram_size``).
+    pub const IMAGE_LENGTH: Register = Register { region: "cpu_ctrl", name: "image_length", offset: 0x5804, size_bits: 32, writable: true, description: "Bytes of the firmware image at ``sram_base`` (a multiple of 4, 4..``sram_size``)." };
+
+    /// CRC-32 (IEEE/zlib) of the image the host claims; the card computes its own before it starts the CPU.
+    pub const IMAGE_CRC: Register = Register { region: "cpu_ctrl", name: "image_crc", offset: 0x5808, size_bits: 32, writable: true, description: "CRC-32 (IEEE/zlib) of the image the host claims; the card computes its own before it starts the CPU." };
+
+    /// CPU status.
+    pub const STATUS: Register = Register { region: "cpu_ctrl", name: "status", offset: 0x580c, size_bits: 5, writable: false, description: "CPU status." };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// CPU state.
+        pub const STATE: Field = Field { shift: 0, width: 2 };
+        /// Why the last image was refused.
+        pub const REASON: Field = Field { shift: 2, width: 3 };
+    }
+
+    /// CRC-32 the card computed over the last image it checked.
+    pub const COMPUTED_CRC: Register = Register { region: "cpu_ctrl", name: "computed_crc", offset: 0x5810, size_bits: 32, writable: false, description: "CRC-32 the card computed over the last image it checked." };
+
+    /// Address of the CPU's SRAM (BAR0 offset and CPU address).
+    pub const SRAM_BASE: Register = Register { region: "cpu_ctrl", name: "sram_base", offset: 0x5814, size_bits: 32, writable: false, description: "Address of the CPU's SRAM (BAR0 offset and CPU address)." };
+
+    /// Bytes of the CPU's SRAM.
+    pub const SRAM_SIZE: Register = Register { region: "cpu_ctrl", name: "sram_size", offset: 0x5818, size_bits: 32, writable: false, description: "Bytes of the CPU's SRAM." };
+
+    /// Images that passed the check and started the CPU.
+    pub const STARTS: Register = Register { region: "cpu_ctrl", name: "starts", offset: 0x581c, size_bits: 32, writable: false, description: "Images that passed the check and started the CPU." };
+
+    /// Images the card refused.
+    pub const REFUSALS: Register = Register { region: "cpu_ctrl", name: "refusals", offset: 0x5820, size_bits: 32, writable: false, description: "Images the card refused." };
+}
+
+/// Region `uart` at BAR0 offset 0x6000.
+pub mod uart {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x6000;
+
+    /// rxtx
+    pub const RXTX: Register = Register { region: "uart", name: "rxtx", offset: 0x6000, size_bits: 8, writable: true, description: "rxtx" };
+
+    /// TX FIFO Full.
+    pub const TXFULL: Register = Register { region: "uart", name: "txfull", offset: 0x6004, size_bits: 1, writable: false, description: "TX FIFO Full." };
+
+    /// RX FIFO Empty.
+    pub const RXEMPTY: Register = Register { region: "uart", name: "rxempty", offset: 0x6008, size_bits: 1, writable: false, description: "RX FIFO Empty." };
+
+    /// This register contains the current raw level of the rx event trigger. Writes to this register have no effect.
+    pub const EV_STATUS: Register = Register { region: "uart", name: "ev_status", offset: 0x600c, size_bits: 2, writable: false, description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect." };
+    /// Fields of `ev_status`.
+    pub mod ev_status {
+        use super::Field;
+        /// Level of the ``tx`` event
+        pub const TX: Field = Field { shift: 0, width: 1 };
+        /// Level of the ``rx`` event
+        pub const RX: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register.
+    pub const EV_PENDING: Register = Register { region: "uart", name: "ev_pending", offset: 0x6010, size_bits: 2, writable: false, description: "When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register." };
+    /// Fields of `ev_pending`.
+    pub mod ev_pending {
+        use super::Field;
+        /// `1` if a `tx` event occurred. This Event is triggered on a **falling** edge.
+        pub const TX: Field = Field { shift: 0, width: 1 };
+        /// `1` if a `rx` event occurred. This Event is triggered on a **falling** edge.
+        pub const RX: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.
+    pub const EV_ENABLE: Register = Register { region: "uart", name: "ev_enable", offset: 0x6014, size_bits: 2, writable: true, description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events." };
+    /// Fields of `ev_enable`.
+    pub mod ev_enable {
+        use super::Field;
+        /// Write a ``1`` to enable the ``tx`` Event
+        pub const TX: Field = Field { shift: 0, width: 1 };
+        /// Write a ``1`` to enable the ``rx`` Event
+        pub const RX: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// TX FIFO Empty.
+    pub const TXEMPTY: Register = Register { region: "uart", name: "txempty", offset: 0x6018, size_bits: 1, writable: false, description: "TX FIFO Empty." };
+
+    /// RX FIFO Full.
+    pub const RXFULL: Register = Register { region: "uart", name: "rxfull", offset: 0x601c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+
+    /// xover_rxtx
+    pub const XOVER_RXTX: Register = Register { region: "uart", name: "xover_rxtx", offset: 0x6020, size_bits: 8, writable: true, description: "xover_rxtx" };
+
+    /// TX FIFO Full.
+    pub const XOVER_TXFULL: Register = Register { region: "uart", name: "xover_txfull", offset: 0x6024, size_bits: 1, writable: false, description: "TX FIFO Full." };
+
+    /// RX FIFO Empty.
+    pub const XOVER_RXEMPTY: Register = Register { region: "uart", name: "xover_rxempty", offset: 0x6028, size_bits: 1, writable: false, description: "RX FIFO Empty." };
+
+    /// This register contains the current raw level of the rx event trigger. Writes to this register have no effect.
+    pub const XOVER_EV_STATUS: Register = Register { region: "uart", name: "xover_ev_status", offset: 0x602c, size_bits: 2, writable: false, description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect." };
+    /// Fields of `xover_ev_status`.
+    pub mod xover_ev_status {
+        use super::Field;
+        /// Level of the ``tx`` event
+        pub const TX: Field = Field { shift: 0, width: 1 };
+        /// Level of the ``rx`` event
+        pub const RX: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register.
+    pub const XOVER_EV_PENDING: Register = Register { region: "uart", name: "xover_ev_pending", offset: 0x6030, size_bits: 2, writable: false, description: "When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register." };
+    /// Fields of `xover_ev_pending`.
+    pub mod xover_ev_pending {
+        use super::Field;
+        /// `1` if a `tx` event occurred. This Event is triggered on a **falling** edge.
+        pub const TX: Field = Field { shift: 0, width: 1 };
+        /// `1` if a `rx` event occurred. This Event is triggered on a **falling** edge.
+        pub const RX: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.
+    pub const XOVER_EV_ENABLE: Register = Register { region: "uart", name: "xover_ev_enable", offset: 0x6034, size_bits: 2, writable: true, description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events." };
+    /// Fields of `xover_ev_enable`.
+    pub mod xover_ev_enable {
+        use super::Field;
+        /// Write a ``1`` to enable the ``tx`` Event
+        pub const TX: Field = Field { shift: 0, width: 1 };
+        /// Write a ``1`` to enable the ``rx`` Event
+        pub const RX: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// TX FIFO Empty.
+    pub const XOVER_TXEMPTY: Register = Register { region: "uart", name: "xover_txempty", offset: 0x6038, size_bits: 1, writable: false, description: "TX FIFO Empty." };
+
+    /// RX FIFO Full.
+    pub const XOVER_RXFULL: Register = Register { region: "uart", name: "xover_rxfull", offset: 0x603c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+}
+
 /// Region `rule30` at BAR0 offset 0x20000.
 pub mod rule30 {
     #[allow(unused_imports)]
@@ -1313,6 +1472,31 @@ pub const ALL: &[Register] = &[
     rule30_batch::BATCHES,
     rule30_batch::UNEXPECTED,
     rule30_batch::REFUSED_WRITES,
+    cpu_ctrl::CONTROL,
+    cpu_ctrl::IMAGE_LENGTH,
+    cpu_ctrl::IMAGE_CRC,
+    cpu_ctrl::STATUS,
+    cpu_ctrl::COMPUTED_CRC,
+    cpu_ctrl::SRAM_BASE,
+    cpu_ctrl::SRAM_SIZE,
+    cpu_ctrl::STARTS,
+    cpu_ctrl::REFUSALS,
+    uart::RXTX,
+    uart::TXFULL,
+    uart::RXEMPTY,
+    uart::EV_STATUS,
+    uart::EV_PENDING,
+    uart::EV_ENABLE,
+    uart::TXEMPTY,
+    uart::RXFULL,
+    uart::XOVER_RXTX,
+    uart::XOVER_TXFULL,
+    uart::XOVER_RXEMPTY,
+    uart::XOVER_EV_STATUS,
+    uart::XOVER_EV_PENDING,
+    uart::XOVER_EV_ENABLE,
+    uart::XOVER_TXEMPTY,
+    uart::XOVER_RXFULL,
     rule30::VERSION,
     rule30::CONTROL,
     rule30::STATUS,
@@ -1337,6 +1521,8 @@ pub const ALL: &[Register] = &[
 
 /// Constants the gateware exported with the map (MSI source numbers and such).
 pub mod constants {
+    pub const CPU_SRAM_BASE: u64 = 262144;
+    pub const CPU_SRAM_SIZE: u64 = 65536;
     pub const GENERATOR_TAGS: u64 = 64;
     pub const GENERATOR_TAG_BASE: u64 = 128;
     pub const IDENT_MAGIC: u64 = 1414287448;
