@@ -151,7 +151,7 @@ dashboards: setup gateware host
 
 BOARD ?=
 bitstream: setup
-	@scripts/bitstream.sh "$(BOARD)"
+	@scripts/bitstream.sh "$(BOARD)" $(if $(CPU_SUFFIX),--with-cpu,)
 
 boards: setup
 	@scripts/bitstream.sh --all --generate-only

@@ -3,7 +3,8 @@
 # traffic) and the MMIO round trip a client sees, for each datapath width; then the
 # generator's DMA bandwidth against the link model (scripts/bench_bw.sh), the spy's rates
 # (scripts/bench_spy.sh), the real-time loop and interrupt user stage (scripts/bench_loop.sh),
-# and rule 30: sw-fast vs sw-char and the crossover on the simulated card (scripts/bench_rule30.sh).
+# rule 30: sw-fast vs sw-char and the crossover on the simulated card (scripts/bench_rule30.sh),
+# and the simulator's speed with the soft CPU stopped and running (scripts/bench_cpu.sh).
 # Writes build/bench/*.json and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +31,6 @@ echo "== bench: real-time loop and interrupt user stage, idle vs loaded"
 scripts/bench_loop.sh
 echo "== bench: rule-30 software references and the accelerator's crossover"
 scripts/bench_rule30.sh
+echo "== bench: the simulator with the soft CPU"
+scripts/bench_cpu.sh
 cat docs/performance.md

@@ -5,6 +5,7 @@
 #   scripts/bitstream.sh BOARD --generate-only generate only
 #   scripts/bitstream.sh list                  the boards
 #   scripts/bitstream.sh --all --generate-only every board (what `make boards` and CI check)
+#   scripts/bitstream.sh BOARD --with-cpu      the card with the soft CPU, into build/boards/BOARD-cpu
 #
 # Exit status: 0 done; 1 error; 2 no or unknown board (the message lists the boards);
 # 3 project generated but Vivado is not installed (the message says which to install).
@@ -23,5 +24,7 @@ case "$board" in
     exec "$PY" -m tlpx_gateware.targets.build --all --output "$OUT" "$@" ;;
   *)
     # An empty or unknown name is refused by the Python side, with the list of boards.
-    exec "$PY" -m tlpx_gateware.targets.build --board "$board" --output "$OUT/${board:-none}" "$@" ;;
+    suffix=""
+    for a in "$@"; do [ "$a" = --with-cpu ] && suffix=-cpu; done
+    exec "$PY" -m tlpx_gateware.targets.build --board "$board" --output "$OUT/${board:-none}$suffix" "$@" ;;
 esac

@@ -224,3 +224,22 @@ def test_payload_byte_swap_reverses_payload_dws_only_and_marks_first(data_width)
     run_simulation(dut, [source(), sink()])
     assert [g[0] for g in got] == expected
     assert [(bool(g[1]), bool(g[2])) for g in got] == [(f, l) for _, f, l in sent]
+
+
+def test_a_board_with_the_cpu_carries_vexriscv_in_its_project(tmp_path):
+    """`make bitstream BOARD=acorn CPU=1`: the project holds VexRiscv's Verilog (copied, not a
+    path into this machine's .venv), the CPU's regions, and the CPU card's map (a superset)."""
+    out = tmp_path / "acorn-cpu"
+    assert target_build.main(["--board", "acorn", "--generate-only", "--with-cpu", "--output", str(out)]) == \
+        target_build.EXIT_OK
+    regmap = json.loads((out / "csr.json").read_text())
+    assert regmap["with_cpu"] is True
+    names = {r["name"]: r["offset"] for r in regmap["regions"]}
+    assert (names["cpu_ctrl"], names["uart"]) == (0x5800, 0x6000)
+    assert (out / "VexRiscv_Lite.v").exists()
+    tcl = (out / f"{target_build.BUILD_NAME}.tcl").read_text()
+    assert "VexRiscv_Lite.v" in tcl and ".venv" not in tcl and "pythondata" not in tcl
+    verilog = (out / f"{target_build.BUILD_NAME}.v").read_text()
+    assert "VexRiscv VexRiscv" in verilog or "VexRiscv " in verilog
+    # On a board the CPU's clock is the card's (the gate is a simulation device only).
+    assert "tlpx_clock_gate" not in verilog
