@@ -11,6 +11,7 @@
 
 pub mod compile;
 pub mod disasm;
+pub mod firmware;
 pub mod image;
 pub mod lex;
 pub mod names;
@@ -19,6 +20,7 @@ use std::fmt;
 
 pub use compile::compile;
 pub use disasm::{disassemble, summary};
+pub use firmware::{FirmwareImage, FirmwareImageError};
 pub use image::{decode, DecodeError, Program};
 
 /// Compile options.
