@@ -125,7 +125,7 @@ host: $(STAMPS)/rust
 
 # Main jobs -------------------------------------------------------------------------------------
 
-demo: setup gateware host
+demo: setup gateware $(CPU_CARD_LIB) firmware host
 	@scripts/demo.sh
 
 test: setup gateware-all check-regs check-firmware firmware host
