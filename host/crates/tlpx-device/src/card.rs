@@ -75,9 +75,12 @@ pub struct Card {
 }
 
 impl Card {
-    /// Opens `device` as a tlpx card whose map hash must be `tlpx_regs::MAP_HASH`.
-    pub fn open(device: Box<dyn Device>) -> Result<Card, CardError> {
-        Card::open_expecting(device, tlpx_regs::MAP_HASH)
+    /// Opens `device` as a tlpx card whose map hash must be `tlpx_regs::MAP_HASH` (the card
+    /// without the soft CPU) or `tlpx_regs::MAP_HASH_CPU` (with it: a superset of the same map).
+    pub fn open(mut device: Box<dyn Device>) -> Result<Card, CardError> {
+        let found = device.bar_read(tlpx_regs::BAR, ident::MAP_HASH.offset, Width::W32)? as u32;
+        let expected = if found == tlpx_regs::MAP_HASH_CPU { tlpx_regs::MAP_HASH_CPU } else { tlpx_regs::MAP_HASH };
+        Card::open_expecting(device, expected)
     }
 
     /// Opens `device` as a tlpx card whose map hash must be `expected_map_hash`.

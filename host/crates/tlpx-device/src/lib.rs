@@ -9,6 +9,7 @@
 
 pub mod backends;
 pub mod card;
+pub mod cpu;
 pub mod error;
 pub mod generator;
 pub mod irq_timer;
