@@ -1,0 +1,59 @@
+/* Register access: every CSR is a 32-bit word at its BAR0 offset (CPU address == BAR0 offset);
+   64-bit registers are two words, low first. */
+#ifndef TLPX_FW_HW_H
+#define TLPX_FW_HW_H
+
+#include "types.h"
+#include <tlpx_regs.h> /* generated (firmware/include, -isystem): TLPX_<REGION>_<NAME> */
+
+/* The generated header defines TLPX_GENERATOR_BASE twice (the page's base 0x2800 and the
+   64-bit register `generator.base` 0x282c); the register sits between max_outstanding and
+   window_mask, so it is named here from its neighbours and never through that macro. */
+#define GEN_REG_BASE (TLPX_GENERATOR_MAX_OUTSTANDING + 4u)
+_Static_assert(TLPX_GENERATOR_WINDOW_MASK == GEN_REG_BASE + 8u, "generator.base is the 64-bit register before window_mask");
+
+/* BAR0 size (tlpx_regs::BAR_SIZE): the decoder's bound on script offsets. */
+#define BAR0_SIZE 0x100000u
+
+/* SRAM layout (docs/firmware.md, "Memory map") */
+#define FW_BASE          0x40000u
+#define FW_STACK_TOP     0x47F00u
+#define SCRIPT_AREA      0x48000u
+#define SCRIPT_AREA_END  0x4C000u
+#define RING_AREA        0x4C000u
+#define SRAM_END         (TLPX_SRAM_BASE + TLPX_SRAM_SIZE)
+
+#define BIT(n) (1u << (n))
+
+static inline u32 rd32(u32 addr)
+{
+    return *(volatile u32 *)addr;
+}
+
+static inline void wr32(u32 addr, u32 v)
+{
+    *(volatile u32 *)addr = v;
+}
+
+static inline u64 rd64(u32 addr)
+{
+    u32 lo = rd32(addr);
+    u32 hi = rd32(addr + 4u);
+    return (u64)hi << 32 | lo;
+}
+
+static inline void wr64(u32 addr, u64 v)
+{
+    wr32(addr, (u32)v);
+    wr32(addr + 4u, (u32)(v >> 32));
+}
+
+/* The card's cycle counter: reading cycles_lo latches the high half into cycles_hi. */
+static inline u64 cycles(void)
+{
+    u32 lo = rd32(TLPX_TIMEBASE_CYCLES_LO);
+    u32 hi = rd32(TLPX_TIMEBASE_CYCLES_HI);
+    return (u64)hi << 32 | lo;
+}
+
+#endif
