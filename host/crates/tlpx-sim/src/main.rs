@@ -17,6 +17,9 @@ struct Cli {
     /// Card library [default: env TLPX_CARD_LIB, else build/card/dw<N>/libtlpxcard.so found above the executable or the current directory].
     #[arg(long, value_name = "PATH")]
     card: Option<PathBuf>,
+    /// The card with the soft CPU: build/card/dw<N>-cpu/libtlpxcard.so (make gateware CPU=1), found like the default card.
+    #[arg(long, conflicts_with = "card")]
+    with_cpu: bool,
     /// Datapath width of the card in bits; picks the card library and must match the library's [default: the library's; without --card, the smallest built card whose datapath keeps up with --gen/--lanes, else 64].
     #[arg(long, value_parser = parse_width)]
     data_width: Option<u32>,
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
     let opts = SimOptions {
         socket: cli.socket.unwrap_or_else(tlpx_sim_protocol::default_socket_path),
         card: cli.card,
+        with_cpu: cli.with_cpu,
         data_width: cli.data_width,
         generation: cli.generation,
         lanes: cli.lanes,

@@ -44,6 +44,9 @@ pub struct SimOptions {
     /// The card library; None: env TLPX_CARD_LIB, else the built card of `data_width`, else
     /// the smallest built card that keeps up with the link (see [`choose_card`]).
     pub card: Option<PathBuf>,
+    /// `--with-cpu`: the built card with the soft CPU, `build/card/dw<N>-cpu` (N: `data_width`,
+    /// else 64), instead of the default card search (TLPX_CARD_LIB included).
+    pub with_cpu: bool,
     /// The data width asked for on the command line, checked against the library.
     pub data_width: Option<u32>,
     pub generation: u8,
@@ -228,7 +231,18 @@ fn card_clock_hz(lib: &CardLibrary, clock_mhz: Option<f64>) -> Result<f64, SimEr
 /// Without `--lanes`, the link is x1, x4, x8 for a 64, 128, 256-bit card.
 pub fn choose_card(opts: &SimOptions) -> Result<(CardLibrary, u8, Option<String>), SimError> {
     let lanes_for = |w: u32| opts.lanes.unwrap_or(default_lanes(w));
-    let lib = if let Some(path) = opts.card.clone().or_else(env_library) {
+    let lib = if opts.with_cpu && opts.card.is_none() {
+        let w = opts.data_width.unwrap_or(64);
+        let path = built_cpu_library_path(w);
+        if !path.exists() {
+            return Err(SimError::Invalid(format!(
+                "--with-cpu: no card library with the soft CPU at {} (looked above the executable and the current directory): build it with `make gateware CPU=1{}`",
+                path.display(),
+                if w == 64 { String::new() } else { format!(" DATA_WIDTH={w}") }
+            )));
+        }
+        CardLibrary::load(&path)?
+    } else if let Some(path) = opts.card.clone().or_else(env_library) {
         CardLibrary::load(&path)?
     } else if let Some(w) = opts.data_width {
         CardLibrary::load(&built_library_path(w))?
@@ -274,6 +288,31 @@ pub fn choose_card(opts: &SimOptions) -> Result<(CardLibrary, u8, Option<String>
         .map_err(|e| SimError::Invalid(e.to_string()))?;
     let warning = datapath_warning(&link, lib.data_width(), card_clock_hz(&lib, opts.clock_mhz)?);
     Ok((lib, lanes, warning))
+}
+
+/// Where `make gateware CPU=1` puts the card with the soft CPU: `build/card/dw<N>-cpu/libtlpxcard.so`,
+/// found as [`built_library_path`] finds the card without it (walking up from the executable's
+/// directory, then from the current directory); the expected path when it is nowhere.
+pub fn built_cpu_library_path(data_width: u32) -> PathBuf {
+    let rel = PathBuf::from(format!("build/card/dw{data_width}-cpu/libtlpxcard.so"));
+    let mut starts = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            starts.push(dir.to_owned());
+        }
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        starts.push(cwd);
+    }
+    for start in &starts {
+        for dir in start.ancestors() {
+            let candidate = dir.join(&rel);
+            if candidate.exists() {
+                return candidate;
+            }
+        }
+    }
+    starts.last().map(|d| d.join(&rel)).unwrap_or(rel)
 }
 
 /// Loads the card, sets everything up, serves clients until shutdown, removes the files.

@@ -81,8 +81,10 @@ enum Command {
     Loop(cmd::rt_loop::Cmd),
     /// The rule-30 accelerator against software: the Simics paper's experiment (run, sweep).
     Rule30(cmd::rule30::Cmd),
-    /// Exerciser scripts: check a script, compile it into the card CPU's binary image.
+    /// Exerciser scripts: check a script, compile it into the card CPU's binary image, run it on the card.
     Script(cmd::script::Cmd),
+    /// The card's soft CPU: load and start its firmware, stop it, its status and console.
+    Fw(cmd::fw::Cmd),
     /// Serve the card's live measurements as Prometheus metrics.
     Serve(cmd::serve::Cmd),
     /// Turn result documents (bw, lat, pio, spy, irq, loop, rule30) into one HTML report.
@@ -141,7 +143,8 @@ fn main() -> ExitCode {
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
         Command::Rule30(c) => cmd::rule30::run(c, &cli.device, cli.json),
-        Command::Script(c) => cmd::script::run(c, cli.json),
+        Command::Script(c) => cmd::script::run(c, &cli.device, cli.json),
+        Command::Fw(c) => cmd::fw::run(c, &cli.device, cli.json),
         Command::Serve(c) => cmd::serve::run(c, &cli.device, cli.json, cli.metrics_listen.as_deref()),
         Command::Report(c) => cmd::report::run(c, cli.json),
         Command::Vfio(c) => cmd::vfio::run(c, cli.json),

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bw;
 pub mod characterize;
+pub mod fw;
 pub mod info;
 pub mod irq;
 pub mod lat;

@@ -3,10 +3,15 @@
 //! ```text
 //!  check FILE              compile, print the program's summary or every error (file:line:col: reason)
 //!  compile FILE -o OUT     write the binary image the card's soft CPU runs (--disassemble: the listing too)
+//!
+//!  run FILE                compile for the card (its map hash and clock), run it on the card's soft CPU,
+//!                          print its result records as they come and the end status
 //! ```
 //!
-//! Both work without a card: the register names come from the map this tlpx was built with.
-//! Exit status 0 when the script compiles, 2 when it does not (or the file cannot be read).
+//! `check` and `compile` work without a card: the register names come from the map this tlpx
+//! was built with. Exit status 0 when the script compiles, 2 when it does not (or the file
+//! cannot be read). `run` exits 0 when the script ended OK, 1 when it failed (an assert, an
+//! event timeout, a DMA limit, stopped by Ctrl-C), 2 on bad input (a script error, no CPU).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -36,6 +41,22 @@ enum Action {
         /// Also print the image's listing (instructions, DMA descriptors, events, result slots).
         #[arg(long)]
         disassemble: bool,
+    },
+    /// Compile a script for the card and run it on its soft CPU; print the result records.
+    Run {
+        /// The script (.tlpxs).
+        file: PathBuf,
+        /// Firmware image to load when the CPU is not running a ready firmware [default:
+        /// build/firmware/tlpx-fw.img, found above the executable or the current directory].
+        #[arg(long, value_name = "IMG", env = "TLPX_FIRMWARE")]
+        firmware: Option<PathBuf>,
+        /// Host DMA buffer for the script's `dma` runs, e.g. 1MiB [default: what the script
+        /// needs (its largest base + window), at least 4 KiB].
+        #[arg(long, value_name = "SIZE")]
+        buffer: Option<String>,
+        /// Also write the result document (JSON) to this file.
+        #[arg(long, short = 'o', value_name = "FILE.json")]
+        output: Option<PathBuf>,
     },
 }
 
@@ -80,8 +101,9 @@ fn print_errors(file: &str, errors: &[Diagnostic]) {
     eprintln!("{file}: {} error(s); the script was not compiled", errors.len());
 }
 
-pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     match &cmd.action {
+        Action::Run { file, firmware, buffer, output } => run_on_card(file, firmware.as_deref(), buffer.as_deref(), output.as_deref(), device, json),
         Action::Check(source) => {
             let (file, result) = load(source)?;
             if json {
@@ -133,4 +155,261 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+// `script run` ------------------------------------------------------------------------------
+
+/// Smallest host buffer a run gets.
+const MIN_BUFFER: u64 = 4096;
+
+/// What `script run` was asked, after defaults.
+#[derive(Serialize)]
+struct RunParameters {
+    file: String,
+    firmware: Option<String>,
+    buffer_bytes: u64,
+    clock_hz: u32,
+    map_hash: u32,
+    image_bytes: usize,
+}
+
+/// One result record, decoded and named.
+#[derive(Serialize, Clone)]
+struct RecordDoc {
+    index: u64,
+    slot: u16,
+    name: String,
+    kind: String,
+    status: u8,
+    status_name: &'static str,
+    pc: u32,
+    cycle: u64,
+    delta_cycles: u64,
+    value: u64,
+    aux: u64,
+}
+
+#[derive(Serialize)]
+struct EndDoc {
+    status: u32,
+    status_name: &'static str,
+    ok: bool,
+    records: u64,
+    instructions: u32,
+    aborted: bool,
+}
+
+/// The body of the result document: the records are its points.
+#[derive(Serialize)]
+struct RunBody {
+    points: Vec<RecordDoc>,
+    end: EndDoc,
+    console: String,
+}
+
+fn record_doc(program: &Program, index: u64, first_cycle: u64, r: &tlpx_script::ResultRecord) -> RecordDoc {
+    let (name, kind) = match program.slots.get(usize::from(r.slot)) {
+        _ if r.slot == tlpx_script::image::NO_SLOT => ("(end)".to_string(), "end".to_string()),
+        Some(slot) => (slot.name.clone(), slot.kind.name().to_string()),
+        None => (format!("slot {}", r.slot), format!("kind {}", r.kind)),
+    };
+    RecordDoc {
+        index,
+        slot: r.slot,
+        name,
+        kind,
+        status: r.status,
+        status_name: super::fw::status_name(u32::from(r.status)),
+        pc: r.pc,
+        cycle: r.cycle,
+        delta_cycles: r.cycle.wrapping_sub(first_cycle),
+        value: r.value,
+        aux: r.aux,
+    }
+}
+
+const TABLE_HEADER: &str = "   #  slot                  kind   status             cycle      Δcycles                value                  aux";
+
+fn record_line(d: &RecordDoc) -> String {
+    format!(
+        "{:>4}  {:<20}  {:<5}  {:<16}  {:>12}  {:>11}  {:>19}  {:>19}",
+        d.index, d.name, d.kind, d.status_name, d.cycle, d.delta_cycles, d.value, d.aux
+    )
+}
+
+/// Compiles `source` with `opts`; prints its errors (file:line:col: reason) when it does not.
+fn compile_or_report(file: &str, text: &str, opts: &Options) -> Option<Program> {
+    match tlpx_script::compile(text, opts) {
+        Ok(p) => Some(p),
+        Err(errors) => {
+            print_errors(file, &errors);
+            None
+        }
+    }
+}
+
+fn run_on_card(
+    path: &Path,
+    firmware: Option<&Path>,
+    buffer: Option<&str>,
+    output: Option<&Path>,
+    device: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let file = path.display().to_string();
+    let text = std::fs::read(path).with_context(|| format!("cannot read script {file}"))?;
+    let text = String::from_utf8(text).map_err(|e| anyhow::anyhow!("script {file} is not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))?;
+    // errors first, without a card (at the default clock)
+    if compile_or_report(&file, &text, &Options::default()).is_none() {
+        return Ok(ExitCode::from(2));
+    }
+    let buffer_asked = buffer
+        .map(|b| crate::sizes::parse_size(b).filter(|n| *n > 0).ok_or_else(|| anyhow::anyhow!("--buffer {b:?} is not a size in bytes such as 64K or 1MiB")))
+        .transpose()?;
+
+    let mut session = crate::session::Session::open(device)?;
+    let card = &mut session.card;
+    let mut cpu = tlpx_device::cpu::Cpu::open(card)?;
+    let id = card.identity().clone();
+    // the card's clock converts the times; its map hash goes into the image
+    let Some(mut program) = compile_or_report(&file, &text, &Options { clock_hz: id.clock_hz }) else {
+        return Ok(ExitCode::from(2));
+    };
+    program.map_hash = id.map_hash;
+    let image = program.encode();
+    let back = tlpx_script::decode(&image, id.map_hash).map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
+    anyhow::ensure!(back == program, "internal: the image decodes to another program");
+    if image.len() > tlpx_device::cpu::SCRIPT_AREA_LEN {
+        anyhow::bail!(
+            "{file}: the compiled image is {} bytes; the card's script area holds at most {} bytes (16 KiB): split the script or use fewer loops' bodies",
+            image.len(),
+            tlpx_device::cpu::SCRIPT_AREA_LEN
+        );
+    }
+    let needed = u64::from(program.buffer_len).max(MIN_BUFFER);
+    let buffer_len = match buffer_asked {
+        Some(n) if n < u64::from(program.buffer_len) => {
+            anyhow::bail!("--buffer {n} bytes is smaller than the {} bytes the script's dma runs need (largest base + window)", program.buffer_len)
+        }
+        Some(n) => n.max(MIN_BUFFER),
+        None => needed,
+    };
+    let buffer_len = usize::try_from(buffer_len.div_ceil(4096) * 4096)?;
+
+    // a ready firmware, or the default one loaded
+    let status = cpu.status(card)?;
+    let ready = status.state == tlpx_device::cpu::CpuState::Running && cpu.mailbox(card)?.ready();
+    let mut firmware_used = None;
+    if !ready || firmware.is_some() {
+        let fw_path = firmware.map(Path::to_path_buf).unwrap_or_else(super::fw::default_firmware_path);
+        if !fw_path.exists() {
+            anyhow::bail!(
+                "the CPU is not running a ready firmware and there is no image at {}: build it with `make firmware`, or pass --firmware IMG",
+                fw_path.display()
+            );
+        }
+        let fw = super::fw::read_image(&fw_path)?;
+        super::fw::load_checked(card, &cpu, &fw, &fw_path)?;
+        cpu.timeout = tlpx_device::cpu::DEFAULT_BOOT_TIMEOUT;
+        let s = cpu.start(card)?;
+        if !json {
+            eprint!("{}", String::from_utf8_lossy(&s.console));
+            eprintln!("tlpx: loaded firmware {} ({}) and started it", s.mailbox.version_string(), fw_path.display());
+        }
+        firmware_used = Some(fw_path.display().to_string());
+    }
+
+    let dma = card.device().alloc_dma(buffer_len)?;
+    if !json {
+        println!(
+            "{file}: {} on the card's CPU, host buffer {} at bus 0x{:x}",
+            tlpx_script::summary(&program),
+            crate::output::bytes(buffer_len as u64),
+            dma.bus_addr
+        );
+        println!("{TABLE_HEADER}");
+    }
+    crate::progress::install_stop_handler();
+    let mut records: Vec<RecordDoc> = Vec::new();
+    let mut first_cycle = None;
+    let mut console = Vec::new();
+    let result = cpu.run_script(
+        card,
+        &image,
+        &dma,
+        &mut crate::progress::stop_requested,
+        &mut |raw| {
+            let r = tlpx_script::ResultRecord::decode(raw);
+            let first = *first_cycle.get_or_insert(r.cycle);
+            let d = record_doc(&program, records.len() as u64, first, &r);
+            if !json {
+                println!("{}", record_line(&d));
+            }
+            records.push(d);
+        },
+        &mut |bytes| {
+            if !json {
+                eprint!("{}", String::from_utf8_lossy(bytes));
+            }
+            console.extend_from_slice(bytes);
+        },
+    );
+    let freed = card.device().free_dma(dma);
+    let end = result?;
+    freed?;
+
+    let ok = end.status == u32::from(tlpx_script::status::OK);
+    if !json {
+        println!(
+            "end: {} ({}){}; {} record(s), {} instruction(s) executed",
+            super::fw::status_name(end.status),
+            end.status,
+            if end.aborted { ", stopped by Ctrl-C" } else { "" },
+            end.records,
+            end.instructions
+        );
+    }
+    let parameters = RunParameters {
+        file: file.clone(),
+        firmware: firmware_used,
+        buffer_bytes: buffer_len as u64,
+        clock_hz: id.clock_hz,
+        map_hash: id.map_hash,
+        image_bytes: image.len(),
+    };
+    let body = RunBody {
+        points: records,
+        end: EndDoc { status: end.status, status_name: super::fw::status_name(end.status), ok, records: end.records, instructions: end.instructions, aborted: end.aborted },
+        console: String::from_utf8_lossy(&console).into_owned(),
+    };
+    // the common result fields (schema tlpx-result v1), kind "script"
+    let doc = crate::results::ResultDoc {
+        schema: crate::results::SCHEMA,
+        schema_version: crate::results::SCHEMA_VERSION,
+        kind: "script",
+        created: crate::results::utc_now().0,
+        command: std::env::args().collect(),
+        parameters,
+        environment: session.environment.clone(),
+        link: session.link.clone(),
+        model: None,
+        body,
+        interrupted: crate::progress::stop_requested(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        notes: session.notes.clone(),
+        pmc: Vec::new(),
+    };
+    if let Some(out) = output {
+        let text = serde_json::to_string_pretty(&doc)?;
+        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(out, text + "\n").with_context(|| format!("writing the result to {}", out.display()))?;
+        eprintln!("tlpx: wrote {}", out.display());
+    }
+    if json {
+        crate::output::print_json(&doc)?;
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

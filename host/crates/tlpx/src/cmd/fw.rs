@@ -1,0 +1,316 @@
+//! `tlpx fw`: the card's soft CPU and its firmware (docs/firmware.md, "The soft CPU").
+//!
+//! ```text
+//!  load FILE [--no-start]       check the image file, hold the CPU in reset, write it, start it, print the self-test
+//!  start | stop                 release the CPU (the card checks the loaded image first) / hold it in reset
+//!  status                       the loader (state, refusal reason, CRCs, starts, refusals) and the mailbox
+//!  console [--follow] [--duration T]   what the firmware printed
+//! ```
+//!
+//! A bad image file is refused before anything is written to the card, with the field, the
+//! value found and what is accepted (exit 2); so is a card without the CPU.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use tlpx_device::card::Card;
+use tlpx_device::cpu::{self, Cpu, CpuState, CpuStatus, Mailbox};
+use tlpx_script::FirmwareImage;
+
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Check a firmware image file (tlpx-fw.img), load it into the CPU's SRAM and start it.
+    Load {
+        /// The image (make firmware: build/firmware/tlpx-fw.img).
+        file: PathBuf,
+        /// Only load it: leave the CPU held in reset (`tlpx fw start` later).
+        #[arg(long)]
+        no_start: bool,
+        /// How long to wait for the firmware to say it is ready (wall time), e.g. 10s.
+        #[arg(long, default_value = "10s")]
+        timeout: String,
+    },
+    /// Have the card check the loaded image and release the CPU; wait for the firmware.
+    Start {
+        /// How long to wait for the firmware to say it is ready (wall time), e.g. 10s.
+        #[arg(long, default_value = "10s")]
+        timeout: String,
+    },
+    /// Hold the CPU in reset.
+    Stop,
+    /// The CPU's loader registers and the firmware's mailbox.
+    Status,
+    /// Print what the firmware wrote on its console.
+    Console {
+        /// Keep reading until Ctrl-C (or --duration).
+        #[arg(long)]
+        follow: bool,
+        /// With --follow: stop after this long (wall time), e.g. 2s.
+        #[arg(long)]
+        duration: Option<String>,
+    },
+}
+
+/// An error whose message is all that needs saying, with exit status 2 (bad input, no CPU).
+pub(crate) fn refuse(message: String) -> anyhow::Error {
+    anyhow::anyhow!(message)
+}
+
+/// Opens the card `device` names and its CPU; a card without one is refused with how to get it.
+pub(crate) fn open_cpu(device: &str) -> anyhow::Result<(Card, Cpu)> {
+    let opened = crate::selector::open(device)?;
+    let mut card = Card::open(opened.device).context("opening the card")?;
+    let cpu = Cpu::open(&mut card)?;
+    Ok((card, cpu))
+}
+
+/// Reads and checks a firmware image file (all the checks that need no card).
+pub(crate) fn read_image(path: &Path) -> anyhow::Result<FirmwareImage> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read the firmware image {}", path.display()))?;
+    FirmwareImage::parse(&bytes).map_err(|e| refuse(format!("{}: {e}; nothing was written to the card", path.display())))
+}
+
+/// Where `make firmware` puts the image: build/firmware/tlpx-fw.img, found by walking up from
+/// the executable's directory, then from the current directory (as tlpx-sim finds the card
+/// libraries). The expected path when it is nowhere.
+pub(crate) fn default_firmware_path() -> PathBuf {
+    let rel = PathBuf::from("build/firmware/tlpx-fw.img");
+    let mut starts = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            starts.push(dir.to_owned());
+        }
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        starts.push(cwd);
+    }
+    for start in &starts {
+        for dir in start.ancestors() {
+            let candidate = dir.join(&rel);
+            if candidate.exists() {
+                return candidate;
+            }
+        }
+    }
+    starts.last().map(|d| d.join(&rel)).unwrap_or(rel)
+}
+
+/// Checks `image` against the card and loads it (the CPU held in reset meanwhile).
+pub(crate) fn load_checked(card: &mut Card, cpu: &Cpu, image: &FirmwareImage, path: &Path) -> anyhow::Result<()> {
+    image
+        .check_card(card.identity().map_hash, cpu.sram_base())
+        .map_err(|e| refuse(format!("{}: {e}; nothing was written to the card", path.display())))?;
+    cpu.load(card, &image.payload, image.crc)?;
+    Ok(())
+}
+
+fn parse_wall(flag: &str, text: &str) -> anyhow::Result<Duration> {
+    crate::sizes::parse_duration(flag, text).map(Duration::from_secs_f64).map_err(refuse)
+}
+
+/// Writes console bytes to stdout as they come.
+fn echo(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes);
+    let _ = out.flush();
+}
+
+#[derive(Serialize)]
+struct StatusDoc {
+    cpu: CpuStatus,
+    mailbox: Option<Mailbox>,
+    ready: bool,
+    firmware_version: Option<String>,
+}
+
+fn print_status(s: &CpuStatus, m: Option<&Mailbox>) {
+    println!("cpu: {}", s.state.name());
+    if s.state == CpuState::Refused {
+        println!("  refused: {}", s.reason);
+    }
+    println!("  image: {} bytes at 0x{:x}, claimed CRC-32 0x{:08x}, computed 0x{:08x}", s.image_length, s.sram_base, s.claimed_crc, s.computed_crc);
+    println!("  starts {}, refusals {}", s.starts, s.refusals);
+    match m {
+        Some(m) if m.ready() => {
+            println!(
+                "firmware: ready (magic ok), version {}, state {}, heartbeat {}",
+                m.version_string(),
+                m.state_name(),
+                m.heartbeat
+            );
+            println!(
+                "  commands: sequence {} (done {}), last command {}, last status {} ({})",
+                m.cmd_seq,
+                m.done_seq,
+                m.command,
+                m.status,
+                status_name(m.status)
+            );
+            println!("  records written {}, consumed {}; console characters dropped {}", m.records_written, m.records_consumed, m.console_dropped);
+        }
+        Some(m) => println!("firmware: not ready (mailbox word 0x{:08x}, no magic)", m.magic),
+        None => println!("firmware: not running"),
+    }
+}
+
+/// The name of a result / command status code (tlpx_script::status).
+pub(crate) fn status_name(code: u32) -> &'static str {
+    match code {
+        0 => "ok",
+        1 => "compare_failed",
+        2 => "assert_failed",
+        3 => "event_timeout",
+        4 => "dma_limit",
+        5 => "bad_image",
+        6 => "buffer_too_small",
+        7 => "stopped",
+        0x100 => "selftest_failed",
+        0x101 => "unknown_command",
+        _ => "unknown",
+    }
+}
+
+/// Starts the CPU and prints what its console said (to stdout unless `json`).
+pub(crate) fn start_and_report(card: &mut Card, cpu: &Cpu, json: bool) -> anyhow::Result<cpu::Started> {
+    let started = cpu.start(card)?;
+    if !json {
+        echo(&started.console);
+        if !started.console.is_empty() && !started.console.ends_with(b"\n") {
+            println!();
+        }
+        println!(
+            "tlpx: firmware {} ready (CPU running; starts {}, image CRC-32 0x{:08x} checked by the card)",
+            started.mailbox.version_string(),
+            started.status.starts,
+            started.status.computed_crc
+        );
+    }
+    Ok(started)
+}
+
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    match &cmd.action {
+        Action::Load { file, no_start, timeout } => {
+            let timeout = parse_wall("--timeout", timeout)?;
+            // the file first: a bad one is refused before the card is even opened
+            let image = read_image(file)?;
+            let (mut card, mut cpu) = open_cpu(device)?;
+            cpu.timeout = timeout;
+            load_checked(&mut card, &cpu, &image, file)?;
+            if !json {
+                println!(
+                    "tlpx: loaded {} ({} bytes, firmware {}, CRC-32 0x{:08x}) at 0x{:x}",
+                    file.display(),
+                    image.payload.len(),
+                    image.version_string(),
+                    image.crc,
+                    cpu.sram_base()
+                );
+            }
+            if *no_start {
+                if json {
+                    println!("{}", serde_json::json!({ "loaded": file.display().to_string(), "bytes": image.payload.len(), "crc": image.crc, "started": false }));
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let started = start_and_report(&mut card, &cpu, json)?;
+            let console = String::from_utf8_lossy(&started.console).into_owned();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "loaded": file.display().to_string(),
+                        "bytes": image.payload.len(),
+                        "crc": image.crc,
+                        "started": true,
+                        "cpu": started.status,
+                        "mailbox": started.mailbox,
+                        "console": console,
+                    }))?
+                );
+            }
+            Ok(if console.contains("FAIL") { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        Action::Start { timeout } => {
+            let (mut card, mut cpu) = open_cpu(device)?;
+            cpu.timeout = parse_wall("--timeout", timeout)?;
+            let started = start_and_report(&mut card, &cpu, json)?;
+            if json {
+                let console = String::from_utf8_lossy(&started.console).into_owned();
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cpu": started.status, "mailbox": started.mailbox, "console": console }))?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Stop => {
+            let (mut card, cpu) = open_cpu(device)?;
+            cpu.stop(&mut card)?;
+            let s = cpu.status(&mut card)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!("tlpx: CPU held in reset (state {})", s.state.name());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Status => {
+            let (mut card, cpu) = open_cpu(device)?;
+            let s = cpu.status(&mut card)?;
+            let m = if s.state == CpuState::Running { Some(cpu.mailbox(&mut card)?) } else { None };
+            if json {
+                let doc = StatusDoc { ready: m.as_ref().is_some_and(Mailbox::ready), firmware_version: m.as_ref().filter(|m| m.ready()).map(Mailbox::version_string), cpu: s, mailbox: m };
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                print_status(&s, m.as_ref());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Console { follow, duration } => {
+            let limit = duration.as_deref().map(|d| parse_wall("--duration", d)).transpose()?;
+            let (mut card, cpu) = open_cpu(device)?;
+            let mut all = Vec::new();
+            if !*follow {
+                // what is there now (the console keeps at most a few hundred characters)
+                loop {
+                    let chunk = cpu.console_read(&mut card, cpu::CONSOLE_CHUNK)?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    if !json {
+                        echo(&chunk);
+                    }
+                    all.extend(chunk);
+                }
+            } else {
+                crate::progress::install_stop_handler();
+                let began = Instant::now();
+                while !crate::progress::stop_requested() && limit.is_none_or(|l| began.elapsed() < l) {
+                    let chunk = cpu.console_read(&mut card, cpu::CONSOLE_CHUNK)?;
+                    if chunk.is_empty() {
+                        // lets card time pass on the simulator; a sleep on hardware
+                        card.device().idle(Duration::from_millis(1))?;
+                        continue;
+                    }
+                    if !json {
+                        echo(&chunk);
+                    }
+                    all.extend(chunk);
+                }
+            }
+            if json {
+                println!("{}", serde_json::json!({ "console": String::from_utf8_lossy(&all) }));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! `tlpx fw` and `tlpx script run` end to end with the real binary, the real tlpx-sim running
+//! the card with the soft CPU (`--with-cpu`) and the real firmware: the firmware loads and
+//! passes its self-test, bad image files are refused before anything is written, the card
+//! refuses a wrong claimed CRC itself, a script moves exactly the TLPs it asks for (counted by
+//! the spy), a malformed script is refused with line:col, a card without the CPU says so.
+//!
+//! Needs `make gateware CPU=1` (build/card/dw64-cpu) and `make firmware`
+//! (build/firmware/tlpx-fw.img): the tests fail, naming the command, when they are missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tlpx_device::backends::sim::SimDevice;
+use tlpx_device::card::Card;
+use tlpx_device::cpu::{Cpu, CpuError, CpuState, RefusalReason};
+use tlpx_device::spy;
+use tlpx_script::FirmwareImage;
+use tlpx_testkit::SimProcess as Sim;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+/// The firmware image; fails (does not skip) when the CPU card or the firmware is not built.
+fn firmware() -> PathBuf {
+    let lib = repo_root().join("build/card/dw64-cpu/libtlpxcard.so");
+    assert!(lib.exists(), "the card with the soft CPU is missing ({}): build it with `make gateware CPU=1`", lib.display());
+    let fw = repo_root().join("build/firmware/tlpx-fw.img");
+    assert!(fw.exists(), "the firmware image is missing ({}): build it with `make firmware`", fw.display());
+    fw
+}
+
+fn cpu_sim() -> Sim {
+    firmware();
+    Sim::start(&["--with-cpu"])
+}
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).arg("--device").arg(device).args(args).output().expect("run tlpx")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+fn open_card(sim: &Sim) -> Card {
+    Card::open(Box::new(SimDevice::connect(sim.socket()).expect("connect"))).expect("a tlpx card")
+}
+
+fn status_json(sim: &Sim) -> Value {
+    let out = tlpx(&sim.selector(), &["--json", "fw", "status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn load_firmware(sim: &Sim) -> String {
+    let out = tlpx(&sim.selector(), &["fw", "load", path_str(&firmware())]);
+    assert_eq!(out.status.code(), Some(0), "fw load: {}{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn the_firmware_loads_and_its_console_shows_the_self_test() {
+    let sim = cpu_sim();
+    let stdout = load_firmware(&sim);
+    assert!(stdout.contains("self-test: PASS"), "{stdout}");
+    assert!(stdout.contains("ready"), "{stdout}");
+    let s = status_json(&sim);
+    assert_eq!(s["cpu"]["state"], "running", "{s}");
+    assert_eq!(s["cpu"]["starts"], 1, "{s}");
+    assert_eq!(s["cpu"]["refusals"], 0, "{s}");
+    assert_eq!(s["ready"], true, "{s}");
+    let image = FirmwareImage::parse(&std::fs::read(firmware()).expect("image")).expect("a good image");
+    assert_eq!(s["cpu"]["computed_crc"], image.crc, "{s}");
+    assert_eq!(s["cpu"]["image_length"], image.payload.len(), "{s}");
+    assert_eq!(s["firmware_version"], image.version_string(), "{s}");
+    // the text form names the same things
+    let out = tlpx(&sim.selector(), &["fw", "status"]);
+    let t = text(&out.stdout);
+    assert!(t.contains("cpu: running") && t.contains("firmware: ready") && t.contains("heartbeat"), "{t}");
+
+    // stop holds it in reset
+    let out = tlpx(&sim.selector(), &["fw", "stop"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(status_json(&sim)["cpu"]["state"], "stopped");
+    // and start checks the image again and boots it
+    let out = tlpx(&sim.selector(), &["fw", "start"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("self-test: PASS"), "{}", text(&out.stdout));
+    assert_eq!(status_json(&sim)["cpu"]["starts"], 2);
+}
+
+#[test]
+fn bad_image_files_are_refused_before_anything_is_written() {
+    let sim = cpu_sim();
+    let good = std::fs::read(firmware()).expect("image");
+    let set32 = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
+    let mut magic = good.clone();
+    magic[0..4].copy_from_slice(b"TLXS");
+    cases.push(("magic", magic, "magic"));
+    let mut crc = good.clone();
+    let last = crc.len() - 1;
+    crc[last] ^= 0x40;
+    cases.push(("crc", crc, "payload CRC-32"));
+    let mut map = good.clone();
+    set32(&mut map, 20, tlpx_regs::MAP_HASH);
+    cases.push(("map hash", map, "map hash"));
+    cases.push(("truncated", good[..good.len() - 8].to_vec(), "payload length"));
+    cases.push(("header only", good[..20].to_vec(), "file"));
+    let mut long = good[..32].to_vec();
+    long.extend(std::iter::repeat_n(0x13u8, 0x8000));
+    set32(&mut long, 12, 0x8000);
+    let crc = tlpx_script::image::crc32(&long[32..]);
+    set32(&mut long, 16, crc);
+    cases.push(("too long", long, "payload length"));
+    for (what, bytes, field) in cases {
+        let f = sim.path(&format!("{}.img", what.replace(' ', "_")));
+        std::fs::write(&f, &bytes).expect("write image");
+        let out = tlpx(&sim.selector(), &["fw", "load", path_str(&f)]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(&format!("firmware image {field}: found ")) && err.contains("accepted: "), "{what}: {err}");
+        assert!(err.contains("nothing was written to the card"), "{what}: {err}");
+        if what == "too long" {
+            assert!(err.contains("0x7f00"), "{err}");
+        }
+        if what == "map hash" {
+            assert!(err.contains(&format!("0x{:08x}", tlpx_regs::MAP_HASH_CPU)), "{err}");
+        }
+        // the card was not touched: still stopped, nothing claimed, never started
+        let s = status_json(&sim);
+        assert_eq!(s["cpu"]["state"], "stopped", "{what}: {s}");
+        assert_eq!(s["cpu"]["image_length"], 0, "{what}: {s}");
+        assert_eq!(s["cpu"]["starts"], 0, "{what}: {s}");
+        assert_eq!(s["cpu"]["refusals"], 0, "{what}: {s}");
+    }
+    let mut card = open_card(&sim);
+    let word = card.device().bar_read(0, 0x40000, tlpx_device::Width::W32).expect("SRAM");
+    assert_eq!(word, 0, "the SRAM was written");
+}
+
+#[test]
+fn the_card_refuses_a_wrong_claimed_crc_itself() {
+    let sim = cpu_sim();
+    let image = FirmwareImage::parse(&std::fs::read(firmware()).expect("image")).expect("a good image");
+    let mut card = open_card(&sim);
+    let cpu = Cpu::open(&mut card).expect("a CPU");
+    cpu.load(&mut card, &image.payload, image.crc ^ 0x0000_0100).expect("load");
+    match cpu.start(&mut card) {
+        Err(CpuError::Refused { reason, length, claimed, computed }) => {
+            assert_eq!(reason, RefusalReason::Crc);
+            assert_eq!(length as usize, image.payload.len());
+            assert_eq!(claimed, image.crc ^ 0x100);
+            assert_eq!(computed, image.crc, "the card's own CRC of what it holds");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let s = cpu.status(&mut card).expect("status");
+    assert_eq!((s.state, s.reason, s.refusals, s.starts), (CpuState::Refused, RefusalReason::Crc, 1, 0));
+    // the message says it
+    let out = tlpx(&sim.selector(), &["fw", "status"]);
+    assert!(text(&out.stdout).contains("refused: crc"), "{}", text(&out.stdout));
+    let out = tlpx(&sim.selector(), &["fw", "start"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(err.contains("refused") && err.contains(&format!("0x{:08x}", image.crc)), "{err}");
+
+    // the right claim starts it
+    cpu.load(&mut card, &image.payload, image.crc).expect("load");
+    let started = cpu.start(&mut card).expect("start");
+    assert_eq!(started.status.state, CpuState::Running);
+    assert!(started.mailbox.ready());
+    assert_eq!(started.status.refusals, 2);
+}
+
+fn up(c: &spy::SpyCounters, class: usize) -> &spy::ClassCounters {
+    &c.up[class]
+}
+
+fn down(c: &spy::SpyCounters, class: usize) -> &spy::ClassCounters {
+    &c.down[class]
+}
+
+const MRD: usize = 0;
+const MWR: usize = 1;
+const CPLD: usize = 3;
+
+#[test]
+fn a_script_moves_exactly_its_tlps_and_records_nondecreasing_cycles() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let script = sim.path("rw.tlpxs");
+    std::fs::write(
+        &script,
+        "# 16 writes of 256 bytes, then 16 reads of them back\nmark start\ndma write size=256 count=16 flush=off -> w\ndma read size=256 count=16 flush=off -> r\nassert generator.err_mismatches == 0 -> clean\nmark end\n",
+    )
+    .expect("script");
+    let mut card = open_card(&sim);
+    let before = spy::counters(&mut card).expect("spy counters");
+    let json_out = sim.path("run.json");
+    let out = tlpx(&sim.selector(), &["script", "run", path_str(&script), "-o", path_str(&json_out)]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let after = spy::counters(&mut card).expect("spy counters");
+
+    // card to host: exactly 16 writes of 256 bytes, 16 read requests; host to card: 4 KiB of
+    // read completions (the CPU's own register accesses never reach the link)
+    let d = |f: fn(&spy::SpyCounters, usize) -> &spy::ClassCounters, class: usize| {
+        let (a, b) = (f(&after, class), f(&before, class));
+        (a.tlps - b.tlps, a.payload_bytes - b.payload_bytes)
+    };
+    assert_eq!(d(up, MWR), (16, 16 * 256), "card writes");
+    assert_eq!(d(up, MRD).0, 16, "card read requests");
+    assert_eq!(d(down, CPLD).1, 16 * 256, "completion payload");
+
+    // the table and the document
+    assert!(stdout.contains("end: ok (0)"), "{stdout}");
+    for name in ["start", "w", "r", "clean", "end"] {
+        assert!(stdout.lines().any(|l| l.split_whitespace().nth(1) == Some(name)), "{name}: {stdout}");
+    }
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).expect("json written")).expect("JSON");
+    assert_eq!(doc["schema"], "tlpx-result");
+    assert_eq!(doc["kind"], "script");
+    assert_eq!(doc["end"]["status_name"], "ok");
+    let records = doc["points"].as_array().expect("records");
+    let names: Vec<&str> = records.iter().map(|r| r["name"].as_str().expect("name")).collect();
+    assert_eq!(names, ["start", "w", "r", "generator.err_mismatches", "clean", "end", "(end)"]);
+    let cycles: Vec<u64> = records.iter().map(|r| r["cycle"].as_u64().expect("cycle")).collect();
+    assert!(cycles.windows(2).all(|w| w[0] <= w[1]), "cycles go back: {cycles:?}");
+    assert_eq!(records[0]["delta_cycles"], 0);
+    for dma in &records[1..3] {
+        assert_eq!(dma["kind"], "dma");
+        assert_eq!(dma["aux"], 16, "transfers: {dma}");
+        assert!(dma["value"].as_u64().expect("cycles") > 0, "{dma}");
+    }
+    assert_eq!(records[3]["value"], 0, "no mismatches");
+    assert_eq!(records[4]["value"], 1, "the assert held");
+}
+
+#[test]
+fn a_failing_assert_ends_the_script_with_exit_1() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    // a script that passes first: the second run's records are its own
+    let ok = sim.path("ok.tlpxs");
+    std::fs::write(&ok, "mark a\nmark b\nmark c\n").expect("script");
+    let out = tlpx(&sim.selector(), &["--json", "script", "run", path_str(&ok)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["points"].as_array().map(Vec::len), Some(4), "{doc}");
+    let script = sim.path("fail.tlpxs");
+    std::fs::write(&script, "mark a\nassert ident.magic == 1 -> wrong\nmark never\n").expect("script");
+    let out = tlpx(&sim.selector(), &["--json", "script", "run", path_str(&script)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["end"]["status_name"], "assert_failed", "{doc}");
+    let names: Vec<&str> = doc["points"].as_array().expect("records").iter().map(|r| r["name"].as_str().expect("name")).collect();
+    assert_eq!(names, ["a", "ident.magic", "wrong", "(end)"]);
+    assert_eq!(doc["points"][2]["status_name"], "assert_failed", "{doc}");
+}
+
+#[test]
+fn a_malformed_script_is_refused_with_line_and_column() {
+    let sim = cpu_sim();
+    let script = sim.path("bad.tlpxs");
+    std::fs::write(&script, "mark a\npoke spy.contrl 1\n").expect("script");
+    let f = path_str(&script);
+    let out = tlpx(&sim.selector(), &["script", "run", f]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("{f}:2:6: unknown register \"spy.contrl\"")), "{err}");
+    // nothing ran: the CPU was not even started
+    assert_eq!(status_json(&sim)["cpu"]["starts"], 0);
+}
+
+#[test]
+fn a_card_without_the_cpu_says_how_to_get_one() {
+    let sim = Sim::start(&[]);
+    for args in [&["fw", "status"][..], &["fw", "console"][..]] {
+        let out = tlpx(&sim.selector(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("this card has no CPU") && err.contains("CPU=1") && err.contains("tlpx-sim --with-cpu"), "{err}");
+    }
+}
