@@ -25,15 +25,30 @@ _Static_assert(TLPX_GENERATOR_WINDOW_MASK == GEN_REG_BASE + 8u, "generator.base 
 
 #define BIT(n) (1u << (n))
 
+#ifdef FW_HOSTTEST
+/* firmware/tests/hosttest.c: the card's registers and SRAM simulated on the build machine */
+u32 hosttest_rd32(u32 addr);
+void hosttest_wr32(u32 addr, u32 v);
 static inline u32 rd32(u32 addr)
 {
-    return *(volatile u32 *)addr;
+    return hosttest_rd32(addr);
 }
 
 static inline void wr32(u32 addr, u32 v)
 {
-    *(volatile u32 *)addr = v;
+    hosttest_wr32(addr, v);
 }
+#else
+static inline u32 rd32(u32 addr)
+{
+    return *(volatile u32 *)PTR(addr);
+}
+
+static inline void wr32(u32 addr, u32 v)
+{
+    *(volatile u32 *)PTR(addr) = v;
+}
+#endif
 
 static inline u64 rd64(u32 addr)
 {

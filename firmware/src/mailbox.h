@@ -55,16 +55,16 @@
 #define ST_SELFTEST_FAILED  0x100u /* SELFTEST: the self-test found a fault */
 #define ST_UNKNOWN_COMMAND  0x101u /* an unknown command number */
 
-#include "types.h"
+#include "hw.h"
 
 static inline u32 mbox_rd(u32 off)
 {
-    return *(volatile u32 *)(MBOX_BASE + off);
+    return rd32(MBOX_BASE + off);
 }
 
 static inline void mbox_wr(u32 off, u32 v)
 {
-    *(volatile u32 *)(MBOX_BASE + off) = v;
+    wr32(MBOX_BASE + off, v);
 }
 
 #endif

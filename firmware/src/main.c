@@ -166,8 +166,16 @@ static void command_loop(void)
         }
         busy = 1;
         busy_seq = seq;
-        mbox_wr(MBOX_STATE, MBOX_STATE_BUSY);
         u32 cmd = mbox_rd(MBOX_COMMAND), status;
+        if (cmd == MBOX_CMD_RUN_SCRIPT) {
+            /* the counts of this command start from 0, and are 0 before the state says busy:
+               a host that sees state busy (or done_seq == its cmd_seq) reads this command's */
+            mbox_wr(MBOX_RECORDS, 0);
+            mbox_wr(MBOX_CONSUMED, 0);
+            mbox_wr(MBOX_INSNS, 0);
+            mbox_wr(MBOX_PC, 0);
+        }
+        mbox_wr(MBOX_STATE, MBOX_STATE_BUSY);
         switch (cmd) {
         case MBOX_CMD_RUN_SCRIPT:
             status = script_run_command();
