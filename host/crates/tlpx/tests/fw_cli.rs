@@ -289,3 +289,75 @@ fn a_card_without_the_cpu_says_how_to_get_one() {
         assert!(err.contains("this card has no CPU") && err.contains("CPU=1") && err.contains("tlpx-sim --with-cpu"), "{err}");
     }
 }
+
+#[test]
+fn more_records_than_the_ring_holds_all_arrive_in_order() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let script = sim.path("many.tlpxs");
+    std::fs::write(&script, "loop 1500 {\n    mark m\n}\nmark last\n").expect("script");
+    let out = tlpx(&sim.selector(), &["--json", "script", "run", path_str(&script)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let records = doc["points"].as_array().expect("records");
+    assert_eq!(records.len(), 1502, "1500 marks, the last, the end record (the ring holds 512)");
+    assert!(records[..1500].iter().all(|r| r["name"] == "m"));
+    assert_eq!(records[1500]["name"], "last");
+    assert_eq!(records[1501]["name"], "(end)");
+    let cycles: Vec<u64> = records.iter().map(|r| r["cycle"].as_u64().expect("cycle")).collect();
+    assert!(cycles.windows(2).all(|w| w[0] <= w[1]), "cycles go back");
+    assert_eq!(doc["end"]["records"], 1502);
+}
+
+#[test]
+fn ctrl_c_stops_a_running_script_and_its_records_still_come() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let script = sim.path("long.tlpxs");
+    std::fs::write(&script, "loop 1000000 {\n    mark m\n    wait 100us\n}\n").expect("script");
+    let child = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")))
+        .args(["--device", &sim.selector(), "script", "run", path_str(&script)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tlpx");
+    // wait until the script runs, then Ctrl-C
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut card = open_card(&sim);
+    let cpu = Cpu::open(&mut card).expect("a CPU");
+    while cpu.mailbox(&mut card).expect("mailbox").records_written < 5 {
+        assert!(std::time::Instant::now() < deadline, "the script did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: sending SIGINT to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("tlpx ends");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("end: stopped (7), stopped by Ctrl-C"), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.split_whitespace().nth(1) == Some("m")).collect();
+    assert!(lines.len() >= 5, "the records before the stop: {stdout}");
+    assert!(stdout.lines().any(|l| l.contains("(end)") && l.contains("stopped")), "{stdout}");
+    // the firmware is ready for the next command
+    let m = cpu.mailbox(&mut card).expect("mailbox");
+    assert!(m.idle(), "{m:?}");
+    assert_eq!(m.status, 7);
+}
+
+#[test]
+fn the_console_follows_for_a_while_and_selftest_runs_again() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let out = tlpx(&sim.selector(), &["fw", "console", "--follow", "--duration", "300ms"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut card = open_card(&sim);
+    let cpu = Cpu::open(&mut card).expect("a CPU");
+    let mut console = Vec::new();
+    let status = cpu.selftest(&mut card, &mut |b| console.extend_from_slice(b)).expect("selftest");
+    let console = text(&console);
+    assert_eq!(status, 0, "{console}");
+    assert!(console.contains("self-test: PASS"), "{console}");
+    // what the firmware prints goes to `fw console` when nobody else reads it
+    let m = cpu.mailbox(&mut card).expect("mailbox");
+    assert_eq!((m.cmd_seq, m.done_seq, m.command), (1, 1, 2), "{m:?}");
+}

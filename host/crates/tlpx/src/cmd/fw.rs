@@ -181,6 +181,11 @@ pub(crate) fn status_name(code: u32) -> &'static str {
     }
 }
 
+/// The console of a boot says the self-test failed (or the firmware trapped).
+fn self_test_failed(console: &str) -> bool {
+    console.contains("self-test: FAIL") || console.contains("trap: ")
+}
+
 /// Starts the CPU and prints what its console said (to stdout unless `json`).
 pub(crate) fn start_and_report(card: &mut Card, cpu: &Cpu, json: bool) -> anyhow::Result<cpu::Started> {
     let started = cpu.start(card)?;
@@ -240,7 +245,11 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     }))?
                 );
             }
-            Ok(if console.contains("FAIL") { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            if self_test_failed(&console) {
+                eprintln!("tlpx: the firmware started but its self-test did not pass (its console above)");
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Action::Start { timeout } => {
             let (mut card, mut cpu) = open_cpu(device)?;

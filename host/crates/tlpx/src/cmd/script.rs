@@ -228,7 +228,12 @@ fn record_doc(program: &Program, index: u64, first_cycle: u64, r: &tlpx_script::
     }
 }
 
-const TABLE_HEADER: &str = "   #  slot                  kind   status             cycle      Δcycles                value                  aux";
+fn table_header() -> String {
+    format!(
+        "{:>4}  {:<20}  {:<5}  {:<16}  {:>12}  {:>11}  {:>19}  {:>19}",
+        "#", "slot", "kind", "status", "cycle", "Δcycles", "value", "aux"
+    )
+}
 
 fn record_line(d: &RecordDoc) -> String {
     format!(
@@ -328,7 +333,7 @@ fn run_on_card(
             crate::output::bytes(buffer_len as u64),
             dma.bus_addr
         );
-        println!("{TABLE_HEADER}");
+        println!("{}", table_header());
     }
     crate::progress::install_stop_handler();
     let mut records: Vec<RecordDoc> = Vec::new();
