@@ -132,11 +132,11 @@ static int selftest(void)
     console_printf("uart: console (txfull %u, %u characters dropped so far)\n", rd32(TLPX_UART_TXFULL) & 1u,
                    mbox_rd(MBOX_DROPPED));
 
-    u32 fw_bytes = (u32)_payload_end - FW_BASE;
+    u32 fw_bytes = (u32)(unsigned long)_payload_end - FW_BASE;
     console_printf("sram: 0x%x..0x%x, firmware %u bytes (+ bss to 0x%x), stack top 0x%x (%u bytes of stack), "
                    "mailbox 0x%x, script area 0x%x..0x%x, ring 0x%x\n",
-                   TLPX_SRAM_BASE, SRAM_END - 1u, fw_bytes, (u32)_bss_end, (u32)_stack_top,
-                   (u32)_stack_top - (u32)_bss_end, MBOX_BASE, SCRIPT_AREA, SCRIPT_AREA_END - 1u,
+                   TLPX_SRAM_BASE, SRAM_END - 1u, fw_bytes, (u32)(unsigned long)_bss_end, (u32)(unsigned long)_stack_top,
+                   (u32)(unsigned long)_stack_top - (u32)(unsigned long)_bss_end, MBOX_BASE, SCRIPT_AREA, SCRIPT_AREA_END - 1u,
                    RING_AREA);
     if (traps)
         console_printf("traps: %u since boot\n", traps);
@@ -167,11 +167,11 @@ static void command_loop(void)
         busy = 1;
         busy_seq = seq;
         u32 cmd = mbox_rd(MBOX_COMMAND), status;
+        /* the counts of this command start from 0, and are 0 before the state says busy: a
+           host that sees state busy (or done_seq == its cmd_seq) reads this command's */
+        mbox_wr(MBOX_RECORDS, 0);
+        mbox_wr(MBOX_CONSUMED, 0);
         if (cmd == MBOX_CMD_RUN_SCRIPT) {
-            /* the counts of this command start from 0, and are 0 before the state says busy:
-               a host that sees state busy (or done_seq == its cmd_seq) reads this command's */
-            mbox_wr(MBOX_RECORDS, 0);
-            mbox_wr(MBOX_CONSUMED, 0);
             mbox_wr(MBOX_INSNS, 0);
             mbox_wr(MBOX_PC, 0);
         }

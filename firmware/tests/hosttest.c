@@ -13,6 +13,9 @@
      --event-set OFFSET:BIT         this register bit reads 1
      --no-consume N                 the host consumes nothing for its first N looks
      --card-hash HASH               ident.map_hash (default TLPX_MAP_HASH_CPU)
+     --mailbox                      runs the firmware's main (src/main.c: self-test, command
+                                    loop) with a host model issuing RUN_SCRIPT of the first
+                                    IMAGE, SELFTEST and an unknown command through the mailbox
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -40,6 +43,10 @@ static long no_consume;
 static u32 host_next;
 static u32 ring_addr = RING_AREA, ring_cap = 512;
 static u64 buf_bus = 0x123456789000ull;
+static int mailbox_mode;
+static u32 image_len;
+static void mailbox_host(void);
+void fw_main(void) __attribute__((noreturn));
 
 static void host_consume(void)
 {
@@ -69,6 +76,8 @@ u32 hosttest_rd32(u32 a)
     if (a >= 0x40000 && a < 0x50000) {
         if (a == MBOX_BASE + MBOX_CONSUMED)
             host_consume();
+        if (a == MBOX_BASE + MBOX_CMD_SEQ && mailbox_mode)
+            mailbox_host();
         if (a == MBOX_BASE + MBOX_ABORT && abort_after > 0 && --abort_after == 0)
             *(u32 *)(sram + MBOX_BASE - 0x40000 + MBOX_ABORT) = 1;
         return *(u32 *)(sram + a - 0x40000);
@@ -183,6 +192,11 @@ int main(int argc, char **argv)
         return 3;
     }
     int i = 1, failures = 0;
+    csr[TLPX_IDENT_MAGIC / 4] = TLPX_CONST_IDENT_MAGIC;
+    csr[TLPX_IDENT_VERSION / 4] = 0x00000001u;
+    csr[TLPX_IDENT_FEATURES / 4] = 0x1FFu;
+    csr[TLPX_IDENT_DATA_WIDTH / 4] = 64u;
+    csr[TLPX_RULE30_VERSION / 4] = 0x00010000u;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--validate-only"))
             hosttest_validate_only = 1;
@@ -190,6 +204,8 @@ int main(int argc, char **argv)
             buf_bytes = (u32)strtoul(argv[++i], 0, 0);
         else if (!strcmp(argv[i], "--ring-cap") && i + 1 < argc)
             ring_cap = (u32)strtoul(argv[++i], 0, 0);
+        else if (!strcmp(argv[i], "--mailbox"))
+            mailbox_mode = 1;
         else if (!strcmp(argv[i], "--gen-never"))
             gen_never = 1;
         else if (!strcmp(argv[i], "--abort-after") && i + 1 < argc)
@@ -207,6 +223,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "hosttest: unknown option %s\n", argv[i]);
             return 3;
         }
+    }
+    if (mailbox_mode) {
+        if (i >= argc || load(argv[i], &image_len))
+            return 3;
+        fw_main(); /* never returns: mailbox_host() exits */
     }
     for (; i < argc; i++) {
         u32 len;
@@ -236,4 +257,59 @@ int main(int argc, char **argv)
             failures++;
     }
     return failures ? 1 : 0;
+}
+
+/* ---- the firmware's main, with the host on the other side of the mailbox ---- */
+
+#include "../src/main.c"
+
+char _payload_end[4], _bss_end[4], _stack_top[4], _stack_bottom[4];
+
+static void mailbox_host(void)
+{
+    static const u32 commands[] = {MBOX_CMD_RUN_SCRIPT, MBOX_CMD_SELFTEST, 99};
+    static const u32 expected[] = {ST_OK, ST_OK, ST_UNKNOWN_COMMAND};
+    static u32 issued, idle_looks;
+    static int failed;
+    u32 *mb = (u32 *)(sram + MBOX_BASE - 0x40000);
+    if (mb[MBOX_CMD_SEQ / 4] != mb[MBOX_DONE_SEQ / 4])
+        return; /* the firmware is picking the command up */
+    if (mb[MBOX_MAGIC / 4] != MBOX_MAGIC_VALUE || mb[MBOX_VERSION / 4] != FW_VERSION ||
+        mb[MBOX_STATE / 4] != MBOX_STATE_READY) {
+        printf("mailbox: idle without magic/version/ready: magic 0x%x version 0x%x state %u\n", mb[MBOX_MAGIC / 4],
+               mb[MBOX_VERSION / 4], mb[MBOX_STATE / 4]);
+        exit(1);
+    }
+    if (issued && idle_looks == 0) {
+        u32 st = mb[MBOX_STATUS / 4];
+        printf("mailbox: command %u (%u) done: status %u %s, %u records, %u instructions, heartbeat %u\n", issued,
+               commands[issued - 1], st, status_name(st), mb[MBOX_RECORDS / 4], mb[MBOX_INSNS / 4],
+               mb[MBOX_HEARTBEAT / 4]);
+        if (st != expected[issued - 1] || mb[MBOX_ABORT / 4] != 0)
+            failed = 1;
+        host_next = 0;
+    }
+    if (++idle_looks < 30000)
+        return; /* let the heartbeat tick */
+    idle_looks = 0;
+    if (issued == sizeof commands / sizeof commands[0]) {
+        u32 hb = mb[MBOX_HEARTBEAT / 4];
+        printf("mailbox: heartbeat %u after %llu cycles\n", hb, (unsigned long long)now);
+        if (hb < 3 || hb > now / 125000u + 1u)
+            failed = 1;
+        printf("mailbox: %s\n", failed ? "FAIL" : "PASS");
+        fflush(stdout);
+        exit(failed);
+    }
+    mb[MBOX_COMMAND / 4] = commands[issued];
+    mb[MBOX_ARG(MBOX_ARG_IMAGE_ADDR) / 4] = SCRIPT_AREA;
+    mb[MBOX_ARG(MBOX_ARG_IMAGE_LEN) / 4] = image_len;
+    mb[MBOX_ARG(MBOX_ARG_BUF_LO) / 4] = (u32)buf_bus;
+    mb[MBOX_ARG(MBOX_ARG_BUF_HI) / 4] = (u32)(buf_bus >> 32);
+    mb[MBOX_ARG(MBOX_ARG_BUF_BYTES) / 4] = 16u << 20;
+    mb[MBOX_ARG(MBOX_ARG_RING_ADDR) / 4] = ring_addr;
+    mb[MBOX_ARG(MBOX_ARG_RING_RECORDS) / 4] = ring_cap;
+    mb[MBOX_CONSUMED / 4] = 12345; /* stale: the firmware zeroes it */
+    mb[MBOX_CMD_SEQ / 4]++;
+    issued++;
 }

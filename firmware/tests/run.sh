@@ -45,6 +45,12 @@ expect "datamover, done but no count" 2 --event-set 0x4834:2 "$W/datamover_card_
 expect "irq_schedule, no host side" 3 "$W/irq_schedule.bin"
 expect "irq_schedule, done at once (fires 0)" 2 --event-set 0x4030:2 "$W/irq_schedule.bin"
 
+if "$HT" --mailbox "$W/burst_torture.bin" >"$W/mailbox.log" 2>"$W/console" && grep -q "self-test: PASS" "$W/console"; then
+    echo "ok    firmware main: self-test PASS, RUN_SCRIPT, SELFTEST, unknown command, heartbeat"
+else
+    echo "FAIL  firmware main through the mailbox:"; grep -v "^record\|^generator" "$W/mailbox.log" | tail; tail "$W/console"; fail=1
+fi
+
 if [ -n "${DIFFTOOL:-}" ] || cargo --version >/dev/null 2>&1; then
     if [ -z "${DIFFTOOL:-}" ]; then
         CARGO_TARGET_DIR="$OUT/difftool-target" cargo build --release --offline -q --manifest-path "$HERE/difftool/Cargo.toml" || fail=1
