@@ -228,16 +228,21 @@ fn record_doc(program: &Program, index: u64, first_cycle: u64, r: &tlpx_script::
     }
 }
 
-fn table_header() -> String {
+/// Width of the slot column: the longest slot name (at least "(end)"), at most 40.
+fn name_width(program: &Program) -> usize {
+    program.slots.iter().map(|s| s.name.chars().count()).max().unwrap_or(0).clamp(5, 40)
+}
+
+fn table_header(w: usize) -> String {
     format!(
-        "{:>4}  {:<20}  {:<5}  {:<16}  {:>12}  {:>11}  {:>19}  {:>19}",
+        "{:>4}  {:<w$}  {:<5}  {:<16}  {:>12}  {:>11}  {:>19}  {:>19}",
         "#", "slot", "kind", "status", "cycle", "Δcycles", "value", "aux"
     )
 }
 
-fn record_line(d: &RecordDoc) -> String {
+fn record_line(d: &RecordDoc, w: usize) -> String {
     format!(
-        "{:>4}  {:<20}  {:<5}  {:<16}  {:>12}  {:>11}  {:>19}  {:>19}",
+        "{:>4}  {:<w$}  {:<5}  {:<16}  {:>12}  {:>11}  {:>19}  {:>19}",
         d.index, d.name, d.kind, d.status_name, d.cycle, d.delta_cycles, d.value, d.aux
     )
 }
@@ -326,14 +331,11 @@ fn run_on_card(
     }
 
     let dma = card.device().alloc_dma(buffer_len)?;
+    let width = name_width(&program);
     if !json {
-        println!(
-            "{file}: {} on the card's CPU, host buffer {} at bus 0x{:x}",
-            tlpx_script::summary(&program),
-            crate::output::bytes(buffer_len as u64),
-            dma.bus_addr
-        );
-        println!("{}", table_header());
+        println!("{file}: {}", tlpx_script::summary(&program));
+        println!("running on the card's CPU with a host buffer of {} at bus 0x{:x}", crate::output::bytes(buffer_len as u64), dma.bus_addr);
+        println!("{}", table_header(width));
     }
     crate::progress::install_stop_handler();
     let mut records: Vec<RecordDoc> = Vec::new();
@@ -349,7 +351,7 @@ fn run_on_card(
             let first = *first_cycle.get_or_insert(r.cycle);
             let d = record_doc(&program, records.len() as u64, first, &r);
             if !json {
-                println!("{}", record_line(&d));
+                println!("{}", record_line(&d, width));
             }
             records.push(d);
         },
