@@ -323,3 +323,29 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_have_names() {
+        assert_eq!(status_name(0), "ok");
+        assert_eq!(status_name(u32::from(tlpx_script::status::ASSERT_FAILED)), "assert_failed");
+        assert_eq!(status_name(u32::from(tlpx_script::status::STOPPED)), "stopped");
+        assert_eq!(status_name(0x100), "selftest_failed");
+        assert_eq!(status_name(99), "unknown");
+    }
+
+    #[test]
+    fn a_failed_boot_is_recognised_on_the_console() {
+        assert!(!self_test_failed("tlpx-fw 1.0: self-test\nself-test: PASS\n"));
+        assert!(self_test_failed("self-test: FAIL (scratch)\n"));
+        assert!(self_test_failed("trap: mcause 0x2 at pc 0x00040074\n"));
+    }
+
+    #[test]
+    fn the_default_firmware_is_where_make_puts_it() {
+        assert!(default_firmware_path().ends_with("build/firmware/tlpx-fw.img"));
+    }
+}

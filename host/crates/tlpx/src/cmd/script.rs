@@ -420,3 +420,21 @@ fn run_on_card(
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_named_from_the_programs_slots() {
+        let program = tlpx_script::compile("mark first\nmark second_with_a_long_name\n", &Options::default()).expect("compiles");
+        let rec = |slot: u16, cycle: u64| tlpx_script::ResultRecord { slot, kind: 1, status: 0, pc: 0, cycle, value: 0, aux: 0 };
+        let d = record_doc(&program, 1, 100, &rec(1, 150));
+        assert_eq!((d.name.as_str(), d.kind.as_str(), d.delta_cycles, d.status_name), ("second_with_a_long_name", "mark", 50, "ok"));
+        let end = record_doc(&program, 2, 100, &tlpx_script::ResultRecord { slot: 0xFFFF, kind: 0, status: 7, ..rec(0, 200) });
+        assert_eq!((end.name.as_str(), end.kind.as_str(), end.status_name), ("(end)", "end", "stopped"));
+        let w = name_width(&program);
+        assert_eq!(w, "second_with_a_long_name".len());
+        assert_eq!(table_header(w).len(), record_line(&d, w).len() + "Δ".len() - 1, "columns line up");
+    }
+}
