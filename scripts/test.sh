@@ -24,5 +24,9 @@ fi
 passed=$(grep -Eo "test result: ok\. [0-9]+ passed" build/cargo-test.log | awk '{s+=$4} END {print s+0}')
 echo "host: ${passed} passed, 0 failed"
 
+echo "== card firmware: two builds byte-identical, the interpreter against a model of the card (firmware/tests)"
+make --no-print-directory -C firmware check
+make --no-print-directory -C firmware OUT="$PWD/build/firmware" test
+
 echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
 scripts/qemu_vfio_test.sh

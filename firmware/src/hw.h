@@ -4,13 +4,11 @@
 #define TLPX_FW_HW_H
 
 #include "types.h"
-#include <tlpx_regs.h> /* generated (firmware/include, -isystem): TLPX_<REGION>_<NAME> */
+#include "tlpx_regs.h" /* generated (firmware/include, make regs): TLPX_<REGION>_<NAME> */
 
-/* The generated header defines TLPX_GENERATOR_BASE twice (the page's base 0x2800 and the
-   64-bit register `generator.base` 0x282c); the register sits between max_outstanding and
-   window_mask, so it is named here from its neighbours and never through that macro. */
-#define GEN_REG_BASE (TLPX_GENERATOR_MAX_OUTSTANDING + 4u)
-_Static_assert(TLPX_GENERATOR_WINDOW_MASK == GEN_REG_BASE + 8u, "generator.base is the 64-bit register before window_mask");
+/* Address 0 is a register here (ident.magic): the firmware is built with
+   -fno-delete-null-pointer-checks, so that GCC does not treat a read of it as a NULL
+   dereference (it would put a trap there instead of the load). */
 
 /* BAR0 size (tlpx_regs::BAR_SIZE): the decoder's bound on script offsets. */
 #define BAR0_SIZE 0x100000u

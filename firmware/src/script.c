@@ -466,7 +466,7 @@ static u32 op_dma(u32 desc, u32 flags, u32 slot, u64 limit)
     wr32(TLPX_GENERATOR_PAYLOAD_SIZE_LOG2, w32(d + 28u));
     wr32(TLPX_GENERATOR_IDLE_CYCLES, w32(d + 32u));
     wr32(TLPX_GENERATOR_MAX_OUTSTANDING, w32(d + 36u));
-    wr64(GEN_REG_BASE, R.buf_bus + w32(d + 60u)); /* base_offset + the host buffer's bus address */
+    wr64(TLPX_GENERATOR_BASE, R.buf_bus + w32(d + 60u)); /* base_offset + the host buffer's bus address */
     wr32(TLPX_GENERATOR_WINDOW_MASK, w32(d + 40u));
     wr32(TLPX_GENERATOR_STRIDE_LOG2, w32(d + 44u));
     wr32(TLPX_GENERATOR_OFFSET, w32(d + 48u));

@@ -146,7 +146,7 @@ void hosttest_wr32(u32 a, u32 v)
             printf("generator: start config 0x%x size %u count %llu base 0x%llx window_mask 0x%x stride_log2 %u "
                    "timeout %u\n",
                    gen_at_start[0], gen_at_start[1], (unsigned long long)gen_at_start[3] << 32 | gen_at_start[2],
-                   (unsigned long long)csr[(GEN_REG_BASE + 4) / 4] << 32 | csr[GEN_REG_BASE / 4],
+                   (unsigned long long)csr[(TLPX_GENERATOR_BASE + 4) / 4] << 32 | csr[TLPX_GENERATOR_BASE / 4],
                    csr[TLPX_GENERATOR_WINDOW_MASK / 4], csr[TLPX_GENERATOR_STRIDE_LOG2 / 4],
                    csr[TLPX_GENERATOR_TIMEOUT / 4]);
         }

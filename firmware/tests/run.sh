@@ -62,7 +62,7 @@ if [ -n "${DIFFTOOL:-}" ] || cargo --version >/dev/null 2>&1; then
         echo "FAIL  fuzz_validate:"; tail -20 "$W/fuzz.log"; fail=1
     fi
 else
-    echo "skip  fuzz_validate (no cargo to build the reference decoder)"
+    echo "FAIL  fuzz_validate: no cargo to build the reference decoder (tests/difftool)"; fail=1
 fi
 [ $fail = 0 ] && echo "firmware test: PASS" || echo "firmware test: FAIL"
 exit $fail

@@ -196,7 +196,7 @@ def render_c(regmap):
         if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("CONFIG_"):
             out.append(f"#define TLPX_CONST_{k.upper()} {v}u")
     for region in regmap["regions"]:
-        out += ["", f"/* {region['name']} */", f"#define {c_ident(region['name'], 'BASE')} 0x{region['offset']:05x}u"]
+        out += ["", f"/* {region['name']} */", f"#define {c_ident('region', region['name'], 'base')} 0x{region['offset']:05x}u"]
         for reg in region["registers"]:
             name = c_ident(region["name"], reg["name"])
             out.append(f"#define {name} 0x{reg['offset']:05x}u")

@@ -4,13 +4,10 @@
 fn main() {
     for path in std::env::args().skip(1) {
         let image = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        match tlpx_script::image::decode(&image, tlpx_regs_hash()) {
+        match tlpx_script::image::decode(&image, tlpx_regs::MAP_HASH) {
             Ok(_) => println!("{path}: OK"),
             Err(e) => println!("{path}: BAD {e}"),
         }
     }
 }
 
-fn tlpx_regs_hash() -> u32 {
-    0xa2e6_1fdd // tlpx_regs::MAP_HASH (the compiler's); the firmware also accepts it on the CPU card
-}

@@ -401,6 +401,11 @@ impl Cpu {
         self.write_words(card, u64::from(self.sram_base), payload)?;
         card.write(regs::IMAGE_LENGTH, payload.len() as u64)?;
         card.write(regs::IMAGE_CRC, u64::from(claimed_crc))?;
+        self.clear_mailbox(card)
+    }
+
+    /// Zeroes the mailbox (the CPU must be stopped): the magic then means "this boot is ready".
+    fn clear_mailbox(&self, card: &mut Card) -> Result<(), CpuError> {
         for o in (0..MAILBOX_LEN).step_by(4) {
             bar_w32(card, MAILBOX + o, 0)?;
         }
@@ -421,6 +426,10 @@ impl Cpu {
     /// (at most [`Cpu::timeout`], wall time) for the firmware's mailbox magic, collecting the
     /// console meanwhile. A refusal is [`CpuError::Refused`] with the reason and both CRCs.
     pub fn start(&self, card: &mut Card) -> Result<Started, CpuError> {
+        // A (re)start boots the image from the beginning: the previous boot's mailbox (its
+        // magic above all) must not be taken for this one's.
+        self.stop(card)?;
+        self.clear_mailbox(card)?;
         let before = self.status(card)?;
         card.write(regs::CONTROL, regs::control::RUN.set(1))?;
         let deadline = Instant::now() + self.timeout;

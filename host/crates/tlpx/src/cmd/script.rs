@@ -341,6 +341,8 @@ fn run_on_card(
     let mut records: Vec<RecordDoc> = Vec::new();
     let mut first_cycle = None;
     let mut console = Vec::new();
+    // Console lines go to stderr whole, so that they never cut a record line in two.
+    let mut console_printed = 0;
     let result = cpu.run_script(
         card,
         &image,
@@ -356,12 +358,19 @@ fn run_on_card(
             records.push(d);
         },
         &mut |bytes| {
-            if !json {
-                eprint!("{}", String::from_utf8_lossy(bytes));
-            }
             console.extend_from_slice(bytes);
+            if !json {
+                if let Some(end) = console[console_printed..].iter().rposition(|&b| b == b'\n') {
+                    let lines = &console[console_printed..console_printed + end + 1];
+                    eprint!("{}", String::from_utf8_lossy(lines));
+                    console_printed += end + 1;
+                }
+            }
         },
     );
+    if !json && console_printed < console.len() {
+        eprintln!("{}", String::from_utf8_lossy(&console[console_printed..]));
+    }
     let freed = card.device().free_dma(dma);
     let end = result?;
     freed?;
