@@ -27,7 +27,7 @@ pub struct Identity {
 
 /// Names of the feature bits, in bit order (ident.features).
 pub const FEATURE_NAMES: &[&str] =
-    &["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rule30", "rt_loop"];
+    &["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rule30", "rt_loop", "cpu"];
 
 /// Reads the identification block without judging it.
 pub fn read_identity(device: &mut dyn Device) -> Result<Identity, DeviceError> {

@@ -31,7 +31,7 @@ use tlpx_model::link::{CompletionSplit, LinkConfig};
 pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds of result this tlpx writes.
-pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy"];
+pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
 
 /// The machine and card a result was measured on.
 #[derive(Debug, Clone, Serialize)]

@@ -246,6 +246,14 @@ fn a_script_moves_exactly_its_tlps_and_records_nondecreasing_cycles() {
     }
     assert_eq!(records[3]["value"], 0, "no mismatches");
     assert_eq!(records[4]["value"], 1, "the assert held");
+
+    // tlpx report takes the document: its records table and the DMA figure
+    let html = sim.path("run.html");
+    let out = tlpx(&sim.selector(), &["report", path_str(&json_out), "-o", path_str(&html)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).expect("report written");
+    assert!(page.contains("Exerciser script on the card") && page.contains("DMA runs of the script"), "{page}");
+    assert!(page.contains("<svg") && page.contains("generator.err_mismatches"), "the figure and the records table");
 }
 
 #[test]
@@ -338,7 +346,7 @@ fn ctrl_c_stops_a_running_script_and_its_records_still_come() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("tlpx ends");
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("end: stopped (7), stopped by Ctrl-C"), "{stdout}");
     let lines: Vec<&str> = stdout.lines().filter(|l| l.split_whitespace().nth(1) == Some("m")).collect();
     assert!(lines.len() >= 5, "the records before the stop: {stdout}");

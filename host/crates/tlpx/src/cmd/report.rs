@@ -30,7 +30,7 @@ use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::results::{self, SCHEMA, SCHEMA_VERSION};
 
 /// The kinds this report draws (every kind tlpx writes).
-const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy"];
+const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -360,6 +360,7 @@ fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
         "loop" => loop_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
         "rule30" => rule30_section(&doc, &mut tables, &mut figs)?,
         "spy" => spy_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
+        "script" => script_section(&doc, &mut tables, &mut figs)?,
         other => return Err(format!("unknown kind {other:?}")),
     }
     body.push_str(&figs.html);
@@ -383,6 +384,7 @@ fn kind_title(kind: &str) -> &'static str {
         "loop" => "Real-time loop (loop)",
         "rule30" => "Rule-30 accelerator (rule30)",
         "spy" => "Spy statistics (spy)",
+        "script" => "Exerciser script on the card's CPU (script run)",
         _ => "Result",
     }
 }
@@ -726,6 +728,51 @@ fn hist_buckets(hist: &Field, clock_hz: f64) -> R<Vec<(f64, f64, f64)>> {
         }
     }
     Ok(out)
+}
+
+/// `tlpx script run`: the records the firmware wrote (card-cycle timestamps), and the DMA
+/// runs' durations along card time.
+fn script_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> {
+    let params = doc.key("parameters")?;
+    let clock = params.num_at("clock_hz")?;
+    let end = doc.key("end")?;
+    tables.push_str(&table(
+        &["script", "end status", "records", "instructions executed"],
+        &[vec![params.text_at("file")?, end.text_at("status_name")?, end.text_at("records")?, end.text_at("instructions")?]],
+    ));
+    let points = doc.key("points")?.arr()?;
+    let mut rows = Vec::new();
+    let mut dma = Vec::new();
+    for p in &points {
+        let delta = p.num_at("delta_cycles")?;
+        rows.push(vec![
+            p.text_at("index")?,
+            p.text_at("name")?,
+            p.text_at("kind")?,
+            p.text_at("status_name")?,
+            format!("{delta:.0}"),
+            format!("{:.3}", delta / clock * 1e6),
+            p.text_at("value")?,
+            p.text_at("aux")?,
+        ]);
+        if p.str_at("kind")? == "dma" {
+            dma.push((delta / clock * 1e6, p.num_at("value")? / clock * 1e6));
+        }
+    }
+    figs.chart(
+        "DMA runs of the script: each run's duration (generator.cycles) at the card time it ended, from the card's own timestamps",
+        &Chart {
+            title: "Script: DMA runs along card time".into(),
+            x_label: "card time since the first record (µs)".into(),
+            y_label: "run duration (µs)".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            series: vec![Series { label: "dma".into(), points: dma, style: Style::Points }],
+        },
+    )?;
+    tables.push_str("<h3>Records (card cycles from the first record; values as the firmware recorded them)</h3>");
+    tables.push_str(&table(&["#", "name", "kind", "status", "Δ cycles", "Δ µs", "value", "aux"], &rows));
+    Ok(())
 }
 
 fn spy_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {

@@ -400,34 +400,18 @@ fn run_on_card(
         console: String::from_utf8_lossy(&console).into_owned(),
     };
     // the common result fields (schema tlpx-result v1), kind "script"
-    let doc = crate::results::ResultDoc {
-        schema: crate::results::SCHEMA,
-        schema_version: crate::results::SCHEMA_VERSION,
-        kind: "script",
-        created: crate::results::utc_now().0,
-        command: std::env::args().collect(),
+    let doc = crate::results::ResultDoc::new(
+        "script",
         parameters,
-        environment: session.environment.clone(),
-        link: session.link.clone(),
-        model: None,
+        session.environment.clone(),
+        session.link.clone(),
+        None,
         body,
-        interrupted: crate::progress::stop_requested(),
-        wall_seconds: started.elapsed().as_secs_f64(),
-        notes: session.notes.clone(),
-        pmc: Vec::new(),
-    };
-    if let Some(out) = output {
-        let text = serde_json::to_string_pretty(&doc)?;
-        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        }
-        std::fs::write(out, text + "\n").with_context(|| format!("writing the result to {}", out.display()))?;
-        eprintln!("tlpx: wrote {}", out.display());
-    }
-    if json {
-        crate::output::print_json(&doc)?;
-    }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        started.elapsed().as_secs_f64(),
+        session.notes.clone(),
+    );
+    // 130 after Ctrl-C (the records that came are kept), 1 if the script failed, else 0.
+    doc.emit(output.as_deref(), json, !ok)
 }
 
 #[cfg(test)]
