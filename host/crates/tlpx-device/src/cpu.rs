@@ -241,6 +241,18 @@ impl Mailbox {
     }
 }
 
+/// What [`Cpu::run_script`] calls while the script runs.
+pub struct ScriptIo<'a> {
+    /// Polled: true asks the firmware to stop the script (the abort word).
+    pub stop: &'a mut dyn FnMut() -> bool,
+    /// Each result record, in order.
+    pub on_record: &'a mut dyn FnMut(&[u8; RECORD_LEN]),
+    /// Console bytes as they come.
+    pub on_console: &'a mut dyn FnMut(&[u8]),
+    /// The host side of the script's work, at every turn; true if it did something.
+    pub host_side: &'a mut dyn FnMut(&mut Card) -> Result<bool, DeviceError>,
+}
+
 /// Why a CPU operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CpuError {
@@ -551,16 +563,11 @@ impl Cpu {
     /// command, then until the firmware says it is done: reads the new records (each to
     /// `on_record`, in order), advances `records consumed`, and drains the console (to
     /// `on_console`). When `stop()` turns true, writes the mailbox's abort word once: the
-    /// script ends with status STOPPED and its records still come.
-    pub fn run_script(
-        &self,
-        card: &mut Card,
-        image: &[u8],
-        buffer: &DmaBuffer,
-        stop: &mut dyn FnMut() -> bool,
-        on_record: &mut dyn FnMut(&[u8; RECORD_LEN]),
-        on_console: &mut dyn FnMut(&[u8]),
-    ) -> Result<CommandEnd, CpuError> {
+    /// script ends with status STOPPED and its records still come. `host_side` runs at every
+    /// turn of that loop (the host half of what the script drives, e.g. the real-time loop's
+    /// answers: [`crate::rt_loop::Responder`]); it says whether it did something.
+    pub fn run_script(&self, card: &mut Card, image: &[u8], buffer: &DmaBuffer, io: ScriptIo<'_>) -> Result<CommandEnd, CpuError> {
+        let ScriptIo { stop, on_record, on_console, host_side } = io;
         if image.is_empty() || image.len() > SCRIPT_AREA_LEN {
             return Err(CpuError::Invalid(format!(
                 "the script image is {} bytes; the card's script area (0x{SCRIPT_AREA:x}) holds 1..={SCRIPT_AREA_LEN} bytes (16 KiB): split the script",
@@ -638,7 +645,8 @@ impl Cpu {
                     return Err(CpuError::NotReady(format!("the CPU is {} in the middle of the script", s.state.name())));
                 }
             }
-            if fresh == 0 && text.is_empty() {
+            let served = host_side(card)?;
+            if fresh == 0 && text.is_empty() && !served {
                 card.device().idle(POLL_STEP)?;
             }
         }

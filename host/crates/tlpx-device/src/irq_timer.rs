@@ -547,6 +547,12 @@ fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &TimerC
     card.write(regs::MAX_INTERVAL, u64::from(config.max_interval_cycles))?;
     card.write(regs::COUNT, u64::from(config.count))?;
     card.write(regs::SEED, u64::from(config.seed))?;
+    program_ring_and_msi(card, ring, ring_records)?;
+    card.write(regs::CONTROL, regs::control::START.set(1))
+}
+
+/// The sample ring and the timer's MSI (after a clear), with the interrupt queue emptied.
+fn program_ring_and_msi(card: &mut Card, ring: &DmaBuffer, ring_records: u32) -> Result<(), DeviceError> {
     card.write(regs::RING_BASE, ring.bus_addr)?;
     card.write(regs::RING_SIZE_LOG2, u64::from(ring_records.trailing_zeros()))?;
     // 128 bytes: PCIe's smallest Max Payload Size, valid on every link.
@@ -563,7 +569,67 @@ fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &TimerC
         return Err(DeviceError::Backend(format!("the timer did not clear: its sequence counter reads {sequence}")));
     }
     while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
-    card.write(regs::CONTROL, regs::control::START.set(1))
+    Ok(())
+}
+
+/// The host side of a timer schedule someone else runs — the card's CPU with
+/// `tlpx script run --serve irq` (firmware/scripts/irq_schedule.tlpxs): the sample ring and
+/// the MSI are set up, the timer is not started; every interrupt that comes is acknowledged
+/// from the waiting thread (`ack_user`, the user stage) and the samples are copied out.
+pub struct Responder {
+    run: Run,
+    /// Interrupts acknowledged.
+    pub acked: u64,
+    /// Samples copied out of the ring.
+    pub samples: Vec<Sample>,
+}
+
+impl Responder {
+    /// Clears the timer (stopped), allocates a ring of `ring_records` records and programs it
+    /// and the MSI.
+    pub fn attach(card: &mut Card, ring_records: u32) -> Result<Responder, DeviceError> {
+        require_timer(card)?;
+        if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
+            )));
+        }
+        if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
+            return Err(DeviceError::Backend("the interrupt timer is already firing (a tlpx irq runs on this card): stop it first".into()));
+        }
+        let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
+        let programmed = card.write(regs::CONTROL, regs::control::CLEAR.set(1)).and_then(|_| program_ring_and_msi(card, &ring, ring_records));
+        if let Err(e) = programmed {
+            let _ = card.device().free_dma(ring);
+            return Err(e);
+        }
+        Ok(Responder { run: Run { ring, ring_records, rd_index: 0, delivered: 0, scratch: Vec::new() }, acked: 0, samples: Vec::new() })
+    }
+
+    /// Waits at most `wait` for the timer's interrupt and acknowledges it (user stage), then
+    /// copies the samples written since; true if anything happened.
+    pub fn serve(&mut self, card: &mut Card, wait: Duration) -> Result<bool, DeviceError> {
+        let fired = card.device().wait_interrupt(WAIT_MASK, wait)?.is_some();
+        if fired {
+            ack_user(card)?;
+            self.acked += 1;
+        }
+        let copied = self.run.poll(card, &mut self.samples)?;
+        Ok(fired || copied > 0)
+    }
+
+    /// Disables the MSI (the timer stopped), copies the last samples and frees the ring.
+    pub fn finish(mut self, card: &mut Card) -> Result<(u64, Vec<Sample>), DeviceError> {
+        card.write(regs::CONTROL, regs::control::STOP.set(1))?;
+        let copied = self.run.poll(card, &mut self.samples);
+        let bit = 1u64 << msi_bit();
+        let disabled = card.read(pcie_msi::ENABLE).and_then(|e| card.write(pcie_msi::ENABLE, e & !bit));
+        let freed = card.device().free_dma(self.run.ring);
+        copied?;
+        disabled?;
+        freed?;
+        Ok((self.acked, self.samples))
+    }
 }
 
 #[cfg(test)]

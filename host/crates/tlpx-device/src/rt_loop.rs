@@ -434,6 +434,76 @@ fn collect(card: &mut Card, out: &mut LoopRun) -> Result<(), DeviceError> {
     Ok(())
 }
 
+/// The host side of loop iterations someone else starts — the card's CPU with
+/// `tlpx script run --serve loop` (firmware/scripts/datamover_card_side.tlpxs): the loop's
+/// buffer and registers are set up for polling detection and register return, the loop is
+/// not started; [`Responder::serve`] answers the iteration the card waits for.
+pub struct Responder {
+    buffer: DmaBuffer,
+    size_bytes: u32,
+    /// Iterations answered.
+    pub served: u64,
+    /// Buffers whose data did not match their token's pattern (checked after answering).
+    pub data_errors: u64,
+}
+
+impl Responder {
+    /// Clears the loop and programs a buffer of `size_bytes` (token included) for it.
+    pub fn attach(card: &mut Card, size_bytes: u32) -> Result<Responder, DeviceError> {
+        require_loop(card)?;
+        let config = LoopConfig::new(size_bytes, 1, Detect::Poll, Return::Register);
+        config.validate()?;
+        if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
+            return Err(DeviceError::Backend("the real-time loop is already running (a tlpx loop uses this card): stop it first".into()));
+        }
+        let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
+        let programmed = (|| {
+            card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
+            card.write(regs::BUFFER_BASE, buffer.bus_addr)?;
+            card.write(regs::SIZE, u64::from(size_bytes))?;
+            card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size_log2))?;
+            card.write(regs::RESULT_ADDRESS, buffer.bus_addr + RESULT_OFFSET as u64)?;
+            card.write(regs::CONFIG, 0)?;
+            let bit = 1u64 << msi_bit();
+            let enabled = card.read(pcie_msi::ENABLE)?;
+            card.write(pcie_msi::ENABLE, enabled & !bit)
+        })();
+        if let Err(e) = programmed {
+            let _ = card.device().free_dma(buffer);
+            return Err(e);
+        }
+        Ok(Responder { buffer, size_bytes, served: 0, data_errors: 0 })
+    }
+
+    /// If the card waits for a result: checksums the buffer and writes `rt_loop.result`
+    /// (one register read when it does not wait). True if it answered.
+    pub fn serve(&mut self, card: &mut Card) -> Result<bool, DeviceError> {
+        if regs::status::WAITING.get(card.read(regs::STATUS)?) == 0 {
+            return Ok(false);
+        }
+        let token = card.read(regs::TOKEN)? as u32;
+        if self.buffer.read_u32(0)? != token {
+            return Ok(false); // the token DW is written last: the buffer is not all there yet
+        }
+        let sum = checksum(&self.buffer, self.size_bytes)?;
+        card.write(regs::RESULT, u64::from(sum))?;
+        self.served += 1;
+        if !data_matches(&self.buffer, self.size_bytes, token)? {
+            self.data_errors += 1;
+        }
+        Ok(true)
+    }
+
+    /// Stops the loop and frees the buffer.
+    pub fn finish(self, card: &mut Card) -> Result<(u64, u64), DeviceError> {
+        let stopped = stop(card);
+        let freed = card.device().free_dma(self.buffer);
+        stopped?;
+        freed?;
+        Ok((self.served, self.data_errors))
+    }
+}
+
 /// Stops the loop (after the current iteration) and disables its MSI.
 pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
     card.write(regs::CONTROL, regs::control::STOP.set(1))?;

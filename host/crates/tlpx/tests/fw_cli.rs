@@ -427,3 +427,52 @@ fn script_run_on_a_card_without_the_cpu_says_how_to_get_one() {
     let err = text(&out.stderr);
     assert!(err.contains("this card has no CPU") && err.contains("make gateware CPU=1"), "{err}");
 }
+
+#[test]
+fn the_cpu_runs_the_loops_card_side_and_the_timers_schedule_with_the_host_side_served() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let scripts = repo_root().join("firmware/scripts");
+
+    // DataMover: the CPU starts every iteration; the host answers each with the checksum.
+    let json_out = sim.path("loop.json");
+    let script = scripts.join("datamover_card_side.tlpxs");
+    let out = tlpx(&sim.selector(), &["script", "run", path_str(&script), "--serve", "loop:256", "-o", path_str(&json_out)]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("host side, real-time loop: 100 iteration(s) answered"), "{stdout}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).expect("json")).expect("JSON");
+    assert_eq!(doc["host_side"]["loop_served"], 100);
+    assert_eq!(doc["host_side"]["loop_data_errors"], 0);
+    let records = doc["points"].as_array().expect("records");
+    let buffer_bytes = records.iter().find(|r| r["name"] == "buffer_bytes").expect("buffer_bytes");
+    assert_eq!(buffer_bytes["value"], 256, "the card used the host side's buffer");
+    // every iteration's loop time is the card's own measurement: nonzero, and each
+    // iteration's marks bracket it
+    let loop_cycles: Vec<u64> = records.iter().filter(|r| r["name"] == "loop_cycles").map(|r| r["value"].as_u64().expect("u64")).collect();
+    assert_eq!(loop_cycles.len(), 100);
+    assert!(loop_cycles.iter().all(|&c| c > 0), "{loop_cycles:?}");
+    let marks = |name: &str| records.iter().filter(|r| r["name"] == name).map(|r| r["cycle"].as_u64().expect("u64")).collect::<Vec<_>>();
+    for ((s, e), c) in marks("it_start").iter().zip(marks("it_end")).zip(&loop_cycles) {
+        assert!(e - s >= *c, "an iteration's marks ({s}..{e}) bracket its loop time {c}");
+    }
+
+    // Interrupt schedule: 10 bursts of 8 fires, each acknowledged by the host.
+    let script = scripts.join("irq_schedule.tlpxs");
+    let out = tlpx(&sim.selector(), &["--json", "script", "run", path_str(&script), "--serve", "irq"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(doc["host_side"]["irq_acked"], 80);
+    assert_eq!(doc["host_side"]["irq_samples"], 80);
+    assert_eq!(doc["host_side"]["irq_user_cycles"]["count"], 80);
+    let fires = doc["points"].as_array().expect("records").iter().find(|r| r["name"] == "fires").expect("fires");
+    assert_eq!(fires["value"], 80);
+
+    // a host side that does not exist
+    let out = tlpx(&sim.selector(), &["script", "run", path_str(&script), "--serve", "dma"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--serve \"dma\": accepted are loop, loop:SIZE"), "{}", text(&out.stderr));
+    let out = tlpx(&sim.selector(), &["script", "run", path_str(&script), "--serve", "loop:5000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("8..=4096 bytes"), "{}", text(&out.stderr));
+}

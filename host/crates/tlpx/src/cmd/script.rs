@@ -57,6 +57,12 @@ enum Action {
         /// Also write the result document (JSON) to this file.
         #[arg(long, short = 'o', value_name = "FILE.json")]
         output: Option<PathBuf>,
+        /// The host side of what the script drives, served while it runs: `loop[:SIZE]` answers
+        /// the real-time loop's iterations the CPU starts (buffer of SIZE bytes, default 1KiB;
+        /// polling, register return), `irq` acknowledges the interrupt timer's fires (user
+        /// stage) and collects their samples. Repeat or comma-separate for both.
+        #[arg(long, value_name = "SIDE", value_delimiter = ',')]
+        serve: Vec<String>,
     },
 }
 
@@ -103,7 +109,9 @@ fn print_errors(file: &str, errors: &[Diagnostic]) {
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     match &cmd.action {
-        Action::Run { file, firmware, buffer, output } => run_on_card(file, firmware.as_deref(), buffer.as_deref(), output.as_deref(), device, json),
+        Action::Run { file, firmware, buffer, output, serve } => {
+            run_on_card(file, firmware.as_deref(), buffer.as_deref(), output.as_deref(), serve, device, json)
+        }
         Action::Check(source) => {
             let (file, result) = load(source)?;
             if json {
@@ -205,6 +213,7 @@ struct RunBody {
     points: Vec<RecordDoc>,
     end: EndDoc,
     console: String,
+    host_side: HostSideDoc,
 }
 
 fn record_doc(program: &Program, index: u64, first_cycle: u64, r: &tlpx_script::ResultRecord) -> RecordDoc {
@@ -258,14 +267,70 @@ fn compile_or_report(file: &str, text: &str, opts: &Options) -> Option<Program> 
     }
 }
 
+/// What `--serve` asked for.
+#[derive(Debug, Default, PartialEq)]
+struct HostSides {
+    /// The real-time loop's buffer bytes.
+    loop_size: Option<u32>,
+    irq: bool,
+}
+
+fn parse_serve(values: &[String]) -> anyhow::Result<HostSides> {
+    let mut sides = HostSides::default();
+    for v in values {
+        let (name, arg) = v.split_once(':').map_or((v.as_str(), None), |(n, a)| (n, Some(a)));
+        match (name, arg) {
+            ("loop", size) => {
+                let size = match size {
+                    None => 1024,
+                    Some(a) => crate::sizes::parse_size(a)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| (8..=4096).contains(n) && n % 4 == 0)
+                        .ok_or_else(|| anyhow::anyhow!("--serve {v:?}: the loop's buffer must be 8..=4096 bytes, a multiple of 4 (e.g. loop:1K)"))?,
+                };
+                sides.loop_size = Some(size);
+            }
+            ("irq", None) => sides.irq = true,
+            _ => anyhow::bail!("--serve {v:?}: accepted are loop, loop:SIZE (e.g. loop:256) and irq"),
+        }
+    }
+    Ok(sides)
+}
+
+/// The interrupt timer's sample ring when `--serve irq` collects the samples.
+const IRQ_RING_RECORDS: u32 = 1024;
+/// Longest a turn of the run loop waits for the timer's interrupt (card time on the simulator).
+const IRQ_WAIT: std::time::Duration = std::time::Duration::from_micros(20);
+
+#[derive(Serialize, Default)]
+struct HostSideDoc {
+    /// `--serve loop`: iterations answered, buffers whose data did not match their token.
+    loop_served: Option<u64>,
+    loop_data_errors: Option<u64>,
+    /// `--serve irq`: interrupts acknowledged, samples copied, and the user stage of the
+    /// samples (card cycles from the fire to the acknowledgement).
+    irq_acked: Option<u64>,
+    irq_samples: Option<usize>,
+    irq_user_cycles: Option<tlpx_model::stats::Summary>,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_on_card(
     path: &Path,
     firmware: Option<&Path>,
     buffer: Option<&str>,
     output: Option<&Path>,
+    serve: &[String],
     device: &str,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let sides = match parse_serve(serve) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tlpx: {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let started = std::time::Instant::now();
     let file = path.display().to_string();
     let text = std::fs::read(path).with_context(|| format!("cannot read script {file}"))?;
@@ -343,37 +408,69 @@ fn run_on_card(
     let mut console = Vec::new();
     // Console lines go to stderr whole, so that they never cut a record line in two.
     let mut console_printed = 0;
+    let mut loop_side = match sides.loop_size {
+        Some(size) => Some(tlpx_device::rt_loop::Responder::attach(card, size)?),
+        None => None,
+    };
+    let mut irq_side = if sides.irq { Some(tlpx_device::irq_timer::Responder::attach(card, IRQ_RING_RECORDS)?) } else { None };
     let result = cpu.run_script(
         card,
         &image,
         &dma,
-        &mut crate::progress::stop_requested,
-        &mut |raw| {
-            let r = tlpx_script::ResultRecord::decode(raw);
-            let first = *first_cycle.get_or_insert(r.cycle);
-            let d = record_doc(&program, records.len() as u64, first, &r);
-            if !json {
-                println!("{}", record_line(&d, width));
-            }
-            records.push(d);
-        },
-        &mut |bytes| {
-            console.extend_from_slice(bytes);
-            if !json {
-                if let Some(end) = console[console_printed..].iter().rposition(|&b| b == b'\n') {
-                    let lines = &console[console_printed..console_printed + end + 1];
-                    eprint!("{}", String::from_utf8_lossy(lines));
-                    console_printed += end + 1;
+        tlpx_device::cpu::ScriptIo {
+            stop: &mut crate::progress::stop_requested,
+            host_side: &mut |card| {
+                let mut did = false;
+                if let Some(side) = loop_side.as_mut() {
+                    did |= side.serve(card)?;
                 }
-            }
+                if let Some(side) = irq_side.as_mut() {
+                    did |= side.serve(card, if did { std::time::Duration::ZERO } else { IRQ_WAIT })?;
+                }
+                Ok(did)
+            },
+            on_record: &mut |raw| {
+                let r = tlpx_script::ResultRecord::decode(raw);
+                let first = *first_cycle.get_or_insert(r.cycle);
+                let d = record_doc(&program, records.len() as u64, first, &r);
+                if !json {
+                    println!("{}", record_line(&d, width));
+                }
+                records.push(d);
+            },
+            on_console: &mut |bytes| {
+                console.extend_from_slice(bytes);
+                if !json {
+                    if let Some(end) = console[console_printed..].iter().rposition(|&b| b == b'\n') {
+                        let lines = &console[console_printed..console_printed + end + 1];
+                        eprint!("{}", String::from_utf8_lossy(lines));
+                        console_printed += end + 1;
+                    }
+                }
+            },
         },
     );
     if !json && console_printed < console.len() {
         eprintln!("{}", String::from_utf8_lossy(&console[console_printed..]));
     }
     let freed = card.device().free_dma(dma);
+    let mut host_side = HostSideDoc::default();
+    let loop_finished = loop_side.map(|side| side.finish(card));
+    let irq_finished = irq_side.map(|side| side.finish(card));
     let end = result?;
     freed?;
+    if let Some(finished) = loop_finished {
+        let (served, data_errors) = finished?;
+        host_side.loop_served = Some(served);
+        host_side.loop_data_errors = Some(data_errors);
+    }
+    if let Some(finished) = irq_finished {
+        let (acked, samples) = finished?;
+        let user: Vec<f64> = samples.iter().filter_map(|s| s.user_cycles).map(f64::from).collect();
+        host_side.irq_acked = Some(acked);
+        host_side.irq_samples = Some(samples.len());
+        host_side.irq_user_cycles = tlpx_model::stats::Summary::of(&user);
+    }
 
     let ok = end.status == u32::from(tlpx_script::status::OK);
     if !json {
@@ -385,6 +482,23 @@ fn run_on_card(
             end.records,
             end.instructions
         );
+        if let (Some(served), Some(errors)) = (host_side.loop_served, host_side.loop_data_errors) {
+            println!("host side, real-time loop: {served} iteration(s) answered (register return, polling), {errors} buffer(s) with wrong data");
+        }
+        if let (Some(acked), Some(samples)) = (host_side.irq_acked, host_side.irq_samples) {
+            let stage = host_side.irq_user_cycles.as_ref().map_or("no user-stage samples".to_string(), |u| {
+                let us = |c: f64| c / f64::from(id.clock_hz) * 1e6;
+                format!(
+                    "user stage (fire to ack_user, card time) min {:.2} / median {:.2} / p99 {:.2} / max {:.2} µs over {} samples",
+                    us(u.min),
+                    us(u.median),
+                    us(u.p99),
+                    us(u.max),
+                    u.count
+                )
+            });
+            println!("host side, interrupt timer: {acked} interrupt(s) acknowledged, {samples} sample(s); {stage}");
+        }
     }
     let parameters = RunParameters {
         file: file.clone(),
@@ -398,6 +512,7 @@ fn run_on_card(
         points: records,
         end: EndDoc { status: end.status, status_name: super::fw::status_name(end.status), ok, records: end.records, instructions: end.instructions, aborted: end.aborted },
         console: String::from_utf8_lossy(&console).into_owned(),
+        host_side,
     };
     // the common result fields (schema tlpx-result v1), kind "script"
     let doc = crate::results::ResultDoc::new(
@@ -411,12 +526,24 @@ fn run_on_card(
         session.notes.clone(),
     );
     // 130 after Ctrl-C (the records that came are kept), 1 if the script failed, else 0.
-    doc.emit(output.as_deref(), json, !ok)
+    doc.emit(output, json, !ok)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serve_values_are_parsed_or_refused_by_name() {
+        let p = |v: &[&str]| parse_serve(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(p(&[]).expect("no side"), HostSides::default());
+        assert_eq!(p(&["loop"]).expect("loop"), HostSides { loop_size: Some(1024), irq: false });
+        assert_eq!(p(&["loop:256", "irq"]).expect("both"), HostSides { loop_size: Some(256), irq: true });
+        assert_eq!(p(&["loop:4KiB"]).expect("4KiB").loop_size, Some(4096));
+        for bad in ["loop:6", "loop:0", "loop:8K", "loop:x", "irq:3", "spy", ""] {
+            assert!(p(&[bad]).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn records_are_named_from_the_programs_slots() {
