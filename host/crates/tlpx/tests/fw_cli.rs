@@ -476,3 +476,22 @@ fn the_cpu_runs_the_loops_card_side_and_the_timers_schedule_with_the_host_side_s
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("8..=4096 bytes"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn the_shipped_characterisation_and_torture_scripts_pass_on_the_card() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    for name in ["pamette", "burst_torture"] {
+        let script = repo_root().join(format!("firmware/scripts/{name}.tlpxs"));
+        let out = tlpx(&sim.selector(), &["--json", "script", "run", path_str(&script)]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        assert_eq!(doc["end"]["status_name"], "ok", "{name}");
+        let records = doc["points"].as_array().expect("records");
+        assert!(records.iter().all(|r| r["status_name"] == "ok"), "{name}: every check held");
+        let cycles: Vec<u64> = records.iter().map(|r| r["cycle"].as_u64().expect("cycle")).collect();
+        assert!(cycles.windows(2).all(|w| w[0] <= w[1]), "{name}: card time goes forward");
+        let dma: Vec<&Value> = records.iter().filter(|r| r["kind"] == "dma").collect();
+        assert!(!dma.is_empty() && dma.iter().all(|r| r["value"].as_u64() > Some(0)), "{name}: every recorded run took card time");
+    }
+}

@@ -396,6 +396,13 @@ fn run_on_card(
     }
 
     let dma = card.device().alloc_dma(buffer_len)?;
+    // As for tlpx bw: the buffer holds the generator's default pattern (counter, seed 1), so a
+    // read with the default pattern checks out wherever the script has not written; a read
+    // with another pattern or seed checks what an earlier write of that pattern left.
+    if let Err(e) = tlpx_device::generator::fill_pattern(&dma, tlpx_device::generator::DataPattern::Counter, 1) {
+        let _ = card.device().free_dma(dma);
+        return Err(e.into());
+    }
     let width = name_width(&program);
     if !json {
         println!("{file}: {}", tlpx_script::summary(&program));
