@@ -8,7 +8,9 @@
 #   5. `tlpx loop --sweep`: the real-time round trip (DataMover), sizes x poll/irq x
 #      register/dma return x idle/loaded
 #   6. `tlpx rule30 sweep`: the Simics paper's experiment, reduced (make rule30-sweep: full)
-#   7. `tlpx report`: one self-contained HTML page of every result above
+#   7. the card's soft CPU: `tlpx fw load`, the Pamette-style and torture scripts, the
+#      DataMover loop's card side run by the CPU (`tlpx script run --serve loop`)
+#   8. `tlpx report`: one self-contained HTML page of every result above
 # LONG=1 (make demo LONG=1) runs the full sweeps (more transfers, repeats, latency samples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,17 +100,32 @@ TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 sed -n '/crossover (bits/,$p' "$OUT/rule30.txt" | sed -n '1,40p'
 sim_stop
 
+echo; echo "== the card's soft CPU: firmware, exerciser scripts, the DataMover loop run by the card (tlpx fw, tlpx script run)"
+sim_start --with-cpu
+TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
+"${TLPX[@]}" fw load build/firmware/tlpx-fw.img | tail -n 3
+"${TLPX[@]}" script run firmware/scripts/pamette.tlpxs -o "$OUT/script-pamette.json" > "$OUT/script-pamette.txt" 2>&1
+grep -E "^ +[0-9]+ +(w4k|r4k|lat64|lat4k) " "$OUT/script-pamette.txt" || true
+grep -E "^end:" "$OUT/script-pamette.txt"
+"${TLPX[@]}" script run firmware/scripts/burst_torture.tlpxs -o "$OUT/script-torture.json" > "$OUT/script-torture.txt" 2>&1
+echo "burst_torture: $(grep -E "^end:" "$OUT/script-torture.txt")"
+"${TLPX[@]}" script run firmware/scripts/datamover_card_side.tlpxs --serve loop -o "$OUT/script-datamover.json" > "$OUT/script-datamover.txt" 2>&1
+echo "datamover_card_side: $(grep -E "^end:" "$OUT/script-datamover.txt")"
+grep -E "^host side" "$OUT/script-datamover.txt"
+sim_stop
+
 echo; echo "== tlpx report (one self-contained HTML page of the results)"
 "$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/spy-stats.json" "$OUT/irq.json" "$OUT/loop.json" \
-    "$OUT/rule30/rule30-sweep.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
+    "$OUT/rule30/rule30-sweep.json" "$OUT/script-pamette.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
 
 echo; echo "== the card for real boards (Vivado projects, generated; make bitstream BOARD=... builds them)"
 scripts/bitstream.sh --all --generate-only 2>&1 | tail -4
 
 echo
 echo "demo: simulated card found, identified, selftest PASS, host characterised, bus captured,"
-echo "      interrupt dispatch and real-time loop measured idle vs loaded, rule-30 accelerator swept"
+echo "      interrupt dispatch and real-time loop measured idle vs loaded, rule-30 accelerator swept,"
+echo "      exerciser scripts run by the card's CPU"
 echo "      (every figure above is SIMULATED: tlpx-sim with the pcie-bench link model)"
 echo "      results: $OUT/characterize/characterize.json and SVG figures beside it; trace: $OUT/spy.tlpx;"
-echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg; $OUT/rule30/ (JSON and four SVG figures)"
+echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg; $OUT/rule30/ (JSON and four SVG figures); $OUT/script-*.json"
 echo "      report: $OUT/report.html; board projects: build/boards/ (docs/hardware.md: bring-up on a real card)"
