@@ -15,6 +15,7 @@ pub mod generator;
 pub mod irq_timer;
 pub mod isr_trace;
 pub mod litepcie_dma;
+pub mod paths;
 pub mod pci;
 pub mod pio;
 pub mod rule30;

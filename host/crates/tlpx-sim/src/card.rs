@@ -206,25 +206,7 @@ pub fn env_library() -> Option<PathBuf> {
 /// found by walking up from the executable's directory and then from the current directory.
 /// Returns the first candidate that exists, else the path where it was expected.
 pub fn built_library_path(data_width: u32) -> PathBuf {
-    let rel = PathBuf::from(format!("build/card/dw{data_width}/libtlpxcard.so"));
-    let mut starts = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            starts.push(dir.to_owned());
-        }
-    }
-    if let Ok(cwd) = std::env::current_dir() {
-        starts.push(cwd);
-    }
-    for start in &starts {
-        for dir in start.ancestors() {
-            let candidate = dir.join(&rel);
-            if candidate.exists() {
-                return candidate;
-            }
-        }
-    }
-    starts.last().map(|d| d.join(&rel)).unwrap_or(rel)
+    tlpx_device::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}/libtlpxcard.so")))
 }
 
 /// The default card library: env TLPX_CARD_LIB, else [`built_library_path`].

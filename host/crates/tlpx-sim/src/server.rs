@@ -294,25 +294,7 @@ pub fn choose_card(opts: &SimOptions) -> Result<(CardLibrary, u8, Option<String>
 /// found as [`built_library_path`] finds the card without it (walking up from the executable's
 /// directory, then from the current directory); the expected path when it is nowhere.
 pub fn built_cpu_library_path(data_width: u32) -> PathBuf {
-    let rel = PathBuf::from(format!("build/card/dw{data_width}-cpu/libtlpxcard.so"));
-    let mut starts = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            starts.push(dir.to_owned());
-        }
-    }
-    if let Ok(cwd) = std::env::current_dir() {
-        starts.push(cwd);
-    }
-    for start in &starts {
-        for dir in start.ancestors() {
-            let candidate = dir.join(&rel);
-            if candidate.exists() {
-                return candidate;
-            }
-        }
-    }
-    starts.last().map(|d| d.join(&rel)).unwrap_or(rel)
+    tlpx_device::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}-cpu/libtlpxcard.so")))
 }
 
 /// Loads the card, sets everything up, serves clients until shutdown, removes the files.

@@ -85,25 +85,7 @@ pub(crate) fn read_image(path: &Path) -> anyhow::Result<FirmwareImage> {
 /// the executable's directory, then from the current directory (as tlpx-sim finds the card
 /// libraries). The expected path when it is nowhere.
 pub(crate) fn default_firmware_path() -> PathBuf {
-    let rel = PathBuf::from("build/firmware/tlpx-fw.img");
-    let mut starts = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            starts.push(dir.to_owned());
-        }
-    }
-    if let Ok(cwd) = std::env::current_dir() {
-        starts.push(cwd);
-    }
-    for start in &starts {
-        for dir in start.ancestors() {
-            let candidate = dir.join(&rel);
-            if candidate.exists() {
-                return candidate;
-            }
-        }
-    }
-    starts.last().map(|d| d.join(&rel)).unwrap_or(rel)
+    tlpx_device::paths::find_built_file(Path::new("build/firmware/tlpx-fw.img"))
 }
 
 /// Checks `image` against the card and loads it (the CPU held in reset meanwhile).
