@@ -126,13 +126,14 @@ class TlpxCard(SoCMini):
     csr_map = CSR_MAP
 
     def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None,
-                 rule30_clock_gate=None, with_cpu=False):
+                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None):
         """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
         the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
         platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs.
         ``rule30_clock_gate``: None = on the simulated card only; False gives the simulated
         card the hardware's ungated rule-30 core (resource estimates, targets/resources.py).
-        ``with_cpu``: add the soft CPU (VexRiscv), its SRAM, loader and console (cores/cpu)."""
+        ``with_cpu``: add the soft CPU (VexRiscv), its SRAM, loader and console (cores/cpu);
+        ``cpu_clock_gate`` as ``rule30_clock_gate``, for the CPU's clock."""
         if data_width not in DATA_WIDTHS:
             raise ValueError(f"data width must be one of {DATA_WIDTHS} bits, not {data_width!r}")
         clock_hz = clock_hz or DEFAULT_CLOCK_HZ[data_width]
@@ -257,7 +258,7 @@ class TlpxCard(SoCMini):
             self.cpu_sram = CpuSram()
             self.cpu_ctrl = CpuControl(self.cpu_sram.check_port)
             self.soft_cpu = SoftCpu(platform, reset_address=CPU_SRAM_BASE,
-                gate_clock=isinstance(platform, SimCardPlatform))
+                gate_clock=isinstance(platform, SimCardPlatform) if cpu_clock_gate is None else cpu_clock_gate)
             self.comb += [
                 self.soft_cpu.hold_reset.eq(self.cpu_ctrl.cpu_reset),
                 self.soft_cpu.clock_on.eq(self.cpu_ctrl.clock_on),

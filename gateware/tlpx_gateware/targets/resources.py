@@ -37,7 +37,11 @@ BLOCKS = [
     ("request_path",  ["request_path", "completions"],          "router, request processor, TX arbiter, completion dispatcher"),
     ("pio",           ["pio"],                                  "PIO window (64 KiB memory)"),
     ("litepcie",      ["pcie_endpoint", "pcie_dma0", "pcie_msi"], "LitePCIe endpoint + DMA (reader, writer, loopback) + MSI"),
+    ("cpu",           ["soft_cpu", "cpu_sram", "cpu_ctrl", "uart"],
+                      "the optional soft CPU (CPU=1 card): VexRiscv lite, 64 KiB SRAM, loader with CRC-32 check, console UART"),
 ]
+# Rows cut out of the card built with the soft CPU (the other rows: the card without it).
+CPU_ROWS = {"cpu"}
 RULE30_CORE = "rule30_core"
 CARD = "card"
 ROW_NOTES = {
@@ -46,22 +50,23 @@ ROW_NOTES = {
 }
 
 
-def _card(data_width):
+def _card(data_width, with_cpu=False):
     logging.disable(logging.INFO)
     from tlpx_gateware.soc import TlpxCard
-    card = TlpxCard(data_width, rule30_clock_gate=False)  # as on hardware: no simulation clock gate
+    # As on hardware: no simulation clock gate (rule-30 core, CPU).
+    card = TlpxCard(data_width, rule30_clock_gate=False, with_cpu=with_cpu, cpu_clock_gate=False)
     card.finalize()
     return card
 
 
-def block_verilog(data_width, attributes, name):
+def block_verilog(data_width, attributes, name, with_cpu=False):
     """Verilog of the card's submodules `attributes` as one module `name`."""
     from migen import ClockDomain, Signal
     from migen.fhdl.structure import _Fragment
     from migen.fhdl.tools import list_inputs, list_special_ios, list_targets
     from litex.gen.fhdl.verilog import convert
 
-    card = _card(data_width)
+    card = _card(data_width, with_cpu)
     whole = card._fragment  # after finalize: own statements merged with every submodule's
     parts = [getattr(card, a)._fragment for a in attributes]
     comb = [s for p in parts for s in p.comb]
@@ -155,9 +160,14 @@ def run_row(row, data_width, workdir):
     else:
         attributes = next(b[1] for b in BLOCKS if b[0] == row)
         top = f"tlpx_{row}"
-        verilog, card = block_verilog(data_width, attributes, top)
+        verilog, card = block_verilog(data_width, attributes, top, with_cpu=row in CPU_ROWS)
         files = [workdir / f"{top}.v"]
         files[0].write_text(verilog)
+        if row in CPU_ROWS:  # VexRiscv's own Verilog (pythondata-cpu-vexriscv), instantiated
+            for source, *_ in card.platform.sources:
+                if Path(source).name.startswith("VexRiscv"):
+                    files.append(workdir / Path(source).name)
+                    files[-1].write_text(Path(source).read_text())
         if row == "rule30_block":  # the core's Verilog is instantiated; count the wrapper only
             files.append(workdir / "blackbox.v")
             files[-1].write_text("(* blackbox *) module tlpx_rule30(input clk, input rst, input [8:0] addr, "
@@ -189,7 +199,9 @@ def report(results, widths, version, command):
         "the parameters the card uses: ring, FIFO and window sizes as in `soc.py` and the cores), not",
         "rebuilt in a harness: inputs are the signals it reads and does not drive (other blocks'",
         "outputs, its CSR storage, the timebase), outputs the signals it drives that the rest of the",
-        "card reads. A block's row is what it adds to the card, except its CSR storage registers and",
+        "card reads. The `cpu` row is cut out of the card built with the CPU (`CPU=1`) the same way;",
+        "the others, and the whole card's row, are the card without it.",
+        "A block's row is what it adds to the card, except its CSR storage registers and",
         "bus decoding, which are counted once, in the whole card's row (they live in LiteX's CSR bank).",
         "The vendor PCIe PHY (hard IP, its clocking and CDC FIFOs) is not included anywhere; the rows",
         "do not add up to the card's because Yosys optimises across blocks in the whole card.",
@@ -222,8 +234,9 @@ def report(results, widths, version, command):
         lines.append("")
     lines += [
         "64 bits is the simulator's default card, 128 bits the boards' (`make bitstream BOARD=list`);",
-        "the simulator also builds 256 bits. The whole card takes Yosys about 10 minutes per width",
-        "here (2 cores, two rows at a time); `make resources` about 17 minutes.",
+        "the simulator also builds 256 bits. The whole card takes Yosys 4 to 10 minutes per width on",
+        "the 2-core machines here (two rows at a time; the Yosys time column says how long this run",
+        "took); `make resources` 10 to 17 minutes.",
         "",
     ]
     return "\n".join(lines)

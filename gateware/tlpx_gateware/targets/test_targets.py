@@ -243,3 +243,14 @@ def test_a_board_with_the_cpu_carries_vexriscv_in_its_project(tmp_path):
     assert "VexRiscv VexRiscv" in verilog or "VexRiscv " in verilog
     # On a board the CPU's clock is the card's (the gate is a simulation device only).
     assert "tlpx_clock_gate" not in verilog
+
+
+def test_the_cpu_resource_row_is_cut_from_the_cpu_card_with_vexriscv_and_no_clock_gate():
+    """`make resources` measures the soft CPU (the cpu row) as a board would have it."""
+    from tlpx_gateware.targets import resources
+    assert "cpu" in resources.ROWS and resources.CPU_ROWS == {"cpu"}
+    attributes = next(b[1] for b in resources.BLOCKS if b[0] == "cpu")
+    verilog, card = resources.block_verilog(64, attributes, "tlpx_cpu", with_cpu=True)
+    assert "module tlpx_cpu" in verilog and "VexRiscv VexRiscv" in verilog
+    assert "tlpx_clock_gate" not in verilog, "a board's CPU runs on the card clock"
+    assert any(s[0].endswith("VexRiscv_Lite.v") for s in card.platform.sources)
