@@ -27,7 +27,7 @@ from litex.soc.cores.uart import UARTCrossover
 from litex.soc.interconnect import wishbone
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 
-from tlpx_gateware.cores.rule30.block import CLOCK_GATE_MODULE, CLOCK_GATE_VERILOG
+from tlpx_gateware.cores.rule30.block import drive_clock
 
 SRAM_BASE = 0x40000
 SRAM_SIZE = 0x10000
@@ -205,7 +205,6 @@ class SoftCpu(LiteXModule):
         from litex.soc.cores.cpu.vexriscv.core import VexRiscv
         self.hold_reset = Signal()  # in: CpuControl.cpu_reset
         self.clock_on   = Signal()  # in: CpuControl.clock_on
-        self.verilog_sources = {}
         self.cd_cpu = ClockDomain("cpu")
         self.vexriscv = cpu = VexRiscv(platform, variant=variant)
         cpu.set_reset_address(reset_address)
@@ -215,17 +214,7 @@ class SoftCpu(LiteXModule):
         )
         self.ibus, self.dbus = cpu.ibus, cpu.dbus
         self.comb += ResetSignal("cpu").eq(ResetSignal("sys"))
-        if gate_clock:
-            enable = Signal()
-            self.comb += enable.eq(self.clock_on | ResetSignal("sys"))
-            self.specials += Instance(CLOCK_GATE_MODULE,
-                i_clk  = ClockSignal("sys"),
-                i_en   = enable,
-                o_gclk = ClockSignal("cpu"),
-            )
-            self.verilog_sources[f"{CLOCK_GATE_MODULE}.v"] = CLOCK_GATE_VERILOG
-        else:
-            self.comb += ClockSignal("cpu").eq(ClockSignal("sys"))
+        self.verilog_sources = drive_clock(self, "cpu", self.clock_on | ResetSignal("sys"), gate_clock)
 
 
 def console(fifo_depth=CONSOLE_FIFO_DEPTH):

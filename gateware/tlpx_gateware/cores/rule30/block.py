@@ -81,6 +81,23 @@ endmodule
 """
 
 
+def drive_clock(module, domain, enable_when, gate_clock):
+    """Drives ClockSignal(domain): the card clock gated by `enable_when` (simulation speed: the
+    domain's logic is evaluated only on gated edges), or the card clock itself. Returns the
+    Verilog files the module then needs (name -> text)."""
+    if not gate_clock:
+        module.comb += ClockSignal(domain).eq(ClockSignal("sys"))
+        return {}
+    enable = Signal()
+    module.comb += enable.eq(enable_when)
+    module.specials += Instance(CLOCK_GATE_MODULE,
+        i_clk  = ClockSignal("sys"),
+        i_en   = enable,
+        o_gclk = ClockSignal(domain),
+    )
+    return {f"{CLOCK_GATE_MODULE}.v": CLOCK_GATE_VERILOG}
+
+
 @functools.lru_cache(maxsize=None)
 def core_verilog(irq_num, name=CORE_MODULE):
     """The Verilog of the core (cached: the card is elaborated twice per build)."""
@@ -176,17 +193,8 @@ class Rule30Block(LiteXModule):
             engine.busy.eq(self.busy),
             engine.pending.eq(we_r | re_r),
         ]
-        if gate_clock:
-            enable = Signal()
-            self.comb += enable.eq(we | re | we_r | re_r | self.busy | self.irq | ResetSignal("sys"))
-            self.specials += Instance(CLOCK_GATE_MODULE,
-                i_clk  = ClockSignal("sys"),
-                i_en   = enable,
-                o_gclk = ClockSignal("rule30"),
-            )
-            self.verilog_sources[f"{CLOCK_GATE_MODULE}.v"] = CLOCK_GATE_VERILOG
-        else:
-            self.comb += ClockSignal("rule30").eq(ClockSignal("sys"))
+        self.verilog_sources.update(drive_clock(self, "rule30",
+            we | re | we_r | re_r | self.busy | self.irq | ResetSignal("sys"), gate_clock))
         assert WINDOW_BYTES == 4 * 2**7, "the window decode takes 7 word-address bits"
 
 
