@@ -2212,13 +2212,25 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         }
     }
 
+    /// /proc/interrupts and the trace clock, read before a trace is opened.
+    struct BeforeOpening {
+        counts: std::collections::BTreeMap<(u32, u32), u64>,
+        t_start: u64,
+    }
+
+    fn before_opening() -> BeforeOpening {
+        let counts = interrupt_counts();
+        BeforeOpening { counts, t_start: TraceClock::MonotonicRaw.now_ns().expect("clock") }
+    }
+
     /// Traces every interrupt while making some, then checks the entries against the
     /// kernel's own counts and clock; then one interrupt through the kernel filter.
-    fn trace_this_machine(mut trace: IrqHandlerTrace) {
+    /// `before` is read before the trace was opened: the trace records from its open on, so
+    /// an entry can come before anything read after it.
+    fn trace_this_machine(mut trace: IrqHandlerTrace, before: BeforeOpening) {
         let online = parse_cpu_list(&std::fs::read_to_string("/sys/devices/system/cpu/online").expect("online")).expect("cpus");
         assert_eq!(trace.cpus(), online);
-        let counts_before = interrupt_counts();
-        let t_start = TraceClock::MonotonicRaw.now_ns().expect("clock");
+        let BeforeOpening { counts: counts_before, t_start } = before;
         let mut all = TraceBatch::default();
         // Disk writes until the trace has seen an interrupt, for up to 2 s (an idle VM disk
         // may take a while to raise one; some runs saw none in the first 250 ms).
@@ -2321,8 +2333,9 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
 
     #[test]
     fn irq_handler_entry_on_this_machine_as_it_is() {
+        let before = before_opening();
         match IrqHandlerTrace::open(&[], &TraceOptions::default()) {
-            Ok(trace) => trace_this_machine(trace),
+            Ok(trace) => trace_this_machine(trace, before),
             Err(e) => {
                 let m = e.to_string();
                 eprintln!("as this machine is, the trace is refused: {m}");
@@ -2351,9 +2364,10 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
                     return Err(format!("mount -t tracefs: {}", io::Error::last_os_error()));
                 }
             }
+            let before = before_opening();
             let trace = IrqHandlerTrace::open(&[], &TraceOptions { wake_every_sample: true, ..TraceOptions::default() })
                 .map_err(|e| format!("open with tracefs mounted: {e}"))?;
-            trace_this_machine(trace);
+            trace_this_machine(trace, before);
             Ok(())
         })
         .join()
