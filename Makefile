@@ -82,6 +82,9 @@ $(STAMPS)/rust: | $(STAMPS)/apt
 	  echo "setup: no cargo found; installing Debian's rustc/cargo (the project is tested with Rust 1.95)"; \
 	  $(SUDO) apt-get install -y -qq cargo rustc; }
 	@$(CARGO) --version
+	@# make test checks formatting and lints; rustup installs can lack the components.
+	@if command -v rustup >/dev/null 2>&1; then rustup component add rustfmt clippy 2>&1 | grep -v "is up to date" || true; \
+	 else dpkg-query -W rustfmt >/dev/null 2>&1 || $(SUDO) apt-get install -y -qq rustfmt rust-clippy; fi
 	@touch $@
 
 # Gateware --------------------------------------------------------------------------------------
@@ -169,7 +172,8 @@ sim: setup gateware host
 	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH) $(if $(CPU_SUFFIX),--with-cpu,)
 
 lint: setup
-	cd host && $(CARGO) clippy --workspace --release -- -D warnings
+	cd host && $(CARGO) fmt --all --check
+	cd host && $(CARGO) clippy --workspace --release --all-targets -- -D warnings
 
 clean:
 	rm -rf $(BUILD) host/target

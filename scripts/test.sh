@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 
+echo "== Rust style and lints (cargo fmt --check, cargo clippy -D warnings)"
+(cd host && "$CARGO" fmt --all --check) || { echo "cargo fmt: the workspace is not formatted; run \`cd host && cargo fmt\`"; exit 1; }
+(cd host && "$CARGO" clippy --release --workspace --all-targets --quiet -- -D warnings)
+
 echo "== gateware tests (pytest)"
 .venv/bin/python -m pytest -q gateware/tlpx_gateware
 

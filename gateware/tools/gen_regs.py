@@ -14,6 +14,8 @@ reference; the C header is the same map for the card's firmware (CPU address == 
 
 import argparse
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -208,6 +210,18 @@ def render_c(regmap):
     return "\n".join(out) + "\n"
 
 
+def rustfmt(text, config_path):
+    """The Rust source as `cargo fmt` leaves it (the workspace's rustfmt.toml), so that
+    `cargo fmt --check` over the workspace and this generator agree on the file."""
+    tool = shutil.which("rustfmt") or str(Path.home() / ".cargo/bin/rustfmt")
+    try:
+        done = subprocess.run([tool, "--edition", "2021", "--config-path", str(config_path), "--emit", "stdout"],
+                              input=text, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise MapError(f"rustfmt failed on the generated Rust ({e}); install Rust's rustfmt (rustup component add rustfmt)")
+    return done.stdout
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("csr_json")
@@ -235,7 +249,12 @@ def main(argv=None):
         print(f"gen_regs: {args.cpu_map} is not a superset of {args.csr_json}: {e}", file=sys.stderr)
         return 1
     regmap = dict(cpu, map_hash=base["map_hash"], map_hash_cpu=cpu["map_hash"], cpu_regions=cpu_regions)
-    outputs = {Path(args.rust): render_rust(regmap), Path(args.docs): render_docs(regmap),
+    try:
+        rust = rustfmt(render_rust(regmap), Path(__file__).resolve().parents[2] / "host" / "rustfmt.toml")
+    except MapError as e:
+        print(f"gen_regs: {e}", file=sys.stderr)
+        return 1
+    outputs = {Path(args.rust): rust, Path(args.docs): render_docs(regmap),
                Path(args.c_header): render_c(regmap)}
     stale = []
     for path, text in outputs.items():

@@ -12,10 +12,7 @@ fn main() {
 
     // Probe without emitting link flags yet: `-lpci` must come after the shim's static
     // archive on the link line, or `--as-needed` drops libpci before the shim needs it.
-    let libpci = match pkg_config::Config::new()
-        .cargo_metadata(false)
-        .probe("libpci")
-    {
+    let libpci = match pkg_config::Config::new().cargo_metadata(false).probe("libpci") {
         Ok(lib) => lib,
         Err(e) => panic!(
             "tlpx-device needs pciutils' libpci and its headers, found through pkg-config: {e}\n\
@@ -26,11 +23,7 @@ fn main() {
     };
 
     let mut build = cc::Build::new();
-    build
-        .file("csrc/tlpx_pci.c")
-        .include("csrc")
-        .warnings(true)
-        .flag_if_supported("-std=gnu11");
+    build.file("csrc/tlpx_pci.c").include("csrc").warnings(true).flag_if_supported("-std=gnu11");
     for dir in &libpci.include_paths {
         build.include(dir);
     }

@@ -164,12 +164,19 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
     let can_reset = vdev.can_reset();
     let dev: &mut dyn Device = &mut vdev;
 
-    rep.check("bar0_mmap_uncached", if mmapped { Ok("BAR0 reached through the vfio region mmap".into()) } else { Err("BAR0 is not mmapped".into()) });
+    rep.check(
+        "bar0_mmap_uncached",
+        if mmapped { Ok("BAR0 reached through the vfio region mmap".into()) } else { Err("BAR0 is not mmapped".into()) },
+    );
 
     let ident = r32(dev, IDENT)?;
     rep.check(
         "ident",
-        if ident & 0xffff == 0x00ed { Ok(format!("{ident:#010x} (edu version {}.{})", ident >> 24, (ident >> 16) & 0xff)) } else { Err(format!("{ident:#010x}")) },
+        if ident & 0xffff == 0x00ed {
+            Ok(format!("{ident:#010x} (edu version {}.{})", ident >> 24, (ident >> 16) & 0xff))
+        } else {
+            Err(format!("{ident:#010x}"))
+        },
     );
 
     let mut live = Ok(String::new());
@@ -202,7 +209,11 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
     let back = dev.bar_read_block(0, DMA_SRC, 16).map_err(e)?;
     rep.check(
         "bar_block_16_bytes",
-        if back == block { Ok("16-byte block write and read of 0x80..0x90 agree".into()) } else { Err(format!("wrote {block:02x?}, read {back:02x?}")) },
+        if back == block {
+            Ok("16-byte block write and read of 0x80..0x90 agree".into())
+        } else {
+            Err(format!("wrote {block:02x?}, read {back:02x?}"))
+        },
     );
 
     // The two BAR paths (rule 30's hw-poll vs hw-syscall): loads on the mapping, then
@@ -304,7 +315,11 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
         );
         rep.check(
             "msi_latency",
-            if lost == 0 { Ok(format!("{} samples, p50 {p50} ns", lat.len())) } else { Err(format!("{lost} of {samples} raises got no interrupt within 1 s")) },
+            if lost == 0 {
+                Ok(format!("{} samples, p50 {p50} ns", lat.len()))
+            } else {
+                Err(format!("{lost} of {samples} raises got no interrupt within 1 s"))
+            },
         );
     }
     rep.check("isr_stage", isr_stages(trace, &raises, results));
@@ -318,7 +333,11 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
                 let id = r32(dev, IDENT)?;
                 w32(dev, LIVENESS, 0x0f0f_0f0f)?;
                 let l = r32(dev, LIVENESS)?;
-                if id == ident && l == 0xf0f0_f0f0 { Ok("VFIO_DEVICE_RESET done; edu answers after it".into()) } else { Err(format!("after reset: ident {id:#x}, liveness {l:#x}")) }
+                if id == ident && l == 0xf0f0_f0f0 {
+                    Ok("VFIO_DEVICE_RESET done; edu answers after it".into())
+                } else {
+                    Err(format!("after reset: ident {id:#x}, liveness {l:#x}"))
+                }
             }
             (false, Err(err @ DeviceError::Unsupported { .. })) if err.to_string().contains("no reset method") => {
                 Ok(format!("edu has no reset method; the error says so: {err}"))
@@ -380,10 +399,19 @@ fn bar_paths(dev: &mut dyn Device, ident: u32, results: &mut serde_json::Map<Str
         json!({"mapped_p50": mapped_ns, "syscall_p50": syscall_ns, "reads": 2000,
                "what": "one 32-bit read of edu's register 0x00, CLOCK_MONOTONIC around it, in the QEMU guest (each read is an MMIO exit to QEMU either way)"}),
     );
-    if on_syscall == BarPath::Syscall && mapped_same && syscall_same && live == !0x1234_5678u32 && dev.bar_path() == BarPath::Mapped && refused.is_some() {
+    if on_syscall == BarPath::Syscall
+        && mapped_same
+        && syscall_same
+        && live == !0x1234_5678u32
+        && dev.bar_path() == BarPath::Mapped
+        && refused.is_some()
+    {
         Ok(format!("mapped read p50 {mapped_ns} ns, pread p50 {syscall_ns} ns (2000 each, same answers); a pwrite seen through the mapping; sim_message refused"))
     } else {
-        Err(format!("path {on_syscall:?}, answers {mapped_same}/{syscall_same}, liveness {live:#x}, now {:?}, refusal {refused:?}", dev.bar_path()))
+        Err(format!(
+            "path {on_syscall:?}, answers {mapped_same}/{syscall_same}, liveness {live:#x}, now {:?}, refusal {refused:?}",
+            dev.bar_path()
+        ))
     }
 }
 
@@ -429,9 +457,7 @@ fn isr_stages(
     }
     isr.sort_unstable();
     wake.sort_unstable();
-    let summary = |v: &[u64]| {
-        json!({"samples": v.len(), "min_ns": v.first(), "p50_ns": v.get(v.len() / 2), "p99_ns": (!v.is_empty()).then(|| percentile(v, 0.99)), "max_ns": v.last()})
-    };
+    let summary = |v: &[u64]| json!({"samples": v.len(), "min_ns": v.first(), "p50_ns": v.get(v.len() / 2), "p99_ns": (!v.is_empty()).then(|| percentile(v, 0.99)), "max_ns": v.last()});
     results.insert(
         "isr_stage".into(),
         json!({"irqs": irqs, "entries": entries.len(), "lost_records": trace.lost(), "raises": raises.len(),
@@ -472,7 +498,11 @@ fn run_ivshmem(addr: &str, rep: &mut Report, results: &mut serde_json::Map<Strin
         let access = v.bar_access(2);
         rep.check(
             "wc_mapping",
-            if access == Some(BarAccess::MmapWriteCombining) { Ok("ivshmem BAR2 (prefetchable) mapped through resource2_wc".into()) } else { Err(format!("BAR2 access {access:?}")) },
+            if access == Some(BarAccess::MmapWriteCombining) {
+                Ok("ivshmem BAR2 (prefetchable) mapped through resource2_wc".into())
+            } else {
+                Err(format!("BAR2 access {access:?}"))
+            },
         );
         let dev: &mut dyn Device = &mut v;
         let t0 = Instant::now();
@@ -491,7 +521,10 @@ fn run_ivshmem(addr: &str, rep: &mut Report, results: &mut serde_json::Map<Strin
     rep.check(
         "wc_writes_land",
         if back == data && access == Some(BarAccess::MmapUncached) {
-            Ok(format!("4096 bytes written as 64-byte write-combining bursts read back through an uncached mapping ({:.0} us to write)", t_wc.as_secs_f64() * 1e6))
+            Ok(format!(
+                "4096 bytes written as 64-byte write-combining bursts read back through an uncached mapping ({:.0} us to write)",
+                t_wc.as_secs_f64() * 1e6
+            ))
         } else {
             Err(format!("uncached access {access:?}; first difference at {:?}", back.iter().zip(&data).position(|(x, y)| x != y)))
         },

@@ -26,8 +26,7 @@ pub struct Identity {
 }
 
 /// Names of the feature bits, in bit order (ident.features).
-pub const FEATURE_NAMES: &[&str] =
-    &["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rule30", "rt_loop", "cpu"];
+pub const FEATURE_NAMES: &[&str] = &["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rule30", "rt_loop", "cpu"];
 
 /// Reads the identification block without judging it.
 pub fn read_identity(device: &mut dyn Device) -> Result<Identity, DeviceError> {
@@ -39,12 +38,7 @@ pub fn read_identity(device: &mut dyn Device) -> Result<Identity, DeviceError> {
     let map_hash = r(ident::MAP_HASH)?;
     let data_width = r(ident::DATA_WIDTH)?;
     let clock_hz = r(ident::CLOCK_HZ)?;
-    let features = FEATURE_NAMES
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| feature_bits & (1 << i) != 0)
-        .map(|(_, n)| *n)
-        .collect();
+    let features = FEATURE_NAMES.iter().enumerate().filter(|(i, _)| feature_bits & (1 << i) != 0).map(|(_, n)| *n).collect();
     Ok(Identity {
         magic,
         version_major: (version >> 16) as u16,

@@ -330,7 +330,8 @@ impl Cpu {
         }
         let sram_base = reg32(card, regs::SRAM_BASE)?;
         let sram_size = reg32(card, regs::SRAM_SIZE)?;
-        if u64::from(sram_base) != SRAM_BASE || u64::from(sram_size) < (RESULT_RING - SRAM_BASE) + (RING_RECORDS as u64 * RECORD_LEN as u64) {
+        if u64::from(sram_base) != SRAM_BASE || u64::from(sram_size) < (RESULT_RING - SRAM_BASE) + (RING_RECORDS as u64 * RECORD_LEN as u64)
+        {
             return Err(CpuError::Invalid(format!(
                 "the card's SRAM is at 0x{sram_base:x} ({sram_size} bytes); this tlpx expects 0x{SRAM_BASE:x} and 64 KiB: use the tlpx built with the card's gateware"
             )));
@@ -450,13 +451,21 @@ impl Cpu {
             let decided = s.starts != before.starts || s.refusals != before.refusals;
             match s.state {
                 CpuState::Refused if decided => {
-                    return Err(CpuError::Refused { reason: s.reason, length: s.image_length, claimed: s.claimed_crc, computed: s.computed_crc })
+                    return Err(CpuError::Refused {
+                        reason: s.reason,
+                        length: s.image_length,
+                        claimed: s.claimed_crc,
+                        computed: s.computed_crc,
+                    })
                 }
                 CpuState::Running if decided => break s,
                 _ => {}
             }
             if Instant::now() > deadline {
-                return Err(CpuError::Timeout { what: format!("the card to check the image (status: {})", s.state.name()), timeout: self.timeout });
+                return Err(CpuError::Timeout {
+                    what: format!("the card to check the image (status: {})", s.state.name()),
+                    timeout: self.timeout,
+                });
             }
             card.device().poll_pause(Duration::from_micros(5))?;
         };
@@ -574,7 +583,9 @@ impl Cpu {
                 image.len()
             )));
         }
-        let buffer_len = u32::try_from(buffer.len).map_err(|_| CpuError::Invalid(format!("a host buffer of {} bytes is too large for the firmware (at most 4 GiB - 1)", buffer.len)))?;
+        let buffer_len = u32::try_from(buffer.len).map_err(|_| {
+            CpuError::Invalid(format!("a host buffer of {} bytes is too large for the firmware (at most 4 GiB - 1)", buffer.len))
+        })?;
         let m = self.require_idle_firmware(card)?;
         self.write_words(card, SCRIPT_AREA, image)?;
         // the counts of a command start from 0 (the firmware zeroes them too when it takes the

@@ -190,9 +190,7 @@ pub fn pattern_mismatches(buffer: &DmaBuffer, pattern: DataPattern, seed: u32) -
     Ok(bytes
         .chunks_exact(4)
         .enumerate()
-        .filter(|(i, c)| {
-            u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != pattern_word(pattern, seed, buffer.bus_addr + 4 * *i as u64)
-        })
+        .filter(|(i, c)| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != pattern_word(pattern, seed, buffer.bus_addr + 4 * *i as u64))
         .count() as u64)
 }
 

@@ -328,9 +328,7 @@ pub fn stage_stats(card: &mut Card, stage: Stage) -> Result<StageStats, DeviceEr
     require_timer(card)?;
     let (count, min, max, sum, select, hist) = match stage {
         Stage::Isr => (regs::ISR_COUNT, regs::ISR_MIN, regs::ISR_MAX, regs::ISR_SUM, regs::ISR_HIST_SELECT, regs::ISR_HIST_COUNT),
-        Stage::User => {
-            (regs::USER_COUNT, regs::USER_MIN, regs::USER_MAX, regs::USER_SUM, regs::USER_HIST_SELECT, regs::USER_HIST_COUNT)
-        }
+        Stage::User => (regs::USER_COUNT, regs::USER_MIN, regs::USER_MAX, regs::USER_SUM, regs::USER_HIST_SELECT, regs::USER_HIST_COUNT),
     };
     let count = card.read(count)?;
     let min = card.read(min)?;
@@ -598,7 +596,8 @@ impl Responder {
             return Err(DeviceError::Backend("the interrupt timer is already firing (a tlpx irq runs on this card): stop it first".into()));
         }
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
-        let programmed = card.write(regs::CONTROL, regs::control::CLEAR.set(1)).and_then(|_| program_ring_and_msi(card, &ring, ring_records));
+        let programmed =
+            card.write(regs::CONTROL, regs::control::CLEAR.set(1)).and_then(|_| program_ring_and_msi(card, &ring, ring_records));
         if let Err(e) = programmed {
             let _ = card.device().free_dma(ring);
             return Err(e);
@@ -666,7 +665,15 @@ mod tests {
 
     #[test]
     fn sequence_gaps_are_found() {
-        let mk = |seq| Sample { sequence: seq, t0: 0, isr_cycles: None, user_cycles: Some(1), overrun: false, interval_cycles: 1, fire: seq + 1 };
+        let mk = |seq| Sample {
+            sequence: seq,
+            t0: 0,
+            isr_cycles: None,
+            user_cycles: Some(1),
+            overrun: false,
+            interval_cycles: 1,
+            fire: seq + 1,
+        };
         let ok: Vec<Sample> = (0..5).map(mk).collect();
         assert_eq!(check_sequence(&ok, 0), SequenceCheck::default());
         let gap: Vec<Sample> = [0, 1, 4, 5].into_iter().map(mk).collect();

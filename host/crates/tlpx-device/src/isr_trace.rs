@@ -82,8 +82,7 @@ impl TracepointId {
                 roots.push(root);
             }
         }
-        TracepointId::find_in(&roots)
-            .map_err(|tried| DeviceError::Backend(find_failure_message(&tried, &mounts, &PermissionFacts::read())))
+        TracepointId::find_in(&roots).map_err(|tried| DeviceError::Backend(find_failure_message(&tried, &mounts, &PermissionFacts::read())))
     }
 
     /// Reads the id under the first of `roots` (tracefs roots) that has it; otherwise returns
@@ -96,11 +95,7 @@ impl TracepointId {
             match std::fs::read_to_string(&path) {
                 Ok(text) => match text.trim().parse::<u64>() {
                     Ok(id) => return Ok(TracepointId { id, event_dir }),
-                    Err(_) => tried.push(Tried {
-                        path,
-                        reason: format!("holds {:?}, not an event id", text.trim()),
-                        kind: None,
-                    }),
+                    Err(_) => tried.push(Tried { path, reason: format!("holds {:?}, not an event id", text.trim()), kind: None }),
                 },
                 Err(e) => tried.push(Tried { path, reason: e.to_string(), kind: Some(e.kind()) }),
             }
@@ -111,10 +106,8 @@ impl TracepointId {
     /// Reads and parses the tracepoint's `format` file.
     pub fn format(&self) -> Result<TracepointFormat, DeviceError> {
         let path = self.event_dir.join("format");
-        let text = std::fs::read_to_string(&path).map_err(|source| DeviceError::Io {
-            context: format!("cannot read the tracepoint format {}", path.display()),
-            source,
-        })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|source| DeviceError::Io { context: format!("cannot read the tracepoint format {}", path.display()), source })?;
         TracepointFormat::parse(&text).map_err(|e| DeviceError::Backend(format!("{}: {e}", path.display())))
     }
 }
@@ -158,11 +151,9 @@ impl PermissionFacts {
         let paranoid = std::fs::read_to_string(PARANOID_PATH)
             .map_err(|e| e.to_string())
             .and_then(|t| t.trim().parse::<i32>().map_err(|_| format!("it holds {:?}", t.trim())));
-        let cap_eff = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        });
+        let cap_eff = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()));
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
         PermissionFacts { paranoid, euid, cap_eff }
@@ -194,9 +185,7 @@ pub fn permission_note(facts: &PermissionFacts) -> String {
         (Ok(_), Some(false)) => "refused",
         _ => "maybe permitted",
     };
-    format!(
-        "{level}; raw tracepoint samples of every CPU need it at -1 or CAP_PERFMON; {rights} (so perf should be {allowed})"
-    )
+    format!("{level}; raw tracepoint samples of every CPU need it at -1 or CAP_PERFMON; {rights} (so perf should be {allowed})")
 }
 
 /// The error text of [`TracepointId::find`]: the paths tried, the likely cause, the perf level.
@@ -415,11 +404,8 @@ pub fn decode_irq_entry(layout: &IrqEntryLayout, raw: &[u8]) -> Result<DecodedIr
 pub fn find_msi_irqs(proc_interrupts: &str, pci_address: &str) -> Result<Vec<u32>, DeviceError> {
     let target = crate::pci::parse_address(pci_address)?;
     let mut lines = proc_interrupts.lines();
-    let cpus = proc_interrupts
-        .lines()
-        .next()
-        .filter(|h| h.split_whitespace().all(|t| t.starts_with("CPU")))
-        .map(|h| h.split_whitespace().count());
+    let cpus =
+        proc_interrupts.lines().next().filter(|h| h.split_whitespace().all(|t| t.starts_with("CPU"))).map(|h| h.split_whitespace().count());
     if cpus.is_some() {
         lines.next();
     }
@@ -450,8 +436,7 @@ pub fn find_msi_irqs(proc_interrupts: &str, pci_address: &str) -> Result<Vec<u32
         };
         let names: Vec<&str> = rest[names_from..].split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
         let matched = names.iter().any(|name| {
-            vfio_name_address(name).is_some_and(|a| a == target)
-                || (name.starts_with("litepcie") && chip_names_device(chip, hwirq, target))
+            vfio_name_address(name).is_some_and(|a| a == target) || (name.starts_with("litepcie") && chip_names_device(chip, hwirq, target))
         });
         if matched {
             irqs.push(irq);
@@ -482,9 +467,9 @@ fn token_spans(s: &str) -> Vec<(usize, usize)> {
 
 /// `524288-edge`, `0-fasteoi`, `-edge`: the hardware irq number joined to the flow handler.
 fn is_hwirq_flow(token: &str) -> bool {
-    token.split_once('-').is_some_and(|(d, flow)| {
-        d.bytes().all(|b| b.is_ascii_digit()) && !flow.is_empty() && flow.bytes().all(|b| b.is_ascii_alphabetic())
-    })
+    token
+        .split_once('-')
+        .is_some_and(|(d, flow)| d.bytes().all(|b| b.is_ascii_digit()) && !flow.is_empty() && flow.bytes().all(|b| b.is_ascii_alphabetic()))
 }
 
 /// `vfio-msi[0](0000:01:00.0)` / `vfio-msix[3](01:00.0)` → the address.
@@ -586,9 +571,7 @@ pub fn walk_ring(ring: &[u8], tail: u64, head: u64, out: &mut Vec<PerfRecord>) -
         return Err(DeviceError::Backend("the perf ring's data area is empty".into()));
     }
     if head < tail || head - tail > size {
-        return Err(DeviceError::Backend(format!(
-            "perf ring positions are inconsistent: tail {tail}, head {head}, ring {size} bytes"
-        )));
+        return Err(DeviceError::Backend(format!("perf ring positions are inconsistent: tail {tail}, head {head}, ring {size} bytes")));
     }
     let copy = |from: u64, len: usize, dst: &mut Vec<u8>| {
         dst.clear();
@@ -902,10 +885,8 @@ impl IrqHandlerTrace {
         }
         let mut layout = IrqEntryLayout::from_format(&tracepoint.format()?)?;
         layout.event_id = Some(tracepoint.id);
-        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").map_err(|source| DeviceError::Io {
-            context: "cannot read the online CPUs (/sys/devices/system/cpu/online)".into(),
-            source,
-        })?;
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .map_err(|source| DeviceError::Io { context: "cannot read the online CPUs (/sys/devices/system/cpu/online)".into(), source })?;
         let cpus = parse_cpu_list(&online)?;
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(4096);
@@ -941,7 +922,14 @@ impl IrqHandlerTrace {
             // SAFETY: attr is a valid perf_event_attr of the size it states; pid -1 with a
             // CPU number is a system-wide event on that CPU; no group.
             let fd = unsafe {
-                libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, -1 as libc::c_int, cpu as libc::c_int, -1 as libc::c_int, PERF_FLAG_FD_CLOEXEC)
+                libc::syscall(
+                    libc::SYS_perf_event_open,
+                    &attr as *const PerfEventAttr,
+                    -1 as libc::c_int,
+                    cpu as libc::c_int,
+                    -1 as libc::c_int,
+                    PERF_FLAG_FD_CLOEXEC,
+                )
             };
             if fd < 0 {
                 return Err(perf_open_error(&io::Error::last_os_error(), cpu, tracepoint.id, &facts));
@@ -1236,9 +1224,7 @@ impl ClockCorrelation {
     /// 64-bit read of the card's timebase (one 2-DW MRd, never torn), a clock_gettime.
     pub fn measure_pairs(card: &mut Card, n: usize, spacing: Duration, clock: TraceClock) -> Result<Vec<(u64, u64, u64)>, DeviceError> {
         if !(MIN_PAIRS..=MAX_PAIRS).contains(&n) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "a clock correlation takes {MIN_PAIRS}..={MAX_PAIRS} pairs, not {n}"
-            )));
+            return Err(DeviceError::InvalidArgument(format!("a clock correlation takes {MIN_PAIRS}..={MAX_PAIRS} pairs, not {n}")));
         }
         let mut pairs = Vec::with_capacity(n);
         for i in 0..n {
@@ -1307,10 +1293,7 @@ fn check_pairs(pairs: &[(u64, u64, u64)]) -> Result<(), DeviceError> {
         )));
     }
     if pairs.len() > MAX_PAIRS {
-        return Err(DeviceError::InvalidArgument(format!(
-            "a clock correlation takes at most {MAX_PAIRS} pairs, not {}",
-            pairs.len()
-        )));
+        return Err(DeviceError::InvalidArgument(format!("a clock correlation takes at most {MAX_PAIRS} pairs, not {}", pairs.len())));
     }
     for (i, &(a, _, b)) in pairs.iter().enumerate() {
         if b < a {
@@ -1528,8 +1511,7 @@ impl ClockFit {
     pub fn cycles_to_host_ns(&self, cycles: u64) -> Result<u64, DeviceError> {
         let dt = (diff(cycles, self.ref_cycles) + 0.5 - self.offset_cycles) / self.cycles_per_ns;
         let t = i128::from(self.ref_host_ns) + dt.round() as i128;
-        u64::try_from(t)
-            .map_err(|_| DeviceError::InvalidArgument(format!("card cycle {cycles} falls outside the host clock's range")))
+        u64::try_from(t).map_err(|_| DeviceError::InvalidArgument(format!("card cycle {cycles} falls outside the host clock's range")))
     }
 }
 
@@ -1582,7 +1564,6 @@ pub fn isr_stage_cycles(fires: &[(u32, u64)], entries: &[IrqEntry], fit: &ClockF
     }
     Ok(out)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -1710,8 +1691,8 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         assert!(e.contains("offset is not a number") && e.contains("eight"), "{e}");
         let e = TracepointFormat::parse("\tfield:int irq;\tsize:4;\tsigned:1;\n").expect_err("no offset").to_string();
         assert!(e.contains("no offset"), "{e}");
-        let no_irq = TracepointFormat::parse("name: softirq_entry\n\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n")
-            .expect("parses");
+        let no_irq =
+            TracepointFormat::parse("name: softirq_entry\n\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n").expect("parses");
         let e = IrqEntryLayout::from_format(&no_irq).expect_err("no irq").to_string();
         assert!(e.contains("no `irq` field") && e.contains("vec"), "{e}");
     }
@@ -1837,7 +1818,10 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         assert_eq!(times, vec![Some((1000, 0)), Some((2000, 1)), None]);
         assert_eq!(out[2], PerfRecord::Lost { lost: 3 });
         if let PerfRecord::Sample { raw: r, .. } = &out[1] {
-            assert_eq!(decode_irq_entry(&layout_6_18(), r).expect("wrapped record decodes").name.as_deref(), Some("vfio-msi[0](0000:01:00.0)"));
+            assert_eq!(
+                decode_irq_entry(&layout_6_18(), r).expect("wrapped record decodes").name.as_deref(),
+                Some("vfio-msi[0](0000:01:00.0)")
+            );
         }
         // A header split by the end of the ring (a ring whose size is not a multiple of 8).
         let mut odd = vec![0u8; 100];
@@ -1962,7 +1946,11 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         (0..n)
             .map(|i| {
                 let a = (start + i as u64 * spacing + (rng.next() * 50.0) as u64).max(prev_b + 20);
-                let trip = if outlier_every > 0 && i % outlier_every == outlier_every - 1 { 40_000 } else { rt + (rng.next() * 0.3 * rt as f64) as u64 };
+                let trip = if outlier_every > 0 && i % outlier_every == outlier_every - 1 {
+                    40_000
+                } else {
+                    rt + (rng.next() * 0.3 * rt as f64) as u64
+                };
                 let latch = a + (rng.next() * trip as f64) as u64;
                 prev_b = a + trip;
                 (a, clock.at(latch).floor() as u64, a + trip)
@@ -1972,10 +1960,7 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
 
     /// Largest error of the fit against the true clock at `samples` points from `from` to `to`.
     fn worst_error(fit: &ClockFit, clock: TrueClock, from: u64, to: u64) -> f64 {
-        (0..=100u64)
-            .map(|k| from + (to - from) / 100 * k)
-            .map(|t| (fit.cycles_since(t, 0) - clock.at(t)).abs())
-            .fold(0.0, f64::max)
+        (0..=100u64).map(|k| from + (to - from) / 100 * k).map(|t| (fit.cycles_since(t, 0) - clock.at(t)).abs()).fold(0.0, f64::max)
     }
 
     const BOOT: u64 = 3_600_000_000_000; // an hour of uptime
@@ -2132,12 +2117,12 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         let fires: Vec<(u32, u64)> = (0..5).map(|i| (i, 200_000 + 1250 * u64::from(i))).collect();
         let t0 = |i: usize| fires[i].1;
         let entries = vec![
-            entry_at(&fit, t0(0), 300.3),       // fire 0: 300 cycles
-            entry_at(&fit, t0(0), 500.3),       // a second entry in fire 0's window: not the first, ignored
-            entry_at(&fit, t0(1), 100.3),       // fire 1: 100 cycles
+            entry_at(&fit, t0(0), 300.3), // fire 0: 300 cycles
+            entry_at(&fit, t0(0), 500.3), // a second entry in fire 0's window: not the first, ignored
+            entry_at(&fit, t0(1), 100.3), // fire 1: 100 cycles
             // fire 2: no entry (the ISR missed, or the trace lost it)
-            entry_at(&fit, t0(3), -u / 2.0),    // fire 3: before T0, inside the uncertainty: 0
-            entry_at(&fit, t0(4), 10_000.3),    // fire 4 (the last): no next fire to bound it
+            entry_at(&fit, t0(3), -u / 2.0), // fire 3: before T0, inside the uncertainty: 0
+            entry_at(&fit, t0(4), 10_000.3), // fire 4 (the last): no next fire to bound it
         ];
         let stages = isr_stage_cycles(&fires, &entries, &fit).expect("matches");
         let near = |got: Option<u32>, want: u32| got.is_some_and(|g| g.abs_diff(want) <= 1);
@@ -2159,10 +2144,10 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         let u = fit.uncertainty_cycles();
         let fires = [(7u32, 300_000u64), (8, 310_000)];
         let entries = vec![
-            entry_at(&fit, 300_000, -1000.0),     // well before the first fire: another source
+            entry_at(&fit, 300_000, -1000.0),        // well before the first fire: another source
             entry_at(&fit, 300_000, -2.0 * u - 2.0), // before T0 by more than the uncertainty
-            entry_at(&fit, 300_000, 500.3),       // fire 7: 500
-            entry_at(&fit, 300_000, 9_000.0),     // after fire 7's entry, before fire 8: ignored
+            entry_at(&fit, 300_000, 500.3),          // fire 7: 500
+            entry_at(&fit, 300_000, 9_000.0),        // after fire 7's entry, before fire 8: ignored
         ];
         let stages = isr_stage_cycles(&fires, &entries, &fit).expect("matches");
         assert!(stages[0].is_some_and(|s| s.abs_diff(500) <= 1), "{stages:?}");
@@ -2178,13 +2163,8 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
     /// Per (irq, cpu) counts of /proc/interrupts' numbered lines.
     fn interrupt_counts() -> std::collections::BTreeMap<(u32, u32), u64> {
         let text = std::fs::read_to_string("/proc/interrupts").expect("/proc/interrupts");
-        let cpus: Vec<u32> = text
-            .lines()
-            .next()
-            .expect("header")
-            .split_whitespace()
-            .map(|c| c.trim_start_matches("CPU").parse().expect("CPUn"))
-            .collect();
+        let cpus: Vec<u32> =
+            text.lines().next().expect("header").split_whitespace().map(|c| c.trim_start_matches("CPU").parse().expect("CPUn")).collect();
         let mut counts = std::collections::BTreeMap::new();
         for line in text.lines().skip(1) {
             let Some((n, rest)) = line.trim_start().split_once(':') else { continue };
@@ -2274,10 +2254,7 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         assert_eq!(all.lost, 0);
         if all.entries.is_empty() {
             // Nothing traced: then the kernel must not have handled a device interrupt either.
-            let handled: u64 = counts_after
-                .iter()
-                .map(|(k, v)| v - counts_before.get(k).copied().unwrap_or(0))
-                .sum();
+            let handled: u64 = counts_after.iter().map(|(k, v)| v - counts_before.get(k).copied().unwrap_or(0)).sum();
             assert_eq!(handled, 0, "/proc/interrupts counted {handled} device interrupts that the trace did not see");
             eprintln!("no device interrupt on this machine in 2 s of disk writes: nothing to trace or filter");
             return;
@@ -2354,12 +2331,15 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
                 return Err(format!("unshare(CLONE_NEWNS): {}", io::Error::last_os_error()));
             }
             // SAFETY: NUL-terminated strings; MS_REC|MS_PRIVATE on / stops propagation back.
-            if unsafe { libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) } != 0 {
+            if unsafe { libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) }
+                != 0
+            {
                 return Err(format!("making mounts private: {}", io::Error::last_os_error()));
             }
             if !Path::new("/sys/kernel/tracing/events").exists() {
                 // SAFETY: as above.
-                let rc = unsafe { libc::mount(c"nodev".as_ptr(), c"/sys/kernel/tracing".as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null()) };
+                let rc =
+                    unsafe { libc::mount(c"nodev".as_ptr(), c"/sys/kernel/tracing".as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null()) };
                 if rc != 0 {
                     return Err(format!("mount -t tracefs: {}", io::Error::last_os_error()));
                 }

@@ -18,8 +18,8 @@ pub mod litepcie_dma;
 pub mod paths;
 pub mod pci;
 pub mod pio;
-pub mod rule30;
 pub mod rt_loop;
+pub mod rule30;
 pub mod spy;
 
 use std::time::Duration;
@@ -50,9 +50,7 @@ impl Width {
             16 => Ok(Width::W16),
             32 => Ok(Width::W32),
             64 => Ok(Width::W64),
-            other => Err(DeviceError::InvalidArgument(format!(
-                "access width must be 8, 16, 32 or 64 bits, not {other}"
-            ))),
+            other => Err(DeviceError::InvalidArgument(format!("access width must be 8, 16, 32 or 64 bits, not {other}"))),
         }
     }
 }
@@ -328,9 +326,7 @@ pub(crate) fn check_block(offset: u64, len: usize) -> Result<(), DeviceError> {
         DeviceError::InvalidArgument(format!("a block access of {len} bytes at 0x{offset:x} runs past the end of the address space"))
     })?;
     if offset / 4096 != last / 4096 {
-        return Err(DeviceError::InvalidArgument(format!(
-            "a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary"
-        )));
+        return Err(DeviceError::InvalidArgument(format!("a block access of {len} bytes at 0x{offset:x} would cross a 4 KiB boundary")));
     }
     Ok(())
 }

@@ -39,8 +39,7 @@ fn descriptor(buffer: &DmaBuffer) -> Result<u64, DeviceError> {
             buffer.bus_addr, buffer.len
         )));
     }
-    Ok(pcie_dma0::reader_table_value::ADDRESS_LSB.set(buffer.bus_addr)
-        | pcie_dma0::reader_table_value::LENGTH.set(buffer.len as u64))
+    Ok(pcie_dma0::reader_table_value::ADDRESS_LSB.set(buffer.bus_addr) | pcie_dma0::reader_table_value::LENGTH.set(buffer.len as u64))
 }
 
 /// Stops both engines and the loopback, and masks the DMA interrupts.

@@ -55,9 +55,7 @@ pub fn reset(card: &mut Card) -> Result<(), DeviceError> {
 pub fn set_read_delay(card: &mut Card, cycles: u32) -> Result<(), DeviceError> {
     require_pio(card)?;
     if cycles > MAX_READ_DELAY {
-        return Err(DeviceError::InvalidArgument(format!(
-            "PIO read delay must be 0..={MAX_READ_DELAY} cycles, not {cycles}"
-        )));
+        return Err(DeviceError::InvalidArgument(format!("PIO read delay must be 0..={MAX_READ_DELAY} cycles, not {cycles}")));
     }
     card.write(pio::READ_DELAY, u64::from(cycles))
 }

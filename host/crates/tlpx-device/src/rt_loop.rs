@@ -254,9 +254,7 @@ pub fn run(card: &mut Card, config: &LoopConfig) -> Result<LoopRun, DeviceError>
     config.validate()?;
     let status = card.read(regs::STATUS)?;
     if regs::status::RUNNING.get(status) != 0 {
-        return Err(DeviceError::Backend(
-            "the real-time loop is already running (another tlpx loop uses this card): stop it first".into(),
-        ));
+        return Err(DeviceError::Backend("the real-time loop is already running (another tlpx loop uses this card): stop it first".into()));
     }
     let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
     let result = run_with(card, config, &buffer);
@@ -282,8 +280,8 @@ fn run_with(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer) -> Result<
     card.write(regs::SIZE, u64::from(config.size_bytes))?;
     card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size_log2))?;
     card.write(regs::RESULT_ADDRESS, buffer.bus_addr + RESULT_OFFSET as u64)?;
-    let cfg = regs::config::IRQ.set(u64::from(config.detect == Detect::Irq))
-        | regs::config::DMA_RETURN.set(u64::from(config.ret == Return::Dma));
+    let cfg =
+        regs::config::IRQ.set(u64::from(config.detect == Detect::Irq)) | regs::config::DMA_RETURN.set(u64::from(config.ret == Return::Dma));
     card.write(regs::CONFIG, cfg)?;
     let bit = 1u64 << msi_bit();
     card.write(pcie_msi::CLEAR, bit)?;

@@ -115,10 +115,7 @@ pub struct OpConfig {
 impl OpConfig {
     pub fn validate(&self) -> Result<(), DeviceError> {
         if !(1..=MAX_LINE_LENGTH).contains(&self.line_length) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "line length must be 1..={MAX_LINE_LENGTH} cells, not {}",
-                self.line_length
-            )));
+            return Err(DeviceError::InvalidArgument(format!("line length must be 1..={MAX_LINE_LENGTH} cells, not {}", self.line_length)));
         }
         Ok(())
     }
@@ -365,10 +362,8 @@ pub mod batch {
 
     /// The descriptor of one packet: header and input words.
     pub fn descriptor(op: &OpConfig, generations: u32, input: Option<&[u32; WORDS]>) -> Vec<u32> {
-        let header = (op.line_length & 0x7ff)
-            | if input.is_none() { CHAIN_BIT } else { 0 }
-            | u32::from(op.rule) << 12
-            | (generations & 0xfff) << 20;
+        let header =
+            (op.line_length & 0x7ff) | if input.is_none() { CHAIN_BIT } else { 0 } | u32::from(op.rule) << 12 | (generations & 0xfff) << 20;
         let mut d = vec![header];
         if let Some(words) = input {
             d.extend_from_slice(&words[..op.words()]);
@@ -437,9 +432,13 @@ pub mod batch {
             while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
             let t0 = card.device().clock_ns()?;
             card.write(regs::CONTROL, regs::control::START.set(1))?;
-            let timeout = Duration::from_secs(2) + card.cycles_to_duration(u64::from(op.latency_cycles + generations + 200) * chunk.len() as u64);
+            let timeout =
+                Duration::from_secs(2) + card.cycles_to_duration(u64::from(op.latency_cycles + generations + 200) * chunk.len() as u64);
             if card.device().wait_interrupt(WAIT_MASK, timeout)?.is_none() {
-                return Err(DeviceError::Backend(format!("no interrupt at the end of a rule-30 batch of {} packets within {timeout:?}", chunk.len())));
+                return Err(DeviceError::Backend(format!(
+                    "no interrupt at the end of a rule-30 batch of {} packets within {timeout:?}",
+                    chunk.len()
+                )));
             }
             let sequence = card.read(regs::SEQUENCE)? as u32;
             let mut bytes = vec![0u8; record * chunk.len()];

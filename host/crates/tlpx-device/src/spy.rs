@@ -79,9 +79,9 @@ impl Direction {
         match s.trim().to_ascii_lowercase().as_str() {
             "down" => Ok(Direction::Down),
             "up" => Ok(Direction::Up),
-            other => Err(DeviceError::InvalidArgument(format!(
-                "direction must be `down` (host to card) or `up` (card to host), not {other:?}"
-            ))),
+            other => {
+                Err(DeviceError::InvalidArgument(format!("direction must be `down` (host to card) or `up` (card to host), not {other:?}")))
+            }
         }
     }
 }
@@ -104,10 +104,7 @@ pub fn class_mask(names: &[&str]) -> Result<u8, DeviceError> {
         match CLASSES.iter().position(|c| *c == n) {
             Some(i) => mask |= 1 << i,
             None => {
-                return Err(DeviceError::InvalidArgument(format!(
-                    "TLP type must be one of {} or all, not {name:?}",
-                    CLASSES.join(", ")
-                )))
+                return Err(DeviceError::InvalidArgument(format!("TLP type must be one of {} or all, not {name:?}", CLASSES.join(", "))))
             }
         }
     }
@@ -297,10 +294,7 @@ impl Filters {
             return Err(DeviceError::InvalidArgument("the filters select no direction: record down, up or both".into()));
         }
         if self.class_mask == 0 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the filters select no TLP type: choose some of {}",
-                CLASSES.join(", ")
-            )));
+            return Err(DeviceError::InvalidArgument(format!("the filters select no TLP type: choose some of {}", CLASSES.join(", "))));
         }
         Ok(())
     }
@@ -341,16 +335,7 @@ pub struct Trigger {
 
 impl Default for Trigger {
     fn default() -> Self {
-        Trigger {
-            mode: TriggerMode::Off,
-            class_mask: 0xFF,
-            down: true,
-            up: true,
-            address_base: 0,
-            address_mask: 0,
-            pre: 0,
-            post: 1,
-        }
+        Trigger { mode: TriggerMode::Off, class_mask: 0xFF, down: true, up: true, address_base: 0, address_mask: 0, pre: 0, post: 1 }
     }
 }
 
@@ -379,10 +364,7 @@ impl Trigger {
             return Err(DeviceError::InvalidArgument("the trigger matches no direction: choose down, up or both".into()));
         }
         if self.class_mask == 0 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the trigger matches no TLP type: choose some of {}",
-                CLASSES.join(", ")
-            )));
+            return Err(DeviceError::InvalidArgument(format!("the trigger matches no TLP type: choose some of {}", CLASSES.join(", "))));
         }
         Ok(())
     }
@@ -427,9 +409,7 @@ pub struct Capture {
 /// Largest ring write the spy may make for a link of Max Payload Size `mps`.
 fn payload_log2(mps: u32) -> Result<u32, DeviceError> {
     if !mps.is_power_of_two() || !(128..=4096).contains(&mps) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "Max Payload Size must be a power of two in 128..=4096 bytes, not {mps}"
-        )));
+        return Err(DeviceError::InvalidArgument(format!("Max Payload Size must be a power of two in 128..=4096 bytes, not {mps}")));
     }
     // Up to 256 bytes (8 records per TLP): larger writes gain little and delay delivery.
     Ok(mps.min(256).trailing_zeros())
@@ -475,9 +455,7 @@ impl Capture {
         if ring.bus_addr % RECORD_BYTES as u64 != 0 {
             let bus = ring.bus_addr;
             card.device().free_dma(ring)?;
-            return Err(DeviceError::Backend(format!(
-                "the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs"
-            )));
+            return Err(DeviceError::Backend(format!("the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs")));
         }
         let programmed = program(card, &ring, ring_records, payload, filters, trigger);
         if let Err(e) = programmed {
@@ -653,14 +631,9 @@ fn program(
     // recorded, and on the simulator it is the only one still on its way when this returns.
     let sequence = card.read(regs::SEQUENCE)?;
     if sequence != 0 {
-        return Err(DeviceError::Backend(format!(
-            "the spy did not clear: its sequence counter reads {sequence} after the clear"
-        )));
+        return Err(DeviceError::Backend(format!("the spy did not clear: its sequence counter reads {sequence} after the clear")));
     }
-    card.write(
-        regs::CONTROL,
-        regs::control::ENABLE.set(1) | regs::control::INCLUDE_OWN.set(u64::from(filters.include_own)),
-    )
+    card.write(regs::CONTROL, regs::control::ENABLE.set(1) | regs::control::INCLUDE_OWN.set(u64::from(filters.include_own)))
 }
 
 #[cfg(test)]

@@ -41,11 +41,9 @@ fn generator_counts_equal_what_the_root_complex_saw() {
     let mut control = control(&sim);
     let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
     generator::fill_pattern(&buffer, DataPattern::Prbs, 0x1234).expect("fill");
-    for (op, addr64, ro, ns) in [
-        (Operation::Write, false, false, false),
-        (Operation::Read, false, false, false),
-        (Operation::ReadWrite, true, true, true),
-    ] {
+    for (op, addr64, ro, ns) in
+        [(Operation::Write, false, false, false), (Operation::Read, false, false, false), (Operation::ReadWrite, true, true, true)]
+    {
         let mut cfg = config(op, 1000, 24);
         cfg.addr64 = addr64;
         cfg.relaxed_ordering = ro;
@@ -108,9 +106,7 @@ fn injected_error_completions_are_counted_and_the_engine_recovers() {
     let mut control = control(&sim);
     let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
     generator::fill_pattern(&buffer, DataPattern::Prbs, 0x1234).expect("fill");
-    control
-        .set_dma_faults(DmaFaults { ur_every: 5, ca_every: 7, poison_every: 11, drop_every: 13 })
-        .expect("faults");
+    control.set_dma_faults(DmaFaults { ur_every: 5, ca_every: 7, poison_every: 11, drop_every: 13 }).expect("faults");
     let before = control.stats().expect("stats").traffic;
     let cfg = config(Operation::Read, 512, 60);
     let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("run");

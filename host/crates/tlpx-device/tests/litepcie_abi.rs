@@ -19,11 +19,7 @@ use tlpx_device::backends::litepcie::abi;
 fn kernel_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("TLPX_LITEPCIE_KERNEL_DIR") {
         let dir = PathBuf::from(dir);
-        assert!(
-            dir.join("litepcie.h").is_file(),
-            "TLPX_LITEPCIE_KERNEL_DIR={} has no litepcie.h",
-            dir.display()
-        );
+        assert!(dir.join("litepcie.h").is_file(), "TLPX_LITEPCIE_KERNEL_DIR={} has no litepcie.h", dir.display());
         return dir;
     }
     let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/lib");

@@ -51,8 +51,7 @@ fn a_missing_node_says_the_driver_is_not_loaded() {
     // Not loaded: no PCI driver of that name either.
     let _ = std::fs::remove_dir_all(layout.sys.join("bus/pci/drivers/litepcie"));
     let e = err(LitePcieDevice::open_in(layout.clone(), &node, None));
-    let expected =
-        format!("no {}/litepcie*: the LitePCIe driver is not loaded; see docs/litepcie-driver.md", layout.dev.display());
+    let expected = format!("no {}/litepcie*: the LitePCIe driver is not loaded; see docs/litepcie-driver.md", layout.dev.display());
     assert!(e.contains(&expected), "{e}");
     assert!(e.contains(&node.display().to_string()), "{e}");
     // Loaded (its PCI driver registered) but bound to nothing: the fix is new_id, not insmod.

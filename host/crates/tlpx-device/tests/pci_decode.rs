@@ -13,8 +13,7 @@ fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send +
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(Duration::from_secs(2))
-        .unwrap_or_else(|_| panic!("{what} did not finish: a loop?"))
+    rx.recv_timeout(Duration::from_secs(2)).unwrap_or_else(|_| panic!("{what} did not finish: a loop?"))
 }
 
 fn with_caps(first: u8) -> Vec<u8> {
@@ -31,10 +30,7 @@ fn pci_decode_self_pointing_capability_ends() {
     c[0x51] = 0x50;
     let caps = within_watchdog("capability walk", move || decode::capabilities(&c));
     assert_eq!(caps.len(), 1);
-    assert_eq!(
-        (caps[0].id, caps[0].offset, caps[0].name),
-        (0x10, 0x50, "PCI Express")
-    );
+    assert_eq!((caps[0].id, caps[0].offset, caps[0].name), (0x10, 0x50, "PCI Express"));
 }
 
 #[test]
@@ -54,9 +50,7 @@ fn pci_decode_every_single_byte_cycle_ends() {
 fn pci_decode_self_pointing_extended_capability_ends() {
     let mut c = with_caps(0);
     c[0x100..0x104].copy_from_slice(&(0x0001u32 | 1 << 16 | 0x100 << 20).to_le_bytes());
-    let ext = within_watchdog("extended capability walk", move || {
-        decode::extended_capabilities(&c)
-    });
+    let ext = within_watchdog("extended capability walk", move || decode::extended_capabilities(&c));
     assert_eq!(ext.len(), 1);
     assert_eq!(ext[0].name, "Advanced Error Reporting");
 }
@@ -82,15 +76,10 @@ fn pci_decode_function_from_config_agrees_with_the_decoders() {
     c[0x6c] = 0x11;
     c[0x72] = 0x11;
     let f = PciFunction::from_config(0, 3, 0, 0, c.clone());
-    assert_eq!(
-        (f.vendor_id, f.device_id, f.class, f.revision),
-        (0x1234, 0x7c01, 0x118000, 1)
-    );
+    assert_eq!((f.vendor_id, f.device_id, f.class, f.revision), (0x1234, 0x7c01, 0x118000, 1));
     assert_eq!(f.capabilities(), decode::capabilities(&c));
     let p = f.pcie().expect("PCIe capability");
     assert_eq!((p.generation, p.link_width, p.link_speed_gt_s), (1, 1, 2.5));
     assert_eq!(f.bars().len(), 1);
-    assert!(f
-        .to_dump()
-        .starts_with("0000:03:00.0 1180: 1234:7c01 (rev 01)\n00: 34 12 01 7c"));
+    assert!(f.to_dump().starts_with("0000:03:00.0 1180: 1234:7c01 (rev 01)\n00: 34 12 01 7c"));
 }

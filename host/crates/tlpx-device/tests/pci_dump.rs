@@ -73,17 +73,8 @@ fn write_temp(text: &str) -> tempfile::NamedTempFile {
 }
 
 fn lspci(args: &[&str], dump: &Path) -> String {
-    let out = Command::new("lspci")
-        .arg("-F")
-        .arg(dump)
-        .args(args)
-        .output()
-        .expect("run lspci (apt-get install pciutils)");
-    assert!(
-        out.status.success(),
-        "lspci failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("lspci").arg("-F").arg(dump).args(args).output().expect("run lspci (apt-get install pciutils)");
+    assert!(out.status.success(), "lspci failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("lspci prints UTF-8")
 }
 
@@ -91,8 +82,7 @@ fn lspci(args: &[&str], dump: &Path) -> String {
 fn pci_dump_of_the_card_scans_and_decodes_every_field() {
     let config = card_config(256);
     let file = write_temp(&render_dump(0, 3, 0, 0, &config));
-    let functions =
-        pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
+    let functions = pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
     assert_eq!(functions.len(), 1);
     let f = &functions[0];
 
@@ -103,30 +93,13 @@ fn pci_dump_of_the_card_scans_and_decodes_every_field() {
     assert_eq!(f.revision, 1);
     assert_eq!((f.subsystem_vendor_id, f.subsystem_id), (0x1234, 0x0001));
     assert_eq!(f.config, config, "config bytes survive the round trip");
-    assert_eq!(
-        f.class_name.as_deref(),
-        Some("Signal processing controller")
-    );
+    assert_eq!(f.class_name.as_deref(), Some("Signal processing controller"));
 
     assert_eq!(
         f.capabilities(),
-        vec![
-            Capability {
-                id: 0x05,
-                offset: 0x50,
-                name: "MSI"
-            },
-            Capability {
-                id: 0x10,
-                offset: 0x70,
-                name: "PCI Express"
-            },
-        ]
+        vec![Capability { id: 0x05, offset: 0x50, name: "MSI" }, Capability { id: 0x10, offset: 0x70, name: "PCI Express" },]
     );
-    assert!(
-        f.extended_capabilities().is_empty(),
-        "256-byte dump has no extended space"
-    );
+    assert!(f.extended_capabilities().is_empty(), "256-byte dump has no extended space");
 
     let p = f.pcie().expect("PCIe capability");
     assert_eq!(p.device_type, 0);
@@ -151,50 +124,23 @@ fn pci_dump_of_the_card_scans_and_decodes_every_field() {
             data: 0x4021,
         })
     );
-    assert_eq!(
-        f.bars(),
-        vec![Bar {
-            index: 0,
-            address: 0xf000_0000,
-            is_io: false,
-            is_64bit: false,
-            prefetchable: false
-        }]
-    );
+    assert_eq!(f.bars(), vec![Bar { index: 0, address: 0xf000_0000, is_io: false, is_64bit: false, prefetchable: false }]);
 }
 
 #[test]
 fn pci_dump_of_the_card_is_readable_by_lspci() {
     let file = write_temp(&render_dump(0, 3, 0, 0, &card_config(256)));
     let text = lspci(&["-vv"], file.path());
-    let lnksta = text
-        .lines()
-        .find(|l| l.contains("LnkSta:"))
-        .unwrap_or_else(|| panic!("no LnkSta in:\n{text}"));
+    let lnksta = text.lines().find(|l| l.contains("LnkSta:")).unwrap_or_else(|| panic!("no LnkSta in:\n{text}"));
     assert!(lnksta.contains("5GT/s"), "{lnksta}");
     assert!(lnksta.contains("Width x4"), "{lnksta}");
-    assert!(
-        text.contains("Region 0: Memory at f0000000 (32-bit, non-prefetchable)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("MSI: Enable+ Count=2/4 Maskable- 64bit+"),
-        "{text}"
-    );
-    assert!(
-        text.contains("Address: 00000000fee00000  Data: 4021"),
-        "{text}"
-    );
-    assert!(
-        text.contains("MaxPayload 256 bytes, MaxReadReq 512 bytes"),
-        "{text}"
-    );
+    assert!(text.contains("Region 0: Memory at f0000000 (32-bit, non-prefetchable)"), "{text}");
+    assert!(text.contains("MSI: Enable+ Count=2/4 Maskable- 64bit+"), "{text}");
+    assert!(text.contains("Address: 00000000fee00000  Data: 4021"), "{text}");
+    assert!(text.contains("MaxPayload 256 bytes, MaxReadReq 512 bytes"), "{text}");
 
     let numeric = lspci(&["-n"], file.path());
-    assert!(
-        numeric.starts_with("03:00.0 1180: 1234:7c01 (rev 01)"),
-        "{numeric}"
-    );
+    assert!(numeric.starts_with("03:00.0 1180: 1234:7c01 (rev 01)"), "{numeric}");
 }
 
 #[test]
@@ -207,22 +153,14 @@ fn pci_dump_names_match_lspci() {
     bridge[0x0b] = 0x06;
     let text = render_dump(0, 0, 2, 0, &card_config(256)) + &render_dump(0, 0, 0, 0, &bridge);
     let file = write_temp(&text);
-    let functions =
-        pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
+    let functions = pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
     let addresses: Vec<String> = functions.iter().map(|f| f.address()).collect();
-    assert_eq!(
-        addresses,
-        vec!["0000:00:00.0", "0000:00:02.0"],
-        "sorted by address"
-    );
+    assert_eq!(addresses, vec!["0000:00:00.0", "0000:00:02.0"], "sorted by address");
 
     // lspci -vmm prints "Vendor:\t<name>" etc. from the same database.
     let mm = lspci(&["-vmm", "-s", "00:00.0"], file.path());
     let field = |name: &str| {
-        mm.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}:\t")))
-            .unwrap_or_else(|| panic!("no {name} in:\n{mm}"))
-            .to_string()
+        mm.lines().find_map(|l| l.strip_prefix(&format!("{name}:\t"))).unwrap_or_else(|| panic!("no {name} in:\n{mm}")).to_string()
     };
     let intel = &functions[0];
     assert_eq!(intel.vendor_name.as_deref(), Some(field("Vendor").as_str()));
@@ -238,17 +176,12 @@ fn pci_dump_of_4096_bytes_keeps_extended_space() {
     put32(&mut config, 0x100, 0x0001 | 2 << 16 | 0x148 << 20);
     put32(&mut config, 0x148, 0x0003 | 1 << 16);
     let file = write_temp(&render_dump(0, 0x42, 0x1f, 7, &config));
-    let functions =
-        pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
+    let functions = pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
     let f = &functions[0];
     assert_eq!(f.address(), "0000:42:1f.7");
     assert_eq!(f.config.len(), 4096);
     assert_eq!(f.config, config);
-    let ext: Vec<(u16, u8, u16)> = f
-        .extended_capabilities()
-        .iter()
-        .map(|c| (c.id, c.version, c.offset))
-        .collect();
+    let ext: Vec<(u16, u8, u16)> = f.extended_capabilities().iter().map(|c| (c.id, c.version, c.offset)).collect();
     assert_eq!(ext, vec![(1, 2, 0x100), (3, 1, 0x148)]);
     let text = lspci(&["-vv"], file.path());
     assert!(text.contains("Advanced Error Reporting"), "{text}");
@@ -259,13 +192,9 @@ fn pci_dump_of_4096_bytes_keeps_extended_space() {
 fn pci_dump_accepts_lspci_own_output_with_short_addresses() {
     // `lspci -x` without -D prints "03:00.0 ..." and no domain.
     let rendered = render_dump(0, 3, 0, 0, &card_config(256));
-    let short = rendered
-        .strip_prefix("0000:")
-        .expect("rendered with a domain")
-        .to_string();
+    let short = rendered.strip_prefix("0000:").expect("rendered with a domain").to_string();
     let file = write_temp(&short);
-    let functions =
-        pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
+    let functions = pci::scan(&PciSource::DumpFile(file.path().to_path_buf())).expect("scan the dump");
     assert_eq!(functions[0].address(), "0000:03:00.0");
 }
 
@@ -295,12 +224,7 @@ fn pci_dump_with_garbage_in_a_data_line_is_an_error() {
 
 #[test]
 fn pci_dump_offset_past_4096_is_an_error() {
-    let msg = assert_malformed(
-        &(render_dump(0, 3, 0, 0, &card_config(256))
-            .trim_end()
-            .to_string()
-            + "\n1000: 00\n"),
-    );
+    let msg = assert_malformed(&(render_dump(0, 3, 0, 0, &card_config(256)).trim_end().to_string() + "\n1000: 00\n"));
     assert!(msg.contains("4096"), "{msg}");
 }
 
@@ -322,10 +246,7 @@ fn pci_dump_without_functions_is_an_error() {
 fn pci_dump_with_a_truncated_function_is_an_error() {
     let config = card_config(256);
     let msg = assert_malformed(&render_dump(0, 3, 0, 0, &config[..32]));
-    assert!(
-        msg.contains("0000:03:00.0") && msg.contains("64 bytes"),
-        "{msg}"
-    );
+    assert!(msg.contains("0000:03:00.0") && msg.contains("64 bytes"), "{msg}");
 }
 
 #[test]
@@ -367,15 +288,9 @@ fn pci_dump_errors_from_many_threads_at_once() {
 fn pci_find_names_the_missing_address() {
     let file = write_temp(&render_dump(0, 3, 0, 0, &card_config(256)));
     let source = PciSource::DumpFile(file.path().to_path_buf());
-    assert_eq!(
-        pci::find(&source, "03:00.0").expect("present").device_id,
-        0x7c01
-    );
+    assert_eq!(pci::find(&source, "03:00.0").expect("present").device_id, 0x7c01);
     match pci::find(&source, "0000:04:00.0") {
-        Err(DeviceError::NoSuchDevice(msg)) => assert!(
-            msg.contains("04:00.0") && msg.contains("0000:03:00.0"),
-            "{msg}"
-        ),
+        Err(DeviceError::NoSuchDevice(msg)) => assert!(msg.contains("04:00.0") && msg.contains("0000:03:00.0"), "{msg}"),
         other => panic!("expected NoSuchDevice, got {other:?}"),
     }
 }

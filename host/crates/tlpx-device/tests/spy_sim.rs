@@ -281,7 +281,9 @@ fn latencies_agree_with_the_generators_counters() {
                 .iter()
                 .rev()
                 .find_map(|p| match &p.body {
-                    Body::Request(q) if q.direction == tlpx_trace::Direction::Up && q.tag == c.tag && q.kind().is_non_posted_read() => Some(q),
+                    Body::Request(q) if q.direction == tlpx_trace::Direction::Up && q.tag == c.tag && q.kind().is_non_posted_read() => {
+                        Some(q)
+                    }
                     _ => None,
                 })
                 .expect("the read of a completion precedes it");
@@ -295,7 +297,13 @@ fn latencies_agree_with_the_generators_counters() {
         assert_eq!(spy_latencies, hw, "{width}-bit card: spy latencies vs the generator's samples");
         // The spy's own histogram (request to last completion first beat) has every read.
         let hist = spy::latency_histogram(&mut card).expect("histogram");
-        assert_eq!(hist.iter().sum::<u64>(), 16 + records.iter().filter(|r| matches!(&r.body, Body::Completion(c) if c.direction == tlpx_trace::Direction::Up && c.last)).count() as u64);
+        assert_eq!(
+            hist.iter().sum::<u64>(),
+            16 + records
+                .iter()
+                .filter(|r| matches!(&r.body, Body::Completion(c) if c.direction == tlpx_trace::Direction::Up && c.last))
+                .count() as u64
+        );
     }
 }
 
@@ -313,7 +321,13 @@ fn filters_pick_exactly_the_matching_records() {
     };
     // Only down MWr to the scratch register: the address filter compares the BAR offset
     // bits (the BAR's base is above them).
-    let f = Filters { up: false, class_mask: spy::class_mask(&["mwr"]).expect("mwr"), address_base: scratch, address_mask: 0xFFFC, ..Filters::default() };
+    let f = Filters {
+        up: false,
+        class_mask: spy::class_mask(&["mwr"]).expect("mwr"),
+        address_base: scratch,
+        address_mask: 0xFFFC,
+        ..Filters::default()
+    };
     let cap = Capture::start(&mut card, 256, &f, &Trigger::default()).expect("start");
     script(&mut card);
     let end = cap.stop(&mut card).expect("stop");
@@ -333,7 +347,8 @@ fn filters_pick_exactly_the_matching_records() {
     // Requester ID: the card's own requests (generator reads) vs the host's.
     let buffer = card.device().alloc_dma(1 << 14).expect("buffer");
     let card_id = {
-        let cap = Capture::start(&mut card, 256, &Filters { down: false, class_mask: 1, ..Filters::default() }, &Trigger::default()).expect("start");
+        let cap = Capture::start(&mut card, 256, &Filters { down: false, class_mask: 1, ..Filters::default() }, &Trigger::default())
+            .expect("start");
         let mut cfg = GenConfig::new(Operation::Read, 64, 3);
         cfg.window = 1 << 14;
         cfg.check_data = false;
@@ -492,12 +507,15 @@ fn golden_scenario(card: &mut Card) -> (Vec<[u8; 32]>, CaptureEnd) {
 
 fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &CaptureEnd) {
     let id = card.identity();
-    let mut info = tlpx_trace::HeaderInfo::new("tlpx-device spy_sim", tlpx_trace::CardInfo {
-        map_hash: Some(format!("0x{:08x}", id.map_hash)),
-        data_width: Some(id.data_width),
-        clock_hz: u64::from(id.clock_hz),
-        pci_address: None,
-    });
+    let mut info = tlpx_trace::HeaderInfo::new(
+        "tlpx-device spy_sim",
+        tlpx_trace::CardInfo {
+            map_hash: Some(format!("0x{:08x}", id.map_hash)),
+            data_width: Some(id.data_width),
+            clock_hz: u64::from(id.clock_hz),
+            pci_address: None,
+        },
+    );
     info.simulated = true;
     info.capture.filters = serde_json::to_value(Filters::default()).expect("json");
     info.capture.trigger = serde_json::to_value(Trigger::default()).expect("json");
@@ -506,7 +524,8 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
     for r in raw {
         w.write_raw(r).expect("record");
     }
-    w.finish(end.next_sequence, tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost }).expect("finish");
+    w.finish(end.next_sequence, tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost })
+        .expect("finish");
 }
 
 #[test]
@@ -566,10 +585,7 @@ fn bench_spy_sustained_rate_and_host_ingest() {
             let tlps_per_s = r.write_requests as f64 / secs;
             println!(
                 "BENCH width={width} idle={idle} tlps={} cycles={} tlps_per_s={tlps_per_s:.0} records={} lost={}",
-                r.write_requests,
-                r.cycles,
-                end.records_delivered,
-                end.records_lost
+                r.write_requests, r.cycles, end.records_delivered, end.records_lost
             );
             if end.records_lost == 0 {
                 println!(

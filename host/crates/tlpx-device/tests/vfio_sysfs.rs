@@ -8,10 +8,8 @@
 use tlpx_device::backends::vfio::bind::{self, Sysfs};
 
 fn functions() -> Vec<String> {
-    let mut all: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut all: Vec<String> =
+        std::fs::read_dir("/sys/bus/pci/devices").unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     all.sort();
     all
 }

@@ -195,36 +195,15 @@ fn is_size_128_to_4096(bytes: u32) -> bool {
 impl LinkConfig {
     /// pcie-bench's default link (`pcie_bw.py`): Gen3 x8, MPS 256, MRRS 512,
     /// RCB 64, 64-bit addresses.
-    pub const PCIE_BENCH_DEFAULT: LinkConfig = LinkConfig {
-        generation: 3,
-        lanes: 8,
-        mps: 256,
-        mrrs: 512,
-        rcb: 64,
-        addr64: true,
-    };
+    pub const PCIE_BENCH_DEFAULT: LinkConfig = LinkConfig { generation: 3, lanes: 8, mps: 256, mrrs: 512, rcb: 64, addr64: true };
 
     /// A checked link configuration.
     ///
     /// # Errors
     ///
     /// [`ModelError::Invalid`] naming the first bad value and what is accepted.
-    pub fn new(
-        generation: u8,
-        lanes: u8,
-        mps: u32,
-        mrrs: u32,
-        rcb: u32,
-        addr64: bool,
-    ) -> Result<LinkConfig, ModelError> {
-        let cfg = LinkConfig {
-            generation,
-            lanes,
-            mps,
-            mrrs,
-            rcb,
-            addr64,
-        };
+    pub fn new(generation: u8, lanes: u8, mps: u32, mrrs: u32, rcb: u32, addr64: bool) -> Result<LinkConfig, ModelError> {
+        let cfg = LinkConfig { generation, lanes, mps, mrrs, rcb, addr64 };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -236,16 +215,10 @@ impl LinkConfig {
     /// [`ModelError::Invalid`] naming the first bad value and what is accepted.
     pub fn validate(&self) -> Result<(), ModelError> {
         if !(1..=5).contains(&self.generation) {
-            return Err(ModelError::Invalid(format!(
-                "PCIe generation must be 1..5, not {}",
-                self.generation
-            )));
+            return Err(ModelError::Invalid(format!("PCIe generation must be 1..5, not {}", self.generation)));
         }
         if !LANES.contains(&self.lanes) {
-            return Err(ModelError::Invalid(format!(
-                "link width must be 1, 2, 4, 8 or 16 lanes, not {}",
-                self.lanes
-            )));
+            return Err(ModelError::Invalid(format!("link width must be 1, 2, 4, 8 or 16 lanes, not {}", self.lanes)));
         }
         if !is_size_128_to_4096(self.mps) {
             return Err(ModelError::Invalid(format!(
@@ -260,10 +233,7 @@ impl LinkConfig {
             )));
         }
         if self.rcb != 64 && self.rcb != 128 {
-            return Err(ModelError::Invalid(format!(
-                "read completion boundary (RCB) must be 64 or 128 bytes, not {}",
-                self.rcb
-            )));
+            return Err(ModelError::Invalid(format!("read completion boundary (RCB) must be 64 or 128 bytes, not {}", self.rcb)));
         }
         Ok(())
     }
@@ -278,10 +248,7 @@ impl LinkConfig {
     fn lanes_index(&self) -> usize {
         match LANES.iter().position(|&l| l == self.lanes) {
             Some(i) => i,
-            None => panic!(
-                "LinkConfig was not validated: link width must be 1, 2, 4, 8 or 16 lanes, not {}",
-                self.lanes
-            ),
+            None => panic!("LinkConfig was not validated: link width must be 1, 2, 4, 8 or 16 lanes, not {}", self.lanes),
         }
     }
 
@@ -342,9 +309,7 @@ impl LinkConfig {
     /// this module (which follow pcie-bench) are up to 3 bytes per TLP more
     /// optimistic than a sum of `wire_bytes`.
     pub fn wire_bytes(&self, header_bytes: u32, payload_bytes: u32) -> u32 {
-        let total = u64::from(TLP_FRAMING_BYTES)
-            + u64::from(header_bytes)
-            + u64::from(payload_bytes).div_ceil(4) * 4;
+        let total = u64::from(TLP_FRAMING_BYTES) + u64::from(header_bytes) + u64::from(payload_bytes).div_ceil(4) * 4;
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 
@@ -371,8 +336,7 @@ impl LinkConfig {
     /// once DLLPs and SKPs are taken out (pcie-model `TLP_bw`). Gen3 x8 MPS
     /// 256: 7.236e9 (57.88 Gb/s).
     pub fn tlp_bytes_per_second(&self) -> f64 {
-        self.raw_bytes_per_second()
-            * (1.0 - self.dllp_overhead_fraction() - self.skp_overhead_fraction())
+        self.raw_bytes_per_second() * (1.0 - self.dllp_overhead_fraction() - self.skp_overhead_fraction())
     }
 
     /// ACK/FC DLLP bytes that one received TLP of `tlp_wire_bytes` causes in
@@ -509,12 +473,7 @@ struct TransferCost {
     downstream_bytes: u128,
 }
 
-fn transfer_cost(
-    cfg: &LinkConfig,
-    operation: Operation,
-    size: u64,
-    split: CompletionSplit,
-) -> TransferCost {
+fn transfer_cost(cfg: &LinkConfig, operation: Operation, size: u64, split: CompletionSplit) -> TransferCost {
     let framing = u128::from(TLP_FRAMING_BYTES);
     let request_overhead = framing + u128::from(cfg.request_header_bytes());
     let completion_overhead = framing + u128::from(COMPLETION_HEADER_BYTES);
@@ -535,12 +494,7 @@ fn transfer_cost(
     let completion_bytes = u128::from(completions) * completion_overhead + payload;
 
     match operation {
-        Operation::Write => TransferCost {
-            upstream_tlps: writes,
-            downstream_tlps: 0,
-            upstream_bytes: write_bytes,
-            downstream_bytes: 0,
-        },
+        Operation::Write => TransferCost { upstream_tlps: writes, downstream_tlps: 0, upstream_bytes: write_bytes, downstream_bytes: 0 },
         Operation::Read => TransferCost {
             upstream_tlps: reads,
             downstream_tlps: completions,
@@ -558,12 +512,7 @@ fn transfer_cost(
 
 /// The model for one workload: wire bytes each way, which direction limits,
 /// and the payload bandwidth. `transfer_size` 0 gives zero bandwidth.
-pub fn analyse(
-    cfg: &LinkConfig,
-    operation: Operation,
-    transfer_size: u64,
-    completion_split: CompletionSplit,
-) -> Analysis {
+pub fn analyse(cfg: &LinkConfig, operation: Operation, transfer_size: u64, completion_split: CompletionSplit) -> Analysis {
     let cost = transfer_cost(cfg, operation, transfer_size, completion_split);
     let capacity = cfg.tlp_bytes_per_second();
     let up = cost.upstream_bytes as f64;
@@ -589,10 +538,7 @@ pub fn analyse(
         upstream_wire_bytes: u64::try_from(cost.upstream_bytes).unwrap_or(u64::MAX),
         downstream_wire_bytes: u64::try_from(cost.downstream_bytes).unwrap_or(u64::MAX),
         transfers_per_second,
-        bandwidth: Bandwidth {
-            bytes_per_second,
-            efficiency: bytes_per_second / cfg.raw_bytes_per_second(),
-        },
+        bandwidth: Bandwidth { bytes_per_second, efficiency: bytes_per_second / cfg.raw_bytes_per_second() },
         upstream_utilisation: transfers_per_second * up / capacity,
         downstream_utilisation: transfers_per_second * down / capacity,
         limited_by,
@@ -618,26 +564,14 @@ pub fn read_bandwidth(cfg: &LinkConfig, transfer_size: u64) -> Bandwidth {
 /// Read/Write BW"). Upstream carries the writes and the read requests,
 /// downstream the completions.
 pub fn read_write_bandwidth(cfg: &LinkConfig, transfer_size: u64) -> Bandwidth {
-    analyse(
-        cfg,
-        Operation::ReadWrite,
-        transfer_size,
-        CompletionSplit::Mps,
-    )
-    .bandwidth
+    analyse(cfg, Operation::ReadWrite, transfer_size, CompletionSplit::Mps).bandwidth
 }
 
 // TLP splitting ------------------------------------------------------------------
 
 /// Cuts `[addr, addr + len)` at every multiple of `boundary` (a power of two)
 /// and after at most `max` bytes per piece; the range is clipped at 2^64.
-fn split_range(
-    addr: u64,
-    len: u32,
-    max: u128,
-    boundary: u128,
-    first_to_boundary: u128,
-) -> Vec<(u64, u32)> {
+fn split_range(addr: u64, len: u32, max: u128, boundary: u128, first_to_boundary: u128) -> Vec<(u64, u32)> {
     let end = (u128::from(addr) + u128::from(len)).min(1u128 << 64);
     let mut pos = u128::from(addr);
     let mut pieces = Vec::new();
@@ -668,25 +602,13 @@ fn split_range(
 /// RCB boundary); this is the common behaviour pcie-model describes.
 /// `len` 0 gives no completion.
 pub fn completions_for_read(cfg: &LinkConfig, addr: u64, len: u32) -> Vec<(u64, u32)> {
-    split_range(
-        addr,
-        len,
-        u128::from(cfg.mps),
-        u128::from(PAGE_BYTES),
-        u128::from(cfg.rcb),
-    )
+    split_range(addr, len, u128::from(cfg.mps), u128::from(PAGE_BYTES), u128::from(cfg.rcb))
 }
 
 /// Completions cut at every RCB boundary, as root complexes with
 /// [`CompletionSplit::Rcb`] behaviour do.
 pub fn completions_for_read_rcb(cfg: &LinkConfig, addr: u64, len: u32) -> Vec<(u64, u32)> {
-    split_range(
-        addr,
-        len,
-        u128::from(cfg.rcb),
-        u128::from(cfg.rcb),
-        u128::from(cfg.rcb),
-    )
+    split_range(addr, len, u128::from(cfg.rcb), u128::from(cfg.rcb), u128::from(cfg.rcb))
 }
 
 /// How a requester cuts a read of `len` bytes at `addr` into MRd: pieces end

@@ -59,10 +59,18 @@ pub mod ident {
     pub const REGION_OFFSET: u64 = 0x0;
 
     /// Identifies a tlpx card: always 0x544C5058 ("TLPX").
-    pub const MAGIC: Register = Register { region: "ident", name: "magic", offset: 0x0, size_bits: 32, writable: false, description: "Identifies a tlpx card: always 0x544C5058 (\"TLPX\")." };
+    pub const MAGIC: Register = Register {
+        region: "ident",
+        name: "magic",
+        offset: 0x0,
+        size_bits: 32,
+        writable: false,
+        description: "Identifies a tlpx card: always 0x544C5058 (\"TLPX\").",
+    };
 
     /// Register map version.
-    pub const VERSION: Register = Register { region: "ident", name: "version", offset: 0x4, size_bits: 32, writable: false, description: "Register map version." };
+    pub const VERSION: Register =
+        Register { region: "ident", name: "version", offset: 0x4, size_bits: 32, writable: false, description: "Register map version." };
     /// Fields of `version`.
     pub mod version {
         use super::Field;
@@ -73,7 +81,14 @@ pub mod ident {
     }
 
     /// Blocks this card carries: one bit each.
-    pub const FEATURES: Register = Register { region: "ident", name: "features", offset: 0x8, size_bits: 9, writable: false, description: "Blocks this card carries: one bit each." };
+    pub const FEATURES: Register = Register {
+        region: "ident",
+        name: "features",
+        offset: 0x8,
+        size_bits: 9,
+        writable: false,
+        description: "Blocks this card carries: one bit each.",
+    };
     /// Fields of `features`.
     pub mod features {
         use super::Field;
@@ -98,19 +113,54 @@ pub mod ident {
     }
 
     /// FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.
-    pub const MAP_HASH: Register = Register { region: "ident", name: "map_hash", offset: 0xc, size_bits: 32, writable: false, description: "FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with." };
+    pub const MAP_HASH: Register = Register {
+        region: "ident",
+        name: "map_hash",
+        offset: 0xc,
+        size_bits: 32,
+        writable: false,
+        description: "FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.",
+    };
 
     /// TLP datapath width in bits (64, 128 or 256).
-    pub const DATA_WIDTH: Register = Register { region: "ident", name: "data_width", offset: 0x10, size_bits: 16, writable: false, description: "TLP datapath width in bits (64, 128 or 256)." };
+    pub const DATA_WIDTH: Register = Register {
+        region: "ident",
+        name: "data_width",
+        offset: 0x10,
+        size_bits: 16,
+        writable: false,
+        description: "TLP datapath width in bits (64, 128 or 256).",
+    };
 
     /// Card clock frequency in Hz: the unit of every cycle count.
-    pub const CLOCK_HZ: Register = Register { region: "ident", name: "clock_hz", offset: 0x14, size_bits: 32, writable: false, description: "Card clock frequency in Hz: the unit of every cycle count." };
+    pub const CLOCK_HZ: Register = Register {
+        region: "ident",
+        name: "clock_hz",
+        offset: 0x14,
+        size_bits: 32,
+        writable: false,
+        description: "Card clock frequency in Hz: the unit of every cycle count.",
+    };
 
     /// Scratch register: reads back what was written.
-    pub const SCRATCH: Register = Register { region: "ident", name: "scratch", offset: 0x18, size_bits: 32, writable: true, description: "Scratch register: reads back what was written." };
+    pub const SCRATCH: Register = Register {
+        region: "ident",
+        name: "scratch",
+        offset: 0x18,
+        size_bits: 32,
+        writable: true,
+        description: "Scratch register: reads back what was written.",
+    };
 
     /// Software-triggered interrupt, for interrupt round-trip tests.
-    pub const SOFTWARE_IRQ: Register = Register { region: "ident", name: "software_irq", offset: 0x1c, size_bits: 1, writable: true, description: "Software-triggered interrupt, for interrupt round-trip tests." };
+    pub const SOFTWARE_IRQ: Register = Register {
+        region: "ident",
+        name: "software_irq",
+        offset: 0x1c,
+        size_bits: 1,
+        writable: true,
+        description: "Software-triggered interrupt, for interrupt round-trip tests.",
+    };
     /// Fields of `software_irq`.
     pub mod software_irq {
         use super::Field;
@@ -127,10 +177,24 @@ pub mod timebase {
     pub const REGION_OFFSET: u64 = 0x800;
 
     /// Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi.
-    pub const CYCLES_LO: Register = Register { region: "timebase", name: "cycles_lo", offset: 0x800, size_bits: 32, writable: false, description: "Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi." };
+    pub const CYCLES_LO: Register = Register {
+        region: "timebase",
+        name: "cycles_lo",
+        offset: 0x800,
+        size_bits: 32,
+        writable: false,
+        description: "Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi.",
+    };
 
     /// Cycle counter, bits 63:32, as latched by the last read of cycles_lo.
-    pub const CYCLES_HI: Register = Register { region: "timebase", name: "cycles_hi", offset: 0x804, size_bits: 32, writable: false, description: "Cycle counter, bits 63:32, as latched by the last read of cycles_lo." };
+    pub const CYCLES_HI: Register = Register {
+        region: "timebase",
+        name: "cycles_hi",
+        offset: 0x804,
+        size_bits: 32,
+        writable: false,
+        description: "Cycle counter, bits 63:32, as latched by the last read of cycles_lo.",
+    };
 }
 
 /// Region `request_path` at BAR0 offset 0x1000.
@@ -141,37 +205,114 @@ pub mod request_path {
     pub const REGION_OFFSET: u64 = 0x1000;
 
     /// Memory reads executed (MRd32 answered with CplD).
-    pub const MEM_READS: Register = Register { region: "request_path", name: "mem_reads", offset: 0x1000, size_bits: 32, writable: false, description: "Memory reads executed (MRd32 answered with CplD)." };
+    pub const MEM_READS: Register = Register {
+        region: "request_path",
+        name: "mem_reads",
+        offset: 0x1000,
+        size_bits: 32,
+        writable: false,
+        description: "Memory reads executed (MRd32 answered with CplD).",
+    };
 
     /// Memory writes executed (MWr32).
-    pub const MEM_WRITES: Register = Register { region: "request_path", name: "mem_writes", offset: 0x1004, size_bits: 32, writable: false, description: "Memory writes executed (MWr32)." };
+    pub const MEM_WRITES: Register = Register {
+        region: "request_path",
+        name: "mem_writes",
+        offset: 0x1004,
+        size_bits: 32,
+        writable: false,
+        description: "Memory writes executed (MWr32).",
+    };
 
     /// Non-posted requests answered with Unsupported Request (MRd64, Cfg, IO, MRdLk, atomics, ...).
-    pub const UR_SENT: Register = Register { region: "request_path", name: "ur_sent", offset: 0x1008, size_bits: 32, writable: false, description: "Non-posted requests answered with Unsupported Request (MRd64, Cfg, IO, MRdLk, atomics, ...)." };
+    pub const UR_SENT: Register = Register {
+        region: "request_path",
+        name: "ur_sent",
+        offset: 0x1008,
+        size_bits: 32,
+        writable: false,
+        description: "Non-posted requests answered with Unsupported Request (MRd64, Cfg, IO, MRdLk, atomics, ...).",
+    };
 
     /// Unsupported posted requests dropped (MWr64, Msg, MsgD).
-    pub const POSTED_DROPPED: Register = Register { region: "request_path", name: "posted_dropped", offset: 0x100c, size_bits: 32, writable: false, description: "Unsupported posted requests dropped (MWr64, Msg, MsgD)." };
+    pub const POSTED_DROPPED: Register = Register {
+        region: "request_path",
+        name: "posted_dropped",
+        offset: 0x100c,
+        size_bits: 32,
+        writable: false,
+        description: "Unsupported posted requests dropped (MWr64, Msg, MsgD).",
+    };
 
     /// Configuration requests that reached the card (answered with UR).
-    pub const CFG_REQUESTS: Register = Register { region: "request_path", name: "cfg_requests", offset: 0x1010, size_bits: 32, writable: false, description: "Configuration requests that reached the card (answered with UR)." };
+    pub const CFG_REQUESTS: Register = Register {
+        region: "request_path",
+        name: "cfg_requests",
+        offset: 0x1010,
+        size_bits: 32,
+        writable: false,
+        description: "Configuration requests that reached the card (answered with UR).",
+    };
 
     /// MRd64/MWr64 requests (BAR0 is a 32-bit BAR): UR or dropped.
-    pub const MEM64_REQUESTS: Register = Register { region: "request_path", name: "mem64_requests", offset: 0x1014, size_bits: 32, writable: false, description: "MRd64/MWr64 requests (BAR0 is a 32-bit BAR): UR or dropped." };
+    pub const MEM64_REQUESTS: Register = Register {
+        region: "request_path",
+        name: "mem64_requests",
+        offset: 0x1014,
+        size_bits: 32,
+        writable: false,
+        description: "MRd64/MWr64 requests (BAR0 is a 32-bit BAR): UR or dropped.",
+    };
 
     /// Poisoned (EP=1) writes dropped.
-    pub const POISONED: Register = Register { region: "request_path", name: "poisoned", offset: 0x1018, size_bits: 32, writable: false, description: "Poisoned (EP=1) writes dropped." };
+    pub const POISONED: Register = Register {
+        region: "request_path",
+        name: "poisoned",
+        offset: 0x1018,
+        size_bits: 32,
+        writable: false,
+        description: "Poisoned (EP=1) writes dropped.",
+    };
 
     /// Reads longer than the card serves in one completion, answered with Completer Abort.
-    pub const READS_TOO_LONG: Register = Register { region: "request_path", name: "reads_too_long", offset: 0x101c, size_bits: 32, writable: false, description: "Reads longer than the card serves in one completion, answered with Completer Abort." };
+    pub const READS_TOO_LONG: Register = Register {
+        region: "request_path",
+        name: "reads_too_long",
+        offset: 0x101c,
+        size_bits: 32,
+        writable: false,
+        description: "Reads longer than the card serves in one completion, answered with Completer Abort.",
+    };
 
     /// Register accesses that timed out or failed on the internal bus.
-    pub const BUS_ERRORS: Register = Register { region: "request_path", name: "bus_errors", offset: 0x1020, size_bits: 32, writable: false, description: "Register accesses that timed out or failed on the internal bus." };
+    pub const BUS_ERRORS: Register = Register {
+        region: "request_path",
+        name: "bus_errors",
+        offset: 0x1020,
+        size_bits: 32,
+        writable: false,
+        description: "Register accesses that timed out or failed on the internal bus.",
+    };
 
     /// Requests whose payload did not match their Length field.
-    pub const MALFORMED: Register = Register { region: "request_path", name: "malformed", offset: 0x1024, size_bits: 32, writable: false, description: "Requests whose payload did not match their Length field." };
+    pub const MALFORMED: Register = Register {
+        region: "request_path",
+        name: "malformed",
+        offset: 0x1024,
+        size_bits: 32,
+        writable: false,
+        description: "Requests whose payload did not match their Length field.",
+    };
 
     /// Header DW0 of the last request that was not executed.
-    pub const LAST_REJECTED: Register = Register { region: "request_path", name: "last_rejected", offset: 0x1028, size_bits: 32, writable: false, description: "Header DW0 of the last request that was not executed." };
+    pub const LAST_REJECTED: Register = Register {
+        region: "request_path",
+        name: "last_rejected",
+        offset: 0x1028,
+        size_bits: 32,
+        writable: false,
+        description: "Header DW0 of the last request that was not executed.",
+    };
 }
 
 /// Region `pcie_msi` at BAR0 offset 0x1800.
@@ -182,13 +323,34 @@ pub mod pcie_msi {
     pub const REGION_OFFSET: u64 = 0x1800;
 
     /// MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).
-    pub const ENABLE: Register = Register { region: "pcie_msi", name: "enable", offset: 0x1800, size_bits: 32, writable: true, description: "MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s)." };
+    pub const ENABLE: Register = Register {
+        region: "pcie_msi",
+        name: "enable",
+        offset: 0x1800,
+        size_bits: 32,
+        writable: true,
+        description: "MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).",
+    };
 
     /// MSI Clear Control. Write bit(s) to ``1`` to clear corresponding MSI IRQ(s).
-    pub const CLEAR: Register = Register { region: "pcie_msi", name: "clear", offset: 0x1804, size_bits: 32, writable: true, description: "MSI Clear Control. Write bit(s) to ``1`` to clear corresponding MSI IRQ(s)." };
+    pub const CLEAR: Register = Register {
+        region: "pcie_msi",
+        name: "clear",
+        offset: 0x1804,
+        size_bits: 32,
+        writable: true,
+        description: "MSI Clear Control. Write bit(s) to ``1`` to clear corresponding MSI IRQ(s).",
+    };
 
     /// MSI Vector Status. Current MSI IRQs vector value.
-    pub const VECTOR: Register = Register { region: "pcie_msi", name: "vector", offset: 0x1808, size_bits: 32, writable: false, description: "MSI Vector Status. Current MSI IRQs vector value." };
+    pub const VECTOR: Register = Register {
+        region: "pcie_msi",
+        name: "vector",
+        offset: 0x1808,
+        size_bits: 32,
+        writable: false,
+        description: "MSI Vector Status. Current MSI IRQs vector value.",
+    };
 }
 
 /// Region `pcie_dma0` at BAR0 offset 0x2000.
@@ -199,10 +361,24 @@ pub mod pcie_dma0 {
     pub const REGION_OFFSET: u64 = 0x2000;
 
     /// DMA Writer Control. Write ``1`` to enable DMA Writer.
-    pub const WRITER_ENABLE: Register = Register { region: "pcie_dma0", name: "writer_enable", offset: 0x2000, size_bits: 2, writable: true, description: "DMA Writer Control. Write ``1`` to enable DMA Writer." };
+    pub const WRITER_ENABLE: Register = Register {
+        region: "pcie_dma0",
+        name: "writer_enable",
+        offset: 0x2000,
+        size_bits: 2,
+        writable: true,
+        description: "DMA Writer Control. Write ``1`` to enable DMA Writer.",
+    };
 
     /// 64-bit DMA descriptor to be written to the table.
-    pub const WRITER_TABLE_VALUE: Register = Register { region: "pcie_dma0", name: "writer_table_value", offset: 0x2004, size_bits: 58, writable: true, description: "64-bit DMA descriptor to be written to the table." };
+    pub const WRITER_TABLE_VALUE: Register = Register {
+        region: "pcie_dma0",
+        name: "writer_table_value",
+        offset: 0x2004,
+        size_bits: 58,
+        writable: true,
+        description: "64-bit DMA descriptor to be written to the table.",
+    };
     /// Fields of `writer_table_value`.
     pub mod writer_table_value {
         use super::Field;
@@ -217,7 +393,14 @@ pub mod pcie_dma0 {
     }
 
     /// Write and 32-bit MSB Address of the descriptor (bytes-aligned)
-    pub const WRITER_TABLE_WE: Register = Register { region: "pcie_dma0", name: "writer_table_we", offset: 0x200c, size_bits: 32, writable: true, description: "Write and 32-bit MSB Address of the descriptor (bytes-aligned)" };
+    pub const WRITER_TABLE_WE: Register = Register {
+        region: "pcie_dma0",
+        name: "writer_table_we",
+        offset: 0x200c,
+        size_bits: 32,
+        writable: true,
+        description: "Write and 32-bit MSB Address of the descriptor (bytes-aligned)",
+    };
     /// Fields of `writer_table_we`.
     pub mod writer_table_we {
         use super::Field;
@@ -229,7 +412,14 @@ pub mod pcie_dma0 {
     pub const WRITER_TABLE_LOOP_PROG_N: Register = Register { region: "pcie_dma0", name: "writer_table_loop_prog_n", offset: 0x2010, size_bits: 1, writable: true, description: "Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table." };
 
     /// Loop monitoring for software synchronization.
-    pub const WRITER_TABLE_LOOP_STATUS: Register = Register { region: "pcie_dma0", name: "writer_table_loop_status", offset: 0x2014, size_bits: 32, writable: false, description: "Loop monitoring for software synchronization." };
+    pub const WRITER_TABLE_LOOP_STATUS: Register = Register {
+        region: "pcie_dma0",
+        name: "writer_table_loop_status",
+        offset: 0x2014,
+        size_bits: 32,
+        writable: false,
+        description: "Loop monitoring for software synchronization.",
+    };
     /// Fields of `writer_table_loop_status`.
     pub mod writer_table_loop_status {
         use super::Field;
@@ -240,16 +430,44 @@ pub mod pcie_dma0 {
     }
 
     /// Number descriptors in the table.
-    pub const WRITER_TABLE_LEVEL: Register = Register { region: "pcie_dma0", name: "writer_table_level", offset: 0x2018, size_bits: 9, writable: false, description: "Number descriptors in the table." };
+    pub const WRITER_TABLE_LEVEL: Register = Register {
+        region: "pcie_dma0",
+        name: "writer_table_level",
+        offset: 0x2018,
+        size_bits: 9,
+        writable: false,
+        description: "Number descriptors in the table.",
+    };
 
     /// A write to this register resets the table.
-    pub const WRITER_TABLE_RESET: Register = Register { region: "pcie_dma0", name: "writer_table_reset", offset: 0x201c, size_bits: 1, writable: true, description: "A write to this register resets the table." };
+    pub const WRITER_TABLE_RESET: Register = Register {
+        region: "pcie_dma0",
+        name: "writer_table_reset",
+        offset: 0x201c,
+        size_bits: 1,
+        writable: true,
+        description: "A write to this register resets the table.",
+    };
 
     /// DMA Reader Control. Write ``1`` to enable DMA Reader.
-    pub const READER_ENABLE: Register = Register { region: "pcie_dma0", name: "reader_enable", offset: 0x2020, size_bits: 2, writable: true, description: "DMA Reader Control. Write ``1`` to enable DMA Reader." };
+    pub const READER_ENABLE: Register = Register {
+        region: "pcie_dma0",
+        name: "reader_enable",
+        offset: 0x2020,
+        size_bits: 2,
+        writable: true,
+        description: "DMA Reader Control. Write ``1`` to enable DMA Reader.",
+    };
 
     /// 64-bit DMA descriptor to be written to the table.
-    pub const READER_TABLE_VALUE: Register = Register { region: "pcie_dma0", name: "reader_table_value", offset: 0x2024, size_bits: 58, writable: true, description: "64-bit DMA descriptor to be written to the table." };
+    pub const READER_TABLE_VALUE: Register = Register {
+        region: "pcie_dma0",
+        name: "reader_table_value",
+        offset: 0x2024,
+        size_bits: 58,
+        writable: true,
+        description: "64-bit DMA descriptor to be written to the table.",
+    };
     /// Fields of `reader_table_value`.
     pub mod reader_table_value {
         use super::Field;
@@ -264,7 +482,14 @@ pub mod pcie_dma0 {
     }
 
     /// Write and 32-bit MSB Address of the descriptor (bytes-aligned)
-    pub const READER_TABLE_WE: Register = Register { region: "pcie_dma0", name: "reader_table_we", offset: 0x202c, size_bits: 32, writable: true, description: "Write and 32-bit MSB Address of the descriptor (bytes-aligned)" };
+    pub const READER_TABLE_WE: Register = Register {
+        region: "pcie_dma0",
+        name: "reader_table_we",
+        offset: 0x202c,
+        size_bits: 32,
+        writable: true,
+        description: "Write and 32-bit MSB Address of the descriptor (bytes-aligned)",
+    };
     /// Fields of `reader_table_we`.
     pub mod reader_table_we {
         use super::Field;
@@ -276,7 +501,14 @@ pub mod pcie_dma0 {
     pub const READER_TABLE_LOOP_PROG_N: Register = Register { region: "pcie_dma0", name: "reader_table_loop_prog_n", offset: 0x2030, size_bits: 1, writable: true, description: "Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table." };
 
     /// Loop monitoring for software synchronization.
-    pub const READER_TABLE_LOOP_STATUS: Register = Register { region: "pcie_dma0", name: "reader_table_loop_status", offset: 0x2034, size_bits: 32, writable: false, description: "Loop monitoring for software synchronization." };
+    pub const READER_TABLE_LOOP_STATUS: Register = Register {
+        region: "pcie_dma0",
+        name: "reader_table_loop_status",
+        offset: 0x2034,
+        size_bits: 32,
+        writable: false,
+        description: "Loop monitoring for software synchronization.",
+    };
     /// Fields of `reader_table_loop_status`.
     pub mod reader_table_loop_status {
         use super::Field;
@@ -287,13 +519,34 @@ pub mod pcie_dma0 {
     }
 
     /// Number descriptors in the table.
-    pub const READER_TABLE_LEVEL: Register = Register { region: "pcie_dma0", name: "reader_table_level", offset: 0x2038, size_bits: 9, writable: false, description: "Number descriptors in the table." };
+    pub const READER_TABLE_LEVEL: Register = Register {
+        region: "pcie_dma0",
+        name: "reader_table_level",
+        offset: 0x2038,
+        size_bits: 9,
+        writable: false,
+        description: "Number descriptors in the table.",
+    };
 
     /// A write to this register resets the table.
-    pub const READER_TABLE_RESET: Register = Register { region: "pcie_dma0", name: "reader_table_reset", offset: 0x203c, size_bits: 1, writable: true, description: "A write to this register resets the table." };
+    pub const READER_TABLE_RESET: Register = Register {
+        region: "pcie_dma0",
+        name: "reader_table_reset",
+        offset: 0x203c,
+        size_bits: 1,
+        writable: true,
+        description: "A write to this register resets the table.",
+    };
 
     /// DMA Loopback Enable Control. Write ``1`` to enable DMA internal loopback (DMA Reader to DMA Writer).
-    pub const LOOPBACK_ENABLE: Register = Register { region: "pcie_dma0", name: "loopback_enable", offset: 0x2040, size_bits: 1, writable: true, description: "DMA Loopback Enable Control. Write ``1`` to enable DMA internal loopback (DMA Reader to DMA Writer)." };
+    pub const LOOPBACK_ENABLE: Register = Register {
+        region: "pcie_dma0",
+        name: "loopback_enable",
+        offset: 0x2040,
+        size_bits: 1,
+        writable: true,
+        description: "DMA Loopback Enable Control. Write ``1`` to enable DMA internal loopback (DMA Reader to DMA Writer).",
+    };
 }
 
 /// Region `generator` at BAR0 offset 0x2800.
@@ -304,7 +557,8 @@ pub mod generator {
     pub const REGION_OFFSET: u64 = 0x2800;
 
     /// Run control.
-    pub const CONTROL: Register = Register { region: "generator", name: "control", offset: 0x2800, size_bits: 3, writable: true, description: "Run control." };
+    pub const CONTROL: Register =
+        Register { region: "generator", name: "control", offset: 0x2800, size_bits: 3, writable: true, description: "Run control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -317,7 +571,8 @@ pub mod generator {
     }
 
     /// Run configuration.
-    pub const CONFIG: Register = Register { region: "generator", name: "config", offset: 0x2804, size_bits: 10, writable: true, description: "Run configuration." };
+    pub const CONFIG: Register =
+        Register { region: "generator", name: "config", offset: 0x2804, size_bits: 10, writable: true, description: "Run configuration." };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -340,46 +595,138 @@ pub mod generator {
     }
 
     /// Bytes per transfer (1..65536).
-    pub const TRANSFER_SIZE: Register = Register { region: "generator", name: "transfer_size", offset: 0x2808, size_bits: 18, writable: true, description: "Bytes per transfer (1..65536)." };
+    pub const TRANSFER_SIZE: Register = Register {
+        region: "generator",
+        name: "transfer_size",
+        offset: 0x2808,
+        size_bits: 18,
+        writable: true,
+        description: "Bytes per transfer (1..65536).",
+    };
 
     /// Transfers per engine; 0: until duration.
-    pub const COUNT: Register = Register { region: "generator", name: "count", offset: 0x280c, size_bits: 64, writable: true, description: "Transfers per engine; 0: until duration." };
+    pub const COUNT: Register = Register {
+        region: "generator",
+        name: "count",
+        offset: 0x280c,
+        size_bits: 64,
+        writable: true,
+        description: "Transfers per engine; 0: until duration.",
+    };
 
     /// Card cycles the engines issue for; 0: until count.
-    pub const DURATION: Register = Register { region: "generator", name: "duration", offset: 0x2814, size_bits: 64, writable: true, description: "Card cycles the engines issue for; 0: until count." };
+    pub const DURATION: Register = Register {
+        region: "generator",
+        name: "duration",
+        offset: 0x2814,
+        size_bits: 64,
+        writable: true,
+        description: "Card cycles the engines issue for; 0: until count.",
+    };
 
     /// log2 of the largest read request in bytes (<= MRRS).
-    pub const REQUEST_SIZE_LOG2: Register = Register { region: "generator", name: "request_size_log2", offset: 0x281c, size_bits: 4, writable: true, description: "log2 of the largest read request in bytes (<= MRRS)." };
+    pub const REQUEST_SIZE_LOG2: Register = Register {
+        region: "generator",
+        name: "request_size_log2",
+        offset: 0x281c,
+        size_bits: 4,
+        writable: true,
+        description: "log2 of the largest read request in bytes (<= MRRS).",
+    };
 
     /// log2 of the largest write payload in bytes (<= MPS).
-    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "generator", name: "payload_size_log2", offset: 0x2820, size_bits: 4, writable: true, description: "log2 of the largest write payload in bytes (<= MPS)." };
+    pub const PAYLOAD_SIZE_LOG2: Register = Register {
+        region: "generator",
+        name: "payload_size_log2",
+        offset: 0x2820,
+        size_bits: 4,
+        writable: true,
+        description: "log2 of the largest write payload in bytes (<= MPS).",
+    };
 
     /// Idle cycles after each request.
-    pub const IDLE_CYCLES: Register = Register { region: "generator", name: "idle_cycles", offset: 0x2824, size_bits: 32, writable: true, description: "Idle cycles after each request." };
+    pub const IDLE_CYCLES: Register = Register {
+        region: "generator",
+        name: "idle_cycles",
+        offset: 0x2824,
+        size_bits: 32,
+        writable: true,
+        description: "Idle cycles after each request.",
+    };
 
     /// Reads in flight at most (1..64).
-    pub const MAX_OUTSTANDING: Register = Register { region: "generator", name: "max_outstanding", offset: 0x2828, size_bits: 8, writable: true, description: "Reads in flight at most (1..64)." };
+    pub const MAX_OUTSTANDING: Register = Register {
+        region: "generator",
+        name: "max_outstanding",
+        offset: 0x2828,
+        size_bits: 8,
+        writable: true,
+        description: "Reads in flight at most (1..64).",
+    };
 
     /// Bus address of the buffer.
-    pub const BASE: Register = Register { region: "generator", name: "base", offset: 0x282c, size_bits: 64, writable: true, description: "Bus address of the buffer." };
+    pub const BASE: Register = Register {
+        region: "generator",
+        name: "base",
+        offset: 0x282c,
+        size_bits: 64,
+        writable: true,
+        description: "Bus address of the buffer.",
+    };
 
     /// Window size - 1 (a power of two minus one).
-    pub const WINDOW_MASK: Register = Register { region: "generator", name: "window_mask", offset: 0x2834, size_bits: 32, writable: true, description: "Window size - 1 (a power of two minus one)." };
+    pub const WINDOW_MASK: Register = Register {
+        region: "generator",
+        name: "window_mask",
+        offset: 0x2834,
+        size_bits: 32,
+        writable: true,
+        description: "Window size - 1 (a power of two minus one).",
+    };
 
     /// log2 of the distance between transfer slots.
-    pub const STRIDE_LOG2: Register = Register { region: "generator", name: "stride_log2", offset: 0x2838, size_bits: 5, writable: true, description: "log2 of the distance between transfer slots." };
+    pub const STRIDE_LOG2: Register = Register {
+        region: "generator",
+        name: "stride_log2",
+        offset: 0x2838,
+        size_bits: 5,
+        writable: true,
+        description: "log2 of the distance between transfer slots.",
+    };
 
     /// Byte offset of each transfer in its slot.
-    pub const OFFSET: Register = Register { region: "generator", name: "offset", offset: 0x283c, size_bits: 6, writable: true, description: "Byte offset of each transfer in its slot." };
+    pub const OFFSET: Register = Register {
+        region: "generator",
+        name: "offset",
+        offset: 0x283c,
+        size_bits: 6,
+        writable: true,
+        description: "Byte offset of each transfer in its slot.",
+    };
 
     /// Seed of the data pattern and of the address LFSR.
-    pub const SEED: Register = Register { region: "generator", name: "seed", offset: 0x2840, size_bits: 32, writable: true, description: "Seed of the data pattern and of the address LFSR." };
+    pub const SEED: Register = Register {
+        region: "generator",
+        name: "seed",
+        offset: 0x2840,
+        size_bits: 32,
+        writable: true,
+        description: "Seed of the data pattern and of the address LFSR.",
+    };
 
     /// Completion timeout in card cycles.
-    pub const TIMEOUT: Register = Register { region: "generator", name: "timeout", offset: 0x2844, size_bits: 32, writable: true, description: "Completion timeout in card cycles." };
+    pub const TIMEOUT: Register = Register {
+        region: "generator",
+        name: "timeout",
+        offset: 0x2844,
+        size_bits: 32,
+        writable: true,
+        description: "Completion timeout in card cycles.",
+    };
 
     /// Run status.
-    pub const STATUS: Register = Register { region: "generator", name: "status", offset: 0x2848, size_bits: 16, writable: false, description: "Run status." };
+    pub const STATUS: Register =
+        Register { region: "generator", name: "status", offset: 0x2848, size_bits: 16, writable: false, description: "Run status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -394,70 +741,218 @@ pub mod generator {
     }
 
     /// Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes).
-    pub const CYCLES: Register = Register { region: "generator", name: "cycles", offset: 0x284c, size_bits: 64, writable: false, description: "Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes)." };
+    pub const CYCLES: Register = Register {
+        region: "generator",
+        name: "cycles",
+        offset: 0x284c,
+        size_bits: 64,
+        writable: false,
+        description:
+            "Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes).",
+    };
 
     /// Transfers completed (reads: all their completions arrived).
-    pub const TRANSFERS: Register = Register { region: "generator", name: "transfers", offset: 0x2854, size_bits: 64, writable: false, description: "Transfers completed (reads: all their completions arrived)." };
+    pub const TRANSFERS: Register = Register {
+        region: "generator",
+        name: "transfers",
+        offset: 0x2854,
+        size_bits: 64,
+        writable: false,
+        description: "Transfers completed (reads: all their completions arrived).",
+    };
 
     /// MRd TLPs sent.
-    pub const READ_REQUESTS: Register = Register { region: "generator", name: "read_requests", offset: 0x285c, size_bits: 64, writable: false, description: "MRd TLPs sent." };
+    pub const READ_REQUESTS: Register = Register {
+        region: "generator",
+        name: "read_requests",
+        offset: 0x285c,
+        size_bits: 64,
+        writable: false,
+        description: "MRd TLPs sent.",
+    };
 
     /// Bytes of read requests that completed successfully.
-    pub const READ_BYTES: Register = Register { region: "generator", name: "read_bytes", offset: 0x2864, size_bits: 64, writable: false, description: "Bytes of read requests that completed successfully." };
+    pub const READ_BYTES: Register = Register {
+        region: "generator",
+        name: "read_bytes",
+        offset: 0x2864,
+        size_bits: 64,
+        writable: false,
+        description: "Bytes of read requests that completed successfully.",
+    };
 
     /// Completion TLPs received for the generator's tags.
-    pub const COMPLETIONS: Register = Register { region: "generator", name: "completions", offset: 0x286c, size_bits: 64, writable: false, description: "Completion TLPs received for the generator's tags." };
+    pub const COMPLETIONS: Register = Register {
+        region: "generator",
+        name: "completions",
+        offset: 0x286c,
+        size_bits: 64,
+        writable: false,
+        description: "Completion TLPs received for the generator's tags.",
+    };
 
     /// MWr TLPs sent.
-    pub const WRITE_REQUESTS: Register = Register { region: "generator", name: "write_requests", offset: 0x2874, size_bits: 64, writable: false, description: "MWr TLPs sent." };
+    pub const WRITE_REQUESTS: Register = Register {
+        region: "generator",
+        name: "write_requests",
+        offset: 0x2874,
+        size_bits: 64,
+        writable: false,
+        description: "MWr TLPs sent.",
+    };
 
     /// Payload bytes written.
-    pub const WRITE_BYTES: Register = Register { region: "generator", name: "write_bytes", offset: 0x287c, size_bits: 64, writable: false, description: "Payload bytes written." };
+    pub const WRITE_BYTES: Register = Register {
+        region: "generator",
+        name: "write_bytes",
+        offset: 0x287c,
+        size_bits: 64,
+        writable: false,
+        description: "Payload bytes written.",
+    };
 
     /// Read requests whose latency was measured.
-    pub const LAT_COUNT: Register = Register { region: "generator", name: "lat_count", offset: 0x2884, size_bits: 64, writable: false, description: "Read requests whose latency was measured." };
+    pub const LAT_COUNT: Register = Register {
+        region: "generator",
+        name: "lat_count",
+        offset: 0x2884,
+        size_bits: 64,
+        writable: false,
+        description: "Read requests whose latency was measured.",
+    };
 
     /// Smallest read latency (cycles, request's last beat to its last completion's last beat).
-    pub const LAT_MIN: Register = Register { region: "generator", name: "lat_min", offset: 0x288c, size_bits: 32, writable: false, description: "Smallest read latency (cycles, request's last beat to its last completion's last beat)." };
+    pub const LAT_MIN: Register = Register {
+        region: "generator",
+        name: "lat_min",
+        offset: 0x288c,
+        size_bits: 32,
+        writable: false,
+        description: "Smallest read latency (cycles, request's last beat to its last completion's last beat).",
+    };
 
     /// Largest read latency (cycles).
-    pub const LAT_MAX: Register = Register { region: "generator", name: "lat_max", offset: 0x2890, size_bits: 32, writable: false, description: "Largest read latency (cycles)." };
+    pub const LAT_MAX: Register = Register {
+        region: "generator",
+        name: "lat_max",
+        offset: 0x2890,
+        size_bits: 32,
+        writable: false,
+        description: "Largest read latency (cycles).",
+    };
 
     /// Sum of read latencies (cycles).
-    pub const LAT_SUM: Register = Register { region: "generator", name: "lat_sum", offset: 0x2894, size_bits: 64, writable: false, description: "Sum of read latencies (cycles)." };
+    pub const LAT_SUM: Register = Register {
+        region: "generator",
+        name: "lat_sum",
+        offset: 0x2894,
+        size_bits: 64,
+        writable: false,
+        description: "Sum of read latencies (cycles).",
+    };
 
     /// Completions with status Unsupported Request.
-    pub const ERR_UR: Register = Register { region: "generator", name: "err_ur", offset: 0x289c, size_bits: 32, writable: false, description: "Completions with status Unsupported Request." };
+    pub const ERR_UR: Register = Register {
+        region: "generator",
+        name: "err_ur",
+        offset: 0x289c,
+        size_bits: 32,
+        writable: false,
+        description: "Completions with status Unsupported Request.",
+    };
 
     /// Completions with status Completer Abort.
-    pub const ERR_CA: Register = Register { region: "generator", name: "err_ca", offset: 0x28a0, size_bits: 32, writable: false, description: "Completions with status Completer Abort." };
+    pub const ERR_CA: Register = Register {
+        region: "generator",
+        name: "err_ca",
+        offset: 0x28a0,
+        size_bits: 32,
+        writable: false,
+        description: "Completions with status Completer Abort.",
+    };
 
     /// Completions with another non-successful status.
-    pub const ERR_OTHER: Register = Register { region: "generator", name: "err_other", offset: 0x28a4, size_bits: 32, writable: false, description: "Completions with another non-successful status." };
+    pub const ERR_OTHER: Register = Register {
+        region: "generator",
+        name: "err_other",
+        offset: 0x28a4,
+        size_bits: 32,
+        writable: false,
+        description: "Completions with another non-successful status.",
+    };
 
     /// Completions with the EP (poisoned) bit.
-    pub const ERR_POISONED: Register = Register { region: "generator", name: "err_poisoned", offset: 0x28a8, size_bits: 32, writable: false, description: "Completions with the EP (poisoned) bit." };
+    pub const ERR_POISONED: Register = Register {
+        region: "generator",
+        name: "err_poisoned",
+        offset: 0x28a8,
+        size_bits: 32,
+        writable: false,
+        description: "Completions with the EP (poisoned) bit.",
+    };
 
     /// Reads whose completion did not arrive within the timeout.
-    pub const ERR_TIMEOUTS: Register = Register { region: "generator", name: "err_timeouts", offset: 0x28ac, size_bits: 32, writable: false, description: "Reads whose completion did not arrive within the timeout." };
+    pub const ERR_TIMEOUTS: Register = Register {
+        region: "generator",
+        name: "err_timeouts",
+        offset: 0x28ac,
+        size_bits: 32,
+        writable: false,
+        description: "Reads whose completion did not arrive within the timeout.",
+    };
 
     /// Completions for a tag that had no read outstanding.
-    pub const ERR_UNEXPECTED: Register = Register { region: "generator", name: "err_unexpected", offset: 0x28b0, size_bits: 32, writable: false, description: "Completions for a tag that had no read outstanding." };
+    pub const ERR_UNEXPECTED: Register = Register {
+        region: "generator",
+        name: "err_unexpected",
+        offset: 0x28b0,
+        size_bits: 32,
+        writable: false,
+        description: "Completions for a tag that had no read outstanding.",
+    };
 
     /// Read DWs that differed from the data pattern.
-    pub const ERR_MISMATCHES: Register = Register { region: "generator", name: "err_mismatches", offset: 0x28b4, size_bits: 32, writable: false, description: "Read DWs that differed from the data pattern." };
+    pub const ERR_MISMATCHES: Register = Register {
+        region: "generator",
+        name: "err_mismatches",
+        offset: 0x28b4,
+        size_bits: 32,
+        writable: false,
+        description: "Read DWs that differed from the data pattern.",
+    };
 
     /// Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const LAT_HIST_SELECT: Register = Register { region: "generator", name: "lat_hist_select", offset: 0x28b8, size_bits: 8, writable: true, description: "Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the read latency (cycles) histogram bucket chosen by lat_hist_select.
-    pub const LAT_HIST_COUNT: Register = Register { region: "generator", name: "lat_hist_count", offset: 0x28bc, size_bits: 32, writable: false, description: "Count of the read latency (cycles) histogram bucket chosen by lat_hist_select." };
+    pub const LAT_HIST_COUNT: Register = Register {
+        region: "generator",
+        name: "lat_hist_count",
+        offset: 0x28bc,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the read latency (cycles) histogram bucket chosen by lat_hist_select.",
+    };
 
     /// Oldest latency sample (cycles); reading it removes it from the FIFO.
-    pub const LAT_SAMPLE: Register = Register { region: "generator", name: "lat_sample", offset: 0x28c0, size_bits: 32, writable: false, description: "Oldest latency sample (cycles); reading it removes it from the FIFO." };
+    pub const LAT_SAMPLE: Register = Register {
+        region: "generator",
+        name: "lat_sample",
+        offset: 0x28c0,
+        size_bits: 32,
+        writable: false,
+        description: "Oldest latency sample (cycles); reading it removes it from the FIFO.",
+    };
 
     /// Latency sample FIFO level.
-    pub const LAT_SAMPLES: Register = Register { region: "generator", name: "lat_samples", offset: 0x28c4, size_bits: 16, writable: false, description: "Latency sample FIFO level." };
+    pub const LAT_SAMPLES: Register = Register {
+        region: "generator",
+        name: "lat_samples",
+        offset: 0x28c4,
+        size_bits: 16,
+        writable: false,
+        description: "Latency sample FIFO level.",
+    };
     /// Fields of `lat_samples`.
     pub mod lat_samples {
         use super::Field;
@@ -466,7 +961,14 @@ pub mod generator {
     }
 
     /// Latency samples not kept because the FIFO was full.
-    pub const LAT_SAMPLES_DROPPED: Register = Register { region: "generator", name: "lat_samples_dropped", offset: 0x28c8, size_bits: 32, writable: false, description: "Latency samples not kept because the FIFO was full." };
+    pub const LAT_SAMPLES_DROPPED: Register = Register {
+        region: "generator",
+        name: "lat_samples_dropped",
+        offset: 0x28c8,
+        size_bits: 32,
+        writable: false,
+        description: "Latency samples not kept because the FIFO was full.",
+    };
 }
 
 /// Region `pio` at BAR0 offset 0x3000.
@@ -477,7 +979,8 @@ pub mod pio {
     pub const REGION_OFFSET: u64 = 0x3000;
 
     /// Counter control.
-    pub const CONTROL: Register = Register { region: "pio", name: "control", offset: 0x3000, size_bits: 1, writable: true, description: "Counter control." };
+    pub const CONTROL: Register =
+        Register { region: "pio", name: "control", offset: 0x3000, size_bits: 1, writable: true, description: "Counter control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -486,37 +989,100 @@ pub mod pio {
     }
 
     /// Cycles each read DW waits before it is returned (0..4000).
-    pub const READ_DELAY: Register = Register { region: "pio", name: "read_delay", offset: 0x3004, size_bits: 12, writable: true, description: "Cycles each read DW waits before it is returned (0..4000)." };
+    pub const READ_DELAY: Register = Register {
+        region: "pio",
+        name: "read_delay",
+        offset: 0x3004,
+        size_bits: 12,
+        writable: true,
+        description: "Cycles each read DW waits before it is returned (0..4000).",
+    };
 
     /// Write TLPs that hit the window.
-    pub const WRITE_TLPS: Register = Register { region: "pio", name: "write_tlps", offset: 0x3008, size_bits: 64, writable: false, description: "Write TLPs that hit the window." };
+    pub const WRITE_TLPS: Register = Register {
+        region: "pio",
+        name: "write_tlps",
+        offset: 0x3008,
+        size_bits: 64,
+        writable: false,
+        description: "Write TLPs that hit the window.",
+    };
 
     /// Bytes written (enabled bytes of those TLPs).
-    pub const WRITE_BYTES: Register = Register { region: "pio", name: "write_bytes", offset: 0x3010, size_bits: 64, writable: false, description: "Bytes written (enabled bytes of those TLPs)." };
+    pub const WRITE_BYTES: Register = Register {
+        region: "pio",
+        name: "write_bytes",
+        offset: 0x3010,
+        size_bits: 64,
+        writable: false,
+        description: "Bytes written (enabled bytes of those TLPs).",
+    };
 
     /// Card cycle at which the first counted write completed.
-    pub const FIRST_WRITE: Register = Register { region: "pio", name: "first_write", offset: 0x3018, size_bits: 64, writable: false, description: "Card cycle at which the first counted write completed." };
+    pub const FIRST_WRITE: Register = Register {
+        region: "pio",
+        name: "first_write",
+        offset: 0x3018,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the first counted write completed.",
+    };
 
     /// Card cycle at which the last counted write completed.
-    pub const LAST_WRITE: Register = Register { region: "pio", name: "last_write", offset: 0x3020, size_bits: 64, writable: false, description: "Card cycle at which the last counted write completed." };
+    pub const LAST_WRITE: Register = Register {
+        region: "pio",
+        name: "last_write",
+        offset: 0x3020,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the last counted write completed.",
+    };
 
     /// Read TLPs that hit the window.
-    pub const READ_TLPS: Register = Register { region: "pio", name: "read_tlps", offset: 0x3028, size_bits: 64, writable: false, description: "Read TLPs that hit the window." };
+    pub const READ_TLPS: Register = Register {
+        region: "pio",
+        name: "read_tlps",
+        offset: 0x3028,
+        size_bits: 64,
+        writable: false,
+        description: "Read TLPs that hit the window.",
+    };
 
     /// Bytes read (enabled bytes).
-    pub const READ_BYTES: Register = Register { region: "pio", name: "read_bytes", offset: 0x3030, size_bits: 64, writable: false, description: "Bytes read (enabled bytes)." };
+    pub const READ_BYTES: Register = Register {
+        region: "pio",
+        name: "read_bytes",
+        offset: 0x3030,
+        size_bits: 64,
+        writable: false,
+        description: "Bytes read (enabled bytes).",
+    };
 
     /// Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const WRITE_SIZE_SELECT: Register = Register { region: "pio", name: "write_size_select", offset: 0x3038, size_bits: 8, writable: true, description: "Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the write TLP payload bytes histogram bucket chosen by write_size_select.
-    pub const WRITE_SIZE_COUNT: Register = Register { region: "pio", name: "write_size_count", offset: 0x303c, size_bits: 32, writable: false, description: "Count of the write TLP payload bytes histogram bucket chosen by write_size_select." };
+    pub const WRITE_SIZE_COUNT: Register = Register {
+        region: "pio",
+        name: "write_size_count",
+        offset: 0x303c,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the write TLP payload bytes histogram bucket chosen by write_size_select.",
+    };
 
     /// Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const READ_SIZE_SELECT: Register = Register { region: "pio", name: "read_size_select", offset: 0x3040, size_bits: 8, writable: true, description: "Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the read TLP bytes histogram bucket chosen by read_size_select.
-    pub const READ_SIZE_COUNT: Register = Register { region: "pio", name: "read_size_count", offset: 0x3044, size_bits: 32, writable: false, description: "Count of the read TLP bytes histogram bucket chosen by read_size_select." };
+    pub const READ_SIZE_COUNT: Register = Register {
+        region: "pio",
+        name: "read_size_count",
+        offset: 0x3044,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the read TLP bytes histogram bucket chosen by read_size_select.",
+    };
 }
 
 /// Region `spy` at BAR0 offset 0x3800.
@@ -527,7 +1093,8 @@ pub mod spy {
     pub const REGION_OFFSET: u64 = 0x3800;
 
     /// Spy control.
-    pub const CONTROL: Register = Register { region: "spy", name: "control", offset: 0x3800, size_bits: 3, writable: true, description: "Spy control." };
+    pub const CONTROL: Register =
+        Register { region: "spy", name: "control", offset: 0x3800, size_bits: 3, writable: true, description: "Spy control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -540,25 +1107,68 @@ pub mod spy {
     }
 
     /// Directions to record: bit 0 down (host to card), bit 1 up (card to host).
-    pub const DIRECTION_MASK: Register = Register { region: "spy", name: "direction_mask", offset: 0x3804, size_bits: 2, writable: true, description: "Directions to record: bit 0 down (host to card), bit 1 up (card to host)." };
+    pub const DIRECTION_MASK: Register = Register {
+        region: "spy",
+        name: "direction_mask",
+        offset: 0x3804,
+        size_bits: 2,
+        writable: true,
+        description: "Directions to record: bit 0 down (host to card), bit 1 up (card to host).",
+    };
 
     /// TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other.
-    pub const CLASS_MASK: Register = Register { region: "spy", name: "class_mask", offset: 0x3808, size_bits: 8, writable: true, description: "TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other." };
+    pub const CLASS_MASK: Register = Register {
+        region: "spy",
+        name: "class_mask",
+        offset: 0x3808,
+        size_bits: 8,
+        writable: true,
+        description: "TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other.",
+    };
 
     /// Requests are recorded when (address & address_mask) == (address_base & address_mask).
-    pub const ADDRESS_BASE: Register = Register { region: "spy", name: "address_base", offset: 0x380c, size_bits: 64, writable: true, description: "Requests are recorded when (address & address_mask) == (address_base & address_mask)." };
+    pub const ADDRESS_BASE: Register = Register {
+        region: "spy",
+        name: "address_base",
+        offset: 0x380c,
+        size_bits: 64,
+        writable: true,
+        description: "Requests are recorded when (address & address_mask) == (address_base & address_mask).",
+    };
 
     /// Address bits compared (0: every address).
-    pub const ADDRESS_MASK: Register = Register { region: "spy", name: "address_mask", offset: 0x3814, size_bits: 64, writable: true, description: "Address bits compared (0: every address)." };
+    pub const ADDRESS_MASK: Register = Register {
+        region: "spy",
+        name: "address_mask",
+        offset: 0x3814,
+        size_bits: 64,
+        writable: true,
+        description: "Address bits compared (0: every address).",
+    };
 
     /// Requester ID compared under requester_mask.
-    pub const REQUESTER_ID: Register = Register { region: "spy", name: "requester_id", offset: 0x381c, size_bits: 16, writable: true, description: "Requester ID compared under requester_mask." };
+    pub const REQUESTER_ID: Register = Register {
+        region: "spy",
+        name: "requester_id",
+        offset: 0x381c,
+        size_bits: 16,
+        writable: true,
+        description: "Requester ID compared under requester_mask.",
+    };
 
     /// Requester ID bits compared (0: every requester).
-    pub const REQUESTER_MASK: Register = Register { region: "spy", name: "requester_mask", offset: 0x3820, size_bits: 16, writable: true, description: "Requester ID bits compared (0: every requester)." };
+    pub const REQUESTER_MASK: Register = Register {
+        region: "spy",
+        name: "requester_mask",
+        offset: 0x3820,
+        size_bits: 16,
+        writable: true,
+        description: "Requester ID bits compared (0: every requester).",
+    };
 
     /// Trigger.
-    pub const TRIGGER: Register = Register { region: "spy", name: "trigger", offset: 0x3824, size_bits: 18, writable: true, description: "Trigger." };
+    pub const TRIGGER: Register =
+        Register { region: "spy", name: "trigger", offset: 0x3824, size_bits: 18, writable: true, description: "Trigger." };
     /// Fields of `trigger`.
     pub mod trigger {
         use super::Field;
@@ -571,46 +1181,138 @@ pub mod spy {
     }
 
     /// The trigger matches requests whose (address & mask) == (base & mask).
-    pub const TRIGGER_ADDRESS_BASE: Register = Register { region: "spy", name: "trigger_address_base", offset: 0x3828, size_bits: 64, writable: true, description: "The trigger matches requests whose (address & mask) == (base & mask)." };
+    pub const TRIGGER_ADDRESS_BASE: Register = Register {
+        region: "spy",
+        name: "trigger_address_base",
+        offset: 0x3828,
+        size_bits: 64,
+        writable: true,
+        description: "The trigger matches requests whose (address & mask) == (base & mask).",
+    };
 
     /// Trigger address bits compared.
-    pub const TRIGGER_ADDRESS_MASK: Register = Register { region: "spy", name: "trigger_address_mask", offset: 0x3830, size_bits: 64, writable: true, description: "Trigger address bits compared." };
+    pub const TRIGGER_ADDRESS_MASK: Register = Register {
+        region: "spy",
+        name: "trigger_address_mask",
+        offset: 0x3830,
+        size_bits: 64,
+        writable: true,
+        description: "Trigger address bits compared.",
+    };
 
     /// Records kept before the trigger (start mode), up to 511.
-    pub const TRIGGER_PRE: Register = Register { region: "spy", name: "trigger_pre", offset: 0x3838, size_bits: 16, writable: true, description: "Records kept before the trigger (start mode), up to 511." };
+    pub const TRIGGER_PRE: Register = Register {
+        region: "spy",
+        name: "trigger_pre",
+        offset: 0x3838,
+        size_bits: 16,
+        writable: true,
+        description: "Records kept before the trigger (start mode), up to 511.",
+    };
 
     /// Records kept from the trigger on (at least 1: the trigger itself).
-    pub const TRIGGER_POST: Register = Register { region: "spy", name: "trigger_post", offset: 0x383c, size_bits: 32, writable: true, description: "Records kept from the trigger on (at least 1: the trigger itself)." };
+    pub const TRIGGER_POST: Register = Register {
+        region: "spy",
+        name: "trigger_post",
+        offset: 0x383c,
+        size_bits: 32,
+        writable: true,
+        description: "Records kept from the trigger on (at least 1: the trigger itself).",
+    };
 
     /// Cycles after which a read the spy saw without its last completion is reported as a completion timeout.
-    pub const TIMEOUT: Register = Register { region: "spy", name: "timeout", offset: 0x3840, size_bits: 32, writable: true, description: "Cycles after which a read the spy saw without its last completion is reported as a completion timeout." };
+    pub const TIMEOUT: Register = Register {
+        region: "spy",
+        name: "timeout",
+        offset: 0x3840,
+        size_bits: 32,
+        writable: true,
+        description: "Cycles after which a read the spy saw without its last completion is reported as a completion timeout.",
+    };
 
     /// Bus address of the ring (32-byte aligned).
-    pub const RING_BASE: Register = Register { region: "spy", name: "ring_base", offset: 0x3844, size_bits: 64, writable: true, description: "Bus address of the ring (32-byte aligned)." };
+    pub const RING_BASE: Register = Register {
+        region: "spy",
+        name: "ring_base",
+        offset: 0x3844,
+        size_bits: 64,
+        writable: true,
+        description: "Bus address of the ring (32-byte aligned).",
+    };
 
     /// log2 of the ring size in records (capacity 2^n records of 32 bytes).
-    pub const RING_SIZE_LOG2: Register = Register { region: "spy", name: "ring_size_log2", offset: 0x384c, size_bits: 5, writable: true, description: "log2 of the ring size in records (capacity 2^n records of 32 bytes)." };
+    pub const RING_SIZE_LOG2: Register = Register {
+        region: "spy",
+        name: "ring_size_log2",
+        offset: 0x384c,
+        size_bits: 5,
+        writable: true,
+        description: "log2 of the ring size in records (capacity 2^n records of 32 bytes).",
+    };
 
     /// log2 of the largest ring write in bytes (<= MPS, >= 32).
-    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "spy", name: "payload_size_log2", offset: 0x3850, size_bits: 4, writable: true, description: "log2 of the largest ring write in bytes (<= MPS, >= 32)." };
+    pub const PAYLOAD_SIZE_LOG2: Register = Register {
+        region: "spy",
+        name: "payload_size_log2",
+        offset: 0x3850,
+        size_bits: 4,
+        writable: true,
+        description: "log2 of the largest ring write in bytes (<= MPS, >= 32).",
+    };
 
     /// Write a partial batch of records once no record came for this many cycles.
-    pub const FLUSH_CYCLES: Register = Register { region: "spy", name: "flush_cycles", offset: 0x3854, size_bits: 16, writable: true, description: "Write a partial batch of records once no record came for this many cycles." };
+    pub const FLUSH_CYCLES: Register = Register {
+        region: "spy",
+        name: "flush_cycles",
+        offset: 0x3854,
+        size_bits: 16,
+        writable: true,
+        description: "Write a partial batch of records once no record came for this many cycles.",
+    };
 
     /// Records the host has consumed (written by the host).
-    pub const RD_INDEX: Register = Register { region: "spy", name: "rd_index", offset: 0x3858, size_bits: 32, writable: true, description: "Records the host has consumed (written by the host)." };
+    pub const RD_INDEX: Register = Register {
+        region: "spy",
+        name: "rd_index",
+        offset: 0x3858,
+        size_bits: 32,
+        writable: true,
+        description: "Records the host has consumed (written by the host).",
+    };
 
     /// Records written to the ring (in host memory when this is read).
-    pub const WR_INDEX: Register = Register { region: "spy", name: "wr_index", offset: 0x385c, size_bits: 32, writable: false, description: "Records written to the ring (in host memory when this is read)." };
+    pub const WR_INDEX: Register = Register {
+        region: "spy",
+        name: "wr_index",
+        offset: 0x385c,
+        size_bits: 32,
+        writable: false,
+        description: "Records written to the ring (in host memory when this is read).",
+    };
 
     /// Records numbered so far (the next record's sequence number).
-    pub const SEQUENCE: Register = Register { region: "spy", name: "sequence", offset: 0x3860, size_bits: 32, writable: false, description: "Records numbered so far (the next record's sequence number)." };
+    pub const SEQUENCE: Register = Register {
+        region: "spy",
+        name: "sequence",
+        offset: 0x3860,
+        size_bits: 32,
+        writable: false,
+        description: "Records numbered so far (the next record's sequence number).",
+    };
 
     /// Records numbered but lost: a FIFO was full (ring full or spy too slow).
-    pub const LOST: Register = Register { region: "spy", name: "lost", offset: 0x3864, size_bits: 32, writable: false, description: "Records numbered but lost: a FIFO was full (ring full or spy too slow)." };
+    pub const LOST: Register = Register {
+        region: "spy",
+        name: "lost",
+        offset: 0x3864,
+        size_bits: 32,
+        writable: false,
+        description: "Records numbered but lost: a FIFO was full (ring full or spy too slow).",
+    };
 
     /// Capture status.
-    pub const STATUS: Register = Register { region: "spy", name: "status", offset: 0x3868, size_bits: 24, writable: false, description: "Capture status." };
+    pub const STATUS: Register =
+        Register { region: "spy", name: "status", offset: 0x3868, size_bits: 24, writable: false, description: "Capture status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -623,37 +1325,94 @@ pub mod spy {
     }
 
     /// Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other).
-    pub const COUNTER_SELECT: Register = Register { region: "spy", name: "counter_select", offset: 0x386c, size_bits: 4, writable: true, description: "Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other)." };
+    pub const COUNTER_SELECT: Register = Register {
+        region: "spy",
+        name: "counter_select",
+        offset: 0x386c,
+        size_bits: 4,
+        writable: true,
+        description: "Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other).",
+    };
 
     /// TLPs of the selected direction and class (all TLPs, filters do not apply).
-    pub const COUNT_TLPS: Register = Register { region: "spy", name: "count_tlps", offset: 0x3870, size_bits: 64, writable: false, description: "TLPs of the selected direction and class (all TLPs, filters do not apply)." };
+    pub const COUNT_TLPS: Register = Register {
+        region: "spy",
+        name: "count_tlps",
+        offset: 0x3870,
+        size_bits: 64,
+        writable: false,
+        description: "TLPs of the selected direction and class (all TLPs, filters do not apply).",
+    };
 
     /// Bytes of those TLPs on the datapath (header and payload DWs).
-    pub const COUNT_BYTES: Register = Register { region: "spy", name: "count_bytes", offset: 0x3878, size_bits: 64, writable: false, description: "Bytes of those TLPs on the datapath (header and payload DWs)." };
+    pub const COUNT_BYTES: Register = Register {
+        region: "spy",
+        name: "count_bytes",
+        offset: 0x3878,
+        size_bits: 64,
+        writable: false,
+        description: "Bytes of those TLPs on the datapath (header and payload DWs).",
+    };
 
     /// Payload bytes of those TLPs (Length DWs of TLPs with data).
-    pub const COUNT_PAYLOAD: Register = Register { region: "spy", name: "count_payload", offset: 0x3880, size_bits: 64, writable: false, description: "Payload bytes of those TLPs (Length DWs of TLPs with data)." };
+    pub const COUNT_PAYLOAD: Register = Register {
+        region: "spy",
+        name: "count_payload",
+        offset: 0x3880,
+        size_bits: 64,
+        writable: false,
+        description: "Payload bytes of those TLPs (Length DWs of TLPs with data).",
+    };
 
     /// Cycles those TLPs waited with valid high and ready low.
-    pub const COUNT_WAIT: Register = Register { region: "spy", name: "count_wait", offset: 0x3888, size_bits: 64, writable: false, description: "Cycles those TLPs waited with valid high and ready low." };
+    pub const COUNT_WAIT: Register = Register {
+        region: "spy",
+        name: "count_wait",
+        offset: 0x3888,
+        size_bits: 64,
+        writable: false,
+        description: "Cycles those TLPs waited with valid high and ready low.",
+    };
 
     /// Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const LATENCY_HIST_SELECT: Register = Register { region: "spy", name: "latency_hist_select", offset: 0x3890, size_bits: 8, writable: true, description: "Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select.
-    pub const LATENCY_HIST_COUNT: Register = Register { region: "spy", name: "latency_hist_count", offset: 0x3894, size_bits: 32, writable: false, description: "Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select." };
+    pub const LATENCY_HIST_COUNT: Register = Register {
+        region: "spy",
+        name: "latency_hist_count",
+        offset: 0x3894,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select.",
+    };
 
     /// Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const PAYLOAD_HIST_DOWN_SELECT: Register = Register { region: "spy", name: "payload_hist_down_select", offset: 0x3898, size_bits: 8, writable: true, description: "Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select.
-    pub const PAYLOAD_HIST_DOWN_COUNT: Register = Register { region: "spy", name: "payload_hist_down_count", offset: 0x389c, size_bits: 32, writable: false, description: "Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select." };
+    pub const PAYLOAD_HIST_DOWN_COUNT: Register = Register {
+        region: "spy",
+        name: "payload_hist_down_count",
+        offset: 0x389c,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select.",
+    };
 
     /// Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const PAYLOAD_HIST_UP_SELECT: Register = Register { region: "spy", name: "payload_hist_up_select", offset: 0x38a0, size_bits: 8, writable: true, description: "Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select.
-    pub const PAYLOAD_HIST_UP_COUNT: Register = Register { region: "spy", name: "payload_hist_up_count", offset: 0x38a4, size_bits: 32, writable: false, description: "Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select." };
+    pub const PAYLOAD_HIST_UP_COUNT: Register = Register {
+        region: "spy",
+        name: "payload_hist_up_count",
+        offset: 0x38a4,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select.",
+    };
 }
 
 /// Region `irq_timer` at BAR0 offset 0x4000.
@@ -664,7 +1423,8 @@ pub mod irq_timer {
     pub const REGION_OFFSET: u64 = 0x4000;
 
     /// Timer control.
-    pub const CONTROL: Register = Register { region: "irq_timer", name: "control", offset: 0x4000, size_bits: 3, writable: true, description: "Timer control." };
+    pub const CONTROL: Register =
+        Register { region: "irq_timer", name: "control", offset: 0x4000, size_bits: 3, writable: true, description: "Timer control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -677,7 +1437,8 @@ pub mod irq_timer {
     }
 
     /// Timer configuration.
-    pub const CONFIG: Register = Register { region: "irq_timer", name: "config", offset: 0x4004, size_bits: 1, writable: true, description: "Timer configuration." };
+    pub const CONFIG: Register =
+        Register { region: "irq_timer", name: "config", offset: 0x4004, size_bits: 1, writable: true, description: "Timer configuration." };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -686,34 +1447,98 @@ pub mod irq_timer {
     }
 
     /// Shortest interval between fires (cycles, >= 1).
-    pub const MIN_INTERVAL: Register = Register { region: "irq_timer", name: "min_interval", offset: 0x4008, size_bits: 32, writable: true, description: "Shortest interval between fires (cycles, >= 1)." };
+    pub const MIN_INTERVAL: Register = Register {
+        region: "irq_timer",
+        name: "min_interval",
+        offset: 0x4008,
+        size_bits: 32,
+        writable: true,
+        description: "Shortest interval between fires (cycles, >= 1).",
+    };
 
     /// Longest interval between fires (cycles, >= min_interval).
-    pub const MAX_INTERVAL: Register = Register { region: "irq_timer", name: "max_interval", offset: 0x400c, size_bits: 32, writable: true, description: "Longest interval between fires (cycles, >= min_interval)." };
+    pub const MAX_INTERVAL: Register = Register {
+        region: "irq_timer",
+        name: "max_interval",
+        offset: 0x400c,
+        size_bits: 32,
+        writable: true,
+        description: "Longest interval between fires (cycles, >= min_interval).",
+    };
 
     /// Fires to do; 0: until control.stop.
-    pub const COUNT: Register = Register { region: "irq_timer", name: "count", offset: 0x4010, size_bits: 32, writable: true, description: "Fires to do; 0: until control.stop." };
+    pub const COUNT: Register = Register {
+        region: "irq_timer",
+        name: "count",
+        offset: 0x4010,
+        size_bits: 32,
+        writable: true,
+        description: "Fires to do; 0: until control.stop.",
+    };
 
     /// Seed of the interval LFSR.
-    pub const SEED: Register = Register { region: "irq_timer", name: "seed", offset: 0x4014, size_bits: 32, writable: true, description: "Seed of the interval LFSR." };
+    pub const SEED: Register = Register {
+        region: "irq_timer",
+        name: "seed",
+        offset: 0x4014,
+        size_bits: 32,
+        writable: true,
+        description: "Seed of the interval LFSR.",
+    };
 
     /// Write (any value) from the interrupt handler: latches the ISR stage.
-    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4018, size_bits: 32, writable: true, description: "Write (any value) from the interrupt handler: latches the ISR stage." };
+    pub const ACK_ISR: Register = Register {
+        region: "irq_timer",
+        name: "ack_isr",
+        offset: 0x4018,
+        size_bits: 32,
+        writable: true,
+        description: "Write (any value) from the interrupt handler: latches the ISR stage.",
+    };
 
     /// Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.
-    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x401c, size_bits: 32, writable: true, description: "Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample." };
+    pub const ACK_USER: Register = Register {
+        region: "irq_timer",
+        name: "ack_user",
+        offset: 0x401c,
+        size_bits: 32,
+        writable: true,
+        description: "Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.",
+    };
 
     /// Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).
-    pub const PING: Register = Register { region: "irq_timer", name: "ping", offset: 0x4020, size_bits: 32, writable: true, description: "Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta)." };
+    pub const PING: Register = Register {
+        region: "irq_timer",
+        name: "ping",
+        offset: 0x4020,
+        size_bits: 32,
+        writable: true,
+        description: "Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).",
+    };
 
     /// Card cycle at which the last ping arrived.
-    pub const PING_LAST: Register = Register { region: "irq_timer", name: "ping_last", offset: 0x4024, size_bits: 64, writable: false, description: "Card cycle at which the last ping arrived." };
+    pub const PING_LAST: Register = Register {
+        region: "irq_timer",
+        name: "ping_last",
+        offset: 0x4024,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the last ping arrived.",
+    };
 
     /// Cycles between the last two pings: the card-side cost of one posted register write.
-    pub const PING_DELTA: Register = Register { region: "irq_timer", name: "ping_delta", offset: 0x402c, size_bits: 32, writable: false, description: "Cycles between the last two pings: the card-side cost of one posted register write." };
+    pub const PING_DELTA: Register = Register {
+        region: "irq_timer",
+        name: "ping_delta",
+        offset: 0x402c,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles between the last two pings: the card-side cost of one posted register write.",
+    };
 
     /// Timer status.
-    pub const STATUS: Register = Register { region: "irq_timer", name: "status", offset: 0x4030, size_bits: 3, writable: false, description: "Timer status." };
+    pub const STATUS: Register =
+        Register { region: "irq_timer", name: "status", offset: 0x4030, size_bits: 3, writable: false, description: "Timer status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -726,76 +1551,224 @@ pub mod irq_timer {
     }
 
     /// Interrupts fired.
-    pub const FIRES: Register = Register { region: "irq_timer", name: "fires", offset: 0x4034, size_bits: 32, writable: false, description: "Interrupts fired." };
+    pub const FIRES: Register =
+        Register { region: "irq_timer", name: "fires", offset: 0x4034, size_bits: 32, writable: false, description: "Interrupts fired." };
 
     /// Fires while the previous fire still waited for ack_user (that sample is closed incomplete).
-    pub const OVERRUNS: Register = Register { region: "irq_timer", name: "overruns", offset: 0x4038, size_bits: 32, writable: false, description: "Fires while the previous fire still waited for ack_user (that sample is closed incomplete)." };
+    pub const OVERRUNS: Register = Register {
+        region: "irq_timer",
+        name: "overruns",
+        offset: 0x4038,
+        size_bits: 32,
+        writable: false,
+        description: "Fires while the previous fire still waited for ack_user (that sample is closed incomplete).",
+    };
 
     /// ack_isr writes with no fire waiting for one.
-    pub const STRAY_ISR_ACKS: Register = Register { region: "irq_timer", name: "stray_isr_acks", offset: 0x403c, size_bits: 32, writable: false, description: "ack_isr writes with no fire waiting for one." };
+    pub const STRAY_ISR_ACKS: Register = Register {
+        region: "irq_timer",
+        name: "stray_isr_acks",
+        offset: 0x403c,
+        size_bits: 32,
+        writable: false,
+        description: "ack_isr writes with no fire waiting for one.",
+    };
 
     /// ack_user writes with no fire waiting.
-    pub const STRAY_USER_ACKS: Register = Register { region: "irq_timer", name: "stray_user_acks", offset: 0x4040, size_bits: 32, writable: false, description: "ack_user writes with no fire waiting." };
+    pub const STRAY_USER_ACKS: Register = Register {
+        region: "irq_timer",
+        name: "stray_user_acks",
+        offset: 0x4040,
+        size_bits: 32,
+        writable: false,
+        description: "ack_user writes with no fire waiting.",
+    };
 
     /// Sample records that found the record FIFO full (numbered, so the host sees the gap).
-    pub const LOST: Register = Register { region: "irq_timer", name: "lost", offset: 0x4044, size_bits: 32, writable: false, description: "Sample records that found the record FIFO full (numbered, so the host sees the gap)." };
+    pub const LOST: Register = Register {
+        region: "irq_timer",
+        name: "lost",
+        offset: 0x4044,
+        size_bits: 32,
+        writable: false,
+        description: "Sample records that found the record FIFO full (numbered, so the host sees the gap).",
+    };
 
     /// Sample records numbered so far.
-    pub const SEQUENCE: Register = Register { region: "irq_timer", name: "sequence", offset: 0x4048, size_bits: 32, writable: false, description: "Sample records numbered so far." };
+    pub const SEQUENCE: Register = Register {
+        region: "irq_timer",
+        name: "sequence",
+        offset: 0x4048,
+        size_bits: 32,
+        writable: false,
+        description: "Sample records numbered so far.",
+    };
 
     /// Bus address of the sample ring (32-byte records).
-    pub const RING_BASE: Register = Register { region: "irq_timer", name: "ring_base", offset: 0x404c, size_bits: 64, writable: true, description: "Bus address of the sample ring (32-byte records)." };
+    pub const RING_BASE: Register = Register {
+        region: "irq_timer",
+        name: "ring_base",
+        offset: 0x404c,
+        size_bits: 64,
+        writable: true,
+        description: "Bus address of the sample ring (32-byte records).",
+    };
 
     /// log2 of the ring size in records.
-    pub const RING_SIZE_LOG2: Register = Register { region: "irq_timer", name: "ring_size_log2", offset: 0x4054, size_bits: 5, writable: true, description: "log2 of the ring size in records." };
+    pub const RING_SIZE_LOG2: Register = Register {
+        region: "irq_timer",
+        name: "ring_size_log2",
+        offset: 0x4054,
+        size_bits: 5,
+        writable: true,
+        description: "log2 of the ring size in records.",
+    };
 
     /// log2 of the largest ring write in bytes (<= MPS).
-    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "irq_timer", name: "payload_size_log2", offset: 0x4058, size_bits: 4, writable: true, description: "log2 of the largest ring write in bytes (<= MPS)." };
+    pub const PAYLOAD_SIZE_LOG2: Register = Register {
+        region: "irq_timer",
+        name: "payload_size_log2",
+        offset: 0x4058,
+        size_bits: 4,
+        writable: true,
+        description: "log2 of the largest ring write in bytes (<= MPS).",
+    };
 
     /// Write a partial batch once no record came for this many cycles.
-    pub const FLUSH_CYCLES: Register = Register { region: "irq_timer", name: "flush_cycles", offset: 0x405c, size_bits: 16, writable: true, description: "Write a partial batch once no record came for this many cycles." };
+    pub const FLUSH_CYCLES: Register = Register {
+        region: "irq_timer",
+        name: "flush_cycles",
+        offset: 0x405c,
+        size_bits: 16,
+        writable: true,
+        description: "Write a partial batch once no record came for this many cycles.",
+    };
 
     /// Records the host has consumed.
-    pub const RD_INDEX: Register = Register { region: "irq_timer", name: "rd_index", offset: 0x4060, size_bits: 32, writable: true, description: "Records the host has consumed." };
+    pub const RD_INDEX: Register = Register {
+        region: "irq_timer",
+        name: "rd_index",
+        offset: 0x4060,
+        size_bits: 32,
+        writable: true,
+        description: "Records the host has consumed.",
+    };
 
     /// Records written to the ring.
-    pub const WR_INDEX: Register = Register { region: "irq_timer", name: "wr_index", offset: 0x4064, size_bits: 32, writable: false, description: "Records written to the ring." };
+    pub const WR_INDEX: Register = Register {
+        region: "irq_timer",
+        name: "wr_index",
+        offset: 0x4064,
+        size_bits: 32,
+        writable: false,
+        description: "Records written to the ring.",
+    };
 
     /// ISR samples measured.
-    pub const ISR_COUNT: Register = Register { region: "irq_timer", name: "isr_count", offset: 0x4068, size_bits: 32, writable: false, description: "ISR samples measured." };
+    pub const ISR_COUNT: Register = Register {
+        region: "irq_timer",
+        name: "isr_count",
+        offset: 0x4068,
+        size_bits: 32,
+        writable: false,
+        description: "ISR samples measured.",
+    };
 
     /// Smallest ISR latency (cycles from the fire).
-    pub const ISR_MIN: Register = Register { region: "irq_timer", name: "isr_min", offset: 0x406c, size_bits: 32, writable: false, description: "Smallest ISR latency (cycles from the fire)." };
+    pub const ISR_MIN: Register = Register {
+        region: "irq_timer",
+        name: "isr_min",
+        offset: 0x406c,
+        size_bits: 32,
+        writable: false,
+        description: "Smallest ISR latency (cycles from the fire).",
+    };
 
     /// Largest ISR latency (cycles).
-    pub const ISR_MAX: Register = Register { region: "irq_timer", name: "isr_max", offset: 0x4070, size_bits: 32, writable: false, description: "Largest ISR latency (cycles)." };
+    pub const ISR_MAX: Register = Register {
+        region: "irq_timer",
+        name: "isr_max",
+        offset: 0x4070,
+        size_bits: 32,
+        writable: false,
+        description: "Largest ISR latency (cycles).",
+    };
 
     /// Sum of ISR latencies (cycles).
-    pub const ISR_SUM: Register = Register { region: "irq_timer", name: "isr_sum", offset: 0x4074, size_bits: 64, writable: false, description: "Sum of ISR latencies (cycles)." };
+    pub const ISR_SUM: Register = Register {
+        region: "irq_timer",
+        name: "isr_sum",
+        offset: 0x4074,
+        size_bits: 64,
+        writable: false,
+        description: "Sum of ISR latencies (cycles).",
+    };
 
     /// Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x407c, size_bits: 8, writable: true, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the ISR latency (cycles) histogram bucket chosen by hist_select.
-    pub const ISR_HIST_COUNT: Register = Register { region: "irq_timer", name: "isr_hist_count", offset: 0x4080, size_bits: 32, writable: false, description: "Count of the ISR latency (cycles) histogram bucket chosen by hist_select." };
+    pub const ISR_HIST_COUNT: Register = Register {
+        region: "irq_timer",
+        name: "isr_hist_count",
+        offset: 0x4080,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the ISR latency (cycles) histogram bucket chosen by hist_select.",
+    };
 
     /// user samples measured.
-    pub const USER_COUNT: Register = Register { region: "irq_timer", name: "user_count", offset: 0x4084, size_bits: 32, writable: false, description: "user samples measured." };
+    pub const USER_COUNT: Register = Register {
+        region: "irq_timer",
+        name: "user_count",
+        offset: 0x4084,
+        size_bits: 32,
+        writable: false,
+        description: "user samples measured.",
+    };
 
     /// Smallest user latency (cycles from the fire).
-    pub const USER_MIN: Register = Register { region: "irq_timer", name: "user_min", offset: 0x4088, size_bits: 32, writable: false, description: "Smallest user latency (cycles from the fire)." };
+    pub const USER_MIN: Register = Register {
+        region: "irq_timer",
+        name: "user_min",
+        offset: 0x4088,
+        size_bits: 32,
+        writable: false,
+        description: "Smallest user latency (cycles from the fire).",
+    };
 
     /// Largest user latency (cycles).
-    pub const USER_MAX: Register = Register { region: "irq_timer", name: "user_max", offset: 0x408c, size_bits: 32, writable: false, description: "Largest user latency (cycles)." };
+    pub const USER_MAX: Register = Register {
+        region: "irq_timer",
+        name: "user_max",
+        offset: 0x408c,
+        size_bits: 32,
+        writable: false,
+        description: "Largest user latency (cycles).",
+    };
 
     /// Sum of user latencies (cycles).
-    pub const USER_SUM: Register = Register { region: "irq_timer", name: "user_sum", offset: 0x4090, size_bits: 64, writable: false, description: "Sum of user latencies (cycles)." };
+    pub const USER_SUM: Register = Register {
+        region: "irq_timer",
+        name: "user_sum",
+        offset: 0x4090,
+        size_bits: 64,
+        writable: false,
+        description: "Sum of user latencies (cycles).",
+    };
 
     /// Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x4098, size_bits: 8, writable: true, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the user latency (cycles) histogram bucket chosen by hist_select.
-    pub const USER_HIST_COUNT: Register = Register { region: "irq_timer", name: "user_hist_count", offset: 0x409c, size_bits: 32, writable: false, description: "Count of the user latency (cycles) histogram bucket chosen by hist_select." };
+    pub const USER_HIST_COUNT: Register = Register {
+        region: "irq_timer",
+        name: "user_hist_count",
+        offset: 0x409c,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the user latency (cycles) histogram bucket chosen by hist_select.",
+    };
 }
 
 /// Region `rt_loop` at BAR0 offset 0x4800.
@@ -806,7 +1779,8 @@ pub mod rt_loop {
     pub const REGION_OFFSET: u64 = 0x4800;
 
     /// Loop control.
-    pub const CONTROL: Register = Register { region: "rt_loop", name: "control", offset: 0x4800, size_bits: 3, writable: true, description: "Loop control." };
+    pub const CONTROL: Register =
+        Register { region: "rt_loop", name: "control", offset: 0x4800, size_bits: 3, writable: true, description: "Loop control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -819,7 +1793,8 @@ pub mod rt_loop {
     }
 
     /// Loop configuration.
-    pub const CONFIG: Register = Register { region: "rt_loop", name: "config", offset: 0x4804, size_bits: 2, writable: true, description: "Loop configuration." };
+    pub const CONFIG: Register =
+        Register { region: "rt_loop", name: "config", offset: 0x4804, size_bits: 2, writable: true, description: "Loop configuration." };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -830,34 +1805,98 @@ pub mod rt_loop {
     }
 
     /// Bus address of the buffer (DW aligned).
-    pub const BUFFER_BASE: Register = Register { region: "rt_loop", name: "buffer_base", offset: 0x4808, size_bits: 64, writable: true, description: "Bus address of the buffer (DW aligned)." };
+    pub const BUFFER_BASE: Register = Register {
+        region: "rt_loop",
+        name: "buffer_base",
+        offset: 0x4808,
+        size_bits: 64,
+        writable: true,
+        description: "Bus address of the buffer (DW aligned).",
+    };
 
     /// Buffer bytes, token included (8..4096, a multiple of 4).
-    pub const SIZE: Register = Register { region: "rt_loop", name: "size", offset: 0x4810, size_bits: 13, writable: true, description: "Buffer bytes, token included (8..4096, a multiple of 4)." };
+    pub const SIZE: Register = Register {
+        region: "rt_loop",
+        name: "size",
+        offset: 0x4810,
+        size_bits: 13,
+        writable: true,
+        description: "Buffer bytes, token included (8..4096, a multiple of 4).",
+    };
 
     /// log2 of the largest write payload (<= MPS).
-    pub const PAYLOAD_SIZE_LOG2: Register = Register { region: "rt_loop", name: "payload_size_log2", offset: 0x4814, size_bits: 4, writable: true, description: "log2 of the largest write payload (<= MPS)." };
+    pub const PAYLOAD_SIZE_LOG2: Register = Register {
+        region: "rt_loop",
+        name: "payload_size_log2",
+        offset: 0x4814,
+        size_bits: 4,
+        writable: true,
+        description: "log2 of the largest write payload (<= MPS).",
+    };
 
     /// Iterations to run.
-    pub const ITERATIONS: Register = Register { region: "rt_loop", name: "iterations", offset: 0x4818, size_bits: 32, writable: true, description: "Iterations to run." };
+    pub const ITERATIONS: Register = Register {
+        region: "rt_loop",
+        name: "iterations",
+        offset: 0x4818,
+        size_bits: 32,
+        writable: true,
+        description: "Iterations to run.",
+    };
 
     /// Token of the first iteration (then +1 each).
-    pub const SEED: Register = Register { region: "rt_loop", name: "seed", offset: 0x481c, size_bits: 32, writable: true, description: "Token of the first iteration (then +1 each)." };
+    pub const SEED: Register = Register {
+        region: "rt_loop",
+        name: "seed",
+        offset: 0x481c,
+        size_bits: 32,
+        writable: true,
+        description: "Token of the first iteration (then +1 each).",
+    };
 
     /// Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.
-    pub const RESULT: Register = Register { region: "rt_loop", name: "result", offset: 0x4820, size_bits: 32, writable: true, description: "Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration." };
+    pub const RESULT: Register = Register {
+        region: "rt_loop",
+        name: "result",
+        offset: 0x4820,
+        size_bits: 32,
+        writable: true,
+        description: "Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.",
+    };
 
     /// DMA return: bus address (DW aligned) of the DW where the host stores the checksum.
-    pub const RESULT_ADDRESS: Register = Register { region: "rt_loop", name: "result_address", offset: 0x4824, size_bits: 64, writable: true, description: "DMA return: bus address (DW aligned) of the DW where the host stores the checksum." };
+    pub const RESULT_ADDRESS: Register = Register {
+        region: "rt_loop",
+        name: "result_address",
+        offset: 0x4824,
+        size_bits: 64,
+        writable: true,
+        description: "DMA return: bus address (DW aligned) of the DW where the host stores the checksum.",
+    };
 
     /// DMA return: any write asks the card to read the checksum at ``result_address``.
-    pub const DOORBELL: Register = Register { region: "rt_loop", name: "doorbell", offset: 0x482c, size_bits: 1, writable: true, description: "DMA return: any write asks the card to read the checksum at ``result_address``." };
+    pub const DOORBELL: Register = Register {
+        region: "rt_loop",
+        name: "doorbell",
+        offset: 0x482c,
+        size_bits: 1,
+        writable: true,
+        description: "DMA return: any write asks the card to read the checksum at ``result_address``.",
+    };
 
     /// DMA return: cycles to wait for the read's completion before counting an error.
-    pub const READ_TIMEOUT: Register = Register { region: "rt_loop", name: "read_timeout", offset: 0x4830, size_bits: 32, writable: true, description: "DMA return: cycles to wait for the read's completion before counting an error." };
+    pub const READ_TIMEOUT: Register = Register {
+        region: "rt_loop",
+        name: "read_timeout",
+        offset: 0x4830,
+        size_bits: 32,
+        writable: true,
+        description: "DMA return: cycles to wait for the read's completion before counting an error.",
+    };
 
     /// Loop status.
-    pub const STATUS: Register = Register { region: "rt_loop", name: "status", offset: 0x4834, size_bits: 3, writable: false, description: "Loop status." };
+    pub const STATUS: Register =
+        Register { region: "rt_loop", name: "status", offset: 0x4834, size_bits: 3, writable: false, description: "Loop status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -870,52 +1909,151 @@ pub mod rt_loop {
     }
 
     /// Token of the current (or last) iteration.
-    pub const TOKEN: Register = Register { region: "rt_loop", name: "token", offset: 0x4838, size_bits: 32, writable: false, description: "Token of the current (or last) iteration." };
+    pub const TOKEN: Register = Register {
+        region: "rt_loop",
+        name: "token",
+        offset: 0x4838,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the current (or last) iteration.",
+    };
 
     /// Checksum the card expects for the current iteration.
-    pub const EXPECTED: Register = Register { region: "rt_loop", name: "expected", offset: 0x483c, size_bits: 32, writable: false, description: "Checksum the card expects for the current iteration." };
+    pub const EXPECTED: Register = Register {
+        region: "rt_loop",
+        name: "expected",
+        offset: 0x483c,
+        size_bits: 32,
+        writable: false,
+        description: "Checksum the card expects for the current iteration.",
+    };
 
     /// Iterations completed.
-    pub const COUNT: Register = Register { region: "rt_loop", name: "count", offset: 0x4840, size_bits: 32, writable: false, description: "Iterations completed." };
+    pub const COUNT: Register =
+        Register { region: "rt_loop", name: "count", offset: 0x4840, size_bits: 32, writable: false, description: "Iterations completed." };
 
     /// Results that differed from the checksum of the data.
-    pub const MISMATCHES: Register = Register { region: "rt_loop", name: "mismatches", offset: 0x4844, size_bits: 32, writable: false, description: "Results that differed from the checksum of the data." };
+    pub const MISMATCHES: Register = Register {
+        region: "rt_loop",
+        name: "mismatches",
+        offset: 0x4844,
+        size_bits: 32,
+        writable: false,
+        description: "Results that differed from the checksum of the data.",
+    };
 
     /// Shortest loop (cycles from the buffer's first beat to the result's arrival).
-    pub const LOOP_MIN: Register = Register { region: "rt_loop", name: "loop_min", offset: 0x4848, size_bits: 32, writable: false, description: "Shortest loop (cycles from the buffer's first beat to the result's arrival)." };
+    pub const LOOP_MIN: Register = Register {
+        region: "rt_loop",
+        name: "loop_min",
+        offset: 0x4848,
+        size_bits: 32,
+        writable: false,
+        description: "Shortest loop (cycles from the buffer's first beat to the result's arrival).",
+    };
 
     /// Longest loop (cycles).
-    pub const LOOP_MAX: Register = Register { region: "rt_loop", name: "loop_max", offset: 0x484c, size_bits: 32, writable: false, description: "Longest loop (cycles)." };
+    pub const LOOP_MAX: Register = Register {
+        region: "rt_loop",
+        name: "loop_max",
+        offset: 0x484c,
+        size_bits: 32,
+        writable: false,
+        description: "Longest loop (cycles).",
+    };
 
     /// Sum of loop times (cycles).
-    pub const LOOP_SUM: Register = Register { region: "rt_loop", name: "loop_sum", offset: 0x4850, size_bits: 64, writable: false, description: "Sum of loop times (cycles)." };
+    pub const LOOP_SUM: Register = Register {
+        region: "rt_loop",
+        name: "loop_sum",
+        offset: 0x4850,
+        size_bits: 64,
+        writable: false,
+        description: "Sum of loop times (cycles).",
+    };
 
     /// Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
     pub const LOOP_HIST_SELECT: Register = Register { region: "rt_loop", name: "loop_hist_select", offset: 0x4858, size_bits: 8, writable: true, description: "Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the loop time (cycles) histogram bucket chosen by loop_hist_select.
-    pub const LOOP_HIST_COUNT: Register = Register { region: "rt_loop", name: "loop_hist_count", offset: 0x485c, size_bits: 32, writable: false, description: "Count of the loop time (cycles) histogram bucket chosen by loop_hist_select." };
+    pub const LOOP_HIST_COUNT: Register = Register {
+        region: "rt_loop",
+        name: "loop_hist_count",
+        offset: 0x485c,
+        size_bits: 32,
+        writable: false,
+        description: "Count of the loop time (cycles) histogram bucket chosen by loop_hist_select.",
+    };
 
     /// Oldest loop-time sample (cycles); reading it removes it.
-    pub const SAMPLE: Register = Register { region: "rt_loop", name: "sample", offset: 0x4860, size_bits: 32, writable: false, description: "Oldest loop-time sample (cycles); reading it removes it." };
+    pub const SAMPLE: Register = Register {
+        region: "rt_loop",
+        name: "sample",
+        offset: 0x4860,
+        size_bits: 32,
+        writable: false,
+        description: "Oldest loop-time sample (cycles); reading it removes it.",
+    };
 
     /// Samples waiting (up to 1024).
-    pub const SAMPLES: Register = Register { region: "rt_loop", name: "samples", offset: 0x4864, size_bits: 16, writable: false, description: "Samples waiting (up to 1024)." };
+    pub const SAMPLES: Register = Register {
+        region: "rt_loop",
+        name: "samples",
+        offset: 0x4864,
+        size_bits: 16,
+        writable: false,
+        description: "Samples waiting (up to 1024).",
+    };
 
     /// Samples not kept because the FIFO was full.
-    pub const SAMPLES_DROPPED: Register = Register { region: "rt_loop", name: "samples_dropped", offset: 0x4868, size_bits: 32, writable: false, description: "Samples not kept because the FIFO was full." };
+    pub const SAMPLES_DROPPED: Register = Register {
+        region: "rt_loop",
+        name: "samples_dropped",
+        offset: 0x4868,
+        size_bits: 32,
+        writable: false,
+        description: "Samples not kept because the FIFO was full.",
+    };
 
     /// DMA return: cycles from the last doorbell's arrival to its completion.
-    pub const READ_LAST: Register = Register { region: "rt_loop", name: "read_last", offset: 0x486c, size_bits: 32, writable: false, description: "DMA return: cycles from the last doorbell's arrival to its completion." };
+    pub const READ_LAST: Register = Register {
+        region: "rt_loop",
+        name: "read_last",
+        offset: 0x486c,
+        size_bits: 32,
+        writable: false,
+        description: "DMA return: cycles from the last doorbell's arrival to its completion.",
+    };
 
     /// DMA return: sum of the doorbell-to-completion cycles of the completed iterations.
-    pub const READ_SUM: Register = Register { region: "rt_loop", name: "read_sum", offset: 0x4870, size_bits: 64, writable: false, description: "DMA return: sum of the doorbell-to-completion cycles of the completed iterations." };
+    pub const READ_SUM: Register = Register {
+        region: "rt_loop",
+        name: "read_sum",
+        offset: 0x4870,
+        size_bits: 64,
+        writable: false,
+        description: "DMA return: sum of the doorbell-to-completion cycles of the completed iterations.",
+    };
 
     /// DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``.
-    pub const RETURN_ERRORS: Register = Register { region: "rt_loop", name: "return_errors", offset: 0x4878, size_bits: 32, writable: false, description: "DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``." };
+    pub const RETURN_ERRORS: Register = Register {
+        region: "rt_loop",
+        name: "return_errors",
+        offset: 0x4878,
+        size_bits: 32,
+        writable: false,
+        description: "DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``.",
+    };
 
     /// Completions with the loop's tag when no read was outstanding (dropped).
-    pub const UNEXPECTED: Register = Register { region: "rt_loop", name: "unexpected", offset: 0x487c, size_bits: 32, writable: false, description: "Completions with the loop's tag when no read was outstanding (dropped)." };
+    pub const UNEXPECTED: Register = Register {
+        region: "rt_loop",
+        name: "unexpected",
+        offset: 0x487c,
+        size_bits: 32,
+        writable: false,
+        description: "Completions with the loop's tag when no read was outstanding (dropped).",
+    };
 }
 
 /// Region `rule30_batch` at BAR0 offset 0x5000.
@@ -926,7 +2064,8 @@ pub mod rule30_batch {
     pub const REGION_OFFSET: u64 = 0x5000;
 
     /// Batch control.
-    pub const CONTROL: Register = Register { region: "rule30_batch", name: "control", offset: 0x5000, size_bits: 3, writable: true, description: "Batch control." };
+    pub const CONTROL: Register =
+        Register { region: "rule30_batch", name: "control", offset: 0x5000, size_bits: 3, writable: true, description: "Batch control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -939,7 +2078,14 @@ pub mod rule30_batch {
     }
 
     /// Batch configuration.
-    pub const CONFIG: Register = Register { region: "rule30_batch", name: "config", offset: 0x5004, size_bits: 1, writable: true, description: "Batch configuration." };
+    pub const CONFIG: Register = Register {
+        region: "rule30_batch",
+        name: "config",
+        offset: 0x5004,
+        size_bits: 1,
+        writable: true,
+        description: "Batch configuration.",
+    };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -948,25 +2094,74 @@ pub mod rule30_batch {
     }
 
     /// Bus address of the descriptor list (DW aligned; bits 1:0 ignored).
-    pub const DESCRIPTOR_BASE: Register = Register { region: "rule30_batch", name: "descriptor_base", offset: 0x5008, size_bits: 64, writable: true, description: "Bus address of the descriptor list (DW aligned; bits 1:0 ignored)." };
+    pub const DESCRIPTOR_BASE: Register = Register {
+        region: "rule30_batch",
+        name: "descriptor_base",
+        offset: 0x5008,
+        size_bits: 64,
+        writable: true,
+        description: "Bus address of the descriptor list (DW aligned; bits 1:0 ignored).",
+    };
 
     /// Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further.
-    pub const DESCRIPTOR_BYTES: Register = Register { region: "rule30_batch", name: "descriptor_bytes", offset: 0x5010, size_bits: 24, writable: true, description: "Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further." };
+    pub const DESCRIPTOR_BYTES: Register = Register {
+        region: "rule30_batch",
+        name: "descriptor_bytes",
+        offset: 0x5010,
+        size_bits: 24,
+        writable: true,
+        description: "Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further.",
+    };
 
     /// Packets in the batch (0: the batch ends at once).
-    pub const COUNT: Register = Register { region: "rule30_batch", name: "count", offset: 0x5014, size_bits: 32, writable: true, description: "Packets in the batch (0: the batch ends at once)." };
+    pub const COUNT: Register = Register {
+        region: "rule30_batch",
+        name: "count",
+        offset: 0x5014,
+        size_bits: 32,
+        writable: true,
+        description: "Packets in the batch (0: the batch ends at once).",
+    };
 
     /// Bus address (DW aligned) where the result records are written, back to back.
-    pub const RESULT_BASE: Register = Register { region: "rule30_batch", name: "result_base", offset: 0x5018, size_bits: 64, writable: true, description: "Bus address (DW aligned) where the result records are written, back to back." };
+    pub const RESULT_BASE: Register = Register {
+        region: "rule30_batch",
+        name: "result_base",
+        offset: 0x5018,
+        size_bits: 64,
+        writable: true,
+        description: "Bus address (DW aligned) where the result records are written, back to back.",
+    };
 
     /// log2 of the largest descriptor read request in bytes, 5..9 (other values are clamped); keep it <= the link's MRRS.
-    pub const READ_REQUEST_LOG2: Register = Register { region: "rule30_batch", name: "read_request_log2", offset: 0x5020, size_bits: 4, writable: true, description: "log2 of the largest descriptor read request in bytes, 5..9 (other values are clamped); keep it <= the link's MRRS." };
+    pub const READ_REQUEST_LOG2: Register = Register {
+        region: "rule30_batch",
+        name: "read_request_log2",
+        offset: 0x5020,
+        size_bits: 4,
+        writable: true,
+        description: "log2 of the largest descriptor read request in bytes, 5..9 (other values are clamped); keep it <= the link's MRRS.",
+    };
 
     /// Cycles to wait for a descriptor read's completions before ending the batch with ``timeout``.
-    pub const READ_TIMEOUT: Register = Register { region: "rule30_batch", name: "read_timeout", offset: 0x5024, size_bits: 32, writable: true, description: "Cycles to wait for a descriptor read's completions before ending the batch with ``timeout``." };
+    pub const READ_TIMEOUT: Register = Register {
+        region: "rule30_batch",
+        name: "read_timeout",
+        offset: 0x5024,
+        size_bits: 32,
+        writable: true,
+        description: "Cycles to wait for a descriptor read's completions before ending the batch with ``timeout``.",
+    };
 
     /// Batch status; the cause bits are those of the current or last batch.
-    pub const STATUS: Register = Register { region: "rule30_batch", name: "status", offset: 0x5028, size_bits: 15, writable: false, description: "Batch status; the cause bits are those of the current or last batch." };
+    pub const STATUS: Register = Register {
+        region: "rule30_batch",
+        name: "status",
+        offset: 0x5028,
+        size_bits: 15,
+        writable: false,
+        description: "Batch status; the cause bits are those of the current or last batch.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -993,28 +2188,85 @@ pub mod rule30_batch {
     }
 
     /// Sequence number of the current or last batch (bits 23:16 of its result status DWs); +1 at every start.
-    pub const SEQUENCE: Register = Register { region: "rule30_batch", name: "sequence", offset: 0x502c, size_bits: 8, writable: false, description: "Sequence number of the current or last batch (bits 23:16 of its result status DWs); +1 at every start." };
+    pub const SEQUENCE: Register = Register {
+        region: "rule30_batch",
+        name: "sequence",
+        offset: 0x502c,
+        size_bits: 8,
+        writable: false,
+        description: "Sequence number of the current or last batch (bits 23:16 of its result status DWs); +1 at every start.",
+    };
 
     /// Packets of the current or last batch whose result record has been queued for writing.
-    pub const PACKETS_DONE: Register = Register { region: "rule30_batch", name: "packets_done", offset: 0x5030, size_bits: 32, writable: false, description: "Packets of the current or last batch whose result record has been queued for writing." };
+    pub const PACKETS_DONE: Register = Register {
+        region: "rule30_batch",
+        name: "packets_done",
+        offset: 0x5030,
+        size_bits: 32,
+        writable: false,
+        description: "Packets of the current or last batch whose result record has been queued for writing.",
+    };
 
     /// Card cycles of the current or last batch, from the start write to the end (interrupt).
-    pub const BATCH_CYCLES: Register = Register { region: "rule30_batch", name: "batch_cycles", offset: 0x5034, size_bits: 64, writable: false, description: "Card cycles of the current or last batch, from the start write to the end (interrupt)." };
+    pub const BATCH_CYCLES: Register = Register {
+        region: "rule30_batch",
+        name: "batch_cycles",
+        offset: 0x5034,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycles of the current or last batch, from the start write to the end (interrupt).",
+    };
 
     /// Cycles in which the core computed (``busy``) for the current or last batch (latency_cycles and generations of its packets).
-    pub const BUSY_CYCLES: Register = Register { region: "rule30_batch", name: "busy_cycles", offset: 0x503c, size_bits: 64, writable: false, description: "Cycles in which the core computed (``busy``) for the current or last batch (latency_cycles and generations of its packets)." };
+    pub const BUSY_CYCLES: Register = Register {
+        region: "rule30_batch",
+        name: "busy_cycles",
+        offset: 0x503c,
+        size_bits: 64,
+        writable: false,
+        description:
+            "Cycles in which the core computed (``busy``) for the current or last batch (latency_cycles and generations of its packets).",
+    };
 
     /// Error events since ``control.clear``: error or poisoned completions, read timeouts, bad descriptors, short lists.
-    pub const ERRORS: Register = Register { region: "rule30_batch", name: "errors", offset: 0x5044, size_bits: 32, writable: false, description: "Error events since ``control.clear``: error or poisoned completions, read timeouts, bad descriptors, short lists." };
+    pub const ERRORS: Register = Register {
+        region: "rule30_batch",
+        name: "errors",
+        offset: 0x5044,
+        size_bits: 32,
+        writable: false,
+        description: "Error events since ``control.clear``: error or poisoned completions, read timeouts, bad descriptors, short lists.",
+    };
 
     /// Batches ended since ``control.clear``.
-    pub const BATCHES: Register = Register { region: "rule30_batch", name: "batches", offset: 0x5048, size_bits: 32, writable: false, description: "Batches ended since ``control.clear``." };
+    pub const BATCHES: Register = Register {
+        region: "rule30_batch",
+        name: "batches",
+        offset: 0x5048,
+        size_bits: 32,
+        writable: false,
+        description: "Batches ended since ``control.clear``.",
+    };
 
     /// Completions with the batch's tag while no read was outstanding (dropped).
-    pub const UNEXPECTED: Register = Register { region: "rule30_batch", name: "unexpected", offset: 0x504c, size_bits: 32, writable: false, description: "Completions with the batch's tag while no read was outstanding (dropped)." };
+    pub const UNEXPECTED: Register = Register {
+        region: "rule30_batch",
+        name: "unexpected",
+        offset: 0x504c,
+        size_bits: 32,
+        writable: false,
+        description: "Completions with the batch's tag while no read was outstanding (dropped).",
+    };
 
     /// Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled.
-    pub const REFUSED_WRITES: Register = Register { region: "rule30_batch", name: "refused_writes", offset: 0x5050, size_bits: 32, writable: false, description: "Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled." };
+    pub const REFUSED_WRITES: Register = Register {
+        region: "rule30_batch",
+        name: "refused_writes",
+        offset: 0x5050,
+        size_bits: 32,
+        writable: false,
+        description: "Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled.",
+    };
 }
 
 /// Region `cpu_ctrl` at BAR0 offset 0x5800.
@@ -1025,7 +2277,8 @@ pub mod cpu_ctrl {
     pub const REGION_OFFSET: u64 = 0x5800;
 
     /// CPU run control.
-    pub const CONTROL: Register = Register { region: "cpu_ctrl", name: "control", offset: 0x5800, size_bits: 1, writable: true, description: "CPU run control." };
+    pub const CONTROL: Register =
+        Register { region: "cpu_ctrl", name: "control", offset: 0x5800, size_bits: 1, writable: true, description: "CPU run control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -1034,13 +2287,28 @@ pub mod cpu_ctrl {
     }
 
     /// Bytes of the firmware image at ``sram_base`` (a multiple of 4, 4..``sram_size``).
-    pub const IMAGE_LENGTH: Register = Register { region: "cpu_ctrl", name: "image_length", offset: 0x5804, size_bits: 32, writable: true, description: "Bytes of the firmware image at ``sram_base`` (a multiple of 4, 4..``sram_size``)." };
+    pub const IMAGE_LENGTH: Register = Register {
+        region: "cpu_ctrl",
+        name: "image_length",
+        offset: 0x5804,
+        size_bits: 32,
+        writable: true,
+        description: "Bytes of the firmware image at ``sram_base`` (a multiple of 4, 4..``sram_size``).",
+    };
 
     /// CRC-32 (IEEE/zlib) of the image the host claims; the card computes its own before it starts the CPU.
-    pub const IMAGE_CRC: Register = Register { region: "cpu_ctrl", name: "image_crc", offset: 0x5808, size_bits: 32, writable: true, description: "CRC-32 (IEEE/zlib) of the image the host claims; the card computes its own before it starts the CPU." };
+    pub const IMAGE_CRC: Register = Register {
+        region: "cpu_ctrl",
+        name: "image_crc",
+        offset: 0x5808,
+        size_bits: 32,
+        writable: true,
+        description: "CRC-32 (IEEE/zlib) of the image the host claims; the card computes its own before it starts the CPU.",
+    };
 
     /// CPU status.
-    pub const STATUS: Register = Register { region: "cpu_ctrl", name: "status", offset: 0x580c, size_bits: 5, writable: false, description: "CPU status." };
+    pub const STATUS: Register =
+        Register { region: "cpu_ctrl", name: "status", offset: 0x580c, size_bits: 5, writable: false, description: "CPU status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -1051,19 +2319,54 @@ pub mod cpu_ctrl {
     }
 
     /// CRC-32 the card computed over the last image it checked.
-    pub const COMPUTED_CRC: Register = Register { region: "cpu_ctrl", name: "computed_crc", offset: 0x5810, size_bits: 32, writable: false, description: "CRC-32 the card computed over the last image it checked." };
+    pub const COMPUTED_CRC: Register = Register {
+        region: "cpu_ctrl",
+        name: "computed_crc",
+        offset: 0x5810,
+        size_bits: 32,
+        writable: false,
+        description: "CRC-32 the card computed over the last image it checked.",
+    };
 
     /// Address of the CPU's SRAM (BAR0 offset and CPU address).
-    pub const SRAM_BASE: Register = Register { region: "cpu_ctrl", name: "sram_base", offset: 0x5814, size_bits: 32, writable: false, description: "Address of the CPU's SRAM (BAR0 offset and CPU address)." };
+    pub const SRAM_BASE: Register = Register {
+        region: "cpu_ctrl",
+        name: "sram_base",
+        offset: 0x5814,
+        size_bits: 32,
+        writable: false,
+        description: "Address of the CPU's SRAM (BAR0 offset and CPU address).",
+    };
 
     /// Bytes of the CPU's SRAM.
-    pub const SRAM_SIZE: Register = Register { region: "cpu_ctrl", name: "sram_size", offset: 0x5818, size_bits: 32, writable: false, description: "Bytes of the CPU's SRAM." };
+    pub const SRAM_SIZE: Register = Register {
+        region: "cpu_ctrl",
+        name: "sram_size",
+        offset: 0x5818,
+        size_bits: 32,
+        writable: false,
+        description: "Bytes of the CPU's SRAM.",
+    };
 
     /// Images that passed the check and started the CPU.
-    pub const STARTS: Register = Register { region: "cpu_ctrl", name: "starts", offset: 0x581c, size_bits: 32, writable: false, description: "Images that passed the check and started the CPU." };
+    pub const STARTS: Register = Register {
+        region: "cpu_ctrl",
+        name: "starts",
+        offset: 0x581c,
+        size_bits: 32,
+        writable: false,
+        description: "Images that passed the check and started the CPU.",
+    };
 
     /// Images the card refused.
-    pub const REFUSALS: Register = Register { region: "cpu_ctrl", name: "refusals", offset: 0x5820, size_bits: 32, writable: false, description: "Images the card refused." };
+    pub const REFUSALS: Register = Register {
+        region: "cpu_ctrl",
+        name: "refusals",
+        offset: 0x5820,
+        size_bits: 32,
+        writable: false,
+        description: "Images the card refused.",
+    };
 }
 
 /// Region `uart` at BAR0 offset 0x6000.
@@ -1077,13 +2380,22 @@ pub mod uart {
     pub const RXTX: Register = Register { region: "uart", name: "rxtx", offset: 0x6000, size_bits: 8, writable: true, description: "rxtx" };
 
     /// TX FIFO Full.
-    pub const TXFULL: Register = Register { region: "uart", name: "txfull", offset: 0x6004, size_bits: 1, writable: false, description: "TX FIFO Full." };
+    pub const TXFULL: Register =
+        Register { region: "uart", name: "txfull", offset: 0x6004, size_bits: 1, writable: false, description: "TX FIFO Full." };
 
     /// RX FIFO Empty.
-    pub const RXEMPTY: Register = Register { region: "uart", name: "rxempty", offset: 0x6008, size_bits: 1, writable: false, description: "RX FIFO Empty." };
+    pub const RXEMPTY: Register =
+        Register { region: "uart", name: "rxempty", offset: 0x6008, size_bits: 1, writable: false, description: "RX FIFO Empty." };
 
     /// This register contains the current raw level of the rx event trigger. Writes to this register have no effect.
-    pub const EV_STATUS: Register = Register { region: "uart", name: "ev_status", offset: 0x600c, size_bits: 2, writable: false, description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect." };
+    pub const EV_STATUS: Register = Register {
+        region: "uart",
+        name: "ev_status",
+        offset: 0x600c,
+        size_bits: 2,
+        writable: false,
+        description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect.",
+    };
     /// Fields of `ev_status`.
     pub mod ev_status {
         use super::Field;
@@ -1105,7 +2417,14 @@ pub mod uart {
     }
 
     /// This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.
-    pub const EV_ENABLE: Register = Register { region: "uart", name: "ev_enable", offset: 0x6014, size_bits: 2, writable: true, description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events." };
+    pub const EV_ENABLE: Register = Register {
+        region: "uart",
+        name: "ev_enable",
+        offset: 0x6014,
+        size_bits: 2,
+        writable: true,
+        description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.",
+    };
     /// Fields of `ev_enable`.
     pub mod ev_enable {
         use super::Field;
@@ -1116,22 +2435,34 @@ pub mod uart {
     }
 
     /// TX FIFO Empty.
-    pub const TXEMPTY: Register = Register { region: "uart", name: "txempty", offset: 0x6018, size_bits: 1, writable: false, description: "TX FIFO Empty." };
+    pub const TXEMPTY: Register =
+        Register { region: "uart", name: "txempty", offset: 0x6018, size_bits: 1, writable: false, description: "TX FIFO Empty." };
 
     /// RX FIFO Full.
-    pub const RXFULL: Register = Register { region: "uart", name: "rxfull", offset: 0x601c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+    pub const RXFULL: Register =
+        Register { region: "uart", name: "rxfull", offset: 0x601c, size_bits: 1, writable: false, description: "RX FIFO Full." };
 
     /// xover_rxtx
-    pub const XOVER_RXTX: Register = Register { region: "uart", name: "xover_rxtx", offset: 0x6020, size_bits: 8, writable: true, description: "xover_rxtx" };
+    pub const XOVER_RXTX: Register =
+        Register { region: "uart", name: "xover_rxtx", offset: 0x6020, size_bits: 8, writable: true, description: "xover_rxtx" };
 
     /// TX FIFO Full.
-    pub const XOVER_TXFULL: Register = Register { region: "uart", name: "xover_txfull", offset: 0x6024, size_bits: 1, writable: false, description: "TX FIFO Full." };
+    pub const XOVER_TXFULL: Register =
+        Register { region: "uart", name: "xover_txfull", offset: 0x6024, size_bits: 1, writable: false, description: "TX FIFO Full." };
 
     /// RX FIFO Empty.
-    pub const XOVER_RXEMPTY: Register = Register { region: "uart", name: "xover_rxempty", offset: 0x6028, size_bits: 1, writable: false, description: "RX FIFO Empty." };
+    pub const XOVER_RXEMPTY: Register =
+        Register { region: "uart", name: "xover_rxempty", offset: 0x6028, size_bits: 1, writable: false, description: "RX FIFO Empty." };
 
     /// This register contains the current raw level of the rx event trigger. Writes to this register have no effect.
-    pub const XOVER_EV_STATUS: Register = Register { region: "uart", name: "xover_ev_status", offset: 0x602c, size_bits: 2, writable: false, description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect." };
+    pub const XOVER_EV_STATUS: Register = Register {
+        region: "uart",
+        name: "xover_ev_status",
+        offset: 0x602c,
+        size_bits: 2,
+        writable: false,
+        description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect.",
+    };
     /// Fields of `xover_ev_status`.
     pub mod xover_ev_status {
         use super::Field;
@@ -1153,7 +2484,14 @@ pub mod uart {
     }
 
     /// This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.
-    pub const XOVER_EV_ENABLE: Register = Register { region: "uart", name: "xover_ev_enable", offset: 0x6034, size_bits: 2, writable: true, description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events." };
+    pub const XOVER_EV_ENABLE: Register = Register {
+        region: "uart",
+        name: "xover_ev_enable",
+        offset: 0x6034,
+        size_bits: 2,
+        writable: true,
+        description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.",
+    };
     /// Fields of `xover_ev_enable`.
     pub mod xover_ev_enable {
         use super::Field;
@@ -1164,10 +2502,12 @@ pub mod uart {
     }
 
     /// TX FIFO Empty.
-    pub const XOVER_TXEMPTY: Register = Register { region: "uart", name: "xover_txempty", offset: 0x6038, size_bits: 1, writable: false, description: "TX FIFO Empty." };
+    pub const XOVER_TXEMPTY: Register =
+        Register { region: "uart", name: "xover_txempty", offset: 0x6038, size_bits: 1, writable: false, description: "TX FIFO Empty." };
 
     /// RX FIFO Full.
-    pub const XOVER_RXFULL: Register = Register { region: "uart", name: "xover_rxfull", offset: 0x603c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+    pub const XOVER_RXFULL: Register =
+        Register { region: "uart", name: "xover_rxfull", offset: 0x603c, size_bits: 1, writable: false, description: "RX FIFO Full." };
 }
 
 /// Region `rule30` at BAR0 offset 0x20000.
@@ -1178,10 +2518,24 @@ pub mod rule30 {
     pub const REGION_OFFSET: u64 = 0x20000;
 
     /// Register map version: major (bits 31:16), minor (15:0).
-    pub const VERSION: Register = Register { region: "rule30", name: "version", offset: 0x20000, size_bits: 32, writable: false, description: "Register map version: major (bits 31:16), minor (15:0)." };
+    pub const VERSION: Register = Register {
+        region: "rule30",
+        name: "version",
+        offset: 0x20000,
+        size_bits: 32,
+        writable: false,
+        description: "Register map version: major (bits 31:16), minor (15:0).",
+    };
 
     /// Control, sampled at completion.
-    pub const CONTROL: Register = Register { region: "rule30", name: "control", offset: 0x20004, size_bits: 2, writable: true, description: "Control, sampled at completion." };
+    pub const CONTROL: Register = Register {
+        region: "rule30",
+        name: "control",
+        offset: 0x20004,
+        size_bits: 2,
+        writable: true,
+        description: "Control, sampled at completion.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -1192,7 +2546,14 @@ pub mod rule30 {
     }
 
     /// Status; write 1 to clear complete or error.
-    pub const STATUS: Register = Register { region: "rule30", name: "status", offset: 0x20008, size_bits: 3, writable: true, description: "Status; write 1 to clear complete or error." };
+    pub const STATUS: Register = Register {
+        region: "rule30",
+        name: "status",
+        offset: 0x20008,
+        size_bits: 3,
+        writable: true,
+        description: "Status; write 1 to clear complete or error.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -1205,34 +2566,105 @@ pub mod rule30 {
     }
 
     /// Any write resets the core (registers, input/output, counters); aborts a running operation.
-    pub const RESET: Register = Register { region: "rule30", name: "reset", offset: 0x2000c, size_bits: 32, writable: true, description: "Any write resets the core (registers, input/output, counters); aborts a running operation." };
+    pub const RESET: Register = Register {
+        region: "rule30",
+        name: "reset",
+        offset: 0x2000c,
+        size_bits: 32,
+        writable: true,
+        description: "Any write resets the core (registers, input/output, counters); aborts a running operation.",
+    };
 
     /// MSI source index of this core's interrupt.
-    pub const IRQ_NUM: Register = Register { region: "rule30", name: "irq_num", offset: 0x20010, size_bits: 32, writable: false, description: "MSI source index of this core's interrupt." };
+    pub const IRQ_NUM: Register = Register {
+        region: "rule30",
+        name: "irq_num",
+        offset: 0x20010,
+        size_bits: 32,
+        writable: false,
+        description: "MSI source index of this core's interrupt.",
+    };
 
     /// Elementary rule, bit-encoded (Wolfram): bit k is the new cell for neighbourhood k = left*4 + centre*2 + right. 30 after reset.
-    pub const RULE_SET: Register = Register { region: "rule30", name: "rule_set", offset: 0x20014, size_bits: 8, writable: true, description: "Elementary rule, bit-encoded (Wolfram): bit k is the new cell for neighbourhood k = left*4 + centre*2 + right. 30 after reset." };
+    pub const RULE_SET: Register = Register {
+        region: "rule30",
+        name: "rule_set",
+        offset: 0x20014,
+        size_bits: 8,
+        writable: true,
+        description:
+            "Elementary rule, bit-encoded (Wolfram): bit k is the new cell for neighbourhood k = left*4 + centre*2 + right. 30 after reset.",
+    };
 
     /// Cells in the line, 1..1024 (a start with another value is refused).
-    pub const LINE_LENGTH: Register = Register { region: "rule30", name: "line_length", offset: 0x20018, size_bits: 32, writable: true, description: "Cells in the line, 1..1024 (a start with another value is refused)." };
+    pub const LINE_LENGTH: Register = Register {
+        region: "rule30",
+        name: "line_length",
+        offset: 0x20018,
+        size_bits: 32,
+        writable: true,
+        description: "Cells in the line, 1..1024 (a start with another value is refused).",
+    };
 
     /// Any write starts an operation (refused if parameters are bad, ignored if busy).
-    pub const START_COMPUTE: Register = Register { region: "rule30", name: "start_compute", offset: 0x2001c, size_bits: 32, writable: true, description: "Any write starts an operation (refused if parameters are bad, ignored if busy)." };
+    pub const START_COMPUTE: Register = Register {
+        region: "rule30",
+        name: "start_compute",
+        offset: 0x2001c,
+        size_bits: 32,
+        writable: true,
+        description: "Any write starts an operation (refused if parameters are bad, ignored if busy).",
+    };
 
     /// input[0..31]: cell c is bit c % 32 of input[c // 32].
-    pub const INPUT: Register = Register { region: "rule30", name: "input", offset: 0x20020, size_bits: 1024, writable: true, description: "input[0..31]: cell c is bit c % 32 of input[c // 32]." };
+    pub const INPUT: Register = Register {
+        region: "rule30",
+        name: "input",
+        offset: 0x20020,
+        size_bits: 1024,
+        writable: true,
+        description: "input[0..31]: cell c is bit c % 32 of input[c // 32].",
+    };
 
     /// output[0..31]: the result, same bit order; cells >= line_length read 0.
-    pub const OUTPUT: Register = Register { region: "rule30", name: "output", offset: 0x200a0, size_bits: 1024, writable: false, description: "output[0..31]: the result, same bit order; cells >= line_length read 0." };
+    pub const OUTPUT: Register = Register {
+        region: "rule30",
+        name: "output",
+        offset: 0x200a0,
+        size_bits: 1024,
+        writable: false,
+        description: "output[0..31]: the result, same bit order; cells >= line_length read 0.",
+    };
 
     /// Extra card cycles before the computation: emulates slower hardware.
-    pub const LATENCY_CYCLES: Register = Register { region: "rule30", name: "latency_cycles", offset: 0x20120, size_bits: 32, writable: true, description: "Extra card cycles before the computation: emulates slower hardware." };
+    pub const LATENCY_CYCLES: Register = Register {
+        region: "rule30",
+        name: "latency_cycles",
+        offset: 0x20120,
+        size_bits: 32,
+        writable: true,
+        description: "Extra card cycles before the computation: emulates slower hardware.",
+    };
 
     /// Generations per start, 1..65535 (a start with another value is refused). 1 after reset.
-    pub const GENERATIONS: Register = Register { region: "rule30", name: "generations", offset: 0x20124, size_bits: 32, writable: true, description: "Generations per start, 1..65535 (a start with another value is refused). 1 after reset." };
+    pub const GENERATIONS: Register = Register {
+        region: "rule30",
+        name: "generations",
+        offset: 0x20124,
+        size_bits: 32,
+        writable: true,
+        description: "Generations per start, 1..65535 (a start with another value is refused). 1 after reset.",
+    };
 
     /// Sticky causes of refused or ignored starts; write 1 to clear a bit.
-    pub const ERRORS: Register = Register { region: "rule30", name: "errors", offset: 0x20128, size_bits: 3, writable: true, description: "Sticky causes of refused or ignored starts; write 1 to clear a bit." };
+    pub const ERRORS: Register = Register {
+        region: "rule30",
+        name: "errors",
+        offset: 0x20128,
+        size_bits: 3,
+        writable: true,
+        description: "Sticky causes of refused or ignored starts; write 1 to clear a bit.",
+    };
     /// Fields of `errors`.
     pub mod errors {
         use super::Field;
@@ -1245,25 +2677,74 @@ pub mod rule30 {
     }
 
     /// Starts refused for bad line_length or generations.
-    pub const REFUSED_STARTS: Register = Register { region: "rule30", name: "refused_starts", offset: 0x2012c, size_bits: 32, writable: false, description: "Starts refused for bad line_length or generations." };
+    pub const REFUSED_STARTS: Register = Register {
+        region: "rule30",
+        name: "refused_starts",
+        offset: 0x2012c,
+        size_bits: 32,
+        writable: false,
+        description: "Starts refused for bad line_length or generations.",
+    };
 
     /// Starts ignored because the core was busy.
-    pub const IGNORED_STARTS: Register = Register { region: "rule30", name: "ignored_starts", offset: 0x20130, size_bits: 32, writable: false, description: "Starts ignored because the core was busy." };
+    pub const IGNORED_STARTS: Register = Register {
+        region: "rule30",
+        name: "ignored_starts",
+        offset: 0x20130,
+        size_bits: 32,
+        writable: false,
+        description: "Starts ignored because the core was busy.",
+    };
 
     /// Operations completed.
-    pub const OPERATIONS: Register = Register { region: "rule30", name: "operations", offset: 0x20134, size_bits: 32, writable: false, description: "Operations completed." };
+    pub const OPERATIONS: Register = Register {
+        region: "rule30",
+        name: "operations",
+        offset: 0x20134,
+        size_bits: 32,
+        writable: false,
+        description: "Operations completed.",
+    };
 
     /// Cycles with busy high, bits 31:0; reading it latches bits 63:32 into busy_cycles_hi.
-    pub const BUSY_CYCLES_LO: Register = Register { region: "rule30", name: "busy_cycles_lo", offset: 0x20138, size_bits: 32, writable: false, description: "Cycles with busy high, bits 31:0; reading it latches bits 63:32 into busy_cycles_hi." };
+    pub const BUSY_CYCLES_LO: Register = Register {
+        region: "rule30",
+        name: "busy_cycles_lo",
+        offset: 0x20138,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles with busy high, bits 31:0; reading it latches bits 63:32 into busy_cycles_hi.",
+    };
 
     /// Bits 63:32 of busy_cycles, as latched by the last read of busy_cycles_lo.
-    pub const BUSY_CYCLES_HI: Register = Register { region: "rule30", name: "busy_cycles_hi", offset: 0x2013c, size_bits: 32, writable: false, description: "Bits 63:32 of busy_cycles, as latched by the last read of busy_cycles_lo." };
+    pub const BUSY_CYCLES_HI: Register = Register {
+        region: "rule30",
+        name: "busy_cycles_hi",
+        offset: 0x2013c,
+        size_bits: 32,
+        writable: false,
+        description: "Bits 63:32 of busy_cycles, as latched by the last read of busy_cycles_lo.",
+    };
 
     /// Cycles one generation really takes in this core.
-    pub const MIN_CYCLES_PER_GENERATION: Register = Register { region: "rule30", name: "min_cycles_per_generation", offset: 0x20140, size_bits: 32, writable: false, description: "Cycles one generation really takes in this core." };
+    pub const MIN_CYCLES_PER_GENERATION: Register = Register {
+        region: "rule30",
+        name: "min_cycles_per_generation",
+        offset: 0x20140,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles one generation really takes in this core.",
+    };
 
     /// Fixed cycles of an operation beyond generations and latency.
-    pub const OVERHEAD_CYCLES: Register = Register { region: "rule30", name: "overhead_cycles", offset: 0x20144, size_bits: 32, writable: false, description: "Fixed cycles of an operation beyond generations and latency." };
+    pub const OVERHEAD_CYCLES: Register = Register {
+        region: "rule30",
+        name: "overhead_cycles",
+        offset: 0x20144,
+        size_bits: 32,
+        writable: false,
+        description: "Fixed cycles of an operation beyond generations and latency.",
+    };
 }
 
 /// Every register of the map, in BAR0 order.

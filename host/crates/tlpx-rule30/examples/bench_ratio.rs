@@ -6,11 +6,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let json = std::env::args().nth(1).as_deref() == Some("--json");
-    let args: Vec<usize> = match std::env::args()
-        .skip(1 + usize::from(json))
-        .map(|a| a.parse::<usize>())
-        .collect()
-    {
+    let args: Vec<usize> = match std::env::args().skip(1 + usize::from(json)).map(|a| a.parse::<usize>()).collect() {
         Ok(args) => args,
         Err(e) => {
             eprintln!("error: arguments are LEN_BITS PACKETS GENERATIONS, whole numbers: {e}");

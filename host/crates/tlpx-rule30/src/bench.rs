@@ -7,10 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::fast::{fast_backend, fast_run, fast_run_many, FastBackend};
-use crate::{
-    bit_step, char_step, check_line_length, test_packets, BitLine, CharLine, Rule30Error,
-    RulesArray, RULE30,
-};
+use crate::{bit_step, char_step, check_line_length, test_packets, BitLine, CharLine, Rule30Error, RulesArray, RULE30};
 
 /// Repetitions of each measurement; the minimum and the median are reported.
 pub const BENCH_REPETITIONS: usize = 5;
@@ -82,21 +79,13 @@ impl BenchResult {
 /// the machine hits every variant alike). Only the generations are timed: each variant's packets
 /// are prepared in its own representation beforehand, as the seed's were compiled in. The final
 /// lines of every variant are checked against sw-char.
-pub fn bench_ratio(
-    len_bits: usize,
-    packets: usize,
-    generations: usize,
-) -> Result<BenchResult, Rule30Error> {
+pub fn bench_ratio(len_bits: usize, packets: usize, generations: usize) -> Result<BenchResult, Rule30Error> {
     check_line_length(len_bits)?;
     if packets == 0 {
-        return Err(Rule30Error::Zero {
-            what: "the number of packets",
-        });
+        return Err(Rule30Error::Zero { what: "the number of packets" });
     }
     if generations == 0 {
-        return Err(Rule30Error::Zero {
-            what: "the number of generations",
-        });
+        return Err(Rule30Error::Zero { what: "the number of generations" });
     }
     let rule = RULE30;
     let char_packets = test_packets(packets, len_bits, BENCH_SEED)?;
@@ -108,12 +97,7 @@ pub fn bench_ratio(
         let runs: [&dyn Fn() -> Vec<BitLine>; 4] = [
             &|| run_char(&char_packets, rule, generations),
             &|| run_bit(&bit_packets, rule, generations),
-            &|| {
-                bit_packets
-                    .iter()
-                    .map(|p| fast_run(black_box(p), rule, generations))
-                    .collect()
-            },
+            &|| bit_packets.iter().map(|p| fast_run(black_box(p), rule, generations)).collect(),
             &|| {
                 let mut lines = bit_packets.clone();
                 fast_run_many(black_box(&mut lines), rule, generations);
@@ -185,11 +169,7 @@ fn run_bit(packets: &[BitLine], rule: u8, generations: usize) -> Vec<BitLine> {
 fn timing(mut samples: Vec<Duration>, lines: f64) -> Timing {
     samples.sort();
     let median = samples[samples.len() / 2].as_secs_f64();
-    Timing {
-        min_s: samples[0].as_secs_f64(),
-        median_s: median,
-        median_ns_per_line: median * 1e9 / lines,
-    }
+    Timing { min_s: samples[0].as_secs_f64(), median_s: median, median_ns_per_line: median * 1e9 / lines }
 }
 
 #[cfg(test)]
@@ -199,46 +179,24 @@ mod tests {
     #[test]
     fn bench_ratio_refuses_bad_parameters() {
         assert_eq!(bench_ratio(0, 10, 10), Err(Rule30Error::LineLength(0)));
-        assert_eq!(
-            bench_ratio(1025, 10, 10),
-            Err(Rule30Error::LineLength(1025))
-        );
+        assert_eq!(bench_ratio(1025, 10, 10), Err(Rule30Error::LineLength(1025)));
         let err = bench_ratio(64, 0, 10).expect_err("no packets");
-        assert_eq!(
-            err.to_string(),
-            "the number of packets must be at least 1, not 0"
-        );
+        assert_eq!(err.to_string(), "the number of packets must be at least 1, not 0");
         assert!(bench_ratio(64, 10, 0).is_err());
     }
 
     #[test]
     fn bench_ratio_measures_sw_fast_well_ahead_of_sw_char_at_1024_bits() {
         let result = bench_ratio(1024, 40, 20).expect("valid parameters");
-        assert_eq!(
-            (
-                result.line_length,
-                result.packets,
-                result.generations,
-                result.rule
-            ),
-            (1024, 40, 20, 30)
-        );
-        for t in [
-            result.sw_char,
-            result.sw_bit,
-            result.sw_fast,
-            result.sw_fast_batch,
-        ] {
+        assert_eq!((result.line_length, result.packets, result.generations, result.rule), (1024, 40, 20, 30));
+        for t in [result.sw_char, result.sw_bit, result.sw_fast, result.sw_fast_batch] {
             assert!(t.min_s > 0.0 && t.min_s <= t.median_s, "{t:?}");
         }
         // 64 cells per operation against one: even a loaded machine keeps sw-fast far ahead.
         assert!(result.ratio > 5.0, "{}", result.summary());
         assert!(result.summary().contains("at 1024 bits"));
         let json = serde_json::to_value(&result).expect("serialisable");
-        assert_eq!(
-            json["sw_fast"]["median_s"].as_f64(),
-            Some(result.sw_fast.median_s)
-        );
+        assert_eq!(json["sw_fast"]["median_s"].as_f64(), Some(result.sw_fast.median_s));
         assert!(json["fast_backend"].is_string());
     }
 

@@ -9,20 +9,13 @@ use crate::{BitLine, WORDS64};
 pub fn bit_step(source: &BitLine, dest: &mut BitLine, rule: u8) {
     let line_length = source.line_length();
     let cell = |j: usize| (source.words[j / 64] >> (j % 64)) & 1;
-    *dest = BitLine {
-        line_length,
-        words: [0; WORDS64],
-    };
+    *dest = BitLine { line_length, words: [0; WORDS64] };
     let out = &mut dest.words;
     for (k, &centre) in source.words().iter().enumerate() {
         let first = 64 * k;
         let cells = (line_length - first).min(64);
         // Neighbours across the word's edges, with the ring's wrap-around.
-        let left_of_first = cell(if first == 0 {
-            line_length - 1
-        } else {
-            first - 1
-        });
+        let left_of_first = cell(if first == 0 { line_length - 1 } else { first - 1 });
         let right_of_last = cell((first + cells) % line_length);
         let left = (centre << 1) | left_of_first; // bit b: cell first + b - 1
         let right = (centre >> 1) | (right_of_last << (cells - 1)); // bit b: cell first + b + 1
@@ -57,13 +50,7 @@ mod tests {
 
     #[test]
     fn bit_step_wraps_like_figure_4() {
-        for (from, to) in [
-            ("10000", "11001"),
-            ("00001", "10011"),
-            ("1", "0"),
-            ("10", "10"),
-            ("11", "00"),
-        ] {
+        for (from, to) in [("10000", "11001"), ("00001", "10011"), ("1", "0"), ("10", "10"), ("11", "00")] {
             assert_eq!(bit_run(&bits(from), 30, 1), bits(to), "{from}");
         }
     }
@@ -71,17 +58,11 @@ mod tests {
     #[test]
     fn bit_step_carries_across_word_edges() {
         // A lone cell at 63 spreads to 62, 63, 64; at 64 to 63, 64, 65; at 127 of 128 to 0.
-        for (one, line_length, expect) in [
-            (63, 128, vec![62, 63, 64]),
-            (64, 130, vec![63, 64, 65]),
-            (127, 128, vec![0, 126, 127]),
-        ] {
+        for (one, line_length, expect) in [(63, 128, vec![62, 63, 64]), (64, 130, vec![63, 64, 65]), (127, 128, vec![0, 126, 127])] {
             let mut line = BitLine::zeros(line_length).expect("valid");
             line.set_cell(one, true).expect("in line");
             let next = bit_run(&line, 30, 1);
-            let alive: Vec<usize> = (0..line_length)
-                .filter(|&i| next.cell(i) == Some(true))
-                .collect();
+            let alive: Vec<usize> = (0..line_length).filter(|&i| next.cell(i) == Some(true)).collect();
             assert_eq!(alive, expect, "lone cell {one} of {line_length}");
         }
     }

@@ -11,13 +11,9 @@ pub fn to_card_words(line: &BitLine) -> [u32; CARD_WORDS] {
 
 /// The first `line_length` cells held in the register `words`; bits beyond are ignored, as the
 /// card ignores them.
-pub fn from_card_words(
-    words: &[u32; CARD_WORDS],
-    line_length: usize,
-) -> Result<BitLine, Rule30Error> {
+pub fn from_card_words(words: &[u32; CARD_WORDS], line_length: usize) -> Result<BitLine, Rule30Error> {
     check_line_length(line_length)?;
-    let packed: [u64; WORDS64] =
-        std::array::from_fn(|k| u64::from(words[2 * k]) | u64::from(words[2 * k + 1]) << 32);
+    let packed: [u64; WORDS64] = std::array::from_fn(|k| u64::from(words[2 * k]) | u64::from(words[2 * k + 1]) << 32);
     BitLine::from_words64(&packed[..line_length.div_ceil(64)], line_length)
 }
 
@@ -61,10 +57,7 @@ mod tests {
     fn from_card_words_refuses_bad_lengths() {
         let words = [0u32; CARD_WORDS];
         assert_eq!(from_card_words(&words, 0), Err(Rule30Error::LineLength(0)));
-        assert_eq!(
-            from_card_words(&words, 1025),
-            Err(Rule30Error::LineLength(1025))
-        );
+        assert_eq!(from_card_words(&words, 1025), Err(Rule30Error::LineLength(1025)));
     }
 
     #[test]
@@ -72,9 +65,7 @@ mod tests {
         let mut state = 0x1234_5678_9abc_def0u64;
         for line_length in 1..=1024 {
             let words: [u32; CARD_WORDS] = std::array::from_fn(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 (state >> 32) as u32
             });
             let line = from_card_words(&words, line_length).expect("valid");

@@ -26,11 +26,7 @@ impl RulesArray {
 
     /// The rule number the table encodes.
     pub fn rule(&self) -> u8 {
-        self.0
-            .iter()
-            .enumerate()
-            .map(|(k, &c)| (c - b'0') << k)
-            .sum()
+        self.0.iter().enumerate().map(|(k, &c)| (c - b'0') << k).sum()
     }
 }
 
@@ -49,11 +45,7 @@ pub struct CharLine {
 impl CharLine {
     /// Parses a line written with `'0'` and `'1'`, cell 0 first.
     pub fn parse(text: &str) -> Result<CharLine, Rule30Error> {
-        if let Some((index, found)) = text
-            .chars()
-            .enumerate()
-            .find(|&(_, c)| c != '0' && c != '1')
-        {
+        if let Some((index, found)) = text.chars().enumerate().find(|&(_, c)| c != '0' && c != '1') {
             return Err(Rule30Error::BadCell { index, found });
         }
         CharLine::from_bytes(text.as_bytes())
@@ -61,28 +53,17 @@ impl CharLine {
 
     /// A line from bytes `b'0'` / `b'1'`.
     pub fn from_bytes(cells: &[u8]) -> Result<CharLine, Rule30Error> {
-        if let Some((index, &byte)) = cells
-            .iter()
-            .enumerate()
-            .find(|&(_, &b)| b != b'0' && b != b'1')
-        {
-            return Err(Rule30Error::BadCell {
-                index,
-                found: char::from(byte),
-            });
+        if let Some((index, &byte)) = cells.iter().enumerate().find(|&(_, &b)| b != b'0' && b != b'1') {
+            return Err(Rule30Error::BadCell { index, found: char::from(byte) });
         }
         check_line_length(cells.len())?;
-        Ok(CharLine {
-            cells: cells.to_vec(),
-        })
+        Ok(CharLine { cells: cells.to_vec() })
     }
 
     /// A line of `line_length` dead cells.
     pub fn zeros(line_length: usize) -> Result<CharLine, Rule30Error> {
         check_line_length(line_length)?;
-        Ok(CharLine {
-            cells: vec![b'0'; line_length],
-        })
+        Ok(CharLine { cells: vec![b'0'; line_length] })
     }
 
     pub(crate) fn from_valid_cells(cells: Vec<u8>) -> CharLine {
@@ -109,9 +90,7 @@ impl CharLine {
 
     /// One generation under `rule`.
     pub fn step(&self, rule: u8) -> CharLine {
-        let mut dest = CharLine {
-            cells: Vec::with_capacity(self.cells.len()),
-        };
+        let mut dest = CharLine { cells: Vec::with_capacity(self.cells.len()) };
         char_step(self, &mut dest, &RulesArray::new(rule));
         dest
     }
@@ -153,9 +132,7 @@ pub fn char_step(source: &CharLine, dest: &mut CharLine, rules: &RulesArray) {
 pub fn char_run(source: &CharLine, rule: u8, generations: usize) -> CharLine {
     let rules = RulesArray::new(rule);
     let mut line = source.clone();
-    let mut next = CharLine {
-        cells: Vec::with_capacity(line.cells.len()),
-    };
+    let mut next = CharLine { cells: Vec::with_capacity(line.cells.len()) };
     for _ in 0..generations {
         char_step(&line, &mut next, &rules);
         std::mem::swap(&mut line, &mut next);
@@ -197,10 +174,7 @@ mod tests {
     #[test]
     fn char_step_grows_the_christmas_tree() {
         let lines: Vec<String> =
-            std::iter::successors(Some(line("000010000")), |l| Some(l.step(30)))
-                .take(4)
-                .map(|l| l.to_string())
-                .collect();
+            std::iter::successors(Some(line("000010000")), |l| Some(l.step(30))).take(4).map(|l| l.to_string()).collect();
         assert_eq!(lines, ["000010000", "000111000", "001100100", "011011110"]);
     }
 
@@ -215,44 +189,14 @@ mod tests {
     #[test]
     fn bad_lines_are_refused_with_the_bad_value() {
         assert_eq!(CharLine::parse(""), Err(Rule30Error::LineLength(0)));
-        assert_eq!(
-            CharLine::parse(&"0".repeat(1025)),
-            Err(Rule30Error::LineLength(1025))
-        );
+        assert_eq!(CharLine::parse(&"0".repeat(1025)), Err(Rule30Error::LineLength(1025)));
         assert!(CharLine::parse(&"1".repeat(1024)).is_ok());
-        assert_eq!(
-            CharLine::parse("0102"),
-            Err(Rule30Error::BadCell {
-                index: 3,
-                found: '2'
-            })
-        );
-        assert_eq!(
-            CharLine::parse("01é1"),
-            Err(Rule30Error::BadCell {
-                index: 2,
-                found: 'é'
-            })
-        );
-        assert_eq!(
-            CharLine::parse("01 "),
-            Err(Rule30Error::BadCell {
-                index: 2,
-                found: ' '
-            })
-        );
-        assert_eq!(
-            CharLine::from_bytes(&[0, 1]),
-            Err(Rule30Error::BadCell {
-                index: 0,
-                found: '\0'
-            })
-        );
+        assert_eq!(CharLine::parse("0102"), Err(Rule30Error::BadCell { index: 3, found: '2' }));
+        assert_eq!(CharLine::parse("01é1"), Err(Rule30Error::BadCell { index: 2, found: 'é' }));
+        assert_eq!(CharLine::parse("01 "), Err(Rule30Error::BadCell { index: 2, found: ' ' }));
+        assert_eq!(CharLine::from_bytes(&[0, 1]), Err(Rule30Error::BadCell { index: 0, found: '\0' }));
         assert_eq!(CharLine::zeros(0), Err(Rule30Error::LineLength(0)));
         let msg = CharLine::parse("01x").expect_err("bad").to_string();
-        assert!(
-            msg.contains("cell 2") && msg.contains("'x'") && msg.contains("'0' and '1'"),
-            "{msg}"
-        );
+        assert!(msg.contains("cell 2") && msg.contains("'x'") && msg.contains("'0' and '1'"), "{msg}");
     }
 }

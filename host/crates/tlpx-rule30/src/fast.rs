@@ -60,12 +60,7 @@ pub fn fast_run_many(lines: &mut [BitLine], rule: u8, generations: usize) {
     run_many_with(fast_backend(), lines, rule, generations);
 }
 
-pub(crate) fn run_single_with(
-    backend: FastBackend,
-    source: &BitLine,
-    rule: u8,
-    generations: usize,
-) -> BitLine {
+pub(crate) fn run_single_with(backend: FastBackend, source: &BitLine, rule: u8, generations: usize) -> BitLine {
     let mut line = *source;
     match backend {
         #[cfg(target_arch = "x86_64")]
@@ -78,12 +73,7 @@ pub(crate) fn run_single_with(
     line
 }
 
-pub(crate) fn run_many_with(
-    backend: FastBackend,
-    lines: &mut [BitLine],
-    rule: u8,
-    generations: usize,
-) {
+pub(crate) fn run_many_with(backend: FastBackend, lines: &mut [BitLine], rule: u8, generations: usize) {
     for group in lines.chunks_mut(LANES) {
         let line_length = group[0].line_length;
         if group.len() < LANES || group.iter().any(|l| l.line_length != line_length) {
@@ -92,8 +82,7 @@ pub(crate) fn run_many_with(
             }
             continue;
         }
-        let mut lanes: [U64x4; WORDS64] =
-            std::array::from_fn(|k| U64x4(std::array::from_fn(|p| group[p].words[k])));
+        let mut lanes: [U64x4; WORDS64] = std::array::from_fn(|k| U64x4(std::array::from_fn(|p| group[p].words[k])));
         match backend {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in run_single_with.
@@ -118,12 +107,7 @@ unsafe fn run_avx2(words: &mut [u64; WORDS64], line_length: usize, rule: u8, gen
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn run_avx2_lanes(
-    words: &mut [U64x4; WORDS64],
-    line_length: usize,
-    rule: u8,
-    generations: usize,
-) {
+unsafe fn run_avx2_lanes(words: &mut [U64x4; WORDS64], line_length: usize, rule: u8, generations: usize) {
     run_kernel(words, line_length, rule, generations);
 }
 
@@ -135,11 +119,8 @@ fn run_kernel<W: Word>(words: &mut [W; WORDS64], line_length: usize, rule: u8, g
     if rule == RULE30 {
         run_rule(words, line_length, generations, |l, c, r| l ^ (c | r));
     } else {
-        let minterms: [W; 8] =
-            std::array::from_fn(|k| W::splat(0u64.wrapping_sub(u64::from((rule >> k) & 1))));
-        run_rule(words, line_length, generations, |l, c, r| {
-            minterm_form(&minterms, l, c, r)
-        });
+        let minterms: [W; 8] = std::array::from_fn(|k| W::splat(0u64.wrapping_sub(u64::from((rule >> k) & 1))));
+        run_rule(words, line_length, generations, |l, c, r| minterm_form(&minterms, l, c, r));
     }
 }
 
@@ -159,12 +140,7 @@ fn minterm_form<W: Word>(minterms: &[W; 8], l: W, c: W, r: W) -> W {
 }
 
 #[inline(always)]
-fn run_rule<W: Word, F: Fn(W, W, W) -> W>(
-    words: &mut [W; WORDS64],
-    line_length: usize,
-    generations: usize,
-    f: F,
-) {
+fn run_rule<W: Word, F: Fn(W, W, W) -> W>(words: &mut [W; WORDS64], line_length: usize, generations: usize, f: F) {
     let n = line_length.div_ceil(64);
     let last_bit = ((line_length - 1) % 64) as u32;
     let mask = W::splat(BitLine::last_word_mask(line_length));
@@ -178,24 +154,12 @@ fn run_rule<W: Word, F: Fn(W, W, W) -> W>(
             let c = cur[0];
             next[0] = f((c << 1) | last_cell, c, (c >> 1) | (first_cell << last_bit)) & mask;
         } else {
-            next[0] = f(
-                (cur[0] << 1) | last_cell,
-                cur[0],
-                (cur[0] >> 1) | (cur[1] << 63),
-            );
+            next[0] = f((cur[0] << 1) | last_cell, cur[0], (cur[0] >> 1) | (cur[1] << 63));
             for k in 1..n - 1 {
-                next[k] = f(
-                    (cur[k] << 1) | (cur[k - 1] >> 63),
-                    cur[k],
-                    (cur[k] >> 1) | (cur[k + 1] << 63),
-                );
+                next[k] = f((cur[k] << 1) | (cur[k - 1] >> 63), cur[k], (cur[k] >> 1) | (cur[k + 1] << 63));
             }
             let c = cur[n - 1];
-            next[n - 1] = f(
-                (c << 1) | (cur[n - 2] >> 63),
-                c,
-                (c >> 1) | (first_cell << last_bit),
-            ) & mask;
+            next[n - 1] = f((c << 1) | (cur[n - 2] >> 63), c, (c >> 1) | (first_cell << last_bit)) & mask;
         }
         std::mem::swap(&mut cur, &mut next);
     }
@@ -295,15 +259,10 @@ mod tests {
     #[test]
     fn minterm_form_is_the_rule_table() {
         for rule in 0..=255u8 {
-            let minterms: [u64; 8] =
-                std::array::from_fn(|k| 0u64.wrapping_sub(u64::from((rule >> k) & 1)));
+            let minterms: [u64; 8] = std::array::from_fn(|k| 0u64.wrapping_sub(u64::from((rule >> k) & 1)));
             // Bit j of (l, c, r) = the 3 bits of neighbourhood j, for j in 0..8.
             let (l, c, r) = (0b1111_0000u64, 0b1100_1100u64, 0b1010_1010u64);
-            assert_eq!(
-                minterm_form(&minterms, l, c, r) & 0xff,
-                u64::from(rule),
-                "rule {rule}"
-            );
+            assert_eq!(minterm_form(&minterms, l, c, r) & 0xff, u64::from(rule), "rule {rule}");
         }
         // The rule-30 expression is the same function.
         let (l, c, r) = (0b1111_0000u64, 0b1100_1100u64, 0b1010_1010u64);
@@ -313,13 +272,7 @@ mod tests {
     #[test]
     fn fast_step_wraps_like_figure_4() {
         for backend in backends() {
-            for (from, to) in [
-                ("10000", "11001"),
-                ("00001", "10011"),
-                ("1", "0"),
-                ("10", "10"),
-                ("11", "00"),
-            ] {
+            for (from, to) in [("10000", "11001"), ("00001", "10011"), ("1", "0"), ("10", "10"), ("11", "00")] {
                 let line = BitLine::from(&CharLine::parse(from).expect("valid"));
                 let next = run_single_with(backend, &line, 30, 1);
                 assert_eq!(next.to_string(), to, "{from} with {backend:?}");
@@ -332,15 +285,12 @@ mod tests {
 
     #[test]
     fn generic_minterm_path_agrees_with_the_rule_30_expression() {
-        let minterms: [u64; 8] =
-            std::array::from_fn(|k| 0u64.wrapping_sub(u64::from((30u8 >> k) & 1)));
+        let minterms: [u64; 8] = std::array::from_fn(|k| 0u64.wrapping_sub(u64::from((30u8 >> k) & 1)));
         for line_length in [1, 2, 3, 64, 65, 129, 1024] {
             for packet in test_packets(3, line_length, 30).expect("valid") {
                 let line = BitLine::from(&packet);
                 let mut generic = line.words;
-                run_rule(&mut generic, line_length, 11, |l, c, r| {
-                    minterm_form(&minterms, l, c, r)
-                });
+                run_rule(&mut generic, line_length, 11, |l, c, r| minterm_form(&minterms, l, c, r));
                 let mut special = line.words;
                 run_kernel(&mut special, line_length, 30, 11);
                 assert_eq!(generic, special, "length {line_length}");
@@ -353,20 +303,13 @@ mod tests {
         for backend in backends() {
             for line_length in [1, 2, 63, 64, 65, 200, 1024] {
                 for rule in [30, 110, 90, 0, 255, 57] {
-                    let packets: Vec<BitLine> = test_packets(7, line_length, u64::from(rule))
-                        .expect("valid")
-                        .iter()
-                        .map(BitLine::from)
-                        .collect();
+                    let packets: Vec<BitLine> =
+                        test_packets(7, line_length, u64::from(rule)).expect("valid").iter().map(BitLine::from).collect();
                     let mut many = packets.clone();
                     run_many_with(backend, &mut many, rule, 9);
                     for (packet, got) in packets.iter().zip(&many) {
                         let golden = char_run(&CharLine::from(packet), rule, 9);
-                        assert_eq!(
-                            CharLine::from(got),
-                            golden,
-                            "{backend:?} rule {rule} length {line_length}"
-                        );
+                        assert_eq!(CharLine::from(got), golden, "{backend:?} rule {rule} length {line_length}");
                         assert_eq!(run_single_with(backend, packet, rule, 9), *got);
                     }
                 }
@@ -376,14 +319,9 @@ mod tests {
 
     #[test]
     fn mixed_lengths_in_a_group_run_one_by_one() {
-        let mut lines: Vec<BitLine> = [5usize, 64, 65, 1024, 3]
-            .iter()
-            .map(|&n| BitLine::from(&test_packets(1, n, 9).expect("valid")[0]))
-            .collect();
-        let expect: Vec<CharLine> = lines
-            .iter()
-            .map(|l| char_run(&CharLine::from(l), 30, 4))
-            .collect();
+        let mut lines: Vec<BitLine> =
+            [5usize, 64, 65, 1024, 3].iter().map(|&n| BitLine::from(&test_packets(1, n, 9).expect("valid")[0])).collect();
+        let expect: Vec<CharLine> = lines.iter().map(|l| char_run(&CharLine::from(l), 30, 4)).collect();
         fast_run_many(&mut lines, 30, 4);
         let got: Vec<CharLine> = lines.iter().map(CharLine::from).collect();
         assert_eq!(got, expect);

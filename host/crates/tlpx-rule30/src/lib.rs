@@ -60,11 +60,7 @@ pub enum Rule30Error {
     #[error("cell {index} is {found:?}: a line is written with the characters '0' and '1' only")]
     BadCell { index: usize, found: char },
     #[error("a {line_length}-cell line takes {expected} 64-bit words, not {found}")]
-    WordCount {
-        line_length: usize,
-        expected: usize,
-        found: usize,
-    },
+    WordCount { line_length: usize, expected: usize, found: usize },
     #[error("cell index {index} is outside a {line_length}-cell line")]
     CellIndex { index: usize, line_length: usize },
     #[error("{what} must be at least 1, not 0")]
@@ -98,10 +94,7 @@ impl BitLine {
     /// A line of `line_length` dead cells.
     pub fn zeros(line_length: usize) -> Result<BitLine, Rule30Error> {
         check_line_length(line_length)?;
-        Ok(BitLine {
-            line_length,
-            words: [0; WORDS64],
-        })
+        Ok(BitLine { line_length, words: [0; WORDS64] })
     }
 
     /// A line of `line_length` cells taken from `words` (exactly `ceil(line_length / 64)` of
@@ -110,16 +103,9 @@ impl BitLine {
         check_line_length(line_length)?;
         let expected = line_length.div_ceil(64);
         if words.len() != expected {
-            return Err(Rule30Error::WordCount {
-                line_length,
-                expected,
-                found: words.len(),
-            });
+            return Err(Rule30Error::WordCount { line_length, expected, found: words.len() });
         }
-        let mut line = BitLine {
-            line_length,
-            words: [0; WORDS64],
-        };
+        let mut line = BitLine { line_length, words: [0; WORDS64] };
         line.words[..expected].copy_from_slice(words);
         line.clear_beyond_length();
         Ok(line)
@@ -148,10 +134,7 @@ impl BitLine {
     /// Sets cell `index` to `alive`.
     pub fn set_cell(&mut self, index: usize, alive: bool) -> Result<(), Rule30Error> {
         if index >= self.line_length {
-            return Err(Rule30Error::CellIndex {
-                index,
-                line_length: self.line_length,
-            });
+            return Err(Rule30Error::CellIndex { index, line_length: self.line_length });
         }
         let bit = 1u64 << (index % 64);
         if alive {
@@ -169,10 +152,7 @@ impl BitLine {
         if line_length > self.line_length {
             return Err(Rule30Error::LineLength(line_length));
         }
-        let mut line = BitLine {
-            line_length,
-            words: self.words,
-        };
+        let mut line = BitLine { line_length, words: self.words };
         line.clear_beyond_length();
         Ok(line)
     }
@@ -204,10 +184,7 @@ impl BitLine {
 
 impl From<&CharLine> for BitLine {
     fn from(chars: &CharLine) -> BitLine {
-        let mut line = BitLine {
-            line_length: chars.line_length(),
-            words: [0; WORDS64],
-        };
+        let mut line = BitLine { line_length: chars.line_length(), words: [0; WORDS64] };
         for (i, &cell) in chars.as_bytes().iter().enumerate() {
             line.words[i / 64] |= u64::from(cell == b'1') << (i % 64);
         }
@@ -217,15 +194,7 @@ impl From<&CharLine> for BitLine {
 
 impl From<&BitLine> for CharLine {
     fn from(line: &BitLine) -> CharLine {
-        let cells = (0..line.line_length)
-            .map(|i| {
-                if (line.words[i / 64] >> (i % 64)) & 1 == 1 {
-                    b'1'
-                } else {
-                    b'0'
-                }
-            })
-            .collect();
+        let cells = (0..line.line_length).map(|i| if (line.words[i / 64] >> (i % 64)) & 1 == 1 { b'1' } else { b'0' }).collect();
         CharLine::from_valid_cells(cells)
     }
 }
@@ -286,9 +255,7 @@ impl std::str::FromStr for Variant {
         Variant::ALL
             .into_iter()
             .find(|v| v.name() == s)
-            .ok_or_else(|| {
-                format!("unknown software mode {s:?}; expected one of sw-char, sw-bit, sw-fast")
-            })
+            .ok_or_else(|| format!("unknown software mode {s:?}; expected one of sw-char, sw-bit, sw-fast"))
     }
 }
 
@@ -335,30 +302,10 @@ mod tests {
     fn bitline_rejects_bad_lengths_and_word_counts() {
         assert_eq!(BitLine::zeros(0), Err(Rule30Error::LineLength(0)));
         assert_eq!(BitLine::zeros(1025), Err(Rule30Error::LineLength(1025)));
-        assert_eq!(
-            BitLine::from_words64(&[0, 0], 64),
-            Err(Rule30Error::WordCount {
-                line_length: 64,
-                expected: 1,
-                found: 2
-            })
-        );
-        assert_eq!(
-            BitLine::from_words64(&[], 1),
-            Err(Rule30Error::WordCount {
-                line_length: 1,
-                expected: 1,
-                found: 0
-            })
-        );
+        assert_eq!(BitLine::from_words64(&[0, 0], 64), Err(Rule30Error::WordCount { line_length: 64, expected: 1, found: 2 }));
+        assert_eq!(BitLine::from_words64(&[], 1), Err(Rule30Error::WordCount { line_length: 1, expected: 1, found: 0 }));
         let mut line = BitLine::zeros(10).expect("valid");
-        assert_eq!(
-            line.set_cell(10, true),
-            Err(Rule30Error::CellIndex {
-                index: 10,
-                line_length: 10
-            })
-        );
+        assert_eq!(line.set_cell(10, true), Err(Rule30Error::CellIndex { index: 10, line_length: 10 }));
         assert_eq!(line.cell(10), None);
         assert_eq!(line.truncated(11), Err(Rule30Error::LineLength(11)));
         assert_eq!(line.truncated(0), Err(Rule30Error::LineLength(0)));
@@ -371,10 +318,7 @@ mod tests {
         let line = BitLine::from_words64(&[u64::MAX, u64::MAX], 65).expect("valid");
         assert_eq!(line.words(), &[u64::MAX, 1]);
         assert_eq!(line.count_ones(), 65);
-        assert_eq!(
-            line,
-            BitLine::from(&CharLine::parse(&"1".repeat(65)).expect("valid"))
-        );
+        assert_eq!(line, BitLine::from(&CharLine::parse(&"1".repeat(65)).expect("valid")));
         let short = line.truncated(3).expect("valid");
         assert_eq!(short.words(), &[0b111]);
         assert_eq!(short.to_string(), "111");
@@ -399,18 +343,10 @@ mod tests {
     fn variant_names_round_trip() {
         for v in Variant::ALL {
             assert_eq!(v.name().parse::<Variant>(), Ok(v));
-            assert_eq!(
-                serde_json::to_string(&v).expect("json"),
-                format!("\"{}\"", v.name())
-            );
+            assert_eq!(serde_json::to_string(&v).expect("json"), format!("\"{}\"", v.name()));
         }
-        let err = "hw-poll"
-            .parse::<Variant>()
-            .expect_err("not a software mode");
-        assert!(
-            err.contains("\"hw-poll\"") && err.contains("sw-char"),
-            "{err}"
-        );
+        let err = "hw-poll".parse::<Variant>().expect_err("not a software mode");
+        assert!(err.contains("\"hw-poll\"") && err.contains("sw-char"), "{err}");
     }
 
     #[test]

@@ -5,11 +5,7 @@
 use crate::{check_line_length, CharLine, Rule30Error, MAX_LINE_LENGTH};
 
 /// `count` packets of `line_length` cells from the set numbered `seed`.
-pub fn test_packets(
-    count: usize,
-    line_length: usize,
-    seed: u64,
-) -> Result<Vec<CharLine>, Rule30Error> {
+pub fn test_packets(count: usize, line_length: usize, seed: u64) -> Result<Vec<CharLine>, Rule30Error> {
     check_line_length(line_length)?;
     let mut state = seed;
     let mut next = move || {
@@ -48,10 +44,7 @@ mod tests {
             assert_eq!(&l.as_bytes()[..100], s.as_bytes());
         }
         // Random enough that every packet differs and about half the cells are alive.
-        let ones: usize = long
-            .iter()
-            .map(|p| p.as_bytes().iter().filter(|&&c| c == b'1').count())
-            .sum();
+        let ones: usize = long.iter().map(|p| p.as_bytes().iter().filter(|&&c| c == b'1').count()).sum();
         assert!((2300..2820).contains(&ones), "{ones} live cells of 5120");
         assert!(long.windows(2).all(|w| w[0] != w[1]));
     }

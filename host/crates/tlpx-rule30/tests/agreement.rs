@@ -13,25 +13,17 @@
 //! all 256 rules and runs of many generations.
 
 use tlpx_rule30::{
-    bit_run, bit_step, char_run, char_step, fast_run, fast_run_many, fast_step, from_card_words,
-    test_packets, to_card_words, BitLine, CharLine, RulesArray, Variant,
+    bit_run, bit_step, char_run, char_step, fast_run, fast_run_many, fast_step, from_card_words, test_packets, to_card_words, BitLine,
+    CharLine, RulesArray, Variant,
 };
 
-const EDGE_LENGTHS: [usize; 22] = [
-    1, 2, 3, 4, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 1023,
-    1024,
-];
+const EDGE_LENGTHS: [usize; 22] = [1, 2, 3, 4, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 1023, 1024];
 
 /// Seeded random packets plus the structured lines that break wrap-around code.
 fn lines(line_length: usize, seed: u64) -> Vec<CharLine> {
     let mut all = test_packets(3, line_length, seed).expect("valid length");
     let text = |f: &dyn Fn(usize) -> bool| {
-        CharLine::from_bytes(
-            &(0..line_length)
-                .map(|i| if f(i) { b'1' } else { b'0' })
-                .collect::<Vec<u8>>(),
-        )
-        .expect("valid line")
+        CharLine::from_bytes(&(0..line_length).map(|i| if f(i) { b'1' } else { b'0' }).collect::<Vec<u8>>()).expect("valid line")
     };
     all.push(text(&|_| false));
     all.push(text(&|_| true));
@@ -44,31 +36,11 @@ fn lines(line_length: usize, seed: u64) -> Vec<CharLine> {
 fn check_all_variants(packet: &CharLine, rule: u8, generations: usize) {
     let golden = char_run(packet, rule, generations);
     let bits = BitLine::from(packet);
-    let what = |v: &str| {
-        format!(
-            "{v}: rule {rule}, {} cells, {generations} generations, packet {packet}",
-            packet.line_length()
-        )
-    };
-    assert_eq!(
-        CharLine::from(&bit_run(&bits, rule, generations)),
-        golden,
-        "{}",
-        what("sw-bit")
-    );
-    assert_eq!(
-        CharLine::from(&fast_run(&bits, rule, generations)),
-        golden,
-        "{}",
-        what("sw-fast")
-    );
+    let what = |v: &str| format!("{v}: rule {rule}, {} cells, {generations} generations, packet {packet}", packet.line_length());
+    assert_eq!(CharLine::from(&bit_run(&bits, rule, generations)), golden, "{}", what("sw-bit"));
+    assert_eq!(CharLine::from(&fast_run(&bits, rule, generations)), golden, "{}", what("sw-fast"));
     for variant in Variant::ALL {
-        assert_eq!(
-            CharLine::from(&variant.run(&bits, rule, generations)),
-            golden,
-            "{}",
-            what(variant.name())
-        );
+        assert_eq!(CharLine::from(&variant.run(&bits, rule, generations)), golden, "{}", what(variant.name()));
     }
 }
 
@@ -110,16 +82,8 @@ fn all_variants_match_char_reference_over_99_generations_generation_by_generatio
                 bit = scratch;
                 fast_step(&fast, &mut scratch, 30);
                 fast = scratch;
-                assert_eq!(
-                    CharLine::from(&bit),
-                    golden,
-                    "sw-bit, {line_length} cells, generation {generation}"
-                );
-                assert_eq!(
-                    CharLine::from(&fast),
-                    golden,
-                    "sw-fast, {line_length} cells, generation {generation}"
-                );
+                assert_eq!(CharLine::from(&bit), golden, "sw-bit, {line_length} cells, generation {generation}");
+                assert_eq!(CharLine::from(&fast), golden, "sw-fast, {line_length} cells, generation {generation}");
             }
         }
     }
@@ -130,16 +94,11 @@ fn batched_fast_variant_matches_char_reference_over_many_packets_and_rules() {
     for (i, line_length) in EDGE_LENGTHS.into_iter().enumerate() {
         for rule in [30u8, 110, 90, 184, 45, (i * 53 % 256) as u8] {
             // 10 packets: two full groups of four and a remainder of two.
-            let packets =
-                test_packets(10, line_length, u64::from(rule) + 1000).expect("valid length");
+            let packets = test_packets(10, line_length, u64::from(rule) + 1000).expect("valid length");
             let mut lines: Vec<BitLine> = packets.iter().map(BitLine::from).collect();
             fast_run_many(&mut lines, rule, 99);
             for (packet, line) in packets.iter().zip(&lines) {
-                assert_eq!(
-                    CharLine::from(line),
-                    char_run(packet, rule, 99),
-                    "rule {rule}, {line_length} cells"
-                );
+                assert_eq!(CharLine::from(line), char_run(packet, rule, 99), "rule {rule}, {line_length} cells");
             }
         }
     }
@@ -154,11 +113,7 @@ fn card_words_carry_every_variant_output_unchanged() {
             let on_card = from_card_words(&words, line_length).expect("valid length");
             let out = to_card_words(&fast_run(&on_card, 30, 5));
             let back = from_card_words(&out, line_length).expect("valid length");
-            assert_eq!(
-                CharLine::from(&back),
-                char_run(&packet, 30, 5),
-                "{line_length} cells"
-            );
+            assert_eq!(CharLine::from(&back), char_run(&packet, 30, 5), "{line_length} cells");
         }
     }
 }

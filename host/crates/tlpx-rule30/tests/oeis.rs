@@ -6,33 +6,19 @@ use tlpx_rule30::{centre_column, centre_column_of, Variant};
 /// a(0)..a(101) as published in the sequence's data section (https://oeis.org/A051023); the
 /// same terms as gateware/tlpx_gateware/cores/rule30/test_rule30_core.py.
 const A051023: [u8; 102] = [
-    1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 1,
-    1, //
-    1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1,
-    0, //
-    1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 0,
-    0, //
+    1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 1, //
+    1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1, 0, //
+    1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 0, 0, //
     0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1,
 ];
 
 #[test]
 fn centre_column_of_rule_30_is_oeis_a051023() {
-    assert_eq!(
-        centre_column(A051023.len()).expect("few enough terms"),
-        A051023
-    );
+    assert_eq!(centre_column(A051023.len()).expect("few enough terms"), A051023);
     for variant in Variant::ALL {
-        assert_eq!(
-            centre_column_of(30, A051023.len(), variant).expect("valid"),
-            A051023,
-            "{variant}"
-        );
+        assert_eq!(centre_column_of(30, A051023.len(), variant).expect("valid"), A051023, "{variant}");
         // Rule 86, the mirror image of rule 30, has the same centre column (OEIS comment).
-        assert_eq!(
-            centre_column_of(86, A051023.len(), variant).expect("valid"),
-            A051023,
-            "{variant} rule 86"
-        );
+        assert_eq!(centre_column_of(86, A051023.len(), variant).expect("valid"), A051023, "{variant} rule 86");
     }
 }
 
@@ -43,10 +29,6 @@ fn centre_column_is_the_same_on_the_widest_ring() {
     let golden = centre_column_of(30, 512, Variant::SwChar).expect("valid");
     assert_eq!(golden[..A051023.len()], A051023);
     for variant in [Variant::SwBit, Variant::SwFast] {
-        assert_eq!(
-            centre_column_of(30, 512, variant).expect("valid"),
-            golden,
-            "{variant}"
-        );
+        assert_eq!(centre_column_of(30, 512, variant).expect("valid"), golden, "{variant}");
     }
 }

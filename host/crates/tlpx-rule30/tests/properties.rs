@@ -12,17 +12,11 @@ use tlpx_rule30::{char_run, fast_run_many, test_packets, BitLine, CharLine, Vari
 const LENGTHS: [usize; 14] = [1, 2, 3, 5, 31, 32, 33, 63, 64, 65, 127, 500, 1023, 1024];
 
 fn packets(line_length: usize, seed: u64) -> Vec<BitLine> {
-    test_packets(4, line_length, seed)
-        .expect("valid length")
-        .iter()
-        .map(BitLine::from)
-        .collect()
+    test_packets(4, line_length, seed).expect("valid length").iter().map(BitLine::from).collect()
 }
 
 fn cells(line: &BitLine) -> Vec<bool> {
-    (0..line.line_length())
-        .map(|i| line.cell(i) == Some(true))
-        .collect()
+    (0..line.line_length()).map(|i| line.cell(i) == Some(true)).collect()
 }
 
 fn from_cells(cells: &[bool]) -> BitLine {
@@ -36,15 +30,9 @@ fn check_rule_is(rule: u8, f: impl Fn(bool, bool, bool) -> bool) {
         for packet in packets(line_length, u64::from(rule)) {
             let c = cells(&packet);
             let n = c.len();
-            let expect: Vec<bool> = (0..n)
-                .map(|i| f(c[(i + n - 1) % n], c[i], c[(i + 1) % n]))
-                .collect();
+            let expect: Vec<bool> = (0..n).map(|i| f(c[(i + n - 1) % n], c[i], c[(i + 1) % n])).collect();
             for variant in Variant::ALL {
-                assert_eq!(
-                    cells(&variant.run(&packet, rule, 1)),
-                    expect,
-                    "rule {rule} {variant} {n} cells"
-                );
+                assert_eq!(cells(&variant.run(&packet, rule, 1)), expect, "rule {rule} {variant} {n} cells");
             }
         }
     }
@@ -81,16 +69,8 @@ fn rule_170_rotates_the_packed_line_towards_bit_0_and_240_away() {
     for packet in packets(64, 170) {
         let word = packet.words()[0];
         for variant in Variant::ALL {
-            assert_eq!(
-                variant.run(&packet, 170, 1).words()[0],
-                word.rotate_right(1),
-                "{variant}"
-            );
-            assert_eq!(
-                variant.run(&packet, 240, 1).words()[0],
-                word.rotate_left(1),
-                "{variant}"
-            );
+            assert_eq!(variant.run(&packet, 170, 1).words()[0], word.rotate_right(1), "{variant}");
+            assert_eq!(variant.run(&packet, 240, 1).words()[0], word.rotate_left(1), "{variant}");
         }
     }
     // A lone cell 0 under rule 170 goes to the last cell; under 240 to cell 1.
@@ -104,16 +84,8 @@ fn rule_170_rotates_the_packed_line_towards_bit_0_and_240_away() {
     for line_length in LENGTHS {
         for packet in packets(line_length, 3) {
             for variant in Variant::ALL {
-                assert_eq!(
-                    variant.run(&packet, 170, line_length),
-                    packet,
-                    "{variant} {line_length}"
-                );
-                assert_eq!(
-                    variant.run(&variant.run(&packet, 240, 7), 170, 7),
-                    packet,
-                    "{variant} {line_length}"
-                );
+                assert_eq!(variant.run(&packet, 170, line_length), packet, "{variant} {line_length}");
+                assert_eq!(variant.run(&variant.run(&packet, 240, 7), 170, 7), packet, "{variant} {line_length}");
             }
         }
     }
@@ -132,10 +104,7 @@ fn every_rule_commutes_with_rotating_the_ring() {
                     let mut after = cells(&variant.run(&packet, rule, 2));
                     after.rotate_left(by);
                     let before = cells(&variant.run(&from_cells(&rotated), rule, 2));
-                    assert_eq!(
-                        before, after,
-                        "rule {rule} {variant} {line_length} cells, rotated by {by}"
-                    );
+                    assert_eq!(before, after, "rule {rule} {variant} {line_length} cells, rotated by {by}");
                 }
             }
         }
@@ -144,9 +113,7 @@ fn every_rule_commutes_with_rotating_the_ring() {
 
 /// Bit k' of the mirror image of `rule` is bit k with left and right swapped.
 fn mirror(rule: u8) -> u8 {
-    (0..8)
-        .map(|k: u8| ((rule >> k) & 1) << ((k & 1) << 2 | (k & 2) | (k >> 2)))
-        .sum()
+    (0..8).map(|k: u8| ((rule >> k) & 1) << ((k & 1) << 2 | (k & 2) | (k >> 2))).sum()
 }
 
 /// The rule that does to the complemented line what `rule` does to the line.
@@ -158,10 +125,7 @@ fn complement(rule: u8) -> u8 {
 fn every_rule_has_its_mirror_and_complement_images() {
     assert_eq!(mirror(30), 86);
     assert_eq!(complement(30), 135);
-    assert_eq!(
-        (mirror(110), complement(110), mirror(complement(110))),
-        (124, 137, 193)
-    );
+    assert_eq!((mirror(110), complement(110), mirror(complement(110))), (124, 137, 193));
     for rule in 0..=255u8 {
         for line_length in [1, 2, 33, 64, 129, 1024] {
             for packet in packets(line_length, u64::from(rule) + 7) {
@@ -172,19 +136,10 @@ fn every_rule_has_its_mirror_and_complement_images() {
                     let out = cells(&variant.run(&packet, rule, 3));
                     let mut mirrored = cells(&variant.run(&from_cells(&reversed), mirror(rule), 3));
                     mirrored.reverse();
-                    assert_eq!(
-                        mirrored, out,
-                        "mirror of rule {rule} {variant} {line_length}"
-                    );
+                    assert_eq!(mirrored, out, "mirror of rule {rule} {variant} {line_length}");
                     let complemented: Vec<bool> =
-                        cells(&variant.run(&from_cells(&inverted), complement(rule), 3))
-                            .iter()
-                            .map(|&x| !x)
-                            .collect();
-                    assert_eq!(
-                        complemented, out,
-                        "complement of rule {rule} {variant} {line_length}"
-                    );
+                        cells(&variant.run(&from_cells(&inverted), complement(rule), 3)).iter().map(|&x| !x).collect();
+                    assert_eq!(complemented, out, "complement of rule {rule} {variant} {line_length}");
                 }
             }
         }
@@ -204,20 +159,10 @@ fn rule_30_grows_a_christmas_tree_with_live_edges() {
             for variant in Variant::ALL {
                 let grown = cells(&variant.run(&line, 30, t));
                 let alive: Vec<usize> = (0..line_length).filter(|&i| grown[i]).collect();
-                assert_eq!(
-                    alive.first(),
-                    Some(&(centre - t)),
-                    "{variant} t={t} {line_length}"
-                );
-                assert_eq!(
-                    alive.last(),
-                    Some(&(centre + t)),
-                    "{variant} t={t} {line_length}"
-                );
+                assert_eq!(alive.first(), Some(&(centre - t)), "{variant} t={t} {line_length}");
+                assert_eq!(alive.last(), Some(&(centre + t)), "{variant} t={t} {line_length}");
             }
-            assert!(batch
-                .iter()
-                .all(|b| cells(b)[centre - t] && cells(b)[centre + t]));
+            assert!(batch.iter().all(|b| cells(b)[centre - t] && cells(b)[centre + t]));
             fast_run_many(&mut batch, 30, 1);
         }
     }
@@ -229,9 +174,6 @@ fn zero_generations_return_the_packet() {
         for variant in Variant::ALL {
             assert_eq!(variant.run(&packet, 30, 0), packet);
         }
-        assert_eq!(
-            BitLine::from(&char_run(&CharLine::from(&packet), 30, 0)),
-            packet
-        );
+        assert_eq!(BitLine::from(&char_run(&CharLine::from(&packet), 30, 0)), packet);
     }
 }

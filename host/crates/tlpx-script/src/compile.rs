@@ -15,8 +15,25 @@ pub const KEYWORDS: [&str; 9] = ["let", "dma", "poke", "peek", "wait", "loop", "
 pub const DMA_OPS: [&str; 4] = ["read", "write", "readwrite", "writeread"];
 /// DMA parameters.
 pub const DMA_PARAMS: [&str; 19] = [
-    "size", "count", "duration", "request", "payload", "idle", "outstanding", "address", "window", "offset", "base", "pattern", "seed",
-    "check", "addr64", "relaxed", "nosnoop", "flush", "timeout",
+    "size",
+    "count",
+    "duration",
+    "request",
+    "payload",
+    "idle",
+    "outstanding",
+    "address",
+    "window",
+    "offset",
+    "base",
+    "pattern",
+    "seed",
+    "check",
+    "addr64",
+    "relaxed",
+    "nosnoop",
+    "flush",
+    "timeout",
 ];
 /// DMA parameters outside the generator's registers.
 pub const DMA_RUN_PARAMS: [&str; 2] = ["limit", "nowait"];
@@ -208,7 +225,8 @@ impl Compiler<'_> {
                 return self.end(l, "\"}\"");
             }
             _ => {
-                return self.err(first.col, format!("a statement starts with a keyword ({}), not {}", KEYWORDS.join(", "), describe(Some(first))));
+                return self
+                    .err(first.col, format!("a statement starts with a keyword ({}), not {}", KEYWORDS.join(", "), describe(Some(first))));
             }
         };
         match kw {
@@ -304,7 +322,10 @@ impl Compiler<'_> {
                 }
                 None => {
                     let consts = self.names.iter().filter(|(_, (n, _))| matches!(n, Name::Const(_))).map(|(k, _)| k.as_str());
-                    self.err(*col, format!("expected {what}, found \"{w}\" (not a number nor a let constant){}", names::did_you_mean(w, consts)))
+                    self.err(
+                        *col,
+                        format!("expected {what}, found \"{w}\" (not a number nor a let constant){}", names::did_you_mean(w, consts)),
+                    )
                 }
             },
             _ => self.err(t.map_or(l.eol, |t| t.col), format!("expected {what} (a number or a let constant), found {}", describe(t))),
@@ -386,12 +407,21 @@ impl Compiler<'_> {
                 let Some(reg) = names::register(w) else {
                     let hint = match names::suggest(w, names::register_names()) {
                         Some(s) => format!(": did you mean \"{s}\"?"),
-                        None => ": registers are named region.name as in docs/registers.md (e.g. spy.control), or give a BAR0 offset (0x3800)".to_string(),
+                        None => {
+                            ": registers are named region.name as in docs/registers.md (e.g. spy.control), or give a BAR0 offset (0x3800)"
+                                .to_string()
+                        }
                     };
                     return self.err(*col, format!("unknown register \"{w}\"{hint}"));
                 };
                 let Some(words) = names::words(reg) else {
-                    return self.err(*col, format!("register \"{w}\" is {} bits wide; {access} moves registers of up to 64 bits (use raw offsets for its words)", reg.size_bits));
+                    return self.err(
+                        *col,
+                        format!(
+                            "register \"{w}\" is {} bits wide; {access} moves registers of up to 64 bits (use raw offsets for its words)",
+                            reg.size_bits
+                        ),
+                    );
                 };
                 if write && !reg.writable {
                     return self.err(*col, format!("register \"{w}\" is read-only: poke writes writable registers"));
@@ -411,7 +441,10 @@ impl Compiler<'_> {
                 };
                 Ok((off, 1, name, 32))
             }
-            _ => self.err(t.map_or(l.eol, |t| t.col), format!("expected a register (region.name) or a BAR0 offset to {access}, found {}", describe(t))),
+            _ => self.err(
+                t.map_or(l.eol, |t| t.col),
+                format!("expected a register (region.name) or a BAR0 offset to {access}, found {}", describe(t)),
+            ),
         }
     }
 
@@ -466,7 +499,11 @@ impl Compiler<'_> {
                     let known: Vec<&str> = names::events().iter().map(|e| e.name).collect();
                     return self.err(
                         *col,
-                        format!("unknown event \"{w}\"{} (events: {}, or a register bit as region.name[BIT])", names::did_you_mean(w, &known), known.join(", ")),
+                        format!(
+                            "unknown event \"{w}\"{} (events: {}, or a register bit as region.name[BIT])",
+                            names::did_you_mean(w, &known),
+                            known.join(", ")
+                        ),
                     );
                 };
                 (e.register.offset as u32, e.field.shift, *col)
@@ -481,7 +518,10 @@ impl Compiler<'_> {
                 (offset, bit as u32, *col)
             }
             _ => {
-                return self.err(t.map_or(l.eol, |t| t.col), format!("expected an event (e.g. generator.done) or region.name[BIT], found {}", describe(t)));
+                return self.err(
+                    t.map_or(l.eol, |t| t.col),
+                    format!("expected an event (e.g. generator.done) or region.name[BIT], found {}", describe(t)),
+                );
             }
         };
         let event = Event { offset, bit: bit as u8 };
@@ -531,10 +571,20 @@ impl Compiler<'_> {
                 l.next();
                 match self.names.get(w) {
                     Some((Name::Result { kind: SlotKind::Check, .. }, line)) => {
-                        return self.err(*col, format!("\"{w}\" is the outcome of a check (line {line}); {what} compares peeks, marks, dma runs and wait events"));
+                        return self.err(
+                            *col,
+                            format!(
+                                "\"{w}\" is the outcome of a check (line {line}); {what} compares peeks, marks, dma runs and wait events"
+                            ),
+                        );
                     }
                     Some((Name::Result { slot, .. }, _)) => (*slot, w.clone()),
-                    _ => return self.err(*col, format!("\"{w}\" is a constant; {what} compares a result (peek, mark, dma or wait event name) or a register")),
+                    _ => {
+                        return self.err(
+                            *col,
+                            format!("\"{w}\" is a constant; {what} compares a result (peek, mark, dma or wait event name) or a register"),
+                        )
+                    }
                 }
             }
             Some(Token { tok: Tok::Word(w), col, .. }) if names::register(w).is_none() => {
@@ -542,7 +592,10 @@ impl Compiler<'_> {
                 let candidates: Vec<String> = results.chain(names::register_names()).collect();
                 return self.err(
                     *col,
-                    format!("unknown result or register \"{w}\"{} ({what} compares a named result or a register)", names::did_you_mean(w, &candidates)),
+                    format!(
+                        "unknown result or register \"{w}\"{} ({what} compares a named result or a register)",
+                        names::did_you_mean(w, &candidates)
+                    ),
                 );
             }
             Some(_) => {
@@ -590,9 +643,17 @@ impl Compiler<'_> {
         let operation = match t {
             Some(Token { tok: Tok::Word(w), .. }) if DMA_OPS.contains(&w.as_str()) => w.clone(),
             Some(Token { tok: Tok::Word(w), col, .. }) => {
-                return self.err(*col, format!("unknown DMA operation \"{w}\"{} (operations: {})", names::did_you_mean(w, DMA_OPS), DMA_OPS.join(", ")));
+                return self.err(
+                    *col,
+                    format!("unknown DMA operation \"{w}\"{} (operations: {})", names::did_you_mean(w, DMA_OPS), DMA_OPS.join(", ")),
+                );
             }
-            _ => return self.err(t.map_or(l.eol, |t| t.col), format!("expected a DMA operation ({}) after dma, found {}", DMA_OPS.join(", "), describe(t))),
+            _ => {
+                return self.err(
+                    t.map_or(l.eol, |t| t.col),
+                    format!("expected a DMA operation ({}) after dma, found {}", DMA_OPS.join(", "), describe(t)),
+                )
+            }
         };
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut errors: Vec<Diagnostic> = Vec::new();
@@ -605,12 +666,20 @@ impl Compiler<'_> {
                     Err(d) => errors.push(d),
                 }
                 if let Some(t) = l.peek() {
-                    errors.push(Diagnostic::new(self.line, t.col, format!("unexpected {} after the result name: \"-> NAME\" ends the dma line", describe(Some(t)))));
+                    errors.push(Diagnostic::new(
+                        self.line,
+                        t.col,
+                        format!("unexpected {} after the result name: \"-> NAME\" ends the dma line", describe(Some(t))),
+                    ));
                 }
                 break;
             }
             let Tok::Word(key) = &t.tok else {
-                errors.push(Diagnostic::new(self.line, t.col, format!("expected a DMA parameter (key=value), found {}", describe(Some(t)))));
+                errors.push(Diagnostic::new(
+                    self.line,
+                    t.col,
+                    format!("expected a DMA parameter (key=value), found {}", describe(Some(t))),
+                ));
                 break;
             };
             l.next();
@@ -735,7 +804,9 @@ impl Compiler<'_> {
             match t {
                 Some(Token { tok: Tok::Word(w) | Tok::Num(w), .. }) if ["on", "yes", "true", "1"].contains(&w.as_str()) => Ok(true),
                 Some(Token { tok: Tok::Word(w) | Tok::Num(w), .. }) if ["off", "no", "false", "0"].contains(&w.as_str()) => Ok(false),
-                _ => this.err(t.map_or(l.eol, |t| t.col), format!("{key} is on or off (also yes/no, true/false, 1/0), not {}", describe(t))),
+                _ => {
+                    this.err(t.map_or(l.eol, |t| t.col), format!("{key} is on or off (also yes/no, true/false, 1/0), not {}", describe(t)))
+                }
             }
         };
         let choice = |l: &mut Line, this: &Self, options: &[&str]| -> R<usize> {
@@ -763,9 +834,19 @@ impl Compiler<'_> {
             "request" | "payload" => {
                 let (v, col) = self.int(l, &format!("{key} size (bytes)"), 4, 4096)?;
                 if !v.is_power_of_two() {
-                    return self.err(col, format!("{key} size must be a power of two in 4..=4096, not {v} (the card also caps it at the link's {})", if key == "request" { "MRRS" } else { "MPS" }));
+                    return self.err(
+                        col,
+                        format!(
+                            "{key} size must be a power of two in 4..=4096, not {v} (the card also caps it at the link's {})",
+                            if key == "request" { "MRRS" } else { "MPS" }
+                        ),
+                    );
                 }
-                if key == "request" { p.request = v } else { p.payload = v }
+                if key == "request" {
+                    p.request = v
+                } else {
+                    p.payload = v
+                }
             }
             "idle" => {
                 let (q, col) = self.value(l, "idle")?;
@@ -814,7 +895,10 @@ impl Compiler<'_> {
             "nowait" => p.nowait = flag(l, self)?,
             other => {
                 let all: Vec<&str> = DMA_PARAMS.iter().chain(DMA_RUN_PARAMS.iter()).copied().collect();
-                return self.err(kcol, format!("unknown DMA parameter \"{other}\"{} (parameters: {})", names::did_you_mean(other, &all), all.join(", ")));
+                return self.err(
+                    kcol,
+                    format!("unknown DMA parameter \"{other}\"{} (parameters: {})", names::did_you_mean(other, &all), all.join(", ")),
+                );
             }
         }
         Ok(())

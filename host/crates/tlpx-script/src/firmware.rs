@@ -118,7 +118,10 @@ impl FirmwareImage {
             return refuse(
                 "payload length",
                 format!("{length} bytes in the header, but the file holds {} bytes after the header", payload.len()),
-                format!("a file of exactly {} bytes (header + payload): the file is truncated or has trailing bytes", HEADER_LEN + length as usize),
+                format!(
+                    "a file of exactly {} bytes (header + payload): the file is truncated or has trailing bytes",
+                    HEADER_LEN + length as usize
+                ),
             );
         }
         let computed = crc32(payload);
@@ -286,7 +289,10 @@ mod tests {
         let img = FirmwareImage::parse(&good().encode()).unwrap();
         let e = img.check_card(tlpx_regs::MAP_HASH, 0x40000).expect_err("wrong map");
         assert_eq!(e.field, "map hash");
-        assert!(e.found == format!("0x{:08x}", tlpx_regs::MAP_HASH_CPU) && e.accepted.contains(&format!("0x{:08x}", tlpx_regs::MAP_HASH)), "{e}");
+        assert!(
+            e.found == format!("0x{:08x}", tlpx_regs::MAP_HASH_CPU) && e.accepted.contains(&format!("0x{:08x}", tlpx_regs::MAP_HASH)),
+            "{e}"
+        );
         let e = img.check_card(tlpx_regs::MAP_HASH_CPU, 0x80000).expect_err("wrong base");
         assert_eq!(e.field, "load address");
         assert!(e.to_string().contains("0x00040000") && e.to_string().contains("0x00080000"), "{e}");

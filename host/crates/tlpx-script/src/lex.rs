@@ -70,7 +70,9 @@ pub fn tokens(line_no: usize, line: &str) -> Result<Vec<Token>, Diagnostic> {
         return Err(Diagnostic::new(
             line_no,
             start + 1,
-            format!("unexpected character {c:?}: a line holds names, numbers, the symbols -> == != < <= > >= = & | {{ }} [ ], and # comments"),
+            format!(
+                "unexpected character {c:?}: a line holds names, numbers, the symbols -> == != < <= > >= = & | {{ }} [ ], and # comments"
+            ),
         ));
     }
     Ok(out)
@@ -131,7 +133,8 @@ fn unit(suffix: &str) -> Option<Unit> {
 
 /// Parses a number token, with `unit` the separate unit word after it, if any.
 pub fn quantity(text: &str, separate_unit: Option<&str>) -> Result<Qty, String> {
-    let accepted = "decimal (1_000), hex (0x3800) or binary (0b101), with an optional unit: B, K/KiB, M/MiB, G/GiB (x1024), ns, us, ms, s or cycles";
+    let accepted =
+        "decimal (1_000), hex (0x3800) or binary (0b101), with an optional unit: B, K/KiB, M/MiB, G/GiB (x1024), ns, us, ms, s or cycles";
     let lower = text.to_ascii_lowercase();
     if lower.starts_with("0x") || lower.starts_with("0b") {
         let radix = if lower.starts_with("0x") { 16 } else { 2 };
@@ -143,7 +146,10 @@ pub fn quantity(text: &str, separate_unit: Option<&str>) -> Result<Qty, String> 
             if digits.chars().all(|c| c.is_digit(radix)) {
                 format!("number \"{text}\" does not fit in 64 bits")
             } else {
-                format!("bad number \"{text}\": {} digits only (a hex or binary number takes no unit)", if radix == 16 { "hex" } else { "binary" })
+                format!(
+                    "bad number \"{text}\": {} digits only (a hex or binary number takes no unit)",
+                    if radix == 16 { "hex" } else { "binary" }
+                )
             }
         })?;
         if let Some(word) = separate_unit {

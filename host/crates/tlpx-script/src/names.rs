@@ -38,15 +38,55 @@ pub struct NamedEvent {
 /// The named events of `wait event`.
 pub fn events() -> [NamedEvent; 9] {
     [
-        NamedEvent { name: "generator.done", register: generator::STATUS, field: generator::status::DONE, meaning: "the generator's run ended" },
-        NamedEvent { name: "irq_timer.fire", register: irq_timer::STATUS, field: irq_timer::status::PENDING, meaning: "the interrupt timer fired (a fire waits for ack_user)" },
-        NamedEvent { name: "irq_timer.done", register: irq_timer::STATUS, field: irq_timer::status::DONE, meaning: "the interrupt timer made its count of fires" },
-        NamedEvent { name: "rt_loop.done", register: rt_loop::STATUS, field: rt_loop::status::DONE, meaning: "the real-time loop made its iterations" },
-        NamedEvent { name: "rt_loop.waiting", register: rt_loop::STATUS, field: rt_loop::status::WAITING, meaning: "the real-time loop waits for the host's result" },
+        NamedEvent {
+            name: "generator.done",
+            register: generator::STATUS,
+            field: generator::status::DONE,
+            meaning: "the generator's run ended",
+        },
+        NamedEvent {
+            name: "irq_timer.fire",
+            register: irq_timer::STATUS,
+            field: irq_timer::status::PENDING,
+            meaning: "the interrupt timer fired (a fire waits for ack_user)",
+        },
+        NamedEvent {
+            name: "irq_timer.done",
+            register: irq_timer::STATUS,
+            field: irq_timer::status::DONE,
+            meaning: "the interrupt timer made its count of fires",
+        },
+        NamedEvent {
+            name: "rt_loop.done",
+            register: rt_loop::STATUS,
+            field: rt_loop::status::DONE,
+            meaning: "the real-time loop made its iterations",
+        },
+        NamedEvent {
+            name: "rt_loop.waiting",
+            register: rt_loop::STATUS,
+            field: rt_loop::status::WAITING,
+            meaning: "the real-time loop waits for the host's result",
+        },
         NamedEvent { name: "spy.triggered", register: spy::STATUS, field: spy::status::TRIGGERED, meaning: "the spy's trigger matched" },
-        NamedEvent { name: "spy.stopped", register: spy::STATUS, field: spy::status::STOPPED, meaning: "the spy stopped after its post-trigger count" },
-        NamedEvent { name: "rule30.complete", register: rule30::STATUS, field: rule30::status::COMPLETE, meaning: "the rule-30 accelerator completed an operation" },
-        NamedEvent { name: "rule30_batch.done", register: rule30_batch::STATUS, field: rule30_batch::status::DONE, meaning: "the rule-30 batch engine finished its batch" },
+        NamedEvent {
+            name: "spy.stopped",
+            register: spy::STATUS,
+            field: spy::status::STOPPED,
+            meaning: "the spy stopped after its post-trigger count",
+        },
+        NamedEvent {
+            name: "rule30.complete",
+            register: rule30::STATUS,
+            field: rule30::status::COMPLETE,
+            meaning: "the rule-30 accelerator completed an operation",
+        },
+        NamedEvent {
+            name: "rule30_batch.done",
+            register: rule30_batch::STATUS,
+            field: rule30_batch::status::DONE,
+            meaning: "the rule-30 batch engine finished its batch",
+        },
     ]
 }
 

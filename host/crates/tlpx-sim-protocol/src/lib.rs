@@ -111,28 +111,56 @@ impl Request {
 pub enum Reply {
     HelloOk(Box<HelloInfo>),
     /// The sim speaks another protocol version (or Hello came twice); the connection closes.
-    HelloRefused { sim_protocol_version: u32, message: String },
-    ConfigData { data: Vec<u8> },
+    HelloRefused {
+        sim_protocol_version: u32,
+        message: String,
+    },
+    ConfigData {
+        data: Vec<u8>,
+    },
     ConfigWritten,
     /// The value of an `MmioRead`, zero-extended, and the card cycle its completion arrived.
-    MmioValue { value: u64, card_cycle: u64 },
+    MmioValue {
+        value: u64,
+        card_cycle: u64,
+    },
     DmaAllocated(DmaAllocation),
     DmaFreed,
-    Irq { vector: u32, card_cycle: u64 },
-    IrqTimedOut { card_cycle: u64 },
-    Advanced { now: u64 },
+    Irq {
+        vector: u32,
+        card_cycle: u64,
+    },
+    IrqTimedOut {
+        card_cycle: u64,
+    },
+    Advanced {
+        now: u64,
+    },
     /// The completion of an injected non-posted TLP (header + payload DWs; the tag is the
     /// one the client sent).
-    InjectCompletion { dwords: Vec<u32>, card_cycle: u64 },
+    InjectCompletion {
+        dwords: Vec<u32>,
+        card_cycle: u64,
+    },
     /// An injected posted TLP (or completion) was accepted by the card.
-    InjectDelivered { card_cycle: u64 },
+    InjectDelivered {
+        card_cycle: u64,
+    },
     /// Nothing came back within `wait_cycles` (or a posted TLP was not accepted in time).
-    InjectTimedOut { card_cycle: u64 },
+    InjectTimedOut {
+        card_cycle: u64,
+    },
     Stats(Box<SimStats>),
     ShuttingDown,
-    Error { kind: ErrorKind, message: String },
+    Error {
+        kind: ErrorKind,
+        message: String,
+    },
     /// The bytes of an `MmioReadBlock` and the card cycle its last completion arrived.
-    MmioBlock { data: Vec<u8>, card_cycle: u64 },
+    MmioBlock {
+        data: Vec<u8>,
+        card_cycle: u64,
+    },
     /// `SetDmaFaults` took effect; the card's next memory read is read number 1.
     DmaFaultsSet,
 }
@@ -618,10 +646,7 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
 
 /// bincode 1.3 options of the protocol: little endian, fixed-width integers, bounded sizes.
 fn options() -> impl bincode::Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_limit(u64::from(MAX_FRAME_BYTES))
-        .reject_trailing_bytes()
+    bincode::DefaultOptions::new().with_fixint_encoding().with_limit(u64::from(MAX_FRAME_BYTES)).reject_trailing_bytes()
 }
 
 // Shared checks and paths -------------------------------------------------------------------------
@@ -631,11 +656,7 @@ fn bar_size(bar: u8, bar_sizes: &[Option<u64>]) -> Result<u64, String> {
     match bar_sizes.get(bar as usize).copied().flatten() {
         Some(size) => Ok(size),
         None => {
-            let implemented: Vec<String> = bar_sizes
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.map(|_| format!("BAR{i}")))
-                .collect();
+            let implemented: Vec<String> = bar_sizes.iter().enumerate().filter_map(|(i, s)| s.map(|_| format!("BAR{i}"))).collect();
             Err(format!("BAR{bar} is not implemented by the card; it has {}", implemented.join(", ")))
         }
     }
@@ -648,9 +669,7 @@ pub fn check_mmio(bar: u8, offset: u64, width: u8, bar_sizes: &[Option<u64>]) ->
         return Err(format!("access width must be 1, 2, 4 or 8 bytes, not {width}"));
     }
     if !offset.is_multiple_of(u64::from(width)) {
-        return Err(format!(
-            "offset {offset:#x} is not aligned to the access width of {width} bytes: accesses must be naturally aligned"
-        ));
+        return Err(format!("offset {offset:#x} is not aligned to the access width of {width} bytes: accesses must be naturally aligned"));
     }
     if offset.checked_add(u64::from(width)).is_none_or(|end| end > size) {
         return Err(format!("offset {offset:#x} + {width} bytes is outside BAR{bar} of {size:#x} bytes"));
@@ -785,7 +804,18 @@ mod tests {
         let f = DmaFaults { ur_every: 2, ca_every: 3, poison_every: 5, drop_every: 7 };
         let got: Vec<Option<DmaFault>> = (1..=7).map(|n| f.fault_for_read(n)).collect();
         use DmaFault::*;
-        assert_eq!(got, vec![None, Some(UnsupportedRequest), Some(CompleterAbort), Some(UnsupportedRequest), Some(Poisoned), Some(UnsupportedRequest), Some(Dropped)]);
+        assert_eq!(
+            got,
+            vec![
+                None,
+                Some(UnsupportedRequest),
+                Some(CompleterAbort),
+                Some(UnsupportedRequest),
+                Some(Poisoned),
+                Some(UnsupportedRequest),
+                Some(Dropped)
+            ]
+        );
         assert!(DmaFaults::default().is_off());
         assert_eq!(DmaFaults::default().fault_for_read(1), None);
     }
@@ -797,7 +827,10 @@ mod tests {
         let rd = tlp::mem_read(0x0100, 130, 0x1_0000_0002, 16, 0b1100, 0xF, false);
         let rd0 = tlp::with_attributes(rd[0], true, true);
         t.card_reads.add(rd0, 62);
-        assert_eq!(t.card_reads, RequestCounts { tlps: 1, bytes: 62, dw_bytes: 64, header_4dw: 1, relaxed_ordering: 1, no_snoop: 1, ..Default::default() });
+        assert_eq!(
+            t.card_reads,
+            RequestCounts { tlps: 1, bytes: 62, dw_bytes: 64, header_4dw: 1, relaxed_ordering: 1, no_snoop: 1, ..Default::default() }
+        );
         let earlier = t;
         // A CplD of 2 DWs answering a 2-byte read at offset 1 (Lower Address 1, Byte Count 2).
         let (d1, d2) = tlp::cpl_dw12(0, tlp::CPL_SC, 2, 0x0100, 5, 1);

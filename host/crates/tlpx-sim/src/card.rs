@@ -94,8 +94,8 @@ impl CardLibrary {
         }
         // SAFETY: loading a shared library runs its constructors; the card library is a
         // Verilated model whose constructors only set up static data.
-        let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| CardError::Load { path: path.to_owned(), reason: e.to_string() })?;
+        let lib =
+            unsafe { libloading::Library::new(path) }.map_err(|e| CardError::Load { path: path.to_owned(), reason: e.to_string() })?;
         fn sym<T: Copy>(lib: &libloading::Library, path: &Path, name: &str) -> Result<T, CardError> {
             // SAFETY: the types above are the prototypes of tlpx_card.h.
             unsafe { lib.get::<T>(name.as_bytes()) }

@@ -159,7 +159,7 @@ impl ConfigSpace {
         // Link Capabilities: max speed, max width, port 0.
         c.put32(PCIE_LINKCAP, u32::from(p.generation) | (u32::from(p.lanes) << 4));
         c.mask16(PCIE_LINKCTL, 0x0003 | (1 << 6) | (1 << 7)); // ASPM, common clock, ext synch
-        // Link Status: current speed and negotiated width; slot clock configuration.
+                                                              // Link Status: current speed and negotiated width; slot clock configuration.
         c.put16(PCIE_LINKSTA, u16::from(p.generation) | (u16::from(p.lanes) << 4) | (1 << 12));
         // Device Capabilities 2: completion timeout ranges A-D supported, disable supported.
         c.put32(PCIE_DEVCAP2, 0x1F);

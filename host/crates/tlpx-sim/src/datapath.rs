@@ -49,7 +49,11 @@ pub fn datapath_warning(link: &LinkConfig, data_width: u32, clock_hz: f64) -> Op
     if dp >= raw {
         return None;
     }
-    let advice = if data_width < 256 { "use a wider --data-width, fewer --lanes or a lower --gen" } else { "the widest card; use fewer --lanes or a lower --gen" };
+    let advice = if data_width < 256 {
+        "use a wider --data-width, fewer --lanes or a lower --gen"
+    } else {
+        "the widest card; use fewer --lanes or a lower --gen"
+    };
     Some(format!(
         "the {data_width}-bit card at {:.0} MHz moves {:.2} GB/s each way, less than the {:.2} GB/s of a Gen{} x{} link: \
          the datapath, not the link, limits throughput ({advice})",
@@ -80,17 +84,17 @@ mod tests {
             (1, 4, 64, false),  // 1.00 GB/s = 64 bits × 125 MHz exactly
             (1, 8, 128, false), // 2.00 GB/s
             (1, 16, 256, false),
-            (2, 1, 64, false), // 0.50
-            (2, 2, 64, false), // 1.00
-            (2, 4, 128, false), // 2.00 = 128 bits × 125 MHz exactly
-            (2, 8, 256, false), // 4.00
+            (2, 1, 64, false),   // 0.50
+            (2, 2, 64, false),   // 1.00
+            (2, 4, 128, false),  // 2.00 = 128 bits × 125 MHz exactly
+            (2, 8, 256, false),  // 4.00
             (2, 16, 256, false), // 8.00 = 256 bits × 250 MHz exactly
-            (3, 1, 64, false),  // 0.98
-            (3, 2, 128, false), // 1.97
-            (3, 4, 256, false), // 3.94
-            (3, 8, 256, false), // 7.88
-            (3, 16, 256, true), // 15.75
-            (4, 4, 256, false), // 7.88
+            (3, 1, 64, false),   // 0.98
+            (3, 2, 128, false),  // 1.97
+            (3, 4, 256, false),  // 3.94
+            (3, 8, 256, false),  // 7.88
+            (3, 16, 256, true),  // 15.75
+            (4, 4, 256, false),  // 7.88
             (4, 8, 256, true),
             (5, 2, 256, false), // 7.88
             (5, 16, 256, true),

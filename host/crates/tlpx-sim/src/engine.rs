@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use tlpx_model::link::LinkConfig;
 use tlpx_sim_protocol::tlp::{self, Kind};
 use tlpx_sim_protocol::{
-    check_mmio, check_mmio_block, encode_frame, ClientStats, DirectionStats, DmaAllocation, DmaFaults, ErrorKind, HelloInfo,
-    HostTime, HostTimeStats, Reply, Request, SimStats, TrafficStats, PROTOCOL_VERSION,
+    check_mmio, check_mmio_block, encode_frame, ClientStats, DirectionStats, DmaAllocation, DmaFaults, ErrorKind, HelloInfo, HostTime,
+    HostTimeStats, Reply, Request, SimStats, TrafficStats, PROTOCOL_VERSION,
 };
 
 use crate::card::{Card, CardInputs, CardOutputs, MAX_DWORDS};
@@ -44,10 +44,20 @@ const KINDS: usize = Kind::Other as usize + 1;
 
 /// What the reader threads and the signal thread tell the sim thread.
 pub enum Event {
-    Connected { id: u64, writer: UnixStream },
+    Connected {
+        id: u64,
+        writer: UnixStream,
+    },
     /// `at`: when the reader thread had the whole frame (the request's wall-clock arrival).
-    Request { id: u64, request: Request, at: Instant },
-    Closed { id: u64, reason: String },
+    Request {
+        id: u64,
+        request: Request,
+        at: Instant,
+    },
+    Closed {
+        id: u64,
+        reason: String,
+    },
     Signal(i32),
 }
 
@@ -92,8 +102,16 @@ struct DownTlp {
 
 enum TagKind {
     /// A CPU load of `len` bytes at BAR0 `offset`; `block`: answered with MmioBlock.
-    Mmio { offset: u64, len: u8, block: bool, data: ReadCollector },
-    Inject { orig_tag: u8, collected: Vec<u32> },
+    Mmio {
+        offset: u64,
+        len: u8,
+        block: bool,
+        data: ReadCollector,
+    },
+    Inject {
+        orig_tag: u8,
+        collected: Vec<u32>,
+    },
 }
 
 struct TagUse {
@@ -105,14 +123,30 @@ struct TagUse {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Blocked {
-    MmioRead { tag: u8, serial: u64 },
-    WaitIrq { mask: u32, serial: u64 },
-    Advance { serial: u64 },
-    InjectNonPosted { tag: u8, serial: u64 },
-    InjectPosted { token: u64, serial: u64 },
+    MmioRead {
+        tag: u8,
+        serial: u64,
+    },
+    WaitIrq {
+        mask: u32,
+        serial: u64,
+    },
+    Advance {
+        serial: u64,
+    },
+    InjectNonPosted {
+        tag: u8,
+        serial: u64,
+    },
+    InjectPosted {
+        token: u64,
+        serial: u64,
+    },
     /// `--host-time real`: the card runs for the client's host time before its request at
     /// the front of its queue is processed. No reply.
-    HostTime { serial: u64 },
+    HostTime {
+        serial: u64,
+    },
 }
 
 impl Blocked {
@@ -711,7 +745,11 @@ impl Sim {
                         Reply::MmioValue { value: u64::from_le_bytes(v), card_cycle: self.now }
                     }
                 } else {
-                    let what = if status == tlp::CPL_SC { "a completion without data".to_string() } else { format!("completion status {}", tlp::status_name(status)) };
+                    let what = if status == tlp::CPL_SC {
+                        "a completion without data".to_string()
+                    } else {
+                        format!("completion status {}", tlp::status_name(status))
+                    };
                     Reply::Error {
                         kind: status_kind(status),
                         message: format!("the card answered the {len}-byte read of BAR0 offset {offset:#x} with {what}"),
@@ -725,9 +763,7 @@ impl Sim {
                 tlp::set_cpl_tag(&mut collected[start..], *orig_tag);
                 let len_bytes = 4 * tlp::payload_dw(t[0]) as u32;
                 let offset_in_dw = u32::from(tlp::cpl_lower_address(t[2]) & 3);
-                let last = status != tlp::CPL_SC
-                    || tlp::payload_dw(t[0]) == 0
-                    || tlp::cpl_byte_count(t[1]) + offset_in_dw <= len_bytes;
+                let last = status != tlp::CPL_SC || tlp::payload_dw(t[0]) == 0 || tlp::cpl_byte_count(t[1]) + offset_in_dw <= len_bytes;
                 if !last {
                     self.tags[usize::from(tag)] = Some(used);
                     return;
@@ -1190,7 +1226,11 @@ impl Sim {
             },
             Request::WaitIrq { vector_mask, timeout_cycles } => {
                 if vector_mask == 0 {
-                    self.error(id, ErrorKind::InvalidArgument, "vector_mask 0 selects no vector: set bit n to wait for vector n (0..31)".into());
+                    self.error(
+                        id,
+                        ErrorKind::InvalidArgument,
+                        "vector_mask 0 selects no vector: set bit n to wait for vector n (0..31)".into(),
+                    );
                     return;
                 }
                 if let Some(pos) = c.irqs.iter().position(|(v, _)| vector_mask & (1u32 << (v & 31)) != 0) {
@@ -1316,7 +1356,8 @@ impl Sim {
         let mut s = self.c.stats.clone();
         s.cycles = self.now;
         s.wall_seconds_in_cycle_loop = self.c.wall.as_secs_f64();
-        s.cycles_per_second = if s.wall_seconds_in_cycle_loop > 0.0 { self.c.cycles_run as f64 / s.wall_seconds_in_cycle_loop } else { 0.0 };
+        s.cycles_per_second =
+            if s.wall_seconds_in_cycle_loop > 0.0 { self.c.cycles_run as f64 / s.wall_seconds_in_cycle_loop } else { 0.0 };
         let by_type = |counts: &[u64; KINDS]| -> BTreeMap<String, u64> {
             ALL_KINDS.iter().filter(|k| counts[**k as usize] > 0).map(|k| (k.name().to_string(), counts[*k as usize])).collect()
         };

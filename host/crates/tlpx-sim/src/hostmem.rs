@@ -90,10 +90,7 @@ impl Allocator {
     pub fn free(&mut self, client: u64, id: u64) -> Result<Allocation, String> {
         let Some((&off, &a)) = self.used.iter().find(|(_, a)| a.id == id && a.client == client) else {
             let mine: Vec<String> = self.used.values().filter(|a| a.client == client).map(|a| a.id.to_string()).collect();
-            return Err(format!(
-                "DMA allocation id {id} is not one of this client's live allocations (live: [{}])",
-                mine.join(", ")
-            ));
+            return Err(format!("DMA allocation id {id} is not one of this client's live allocations (live: [{}])", mine.join(", ")));
         };
         self.used.remove(&off);
         self.release(off, a.len);

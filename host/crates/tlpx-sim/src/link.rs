@@ -135,8 +135,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use tlpx_model::link::{
-        completions_for_read, read_bandwidth, read_requests, read_write_bandwidth, write_bandwidth, write_requests,
-        Operation,
+        completions_for_read, read_bandwidth, read_requests, read_write_bandwidth, write_bandwidth, write_requests, Operation,
     };
 
     use super::*;

@@ -135,13 +135,7 @@ pub fn read_range(req: &[u32]) -> (u64, u32) {
 /// Completes a memory read `req` whose bytes are all readable: CplDs split as the link
 /// model says (RCB/MPS, no 4 KiB crossing), with data read through `read(addr, buf)`.
 /// Each completion is pushed onto `out` (header + payload DWs).
-pub fn read_completions(
-    cfg: &LinkConfig,
-    completer_id: u16,
-    req: &[u32],
-    mut read: impl FnMut(u64, &mut [u8]),
-    out: &mut Vec<Vec<u32>>,
-) {
+pub fn read_completions(cfg: &LinkConfig, completer_id: u16, req: &[u32], mut read: impl FnMut(u64, &mut [u8]), out: &mut Vec<Vec<u32>>) {
     let requester = tlp::requester_id(req[1]);
     let tag = tlp::tag(req[1]);
     let (start, count) = read_range(req);
@@ -287,11 +281,17 @@ mod tests {
         // 64 bytes at 0x1020 from a completer with RCB 64 and MPS 128: pieces at the RCB.
         let req = tlp::mem_read(0x0100, 9, 0x1021, 17, 0b1110, 0b0001, false);
         let mut cpls = vec![];
-        read_completions(&cfg(128, 64), 0, &req, |a, buf| {
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = (a as usize + i) as u8;
-            }
-        }, &mut cpls);
+        read_completions(
+            &cfg(128, 64),
+            0,
+            &req,
+            |a, buf| {
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = (a as usize + i) as u8;
+                }
+            },
+            &mut cpls,
+        );
         assert_eq!(cpls.len(), 2, "split at 0x1040");
         let mut c = ReadCollector::new(64);
         assert!(!c.add(&cpls[0]));
@@ -312,11 +312,17 @@ mod tests {
         // 512 bytes at 0x1020: first completion to the 64-byte RCB boundary, then MPS pieces.
         let req = tlp::mem_read(0x0100, 9, 0x1020, 128, 0xF, 0xF, false);
         let mut out = vec![];
-        read_completions(&cfg(256, 64), 0, &req, |a, buf| {
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = (a as usize + i) as u8;
-            }
-        }, &mut out);
+        read_completions(
+            &cfg(256, 64),
+            0,
+            &req,
+            |a, buf| {
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = (a as usize + i) as u8;
+                }
+            },
+            &mut out,
+        );
         let sizes: Vec<u32> = out.iter().map(|c| tlp::length_dw(c[0])).collect();
         assert_eq!(sizes, vec![8, 64, 56]);
         let counts: Vec<u32> = out.iter().map(|c| tlp::cpl_byte_count(c[1])).collect();

@@ -284,8 +284,8 @@ pub fn choose_card(opts: &SimOptions) -> Result<(CardLibrary, u8, Option<String>
         }
     }
     let lanes = lanes_for(lib.data_width());
-    let link = LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false)
-        .map_err(|e| SimError::Invalid(e.to_string()))?;
+    let link =
+        LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false).map_err(|e| SimError::Invalid(e.to_string()))?;
     let warning = datapath_warning(&link, lib.data_width(), card_clock_hz(&lib, opts.clock_mhz)?);
     Ok((lib, lanes, warning))
 }
@@ -304,10 +304,13 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     if let Some(w) = warning {
         eprintln!("tlpx-sim: warning: {w}");
     }
-    let link = LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false)
-        .map_err(|e| SimError::Invalid(e.to_string()))?;
+    let link =
+        LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false).map_err(|e| SimError::Invalid(e.to_string()))?;
     let clock_hz = card_clock_hz(&lib, opts.clock_mhz)?;
-    let mps_supported = build_info_number(lib.build_info(), "max_payload_size").map(|v| v as u32).filter(|v| v.is_power_of_two() && (128..=4096).contains(v)).unwrap_or(4096);
+    let mps_supported = build_info_number(lib.build_info(), "max_payload_size")
+        .map(|v| v as u32)
+        .filter(|v| v.is_power_of_two() && (128..=4096).contains(v))
+        .unwrap_or(4096);
     let config = ConfigSpace::new(ConfigParams {
         generation: opts.generation,
         lanes,
@@ -334,17 +337,16 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         )));
     }
     if !(1..=10_000_000).contains(&opts.host_time_cap_us) {
-        return Err(SimError::Invalid(format!(
-            "--host-time-cap-us must be 1..10000000 (10 s), not {}",
-            opts.host_time_cap_us
-        )));
+        return Err(SimError::Invalid(format!("--host-time-cap-us must be 1..10000000 (10 s), not {}", opts.host_time_cap_us)));
     }
     if opts.completion_timeout_us == 0 {
         return Err(SimError::Invalid("--completion-timeout-us must be at least 1".into()));
     }
     for (off, _) in &opts.corrupt_read {
         if !off.is_multiple_of(4) || *off >= BAR0_SIZE {
-            return Err(SimError::Invalid(format!("--corrupt-read offset {off:#x} must be a DW-aligned offset inside BAR0 (0..{BAR0_SIZE:#x})")));
+            return Err(SimError::Invalid(format!(
+                "--corrupt-read offset {off:#x} must be a DW-aligned offset inside BAR0 (0..{BAR0_SIZE:#x})"
+            )));
         }
     }
     let card = lib.instantiate()?;
@@ -353,10 +355,8 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     files.claim()?;
     let mem = HostMemory::create(&files.host_memory, host_mem_bytes, opts.dma_base)
         .map_err(io(format!("cannot create the host-memory file {}", files.host_memory.display())))?;
-    let listener = UnixListener::bind(&files.socket).map_err(io(format!(
-        "cannot listen on {} (paths longer than 107 bytes do not work for Unix sockets)",
-        files.socket.display()
-    )))?;
+    let listener = UnixListener::bind(&files.socket)
+        .map_err(io(format!("cannot listen on {} (paths longer than 107 bytes do not work for Unix sockets)", files.socket.display())))?;
     let _ = std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600));
     std::fs::write(&files.pid, format!("{}\n", std::process::id())).map_err(io(format!("cannot write {}", files.pid.display())))?;
 
@@ -416,11 +416,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     files.remove();
     if !opts.quiet {
         let s = sim.stats();
-        eprintln!(
-            "tlpx-sim: stopped at card cycle {} ({:.2} M cycles/s while running)",
-            s.cycles,
-            s.cycles_per_second / 1e6
-        );
+        eprintln!("tlpx-sim: stopped at card cycle {} ({:.2} M cycles/s while running)", s.cycles, s.cycles_per_second / 1e6);
     }
     Ok(())
 }
@@ -464,7 +460,12 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
         BAR0_SIZE >> 10,
         files.dump.display()
     );
-    println!("  memory  {} MiB host memory at bus {:#x}: {}", h.host_memory_size >> 20, h.host_memory_bus_base, files.host_memory.display());
+    println!(
+        "  memory  {} MiB host memory at bus {:#x}: {}",
+        h.host_memory_size >> 20,
+        h.host_memory_bus_base,
+        files.host_memory.display()
+    );
     println!(
         "  time    {}",
         if opts.free_run {

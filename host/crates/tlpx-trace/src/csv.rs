@@ -155,10 +155,7 @@ impl<W: Write> CsvWriter<W> {
 }
 
 /// Converts a whole trace (footer row last, when present); returns the rows written.
-pub fn trace_to_csv<R: Read + Seek, W: Write>(
-    reader: TraceReader<R>,
-    out: W,
-) -> Result<u64, TraceError> {
+pub fn trace_to_csv<R: Read + Seek, W: Write>(reader: TraceReader<R>, out: W) -> Result<u64, TraceError> {
     let io = |e| TraceError::io(0, "writing CSV", e);
     let footer = reader.footer_record().copied();
     let mut csv = CsvWriter::new(out, reader.clock_hz()).map_err(io)?;

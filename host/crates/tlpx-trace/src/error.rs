@@ -15,19 +15,10 @@ pub enum TraceError {
         source: std::io::Error,
     },
 
-    #[error(
-        "offset {offset}: file ends after {file_len} bytes, expected {expected} (is this a complete tlpx trace?)"
-    )]
-    TruncatedHeader {
-        offset: u64,
-        file_len: u64,
-        expected: String,
-    },
+    #[error("offset {offset}: file ends after {file_len} bytes, expected {expected} (is this a complete tlpx trace?)")]
+    TruncatedHeader { offset: u64, file_len: u64, expected: String },
 
-    #[error(
-        "offset 0: wrong magic {}, expected `TLPXTRC\\0` (54 4c 50 58 54 52 43 00): not a tlpx trace",
-        hex(found)
-    )]
+    #[error("offset 0: wrong magic {}, expected `TLPXTRC\\0` (54 4c 50 58 54 52 43 00): not a tlpx trace", hex(found))]
     BadMagic { found: [u8; 8] },
 
     #[error("offset 8: file format version {found} is not supported, expected 1 (a newer tlpx wrote this trace: upgrade tlpx-trace)")]
@@ -49,51 +40,29 @@ pub enum TraceError {
     HeaderJson { offset: u64, message: String },
 
     #[error("offset {offset}: header JSON key `{key}` {problem}, expected {expected}")]
-    HeaderKey {
-        offset: u64,
-        key: String,
-        problem: String,
-        expected: String,
-    },
+    HeaderKey { offset: u64, key: String, problem: String, expected: String },
 
-    #[error(
-        "offset {offset}: header field table does not match record format version 1: {detail}"
-    )]
+    #[error("offset {offset}: header field table does not match record format version 1: {detail}")]
     FieldTableMismatch { offset: u64, detail: String },
 
     #[error("offset {offset}: header padding byte is {found:#04x}, expected 0 up to offset {records_start}")]
-    BadPadding {
-        offset: u64,
-        found: u8,
-        records_start: u64,
-    },
+    BadPadding { offset: u64, found: u8, records_start: u64 },
 
     #[error(
         "offset {offset}: truncated record area: the last record has {partial} of 32 bytes \
          (file is {file_len} bytes, records start at offset {records_start}); \
          the capture was probably interrupted: `truncate -s {offset}` keeps the complete records"
     )]
-    TruncatedRecords {
-        offset: u64,
-        partial: u64,
-        file_len: u64,
-        records_start: u64,
-    },
+    TruncatedRecords { offset: u64, partial: u64, file_len: u64, records_start: u64 },
 
-    #[error(
-        "offset {offset}: record uses reserved kind fmt 7 type {tlp_type}, expected type 1 (completion timeout) or 2 (footer)"
-    )]
+    #[error("offset {offset}: record uses reserved kind fmt 7 type {tlp_type}, expected type 1 (completion timeout) or 2 (footer)")]
     ReservedKind { offset: u64, tlp_type: u8 },
 
     #[error("offset {offset}: footer record is not the last record of the file, expected a TLP or event record here")]
     MisplacedFooter { offset: u64 },
 
     #[error("offset {offset}: cannot write {what}: {reason}")]
-    InvalidWrite {
-        offset: u64,
-        what: &'static str,
-        reason: String,
-    },
+    InvalidWrite { offset: u64, what: &'static str, reason: String },
 }
 
 impl TraceError {
@@ -120,18 +89,10 @@ impl TraceError {
     }
 
     pub(crate) fn io(offset: u64, what: &'static str, source: std::io::Error) -> Self {
-        TraceError::Io {
-            offset,
-            what,
-            source,
-        }
+        TraceError::Io { offset, what, source }
     }
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
 }

@@ -216,16 +216,9 @@ mod tests {
     #[test]
     fn fields_fit_in_their_word_and_names_are_unique() {
         for (i, f) in FIELDS.iter().enumerate() {
-            assert!(
-                f.width >= 1 && u32::from(f.shift) + u32::from(f.width) <= 32,
-                "{f:?}"
-            );
+            assert!(f.width >= 1 && u32::from(f.shift) + u32::from(f.width) <= 32, "{f:?}");
             assert!((f.word as usize) < RECORD_WORDS, "{f:?}");
-            assert!(
-                FIELDS[..i].iter().all(|g| g.name != f.name),
-                "duplicate {}",
-                f.name
-            );
+            assert!(FIELDS[..i].iter().all(|g| g.name != f.name), "duplicate {}", f.name);
         }
     }
 

@@ -30,8 +30,7 @@ impl TraceWriter<BufWriter<File>> {
     /// Creates (or truncates) `path` and writes `header` as given (it must carry this
     /// version's field table, e.g. from [`Header::with_time`]).
     pub fn create_with_header(path: impl AsRef<Path>, header: &Header) -> Result<Self, TraceError> {
-        let file =
-            File::create(path.as_ref()).map_err(|e| TraceError::io(0, "creating the file", e))?;
+        let file = File::create(path.as_ref()).map_err(|e| TraceError::io(0, "creating the file", e))?;
         TraceWriter::new(BufWriter::with_capacity(1 << 16, file), header)
     }
 }
@@ -46,32 +45,20 @@ impl<W: Write> TraceWriter<W> {
             what: "the header",
             reason: e.to_string(),
         })?;
-        let json_len = u32::try_from(json.len())
-            .ok()
-            .filter(|&n| u64::from(n) <= MAX_HEADER_JSON)
-            .ok_or_else(|| TraceError::InvalidWrite {
+        let json_len =
+            u32::try_from(json.len()).ok().filter(|&n| u64::from(n) <= MAX_HEADER_JSON).ok_or_else(|| TraceError::InvalidWrite {
                 offset: PREFIX_LEN,
                 what: "the header",
-                reason: format!(
-                    "header JSON is {} bytes, at most {MAX_HEADER_JSON} allowed",
-                    json.len()
-                ),
+                reason: format!("header JSON is {} bytes, at most {MAX_HEADER_JSON} allowed", json.len()),
             })?;
         let prefix = Prefix { json_len };
         let start = prefix.records_start();
         let pad = (start - PREFIX_LEN - u64::from(json_len)) as usize;
-        let write = |out: &mut W, bytes: &[u8]| {
-            out.write_all(bytes)
-                .map_err(|e| TraceError::io(0, "writing the header", e))
-        };
+        let write = |out: &mut W, bytes: &[u8]| out.write_all(bytes).map_err(|e| TraceError::io(0, "writing the header", e));
         write(&mut out, &prefix.to_bytes())?;
         write(&mut out, json.as_bytes())?;
         write(&mut out, &[0u8; RECORD_SIZE][..pad])?;
-        Ok(TraceWriter {
-            out,
-            offset: start,
-            records: 0,
-        })
+        Ok(TraceWriter { out, offset: start, records: 0 })
     }
 
     /// Appends one TLP or timeout record. Footers are written only by [`Self::finish`].
@@ -107,24 +94,15 @@ impl<W: Write> TraceWriter<W> {
                         return Err(TraceError::InvalidWrite {
                             offset,
                             what: "a footer record",
-                            reason: "the spy never produces footers; TraceWriter::finish writes it"
-                                .into(),
+                            reason: "the spy never produces footers; TraceWriter::finish writes it".into(),
                         })
                     }
                     Ok(_) => {}
-                    Err(e) => {
-                        return Err(TraceError::InvalidWrite {
-                            offset,
-                            what: "a raw record",
-                            reason: e.to_string(),
-                        })
-                    }
+                    Err(e) => return Err(TraceError::InvalidWrite { offset, what: "a raw record", reason: e.to_string() }),
                 }
             }
         }
-        self.out
-            .write_all(bytes)
-            .map_err(|e| TraceError::io(self.offset, "writing records", e))?;
+        self.out.write_all(bytes).map_err(|e| TraceError::io(self.offset, "writing records", e))?;
         let n = (bytes.len() / RECORD_SIZE) as u64;
         self.offset += n * REC;
         self.records += n;
@@ -132,9 +110,7 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn put(&mut self, bytes: &[u8; RECORD_SIZE], what: &'static str) -> Result<(), TraceError> {
-        self.out
-            .write_all(bytes)
-            .map_err(|e| TraceError::io(self.offset, what, e))?;
+        self.out.write_all(bytes).map_err(|e| TraceError::io(self.offset, what, e))?;
         self.offset += REC;
         self.records += 1;
         Ok(())
@@ -151,19 +127,14 @@ impl<W: Write> TraceWriter<W> {
     }
 
     pub fn flush(&mut self) -> Result<(), TraceError> {
-        self.out
-            .flush()
-            .map_err(|e| TraceError::io(self.offset, "flushing", e))
+        self.out.flush().map_err(|e| TraceError::io(self.offset, "flushing", e))
     }
 
     /// Writes the footer and flushes: the capture ended cleanly. `next_sequence` is the
     /// sequence the spy would have given its next record, so that a loss at the very end
     /// of the capture also shows as a sequence gap.
     pub fn finish(mut self, next_sequence: u32, footer: Footer) -> Result<W, TraceError> {
-        let record = Record {
-            sequence: next_sequence,
-            body: Body::Footer(footer),
-        };
+        let record = Record { sequence: next_sequence, body: Body::Footer(footer) };
         self.put(&record.to_bytes(), "writing the footer")?;
         self.records -= 1;
         self.flush()?;
@@ -195,8 +166,7 @@ pub struct TraceReader<R> {
 impl TraceReader<BufReader<File>> {
     /// Opens and validates the trace at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
-        let file =
-            File::open(path.as_ref()).map_err(|e| TraceError::io(0, "opening the file", e))?;
+        let file = File::open(path.as_ref()).map_err(|e| TraceError::io(0, "opening the file", e))?;
         TraceReader::new(BufReader::with_capacity(1 << 16, file))
     }
 }
@@ -208,26 +178,15 @@ impl TraceReader<Cursor<Vec<u8>>> {
     }
 }
 
-fn read_exact_at<R: Read>(
-    inner: &mut R,
-    buf: &mut [u8],
-    offset: u64,
-    what: &'static str,
-) -> Result<(), TraceError> {
-    inner
-        .read_exact(buf)
-        .map_err(|e| TraceError::io(offset, what, e))
+fn read_exact_at<R: Read>(inner: &mut R, buf: &mut [u8], offset: u64, what: &'static str) -> Result<(), TraceError> {
+    inner.read_exact(buf).map_err(|e| TraceError::io(offset, what, e))
 }
 
 impl<R: Read + Seek> TraceReader<R> {
     /// Validates the header, the record area's size and the last record (footer or not).
     pub fn new(mut inner: R) -> Result<Self, TraceError> {
-        let file_len = inner
-            .seek(SeekFrom::End(0))
-            .map_err(|e| TraceError::io(0, "finding the file size", e))?;
-        inner
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| TraceError::io(0, "seeking", e))?;
+        let file_len = inner.seek(SeekFrom::End(0)).map_err(|e| TraceError::io(0, "finding the file size", e))?;
+        inner.seek(SeekFrom::Start(0)).map_err(|e| TraceError::io(0, "seeking", e))?;
 
         let mut prefix = [0u8; PREFIX_LEN as usize];
         let have = file_len.min(PREFIX_LEN) as usize;
@@ -242,27 +201,20 @@ impl<R: Read + Seek> TraceReader<R> {
             return Err(TraceError::TruncatedHeader {
                 offset: file_len,
                 file_len,
-                expected:
-                    "the 20-byte header prefix (magic, versions, record size, header JSON length)"
-                        .into(),
+                expected: "the 20-byte header prefix (magic, versions, record size, header JSON length)".into(),
             });
         }
         let prefix = Prefix::parse(&prefix)?;
 
         let json_len = u64::from(prefix.json_len);
         if json_len > MAX_HEADER_JSON {
-            return Err(TraceError::HeaderTooLong {
-                length: json_len,
-                limit: MAX_HEADER_JSON,
-            });
+            return Err(TraceError::HeaderTooLong { length: json_len, limit: MAX_HEADER_JSON });
         }
         if PREFIX_LEN + json_len > file_len {
             return Err(TraceError::TruncatedHeader {
                 offset: file_len,
                 file_len,
-                expected: format!(
-                    "{json_len} bytes of header JSON from offset {PREFIX_LEN} (the length at offset 16)"
-                ),
+                expected: format!("{json_len} bytes of header JSON from offset {PREFIX_LEN} (the length at offset 16)"),
             });
         }
         let mut json = vec![0u8; json_len as usize];
@@ -282,58 +234,30 @@ impl<R: Read + Seek> TraceReader<R> {
         let pad = &mut pad[..(records_start - json_end) as usize];
         read_exact_at(&mut inner, pad, json_end, "reading the header padding")?;
         if let Some(i) = pad.iter().position(|&b| b != 0) {
-            return Err(TraceError::BadPadding {
-                offset: json_end + i as u64,
-                found: pad[i],
-                records_start,
-            });
+            return Err(TraceError::BadPadding { offset: json_end + i as u64, found: pad[i], records_start });
         }
 
         let area = file_len - records_start;
         if area % REC != 0 {
             let whole = area / REC * REC;
-            return Err(TraceError::TruncatedRecords {
-                offset: records_start + whole,
-                partial: area % REC,
-                file_len,
-                records_start,
-            });
+            return Err(TraceError::TruncatedRecords { offset: records_start + whole, partial: area % REC, file_len, records_start });
         }
         let mut record_count = area / REC;
         let mut footer = None;
         if record_count > 0 {
             let last_offset = file_len - REC;
-            inner
-                .seek(SeekFrom::Start(last_offset))
-                .map_err(|e| TraceError::io(last_offset, "seeking to the last record", e))?;
+            inner.seek(SeekFrom::Start(last_offset)).map_err(|e| TraceError::io(last_offset, "seeking to the last record", e))?;
             let mut last = [0u8; RECORD_SIZE];
-            read_exact_at(
-                &mut inner,
-                &mut last,
-                last_offset,
-                "reading the last record",
-            )?;
+            read_exact_at(&mut inner, &mut last, last_offset, "reading the last record")?;
             let record = Record::from_bytes_at(&last, last_offset)?;
             if record.is_footer() {
                 footer = Some(record);
                 record_count -= 1;
             }
-            inner
-                .seek(SeekFrom::Start(records_start))
-                .map_err(|e| TraceError::io(records_start, "seeking to the records", e))?;
+            inner.seek(SeekFrom::Start(records_start)).map_err(|e| TraceError::io(records_start, "seeking to the records", e))?;
         }
 
-        Ok(TraceReader {
-            inner,
-            header,
-            header_json,
-            file_len,
-            records_start,
-            record_count,
-            footer,
-            next_index: 0,
-            done: false,
-        })
+        Ok(TraceReader { inner, header, header_json, file_len, records_start, record_count, footer, next_index: 0, done: false })
     }
 
     pub fn header(&self) -> &Header {
@@ -353,10 +277,7 @@ impl<R: Read + Seek> TraceReader<R> {
     /// The footer's counters; `None` when the capture did not end cleanly.
     pub fn footer(&self) -> Option<&Footer> {
         match &self.footer {
-            Some(Record {
-                body: Body::Footer(ft),
-                ..
-            }) => Some(ft),
+            Some(Record { body: Body::Footer(ft), .. }) => Some(ft),
             _ => None,
         }
     }
@@ -414,13 +335,8 @@ impl<R: Read + Seek> Iterator for TraceReader<R> {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        let result = Record::from_raw_at(&raw, offset).and_then(|r| {
-            if r.is_footer() {
-                Err(TraceError::MisplacedFooter { offset })
-            } else {
-                Ok(r)
-            }
-        });
+        let result =
+            Record::from_raw_at(&raw, offset).and_then(|r| if r.is_footer() { Err(TraceError::MisplacedFooter { offset }) } else { Ok(r) });
         if result.is_err() {
             self.done = true;
         }

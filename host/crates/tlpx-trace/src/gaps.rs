@@ -36,14 +36,7 @@ impl fmt::Display for Gap {
                 self.after, self.next, self.index
             )
         } else {
-            write!(
-                f,
-                "{} record{} lost between seq {} and {}",
-                self.lost,
-                if self.lost == 1 { "" } else { "s" },
-                self.after,
-                self.next
-            )
+            write!(f, "{} record{} lost between seq {} and {}", self.lost, if self.lost == 1 { "" } else { "s" }, self.after, self.next)
         }
     }
 }
@@ -71,12 +64,7 @@ impl GapDetector {
         if step == 1 {
             return None;
         }
-        let gap = Gap {
-            index,
-            after: previous,
-            next: sequence,
-            lost: step.wrapping_sub(1),
-        };
+        let gap = Gap { index, after: previous, next: sequence, lost: step.wrapping_sub(1) };
         self.gaps += 1;
         if !gap.is_backwards() {
             self.lost += u64::from(gap.lost);
@@ -131,10 +119,7 @@ impl<I> Gaps<I> {
 /// records so that a loss at the end of the capture shows too:
 /// `gaps(records.iter().chain(reader.footer_record()).map(|r| r.sequence))`.
 pub fn gaps<I: IntoIterator<Item = u32>>(sequences: I) -> Gaps<I::IntoIter> {
-    Gaps {
-        inner: sequences.into_iter(),
-        detector: GapDetector::new(),
-    }
+    Gaps { inner: sequences.into_iter(), detector: GapDetector::new() }
 }
 
 /// The gaps in a slice of records (footer included if present).

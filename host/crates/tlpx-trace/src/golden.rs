@@ -30,13 +30,9 @@ pub const IGNORED_HEADER_KEYS: &[&str] = &["created_utc", "tool"];
 /// describes the first difference (header key, record count, or record and fields).
 pub fn compare(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> Result<(), String> {
     let (actual_path, golden_path) = (actual_path.as_ref(), golden_path.as_ref());
-    let mut actual = TraceReader::open(actual_path)
-        .map_err(|e| format!("cannot read actual trace {}: {e}", actual_path.display()))?;
+    let mut actual = TraceReader::open(actual_path).map_err(|e| format!("cannot read actual trace {}: {e}", actual_path.display()))?;
     let mut golden = TraceReader::open(golden_path).map_err(|e| {
-        format!(
-            "cannot read golden trace {}: {e}\n(to create it from the actual trace, rerun with {UPDATE_ENV}=1)",
-            golden_path.display()
-        )
+        format!("cannot read golden trace {}: {e}\n(to create it from the actual trace, rerun with {UPDATE_ENV}=1)", golden_path.display())
     })?;
     let hint = format!(
         "\nactual: {}\ngolden: {}\nIf the change is intended, rerun with {UPDATE_ENV}=1 to update the golden trace and commit it.",
@@ -53,33 +49,20 @@ pub fn compare(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> 
         }
         v
     };
-    if let Some(diff) = json_diff(
-        "",
-        &strip(actual.header_json()),
-        &strip(golden.header_json()),
-    ) {
+    if let Some(diff) = json_diff("", &strip(actual.header_json()), &strip(golden.header_json())) {
         return Err(format!("header differs: {diff}{hint}"));
     }
     let clock_hz = golden.clock_hz();
 
     let mut index = 0u64;
     loop {
-        let a = actual
-            .next_raw()
-            .transpose()
-            .map_err(|e| format!("actual trace: {e}"))?;
-        let g = golden
-            .next_raw()
-            .transpose()
-            .map_err(|e| format!("golden trace: {e}"))?;
+        let a = actual.next_raw().transpose().map_err(|e| format!("actual trace: {e}"))?;
+        let g = golden.next_raw().transpose().map_err(|e| format!("golden trace: {e}"))?;
         match (a, g) {
             (None, None) => break,
             (Some((offset, a)), Some((_, g))) => {
                 if a != g {
-                    return Err(format!(
-                        "record #{index} (offset {offset}) differs: {}{hint}",
-                        describe_difference(&a, &g, clock_hz)
-                    ));
+                    return Err(format!("record #{index} (offset {offset}) differs: {}{hint}", describe_difference(&a, &g, clock_hz)));
                 }
             }
             (Some((offset, a)), None) => {
@@ -105,11 +88,7 @@ pub fn compare(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> 
     match (actual.footer_record(), golden.footer_record()) {
         (None, None) => Ok(()),
         (Some(a), Some(g)) if a == g => Ok(()),
-        (a, g) => Err(format!(
-            "footer differs: actual {}, golden {}{hint}",
-            footer_text(a),
-            footer_text(g)
-        )),
+        (a, g) => Err(format!("footer differs: actual {}, golden {}{hint}", footer_text(a), footer_text(g))),
     }
 }
 
@@ -120,22 +99,12 @@ pub fn check(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> Re
     if std::env::var(UPDATE_ENV).is_ok_and(|v| v == "1") {
         TraceReader::open(actual_path)
             .and_then(|r| r.read_all())
-            .map_err(|e| {
-                format!(
-                    "not updating golden trace: actual trace {} is invalid: {e}",
-                    actual_path.display()
-                )
-            })?;
+            .map_err(|e| format!("not updating golden trace: actual trace {} is invalid: {e}", actual_path.display()))?;
         if let Some(dir) = golden_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         }
-        std::fs::copy(actual_path, golden_path).map_err(|e| {
-            format!(
-                "copying {} to {}: {e}",
-                actual_path.display(),
-                golden_path.display()
-            )
-        })?;
+        std::fs::copy(actual_path, golden_path)
+            .map_err(|e| format!("copying {} to {}: {e}", actual_path.display(), golden_path.display()))?;
         eprintln!("updated golden trace {}", golden_path.display());
         return Ok(());
     }
@@ -144,13 +113,9 @@ pub fn check(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> Re
 
 fn footer_text(r: Option<&Record>) -> String {
     match r {
-        Some(Record {
-            sequence,
-            body: Body::Footer(ft),
-        }) => format!(
-            "{{next seq {sequence}, {} created, {} lost}}",
-            ft.records_created, ft.records_lost
-        ),
+        Some(Record { sequence, body: Body::Footer(ft) }) => {
+            format!("{{next seq {sequence}, {} created, {} lost}}", ft.records_created, ft.records_lost)
+        }
         _ => "none (capture did not end cleanly)".into(),
     }
 }
@@ -165,25 +130,11 @@ fn render(raw: &RawRecord, clock_hz: u64) -> String {
 /// Fields that carry meaning for the record's kind (aliases of other kinds left out).
 fn applies(raw: &RawRecord, field: &FieldSpec) -> bool {
     const REQUEST_ONLY: &[&str] = &["first_be", "last_be", "address_lo", "address_hi"];
-    const COMPLETION_ONLY: &[&str] = &[
-        "lower_address",
-        "completer_id",
-        "status",
-        "byte_count",
-        "latency",
-        "matched",
-        "last",
-        "split_index",
-    ];
+    const COMPLETION_ONLY: &[&str] =
+        &["lower_address", "completer_id", "status", "byte_count", "latency", "matched", "last", "split_index"];
     match Record::from_raw_at(raw, 0) {
-        Ok(Record {
-            body: Body::Request(_),
-            ..
-        }) => !COMPLETION_ONLY.contains(&field.name),
-        Ok(Record {
-            body: Body::Completion(_),
-            ..
-        }) => !REQUEST_ONLY.contains(&field.name),
+        Ok(Record { body: Body::Request(_), .. }) => !COMPLETION_ONLY.contains(&field.name),
+        Ok(Record { body: Body::Completion(_), .. }) => !REQUEST_ONLY.contains(&field.name),
         _ => true,
     }
 }
@@ -194,21 +145,9 @@ fn describe_difference(a: &RawRecord, g: &RawRecord, clock_hz: u64) -> String {
         .iter()
         .filter(|field| field.get(&a.words) != field.get(&g.words))
         .filter(|field| kind_changed || applies(g, field))
-        .map(|field| {
-            format!(
-                "{} is {:#x} (golden {:#x})",
-                field.name,
-                field.get(&a.words),
-                field.get(&g.words)
-            )
-        })
+        .map(|field| format!("{} is {:#x} (golden {:#x})", field.name, field.get(&a.words), field.get(&g.words)))
         .collect();
-    format!(
-        "{}\n  actual: {}\n  golden: {}",
-        fields.join(", "),
-        render(a, clock_hz),
-        render(g, clock_hz)
-    )
+    format!("{}\n  actual: {}\n  golden: {}", fields.join(", "), render(a, clock_hz), render(g, clock_hz))
 }
 
 /// First difference between two JSON values, as `key.path: actual X, golden Y`.
@@ -223,11 +162,7 @@ fn json_diff(path: &str, a: &Value, g: &Value) -> Option<String> {
     match (a, g) {
         (Value::Object(ma), Value::Object(mg)) => {
             for (k, vg) in mg {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
                 match ma.get(k) {
                     None => return Some(format!("key `{p}` is missing (golden {vg})")),
                     Some(va) => {
@@ -237,16 +172,9 @@ fn json_diff(path: &str, a: &Value, g: &Value) -> Option<String> {
                     }
                 }
             }
-            ma.keys().find(|k| !mg.contains_key(*k)).map(|k| {
-                format!(
-                    "key `{}` is not in the golden trace",
-                    if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    }
-                )
-            })
+            ma.keys()
+                .find(|k| !mg.contains_key(*k))
+                .map(|k| format!("key `{}` is not in the golden trace", if path.is_empty() { k.clone() } else { format!("{path}.{k}") }))
         }
         (Value::Array(va), Value::Array(vg)) => {
             for (i, (x, y)) in va.iter().zip(vg).enumerate() {
@@ -254,14 +182,7 @@ fn json_diff(path: &str, a: &Value, g: &Value) -> Option<String> {
                     return Some(d);
                 }
             }
-            (va.len() != vg.len()).then(|| {
-                format!(
-                    "{} has {} entries (golden {})",
-                    at(path),
-                    va.len(),
-                    vg.len()
-                )
-            })
+            (va.len() != vg.len()).then(|| format!("{} has {} entries (golden {})", at(path), va.len(), vg.len()))
         }
         _ => (a != g).then(|| format!("{} is {a} (golden {g})", at(path))),
     }

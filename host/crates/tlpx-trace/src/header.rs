@@ -39,12 +39,7 @@ pub struct CardInfo {
 
 impl CardInfo {
     pub fn new(clock_hz: u64) -> Self {
-        CardInfo {
-            map_hash: None,
-            data_width: None,
-            clock_hz,
-            pci_address: None,
-        }
+        CardInfo { map_hash: None, data_width: None, clock_hz, pci_address: None }
     }
 }
 
@@ -86,13 +81,7 @@ pub struct HeaderInfo {
 
 impl HeaderInfo {
     pub fn new(tool: impl Into<String>, card: CardInfo) -> Self {
-        HeaderInfo {
-            tool: tool.into(),
-            card,
-            simulated: false,
-            link: None,
-            capture: CaptureInfo::default(),
-        }
+        HeaderInfo { tool: tool.into(), card, simulated: false, link: None, capture: CaptureInfo::default() }
     }
 }
 
@@ -147,75 +136,38 @@ impl Header {
     /// and well-typed, field table equal to this version's.
     pub fn parse(json: &[u8]) -> Result<(Header, Value), TraceError> {
         let offset = JSON_OFFSET;
-        let value: Value = serde_json::from_slice(json).map_err(|e| TraceError::HeaderJson {
-            offset,
-            message: format!("{e} (JSON line {}, column {})", e.line(), e.column()),
-        })?;
+        let value: Value = serde_json::from_slice(json)
+            .map_err(|e| TraceError::HeaderJson { offset, message: format!("{e} (JSON line {}, column {})", e.line(), e.column()) })?;
         let Value::Object(top) = &value else {
-            return Err(key_error(
-                "(top level)",
-                "is not an object",
-                "a JSON object",
-            ));
+            return Err(key_error("(top level)", "is not an object", "a JSON object"));
         };
 
-        let card_value = top.get("card").ok_or_else(|| {
-            key_error(
-                "card.clock_hz",
-                "is missing",
-                "an object `card` with `clock_hz`, the card clock in Hz",
-            )
-        })?;
-        let clock = card_value.get("clock_hz").ok_or_else(|| {
-            key_error(
-                "card.clock_hz",
-                "is missing",
-                "a positive integer, the card clock in Hz",
-            )
-        })?;
+        let card_value = top
+            .get("card")
+            .ok_or_else(|| key_error("card.clock_hz", "is missing", "an object `card` with `clock_hz`, the card clock in Hz"))?;
+        let clock = card_value
+            .get("clock_hz")
+            .ok_or_else(|| key_error("card.clock_hz", "is missing", "a positive integer, the card clock in Hz"))?;
         match clock.as_u64() {
             Some(hz) if hz > 0 => {}
-            _ => {
-                return Err(key_error(
-                    "card.clock_hz",
-                    &format!("is {clock}"),
-                    "a positive integer, the card clock in Hz",
-                ))
-            }
+            _ => return Err(key_error("card.clock_hz", &format!("is {clock}"), "a positive integer, the card clock in Hz")),
         }
-        let card: CardInfo = typed(
-            card_value,
-            "card",
-            "an object with clock_hz, map_hash, data_width, pci_address",
-        )?;
+        let card: CardInfo = typed(card_value, "card", "an object with clock_hz, map_hash, data_width, pci_address")?;
 
         let fields_value = top.get("fields").ok_or_else(|| {
-            key_error(
-                "fields",
-                "is missing",
-                "an array of {name, word, shift, width, description} describing the record",
-            )
+            key_error("fields", "is missing", "an array of {name, word, shift, width, description} describing the record")
         })?;
-        let fields: Vec<FieldDesc> = typed(
-            fields_value,
-            "fields",
-            "an array of {name, word, shift, width, description} describing the record",
-        )?;
+        let fields: Vec<FieldDesc> =
+            typed(fields_value, "fields", "an array of {name, word, shift, width, description} describing the record")?;
         check_field_table(&fields)?;
 
         let header = Header {
             tool: optional(top, "tool", "a string")?.unwrap_or_default(),
-            created_utc: optional(top, "created_utc", "an ISO 8601 UTC time string")?
-                .unwrap_or_default(),
+            created_utc: optional(top, "created_utc", "an ISO 8601 UTC time string")?.unwrap_or_default(),
             card,
             simulated: optional(top, "simulated", "true or false")?.unwrap_or_default(),
             link: optional(top, "link", "an object with generation, lanes, mps, mrrs")?,
-            capture: optional(
-                top,
-                "capture",
-                "an object with filters, trigger, include_own_traffic",
-            )?
-            .unwrap_or_default(),
+            capture: optional(top, "capture", "an object with filters, trigger, include_own_traffic")?.unwrap_or_default(),
             fields,
         };
         Ok((header, value))
@@ -223,23 +175,14 @@ impl Header {
 }
 
 fn key_error(key: &str, problem: &str, expected: &str) -> TraceError {
-    TraceError::HeaderKey {
-        offset: JSON_OFFSET,
-        key: key.to_owned(),
-        problem: problem.to_owned(),
-        expected: expected.to_owned(),
-    }
+    TraceError::HeaderKey { offset: JSON_OFFSET, key: key.to_owned(), problem: problem.to_owned(), expected: expected.to_owned() }
 }
 
 fn typed<T: DeserializeOwned>(value: &Value, key: &str, expected: &str) -> Result<T, TraceError> {
     T::deserialize(value).map_err(|e| key_error(key, &format!("is invalid ({e})"), expected))
 }
 
-fn optional<T: DeserializeOwned>(
-    top: &serde_json::Map<String, Value>,
-    key: &str,
-    expected: &str,
-) -> Result<Option<T>, TraceError> {
+fn optional<T: DeserializeOwned>(top: &serde_json::Map<String, Value>, key: &str, expected: &str) -> Result<Option<T>, TraceError> {
     match top.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => typed(v, key, expected).map(Some),
@@ -247,10 +190,7 @@ fn optional<T: DeserializeOwned>(
 }
 
 fn check_field_table(fields: &[FieldDesc]) -> Result<(), TraceError> {
-    let mismatch = |detail: String| TraceError::FieldTableMismatch {
-        offset: JSON_OFFSET,
-        detail,
-    };
+    let mismatch = |detail: String| TraceError::FieldTableMismatch { offset: JSON_OFFSET, detail };
     for (i, spec) in FIELDS.iter().enumerate() {
         let Some(found) = fields.get(i) else {
             return Err(mismatch(format!(
@@ -305,9 +245,7 @@ impl Prefix {
         }
         let file_version = u16_at(8);
         if file_version != FILE_VERSION {
-            return Err(TraceError::UnsupportedFileVersion {
-                found: file_version,
-            });
+            return Err(TraceError::UnsupportedFileVersion { found: file_version });
         }
         let record_size = u16_at(10);
         if usize::from(record_size) != RECORD_SIZE {
@@ -315,17 +253,13 @@ impl Prefix {
         }
         let record_version = u16_at(12);
         if record_version != RECORD_VERSION {
-            return Err(TraceError::UnsupportedRecordVersion {
-                found: record_version,
-            });
+            return Err(TraceError::UnsupportedRecordVersion { found: record_version });
         }
         let reserved = u16_at(14);
         if reserved != 0 {
             return Err(TraceError::ReservedHeaderField { found: reserved });
         }
-        Ok(Prefix {
-            json_len: u32::from_le_bytes([b[16], b[17], b[18], b[19]]),
-        })
+        Ok(Prefix { json_len: u32::from_le_bytes([b[16], b[17], b[18], b[19]]) })
     }
 
     /// Offset of the first record.
@@ -337,10 +271,7 @@ impl Prefix {
 
 /// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     utc_from_unix(secs)
 }
 
@@ -358,12 +289,7 @@ pub fn utc_from_unix(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
 #[cfg(test)]
@@ -380,12 +306,7 @@ mod tests {
     #[test]
     fn header_json_round_trips() {
         let mut info = HeaderInfo::new("tlpx 0.1.0", CardInfo::new(125_000_000));
-        info.link = Some(LinkInfo {
-            generation: 2,
-            lanes: 4,
-            mps: 256,
-            mrrs: 512,
-        });
+        info.link = Some(LinkInfo { generation: 2, lanes: 4, mps: 256, mrrs: 512 });
         let h = Header::with_time(&info, "2026-11-22T15:04:05Z".into());
         let (back, _) = Header::parse(h.to_json().as_bytes()).expect("valid header");
         assert_eq!(back, h);

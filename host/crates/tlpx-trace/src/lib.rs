@@ -44,14 +44,9 @@ pub mod time;
 pub mod vcd;
 
 pub use error::TraceError;
-pub use fields::{
-    field, field_by_name, field_table, FieldDesc, FieldSpec, RawRecord, FIELDS, RECORD_SIZE,
-};
+pub use fields::{field, field_by_name, field_table, FieldDesc, FieldSpec, RawRecord, FIELDS, RECORD_SIZE};
 pub use file::{TraceReader, TraceWriter};
 pub use gaps::{gaps, Gap, GapDetector};
 pub use header::{CaptureInfo, CardInfo, Header, HeaderInfo, LinkInfo};
 pub use log::{log_line, log_title};
-pub use record::{
-    build, Body, Completion, CplStatus, Direction, Footer, Record, Request, RequestKind, Timeout,
-    Timing,
-};
+pub use record::{build, Body, Completion, CplStatus, Direction, Footer, Record, Request, RequestKind, Timeout, Timing};

@@ -37,23 +37,14 @@ pub fn log_line(record: &Record, previous: Option<&Record>, clock_hz: u64) -> St
     };
     let dir = record.direction().map(|d| d.name()).unwrap_or("?");
     let (target, len, dur, lat, suffix) = match &record.body {
-        Body::Request(r) => (
-            format!("0x{:08x}", r.address),
-            r.length_dw.to_string(),
-            r.timing.duration.to_string(),
-            "-".to_owned(),
-            String::new(),
-        ),
+        Body::Request(r) => {
+            (format!("0x{:08x}", r.address), r.length_dw.to_string(), r.timing.duration.to_string(), "-".to_owned(), String::new())
+        }
         Body::Completion(c) => {
             let split = if c.split_index == 0 {
                 String::new()
             } else {
-                format!(
-                    "  split {}{}{}",
-                    c.split_index,
-                    if c.split_index == 15 { "+" } else { "" },
-                    if c.last { " last" } else { "" }
-                )
+                format!("  split {}{}{}", c.split_index, if c.split_index == 15 { "+" } else { "" }, if c.last { " last" } else { "" })
             };
             (
                 format!("{:<3} bc {:>3}", c.status.name(), c.byte_count),

@@ -136,10 +136,7 @@ impl RequestKind {
     /// A read that the completer answers with data (the spy matches its completions).
     pub fn is_non_posted_read(self) -> bool {
         use RequestKind::*;
-        matches!(
-            self,
-            MRd32 | MRd64 | MRdLk | IORd | CfgRd0 | CfgRd1 | FetchAdd | Swap | Cas
-        )
+        matches!(self, MRd32 | MRd64 | MRdLk | IORd | CfgRd0 | CfgRd1 | FetchAdd | Swap | Cas)
     }
 }
 
@@ -254,11 +251,7 @@ impl Request {
         }
         let len = u32::from(self.length_dw.clamp(1, 1024));
         match self.kind() {
-            RequestKind::MWr32
-            | RequestKind::MWr64
-            | RequestKind::IOWr
-            | RequestKind::CfgWr0
-            | RequestKind::CfgWr1 => {
+            RequestKind::MWr32 | RequestKind::MWr64 | RequestKind::IOWr | RequestKind::CfgWr0 | RequestKind::CfgWr1 => {
                 let first = (self.first_be & 0xf).count_ones();
                 if len == 1 {
                     first
@@ -342,8 +335,7 @@ impl Completion {
         if !self.with_data() {
             return 0;
         }
-        let carried = (u32::from(self.length_dw.clamp(1, 1024)) * 4)
-            .saturating_sub(u32::from(self.lower_address & 3));
+        let carried = (u32::from(self.length_dw.clamp(1, 1024)) * 4).saturating_sub(u32::from(self.lower_address & 3));
         carried.min(u32::from(self.byte_count.clamp(1, 4096)))
     }
 }
@@ -438,16 +430,10 @@ impl Record {
                     timestamp,
                     waited: raw.get(&f::LATENCY),
                 }),
-                EVENT_FOOTER => Body::Footer(Footer {
-                    records_created: timestamp,
-                    records_lost: raw.get64(&f::ADDRESS_LO, &f::ADDRESS_HI),
-                }),
-                other => {
-                    return Err(TraceError::ReservedKind {
-                        offset,
-                        tlp_type: other as u8,
-                    })
+                EVENT_FOOTER => {
+                    Body::Footer(Footer { records_created: timestamp, records_lost: raw.get64(&f::ADDRESS_LO, &f::ADDRESS_HI) })
                 }
+                other => return Err(TraceError::ReservedKind { offset, tlp_type: other as u8 }),
             }
         } else {
             let timing = Timing {
@@ -514,18 +500,7 @@ impl Record {
         raw.set(&f::SEQUENCE, self.sequence);
         match &self.body {
             Body::Request(r) => {
-                set_common(
-                    &mut raw,
-                    r.direction,
-                    &r.timing,
-                    r.fmt,
-                    r.tlp_type,
-                    r.length_dw,
-                    r.attr,
-                    r.tc,
-                    r.ep,
-                    r.own,
-                );
+                set_common(&mut raw, r.direction, &r.timing, r.fmt, r.tlp_type, r.length_dw, r.attr, r.tc, r.ep, r.own);
                 raw.set(&f::REQUESTER_ID, u32::from(r.requester_id));
                 raw.set(&f::TAG, u32::from(r.tag));
                 raw.set(&f::FIRST_BE, u32::from(r.first_be));
@@ -533,18 +508,7 @@ impl Record {
                 raw.set64(&f::ADDRESS_LO, &f::ADDRESS_HI, r.address);
             }
             Body::Completion(c) => {
-                set_common(
-                    &mut raw,
-                    c.direction,
-                    &c.timing,
-                    c.fmt,
-                    c.tlp_type,
-                    c.length_dw,
-                    c.attr,
-                    c.tc,
-                    c.ep,
-                    c.own,
-                );
+                set_common(&mut raw, c.direction, &c.timing, c.fmt, c.tlp_type, c.length_dw, c.attr, c.tc, c.ep, c.own);
                 raw.set(&f::REQUESTER_ID, u32::from(c.requester_id));
                 raw.set(&f::TAG, u32::from(c.tag));
                 raw.set(&f::LOWER_ADDRESS, u32::from(c.lower_address));
@@ -695,16 +659,7 @@ pub mod build {
         address: u64,
         length_dw: u16,
     ) -> Record {
-        mem(
-            sequence,
-            direction,
-            timestamp,
-            requester_id,
-            tag,
-            address,
-            length_dw,
-            false,
-        )
+        mem(sequence, direction, timestamp, requester_id, tag, address, length_dw, false)
     }
 
     /// A memory write request (`MWr32` below 4 GiB, else `MWr64`), all bytes enabled.
@@ -717,16 +672,7 @@ pub mod build {
         address: u64,
         length_dw: u16,
     ) -> Record {
-        mem(
-            sequence,
-            direction,
-            timestamp,
-            requester_id,
-            tag,
-            address,
-            length_dw,
-            true,
-        )
+        mem(sequence, direction, timestamp, requester_id, tag, address, length_dw, true)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -745,10 +691,7 @@ pub mod build {
             sequence,
             body: Body::Request(Request {
                 direction,
-                timing: Timing {
-                    timestamp,
-                    ..Timing::default()
-                },
+                timing: Timing { timestamp, ..Timing::default() },
                 fmt: u8::from(write) << 1 | u8::from(four_dw),
                 tlp_type: 0,
                 requester_id,
@@ -784,10 +727,7 @@ pub mod build {
             sequence,
             body: Body::Completion(Completion {
                 direction,
-                timing: Timing {
-                    timestamp,
-                    ..Timing::default()
-                },
+                timing: Timing { timestamp, ..Timing::default() },
                 fmt: 0b010,
                 tlp_type: 0b01010,
                 requester_id,
@@ -837,11 +777,7 @@ mod tests {
             (2, 1, "Other"),
         ];
         for (fmt, ty, name) in cases {
-            assert_eq!(
-                RequestKind::from_fmt_type(fmt, ty).name(),
-                name,
-                "fmt {fmt} type {ty}"
-            );
+            assert_eq!(RequestKind::from_fmt_type(fmt, ty).name(), name, "fmt {fmt} type {ty}");
         }
     }
 
@@ -862,11 +798,7 @@ mod tests {
 
     #[test]
     fn completion_payload_is_limited_by_byte_count() {
-        let Body::Completion(mut c) =
-            build::completion(0, Direction::Down, 0, 0, 0, 0, 8, 4, None, 1, true).body
-        else {
-            unreachable!()
-        };
+        let Body::Completion(mut c) = build::completion(0, Direction::Down, 0, 0, 0, 0, 8, 4, None, 1, true).body else { unreachable!() };
         assert_eq!(c.payload_bytes(), 8);
         c.byte_count = 4096;
         c.lower_address = 2;

@@ -2,10 +2,7 @@
 //! record while the card reads host memory, writes it back, and the host polls a register.
 
 use crate::header::Header;
-use crate::{
-    build, Body, CaptureInfo, CardInfo, Direction, Footer, HeaderInfo, LinkInfo, Record, Timeout,
-    TraceError, TraceWriter,
-};
+use crate::{build, Body, CaptureInfo, CardInfo, Direction, Footer, HeaderInfo, LinkInfo, Record, Timeout, TraceError, TraceWriter};
 
 /// Card clock of the scenario.
 pub const CLOCK_HZ: u64 = 125_000_000;
@@ -23,12 +20,7 @@ pub fn info() -> HeaderInfo {
             pci_address: Some("0000:01:00.0".into()),
         },
         simulated: true,
-        link: Some(LinkInfo {
-            generation: 2,
-            lanes: 4,
-            mps: 256,
-            mrrs: 512,
-        }),
+        link: Some(LinkInfo { generation: 2, lanes: 4, mps: 256, mrrs: 512 }),
         capture: CaptureInfo {
             filters: serde_json::json!({"address_base": "0x0", "address_mask": "0x0"}),
             trigger: serde_json::json!({"mode": "none"}),
@@ -85,30 +77,10 @@ pub fn scenario() -> Vec<Record> {
         let mut wr = build::mem_write(0, Direction::Up, t + 200, 0x0100, 0, 0x2000 + i * 512, 64);
         set_timing(&mut wr, 16, 3, 0);
         next(&mut out, wr);
-        let mut poll = build::mem_read(
-            0,
-            Direction::Down,
-            t + 230,
-            0x0000,
-            0x10 + tag,
-            0x8000_0010,
-            1,
-        );
+        let mut poll = build::mem_read(0, Direction::Down, t + 230, 0x0000, 0x10 + tag, 0x8000_0010, 1);
         set_timing(&mut poll, 0, 0, 0);
         next(&mut out, poll);
-        let mut reply = build::completion(
-            0,
-            Direction::Up,
-            t + 260,
-            0x0000,
-            0x10 + tag,
-            0x0100,
-            4,
-            1,
-            Some(30),
-            1,
-            true,
-        );
+        let mut reply = build::completion(0, Direction::Up, t + 260, 0x0000, 0x10 + tag, 0x0100, 4, 1, Some(30), 1, true);
         set_timing(&mut reply, 0, 0, 0);
         next(&mut out, reply);
         t += 400;
@@ -144,13 +116,7 @@ fn set_timing(r: &mut Record, duration: u16, wait: u8, gap: u8) {
 /// The footer matching [`scenario`].
 pub fn scenario_footer(records: &[Record]) -> (u32, Footer) {
     let next = records.last().map_or(0, |r| r.sequence.wrapping_add(1));
-    (
-        next,
-        Footer {
-            records_created: u64::from(next),
-            records_lost: 3,
-        },
-    )
+    (next, Footer { records_created: u64::from(next), records_lost: 3 })
 }
 
 /// `records` (and the footer, if any) as a trace file's bytes, with [`header`].
@@ -158,10 +124,7 @@ pub fn trace_bytes(records: &[Record], footer: Option<(u32, Footer)>) -> Vec<u8>
     try_trace_bytes(records, footer).unwrap_or_default()
 }
 
-fn try_trace_bytes(
-    records: &[Record],
-    footer: Option<(u32, Footer)>,
-) -> Result<Vec<u8>, TraceError> {
+fn try_trace_bytes(records: &[Record], footer: Option<(u32, Footer)>) -> Result<Vec<u8>, TraceError> {
     let mut w = TraceWriter::new(Vec::new(), &header())?;
     for r in records {
         w.write(r)?;

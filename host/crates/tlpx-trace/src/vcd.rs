@@ -70,19 +70,11 @@ impl Timescale {
             if FS_PER_S % denominator == 0 {
                 let per_cycle = FS_PER_S / denominator;
                 if let Ok(per_cycle) = u64::try_from(per_cycle) {
-                    return Timescale {
-                        unit,
-                        units_per_cycle: Some(per_cycle),
-                        clock_hz,
-                    };
+                    return Timescale { unit, units_per_cycle: Some(per_cycle), clock_hz };
                 }
             }
         }
-        Timescale {
-            unit: "1ps",
-            units_per_cycle: None,
-            clock_hz,
-        }
+        Timescale { unit: "1ps", units_per_cycle: None, clock_hz }
     }
 
     /// VCD time of a card cycle.
@@ -144,68 +136,18 @@ fn signal_defs() -> Vec<SigDef> {
     let mut defs = Vec::new();
     for d in [Direction::Down, Direction::Up] {
         defs.extend([
-            SigDef {
-                sig: Sig::Tlp(d),
-                var_type: "string",
-                width: 1,
-                name: "tlp",
-            },
-            SigDef {
-                sig: Sig::Busy(d),
-                var_type: "wire",
-                width: 1,
-                name: "busy",
-            },
-            SigDef {
-                sig: Sig::Kind(d),
-                var_type: "reg",
-                width: 8,
-                name: "kind",
-            },
-            SigDef {
-                sig: Sig::Address(d),
-                var_type: "reg",
-                width: 64,
-                name: "address",
-            },
-            SigDef {
-                sig: Sig::Length(d),
-                var_type: "reg",
-                width: 11,
-                name: "length",
-            },
-            SigDef {
-                sig: Sig::Tag(d),
-                var_type: "reg",
-                width: 8,
-                name: "tag",
-            },
-            SigDef {
-                sig: Sig::RequesterId(d),
-                var_type: "reg",
-                width: 16,
-                name: "requester_id",
-            },
-            SigDef {
-                sig: Sig::Latency(d),
-                var_type: "reg",
-                width: 32,
-                name: "latency",
-            },
-            SigDef {
-                sig: Sig::Timeout(d),
-                var_type: "wire",
-                width: 1,
-                name: "timeout",
-            },
+            SigDef { sig: Sig::Tlp(d), var_type: "string", width: 1, name: "tlp" },
+            SigDef { sig: Sig::Busy(d), var_type: "wire", width: 1, name: "busy" },
+            SigDef { sig: Sig::Kind(d), var_type: "reg", width: 8, name: "kind" },
+            SigDef { sig: Sig::Address(d), var_type: "reg", width: 64, name: "address" },
+            SigDef { sig: Sig::Length(d), var_type: "reg", width: 11, name: "length" },
+            SigDef { sig: Sig::Tag(d), var_type: "reg", width: 8, name: "tag" },
+            SigDef { sig: Sig::RequesterId(d), var_type: "reg", width: 16, name: "requester_id" },
+            SigDef { sig: Sig::Latency(d), var_type: "reg", width: 32, name: "latency" },
+            SigDef { sig: Sig::Timeout(d), var_type: "wire", width: 1, name: "timeout" },
         ]);
     }
-    defs.push(SigDef {
-        sig: Sig::Lost,
-        var_type: "integer",
-        width: 64,
-        name: "lost",
-    });
+    defs.push(SigDef { sig: Sig::Lost, var_type: "integer", width: 64, name: "lost" });
     defs
 }
 
@@ -233,11 +175,7 @@ pub struct VcdOptions {
 }
 
 /// Writes `records` (in file order; the footer, if any, last) as VCD.
-pub fn write_vcd<W: Write>(
-    mut out: W,
-    records: &[Record],
-    opts: &VcdOptions,
-) -> std::io::Result<()> {
+pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) -> std::io::Result<()> {
     let ts = Timescale::for_clock(opts.clock_hz);
     let cycle = |c: u64| ts.time(c);
     let mut events: Vec<Event> = Vec::with_capacity(records.len() * 8);
@@ -246,14 +184,7 @@ pub fn write_vcd<W: Write>(
     let mut last_time: u128 = 0;
     for (order, record) in records.iter().enumerate() {
         let order = order as u64;
-        let mut push = |time: u128, phase: u8, change: Change| {
-            events.push(Event {
-                time,
-                phase,
-                order,
-                change,
-            })
-        };
+        let mut push = |time: u128, phase: u8, change: Change| events.push(Event { time, phase, order, change });
         let start = record.timestamp().map(cycle).unwrap_or(last_time);
         last_time = last_time.max(start);
         if let Some(gap) = gaps.push(record.sequence) {
@@ -263,33 +194,13 @@ pub fn write_vcd<W: Write>(
             }
         }
         let (d, timing, fmt, ty, length, address, latency) = match &record.body {
-            Body::Request(r) => (
-                r.direction,
-                r.timing,
-                r.fmt,
-                r.tlp_type,
-                r.length_dw,
-                Some(r.address),
-                None,
-            ),
-            Body::Completion(c) => (
-                c.direction,
-                c.timing,
-                c.fmt,
-                c.tlp_type,
-                c.length_dw,
-                None,
-                c.latency,
-            ),
+            Body::Request(r) => (r.direction, r.timing, r.fmt, r.tlp_type, r.length_dw, Some(r.address), None),
+            Body::Completion(c) => (c.direction, c.timing, c.fmt, c.tlp_type, c.length_dw, None, c.latency),
             Body::Timeout(t) => {
                 let at = cycle(t.timestamp.saturating_add(u64::from(t.waited)));
                 last_time = last_time.max(at);
                 push(at, 1, Change::Count(Sig::Timeout(t.direction), 1));
-                push(
-                    at + cycle(1).max(1),
-                    0,
-                    Change::Count(Sig::Timeout(t.direction), -1),
-                );
+                push(at + cycle(1).max(1), 0, Change::Count(Sig::Timeout(t.direction), -1));
                 continue;
             }
             Body::Footer(_) => continue,
@@ -299,73 +210,32 @@ pub fn write_vcd<W: Write>(
             Body::Completion(c) => format!("{}_bc{}", c.status.name(), c.byte_count),
             _ => format!("0x{:x}", address.unwrap_or(0)),
         };
-        let text = format!(
-            "{}_{}_len{}_tag0x{:02x}",
-            record.kind_name(),
-            target,
-            length,
-            tag
-        );
+        let text = format!("{}_{}_len{}_tag0x{:02x}", record.kind_name(), target, length, tag);
         push(start, 1, Change::Set(Sig::Tlp(d), Value::Text(text)));
         push(start, 1, Change::Count(Sig::Busy(d), 1));
-        push(
-            start,
-            1,
-            Change::Set(
-                Sig::Kind(d),
-                Value::Bits(u64::from(fmt) << 5 | u64::from(ty)),
-            ),
-        );
+        push(start, 1, Change::Set(Sig::Kind(d), Value::Bits(u64::from(fmt) << 5 | u64::from(ty))));
         if let Some(a) = address {
             push(start, 1, Change::Set(Sig::Address(d), Value::Bits(a)));
         }
-        push(
-            start,
-            1,
-            Change::Set(Sig::Length(d), Value::Bits(u64::from(length))),
-        );
-        push(
-            start,
-            1,
-            Change::Set(Sig::Tag(d), Value::Bits(u64::from(tag))),
-        );
+        push(start, 1, Change::Set(Sig::Length(d), Value::Bits(u64::from(length))));
+        push(start, 1, Change::Set(Sig::Tag(d), Value::Bits(u64::from(tag))));
         let rid = record.requester_id().unwrap_or(0);
-        push(
-            start,
-            1,
-            Change::Set(Sig::RequesterId(d), Value::Bits(u64::from(rid))),
-        );
+        push(start, 1, Change::Set(Sig::RequesterId(d), Value::Bits(u64::from(rid))));
         if let Some(l) = latency {
-            push(
-                start,
-                1,
-                Change::Set(Sig::Latency(d), Value::Bits(u64::from(l))),
-            );
+            push(start, 1, Change::Set(Sig::Latency(d), Value::Bits(u64::from(l))));
         }
         // Busy through the last beat: `duration` cycles after the first, plus that beat.
-        let end = cycle(
-            timing
-                .timestamp
-                .saturating_add(u64::from(timing.duration) + 1),
-        );
+        let end = cycle(timing.timestamp.saturating_add(u64::from(timing.duration) + 1));
         last_time = last_time.max(end);
         push(end, 0, Change::Count(Sig::Busy(d), -1));
     }
     events.sort_by_key(|e| (e.time, e.phase, e.order));
 
     let defs = signal_defs();
-    let ids: HashMap<Sig, (String, u32)> = defs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.sig, (id_code(i), d.width)))
-        .collect();
+    let ids: HashMap<Sig, (String, u32)> = defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(i), d.width))).collect();
 
     writeln!(out, "$date\n  {}\n$end", opts.date)?;
-    writeln!(
-        out,
-        "$version\n  tlpx-trace {}\n$end",
-        env!("CARGO_PKG_VERSION")
-    )?;
+    writeln!(out, "$version\n  tlpx-trace {}\n$end", env!("CARGO_PKG_VERSION"))?;
     writeln!(
         out,
         "$comment\n  tlpx spy trace; card clock {} Hz (one cycle = {}). {}\n$end",
@@ -399,16 +269,8 @@ pub fn write_vcd<W: Write>(
             current_scope = dir;
         }
         let (id, width) = &ids[&d.sig];
-        let range = if d.var_type == "reg" && *width > 1 {
-            format!(" [{}:0]", width - 1)
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "$var {} {} {} {}{} $end",
-            d.var_type, width, id, d.name, range
-        )?;
+        let range = if d.var_type == "reg" && *width > 1 { format!(" [{}:0]", width - 1) } else { String::new() };
+        writeln!(out, "$var {} {} {} {}{} $end", d.var_type, width, id, d.name, range)?;
     }
     if current_scope.is_some() {
         writeln!(out, "$upscope $end")?;
@@ -437,10 +299,7 @@ pub fn write_vcd<W: Write>(
     while i < events.len() {
         let time = events[i].time;
         let mut pending: Vec<(Sig, Value)> = Vec::new();
-        let set = |pending: &mut Vec<(Sig, Value)>, sig: Sig, v: Value| match pending
-            .iter_mut()
-            .find(|(s, _)| *s == sig)
-        {
+        let set = |pending: &mut Vec<(Sig, Value)>, sig: Sig, v: Value| match pending.iter_mut().find(|(s, _)| *s == sig) {
             Some(slot) => slot.1 = v,
             None => pending.push((sig, v)),
         };
@@ -459,10 +318,7 @@ pub fn write_vcd<W: Write>(
             }
             i += 1;
         }
-        let changed: Vec<_> = pending
-            .into_iter()
-            .filter(|(sig, v)| current.get(sig) != Some(v))
-            .collect();
+        let changed: Vec<_> = pending.into_iter().filter(|(sig, v)| current.get(sig) != Some(v)).collect();
         if changed.is_empty() {
             continue;
         }
@@ -478,17 +334,10 @@ pub fn write_vcd<W: Write>(
     out.flush()
 }
 
-fn write_value<W: Write>(
-    out: &mut W,
-    (id, width): &(String, u32),
-    v: &Value,
-) -> std::io::Result<()> {
+fn write_value<W: Write>(out: &mut W, (id, width): &(String, u32), v: &Value) -> std::io::Result<()> {
     match v {
         Value::Text(t) => {
-            let t: String = t
-                .chars()
-                .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-                .collect();
+            let t: String = t.chars().map(|c| if c.is_ascii_graphic() { c } else { '_' }).collect();
             writeln!(out, "s{t} {id}")
         }
         Value::Bits(b) if *width == 1 => writeln!(out, "{}{id}", b & 1),
@@ -497,31 +346,21 @@ fn write_value<W: Write>(
 }
 
 /// Converts a whole trace; `$date` is the trace's `created_utc`.
-pub fn trace_to_vcd<R: Read + Seek, W: Write>(
-    reader: TraceReader<R>,
-    out: W,
-) -> Result<u64, TraceError> {
+pub fn trace_to_vcd<R: Read + Seek, W: Write>(reader: TraceReader<R>, out: W) -> Result<u64, TraceError> {
     let header = reader.header().clone();
     let footer = reader.footer_record().copied();
     let mut records = reader.read_all()?;
     records.extend(footer);
     let mut comment = String::new();
     if let Some(l) = &header.link {
-        comment.push_str(&format!(
-            "Link gen{} x{}, MPS {}, MRRS {}. ",
-            l.generation, l.lanes, l.mps, l.mrrs
-        ));
+        comment.push_str(&format!("Link gen{} x{}, MPS {}, MRRS {}. ", l.generation, l.lanes, l.mps, l.mrrs));
     }
     if header.simulated {
         comment.push_str("Simulated card. ");
     }
     let opts = VcdOptions {
         clock_hz: header.card.clock_hz,
-        date: if header.created_utc.is_empty() {
-            "unknown".into()
-        } else {
-            header.created_utc.clone()
-        },
+        date: if header.created_utc.is_empty() { "unknown".into() } else { header.created_utc.clone() },
         comment,
     };
     write_vcd(out, &records, &opts).map_err(|e| TraceError::io(0, "writing VCD", e))?;
@@ -552,8 +391,6 @@ mod tests {
         let codes: Vec<String> = (0..10_000).map(id_code).collect();
         let set: std::collections::HashSet<_> = codes.iter().collect();
         assert_eq!(set.len(), codes.len());
-        assert!(codes
-            .iter()
-            .all(|c| c.chars().all(|ch| ('!'..='~').contains(&ch))));
+        assert!(codes.iter().all(|c| c.chars().all(|ch| ('!'..='~').contains(&ch))));
     }
 }

@@ -8,9 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use tlpx_trace::csv::{csv_row, trace_to_csv, CSV_COLUMNS};
 use tlpx_trace::vcd::{trace_to_vcd, write_vcd, VcdOptions};
-use tlpx_trace::{
-    build, log_line, log_title, Body, Direction, Footer, Record, Timeout, TraceReader,
-};
+use tlpx_trace::{build, log_line, log_title, Body, Direction, Footer, Record, Timeout, TraceReader};
 
 fn csv_text() -> String {
     let reader = TraceReader::from_bytes(common::scenario_bytes()).unwrap();
@@ -56,10 +54,7 @@ fn csv_has_a_header_row_and_one_row_per_record() {
 fn csv_ns_column_uses_the_clock() {
     let r = build::mem_read(0, Direction::Up, 3, 0, 0, 0, 1);
     let row = csv_row(&r, 156_250_000);
-    let col = CSV_COLUMNS
-        .iter()
-        .position(|c| *c == "timestamp_ns")
-        .unwrap();
+    let col = CSV_COLUMNS.iter().position(|c| *c == "timestamp_ns").unwrap();
     assert_eq!(row[col], "19.200");
 }
 
@@ -74,14 +69,7 @@ struct Vcd {
 
 /// Minimal VCD reader: declaration sections, then `#time` lines and value changes.
 fn parse_vcd(text: &str) -> Vcd {
-    let mut v = Vcd {
-        sections: vec![],
-        timescale: String::new(),
-        vars: HashMap::new(),
-        times: vec![],
-        changes: vec![],
-        initial: vec![],
-    };
+    let mut v = Vcd { sections: vec![], timescale: String::new(), vars: HashMap::new(), times: vec![], changes: vec![], initial: vec![] };
     let mut in_dumpvars = false;
     let mut tokens = text.split_whitespace();
     let mut scopes: Vec<String> = vec![];
@@ -106,10 +94,7 @@ fn parse_vcd(text: &str) -> Vcd {
                 }
                 "var" => {
                     assert!(body.len() >= 4, "{body:?}");
-                    assert!(v
-                        .vars
-                        .insert(body[2].to_owned(), (scopes.join("."), body[3].to_owned()))
-                        .is_none());
+                    assert!(v.vars.insert(body[2].to_owned(), (scopes.join("."), body[3].to_owned())).is_none());
                 }
                 "enddefinitions" => {
                     assert!(scopes.is_empty(), "unbalanced scopes");
@@ -158,22 +143,11 @@ fn scenario_vcd() -> String {
 fn vcd_is_well_formed_with_increasing_times() {
     let text = scenario_vcd();
     let vcd = parse_vcd(&text);
-    for s in [
-        "date",
-        "version",
-        "timescale",
-        "scope",
-        "var",
-        "upscope",
-        "enddefinitions",
-    ] {
+    for s in ["date", "version", "timescale", "scope", "var", "upscope", "enddefinitions"] {
         assert!(vcd.sections.iter().any(|x| x == s), "missing ${s}");
     }
     assert_eq!(vcd.timescale, "1ns");
-    assert!(
-        text.contains(common::CREATED),
-        "$date is the capture's time"
-    );
+    assert!(text.contains(common::CREATED), "$date is the capture's time");
     assert!(vcd.times.len() > 20);
     let ids: HashSet<&String> = vcd.vars.keys().collect();
     for (_, id, _) in &vcd.changes {
@@ -181,49 +155,26 @@ fn vcd_is_well_formed_with_increasing_times() {
     }
     let initial: HashSet<&String> = vcd.initial.iter().map(|(id, _)| id).collect();
     assert_eq!(initial, ids, "$dumpvars gives every signal a value");
-    let by_name = |scope: &str, name: &str| {
-        vcd.vars
-            .iter()
-            .find(|(_, (s, n))| s == scope && n == name)
-            .map(|(id, _)| id.clone())
-            .unwrap()
-    };
+    let by_name = |scope: &str, name: &str| vcd.vars.iter().find(|(_, (s, n))| s == scope && n == name).map(|(id, _)| id.clone()).unwrap();
     // The first TLP: MRd64 up at cycle 1000 = 8000 ns, busy for 2 cycles (duration 1).
     let tlp_up = by_name("tlpx.up", "tlp");
     let busy_up = by_name("tlpx.up", "busy");
-    assert!(vcd.changes.contains(&(
-        8000,
-        tlp_up.clone(),
-        "MRd64_0x100000000_len128_tag0x00".into()
-    )));
+    assert!(vcd.changes.contains(&(8000, tlp_up.clone(), "MRd64_0x100000000_len128_tag0x00".into())));
     assert!(vcd.changes.contains(&(8000, busy_up.clone(), "1".into())));
     assert!(vcd.changes.contains(&(8016, busy_up.clone(), "0".into())));
     assert!(vcd.changes.contains(&(8016, tlp_up, "-".into())));
     // Down: two completions, each 17 cycles long, starting 20 cycles apart: busy stays
     // high across them? No: 17 < 20, so it drops in between.
     let busy_down = by_name("tlpx.down", "busy");
-    let downs: Vec<_> = vcd
-        .changes
-        .iter()
-        .filter(|(_, id, _)| *id == busy_down)
-        .collect();
+    let downs: Vec<_> = vcd.changes.iter().filter(|(_, id, _)| *id == busy_down).collect();
     assert_eq!(downs[0], &(8000 + 170 * 8, busy_down.clone(), "1".into()));
     assert_eq!(downs[1], &(8000 + 187 * 8, busy_down.clone(), "0".into()));
     // The loss of 3 records shows on `lost`.
     let lost = by_name("tlpx", "lost");
-    assert!(vcd
-        .changes
-        .iter()
-        .any(|(_, id, v)| *id == lost && v == "11"));
+    assert!(vcd.changes.iter().any(|(_, id, v)| *id == lost && v == "11"));
     // The timeout pulses.
     let timeout = by_name("tlpx.up", "timeout");
-    assert_eq!(
-        vcd.changes
-            .iter()
-            .filter(|(_, id, _)| *id == timeout)
-            .count(),
-        2
-    );
+    assert_eq!(vcd.changes.iter().filter(|(_, id, _)| *id == timeout).count(), 2);
 }
 
 #[test]
@@ -236,27 +187,13 @@ fn vcd_back_to_back_tlps_keep_busy_high() {
         }
     }
     // File order is b then a (the spy may finish them in any order across directions).
-    let opts = VcdOptions {
-        clock_hz: 100_000_000,
-        date: "d".into(),
-        comment: String::new(),
-    };
+    let opts = VcdOptions { clock_hz: 100_000_000, date: "d".into(), comment: String::new() };
     let mut out = Vec::new();
     write_vcd(&mut out, &[b, a], &opts).unwrap();
     let vcd = parse_vcd(&String::from_utf8(out).unwrap());
     assert_eq!(vcd.timescale, "10ns");
-    let busy = vcd
-        .vars
-        .iter()
-        .find(|(_, (s, n))| s == "tlpx.up" && n == "busy")
-        .unwrap()
-        .0;
-    let changes: Vec<_> = vcd
-        .changes
-        .iter()
-        .filter(|(_, id, _)| id == busy)
-        .map(|(t, _, v)| (*t, v.as_str()))
-        .collect();
+    let busy = vcd.vars.iter().find(|(_, (s, n))| s == "tlpx.up" && n == "busy").unwrap().0;
+    let changes: Vec<_> = vcd.changes.iter().filter(|(_, id, _)| id == busy).map(|(t, _, v)| (*t, v.as_str())).collect();
     assert_eq!(changes, vec![(100, "1"), (108, "0")]);
 }
 
@@ -271,11 +208,7 @@ fn vcd_opens_in_gtkwave() {
     let vcd = dir.path().join("t.vcd");
     let fst = dir.path().join("t.fst");
     std::fs::write(&vcd, scenario_vcd()).unwrap();
-    let run = std::process::Command::new("vcd2fst")
-        .arg(&vcd)
-        .arg(&fst)
-        .output()
-        .unwrap();
+    let run = std::process::Command::new("vcd2fst").arg(&vcd).arg(&fst).output().unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "vcd2fst failed: {stderr}");
     assert!(!stderr.to_lowercase().contains("error"), "{stderr}");
@@ -287,37 +220,18 @@ fn log_lines_for_each_kind() {
     let records = common::scenario();
     let hz = common::CLOCK_HZ;
     let l0 = log_line(&records[0], None, hz);
-    assert_eq!(
-        l0,
-        "    8.000 us  up   MRd64  0x100000000 len 128 tag 0x00  dur  1  lat   -                "
-    );
+    assert_eq!(l0, "    8.000 us  up   MRd64  0x100000000 len 128 tag 0x00  dur  1  lat   -                ");
     let l1 = log_line(&records[1], Some(&records[0]), hz);
     assert_eq!(l1, "    9.360 us  down CplD   SC  bc 512 len  64 tag 0x00  dur 16  lat 170       +1.360 us  split 1");
     let l2 = log_line(&records[2], Some(&records[1]), hz);
     assert!(l2.ends_with("+0.160 us  split 2 last"), "{l2}");
     let t = Record {
         sequence: 1,
-        body: Body::Timeout(Timeout {
-            direction: Direction::Down,
-            own: false,
-            requester_id: 0x0100,
-            tag: 5,
-            timestamp: 125,
-            waited: 99,
-        }),
+        body: Body::Timeout(Timeout { direction: Direction::Down, own: false, requester_id: 0x0100, tag: 5, timestamp: 125, waited: 99 }),
     };
     let lt = log_line(&t, None, hz);
-    assert!(
-        lt.contains("down Timeout rid 0x0100") && lt.contains("tag 0x05") && lt.contains("lat  99"),
-        "{lt}"
-    );
-    let f = Record {
-        sequence: 40,
-        body: Body::Footer(Footer {
-            records_created: 40,
-            records_lost: 3,
-        }),
-    };
+    assert!(lt.contains("down Timeout rid 0x0100") && lt.contains("tag 0x05") && lt.contains("lat  99"), "{lt}");
+    let f = Record { sequence: 40, body: Body::Footer(Footer { records_created: 40, records_lost: 3 }) };
     assert!(log_line(&f, None, hz).contains("40 records created, 3 lost (next seq 40)"));
     // Negative delta when records are out of time order.
     let back = log_line(&records[0], Some(&records[1]), hz);

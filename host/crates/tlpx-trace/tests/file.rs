@@ -5,9 +5,7 @@
 mod common;
 
 use tlpx_trace::header::Header;
-use tlpx_trace::{
-    build, field, Body, Direction, Footer, RawRecord, Record, TraceError, TraceReader, TraceWriter,
-};
+use tlpx_trace::{build, field, Body, Direction, Footer, RawRecord, Record, TraceError, TraceReader, TraceWriter};
 
 fn records_start(bytes: &[u8]) -> usize {
     let n = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
@@ -114,10 +112,7 @@ fn raw_ingest_equals_typed_writes() {
 #[test]
 fn writer_refuses_footers_partial_records_and_reserved_kinds() {
     let mut w = TraceWriter::new(Vec::new(), &common::header()).unwrap();
-    let footer = Record {
-        sequence: 0,
-        body: Body::Footer(Footer::default()),
-    };
+    let footer = Record { sequence: 0, body: Body::Footer(Footer::default()) };
     let e = w.write(&footer).unwrap_err().to_string();
     assert!(e.contains("offset") && e.contains("footer"), "{e}");
     let e = w.write_raw(&footer.to_bytes()).unwrap_err().to_string();
@@ -148,32 +143,15 @@ fn writer_refuses_a_header_readers_would_reject() {
 fn rejects_wrong_magic() {
     let mut b = common::scenario_bytes();
     b[0..4].copy_from_slice(b"\x7fELF");
-    let e = expect_err(
-        b,
-        &[
-            "offset 0",
-            "wrong magic 7f 45 4c 46",
-            "expected `TLPXTRC\\0`",
-        ],
-    );
+    let e = expect_err(b, &["offset 0", "wrong magic 7f 45 4c 46", "expected `TLPXTRC\\0`"]);
     assert_eq!(e.offset(), 0);
     expect_err(b"hello".to_vec(), &["offset 0", "wrong magic"]);
 }
 
 #[test]
 fn rejects_short_files() {
-    expect_err(
-        Vec::new(),
-        &[
-            "offset 0",
-            "file ends after 0 bytes",
-            "20-byte header prefix",
-        ],
-    );
-    expect_err(
-        b"TLPXTRC\0\x01\x00".to_vec(),
-        &["offset 10", "file ends after 10 bytes"],
-    );
+    expect_err(Vec::new(), &["offset 0", "file ends after 0 bytes", "20-byte header prefix"]);
+    expect_err(b"TLPXTRC\0\x01\x00".to_vec(), &["offset 10", "file ends after 10 bytes"]);
 }
 
 #[test]
@@ -209,33 +187,16 @@ fn rejects_header_json_longer_than_the_file() {
     let mut b = common::scenario_bytes();
     let len = b.len() as u32;
     b[16..20].copy_from_slice(&len.to_le_bytes());
-    expect_err(
-        b,
-        &[
-            "offset",
-            "header JSON from offset 20",
-            "the length at offset 16",
-        ],
-    );
+    expect_err(b, &["offset", "header JSON from offset 20", "the length at offset 16"]);
     let mut b = common::scenario_bytes();
     b[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
-    expect_err(
-        b,
-        &[
-            "offset 16",
-            "header JSON length 4294967295",
-            "expected at most",
-        ],
-    );
+    expect_err(b, &["offset 16", "header JSON length 4294967295", "expected at most"]);
 }
 
 #[test]
 fn rejects_invalid_header_json() {
     let b = common::scenario_bytes();
-    expect_err(
-        with_json(&b, "{\"card\": {\"clock_hz\": 1"),
-        &["offset 20", "header JSON is not valid", "line 1"],
-    );
+    expect_err(with_json(&b, "{\"card\": {\"clock_hz\": 1"), &["offset 20", "header JSON is not valid", "line 1"]);
     expect_err(with_json(&b, "[1, 2]"), &["offset 20", "is not an object"]);
     let mut bad_utf8 = common::scenario_bytes();
     bad_utf8[22] = 0xff;
@@ -247,48 +208,25 @@ fn rejects_missing_or_bad_required_keys() {
     let b = common::scenario_bytes();
     let mut v = json_value(&b);
     v["card"].as_object_mut().unwrap().remove("clock_hz");
-    expect_err(
-        with_json(&b, &v.to_string()),
-        &[
-            "offset 20",
-            "`card.clock_hz` is missing",
-            "positive integer",
-        ],
-    );
+    expect_err(with_json(&b, &v.to_string()), &["offset 20", "`card.clock_hz` is missing", "positive integer"]);
 
     let mut v = json_value(&b);
     v.as_object_mut().unwrap().remove("card");
-    expect_err(
-        with_json(&b, &v.to_string()),
-        &["offset 20", "`card.clock_hz` is missing"],
-    );
+    expect_err(with_json(&b, &v.to_string()), &["offset 20", "`card.clock_hz` is missing"]);
 
-    for bad in [
-        serde_json::json!(0),
-        serde_json::json!("125 MHz"),
-        serde_json::json!(-5),
-    ] {
+    for bad in [serde_json::json!(0), serde_json::json!("125 MHz"), serde_json::json!(-5)] {
         let mut v = json_value(&b);
         v["card"]["clock_hz"] = bad.clone();
-        expect_err(
-            with_json(&b, &v.to_string()),
-            &["offset 20", "`card.clock_hz` is", &bad.to_string()],
-        );
+        expect_err(with_json(&b, &v.to_string()), &["offset 20", "`card.clock_hz` is", &bad.to_string()]);
     }
 
     let mut v = json_value(&b);
     v.as_object_mut().unwrap().remove("fields");
-    expect_err(
-        with_json(&b, &v.to_string()),
-        &["offset 20", "`fields` is missing"],
-    );
+    expect_err(with_json(&b, &v.to_string()), &["offset 20", "`fields` is missing"]);
 
     let mut v = json_value(&b);
     v["link"]["lanes"] = serde_json::json!("four");
-    expect_err(
-        with_json(&b, &v.to_string()),
-        &["offset 20", "`link` is invalid", "lanes"],
-    );
+    expect_err(with_json(&b, &v.to_string()), &["offset 20", "`link` is invalid", "lanes"]);
 }
 
 #[test]
@@ -298,28 +236,14 @@ fn rejects_a_field_table_that_does_not_match() {
     v["fields"][9]["width"] = serde_json::json!(11);
     expect_err(
         with_json(&b, &v.to_string()),
-        &[
-            "offset 20",
-            "field table does not match",
-            "field #9 is `length` at word 3 shift 15 width 11",
-            "width 10",
-        ],
+        &["offset 20", "field table does not match", "field #9 is `length` at word 3 shift 15 width 11", "width 10"],
     );
     let mut v = json_value(&b);
     v["fields"].as_array_mut().unwrap().pop();
-    expect_err(
-        with_json(&b, &v.to_string()),
-        &["has 28 fields, expected 29", "`gap_cycles` is missing"],
-    );
+    expect_err(with_json(&b, &v.to_string()), &["has 28 fields, expected 29", "`gap_cycles` is missing"]);
     let mut v = json_value(&b);
-    v["fields"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({"name": "extra", "word": 7, "shift": 0, "width": 1}));
-    expect_err(
-        with_json(&b, &v.to_string()),
-        &["has 30 fields", "`extra` is unknown"],
-    );
+    v["fields"].as_array_mut().unwrap().push(serde_json::json!({"name": "extra", "word": 7, "shift": 0, "width": 1}));
+    expect_err(with_json(&b, &v.to_string()), &["has 30 fields", "`extra` is unknown"]);
 
     // Descriptions are prose: changing one is not a mismatch.
     let mut v = json_value(&b);
@@ -341,19 +265,9 @@ fn rejects_nonzero_padding() {
     let mut b = common::scenario_bytes();
     let n = u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize;
     let start = records_start(&b);
-    assert!(
-        start > 20 + n,
-        "the fixture needs padding; adjust the header"
-    );
+    assert!(start > 20 + n, "the fixture needs padding; adjust the header");
     b[20 + n] = 0xaa;
-    expect_err(
-        b,
-        &[
-            &format!("offset {}", 20 + n),
-            "padding byte is 0xaa",
-            "expected 0",
-        ],
-    );
+    expect_err(b, &[&format!("offset {}", 20 + n), "padding byte is 0xaa", "expected 0"]);
 }
 
 #[test]
@@ -390,18 +304,12 @@ fn rejects_reserved_kind_records_mid_file_and_at_the_end() {
     let results: Vec<_> = reader.by_ref().collect();
     assert_eq!(results.len(), 4, "iteration stops after the error");
     let e = results[3].as_ref().unwrap_err().to_string();
-    assert!(
-        e.contains(&format!("offset {at}")) && e.contains("reserved kind fmt 7 type 5"),
-        "{e}"
-    );
+    assert!(e.contains(&format!("offset {at}")) && e.contains("reserved kind fmt 7 type 5"), "{e}");
 
     let mut end = b.clone();
     let at = end.len() - 32;
     end[at + 12] = (7 << 1) | (3 << 4);
-    expect_err(
-        end,
-        &[&format!("offset {at}"), "reserved kind fmt 7 type 3"],
-    );
+    expect_err(end, &[&format!("offset {at}"), "reserved kind fmt 7 type 3"]);
 }
 
 #[test]
@@ -409,19 +317,10 @@ fn rejects_a_footer_that_is_not_last() {
     let records = common::scenario();
     let mut b = common::trace_bytes(&records, Some((0, Footer::default())));
     let start = records_start(&b);
-    let footer = Record {
-        sequence: 2,
-        body: Body::Footer(Footer::default()),
-    };
+    let footer = Record { sequence: 2, body: Body::Footer(Footer::default()) };
     let at = start + 2 * 32;
     b[at..at + 32].copy_from_slice(&footer.to_bytes());
-    expect_err(
-        b,
-        &[
-            &format!("offset {at}"),
-            "footer record is not the last record",
-        ],
-    );
+    expect_err(b, &[&format!("offset {at}"), "footer record is not the last record"]);
 }
 
 #[test]

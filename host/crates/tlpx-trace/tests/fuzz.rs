@@ -23,11 +23,7 @@ fn mutate(rng: &mut impl Rng, base: &[u8]) -> (Vec<u8>, String) {
             break;
         }
         // A quarter of the mutations aim at the header, the rest at the records.
-        let (lo, hi) = if rng.gen_bool(0.25) {
-            (0, header_end)
-        } else {
-            (header_end, b.len())
-        };
+        let (lo, hi) = if rng.gen_bool(0.25) { (0, header_end) } else { (header_end, b.len()) };
         let at = rng.gen_range(lo.min(b.len() - 1)..hi.min(b.len()).max(lo.min(b.len() - 1) + 1));
         match rng.gen_range(0..12) {
             0..=3 => {
@@ -106,26 +102,15 @@ fn mutated_traces_never_panic_the_reader_or_converters() {
                 err += 1;
                 let msg = e.to_string();
                 let kind = format!("{e:?}");
-                *kinds
-                    .entry(kind[..kind.find([' ', '{']).unwrap_or(kind.len())].to_owned())
-                    .or_default() += 1;
-                assert!(
-                    msg.starts_with("offset "),
-                    "seed {seed} ({what}): message without offset: {msg}"
-                );
+                *kinds.entry(kind[..kind.find([' ', '{']).unwrap_or(kind.len())].to_owned()).or_default() += 1;
+                assert!(msg.starts_with("offset "), "seed {seed} ({what}): message without offset: {msg}");
             }
             Err(_) => panic!("seed {seed}: panic on mutation: {what}"),
         }
     }
-    eprintln!(
-        "{ITERATIONS} mutations: {ok} read, {err} rejected ({kinds:?}), in {:?}",
-        start.elapsed()
-    );
+    eprintln!("{ITERATIONS} mutations: {ok} read, {err} rejected ({kinds:?}), in {:?}", start.elapsed());
     // Both outcomes are exercised, or the mutations are too weak or too strong.
-    assert!(
-        ok > ITERATIONS / 5 && err > ITERATIONS / 5,
-        "ok {ok} err {err}"
-    );
+    assert!(ok > ITERATIONS / 5 && err > ITERATIONS / 5, "ok {ok} err {err}");
 }
 
 #[test]

@@ -16,14 +16,8 @@ fn no_gap_in_a_contiguous_run() {
 fn reports_lost_counts_between_sequences() {
     let found: Vec<Gap> = gaps([10, 11, 17, 18, 20]).collect();
     assert_eq!(found.len(), 2);
-    assert_eq!(
-        (found[0].after, found[0].next, found[0].lost, found[0].index),
-        (11, 17, 5, 2)
-    );
-    assert_eq!(
-        (found[1].after, found[1].next, found[1].lost, found[1].index),
-        (18, 20, 1, 4)
-    );
+    assert_eq!((found[0].after, found[0].next, found[0].lost, found[0].index), (11, 17, 5, 2));
+    assert_eq!((found[1].after, found[1].next, found[1].lost, found[1].index), (18, 20, 1, 4));
     assert_eq!(found[0].to_string(), "5 records lost between seq 11 and 17");
     assert_eq!(found[1].to_string(), "1 record lost between seq 18 and 20");
 }
@@ -56,8 +50,7 @@ fn repeats_and_backward_steps_are_flagged_not_counted() {
 fn scenario_loss_is_found_in_the_file_and_matches_the_footer() {
     let records = common::scenario();
     let (next, footer) = common::scenario_footer(&records);
-    let reader =
-        TraceReader::from_bytes(common::trace_bytes(&records, Some((next, footer)))).unwrap();
+    let reader = TraceReader::from_bytes(common::trace_bytes(&records, Some((next, footer)))).unwrap();
     let footer_record = *reader.footer_record().unwrap();
     let read = reader.read_all().unwrap();
     let found: Vec<Gap> = gaps(read.iter().chain([&footer_record]).map(|r| r.sequence)).collect();

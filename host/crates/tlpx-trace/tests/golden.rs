@@ -10,13 +10,7 @@ use tlpx_trace::golden::compare;
 use tlpx_trace::header::Header;
 use tlpx_trace::{Body, Footer, Record, TraceWriter};
 
-fn write(
-    dir: &Path,
-    name: &str,
-    header: &Header,
-    records: &[Record],
-    footer: Option<(u32, Footer)>,
-) -> PathBuf {
+fn write(dir: &Path, name: &str, header: &Header, records: &[Record], footer: Option<(u32, Footer)>) -> PathBuf {
     let path = dir.join(name);
     let mut w = TraceWriter::create_with_header(&path, header).unwrap();
     for r in records {
@@ -41,20 +35,8 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let records = common::scenario();
     let footer = common::scenario_footer(&records);
-    let golden = write(
-        dir.path(),
-        "golden.tlpx",
-        &common::header(),
-        &records,
-        Some(footer),
-    );
-    Fixture {
-        dir: dir.path().to_owned(),
-        _dir: dir,
-        golden,
-        records,
-        footer,
-    }
+    let golden = write(dir.path(), "golden.tlpx", &common::header(), &records, Some(footer));
+    Fixture { dir: dir.path().to_owned(), _dir: dir, golden, records, footer }
 }
 
 fn expect_diff(f: &Fixture, actual: &Path, fragments: &[&str]) {
@@ -83,16 +65,8 @@ fn a_changed_field_is_named_with_record_index_and_offset() {
         r.address += 0x40;
         r.timing.wait_cycles += 1;
     }
-    let actual = write(
-        &f.dir,
-        "a.tlpx",
-        &common::header(),
-        &records,
-        Some(f.footer),
-    );
-    let start = tlpx_trace::TraceReader::open(&actual)
-        .unwrap()
-        .records_start();
+    let actual = write(&f.dir, "a.tlpx", &common::header(), &records, Some(f.footer));
+    let start = tlpx_trace::TraceReader::open(&actual).unwrap().records_start();
     expect_diff(
         &f,
         &actual,
@@ -117,53 +91,19 @@ fn a_changed_kind_reports_fmt_and_type() {
     if let Body::Request(r) = &mut records[0].body {
         r.fmt = 3; // MRd64 -> MWr64
     }
-    let actual = write(
-        &f.dir,
-        "a.tlpx",
-        &common::header(),
-        &records,
-        Some(f.footer),
-    );
-    expect_diff(
-        &f,
-        &actual,
-        &["record #0", "fmt is 0x3 (golden 0x1)", "MWr64", "MRd64"],
-    );
+    let actual = write(&f.dir, "a.tlpx", &common::header(), &records, Some(f.footer));
+    expect_diff(&f, &actual, &["record #0", "fmt is 0x3 (golden 0x1)", "MWr64", "MRd64"]);
 }
 
 #[test]
 fn missing_and_extra_records_are_reported() {
     let f = fixture();
-    let fewer = write(
-        &f.dir,
-        "fewer.tlpx",
-        &common::header(),
-        &f.records[..10],
-        Some(f.footer),
-    );
-    expect_diff(
-        &f,
-        &fewer,
-        &["fewer records: 10 vs golden 37", "first missing record #10"],
-    );
+    let fewer = write(&f.dir, "fewer.tlpx", &common::header(), &f.records[..10], Some(f.footer));
+    expect_diff(&f, &fewer, &["fewer records: 10 vs golden 37", "first missing record #10"]);
     let mut more = f.records.clone();
     more.push(f.records[0]);
-    let more = write(
-        &f.dir,
-        "more.tlpx",
-        &common::header(),
-        &more,
-        Some(f.footer),
-    );
-    expect_diff(
-        &f,
-        &more,
-        &[
-            "more records: 38 vs golden 37",
-            "first extra record #37",
-            "MRd64",
-        ],
-    );
+    let more = write(&f.dir, "more.tlpx", &common::header(), &more, Some(f.footer));
+    expect_diff(&f, &more, &["more records: 38 vs golden 37", "first extra record #37", "MRd64"]);
 }
 
 #[test]
@@ -172,37 +112,19 @@ fn header_and_footer_differences_are_reported() {
     let mut h = common::header();
     h.link.as_mut().unwrap().mps = 128;
     let actual = write(&f.dir, "h.tlpx", &h, &f.records, Some(f.footer));
-    expect_diff(
-        &f,
-        &actual,
-        &["header differs", "`link.mps` is 128 (golden 256)"],
-    );
+    expect_diff(&f, &actual, &["header differs", "`link.mps` is 128 (golden 256)"]);
 
     let mut h = common::header();
     h.capture.include_own_traffic = true;
     let actual = write(&f.dir, "h2.tlpx", &h, &f.records, Some(f.footer));
-    expect_diff(
-        &f,
-        &actual,
-        &["`capture.include_own_traffic` is true (golden false)"],
-    );
+    expect_diff(&f, &actual, &["`capture.include_own_traffic` is true (golden false)"]);
 
     let (seq, mut footer) = f.footer;
     footer.records_lost = 4;
-    let actual = write(
-        &f.dir,
-        "f.tlpx",
-        &common::header(),
-        &f.records,
-        Some((seq, footer)),
-    );
+    let actual = write(&f.dir, "f.tlpx", &common::header(), &f.records, Some((seq, footer)));
     expect_diff(&f, &actual, &["footer differs", "4 lost", "3 lost"]);
     let actual = write(&f.dir, "nf.tlpx", &common::header(), &f.records, None);
-    expect_diff(
-        &f,
-        &actual,
-        &["footer differs", "none (capture did not end cleanly)"],
-    );
+    expect_diff(&f, &actual, &["footer differs", "none (capture did not end cleanly)"]);
 }
 
 #[test]
@@ -210,15 +132,9 @@ fn unreadable_files_are_reported_not_panicked() {
     let f = fixture();
     let missing = f.dir.join("missing.tlpx");
     let msg = compare(&f.golden, &missing).unwrap_err();
-    assert!(
-        msg.contains("cannot read golden trace") && msg.contains("TLPX_UPDATE_GOLDEN=1"),
-        "{msg}"
-    );
+    assert!(msg.contains("cannot read golden trace") && msg.contains("TLPX_UPDATE_GOLDEN=1"), "{msg}");
     let junk = f.dir.join("junk.tlpx");
     std::fs::write(&junk, b"not a trace at all").unwrap();
     let msg = compare(&junk, &f.golden).unwrap_err();
-    assert!(
-        msg.contains("cannot read actual trace") && msg.contains("wrong magic"),
-        "{msg}"
-    );
+    assert!(msg.contains("cannot read actual trace") && msg.contains("wrong magic"), "{msg}");
 }

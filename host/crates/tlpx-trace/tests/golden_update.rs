@@ -27,8 +27,5 @@ fn check_compares_or_updates() {
     std::env::remove_var(UPDATE_ENV);
 
     check(&actual, &golden).unwrap();
-    assert_eq!(
-        std::fs::read(&golden).unwrap(),
-        std::fs::read(&actual).unwrap()
-    );
+    assert_eq!(std::fs::read(&golden).unwrap(), std::fs::read(&actual).unwrap());
 }

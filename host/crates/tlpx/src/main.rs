@@ -3,8 +3,8 @@
 mod cmd;
 mod metrics;
 mod output;
-mod pmc;
 mod plot;
+mod pmc;
 mod progress;
 mod realtime;
 mod results;
@@ -110,8 +110,15 @@ fn main() -> ExitCode {
         // itself; the quick ones have nothing to export over time.
         let long = matches!(
             cli.command,
-            Command::Bw(_) | Command::Lat(_) | Command::Pio(_) | Command::Characterize(_) | Command::Spy(_)
-                | Command::Top(_) | Command::Irq(_) | Command::Loop(_) | Command::Rule30(_)
+            Command::Bw(_)
+                | Command::Lat(_)
+                | Command::Pio(_)
+                | Command::Characterize(_)
+                | Command::Spy(_)
+                | Command::Top(_)
+                | Command::Irq(_)
+                | Command::Loop(_)
+                | Command::Rule30(_)
         );
         let started = match &cli.command {
             Command::Serve(_) => Ok(()),

@@ -102,14 +102,9 @@ pub fn global() -> &'static Registry {
 
 /// Why a metric name is not acceptable, or `None`.
 pub fn check_name(name: &str, kind: Kind) -> Option<String> {
-    let valid = name
-        .chars()
-        .enumerate()
-        .all(|(i, c)| c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit()));
+    let valid = name.chars().enumerate().all(|(i, c)| c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit()));
     if !valid || name.is_empty() {
-        return Some(format!(
-            "metric name {name:?} must match [a-zA-Z_][a-zA-Z0-9_]*"
-        ));
+        return Some(format!("metric name {name:?} must match [a-zA-Z_][a-zA-Z0-9_]*"));
     }
     if !name.starts_with("tlpx_") {
         return Some(format!("metric name {name:?} must start with tlpx_"));
@@ -117,17 +112,9 @@ pub fn check_name(name: &str, kind: Kind) -> Option<String> {
     let total = name.ends_with("_total");
     match kind {
         Kind::Counter if !total => Some(format!("counter {name:?} must end in _total")),
-        Kind::Gauge | Kind::Histogram if total => {
-            Some(format!("{} {name:?} must not end in _total", kind.name()))
-        }
-        Kind::Histogram
-            if ["_bucket", "_sum", "_count"]
-                .iter()
-                .any(|s| name.ends_with(s)) =>
-        {
-            Some(format!(
-                "histogram {name:?} must not end in _bucket, _sum or _count"
-            ))
+        Kind::Gauge | Kind::Histogram if total => Some(format!("{} {name:?} must not end in _total", kind.name())),
+        Kind::Histogram if ["_bucket", "_sum", "_count"].iter().any(|s| name.ends_with(s)) => {
+            Some(format!("histogram {name:?} must not end in _bucket, _sum or _count"))
         }
         _ => None,
     }
@@ -137,17 +124,11 @@ fn check_label_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with("__")
         && name != "le"
-        && name
-            .chars()
-            .enumerate()
-            .all(|(i, c)| c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit()))
+        && name.chars().enumerate().all(|(i, c)| c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit()))
 }
 
 fn owned(labels: &[(&str, &str)]) -> Labels {
-    let mut v: Labels = labels
-        .iter()
-        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-        .collect();
+    let mut v: Labels = labels.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect();
     v.sort();
     v.dedup_by(|a, b| a.0 == b.0);
     v
@@ -159,19 +140,13 @@ impl Registry {
             bail!(why);
         }
         if kind == Kind::Histogram
-            && (bounds.is_empty()
-                || bounds.windows(2).any(|w| w[0] >= w[1])
-                || bounds.iter().any(|b| !b.is_finite()))
+            && (bounds.is_empty() || bounds.windows(2).any(|w| w[0] >= w[1]) || bounds.iter().any(|b| !b.is_finite()))
         {
             bail!("histogram {name:?}: bucket bounds must be finite and strictly increasing, not {bounds:?}");
         }
         let mut families = self.lock();
         match families.get_mut(name) {
-            Some(f) if f.kind != kind => bail!(
-                "metric {name:?} is already a {}, not a {}",
-                f.kind.name(),
-                kind.name()
-            ),
+            Some(f) if f.kind != kind => bail!("metric {name:?} is already a {}, not a {}", f.kind.name(), kind.name()),
             Some(f) => {
                 f.help = help.to_string();
                 if f.bounds != bounds {
@@ -180,15 +155,8 @@ impl Registry {
                 }
             }
             None => {
-                families.insert(
-                    name.to_string(),
-                    Family {
-                        kind,
-                        help: help.to_string(),
-                        bounds: bounds.to_vec(),
-                        series: BTreeMap::new(),
-                    },
-                );
+                families
+                    .insert(name.to_string(), Family { kind, help: help.to_string(), bounds: bounds.to_vec(), series: BTreeMap::new() });
             }
         }
         Ok(())
@@ -213,21 +181,13 @@ impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Family>> {
         // A panic elsewhere while holding the lock leaves consistent data (every update is
         // one assignment): keep serving.
-        self.families
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.families.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Runs `f` on the series of a family of `kind`, creating the family (with no help
     /// text) when it was not described. Updates of a family of another type, or with an
     /// invalid label name, are ignored: metrics never stop a measurement.
-    fn with_series(
-        &self,
-        name: &str,
-        kind: Kind,
-        labels: &[(&str, &str)],
-        f: impl FnOnce(&mut Value, &[f64]),
-    ) {
+    fn with_series(&self, name: &str, kind: Kind, labels: &[(&str, &str)], f: impl FnOnce(&mut Value, &[f64])) {
         if labels.iter().any(|(k, _)| !check_label_name(k)) || check_name(name, kind).is_some() {
             debug_assert!(false, "bad metric {name} {labels:?}");
             return;
@@ -240,20 +200,12 @@ impl Registry {
             series: BTreeMap::new(),
         });
         if family.kind != kind || (kind == Kind::Histogram && family.bounds.is_empty()) {
-            debug_assert!(
-                false,
-                "metric {name} used as a {} but is a {}",
-                kind.name(),
-                family.kind.name()
-            );
+            debug_assert!(false, "metric {name} used as a {} but is a {}", kind.name(), family.kind.name());
             return;
         }
         let bounds = family.bounds.clone();
         let empty = match kind {
-            Kind::Histogram => Value::Histogram(HistogramValue {
-                counts: vec![0; bounds.len() + 1],
-                sum: 0.0,
-            }),
+            Kind::Histogram => Value::Histogram(HistogramValue { counts: vec![0; bounds.len() + 1], sum: 0.0 }),
             _ => Value::Scalar(0.0),
         };
         f(family.series.entry(owned(labels)).or_insert(empty), &bounds);
@@ -272,9 +224,7 @@ impl Registry {
     /// Sets a counter to a running total kept by the caller (which keeps it monotonic, e.g.
     /// across resets of the card's own counters).
     pub fn counter_set(&self, name: &str, labels: &[(&str, &str)], total: f64) {
-        self.with_series(name, Kind::Counter, labels, |v, _| {
-            *v = Value::Scalar(total)
-        });
+        self.with_series(name, Kind::Counter, labels, |v, _| *v = Value::Scalar(total));
     }
 
     pub fn gauge_set(&self, name: &str, labels: &[(&str, &str)], value: f64) {
@@ -286,10 +236,7 @@ impl Registry {
     pub fn observe(&self, name: &str, labels: &[(&str, &str)], value: f64) {
         self.with_series(name, Kind::Histogram, labels, |v, bounds| {
             if let Value::Histogram(h) = v {
-                let i = bounds
-                    .iter()
-                    .position(|b| value <= *b)
-                    .unwrap_or(bounds.len());
+                let i = bounds.iter().position(|b| value <= *b).unwrap_or(bounds.len());
                 h.counts[i] += 1;
                 h.sum += value;
             }
@@ -299,16 +246,9 @@ impl Registry {
     /// Replaces a histogram series with counts kept by the caller (one per bound, plus one
     /// for +Inf); a count vector of another length is ignored.
     pub fn histogram_set(&self, name: &str, labels: &[(&str, &str)], value: HistogramValue) {
-        let fits = self
-            .lock()
-            .get(name)
-            .is_some_and(|f| f.bounds.len() + 1 == value.counts.len());
+        let fits = self.lock().get(name).is_some_and(|f| f.bounds.len() + 1 == value.counts.len());
         if !fits {
-            debug_assert!(
-                false,
-                "histogram {name}: {} counts do not fit its bounds",
-                value.counts.len()
-            );
+            debug_assert!(false, "histogram {name}: {} counts do not fit its bounds", value.counts.len());
             return;
         }
         self.with_series(name, Kind::Histogram, labels, |v, bounds| {
@@ -332,11 +272,7 @@ impl Registry {
         let families = self.lock();
         let mut out = String::new();
         for (name, f) in families.iter().filter(|(_, f)| !f.series.is_empty()) {
-            let help = if f.help.is_empty() {
-                "(no description)"
-            } else {
-                &f.help
-            };
+            let help = if f.help.is_empty() { "(no description)" } else { &f.help };
             let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
             let _ = writeln!(out, "# TYPE {name} {}", f.kind.name());
             for (labels, value) in &f.series {
@@ -349,20 +285,10 @@ impl Registry {
                         for (i, c) in h.counts.iter().enumerate() {
                             cumulative += c;
                             let le = f.bounds.get(i).map_or("+Inf".to_string(), |b| number(*b));
-                            let _ = writeln!(
-                                out,
-                                "{name}_bucket{} {cumulative}",
-                                label_text(labels, Some(&le))
-                            );
+                            let _ = writeln!(out, "{name}_bucket{} {cumulative}", label_text(labels, Some(&le)));
                         }
-                        let _ = writeln!(
-                            out,
-                            "{name}_sum{} {}",
-                            label_text(labels, None),
-                            number(h.sum)
-                        );
-                        let _ =
-                            writeln!(out, "{name}_count{} {cumulative}", label_text(labels, None));
+                        let _ = writeln!(out, "{name}_sum{} {}", label_text(labels, None), number(h.sum));
+                        let _ = writeln!(out, "{name}_count{} {cumulative}", label_text(labels, None));
                     }
                 }
             }
@@ -390,19 +316,14 @@ fn escape_help(s: &str) -> String {
 
 /// Escapes a label value (exposition format: backslash, double quote, line feed).
 pub fn escape_label_value(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn label_text(labels: &Labels, le: Option<&str>) -> String {
     if labels.is_empty() && le.is_none() {
         return String::new();
     }
-    let mut parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
-        .collect();
+    let mut parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v))).collect();
     if let Some(le) = le {
         parts.push(format!("le=\"{le}\""));
     }
@@ -422,11 +343,7 @@ pub fn log2_cycle_bounds(buckets: usize, clock_hz: u32) -> Vec<f64> {
 pub fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
     let accepted = "write HOST:PORT, e.g. 127.0.0.1:9464, :9464 (loopback), 0.0.0.0:9464 (every interface) or [::1]:9464";
     let t = text.trim();
-    let full = if t.starts_with(':') {
-        format!("127.0.0.1{t}")
-    } else {
-        t.to_string()
-    };
+    let full = if t.starts_with(':') { format!("127.0.0.1{t}") } else { t.to_string() };
     let Some((host, port)) = full.rsplit_once(':') else {
         bail!("--metrics-listen {text:?} has no port: {accepted}");
     };
@@ -437,9 +354,7 @@ pub fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
         return Ok(a);
     }
     match full.to_socket_addrs() {
-        Ok(mut addrs) => addrs.next().with_context(|| {
-            format!("--metrics-listen {text:?}: {host} has no address; {accepted}")
-        }),
+        Ok(mut addrs) => addrs.next().with_context(|| format!("--metrics-listen {text:?}: {host} has no address; {accepted}")),
         Err(e) => bail!("--metrics-listen {text:?}: cannot resolve {host:?} ({e}); {accepted}"),
     }
 }
@@ -488,8 +403,7 @@ impl Exporter {
 /// Binds `text` (see [`parse_listen`]); nothing is answered until [`Exporter::serve`].
 pub fn bind(text: &str) -> anyhow::Result<Exporter> {
     let addr = parse_listen(text)?;
-    let listener = TcpListener::bind(addr)
-        .with_context(|| format!("--metrics-listen {text:?}: cannot listen on {addr}"))?;
+    let listener = TcpListener::bind(addr).with_context(|| format!("--metrics-listen {text:?}: cannot listen on {addr}"))?;
     let address = listener.local_addr().context("the exporter's address")?;
     Ok(Exporter { address, listener: Some(listener) })
 }
@@ -531,16 +445,8 @@ fn answer(stream: TcpStream, registry: &Registry) {
     let path = target.split('?').next().unwrap_or("");
     let (status, content_type, body) = match (method, path) {
         ("GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, registry.render()),
-        (_, "/metrics") => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
-            "only GET and HEAD\n".to_string(),
-        ),
-        _ => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "tlpx serves its metrics at /metrics\n".to_string(),
-        ),
+        (_, "/metrics") => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET and HEAD\n".to_string()),
+        _ => ("404 Not Found", "text/plain; charset=utf-8", "tlpx serves its metrics at /metrics\n".to_string()),
     };
     let mut response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
@@ -570,24 +476,16 @@ mod tests {
         assert!(check_name("tlpx-bad", Kind::Gauge).is_some());
         let r = Registry::default();
         assert!(r.describe_counter("tlpx_bytes", "x").is_err());
-        assert!(r
-            .describe_histogram("tlpx_h_seconds", "x", &[2.0, 1.0])
-            .is_err());
+        assert!(r.describe_histogram("tlpx_h_seconds", "x", &[2.0, 1.0]).is_err());
     }
 
     #[test]
     fn metrics_render_sorted_escaped_and_cumulative() {
         let r = Registry::default();
-        r.describe_gauge("tlpx_b_bytes", "B.\nSecond \\ line.")
-            .unwrap();
+        r.describe_gauge("tlpx_b_bytes", "B.\nSecond \\ line.").unwrap();
         r.describe_counter("tlpx_a_total", "A.").unwrap();
-        r.describe_histogram("tlpx_c_seconds", "C.", &[0.001, 0.01])
-            .unwrap();
-        r.gauge_set(
-            "tlpx_b_bytes",
-            &[("z", "1"), ("card", "sim:/a\"b\\c\nd")],
-            4096.0,
-        );
+        r.describe_histogram("tlpx_c_seconds", "C.", &[0.001, 0.01]).unwrap();
+        r.gauge_set("tlpx_b_bytes", &[("z", "1"), ("card", "sim:/a\"b\\c\nd")], 4096.0);
         r.counter_inc("tlpx_a_total", &[("dir", "up")], 2.0);
         r.counter_inc("tlpx_a_total", &[("dir", "down")], 1.0);
         r.counter_inc("tlpx_a_total", &[("dir", "up")], 3.0);
@@ -612,41 +510,18 @@ mod tests {
         let r = Registry::default();
         let bounds = log2_cycle_bounds(4, 100_000_000);
         assert_eq!(bounds, vec![2e-8, 4e-8, 8e-8, 1.6e-7]);
-        r.describe_histogram("tlpx_l_seconds", "L.", &bounds)
-            .unwrap();
-        r.histogram_set(
-            "tlpx_l_seconds",
-            &[],
-            HistogramValue {
-                counts: vec![1, 0, 2, 0, 1],
-                sum: 1.0,
-            },
-        );
+        r.describe_histogram("tlpx_l_seconds", "L.", &bounds).unwrap();
+        r.histogram_set("tlpx_l_seconds", &[], HistogramValue { counts: vec![1, 0, 2, 0, 1], sum: 1.0 });
         let text = r.render();
-        assert!(
-            text.contains("tlpx_l_seconds_bucket{le=\"8e-8\"} 3\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("tlpx_l_seconds_count 4\n") && !text.contains("bad length"),
-            "{text}"
-        );
+        assert!(text.contains("tlpx_l_seconds_bucket{le=\"8e-8\"} 3\n"), "{text}");
+        assert!(text.contains("tlpx_l_seconds_count 4\n") && !text.contains("bad length"), "{text}");
     }
 
     #[test]
     fn metrics_listen_addresses() {
-        assert_eq!(
-            parse_listen(":9464").unwrap(),
-            "127.0.0.1:9464".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen("0.0.0.0:1").unwrap(),
-            "0.0.0.0:1".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen("[::1]:9464").unwrap(),
-            "[::1]:9464".parse().unwrap()
-        );
+        assert_eq!(parse_listen(":9464").unwrap(), "127.0.0.1:9464".parse().unwrap());
+        assert_eq!(parse_listen("0.0.0.0:1").unwrap(), "0.0.0.0:1".parse().unwrap());
+        assert_eq!(parse_listen("[::1]:9464").unwrap(), "[::1]:9464".parse().unwrap());
         assert!(parse_listen("localhost:9464").is_ok());
         for bad in ["9464", "nope", "127.0.0.1:99999", "127.0.0.1:", ":x"] {
             let e = format!("{:#}", parse_listen(bad).unwrap_err());

@@ -118,8 +118,7 @@ pub fn render_svg(chart: &Chart) -> anyhow::Result<String> {
 
         let mut measured = 0;
         for s in &chart.series {
-            let points: Vec<(f64, f64)> =
-                s.points.iter().map(|&(x, y)| (map_x(x), y)).filter(|(x, y)| finite(*x) && finite(*y)).collect();
+            let points: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (map_x(x), y)).filter(|(x, y)| finite(*x) && finite(*y)).collect();
             let (c, width) = match s.style {
                 Style::Line if s.label.starts_with("model") => (BLACK, 2),
                 _ => {

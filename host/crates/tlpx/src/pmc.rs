@@ -42,12 +42,7 @@ pub enum PmcEvent {
 
 impl PmcEvent {
     /// The events a [`Pmc`] opens, in group order (the first one available leads the group).
-    pub const ALL: [PmcEvent; 4] = [
-        PmcEvent::Instructions,
-        PmcEvent::Cycles,
-        PmcEvent::CacheReferences,
-        PmcEvent::CacheMisses,
-    ];
+    pub const ALL: [PmcEvent; 4] = [PmcEvent::Instructions, PmcEvent::Cycles, PmcEvent::CacheReferences, PmcEvent::CacheMisses];
 
     /// The event's name, as `perf stat` spells it.
     pub fn name(self) -> &'static str {
@@ -66,10 +61,7 @@ impl PmcEvent {
             PmcEvent::CacheReferences => PERF_COUNT_HW_CACHE_REFERENCES,
             PmcEvent::CacheMisses => PERF_COUNT_HW_CACHE_MISSES,
         };
-        EventSpec {
-            type_: PERF_TYPE_HARDWARE,
-            config,
-        }
+        EventSpec { type_: PERF_TYPE_HARDWARE, config }
     }
 }
 
@@ -114,11 +106,7 @@ pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
 
 /// The current `kernel.perf_event_paranoid`, or `None` when it cannot be read.
 pub fn read_paranoid() -> Option<i32> {
-    std::fs::read_to_string(PARANOID_PATH)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    std::fs::read_to_string(PARANOID_PATH).ok()?.trim().parse().ok()
 }
 
 /// Why the kernel refused a counter, in words: a pure function of the `errno` of
@@ -148,10 +136,7 @@ pub fn refusal_message(errno: i32, paranoid: Option<i32>, scope: PmcScope) -> St
             "the kernel rejected the counter's attributes ({code}); it may not support \
              excluding the hypervisor or kernel on this CPU"
         ),
-        _ => format!(
-            "perf_event_open failed: {} ({code})",
-            io::Error::from_raw_os_error(errno)
-        ),
+        _ => format!("perf_event_open failed: {} ({code})", io::Error::from_raw_os_error(errno)),
     }
 }
 
@@ -225,11 +210,7 @@ impl PmcUnavailable {
 
 impl fmt::Display for PmcUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "host performance counters unavailable ({} scope): ",
-            self.scope.name()
-        )?;
+        write!(f, "host performance counters unavailable ({} scope): ", self.scope.name())?;
         f.write_str(&refusals_text(&self.refused, self.paranoid, self.scope))
     }
 }
@@ -243,16 +224,8 @@ fn refusals_text(refused: &[(PmcEvent, i32)], paranoid: Option<i32>, scope: PmcS
     errnos
         .iter()
         .map(|&errno| {
-            let events: Vec<&str> = refused
-                .iter()
-                .filter(|&&(_, e)| e == errno)
-                .map(|(ev, _)| ev.name())
-                .collect();
-            format!(
-                "{}: {}",
-                events.join(", "),
-                refusal_message(errno, paranoid, scope)
-            )
+            let events: Vec<&str> = refused.iter().filter(|&&(_, e)| e == errno).map(|(ev, _)| ev.name()).collect();
+            format!("{}: {}", events.join(", "), refusal_message(errno, paranoid, scope))
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -283,17 +256,10 @@ pub struct PmcReading {
 impl PmcReading {
     /// Builds a reading from (event, raw count, time enabled, time running) samples.
     fn from_samples(scope: PmcScope, samples: &[(PmcEvent, u64, u64, u64)]) -> PmcReading {
-        let count = |event| {
-            samples
-                .iter()
-                .find(|s| s.0 == event)
-                .and_then(|&(_, raw, enabled, running)| scale_count(raw, enabled, running))
-        };
+        let count =
+            |event| samples.iter().find(|s| s.0 == event).and_then(|&(_, raw, enabled, running)| scale_count(raw, enabled, running));
         let (instructions, cycles) = (count(PmcEvent::Instructions), count(PmcEvent::Cycles));
-        let (cache_references, cache_misses) = (
-            count(PmcEvent::CacheReferences),
-            count(PmcEvent::CacheMisses),
-        );
+        let (cache_references, cache_misses) = (count(PmcEvent::CacheReferences), count(PmcEvent::CacheMisses));
         PmcReading {
             scope,
             instructions,
@@ -346,9 +312,7 @@ pub fn describe(reading: &PmcReading) -> String {
         reading.scope.name(),
         count(reading.instructions, "instructions"),
         count(reading.cycles, "cycles"),
-        reading
-            .cpi
-            .map_or_else(|| "n/a".to_string(), |c| format!("{c:.2}")),
+        reading.cpi.map_or_else(|| "n/a".to_string(), |c| format!("{c:.2}")),
         count(reading.cache_references, "cache refs"),
         count(reading.cache_misses, "misses"),
     );
@@ -357,10 +321,7 @@ pub fn describe(reading: &PmcReading) -> String {
     }
     if reading.scaled() {
         let share = reading.time_running_ns as f64 / reading.time_enabled_ns as f64;
-        line.push_str(&format!(
-            ", multiplexed: counted {:.0}% of the time, scaled",
-            100.0 * share
-        ));
+        line.push_str(&format!(", multiplexed: counted {:.0}% of the time, scaled", 100.0 * share));
     }
     line
 }
@@ -392,11 +353,7 @@ pub struct Pmc {
 
 impl fmt::Debug for Pmc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pmc")
-            .field("counting", &self.counting())
-            .field("missing", &self.missing)
-            .field("scope", &self.scope)
-            .finish()
+        f.debug_struct("Pmc").field("counting", &self.counting()).field("missing", &self.missing).field("scope", &self.scope).finish()
     }
 }
 
@@ -405,24 +362,13 @@ impl Pmc {
     /// disabled until [`Pmc::start`]. Events the machine refuses are left out and listed by
     /// [`Pmc::missing`]; when it refuses them all, the error says why.
     pub fn open(options: &PmcOptions) -> Result<Pmc, PmcUnavailable> {
-        let specs: Vec<(PmcEvent, EventSpec)> =
-            PmcEvent::ALL.iter().map(|&e| (e, e.spec())).collect();
+        let specs: Vec<(PmcEvent, EventSpec)> = PmcEvent::ALL.iter().map(|&e| (e, e.spec())).collect();
         let (set, missing) = CounterSet::open_with(&specs, options.scope, perf_event_open);
         let paranoid = read_paranoid();
         if set.is_empty() {
-            return Err(PmcUnavailable {
-                refused: missing,
-                paranoid,
-                scope: options.scope,
-            });
+            return Err(PmcUnavailable { refused: missing, paranoid, scope: options.scope });
         }
-        Ok(Pmc {
-            set,
-            missing,
-            paranoid,
-            scope: options.scope,
-            _not_send: PhantomData,
-        })
+        Ok(Pmc { set, missing, paranoid, scope: options.scope, _not_send: PhantomData })
     }
 
     /// Resets the counts to zero and starts counting.
@@ -462,12 +408,7 @@ impl Pmc {
 
     /// Why some events are missing, for the terminal; `None` when all four are counted.
     pub fn missing_text(&self) -> Option<String> {
-        (!self.missing.is_empty()).then(|| {
-            format!(
-                "not counted: {}",
-                refusals_text(&self.missing, self.paranoid, self.scope)
-            )
-        })
+        (!self.missing.is_empty()).then(|| format!("not counted: {}", refusals_text(&self.missing, self.paranoid, self.scope)))
     }
 }
 
@@ -507,12 +448,7 @@ impl<E: Copy> CounterSet<E> {
                 },
             };
             match opened {
-                Ok((fd, leader)) => counters.push(Counter {
-                    event,
-                    fd,
-                    leader,
-                    times_at_start: (0, 0),
-                }),
+                Ok((fd, leader)) => counters.push(Counter { event, fd, leader, times_at_start: (0, 0) }),
                 Err(errno) => missing.push((event, errno)),
             }
         }
@@ -544,8 +480,7 @@ impl<E: Copy> CounterSet<E> {
     fn for_leaders(&self, request: libc::c_ulong) -> io::Result<()> {
         for counter in self.counters.iter().filter(|c| c.leader) {
             // SAFETY: an open perf event fd; these requests take an integer argument.
-            let rc =
-                unsafe { libc::ioctl(counter.fd.as_raw_fd(), request as _, PERF_IOC_FLAG_GROUP) };
+            let rc = unsafe { libc::ioctl(counter.fd.as_raw_fd(), request as _, PERF_IOC_FLAG_GROUP) };
             if rc < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -560,12 +495,7 @@ impl<E: Copy> CounterSet<E> {
             .map(|counter| {
                 let [count, enabled, running] = read_counter(&counter.fd)?;
                 let (enabled_at_start, running_at_start) = counter.times_at_start;
-                Ok((
-                    counter.event,
-                    count,
-                    enabled.saturating_sub(enabled_at_start),
-                    running.saturating_sub(running_at_start),
-                ))
+                Ok((counter.event, count, enabled.saturating_sub(enabled_at_start), running.saturating_sub(running_at_start)))
             })
             .collect()
     }
@@ -581,10 +511,7 @@ fn read_counter(fd: &OwnedFd) -> io::Result<[u64; 3]> {
         return Err(io::Error::last_os_error());
     }
     if got as usize != size {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("perf counter read gave {got} bytes, expected {size}"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("perf counter read gave {got} bytes, expected {size}")));
     }
     Ok(values)
 }
@@ -700,7 +627,11 @@ pub fn records() -> Vec<PmcRecord> {
         if let Some((pmc, missing)) = m.borrow().as_ref() {
             match pmc.read() {
                 Ok(r) => out.push(PmcRecord { label: "main thread".into(), reading: Some(r), note: missing.clone() }),
-                Err(e) => out.push(PmcRecord { label: "main thread".into(), reading: None, note: Some(format!("reading the counters failed: {e}")) }),
+                Err(e) => out.push(PmcRecord {
+                    label: "main thread".into(),
+                    reading: None,
+                    note: Some(format!("reading the counters failed: {e}")),
+                }),
             }
         }
     });
@@ -789,20 +720,9 @@ impl EventSpec {
 fn perf_event_open(attr: &PerfEventAttr, group_fd: RawFd) -> Result<OwnedFd, i32> {
     let (pid, cpu): (libc::pid_t, libc::c_int) = (0, -1);
     // SAFETY: `attr` is a valid perf_event_attr of the size it declares, alive for the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
-            pid,
-            cpu,
-            group_fd,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const PerfEventAttr, pid, cpu, group_fd, PERF_FLAG_FD_CLOEXEC) };
     if fd < 0 {
-        return Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL));
+        return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL));
     }
     // SAFETY: the kernel returned a new file descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
@@ -828,10 +748,7 @@ mod tests {
         for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
             let msg = refusal_message(errno, Some(2), PmcScope::User);
             assert!(msg.contains("exposes no such hardware counter"), "{msg}");
-            assert!(
-                msg.contains("hypervisor") && msg.contains(errno_name(errno)),
-                "{msg}"
-            );
+            assert!(msg.contains("hypervisor") && msg.contains(errno_name(errno)), "{msg}");
             assert!(!msg.contains("paranoid"), "not a permission problem: {msg}");
         }
     }
@@ -839,61 +756,34 @@ mod tests {
     #[test]
     fn refusal_for_permissions_explains_the_paranoid_level_and_the_fix() {
         let msg = refusal_message(libc::EACCES, Some(3), PmcScope::User);
-        assert!(
-            msg.contains("EACCES") && msg.contains("perf_event_paranoid is 3"),
-            "{msg}"
-        );
-        assert!(
-            msg.contains("sysctl kernel.perf_event_paranoid=2") && msg.contains("CAP_PERFMON"),
-            "{msg}"
-        );
+        assert!(msg.contains("EACCES") && msg.contains("perf_event_paranoid is 3"), "{msg}");
+        assert!(msg.contains("sysctl kernel.perf_event_paranoid=2") && msg.contains("CAP_PERFMON"), "{msg}");
 
         let msg = refusal_message(libc::EACCES, Some(4), PmcScope::UserKernel);
         assert!(msg.contains("is 4") && msg.contains("altogether"), "{msg}");
 
         let msg = refusal_message(libc::EACCES, Some(2), PmcScope::UserKernel);
-        assert!(
-            msg.contains("perf_event_paranoid is 2") && msg.contains("user space only"),
-            "{msg}"
-        );
+        assert!(msg.contains("perf_event_paranoid is 2") && msg.contains("user space only"), "{msg}");
         assert!(msg.contains("sysctl kernel.perf_event_paranoid=1"), "{msg}");
 
         // Allowed by the paranoid level, refused anyway: something else (seccomp, LSM).
-        for (paranoid, scope) in [
-            (2, PmcScope::User),
-            (1, PmcScope::UserKernel),
-            (-1, PmcScope::User),
-        ] {
+        for (paranoid, scope) in [(2, PmcScope::User), (1, PmcScope::UserKernel), (-1, PmcScope::User)] {
             let msg = refusal_message(libc::EPERM, Some(paranoid), scope);
-            assert!(
-                msg.contains("EPERM") && msg.contains(&format!("is {paranoid}")),
-                "{msg}"
-            );
-            assert!(
-                msg.contains("seccomp") && msg.contains(scope.name()),
-                "{msg}"
-            );
+            assert!(msg.contains("EPERM") && msg.contains(&format!("is {paranoid}")), "{msg}");
+            assert!(msg.contains("seccomp") && msg.contains(scope.name()), "{msg}");
         }
 
         let msg = refusal_message(libc::EPERM, None, PmcScope::User);
-        assert!(
-            msg.contains(PARANOID_PATH) && msg.contains("cannot be read"),
-            "{msg}"
-        );
+        assert!(msg.contains(PARANOID_PATH) && msg.contains("cannot be read"), "{msg}");
     }
 
     #[test]
     fn refusal_for_other_errors_names_them() {
-        assert!(
-            refusal_message(libc::ENOSYS, Some(2), PmcScope::User).contains("CONFIG_PERF_EVENTS")
-        );
+        assert!(refusal_message(libc::ENOSYS, Some(2), PmcScope::User).contains("CONFIG_PERF_EVENTS"));
         assert!(refusal_message(libc::EBUSY, Some(2), PmcScope::User).contains("another profiler"));
         assert!(refusal_message(libc::EMFILE, Some(2), PmcScope::User).contains("ulimit -n"));
         let msg = refusal_message(libc::ESRCH, Some(2), PmcScope::User);
-        assert!(
-            msg.starts_with("perf_event_open failed: No such process") && msg.contains("ESRCH"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("perf_event_open failed: No such process") && msg.contains("ESRCH"), "{msg}");
     }
 
     #[test]
@@ -905,25 +795,21 @@ mod tests {
         };
         let msg = all.to_string();
         assert!(
-            msg.starts_with("host performance counters unavailable (user scope): instructions, cycles, cache-references, cache-misses: the CPU"),
+            msg.starts_with(
+                "host performance counters unavailable (user scope): instructions, cycles, cache-references, cache-misses: the CPU"
+            ),
             "{msg}"
         );
         assert_eq!(msg.matches("exposes no").count(), 1, "{msg}");
         assert_eq!(all.errno(), Some(libc::ENOENT));
 
         let mixed = PmcUnavailable {
-            refused: vec![
-                (PmcEvent::Instructions, libc::EACCES),
-                (PmcEvent::CacheMisses, libc::ENOENT),
-            ],
+            refused: vec![(PmcEvent::Instructions, libc::EACCES), (PmcEvent::CacheMisses, libc::ENOENT)],
             paranoid: Some(3),
             scope: PmcScope::UserKernel,
         };
         let msg = mixed.to_string();
-        assert!(
-            msg.contains("(user+kernel scope): instructions: the kernel refused access (EACCES)"),
-            "{msg}"
-        );
+        assert!(msg.contains("(user+kernel scope): instructions: the kernel refused access (EACCES)"), "{msg}");
         assert!(msg.contains("; cache-misses: the CPU"), "{msg}");
     }
 
@@ -932,32 +818,13 @@ mod tests {
     #[test]
     fn scale_count_corrects_for_multiplexing() {
         assert_eq!(scale_count(1000, 500, 500), Some(1000), "ran all the time");
-        assert_eq!(
-            scale_count(1000, 500, 501),
-            Some(1000),
-            "clock skew: running > enabled"
-        );
-        assert_eq!(
-            scale_count(1000, 1000, 500),
-            Some(2000),
-            "ran half the time"
-        );
+        assert_eq!(scale_count(1000, 500, 501), Some(1000), "clock skew: running > enabled");
+        assert_eq!(scale_count(1000, 1000, 500), Some(2000), "ran half the time");
         assert_eq!(scale_count(1000, 1000, 333), Some(3003), "rounds down");
-        assert_eq!(
-            scale_count(1000, 1000, 0),
-            None,
-            "never scheduled: unknown, not zero"
-        );
+        assert_eq!(scale_count(1000, 1000, 0), None, "never scheduled: unknown, not zero");
         assert_eq!(scale_count(0, 0, 0), Some(0), "never enabled");
-        assert_eq!(
-            scale_count(u64::MAX / 2, u64::MAX, u64::MAX / 4),
-            Some(u64::MAX),
-            "saturates"
-        );
-        assert_eq!(
-            scale_count(u64::MAX / 4, 4_000_000_000, 2_000_000_000),
-            Some(u64::MAX / 4 * 2)
-        );
+        assert_eq!(scale_count(u64::MAX / 2, u64::MAX, u64::MAX / 4), Some(u64::MAX), "saturates");
+        assert_eq!(scale_count(u64::MAX / 4, 4_000_000_000, 2_000_000_000), Some(u64::MAX / 4 * 2));
     }
 
     #[test]
@@ -969,15 +836,9 @@ mod tests {
             (PmcEvent::CacheMisses, 100, 100, 50),
         ];
         let r = PmcReading::from_samples(PmcScope::User, &samples);
-        assert_eq!(
-            (r.instructions, r.cycles),
-            (Some(1_000_000), Some(1_500_000))
-        );
+        assert_eq!((r.instructions, r.cycles), (Some(1_000_000), Some(1_500_000)));
         assert_eq!(r.cpi, Some(1.5));
-        assert_eq!(
-            (r.cache_references, r.cache_misses),
-            (Some(4_000), Some(200))
-        );
+        assert_eq!((r.cache_references, r.cache_misses), (Some(4_000), Some(200)));
         assert_eq!(r.miss_ratio, Some(0.05));
         assert_eq!((r.time_enabled_ns, r.time_running_ns), (100, 50));
         assert!(r.scaled());
@@ -989,30 +850,16 @@ mod tests {
         );
 
         let partial = PmcReading::from_samples(PmcScope::UserKernel, &samples[..2]);
-        assert_eq!(
-            (
-                partial.cache_references,
-                partial.cache_misses,
-                partial.miss_ratio
-            ),
-            (None, None, None)
-        );
+        assert_eq!((partial.cache_references, partial.cache_misses, partial.miss_ratio), (None, None, None));
         assert!(!partial.scaled());
-        assert_eq!(
-            describe(&partial),
-            "pmc (user+kernel): 1.00 M instructions, 1.50 M cycles, CPI 1.50, cache refs n/a, misses n/a"
-        );
+        assert_eq!(describe(&partial), "pmc (user+kernel): 1.00 M instructions, 1.50 M cycles, CPI 1.50, cache refs n/a, misses n/a");
         let json = serde_json::to_value(partial).expect("serialisable");
         assert_eq!(json["scope"], "user+kernel");
         assert_eq!(json["cpi"], 1.5);
         assert!(json["cache_misses"].is_null());
 
-        let no_instructions =
-            PmcReading::from_samples(PmcScope::User, &[(PmcEvent::Instructions, 0, 10, 10)]);
-        assert_eq!(
-            (no_instructions.instructions, no_instructions.cpi),
-            (Some(0), None)
-        );
+        let no_instructions = PmcReading::from_samples(PmcScope::User, &[(PmcEvent::Instructions, 0, 10, 10)]);
+        assert_eq!((no_instructions.instructions, no_instructions.cpi), (Some(0), None));
         assert!(describe(&no_instructions).contains("CPI n/a"));
     }
 
@@ -1029,23 +876,12 @@ mod tests {
 
     #[test]
     fn attributes_count_this_thread_in_the_requested_scope() {
-        assert_eq!(
-            std::mem::size_of::<PerfEventAttr>(),
-            PERF_ATTR_SIZE_VER1 as usize
-        );
+        assert_eq!(std::mem::size_of::<PerfEventAttr>(), PERF_ATTR_SIZE_VER1 as usize);
         let user = PmcEvent::Cycles.spec().attr(PmcScope::User, true);
-        assert_eq!(
-            (user.type_, user.config, user.size),
-            (PERF_TYPE_HARDWARE, 0, 72)
-        );
-        assert_eq!(
-            user.flags,
-            ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV
-        );
+        assert_eq!((user.type_, user.config, user.size), (PERF_TYPE_HARDWARE, 0, 72));
+        assert_eq!(user.flags, ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV);
         assert_eq!(user.flags & 0b10, 0, "inherit off");
-        let member = PmcEvent::CacheMisses
-            .spec()
-            .attr(PmcScope::UserKernel, false);
+        let member = PmcEvent::CacheMisses.spec().attr(PmcScope::UserKernel, false);
         assert_eq!((member.config, member.flags), (3, ATTR_EXCLUDE_HV));
         assert_eq!(member.read_format, 0b11);
         assert_eq!(member.sample_period, 0, "counting, not sampling");
@@ -1055,22 +891,14 @@ mod tests {
     type CallLog = std::rc::Rc<std::cell::RefCell<Vec<(u64, RawFd, bool)>>>;
 
     /// A stand-in for the kernel: answers each event from `answers`, with real (harmless) fds.
-    fn fake_open(
-        answers: Vec<Result<(), i32>>,
-    ) -> (
-        impl FnMut(&PerfEventAttr, RawFd) -> Result<OwnedFd, i32>,
-        CallLog,
-    ) {
+    fn fake_open(answers: Vec<Result<(), i32>>) -> (impl FnMut(&PerfEventAttr, RawFd) -> Result<OwnedFd, i32>, CallLog) {
         let calls = CallLog::default();
         let log = calls.clone();
         let mut answers = answers.into_iter();
         let open = move |attr: &PerfEventAttr, group: RawFd| {
-            log.borrow_mut()
-                .push((attr.config, group, attr.flags & ATTR_DISABLED != 0));
+            log.borrow_mut().push((attr.config, group, attr.flags & ATTR_DISABLED != 0));
             answers.next().unwrap_or(Err(libc::ENOENT))?;
-            Ok(OwnedFd::from(
-                std::fs::File::open("/dev/null").map_err(|_| libc::EMFILE)?,
-            ))
+            Ok(OwnedFd::from(std::fs::File::open("/dev/null").map_err(|_| libc::EMFILE)?))
         };
         (open, calls)
     }
@@ -1082,42 +910,19 @@ mod tests {
     #[test]
     fn partial_availability_keeps_what_opens_and_lists_the_rest() {
         // instructions and cycles open; the cache events are not exposed.
-        let (open, calls) = fake_open(vec![
-            Ok(()),
-            Ok(()),
-            Err(libc::ENOENT),
-            Err(libc::EOPNOTSUPP),
-        ]);
+        let (open, calls) = fake_open(vec![Ok(()), Ok(()), Err(libc::ENOENT), Err(libc::EOPNOTSUPP)]);
         let (set, missing) = CounterSet::open_with(&hardware_specs(), PmcScope::User, open);
         assert_eq!(set.events(), [PmcEvent::Instructions, PmcEvent::Cycles]);
-        assert_eq!(
-            missing,
-            [
-                (PmcEvent::CacheReferences, libc::ENOENT),
-                (PmcEvent::CacheMisses, libc::EOPNOTSUPP)
-            ]
-        );
+        assert_eq!(missing, [(PmcEvent::CacheReferences, libc::ENOENT), (PmcEvent::CacheMisses, libc::EOPNOTSUPP)]);
         let leader = set.counters[0].fd.as_raw_fd();
         let calls = calls.borrow();
         assert_eq!(calls[0], (1, -1, true), "instructions leads, disabled");
         assert_eq!(calls[1], (0, leader, false), "cycles joins the group");
         assert_eq!(calls[2].1, leader);
-        let pmc = Pmc {
-            set,
-            missing,
-            paranoid: Some(2),
-            scope: PmcScope::User,
-            _not_send: PhantomData,
-        };
+        let pmc = Pmc { set, missing, paranoid: Some(2), scope: PmcScope::User, _not_send: PhantomData };
         let text = pmc.missing_text().expect("two missing");
-        assert!(
-            text.starts_with("not counted: cache-references: the CPU"),
-            "{text}"
-        );
-        assert!(
-            text.contains("; cache-misses: the CPU") && text.contains("EOPNOTSUPP"),
-            "{text}"
-        );
+        assert!(text.starts_with("not counted: cache-references: the CPU"), "{text}");
+        assert!(text.contains("; cache-misses: the CPU") && text.contains("EOPNOTSUPP"), "{text}");
     }
 
     #[test]
@@ -1128,23 +933,12 @@ mod tests {
         let (open, calls) = fake_open(answers);
         let (set, missing) = CounterSet::open_with(&hardware_specs(), PmcScope::UserKernel, open);
         assert_eq!(missing, [(PmcEvent::Instructions, libc::ENOENT)]);
-        assert_eq!(
-            set.events(),
-            [
-                PmcEvent::Cycles,
-                PmcEvent::CacheReferences,
-                PmcEvent::CacheMisses
-            ]
-        );
+        assert_eq!(set.events(), [PmcEvent::Cycles, PmcEvent::CacheReferences, PmcEvent::CacheMisses]);
         let leaders: Vec<bool> = set.counters.iter().map(|c| c.leader).collect();
         assert_eq!(leaders, [true, true, false]);
         let calls = calls.borrow();
         assert_eq!(calls.len(), 5);
-        assert_eq!(
-            (calls[3].1, calls[3].2),
-            (-1, true),
-            "the misfit retried alone, disabled"
-        );
+        assert_eq!((calls[3].1, calls[3].2), (-1, true), "the misfit retried alone, disabled");
         assert_eq!(calls[4].1, set.counters[0].fd.as_raw_fd());
     }
 
@@ -1164,14 +958,8 @@ mod tests {
         // SAFETY: a private anonymous mapping of `len` bytes, written within bounds, unmapped
         // before returning.
         unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
+            let p =
+                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
             assert_ne!(p, libc::MAP_FAILED, "mmap {len} bytes");
             libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
             for page in 0..pages {
@@ -1188,41 +976,19 @@ mod tests {
         const PERF_COUNT_SW_PAGE_FAULTS: u64 = 2;
         const PERF_COUNT_SW_PAGE_FAULTS_MIN: u64 = 5;
         let specs = [
-            (
-                "page-faults",
-                EventSpec {
-                    type_: PERF_TYPE_SOFTWARE,
-                    config: PERF_COUNT_SW_PAGE_FAULTS,
-                },
-            ),
-            (
-                "minor-faults",
-                EventSpec {
-                    type_: PERF_TYPE_SOFTWARE,
-                    config: PERF_COUNT_SW_PAGE_FAULTS_MIN,
-                },
-            ),
+            ("page-faults", EventSpec { type_: PERF_TYPE_SOFTWARE, config: PERF_COUNT_SW_PAGE_FAULTS }),
+            ("minor-faults", EventSpec { type_: PERF_TYPE_SOFTWARE, config: PERF_COUNT_SW_PAGE_FAULTS_MIN }),
         ];
         let (mut set, missing) = CounterSet::open_with(&specs, PmcScope::User, perf_event_open);
         if let Some(&(_, errno)) = missing.first() {
             // Refused outright (perf events absent or forbidden): the reason must be a clear one.
-            assert!(
-                set.is_empty(),
-                "software events open together or not at all"
-            );
-            assert!(
-                [libc::ENOSYS, libc::EACCES, libc::EPERM].contains(&errno),
-                "errno {errno}"
-            );
+            assert!(set.is_empty(), "software events open together or not at all");
+            assert!([libc::ENOSYS, libc::EACCES, libc::EPERM].contains(&errno), "errno {errno}");
             let msg = refusal_message(errno, read_paranoid(), PmcScope::User);
             assert!(msg.contains(errno_name(errno)), "{msg}");
             return;
         }
-        assert_eq!(
-            set.counters.iter().map(|c| c.leader).collect::<Vec<_>>(),
-            [true, false],
-            "one group"
-        );
+        assert_eq!(set.counters.iter().map(|c| c.leader).collect::<Vec<_>>(), [true, false], "one group");
 
         // The counts grow with the work, 10x the pages: 10x the faults.
         let mut faults_for = |pages: usize| {
@@ -1235,19 +1001,9 @@ mod tests {
         let long = faults_for(500);
         for (pages, reading) in [(50, &short), (500, &long)] {
             let (faults, minor) = (reading[0].1, reading[1].1);
-            assert!(
-                (pages..pages + 40).contains(&(faults as usize)),
-                "{faults} faults for {pages} pages"
-            );
-            assert!(
-                minor <= faults && minor + 5 >= faults,
-                "{minor} minor of {faults}"
-            );
-            assert_eq!(
-                scale_count(faults, reading[0].2, reading[0].3),
-                Some(faults),
-                "not multiplexed"
-            );
+            assert!((pages..pages + 40).contains(&(faults as usize)), "{faults} faults for {pages} pages");
+            assert!(minor <= faults && minor + 5 >= faults, "{minor} minor of {faults}");
+            assert_eq!(scale_count(faults, reading[0].2, reading[0].3), Some(faults), "not multiplexed");
         }
 
         // Stopped: more work is not counted, and the times stand still.
@@ -1259,10 +1015,7 @@ mod tests {
         set.stop().expect("stop");
         let empty = set.read().expect("read");
         assert!(empty[0].1 < 10, "{empty:?}");
-        assert!(
-            empty[0].2 < long[0].2,
-            "time_enabled of an empty interval {empty:?} vs {long:?}"
-        );
+        assert!(empty[0].2 < long[0].2, "time_enabled of an empty interval {empty:?} vs {long:?}");
     }
 
     /// Hardware counters, whichever way this machine answers: the numbers when it counts, the
@@ -1276,48 +1029,27 @@ mod tests {
                     let (_, short) = pmc.measure(|| spin(black_box(100_000))).expect("measure");
                     let (_, long) = pmc.measure(|| spin(black_box(1_000_000))).expect("measure");
                     let text = describe(&long);
-                    assert!(
-                        text.starts_with(&format!("pmc ({})", scope.name())),
-                        "{text}"
-                    );
+                    assert!(text.starts_with(&format!("pmc ({})", scope.name())), "{text}");
                     if events.contains(&PmcEvent::Instructions) {
-                        let (short, long) = (
-                            short.instructions.expect("counted"),
-                            long.instructions.expect("counted"),
-                        );
+                        let (short, long) = (short.instructions.expect("counted"), long.instructions.expect("counted"));
                         // 10x the loop: 10x the instructions, give or take the fixed overhead.
-                        assert!(
-                            short >= 100_000 && long > 5 * short && long < 20 * short,
-                            "{short} -> {long}"
-                        );
+                        assert!(short >= 100_000 && long > 5 * short && long < 20 * short, "{short} -> {long}");
                     }
                     if let Some(cpi) = long.cpi {
                         assert!((0.05..50.0).contains(&cpi), "CPI {cpi}: {text}");
                     }
                     for (event, errno) in pmc.missing() {
                         assert!(!events.contains(event));
-                        assert!(pmc
-                            .missing_text()
-                            .expect("missing")
-                            .contains(errno_name(*errno)));
+                        assert!(pmc.missing_text().expect("missing").contains(errno_name(*errno)));
                     }
                 }
                 Err(refused) => {
                     let errno = refused.errno().expect("an errno");
                     assert_eq!(refused.refused.len(), 4, "every event tried: {refused}");
                     let msg = refused.to_string();
-                    assert!(
-                        msg.starts_with("host performance counters unavailable"),
-                        "{msg}"
-                    );
-                    assert!(
-                        msg.contains(&refusal_message(errno, refused.paranoid, scope)),
-                        "{msg}"
-                    );
-                    assert!(
-                        msg.contains(errno_name(errno)) || msg.contains("os error"),
-                        "{msg}"
-                    );
+                    assert!(msg.starts_with("host performance counters unavailable"), "{msg}");
+                    assert!(msg.contains(&refusal_message(errno, refused.paranoid, scope)), "{msg}");
+                    assert!(msg.contains(errno_name(errno)) || msg.contains("os error"), "{msg}");
                     eprintln!("{msg}");
                 }
             }

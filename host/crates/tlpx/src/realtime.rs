@@ -38,7 +38,6 @@ pub enum Condition {
     Loaded,
 }
 
-
 /// Where the measuring thread runs and what load runs beside it (flattened into the
 /// commands' arguments).
 #[derive(Debug, Clone, Args)]
@@ -183,7 +182,10 @@ pub fn check_cpu(flag: &str, cpu: usize, allowed: &[usize]) -> anyhow::Result<()
     if allowed.contains(&cpu) {
         Ok(())
     } else {
-        Err(anyhow::Error::msg(format!("{flag}: CPU {cpu} does not exist or is not allowed for this process; the CPUs are {}", cpu_list(allowed))))
+        Err(anyhow::Error::msg(format!(
+            "{flag}: CPU {cpu} does not exist or is not allowed for this process; the CPUs are {}",
+            cpu_list(allowed)
+        )))
     }
 }
 
@@ -348,7 +350,10 @@ pub struct HostGaps {
 }
 
 impl HostGaps {
-    pub fn between(before: &Option<tlpx_sim_protocol::HostTimeStats>, after: &Option<tlpx_sim_protocol::HostTimeStats>) -> Option<HostGaps> {
+    pub fn between(
+        before: &Option<tlpx_sim_protocol::HostTimeStats>,
+        after: &Option<tlpx_sim_protocol::HostTimeStats>,
+    ) -> Option<HostGaps> {
         let (b, a) = (before.as_ref()?, after.as_ref()?);
         Some(HostGaps {
             gaps: a.gaps.saturating_sub(b.gaps),
@@ -414,7 +419,6 @@ pub fn summary_line(s: &Option<Summary>) -> String {
     }
 }
 
-
 /// The head of `tlpx irq` / `tlpx loop` output: the card, the session's notes, and what the
 /// figures are (the time basis statement).
 pub fn print_header(session: &Session, basis: &TimeBasis) {
@@ -427,7 +431,13 @@ pub fn print_header(session: &Session, basis: &TimeBasis) {
 
 /// Writes a chart to `path` as SVG, its title ending with where the figures come from
 /// ("simulated, sim_virtual" or "hardware").
-pub fn write_svg(path: &std::path::Path, session: &Session, basis: &TimeBasis, title: &str, chart: impl FnOnce(String) -> crate::plot::Chart) -> anyhow::Result<()> {
+pub fn write_svg(
+    path: &std::path::Path,
+    session: &Session,
+    basis: &TimeBasis,
+    title: &str,
+    chart: impl FnOnce(String) -> crate::plot::Chart,
+) -> anyhow::Result<()> {
     let what = if session.environment.simulated { format!("simulated, {}", basis.kind) } else { "hardware".into() };
     let svg = crate::plot::render_svg(&chart(format!("{title} ({what})")))?;
     std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;

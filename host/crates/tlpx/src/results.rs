@@ -403,9 +403,7 @@ mod tests {
             max_payload_supported: 512,
         };
         let model = ModelConfig { link: link.model(false).expect("valid"), completion_split: CompletionSplit::Mps };
-        let body = Body {
-            points: vec![Point { size: 64, achieved: Summary::of(&[1.0, 2.0, 3.0]).expect("samples") }],
-        };
+        let body = Body { points: vec![Point { size: 64, achieved: Summary::of(&[1.0, 2.0, 3.0]).expect("samples") }] };
         let d = ResultDoc::new("bw", serde_json::json!({"sizes": [64]}), env, Some(link), Some(model), body, 0.5, vec![]);
         serde_json::to_value(&d).expect("serialises")
     }

@@ -120,9 +120,9 @@ impl Session {
         let mut notes = Vec::new();
         match &link {
             None => notes.push("libpci finds no PCI Express capability on the card: no link, no model limit".to_string()),
-            Some(l) if l.model(false).is_none() => notes.push(format!(
-                "the model has no figures for the link libpci reports ({l}): efficiency is not computed"
-            )),
+            Some(l) if l.model(false).is_none() => {
+                notes.push(format!("the model has no figures for the link libpci reports ({l}): efficiency is not computed"))
+            }
             Some(_) => {}
         }
         if let (Some(l), Some(s)) = (&link, &opened.sim) {

@@ -26,10 +26,11 @@ fn usage(flag: &str) -> String {
 pub fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim().replace('_', "");
     let lower = t.to_ascii_lowercase();
-    let (digits, scale) = [("mib", 1u64 << 20), ("mb", 1 << 20), ("m", 1 << 20), ("kib", 1 << 10), ("kb", 1 << 10), ("k", 1 << 10), ("b", 1)]
-        .iter()
-        .find_map(|(suffix, scale)| lower.strip_suffix(suffix).map(|d| (d.to_string(), *scale)))
-        .unwrap_or((lower.clone(), 1));
+    let (digits, scale) =
+        [("mib", 1u64 << 20), ("mb", 1 << 20), ("m", 1 << 20), ("kib", 1 << 10), ("kb", 1 << 10), ("k", 1 << 10), ("b", 1)]
+            .iter()
+            .find_map(|(suffix, scale)| lower.strip_suffix(suffix).map(|d| (d.to_string(), *scale)))
+            .unwrap_or((lower.clone(), 1));
     let digits = digits.trim();
     // "0xb" would lose its hex digit to the "b" suffix: hex numbers take no suffix.
     let value = if let Some(hex) = lower.strip_prefix("0x") {

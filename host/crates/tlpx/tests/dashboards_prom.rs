@@ -38,20 +38,12 @@ fn dashboards() -> Vec<(String, Value)> {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "json") {
             let text = std::fs::read_to_string(&path).expect("read dashboard");
-            let json: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
-            out.push((
-                path.file_name().expect("a file name").to_string_lossy().into_owned(),
-                json,
-            ));
+            let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+            out.push((path.file_name().expect("a file name").to_string_lossy().into_owned(), json));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(
-        out.len() >= 5,
-        "at least five dashboards in dashboards/: {}",
-        out.len()
-    );
+    assert!(out.len() >= 5, "at least five dashboards in dashboards/: {}", out.len());
     out
 }
 
@@ -106,22 +98,14 @@ fn dashboards_are_what_the_generator_writes() {
 fn check_structure(file: &str, d: &Value, problems: &mut Vec<String>) {
     let mut bad = |what: String| problems.push(format!("{file}: {what}"));
     let uid = d["uid"].as_str().unwrap_or("");
-    if uid.is_empty()
-        || uid.len() > 40
-        || !uid
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    if uid.is_empty() || uid.len() > 40 || !uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         bad(format!("uid {uid:?}: 1..40 of [A-Za-z0-9_-]"));
     }
     if d["title"].as_str().is_none_or(str::is_empty) {
         bad("no title".into());
     }
     if d["schemaVersion"].as_i64().is_none_or(|v| v < 36) {
-        bad(format!(
-            "schemaVersion {}: an integer >= 36",
-            d["schemaVersion"]
-        ));
+        bad(format!("schemaVersion {}: an integer >= 36", d["schemaVersion"]));
     }
     if d["time"]["from"].as_str().is_none() || d["time"]["to"].as_str().is_none() {
         bad("time.from and time.to".into());
@@ -135,16 +119,7 @@ fn check_structure(file: &str, d: &Value, problems: &mut Vec<String>) {
         bad("no panels array".into());
         return;
     };
-    let plugins = [
-        "timeseries",
-        "stat",
-        "heatmap",
-        "table",
-        "gauge",
-        "bargauge",
-        "text",
-        "row",
-    ];
+    let plugins = ["timeseries", "stat", "heatmap", "table", "gauge", "bargauge", "text", "row"];
     let mut ids = BTreeSet::new();
     let mut cells = BTreeMap::new();
     for p in panels {
@@ -158,22 +133,12 @@ fn check_structure(file: &str, d: &Value, problems: &mut Vec<String>) {
             bad(format!("{at}: no title"));
         }
         if !p["type"].as_str().is_some_and(|t| plugins.contains(&t)) {
-            bad(format!(
-                "{at}: type {} is not one of {plugins:?}",
-                p["type"]
-            ));
+            bad(format!("{at}: type {} is not one of {plugins:?}", p["type"]));
         }
         let g = &p["gridPos"];
-        let (x, y, w, h) = (
-            g["x"].as_i64(),
-            g["y"].as_i64(),
-            g["w"].as_i64(),
-            g["h"].as_i64(),
-        );
+        let (x, y, w, h) = (g["x"].as_i64(), g["y"].as_i64(), g["w"].as_i64(), g["h"].as_i64());
         match (x, y, w, h) {
-            (Some(x), Some(y), Some(w), Some(h))
-                if x >= 0 && y >= 0 && w >= 1 && h >= 1 && x + w <= 24 =>
-            {
+            (Some(x), Some(y), Some(w), Some(h)) if x >= 0 && y >= 0 && w >= 1 && h >= 1 && x + w <= 24 => {
                 for cx in x..x + w {
                     for cy in y..y + h {
                         if let Some(other) = cells.insert((cx, cy), title.to_string()) {
@@ -182,9 +147,7 @@ fn check_structure(file: &str, d: &Value, problems: &mut Vec<String>) {
                     }
                 }
             }
-            _ => bad(format!(
-                "{at}: gridPos {g}: integers, w, h >= 1, x + w <= 24"
-            )),
+            _ => bad(format!("{at}: gridPos {g}: integers, w, h >= 1, x + w <= 24")),
         }
         let datasource_ok = |ds: &Value| ds["type"] == "prometheus" && ds["uid"] == DATASOURCE_UID;
         if !datasource_ok(&p["datasource"]) {
@@ -221,31 +184,18 @@ fn dashboards_have_the_fields_grafana_requires_and_only_documented_metrics() {
             problems.push(format!("{file}: uid or title used by another dashboard"));
         }
     }
-    let datasources =
-        std::fs::read_to_string(repo().join("dashboards/provisioning/datasources/tlpx.yaml"))
-            .expect("dashboards/provisioning/datasources/tlpx.yaml");
-    assert!(
-        datasources.contains(&format!("uid: {DATASOURCE_UID}"))
-            && datasources.contains("type: prometheus")
-    );
-    let providers =
-        std::fs::read_to_string(repo().join("dashboards/provisioning/dashboards/tlpx.yaml"))
-            .expect("dashboards/provisioning/dashboards/tlpx.yaml");
+    let datasources = std::fs::read_to_string(repo().join("dashboards/provisioning/datasources/tlpx.yaml"))
+        .expect("dashboards/provisioning/datasources/tlpx.yaml");
+    assert!(datasources.contains(&format!("uid: {DATASOURCE_UID}")) && datasources.contains("type: prometheus"));
+    let providers = std::fs::read_to_string(repo().join("dashboards/provisioning/dashboards/tlpx.yaml"))
+        .expect("dashboards/provisioning/dashboards/tlpx.yaml");
     assert!(providers.contains("type: file") && providers.contains("path:"));
 
     // Every metric a query names is in the table of docs/dashboards.md.
-    let docs =
-        std::fs::read_to_string(repo().join("docs/dashboards.md")).expect("docs/dashboards.md");
-    let documented: BTreeSet<String> = docs
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `"))
-        .filter_map(|l| l.split('`').next())
-        .map(str::to_string)
-        .collect();
-    assert!(
-        documented.len() > 40,
-        "metric table of docs/dashboards.md: {documented:?}"
-    );
+    let docs = std::fs::read_to_string(repo().join("docs/dashboards.md")).expect("docs/dashboards.md");
+    let documented: BTreeSet<String> =
+        docs.lines().filter_map(|l| l.strip_prefix("| `")).filter_map(|l| l.split('`').next()).map(str::to_string).collect();
+    assert!(documented.len() > 40, "metric table of docs/dashboards.md: {documented:?}");
     for (file, title, id, r, expr) in queries() {
         for name in metric_names(&expr) {
             let base = ["_bucket", "_sum", "_count"]
@@ -253,27 +203,18 @@ fn dashboards_have_the_fields_grafana_requires_and_only_documented_metrics() {
                 .find_map(|s| name.strip_suffix(s).filter(|b| documented.contains(*b)))
                 .unwrap_or(&name);
             if !documented.contains(base) {
-                problems.push(format!(
-                    "{file}: panel {id} {title:?} {r}: {name} is not in docs/dashboards.md"
-                ));
+                problems.push(format!("{file}: panel {id} {title:?} {r}: {name} is not in docs/dashboards.md"));
             }
         }
     }
-    assert!(
-        problems.is_empty(),
-        "dashboard problems:\n  {}",
-        problems.join("\n  ")
-    );
+    assert!(problems.is_empty(), "dashboard problems:\n  {}", problems.join("\n  "));
 }
 
 fn metric_names(expr: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = expr;
     while let Some(i) = rest.find("tlpx_") {
-        let name: String = rest[i..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
+        let name: String = rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
         rest = &rest[i + name.len()..];
         out.push(name);
     }
@@ -283,19 +224,13 @@ fn metric_names(expr: &str) -> Vec<String> {
 // A real Prometheus ------------------------------------------------------------------------------
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("address")
-        .port()
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port()
 }
 
 fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -309,25 +244,15 @@ fn get(address: &str, path: &str) -> std::io::Result<(String, String)> {
     let mut response = String::new();
     s.read_to_string(&mut response)?;
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    Ok((
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    ))
+    Ok((head.lines().next().unwrap_or("").to_string(), body.to_string()))
 }
 
 /// An instant query: Ok(result array) or Err(Prometheus's error).
 fn query(address: &str, expr: &str) -> Result<Vec<Value>, String> {
-    let (status, body) = get(
-        address,
-        &format!("/api/v1/query?query={}", percent_encode(expr)),
-    )
-    .map_err(|e| format!("HTTP: {e}"))?;
+    let (status, body) = get(address, &format!("/api/v1/query?query={}", percent_encode(expr))).map_err(|e| format!("HTTP: {e}"))?;
     let json: Value = serde_json::from_str(&body).map_err(|e| format!("{status}: {e}: {body}"))?;
     if json["status"] != "success" {
-        return Err(format!(
-            "{status}: {}: {}",
-            json["errorType"], json["error"]
-        ));
+        return Err(format!("{status}: {}: {}", json["errorType"], json["error"]));
     }
     match &json["data"]["result"] {
         Value::Array(a) => Ok(a.clone()),
@@ -352,31 +277,15 @@ fn tlpx(device: &str, args: &[&str]) -> Command {
 
 fn run(device: &str, args: &[&str]) {
     let out = tlpx(device, args).output().expect("tlpx");
-    assert!(
-        out.status.success(),
-        "tlpx {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "tlpx {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
 /// Starts `tlpx serve` on a free port and returns it with its address.
 fn serve(device: &str) -> (Killed, String) {
-    let mut child = tlpx(
-        device,
-        &[
-            "serve",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--interval",
-            "500ms",
-            "--duration",
-            "300s",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("start tlpx serve");
+    let mut child = tlpx(device, &["serve", "--metrics-listen", "127.0.0.1:0", "--interval", "500ms", "--duration", "300s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tlpx serve");
     let stdout = child.stdout.take().expect("stdout");
     let child = Killed(child);
     let (tx, rx) = mpsc::channel();
@@ -385,29 +294,15 @@ fn serve(device: &str) -> (Killed, String) {
             let _ = tx.send(line);
         }
     });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("tlpx serve prints its URL");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    (
-        child,
-        url.trim_start_matches("http://")
-            .trim_end_matches("/metrics")
-            .to_string(),
-    )
+    let line = rx.recv_timeout(Duration::from_secs(30)).expect("tlpx serve prints its URL");
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no URL in {line:?}"));
+    (child, url.trim_start_matches("http://").trim_end_matches("/metrics").to_string())
 }
 
 fn samples_of_up(prom: &str) -> f64 {
     query(prom, "count_over_time(tlpx_card_up[5m])")
         .ok()
-        .and_then(|r| {
-            r.first()
-                .and_then(|s| s["value"][1].as_str())
-                .and_then(|v| v.parse().ok())
-        })
+        .and_then(|r| r.first().and_then(|s| s["value"][1].as_str()).and_then(|v| v.parse().ok()))
         .unwrap_or(0.0)
 }
 
@@ -424,34 +319,22 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
     let (_serve, exporter) = serve(&device);
 
     // The checked-in scrape config, pointed at this exporter.
-    let config = std::fs::read_to_string(repo().join("dashboards/prometheus.yml"))
-        .expect("dashboards/prometheus.yml");
-    assert!(
-        config.contains("127.0.0.1:9464") && config.contains("scrape_interval: 1s"),
-        "{config}"
-    );
+    let config = std::fs::read_to_string(repo().join("dashboards/prometheus.yml")).expect("dashboards/prometheus.yml");
+    assert!(config.contains("127.0.0.1:9464") && config.contains("scrape_interval: 1s"), "{config}");
     let check = Command::new("promtool")
         .args(["check", "config"])
         .arg(repo().join("dashboards/prometheus.yml"))
         .output()
         .expect("promtool (Debian's prometheus package) runs");
-    assert!(
-        check.status.success(),
-        "promtool check config: {}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    assert!(check.status.success(), "promtool check config: {}", String::from_utf8_lossy(&check.stdout));
     let config_path = sim.path("prometheus.yml");
-    std::fs::write(&config_path, config.replace("127.0.0.1:9464", &exporter))
-        .expect("write config");
+    std::fs::write(&config_path, config.replace("127.0.0.1:9464", &exporter)).expect("write config");
     let prom = format!("127.0.0.1:{}", free_port());
     let log = std::fs::File::create(sim.path("prometheus.log")).expect("log");
     let _prometheus = Killed(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                sim.path("tsdb").display()
-            ))
+            .arg(format!("--storage.tsdb.path={}", sim.path("tsdb").display()))
             .arg(format!("--web.listen-address={prom}"))
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -461,11 +344,7 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
     let started = Instant::now();
     let prometheus_log = || std::fs::read_to_string(sim.path("prometheus.log")).unwrap_or_default();
     while !get(&prom, "/-/ready").is_ok_and(|(s, _)| s.contains("200")) {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "prometheus not ready:\n{}",
-            prometheus_log()
-        );
+        assert!(started.elapsed() < Duration::from_secs(30), "prometheus not ready:\n{}", prometheus_log());
         std::thread::sleep(Duration::from_millis(100));
     }
 
@@ -481,44 +360,12 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
 
     // Traffic from other processes, so that every block's counters move.
     let trace = sim.path("capture.tlpx");
-    run(
-        &device,
-        &["bw", "--op", "write", "--sizes", "256", "--count", "100"],
-    );
+    run(&device, &["bw", "--op", "write", "--sizes", "256", "--count", "100"]);
     std::thread::sleep(Duration::from_millis(1200));
-    run(
-        &device,
-        &["bw", "--op", "read", "--sizes", "256", "--count", "100"],
-    );
-    run(
-        &device,
-        &["irq", "--samples", "50", "--min", "10us", "--max", "30us"],
-    );
-    run(
-        &device,
-        &[
-            "rule30",
-            "run",
-            "--mode",
-            "hw-poll",
-            "--packets",
-            "3",
-            "--generations",
-            "3",
-        ],
-    );
-    run(
-        &device,
-        &[
-            "spy",
-            "capture",
-            "--duration",
-            "1ms",
-            "-q",
-            "-o",
-            trace.to_str().expect("a UTF-8 temporary path"),
-        ],
-    );
+    run(&device, &["bw", "--op", "read", "--sizes", "256", "--count", "100"]);
+    run(&device, &["irq", "--samples", "50", "--min", "10us", "--max", "30us"]);
+    run(&device, &["rule30", "run", "--mode", "hw-poll", "--packets", "3", "--generations", "3"]);
+    run(&device, &["spy", "capture", "--duration", "1ms", "-q", "-o", trace.to_str().expect("a UTF-8 temporary path")]);
 
     // Three more scrapes after the traffic: the exporter adds a run's histograms once they
     // stayed put for an interval, and rate() needs two samples.
@@ -533,57 +380,32 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let up = query(&prom, "up{job=\"tlpx\"}").expect("up");
-    assert_eq!(
-        up.first().and_then(|s| s["value"][1].as_str()),
-        Some("1"),
-        "{up:?}"
-    );
+    assert_eq!(up.first().and_then(|s| s["value"][1].as_str()), Some("1"), "{up:?}");
 
     // Grafana's $card: the template variable's own query gives it.
     let cards = query(&prom, "tlpx_card_info").expect("tlpx_card_info");
-    let card = cards
-        .first()
-        .and_then(|s| s["metric"]["card"].as_str())
-        .expect("a card label")
-        .to_string();
+    let card = cards.first().and_then(|s| s["metric"]["card"].as_str()).expect("a card label").to_string();
     assert_eq!(card, device);
 
     let mut failures = Vec::new();
     let all = queries();
     for (file, title, id, r, expr) in &all {
-        let concrete = expr
-            .replace("$__rate_interval", RATE_WINDOW)
-            .replace("$card", &card);
+        let concrete = expr.replace("$__rate_interval", RATE_WINDOW).replace("$card", &card);
         match query(&prom, &concrete) {
-            Err(e) => failures.push(format!(
-                "{file}: panel {id} {title:?} {r}: error {e}\n      {concrete}"
-            )),
-            Ok(r0) if r0.is_empty() => failures.push(format!(
-                "{file}: panel {id} {title:?} {r}: no series\n      {concrete}"
-            )),
+            Err(e) => failures.push(format!("{file}: panel {id} {title:?} {r}: error {e}\n      {concrete}")),
+            Ok(r0) if r0.is_empty() => failures.push(format!("{file}: panel {id} {title:?} {r}: no series\n      {concrete}")),
             Ok(_) => {}
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} panel queries failed:\n  {}",
-        failures.len(),
-        all.len(),
-        failures.join("\n  ")
-    );
+    assert!(failures.is_empty(), "{} of {} panel queries failed:\n  {}", failures.len(), all.len(), failures.join("\n  "));
 
     // Some values, not only series: the reference line is the link's raw rate per direction
     // (gen 2 x1 on the simulator: 5 GT/s x 8b/10b / 8 = 500 MB/s), the interrupt percentiles
     // and the rule-30 busy ratio are numbers.
     // The first finite value of a panel's first target (NaN when none is).
     let value_of = |title: &str| -> f64 {
-        let (_, _, _, _, expr) = all
-            .iter()
-            .find(|q| q.1 == title)
-            .unwrap_or_else(|| panic!("panel {title:?}"));
-        let concrete = expr
-            .replace("$__rate_interval", RATE_WINDOW)
-            .replace("$card", &card);
+        let (_, _, _, _, expr) = all.iter().find(|q| q.1 == title).unwrap_or_else(|| panic!("panel {title:?}"));
+        let concrete = expr.replace("$__rate_interval", RATE_WINDOW).replace("$card", &card);
         query(&prom, &concrete)
             .expect("query")
             .iter()
@@ -598,16 +420,9 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
         Some("3") => 8e9 * 128.0 / 130.0 / 8.0,
         g => panic!("the simulator's gen {g:?}"),
     };
-    let lanes: f64 = info["lanes"]
-        .as_str()
-        .and_then(|l| l.parse().ok())
-        .expect("lanes");
+    let lanes: f64 = info["lanes"].as_str().and_then(|l| l.parse().ok()).expect("lanes");
     let raw = value_of("Link raw rate per direction");
-    assert!(
-        (raw - per_lane * lanes).abs() < 1.0,
-        "link raw rate {raw}, expected {}",
-        per_lane * lanes
-    );
+    assert!((raw - per_lane * lanes).abs() < 1.0, "link raw rate {raw}, expected {}", per_lane * lanes);
     let p = value_of("Latency percentiles per stage");
     assert!(
         p.is_finite() && p > 0.0 && p < 1e-3,
@@ -615,10 +430,7 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
         query(&prom, "tlpx_irq_latency_seconds_count[1m]")
     );
     let busy = value_of("Busy ratio");
-    assert!(
-        busy.is_finite() && (0.0..=1.0).contains(&busy),
-        "rule-30 busy ratio {busy}"
-    );
+    assert!(busy.is_finite() && (0.0..=1.0).contains(&busy), "rule-30 busy ratio {busy}");
 
     eprintln!(
         "{} panel queries of {} dashboards returned series ({:.1} s)",

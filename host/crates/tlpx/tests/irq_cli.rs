@@ -33,7 +33,19 @@ fn every_fire_is_counted_and_the_result_says_what_is_modelled() {
     let svg = sim.path("irq.svg");
     let out = tlpx(
         &sim.selector(),
-        &["irq", "--samples", "300", "--min", "10us", "--max", "30us", "--output", json.to_str().expect("path"), "--svg", svg.to_str().expect("path")],
+        &[
+            "irq",
+            "--samples",
+            "300",
+            "--min",
+            "10us",
+            "--max",
+            "30us",
+            "--output",
+            json.to_str().expect("path"),
+            "--svg",
+            svg.to_str().expect("path"),
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = text(&out.stdout);
@@ -64,7 +76,22 @@ fn skipped_acknowledgements_become_overruns_and_compare_runs_both() {
     let sim = Sim::start(&[]);
     let out = tlpx(
         &sim.selector(),
-        &["--json", "irq", "--samples", "100", "--period", "20us", "--no-ack", "7", "--compare", "idle,loaded", "--load", "cpu", "--load-cpus", "0"],
+        &[
+            "--json",
+            "irq",
+            "--samples",
+            "100",
+            "--period",
+            "20us",
+            "--no-ack",
+            "7",
+            "--compare",
+            "idle,loaded",
+            "--load",
+            "cpu",
+            "--load-cpus",
+            "0",
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -77,7 +104,8 @@ fn skipped_acknowledgements_become_overruns_and_compare_runs_both() {
         let hist: u64 = user_stage(p)["card"]["histogram"].as_array().expect("h").iter().map(|v| v.as_u64().expect("n")).sum();
         assert_eq!(hist + 7, 100, "acknowledged samples plus overruns are the fires");
         assert_eq!(p["unexplained_missing"], 0);
-        let overrun_samples = p["user_cycles"].as_array().expect("samples").iter().filter(|v| v.as_u64() == Some(u64::from(u32::MAX))).count();
+        let overrun_samples =
+            p["user_cycles"].as_array().expect("samples").iter().filter(|v| v.as_u64() == Some(u64::from(u32::MAX))).count();
         assert_eq!(overrun_samples, 7);
     }
     assert_eq!(points[1]["load"][0], "cpu");

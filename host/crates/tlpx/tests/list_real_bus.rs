@@ -83,10 +83,7 @@ fn list_shows_this_machines_functions_with_their_drivers_and_links() {
         }
     }
     // The text form has the link column.
-    let out = Command::new(env!("CARGO_BIN_EXE_tlpx"))
-        .args(["--device", "sim:/nonexistent/tlpx.sock", "list"])
-        .output()
-        .expect("run tlpx");
+    let out = Command::new(env!("CARGO_BIN_EXE_tlpx")).args(["--device", "sim:/nonexistent/tlpx.sock", "list"]).output().expect("run tlpx");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("LINK (status, capability, MPS, MRRS)") && text.contains("DRIVER"), "{text}");
 }

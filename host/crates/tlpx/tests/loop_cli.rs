@@ -39,8 +39,19 @@ fn the_sweep_covers_sizes_modes_and_load_with_every_checksum_verified() {
     let out = tlpx(
         &sim.selector(),
         &[
-            "loop", "--sweep", "--iterations", "12", "--load", "syscall", "--load-cpus", "0", "--verify",
-            "--output", json.to_str().expect("path"), "--svg", svg.to_str().expect("path"),
+            "loop",
+            "--sweep",
+            "--iterations",
+            "12",
+            "--load",
+            "syscall",
+            "--load-cpus",
+            "0",
+            "--verify",
+            "--output",
+            json.to_str().expect("path"),
+            "--svg",
+            svg.to_str().expect("path"),
         ],
     );
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));

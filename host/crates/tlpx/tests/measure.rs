@@ -82,7 +82,20 @@ fn bw_read_write_rdwr_check_data_and_report_efficiency() {
     let file = sim.path("bw.json");
     let out = tlpx(
         &sim.selector(),
-        &["--json", "bw", "--op", "read,write,rdwr", "--sizes", "64,1024", "--count", "200", "--data", "prbs", "--output", file.to_str().expect("utf-8")],
+        &[
+            "--json",
+            "bw",
+            "--op",
+            "read,write,rdwr",
+            "--sizes",
+            "64,1024",
+            "--count",
+            "200",
+            "--data",
+            "prbs",
+            "--output",
+            file.to_str().expect("utf-8"),
+        ],
     );
     let v = doc(&out, "bw");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("--output written")).expect("json");
@@ -131,7 +144,22 @@ fn bw_sweeps_offsets_and_patterns_with_exact_data() {
     let sim = Sim::start(&[]);
     let out = tlpx(
         &sim.selector(),
-        &["--json", "bw", "--op", "write,read", "--sizes", "100", "--offset", "0,3", "--pattern", "seq,fixed,random", "--window", "4K", "--count", "60"],
+        &[
+            "--json",
+            "bw",
+            "--op",
+            "write,read",
+            "--sizes",
+            "100",
+            "--offset",
+            "0,3",
+            "--pattern",
+            "seq,fixed,random",
+            "--window",
+            "4K",
+            "--count",
+            "60",
+        ],
     );
     let v = doc(&out, "bw");
     let points = v["points"].as_array().expect("points");
@@ -333,8 +361,20 @@ fn characterize_writes_the_table_json_and_figures() {
     let out = tlpx(
         &sim.selector(),
         &[
-            "--json", "characterize", "--sizes", "64,4096", "--count", "100", "--lat-count", "100", "--widths", "4,64", "--pio-count", "20",
-            "--out-dir", dir.to_str().expect("utf-8"),
+            "--json",
+            "characterize",
+            "--sizes",
+            "64,4096",
+            "--count",
+            "100",
+            "--lat-count",
+            "100",
+            "--widths",
+            "4,64",
+            "--pio-count",
+            "20",
+            "--out-dir",
+            dir.to_str().expect("utf-8"),
         ],
     );
     let v = doc(&out, "characterize");
@@ -368,7 +408,21 @@ fn characterize_text_prints_the_pamette_table() {
     let dir = sim.path("r");
     let out = tlpx(
         &sim.selector(),
-        &["characterize", "--sizes", "256", "--count", "50", "--lat-count", "20", "--widths", "8", "--pio-count", "10", "--out-dir", dir.to_str().expect("utf-8")],
+        &[
+            "characterize",
+            "--sizes",
+            "256",
+            "--count",
+            "50",
+            "--lat-count",
+            "20",
+            "--widths",
+            "8",
+            "--pio-count",
+            "10",
+            "--out-dir",
+            dir.to_str().expect("utf-8"),
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let t = stdout(&out);

@@ -37,14 +37,11 @@ struct Serve {
 
 impl Serve {
     fn start(device: &str, args: &[&str]) -> Serve {
-        let mut child = tlpx_command(
-            device,
-            &[&["serve", "--metrics-listen", "127.0.0.1:0"], args].concat(),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start tlpx serve");
+        let mut child = tlpx_command(device, &[&["serve", "--metrics-listen", "127.0.0.1:0"], args].concat())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start tlpx serve");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -52,21 +49,10 @@ impl Serve {
                 let _ = tx.send(line);
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("tlpx serve prints its URL");
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in {line:?}"));
-        let address = url
-            .trim_start_matches("http://")
-            .trim_end_matches("/metrics")
-            .to_string();
-        assert!(
-            !address.ends_with(":0"),
-            "the bound port is printed, not 0: {line}"
-        );
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("tlpx serve prints its URL");
+        let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no URL in {line:?}"));
+        let address = url.trim_start_matches("http://").trim_end_matches("/metrics").to_string();
+        assert!(!address.ends_with(":0"), "the bound port is printed, not 0: {line}");
         Serve { child, address }
     }
 }
@@ -86,8 +72,7 @@ fn get(address: &str, path: &str) -> (String, String, String) {
 
 /// One HTTP/1.0 request on a connected stream.
 fn request(mut s: TcpStream, address: &str, path: &str) -> (String, String, String) {
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("request");
     let mut response = String::new();
     s.read_to_string(&mut response).expect("response");
@@ -119,11 +104,7 @@ fn parse_labels(s: &str) -> BTreeMap<String, String> {
         if name.is_empty() {
             break;
         }
-        assert_eq!(
-            chars.next(),
-            Some('"'),
-            "label {name} opens with a quote in {s}"
-        );
+        assert_eq!(chars.next(), Some('"'), "label {name} opens with a quote in {s}");
         let mut value = String::new();
         loop {
             match chars.next().expect("closing quote") {
@@ -153,82 +134,40 @@ fn parse_exposition(body: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
     let mut last_family = String::new();
     for line in body.lines() {
         if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, text) = rest
-                .split_once(' ')
-                .unwrap_or_else(|| panic!("HELP without text: {line}"));
+            let (name, text) = rest.split_once(' ').unwrap_or_else(|| panic!("HELP without text: {line}"));
             assert!(!text.trim().is_empty(), "empty HELP: {line}");
-            assert!(
-                help.insert(name.to_string(), text.to_string()).is_none(),
-                "HELP twice for {name}"
-            );
-            assert!(
-                name > last_family.as_str(),
-                "families sorted: {name} after {last_family}"
-            );
+            assert!(help.insert(name.to_string(), text.to_string()).is_none(), "HELP twice for {name}");
+            assert!(name > last_family.as_str(), "families sorted: {name} after {last_family}");
             last_family = name.to_string();
         } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest
-                .split_once(' ')
-                .unwrap_or_else(|| panic!("TYPE without type: {line}"));
+            let (name, kind) = rest.split_once(' ').unwrap_or_else(|| panic!("TYPE without type: {line}"));
             assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
             assert!(help.contains_key(name), "HELP before TYPE for {name}");
-            assert!(
-                types.insert(name.to_string(), kind.to_string()).is_none(),
-                "TYPE twice for {name}"
-            );
+            assert!(types.insert(name.to_string(), kind.to_string()).is_none(), "TYPE twice for {name}");
         } else {
-            assert!(
-                !line.starts_with('#') && !line.is_empty(),
-                "unexpected line {line:?}"
-            );
-            let (series, value) = line
-                .rsplit_once(' ')
-                .unwrap_or_else(|| panic!("sample without value: {line}"));
+            assert!(!line.starts_with('#') && !line.is_empty(), "unexpected line {line:?}");
+            let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("sample without value: {line}"));
             let value: f64 = match value {
                 "+Inf" => f64::INFINITY,
                 v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
             };
             let (name, labels) = match series.split_once('{') {
-                Some((n, l)) => (
-                    n,
-                    parse_labels(
-                        l.strip_suffix('}')
-                            .unwrap_or_else(|| panic!("unclosed labels: {line}")),
-                    ),
-                ),
+                Some((n, l)) => (n, parse_labels(l.strip_suffix('}').unwrap_or_else(|| panic!("unclosed labels: {line}")))),
                 None => (series, BTreeMap::new()),
             };
             assert!(name.starts_with("tlpx_"), "{name}: the tlpx_ prefix");
-            assert!(
-                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-                "{name}"
-            );
-            let family = [
-                name,
-                name.trim_end_matches("_bucket"),
-                name.trim_end_matches("_sum"),
-                name.trim_end_matches("_count"),
-            ]
-            .into_iter()
-            .find(|f| types.contains_key(*f))
-            .unwrap_or_else(|| panic!("sample {name} has no TYPE line before it"));
-            assert_eq!(
-                family, last_family,
-                "samples of {family} follow its own HELP/TYPE lines"
-            );
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{name}");
+            let family = [name, name.trim_end_matches("_bucket"), name.trim_end_matches("_sum"), name.trim_end_matches("_count")]
+                .into_iter()
+                .find(|f| types.contains_key(*f))
+                .unwrap_or_else(|| panic!("sample {name} has no TYPE line before it"));
+            assert_eq!(family, last_family, "samples of {family} follow its own HELP/TYPE lines");
             match types[family].as_str() {
                 "counter" => assert!(name.ends_with("_total") && value >= 0.0, "counter {line}"),
-                "histogram" => assert!(
-                    name != family,
-                    "histogram samples are _bucket, _sum or _count: {line}"
-                ),
+                "histogram" => assert!(name != family, "histogram samples are _bucket, _sum or _count: {line}"),
                 _ => {}
             }
-            samples.push(Sample {
-                name: name.to_string(),
-                labels,
-                value,
-            });
+            samples.push(Sample { name: name.to_string(), labels, value });
         }
     }
     assert!(!samples.is_empty(), "an empty scrape");
@@ -239,10 +178,7 @@ fn parse_exposition(body: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
 fn check_histograms(types: &BTreeMap<String, String>, samples: &[Sample]) -> usize {
     let mut series = 0;
     for (family, _) in types.iter().filter(|(_, t)| t.as_str() == "histogram") {
-        let counts: Vec<&Sample> = samples
-            .iter()
-            .filter(|s| s.name == format!("{family}_count"))
-            .collect();
+        let counts: Vec<&Sample> = samples.iter().filter(|s| s.name == format!("{family}_count")).collect();
         assert!(!counts.is_empty(), "{family} has series");
         for count in counts {
             let buckets: Vec<&Sample> = samples
@@ -266,15 +202,9 @@ fn check_histograms(types: &BTreeMap<String, String>, samples: &[Sample]) -> usi
                 assert!(b.value >= previous.1, "{family}: buckets cumulative");
                 previous = (le, b.value);
             }
-            assert_eq!(
-                previous.0,
-                f64::INFINITY,
-                "{family}: the last bucket is +Inf"
-            );
+            assert_eq!(previous.0, f64::INFINITY, "{family}: the last bucket is +Inf");
             assert_eq!(previous.1, count.value, "{family}: +Inf equals _count");
-            let sum = samples
-                .iter()
-                .find(|s| s.name == format!("{family}_sum") && s.labels == count.labels);
+            let sum = samples.iter().find(|s| s.name == format!("{family}_sum") && s.labels == count.labels);
             assert!(sum.is_some_and(|s| s.value >= 0.0), "{family} has a _sum");
             series += 1;
         }
@@ -285,40 +215,21 @@ fn check_histograms(types: &BTreeMap<String, String>, samples: &[Sample]) -> usi
 fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
-        .find(|s| {
-            s.name == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-        })
+        .find(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
         .unwrap_or_else(|| panic!("no {name} {labels:?}"))
         .value
 }
 
 fn promtool_check(body: &str) {
-    let Ok(mut child) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let Ok(mut child) =
+        Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
     else {
         eprintln!("promtool is not installed: its check is skipped");
         return;
     };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("feed promtool");
+    child.stdin.take().expect("stdin").write_all(body.as_bytes()).expect("feed promtool");
     let out: Output = child.wait_with_output().expect("promtool");
-    assert!(
-        out.status.success(),
-        "promtool check metrics:\n{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    assert!(out.status.success(), "promtool check metrics:\n{}{}", text(&out.stdout), text(&out.stderr));
 }
 
 #[test]
@@ -329,12 +240,7 @@ fn serve_exports_well_formed_monotonic_metrics_of_generator_traffic() {
 
     let (status, headers, before) = get(&serve.address, "/metrics");
     assert!(status.contains("200"), "{status}");
-    assert!(
-        headers
-            .to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
-        "{headers}"
-    );
+    assert!(headers.to_ascii_lowercase().contains("content-type: text/plain; version=0.0.4"), "{headers}");
     let (types, first) = parse_exposition(&before);
 
     // Traffic from a second process: 100 writes of 256 B, then 100 reads of 256 B. The card
@@ -342,106 +248,51 @@ fn serve_exports_well_formed_monotonic_metrics_of_generator_traffic() {
     // reads the card while the run's counters are there: runs are spaced by more than two
     // intervals (the histogram of a run is added once it stayed put for an interval).
     for op in ["write", "read"] {
-        let out = tlpx_command(
-            &device,
-            &["bw", "--op", op, "--sizes", "256", "--count", "100"],
-        )
-        .output()
-        .expect("tlpx bw");
-        assert!(
-            out.status.success(),
-            "bw {op}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
+        let out = tlpx_command(&device, &["bw", "--op", op, "--sizes", "256", "--count", "100"]).output().expect("tlpx bw");
+        assert!(out.status.success(), "bw {op}: {}{}", text(&out.stdout), text(&out.stderr));
         std::thread::sleep(Duration::from_millis(700));
     }
     let (_, _, after) = get(&serve.address, "/metrics");
     let (types_after, second) = parse_exposition(&after);
     // The second scrape adds at most the rates that need two readings (sim speed).
-    assert!(
-        types.iter().all(|(k, t)| types_after.get(k) == Some(t)),
-        "no family lost or changed"
-    );
-    assert_eq!(
-        types_after
-            .get("tlpx_sim_speed_cycles_per_second")
-            .map(String::as_str),
-        Some("gauge")
-    );
+    assert!(types.iter().all(|(k, t)| types_after.get(k) == Some(t)), "no family lost or changed");
+    assert_eq!(types_after.get("tlpx_sim_speed_cycles_per_second").map(String::as_str), Some("gauge"));
     let types = types_after;
 
     // Counters only grow.
     let later: BTreeMap<String, f64> = second.iter().map(|s| (s.key(), s.value)).collect();
     let mut counters = 0;
-    for s in first
-        .iter()
-        .filter(|s| types.get(&s.name).is_some_and(|t| t == "counter"))
-    {
-        let v = later
-            .get(&s.key())
-            .unwrap_or_else(|| panic!("{} vanished", s.key()));
+    for s in first.iter().filter(|s| types.get(&s.name).is_some_and(|t| t == "counter")) {
+        let v = later.get(&s.key()).unwrap_or_else(|| panic!("{} vanished", s.key()));
         assert!(*v >= s.value, "{} went from {} to {v}", s.key(), s.value);
         counters += 1;
     }
     assert!(counters > 50, "spy, generator and sim counters: {counters}");
-    let grew = |name: &str, labels: &[(&str, &str)]| {
-        value(&second, name, labels) - value(&first, name, labels)
-    };
-    assert!(
-        grew("tlpx_generator_bytes_total", &[("operation", "write")]) >= 25600.0,
-        "{after}"
-    );
-    assert!(
-        grew("tlpx_generator_bytes_total", &[("operation", "read")]) >= 25600.0,
-        "{after}"
-    );
+    let grew = |name: &str, labels: &[(&str, &str)]| value(&second, name, labels) - value(&first, name, labels);
+    assert!(grew("tlpx_generator_bytes_total", &[("operation", "write")]) >= 25600.0, "{after}");
+    assert!(grew("tlpx_generator_bytes_total", &[("operation", "read")]) >= 25600.0, "{after}");
     assert!(grew("tlpx_generator_tlps_total", &[("type", "mwr")]) >= 100.0);
     assert!(grew("tlpx_generator_runs_total", &[]) >= 2.0, "{after}");
-    assert!(
-        grew(
-            "tlpx_spy_tlps_total",
-            &[("direction", "up"), ("type", "mwr")]
-        ) >= 100.0,
-        "the spy saw the writes"
-    );
+    assert!(grew("tlpx_spy_tlps_total", &[("direction", "up"), ("type", "mwr")]) >= 100.0, "the spy saw the writes");
     assert!(grew("tlpx_sim_dma_bytes_total", &[("operation", "write")]) >= 25600.0);
-    assert!(
-        grew("tlpx_generator_read_latency_seconds_count", &[]) >= 100.0,
-        "every read's latency: {after}"
-    );
+    assert!(grew("tlpx_generator_read_latency_seconds_count", &[]) >= 100.0, "every read's latency: {after}");
     assert_eq!(value(&second, "tlpx_card_up", &[]), 1.0);
 
     // Histograms: cumulative, +Inf = _count; in seconds, so a read takes well under 1 s.
-    assert_eq!(
-        check_histograms(&types, &second),
-        3,
-        "read latency, isr and user latency"
-    );
-    let mean = value(&second, "tlpx_generator_read_latency_seconds_sum", &[])
-        / value(&second, "tlpx_generator_read_latency_seconds_count", &[]);
+    assert_eq!(check_histograms(&types, &second), 3, "read latency, isr and user latency");
+    let mean =
+        value(&second, "tlpx_generator_read_latency_seconds_sum", &[]) / value(&second, "tlpx_generator_read_latency_seconds_count", &[]);
     assert!(mean > 1e-8 && mean < 1e-3, "mean read latency {mean} s");
 
     // Every series names the card and its link.
     let socket = format!("sim:{}", sim.socket().display());
     for s in &second {
         assert_eq!(s.labels.get("card"), Some(&socket), "{}", s.key());
-        assert!(
-            s.labels.contains_key("gen") && s.labels.contains_key("lanes"),
-            "{}",
-            s.key()
-        );
+        assert!(s.labels.contains_key("gen") && s.labels.contains_key("lanes"), "{}", s.key());
     }
-    let info = second
-        .iter()
-        .find(|s| s.name == "tlpx_card_info")
-        .expect("card info");
+    let info = second.iter().find(|s| s.name == "tlpx_card_info").expect("card info");
     assert_eq!(info.labels["simulated"], "true");
-    assert!(
-        info.labels["features"].contains("generator"),
-        "{:?}",
-        info.labels
-    );
+    assert!(info.labels["features"].contains("generator"), "{:?}", info.labels);
 
     let (status, _, _) = get(&serve.address, "/");
     assert!(status.contains("404"), "{status}");
@@ -457,29 +308,17 @@ fn serve_exports_well_formed_monotonic_metrics_of_generator_traffic() {
 fn serve_refuses_a_bad_listen_address_with_exit_2() {
     let sim = Sim::start(&[]);
     for bad in ["nope", "127.0.0.1:99999", "9464"] {
-        for args in [
-            vec!["serve", "--metrics-listen", bad, "--duration", "1s"],
-            vec!["--metrics-listen", bad, "info"],
-        ] {
+        for args in [vec!["serve", "--metrics-listen", bad, "--duration", "1s"], vec!["--metrics-listen", bad, "info"]] {
             let out = tlpx_command(&sim.selector(), &args).output().expect("tlpx");
             let err = text(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-            assert!(
-                err.contains(&format!("--metrics-listen \"{bad}\"")) && err.contains("HOST:PORT"),
-                "{args:?}: {err}"
-            );
+            assert!(err.contains(&format!("--metrics-listen \"{bad}\"")) && err.contains("HOST:PORT"), "{args:?}: {err}");
             assert!(!err.contains("panicked"), "{err}");
         }
     }
-    let out = tlpx_command(&sim.selector(), &["serve", "--interval", "1"])
-        .output()
-        .expect("tlpx");
+    let out = tlpx_command(&sim.selector(), &["serve", "--interval", "1"]).output().expect("tlpx");
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("--interval: \"1\""),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("--interval: \"1\""), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -525,7 +364,20 @@ fn rule30_exports_lines_per_mode_while_it_runs() {
     // sw-char first (fast), then a long hw-poll point during which the exporter is scraped.
     let child = tlpx_command(
         &sim.selector(),
-        &["--metrics-listen", &address, "rule30", "run", "--mode", "sw-char,hw-poll", "--packets", "100", "--generations", "20", "--length", "512"],
+        &[
+            "--metrics-listen",
+            &address,
+            "rule30",
+            "run",
+            "--mode",
+            "sw-char,hw-poll",
+            "--packets",
+            "100",
+            "--generations",
+            "20",
+            "--length",
+            "512",
+        ],
     )
     .stdout(Stdio::null())
     .stderr(Stdio::piped())

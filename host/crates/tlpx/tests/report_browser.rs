@@ -70,7 +70,23 @@ fn every_figure_renders_in_chromium_with_a_clean_console() {
         files.push(path);
     }
     let r30 = dir.join("r30");
-    let out = tlpx(&sim.selector(), &["rule30", "sweep", "--packets", "2", "--generations", "3", "--lengths", "8,256", "--latencies", "10ns", "--out-dir", r30.to_str().expect("path")]);
+    let out = tlpx(
+        &sim.selector(),
+        &[
+            "rule30",
+            "sweep",
+            "--packets",
+            "2",
+            "--generations",
+            "3",
+            "--lengths",
+            "8,256",
+            "--latencies",
+            "10ns",
+            "--out-dir",
+            r30.to_str().expect("path"),
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     files.push(r30.join("rule30-sweep.json"));
     let html = dir.join("report.html");
@@ -97,7 +113,8 @@ fn every_figure_renders_in_chromium_with_a_clean_console() {
         "--enable-logging=stderr".to_string(),
         "--v=0".to_string(),
     ];
-    let dom = Command::new(&browser).args(&common).arg("--dump-dom").arg(format!("file://{}", probed.display())).output().expect("chromium");
+    let dom =
+        Command::new(&browser).args(&common).arg("--dump-dom").arg(format!("file://{}", probed.display())).output().expect("chromium");
     assert!(dom.status.success(), "chromium failed: {}", text(&dom.stderr));
     let dom_text = text(&dom.stdout);
     let verdict = dom_text.split("TLPX-FIGURES ").nth(1).expect("the probe ran and wrote its verdict");

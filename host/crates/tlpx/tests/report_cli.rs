@@ -112,14 +112,17 @@ fn report_of_every_kind_is_self_contained_with_a_section_and_figures_each() {
         assert_eq!(section["file"], s(input));
         assert!(html.contains(&format!("— {}</h2>", s(input))), "no section for {}", input.display());
     }
-    let by_kind = |k: &str| sections.iter().find(|x| x["kind"] == k).unwrap_or_else(|| panic!("no {k} section"))["figures"].as_u64().expect("n");
+    let by_kind =
+        |k: &str| sections.iter().find(|x| x["kind"] == k).unwrap_or_else(|| panic!("no {k} section"))["figures"].as_u64().expect("n");
     assert_eq!(by_kind("bw"), 3, "one figure per operation (read, write, rdwr)");
     assert_eq!(by_kind("lat"), 1, "the CDF");
     assert_eq!(by_kind("pio"), 1);
     assert_eq!(by_kind("irq"), 1, "the histogram");
     assert!(by_kind("loop") >= 2, "median against size and histograms");
     assert_eq!(by_kind("rule30"), 1, "the landscape");
-    for needle in ["model (tlpx-model", "DMA read latency CDF", "Interrupt latency histogram", "Loop time:", "Rule 30: time per line", "p99"] {
+    for needle in
+        ["model (tlpx-model", "DMA read latency CDF", "Interrupt latency histogram", "Loop time:", "Rule 30: time per line", "p99"]
+    {
         assert!(html.contains(needle), "{needle}");
     }
 

@@ -22,7 +22,24 @@ fn every_mode_matches_the_golden_reference_over_random_packets_and_rules() {
     for (rule, length, seed) in [("30", "1024", "1"), ("110", "33", "2"), ("90", "1", "3"), ("45", "200", "4")] {
         let out = tlpx(
             &sim.selector(),
-            &["--json", "rule30", "run", "--mode", "all", "--packets", "6", "--generations", "7", "--rule", rule, "--length", length, "--seed", seed, "--verify"],
+            &[
+                "--json",
+                "rule30",
+                "run",
+                "--mode",
+                "all",
+                "--packets",
+                "6",
+                "--generations",
+                "7",
+                "--rule",
+                rule,
+                "--length",
+                length,
+                "--seed",
+                seed,
+                "--verify",
+            ],
         );
         assert!(out.status.success(), "rule {rule} length {length}: {}", text(&out.stderr));
         let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -54,7 +71,21 @@ fn the_sweep_writes_points_crossovers_and_figures() {
     let dir = sim.path("sweep");
     let out = tlpx(
         &sim.selector(),
-        &["rule30", "sweep", "--packets", "3", "--generations", "4", "--lengths", "8,512", "--latencies", "1ns,10us", "--verify", "--out-dir", dir.to_str().expect("path")],
+        &[
+            "rule30",
+            "sweep",
+            "--packets",
+            "3",
+            "--generations",
+            "4",
+            "--lengths",
+            "8,512",
+            "--latencies",
+            "1ns,10us",
+            "--verify",
+            "--out-dir",
+            dir.to_str().expect("path"),
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = text(&out.stdout);
@@ -66,7 +97,8 @@ fn the_sweep_writes_points_crossovers_and_figures() {
     assert_eq!(doc["crossovers"].as_array().expect("crossovers").len(), 2 * 6 * 3);
     // A longer accelerator latency costs the hardware modes time.
     let line = |mode: &str, lat: f64| {
-        points.iter().find(|p| p["mode"] == mode && p["latency_ns"].as_f64() == Some(lat) && p["length_bits"] == 512).expect("point")["per_line_ns"]["mean"]
+        points.iter().find(|p| p["mode"] == mode && p["latency_ns"].as_f64() == Some(lat) && p["length_bits"] == 512).expect("point")
+            ["per_line_ns"]["mean"]
             .as_f64()
             .expect("mean")
     };

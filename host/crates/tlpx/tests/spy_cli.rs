@@ -70,7 +70,10 @@ fn capture_filters_and_json_summary() {
     let sim = Sim::start(&[]);
     let trace = sim.path("f.tlpx");
     let t = trace.to_str().expect("path");
-    let v = json(&tlpx(&sim.selector(), &["--json", "spy", "capture", "--duration", "300us", "--poll", "20us", "--dir", "up", "--types", "cpld", "-o", t]));
+    let v = json(&tlpx(
+        &sim.selector(),
+        &["--json", "spy", "capture", "--duration", "300us", "--poll", "20us", "--dir", "up", "--types", "cpld", "-o", t],
+    ));
     assert_eq!(v["records_lost"], 0);
     let records = TraceReader::open(&trace).expect("trace").read_all().expect("records");
     assert_eq!(v["records_written"], records.len() as u64);
@@ -157,7 +160,6 @@ fn bad_arguments_are_clear_errors_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--csv OUT, --vcd OUT or --log"), "{}", text(&out.stderr));
 }
-
 
 #[test]
 fn spy_stop_releases_a_capture_left_by_a_killed_process() {

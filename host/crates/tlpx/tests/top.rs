@@ -87,8 +87,7 @@ fn json_gives_one_sample_per_frame_in_card_time() {
     let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "3", "--interval", "500us"]);
     let _ = bw.wait();
     let stdout = text(&out);
-    let samples: Vec<serde_json::Value> =
-        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let samples: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     assert_eq!(samples.len(), 3, "{stdout}");
     let times: Vec<f64> = samples.iter().map(|s| s["card_time_s"].as_f64().expect("card_time_s")).collect();
     assert!(times.windows(2).all(|w| w[1] > w[0]), "card time not increasing: {times:?}");
@@ -141,8 +140,7 @@ fn another_tools_capture_is_left_alone_and_named() {
     let sim = Sim::start(&[]);
     let device = SimDevice::connect(sim.socket()).expect("connect");
     let mut card = Card::open(Box::new(device)).expect("card");
-    let mut capture =
-        spy::Capture::start(&mut card, 1024, &spy::Filters::default(), &spy::Trigger::default()).expect("start a capture");
+    let mut capture = spy::Capture::start(&mut card, 1024, &spy::Filters::default(), &spy::Trigger::default()).expect("start a capture");
     let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "200us"]);
     let snapshot = text(&out);
     assert!(snapshot.contains("another tool is capturing"), "{snapshot}");

@@ -225,11 +225,8 @@ impl SysfsLayout {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(DeviceError::Io { context: format!("cannot list {}", dir.display()), source: e }),
         };
-        let mut out: Vec<String> = entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| is_pci_address(n))
-            .collect();
+        let mut out: Vec<String> =
+            entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| is_pci_address(n)).collect();
         out.sort();
         Ok(out)
     }
@@ -610,17 +607,16 @@ impl LitePcieDevice {
             Engine::Writer => (1, info.dma_rx_buf_offset, info.dma_rx_buf_size, info.dma_rx_buf_count),
         };
         if self.maps[slot].is_none() {
-            let len = size.checked_mul(count).filter(|&l| l > 0 && l <= 1 << 30).ok_or_else(|| {
-                DeviceError::Backend(format!("the driver reports {count} DMA buffers of {size} bytes: not mappable"))
-            })?;
+            let len = size
+                .checked_mul(count)
+                .filter(|&l| l > 0 && l <= 1 << 30)
+                .ok_or_else(|| DeviceError::Backend(format!("the driver reports {count} DMA buffers of {size} bytes: not mappable")))?;
             // SAFETY: the driver's mmap maps its DMA buffers (kernel memory that stays allocated
             // while the device is bound); they are shared with the card, and every access here
             // is a volatile copy through `read_buffer`/`write_buffer`.
-            let map = unsafe { MmapOptions::new().offset(offset).len(len as usize).map_mut(&self.file) }.map_err(|e| {
-                DeviceError::Io {
-                    context: format!("{}: cannot mmap the driver's {} DMA buffers", self.node.display(), engine.name()),
-                    source: e,
-                }
+            let map = unsafe { MmapOptions::new().offset(offset).len(len as usize).map_mut(&self.file) }.map_err(|e| DeviceError::Io {
+                context: format!("{}: cannot mmap the driver's {} DMA buffers", self.node.display(), engine.name()),
+                source: e,
             })?;
             self.maps[slot] = Some(map);
         }
@@ -640,9 +636,7 @@ impl LitePcieDevice {
             )));
         }
         if offset.checked_add(n).is_none_or(|end| end > size) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "{n} bytes at offset {offset} are outside a DMA buffer of {size} bytes"
-            )));
+            return Err(DeviceError::InvalidArgument(format!("{n} bytes at offset {offset} are outside a DMA buffer of {size} bytes")));
         }
         Ok(index * size + offset)
     }
@@ -886,8 +880,7 @@ impl Device for LitePcieDevice {
     fn config_read(&mut self, offset: u16, len: u16) -> Result<Vec<u8>, DeviceError> {
         config_check(offset, len as usize)?;
         let path = self.layout.config_path(&self.pci_address);
-        let mut file =
-            File::open(&path).map_err(|e| DeviceError::Io { context: format!("cannot open {}", path.display()), source: e })?;
+        let mut file = File::open(&path).map_err(|e| DeviceError::Io { context: format!("cannot open {}", path.display()), source: e })?;
         file.seek(SeekFrom::Start(u64::from(offset)))
             .map_err(|e| DeviceError::Io { context: format!("cannot seek in {}", path.display()), source: e })?;
         let mut out = vec![0u8; len as usize];
@@ -926,11 +919,7 @@ impl Device for LitePcieDevice {
             .map_err(|e| DeviceError::Io { context: format!("cannot write {}", path.display()), source: e })?;
         file.flush().ok();
         if n != data.len() {
-            return Err(DeviceError::Backend(format!(
-                "{} took {n} of the {} bytes at 0x{offset:x}",
-                path.display(),
-                data.len()
-            )));
+            return Err(DeviceError::Backend(format!("{} took {n} of the {} bytes at 0x{offset:x}", path.display(), data.len())));
         }
         Ok(())
     }
@@ -941,10 +930,7 @@ impl Device for LitePcieDevice {
     }
 
     fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError> {
-        Err(DeviceError::InvalidArgument(format!(
-            "DMA buffer {} was not allocated by the litepcie backend (it allocates none)",
-            buffer.id
-        )))
+        Err(DeviceError::InvalidArgument(format!("DMA buffer {} was not allocated by the litepcie backend (it allocates none)", buffer.id)))
     }
 
     fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {

@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use memmap2::MmapMut;
 use tlpx_sim_protocol::{
-    check_mmio, check_mmio_block, encode_frame, read_frame, ErrorKind, FrameError, HelloInfo, Reply, Request, SimStats,
-    PROTOCOL_VERSION,
+    check_mmio, check_mmio_block, encode_frame, read_frame, ErrorKind, FrameError, HelloInfo, Reply, Request, SimStats, PROTOCOL_VERSION,
 };
 
 use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
@@ -64,10 +63,8 @@ impl SimDevice {
     /// As `connect`, with the name the sim shows for this client in logs and stats.
     pub fn connect_as(path: impl AsRef<Path>, client_name: &str) -> Result<SimDevice, DeviceError> {
         let path = path.as_ref().to_owned();
-        let writer = UnixStream::connect(&path).map_err(|e| DeviceError::SimNotRunning {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let writer = UnixStream::connect(&path)
+            .map_err(|e| DeviceError::SimNotRunning { path: path.display().to_string(), reason: e.to_string() })?;
         let reader = writer.try_clone().map_err(|e| DeviceError::Io { context: "cannot clone the sim socket".into(), source: e })?;
         let mut reader = BufReader::new(reader);
         let mut frame = Vec::new();
@@ -89,16 +86,15 @@ impl SimDevice {
             }
             Err(e) => return Err(disconnected(e.to_string())),
         };
-        let file = OpenOptions::new().read(true).write(true).open(&info.host_memory_path).map_err(|e| DeviceError::Io {
-            context: format!("cannot open the sim's host memory {}", info.host_memory_path),
-            source: e,
-        })?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&info.host_memory_path)
+            .map_err(|e| DeviceError::Io { context: format!("cannot open the sim's host memory {}", info.host_memory_path), source: e })?;
         // SAFETY: the file is shared DMA memory by design; DmaBuffer accesses it only through
         // volatile reads and writes.
-        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| DeviceError::Io {
-            context: format!("cannot map the sim's host memory {}", info.host_memory_path),
-            source: e,
-        })?;
+        let mut map = unsafe { MmapMut::map_mut(&file) }
+            .map_err(|e| DeviceError::Io { context: format!("cannot map the sim's host memory {}", info.host_memory_path), source: e })?;
         if (map.len() as u64) < info.host_memory_size {
             return Err(DeviceError::Backend(format!(
                 "the sim's host memory {} holds {} bytes, the sim announced {}",

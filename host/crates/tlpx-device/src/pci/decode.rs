@@ -202,11 +202,7 @@ pub fn capabilities(config: &[u8]) -> Vec<Capability> {
         if id == 0xff {
             break;
         }
-        found.push(Capability {
-            id,
-            offset: offset as u16,
-            name: capability_name(id),
-        });
+        found.push(Capability { id, offset: offset as u16, name: capability_name(id) });
         offset = usize::from(next & 0xfc);
     }
     found
@@ -242,10 +238,7 @@ pub fn extended_capabilities(config: &[u8]) -> Vec<ExtendedCapability> {
 
 /// Offset of the first capability with `id`, if the list has one.
 pub fn find_capability(config: &[u8], id: u8) -> Option<u16> {
-    capabilities(config)
-        .into_iter()
-        .find(|c| c.id == id)
-        .map(|c| c.offset)
+    capabilities(config).into_iter().find(|c| c.id == id).map(|c| c.offset)
 }
 
 // PCI Express capability ---------------------------------------------------------------------
@@ -456,23 +449,13 @@ pub fn bars(config: &[u8]) -> Vec<Bar> {
             continue;
         }
         if low & 0x1 != 0 {
-            found.push(Bar {
-                index: index as u8,
-                address: u64::from(low & !0x3),
-                is_io: true,
-                is_64bit: false,
-                prefetchable: false,
-            });
+            found.push(Bar { index: index as u8, address: u64::from(low & !0x3), is_io: true, is_64bit: false, prefetchable: false });
             index += 1;
             continue;
         }
         let is_64bit = (low >> 1) & 0x3 == 0b10;
         // A 64-bit BAR in the last slot has no upper half: treat the upper half as zero.
-        let high = if is_64bit && index + 1 < count {
-            read32(config, BAR0 + 4 * (index + 1)).unwrap_or(0)
-        } else {
-            0
-        };
+        let high = if is_64bit && index + 1 < count { read32(config, BAR0 + 4 * (index + 1)).unwrap_or(0) } else { 0 };
         found.push(Bar {
             index: index as u8,
             address: u64::from(high) << 32 | u64::from(low & !0xf),
@@ -509,18 +492,7 @@ mod tests {
         let caps = capabilities(&c);
         assert_eq!(
             caps,
-            vec![
-                Capability {
-                    id: 0x05,
-                    offset: 0x50,
-                    name: "MSI"
-                },
-                Capability {
-                    id: 0x10,
-                    offset: 0x70,
-                    name: "PCI Express"
-                },
-            ]
+            vec![Capability { id: 0x05, offset: 0x50, name: "MSI" }, Capability { id: 0x10, offset: 0x70, name: "PCI Express" },]
         );
     }
 
@@ -540,10 +512,7 @@ mod tests {
         c[0x60] = 0x05;
         c[0x61] = 0x43; // reserved low bits set: still 0x40, already visited
         let caps = capabilities(&c);
-        assert_eq!(
-            caps.iter().map(|c| c.offset).collect::<Vec<_>>(),
-            vec![0x40, 0x60]
-        );
+        assert_eq!(caps.iter().map(|c| c.offset).collect::<Vec<_>>(), vec![0x40, 0x60]);
     }
 
     #[test]
@@ -597,18 +566,8 @@ mod tests {
         assert_eq!(
             ext,
             vec![
-                ExtendedCapability {
-                    id: 1,
-                    version: 1,
-                    offset: 0x100,
-                    name: "Advanced Error Reporting"
-                },
-                ExtendedCapability {
-                    id: 3,
-                    version: 1,
-                    offset: 0x140,
-                    name: "Device Serial Number"
-                },
+                ExtendedCapability { id: 1, version: 1, offset: 0x100, name: "Advanced Error Reporting" },
+                ExtendedCapability { id: 3, version: 1, offset: 0x140, name: "Device Serial Number" },
             ]
         );
         assert!(extended_capabilities(&c[..256]).is_empty());
@@ -662,14 +621,8 @@ mod tests {
 
     #[test]
     fn payload_and_speed_encodings() {
-        assert_eq!(
-            (0..8).map(payload_size_bytes).collect::<Vec<_>>(),
-            vec![128, 256, 512, 1024, 2048, 4096, 0, 0]
-        );
-        assert_eq!(
-            (0..8).map(link_speed_gt_s).collect::<Vec<_>>(),
-            vec![0.0, 2.5, 5.0, 8.0, 16.0, 32.0, 64.0, 0.0]
-        );
+        assert_eq!((0..8).map(payload_size_bytes).collect::<Vec<_>>(), vec![128, 256, 512, 1024, 2048, 4096, 0, 0]);
+        assert_eq!((0..8).map(link_speed_gt_s).collect::<Vec<_>>(), vec![0.0, 2.5, 5.0, 8.0, 16.0, 32.0, 64.0, 0.0]);
     }
 
     #[test]
@@ -703,10 +656,7 @@ mod tests {
         c[0x6c..0x6e].copy_from_slice(&0xbeefu16.to_le_bytes());
         let m = msi(&c).expect("MSI capability");
         assert!(!m.enabled && m.is_64bit);
-        assert_eq!(
-            (m.multiple_message_capable, m.multiple_message_enabled),
-            (32, 32)
-        );
+        assert_eq!((m.multiple_message_capable, m.multiple_message_enabled), (32, 32));
         assert_eq!(m.address, 0x2_1000_0000);
         assert_eq!(m.data, 0xbeef);
     }
@@ -714,14 +664,7 @@ mod tests {
     #[test]
     fn bars_of_a_type0_header() {
         let mut c = vec![0u8; 64];
-        let regs: [u32; 6] = [
-            0xf000_0000,
-            0x0000_000c,
-            0x0000_0004,
-            0x0000_c001,
-            0,
-            0x0000_0004,
-        ];
+        let regs: [u32; 6] = [0xf000_0000, 0x0000_000c, 0x0000_0004, 0x0000_c001, 0, 0x0000_0004];
         // BAR0 32-bit mem; BAR1+2 64-bit prefetchable at 0x4_0000_0000 (BAR2 is the upper
         // half); BAR3 I/O at 0xc000;
         // BAR4 unused; BAR5 64-bit with no room for the upper half.
@@ -732,34 +675,10 @@ mod tests {
         assert_eq!(
             b,
             vec![
-                Bar {
-                    index: 0,
-                    address: 0xf000_0000,
-                    is_io: false,
-                    is_64bit: false,
-                    prefetchable: false
-                },
-                Bar {
-                    index: 1,
-                    address: 0x4_0000_0000,
-                    is_io: false,
-                    is_64bit: true,
-                    prefetchable: true
-                },
-                Bar {
-                    index: 3,
-                    address: 0xc000,
-                    is_io: true,
-                    is_64bit: false,
-                    prefetchable: false
-                },
-                Bar {
-                    index: 5,
-                    address: 0,
-                    is_io: false,
-                    is_64bit: true,
-                    prefetchable: false
-                },
+                Bar { index: 0, address: 0xf000_0000, is_io: false, is_64bit: false, prefetchable: false },
+                Bar { index: 1, address: 0x4_0000_0000, is_io: false, is_64bit: true, prefetchable: true },
+                Bar { index: 3, address: 0xc000, is_io: true, is_64bit: false, prefetchable: false },
+                Bar { index: 5, address: 0, is_io: false, is_64bit: true, prefetchable: false },
             ]
         );
     }

@@ -25,18 +25,10 @@ pub const MAX_DUMP_CONFIG_BYTES: usize = 4096;
 /// address is written as `DDDD:BB:DD.F`; `device` must be below 32 and `function` below 8
 /// (the widths of those fields in a Routing ID): larger values are masked to those widths.
 pub fn render_dump(domain: u16, bus: u8, device: u8, function: u8, config: &[u8]) -> String {
-    debug_assert!(
-        device < 32 && function < 8,
-        "PCI device {device} / function {function} out of range"
-    );
+    debug_assert!(device < 32 && function < 8, "PCI device {device} / function {function} out of range");
     let config = &config[..config.len().min(MAX_DUMP_CONFIG_BYTES)];
     let mut out = String::with_capacity(64 + config.len() * 3 + config.len() / 16 * 6);
-    let _ = write!(
-        out,
-        "{domain:04x}:{bus:02x}:{:02x}.{:x} ",
-        device & 0x1f,
-        function & 0x7
-    );
+    let _ = write!(out, "{domain:04x}:{bus:02x}:{:02x}.{:x} ", device & 0x1f, function & 0x7);
     out.push_str(&describe(config));
     out.push('\n');
     for (line, bytes) in config.chunks(16).enumerate() {
@@ -61,10 +53,7 @@ fn describe(config: &[u8]) -> String {
     let vendor = u16::from_le_bytes([config[0], config[1]]);
     let device = u16::from_le_bytes([config[2], config[3]]);
     let revision = config[8];
-    let mut s = format!(
-        "{:02x}{:02x}: {vendor:04x}:{device:04x}",
-        config[0x0b], config[0x0a]
-    );
+    let mut s = format!("{:02x}{:02x}: {vendor:04x}:{device:04x}", config[0x0b], config[0x0a]);
     if revision != 0 {
         let _ = write!(s, " (rev {revision:02x})");
     }
@@ -85,10 +74,7 @@ mod tests {
         let text = render_dump(0, 3, 0, 0, &config);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "0000:03:00.0 1180: 1234:7c01 (rev 01)");
-        assert_eq!(
-            lines[1],
-            "00: 34 12 01 7c 00 00 00 00 01 00 80 11 00 00 00 00"
-        );
+        assert_eq!(lines[1], "00: 34 12 01 7c 00 00 00 00 01 00 80 11 00 00 00 00");
         assert_eq!(lines[4].len(), "30:".len() + 16 * 3);
         assert!(lines[4].starts_with("30: "));
         assert_eq!(lines[5], "");

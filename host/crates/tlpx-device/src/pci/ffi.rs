@@ -46,14 +46,7 @@ extern "C" {
     fn tlpx_pci_scan(h: *mut RawHandle) -> c_int;
     fn tlpx_pci_info(h: *mut RawHandle, index: c_int, out: *mut RawInfo) -> c_int;
     fn tlpx_pci_read_config(h: *mut RawHandle, index: c_int, buf: *mut u8, buflen: c_int) -> c_int;
-    fn tlpx_pci_lookup(
-        h: *mut RawHandle,
-        kind: c_int,
-        a: c_uint,
-        b: c_uint,
-        buf: *mut c_char,
-        buflen: c_int,
-    ) -> c_int;
+    fn tlpx_pci_lookup(h: *mut RawHandle, kind: c_int, a: c_uint, b: c_uint, buf: *mut c_char, buflen: c_int) -> c_int;
     fn tlpx_pci_error(h: *const RawHandle) -> *const c_char;
     fn tlpx_pci_warnings(h: *const RawHandle) -> *const c_char;
     fn tlpx_pci_close(h: *mut RawHandle);
@@ -72,9 +65,7 @@ impl LibPci {
         // SAFETY: no arguments; returns a constant.
         let abi = unsafe { tlpx_pci_shim_abi() };
         if abi != SHIM_ABI {
-            return Err(format!(
-                "the C shim speaks ABI {abi}, the Rust side {SHIM_ABI}: rebuild tlpx-device (cargo clean -p tlpx-device)"
-            ));
+            return Err(format!("the C shim speaks ABI {abi}, the Rust side {SHIM_ABI}: rebuild tlpx-device (cargo clean -p tlpx-device)"));
         }
         let path = match dump {
             Some(p) => Some(path_to_cstring(p)?),
@@ -83,40 +74,25 @@ impl LibPci {
         let mut err = [0 as c_char; 1024];
         // SAFETY: `path` is NUL-terminated and outlives the call; `err` is writable for its
         // whole length, which is passed.
-        let raw = unsafe {
-            tlpx_pci_open(
-                path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()),
-                err.as_mut_ptr(),
-                err.len(),
-            )
-        };
+        let raw = unsafe { tlpx_pci_open(path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()), err.as_mut_ptr(), err.len()) };
         match NonNull::new(raw) {
             Some(handle) => Ok(LibPci { handle }),
             // SAFETY: the shim NUL-terminates `err` whenever errlen > 0.
-            None => Err(unsafe { CStr::from_ptr(err.as_ptr()) }
-                .to_string_lossy()
-                .into_owned()),
+            None => Err(unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned()),
         }
     }
 
     fn last_error(&self) -> String {
         // SAFETY: the handle is live; the shim returns a NUL-terminated buffer it owns,
         // copied here before any other call.
-        unsafe { CStr::from_ptr(tlpx_pci_error(self.handle.as_ptr())) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr(tlpx_pci_error(self.handle.as_ptr())) }.to_string_lossy().into_owned()
     }
 
     /// Warnings libpci gave so far, one per entry.
     pub fn warnings(&self) -> Vec<String> {
         // SAFETY: as in `last_error`.
-        let text = unsafe { CStr::from_ptr(tlpx_pci_warnings(self.handle.as_ptr())) }
-            .to_string_lossy()
-            .into_owned();
-        text.lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect()
+        let text = unsafe { CStr::from_ptr(tlpx_pci_warnings(self.handle.as_ptr())) }.to_string_lossy().into_owned();
+        text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
     }
 
     /// Scans the bus; returns the number of functions.
@@ -127,8 +103,7 @@ impl LibPci {
     }
 
     pub fn info(&mut self, index: usize) -> Result<RawInfo, String> {
-        let index =
-            c_int::try_from(index).map_err(|_| format!("function index {index} out of range"))?;
+        let index = c_int::try_from(index).map_err(|_| format!("function index {index} out of range"))?;
         let mut out = RawInfo::default();
         // SAFETY: `out` is a valid, writable RawInfo, whose layout matches the C struct.
         let rc = unsafe { tlpx_pci_info(self.handle.as_ptr(), index, &mut out) };
@@ -142,18 +117,10 @@ impl LibPci {
     /// As much config space as libpci can read (4096, 256, 128 or 64 bytes); an empty
     /// vector if not even the 64-byte header is readable.
     pub fn read_config(&mut self, index: usize) -> Result<Vec<u8>, String> {
-        let index =
-            c_int::try_from(index).map_err(|_| format!("function index {index} out of range"))?;
+        let index = c_int::try_from(index).map_err(|_| format!("function index {index} out of range"))?;
         let mut buf = vec![0u8; 4096];
         // SAFETY: `buf` is writable for the length passed.
-        let n = unsafe {
-            tlpx_pci_read_config(
-                self.handle.as_ptr(),
-                index,
-                buf.as_mut_ptr(),
-                buf.len() as c_int,
-            )
-        };
+        let n = unsafe { tlpx_pci_read_config(self.handle.as_ptr(), index, buf.as_mut_ptr(), buf.len() as c_int) };
         let n = usize::try_from(n).map_err(|_| self.last_error())?;
         buf.truncate(n);
         Ok(buf)
@@ -163,23 +130,10 @@ impl LibPci {
     pub fn lookup(&mut self, kind: NameKind, a: u32, b: u32) -> Result<Option<String>, String> {
         let mut buf = [0 as c_char; 256];
         // SAFETY: `buf` is writable for the length passed; the shim NUL-terminates it.
-        let rc = unsafe {
-            tlpx_pci_lookup(
-                self.handle.as_ptr(),
-                kind as c_int,
-                a,
-                b,
-                buf.as_mut_ptr(),
-                buf.len() as c_int,
-            )
-        };
+        let rc = unsafe { tlpx_pci_lookup(self.handle.as_ptr(), kind as c_int, a, b, buf.as_mut_ptr(), buf.len() as c_int) };
         match rc {
             // SAFETY: NUL-terminated by the shim on success.
-            1 => Ok(Some(
-                unsafe { CStr::from_ptr(buf.as_ptr()) }
-                    .to_string_lossy()
-                    .into_owned(),
-            )),
+            1 => Ok(Some(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())),
             0 => Ok(None),
             _ => Err(self.last_error()),
         }
@@ -195,6 +149,5 @@ impl Drop for LibPci {
 
 fn path_to_cstring(path: &Path) -> Result<CString, String> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| "the path contains a NUL byte".to_string())
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| "the path contains a NUL byte".to_string())
 }

@@ -73,21 +73,11 @@ pub struct PciFunction {
 impl PciFunction {
     /// Builds a function from its address and config bytes alone (ids, class and subsystem
     /// read from the header; no names). For a backend that holds config space itself.
-    pub fn from_config(
-        domain: u16,
-        bus: u8,
-        device: u8,
-        function: u8,
-        config: Vec<u8>,
-    ) -> PciFunction {
+    pub fn from_config(domain: u16, bus: u8, device: u8, function: u8, config: Vec<u8>) -> PciFunction {
         let byte = |o: usize| config.get(o).copied().unwrap_or(0xff);
         let word = |o: usize| u16::from_le_bytes([byte(o), byte(o + 1)]);
         // Header fields (PCI LB 3.0, 6.1): subsystem ids at 0x2c/0x2e of a type 0 header only.
-        let (subsystem_vendor_id, subsystem_id) = if decode::header_type(&config) == Some(0) {
-            (word(0x2c), word(0x2e))
-        } else {
-            (0, 0)
-        };
+        let (subsystem_vendor_id, subsystem_id) = if decode::header_type(&config) == Some(0) { (word(0x2c), word(0x2e)) } else { (0, 0) };
         PciFunction {
             domain,
             bus,
@@ -108,10 +98,7 @@ impl PciFunction {
 
     /// The address in `lspci -D` form: `0000:03:00.0`.
     pub fn address(&self) -> String {
-        format!(
-            "{:04x}:{:02x}:{:02x}.{:x}",
-            self.domain, self.bus, self.device, self.function
-        )
+        format!("{:04x}:{:02x}:{:02x}.{:x}", self.domain, self.bus, self.device, self.function)
     }
 
     /// The conventional capability list (needs 256 config bytes; empty with the 64-byte
@@ -142,13 +129,7 @@ impl PciFunction {
 
     /// A copy of this function's config space in the format libpci's dump method reads.
     pub fn to_dump(&self) -> String {
-        render_dump(
-            self.domain,
-            self.bus,
-            self.device,
-            self.function,
-            &self.config,
-        )
+        render_dump(self.domain, self.bus, self.device, self.function, &self.config)
     }
 }
 
@@ -168,12 +149,8 @@ pub fn scan(source: &PciSource) -> Result<Vec<PciFunction>, DeviceError> {
 }
 
 /// [`scan`], also returning libpci's warnings and the functions that were left out.
-pub fn scan_with_warnings(
-    source: &PciSource,
-) -> Result<(Vec<PciFunction>, Vec<String>), DeviceError> {
-    let _one_at_a_time = LIBPCI
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+pub fn scan_with_warnings(source: &PciSource) -> Result<(Vec<PciFunction>, Vec<String>), DeviceError> {
+    let _one_at_a_time = LIBPCI.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let fail = |what: &str, msg: String| DeviceError::Pci(failure_message(source, what, &msg));
 
     let dump = match source {
@@ -187,22 +164,13 @@ pub fn scan_with_warnings(
     let mut skipped = Vec::new();
     let mut names_work = true;
     for index in 0..count {
-        let raw = lib
-            .info(index)
-            .map_err(|msg| fail("identify a function of", msg))?;
-        let address = format!(
-            "{:04x}:{:02x}:{:02x}.{:x}",
-            raw.domain, raw.bus, raw.dev, raw.func
-        );
+        let raw = lib.info(index).map_err(|msg| fail("identify a function of", msg))?;
+        let address = format!("{:04x}:{:02x}:{:02x}.{:x}", raw.domain, raw.bus, raw.dev, raw.func);
         let Ok(domain) = u16::try_from(raw.domain) else {
-            skipped.push(format!(
-                "{address}: left out, its PCI domain does not fit 16 bits (an Intel VMD domain?)"
-            ));
+            skipped.push(format!("{address}: left out, its PCI domain does not fit 16 bits (an Intel VMD domain?)"));
             continue;
         };
-        let config = lib
-            .read_config(index)
-            .map_err(|msg| fail(&format!("read config space of {address} in"), msg))?;
+        let config = lib.read_config(index).map_err(|msg| fail(&format!("read config space of {address} in"), msg))?;
         if config.len() < 64 {
             skipped.push(format!(
                 "{address}: left out, fewer than 64 bytes of its config space are readable{}",
@@ -269,24 +237,16 @@ pub fn find(source: &PciSource, address: &str) -> Result<PciFunction, DeviceErro
     let wanted = parse_address(address)?;
     let functions = scan(source)?;
     let present: Vec<String> = functions.iter().map(PciFunction::address).collect();
-    functions
-        .into_iter()
-        .find(|f| (f.domain, f.bus, f.device, f.function) == wanted)
-        .ok_or_else(|| {
-            DeviceError::NoSuchDevice(format!(
-                "no PCI function at {address} on {}; present: {}",
-                source.describe(),
-                if present.is_empty() {
-                    "none".to_string()
-                } else {
-                    present.join(", ")
-                }
-            ))
-        })
+    functions.into_iter().find(|f| (f.domain, f.bus, f.device, f.function) == wanted).ok_or_else(|| {
+        DeviceError::NoSuchDevice(format!(
+            "no PCI function at {address} on {}; present: {}",
+            source.describe(),
+            if present.is_empty() { "none".to_string() } else { present.join(", ") }
+        ))
+    })
 }
 
-const DUMP_FORMAT_HINT: &str =
-    "A dump holds, per function, a line like `0000:03:00.0 1180: 1234:7c01` \
+const DUMP_FORMAT_HINT: &str = "A dump holds, per function, a line like `0000:03:00.0 1180: 1234:7c01` \
      followed by lines like `00: 34 12 01 7c ...` (a hex offset and up to 16 hex bytes), at \
      least 64 bytes per function, as `lspci -xxx` prints and tlpx_device::pci::render_dump writes";
 
@@ -298,10 +258,7 @@ fn failure_message(source: &PciSource, what: &str, libpci_message: &str) -> Stri
              On Linux libpci reads /sys/bus/pci: check that sysfs is mounted and readable, or \
              point tlpx at a dump file instead"
         ),
-        PciSource::DumpFile(path) => format!(
-            "cannot {what} PCI dump file {}: {msg}. {DUMP_FORMAT_HINT}",
-            path.display()
-        ),
+        PciSource::DumpFile(path) => format!("cannot {what} PCI dump file {}: {msg}. {DUMP_FORMAT_HINT}", path.display()),
     }
 }
 
@@ -323,20 +280,16 @@ pub fn parse_address(s: &str) -> Result<(u16, u8, u8, u8), DeviceError> {
         ))
     };
     let hex = |field: &str, name: &str, digits: usize, max: u32| -> Result<u32, DeviceError> {
-        if field.is_empty() || field.len() > digits || !field.bytes().all(|b| b.is_ascii_hexdigit())
-        {
+        if field.is_empty() || field.len() > digits || !field.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad(&format!("has a bad {name} field {field:?}")));
         }
-        let value = u32::from_str_radix(field, 16)
-            .map_err(|_| bad(&format!("has a bad {name} field {field:?}")))?;
+        let value = u32::from_str_radix(field, 16).map_err(|_| bad(&format!("has a bad {name} field {field:?}")))?;
         if value > max {
             return Err(bad(&format!("has {name} {value:#x} out of range")));
         }
         Ok(value)
     };
-    let (slot, func) = s
-        .rsplit_once('.')
-        .ok_or_else(|| bad("has no `.FUNCTION`"))?;
+    let (slot, func) = s.rsplit_once('.').ok_or_else(|| bad("has no `.FUNCTION`"))?;
     let parts: Vec<&str> = slot.split(':').collect();
     let (domain, bus, device) = match parts.as_slice() {
         [bus, device] => (0, *bus, *device),
@@ -367,10 +320,7 @@ mod tests {
         c[8..12].copy_from_slice(&[0x02, 0x01, 0x00, 0x06]);
         c[0x2c..0x30].copy_from_slice(&[0xf4, 0x1a, 0x01, 0x11]);
         let f = PciFunction::from_config(0, 0, 0, 0, c);
-        assert_eq!(
-            (f.vendor_id, f.device_id, f.class, f.revision),
-            (0x8086, 0x0d57, 0x060001, 2)
-        );
+        assert_eq!((f.vendor_id, f.device_id, f.class, f.revision), (0x8086, 0x0d57, 0x060001, 2));
         assert_eq!((f.subsystem_vendor_id, f.subsystem_id), (0x1af4, 0x1101));
     }
 }

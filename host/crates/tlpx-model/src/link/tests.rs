@@ -19,10 +19,7 @@ use super::*;
 #[track_caller]
 fn assert_close(actual: f64, expected: f64) {
     let tolerance = expected.abs() * 1e-9;
-    assert!(
-        (actual - expected).abs() <= tolerance,
-        "expected {expected}, got {actual}"
-    );
+    assert!((actual - expected).abs() <= tolerance, "expected {expected}, got {actual}");
 }
 
 fn link(generation: u8, lanes: u8, mps: u32, mrrs: u32, rcb: u32, addr64: bool) -> LinkConfig {
@@ -53,17 +50,11 @@ fn test_raw_rate_gen3_x8() {
 #[test]
 fn test_raw_rate_8b10b_and_gen5() {
     // Gen1 x1: 2.5 GT/s × 8/10 / 8 = 250e6 B/s.
-    assert_close(
-        link(1, 1, 128, 128, 64, false).raw_bytes_per_second(),
-        250e6,
-    );
+    assert_close(link(1, 1, 128, 128, 64, false).raw_bytes_per_second(), 250e6);
     // Gen2 x4: 5 GT/s × 8/10 × 4 / 8 = 2e9 B/s.
     assert_close(link(2, 4, 128, 128, 64, false).raw_bytes_per_second(), 2e9);
     // Gen5 x16: 32 GT/s × 128/130 × 16 / 8 = 63.01538462e9 B/s.
-    assert_close(
-        link(5, 16, 256, 512, 64, true).raw_bytes_per_second(),
-        63.015_384_62e9,
-    );
+    assert_close(link(5, 16, 256, 512, 64, true).raw_bytes_per_second(), 63.015_384_62e9);
     assert_eq!(link(4, 1, 128, 128, 64, true).transfer_rate_gt_s(), 16.0);
 }
 
@@ -80,10 +71,7 @@ fn test_tlp_capacity_gen3_x8_mps256() {
 #[test]
 fn test_tlp_capacity_gen1_x1_mps128() {
     // Ack interval 237: 250e6 × (1 − 16/237 − 4/1538) = 232.4721678e6 B/s.
-    assert_close(
-        link(1, 1, 128, 128, 64, true).tlp_bytes_per_second(),
-        232.472_167_8e6,
-    );
+    assert_close(link(1, 1, 128, 128, 64, true).tlp_bytes_per_second(), 232.472_167_8e6);
 }
 
 #[test]
@@ -109,10 +97,7 @@ fn test_dllp_bytes_per_tlp_gen3_x8() {
 #[test]
 fn test_framing_and_headers() {
     for generation in 1..=5 {
-        assert_eq!(
-            link(generation, 1, 128, 128, 64, true).tlp_framing_bytes(),
-            8
-        );
+        assert_eq!(link(generation, 1, 128, 128, 64, true).tlp_framing_bytes(), 8);
     }
     assert_eq!(gen3_x8().request_header_bytes(), 16);
     assert_eq!(link(3, 8, 256, 512, 64, false).request_header_bytes(), 12);
@@ -163,11 +148,7 @@ fn test_write_sawtooth_at_mps_256() {
     for k in 1..16u64 {
         let at = write_bandwidth(&cfg, k * 256).bytes_per_second;
         let after = write_bandwidth(&cfg, k * 256 + 1).bytes_per_second;
-        assert!(
-            after < at,
-            "no drop after {} bytes: {at} then {after}",
-            k * 256
-        );
+        assert!(after < at, "no drop after {} bytes: {at} then {after}", k * 256);
     }
 }
 
@@ -184,11 +165,7 @@ fn test_write_sawtooth_follows_mps_not_mrrs() {
 #[test]
 fn test_zero_size_has_zero_bandwidth() {
     let cfg = gen3_x8();
-    for bw in [
-        write_bandwidth(&cfg, 0),
-        read_bandwidth(&cfg, 0),
-        read_write_bandwidth(&cfg, 0),
-    ] {
+    for bw in [write_bandwidth(&cfg, 0), read_bandwidth(&cfg, 0), read_write_bandwidth(&cfg, 0)] {
         assert_eq!(bw.bytes_per_second, 0.0);
         assert_eq!(bw.efficiency, 0.0);
     }
@@ -208,10 +185,7 @@ fn test_read_4k_mrrs512_gen3_x8() {
 
     let a = analyse(&cfg, Operation::Read, 4096, CompletionSplit::Mps);
     assert_eq!((a.upstream_tlps, a.downstream_tlps), (8, 16));
-    assert_eq!(
-        (a.upstream_wire_bytes, a.downstream_wire_bytes),
-        (192, 4416)
-    );
+    assert_eq!((a.upstream_wire_bytes, a.downstream_wire_bytes), (192, 4416));
     assert_eq!(a.limited_by, Direction::Downstream);
     assert_close(a.downstream_utilisation, 1.0);
     assert_close(a.upstream_utilisation, 192.0 / 4416.0);
@@ -232,10 +206,7 @@ fn test_read_tiny_is_limited_by_requests_with_addr64() {
     // 7.235595703e9 / 24 = 301.4831543e6 B/s.
     let cfg = gen3_x8();
     assert_close(read_bandwidth(&cfg, 1).bytes_per_second, 301.483_154_3e6);
-    assert_eq!(
-        analyse(&cfg, Operation::Read, 1, CompletionSplit::Mps).limited_by,
-        Direction::Upstream
-    );
+    assert_eq!(analyse(&cfg, Operation::Read, 1, CompletionSplit::Mps).limited_by, Direction::Upstream);
     // 32-bit: MRd 20 bytes up, 21 down; downstream limits: C / 21 = 344.5521763e6.
     let cfg32 = link(3, 8, 256, 512, 64, false);
     assert_close(read_bandwidth(&cfg32, 1).bytes_per_second, 344.552_176_3e6);
@@ -245,10 +216,7 @@ fn test_read_tiny_is_limited_by_requests_with_addr64() {
 fn test_read_sawtooth_at_mrrs_does_not_cost_downstream() {
     // 513 B: 2 MRd up (48), 3 CplD down (60 + 513 = 573). Downstream limits:
     // 513/573 × C = 6.477941703e9; MRRS only adds upstream bytes.
-    assert_close(
-        read_bandwidth(&gen3_x8(), 513).bytes_per_second,
-        6.477_941_703e9,
-    );
+    assert_close(read_bandwidth(&gen3_x8(), 513).bytes_per_second, 6.477_941_703e9);
 }
 
 #[test]
@@ -272,15 +240,9 @@ fn test_read_write_4k_gen3_x8() {
     // Downstream: 4416 bytes.
     // 4096/4672 × 7.235595703e9 = 6.343535959e9 B/s in each direction.
     let cfg = gen3_x8();
-    assert_close(
-        read_write_bandwidth(&cfg, 4096).bytes_per_second,
-        6.343_535_959e9,
-    );
+    assert_close(read_write_bandwidth(&cfg, 4096).bytes_per_second, 6.343_535_959e9);
     let a = analyse(&cfg, Operation::ReadWrite, 4096, CompletionSplit::Mps);
-    assert_eq!(
-        (a.upstream_wire_bytes, a.downstream_wire_bytes),
-        (4672, 4416)
-    );
+    assert_eq!((a.upstream_wire_bytes, a.downstream_wire_bytes), (4672, 4416));
     assert_eq!(a.limited_by, Direction::Upstream);
 }
 
@@ -288,10 +250,7 @@ fn test_read_write_4k_gen3_x8() {
 fn test_read_write_64b_gen3_x8() {
     // Upstream: MWr 88 + MRd 24 = 112; downstream CplD 84.
     // 64/112 × 7.235595703e9 = 4.134626116e9 B/s.
-    assert_close(
-        read_write_bandwidth(&gen3_x8(), 64).bytes_per_second,
-        4.134_626_116e9,
-    );
+    assert_close(read_write_bandwidth(&gen3_x8(), 64).bytes_per_second, 4.134_626_116e9);
 }
 
 #[test]
@@ -299,14 +258,8 @@ fn test_read_write_is_below_write_alone() {
     let cfg = gen3_x8();
     for size in [1u64, 64, 100, 256, 1500, 4096, 65536] {
         let rw = read_write_bandwidth(&cfg, size).bytes_per_second;
-        assert!(
-            rw < write_bandwidth(&cfg, size).bytes_per_second,
-            "size {size}"
-        );
-        assert!(
-            rw <= read_bandwidth(&cfg, size).bytes_per_second,
-            "size {size}"
-        );
+        assert!(rw < write_bandwidth(&cfg, size).bytes_per_second, "size {size}");
+        assert!(rw <= read_bandwidth(&cfg, size).bytes_per_second, "size {size}");
     }
 }
 
@@ -318,22 +271,10 @@ fn test_validation_messages() {
         Ok(cfg) => panic!("accepted {cfg}"),
         Err(e) => e.to_string(),
     };
-    assert_eq!(
-        err(LinkConfig::new(7, 8, 256, 512, 64, true)),
-        "PCIe generation must be 1..5, not 7"
-    );
-    assert_eq!(
-        err(LinkConfig::new(0, 8, 256, 512, 64, true)),
-        "PCIe generation must be 1..5, not 0"
-    );
-    assert_eq!(
-        err(LinkConfig::new(3, 3, 256, 512, 64, true)),
-        "link width must be 1, 2, 4, 8 or 16 lanes, not 3"
-    );
-    assert_eq!(
-        err(LinkConfig::new(3, 32, 256, 512, 64, true)),
-        "link width must be 1, 2, 4, 8 or 16 lanes, not 32"
-    );
+    assert_eq!(err(LinkConfig::new(7, 8, 256, 512, 64, true)), "PCIe generation must be 1..5, not 7");
+    assert_eq!(err(LinkConfig::new(0, 8, 256, 512, 64, true)), "PCIe generation must be 1..5, not 0");
+    assert_eq!(err(LinkConfig::new(3, 3, 256, 512, 64, true)), "link width must be 1, 2, 4, 8 or 16 lanes, not 3");
+    assert_eq!(err(LinkConfig::new(3, 32, 256, 512, 64, true)), "link width must be 1, 2, 4, 8 or 16 lanes, not 32");
     assert_eq!(
         err(LinkConfig::new(3, 8, 384, 512, 64, true)),
         "maximum payload size (MPS) must be 128, 256, 512, 1024, 2048 or 4096 bytes, not 384"
@@ -346,20 +287,14 @@ fn test_validation_messages() {
         err(LinkConfig::new(3, 8, 256, 64, 64, true)),
         "maximum read request size (MRRS) must be 128, 256, 512, 1024, 2048 or 4096 bytes, not 64"
     );
-    assert_eq!(
-        err(LinkConfig::new(3, 8, 256, 512, 256, true)),
-        "read completion boundary (RCB) must be 64 or 128 bytes, not 256"
-    );
+    assert_eq!(err(LinkConfig::new(3, 8, 256, 512, 256, true)), "read completion boundary (RCB) must be 64 or 128 bytes, not 256");
     assert!(LinkConfig::new(5, 16, 4096, 4096, 128, false).is_ok());
     assert!(LinkConfig::new(1, 1, 128, 128, 64, true).is_ok());
 }
 
 #[test]
 fn test_validate_catches_hand_built_config() {
-    let cfg = LinkConfig {
-        rcb: 32,
-        ..LinkConfig::PCIE_BENCH_DEFAULT
-    };
+    let cfg = LinkConfig { rcb: 32, ..LinkConfig::PCIE_BENCH_DEFAULT };
     assert!(cfg.validate().is_err());
     assert_eq!(LinkConfig::PCIE_BENCH_DEFAULT, gen3_x8());
 }
@@ -368,33 +303,20 @@ fn test_validate_catches_hand_built_config() {
 fn test_serde_round_trip_and_validation() {
     let cfg = gen3_x8();
     let json = serde_json::to_string(&cfg).unwrap_or_default();
-    assert_eq!(
-        json,
-        r#"{"generation":3,"lanes":8,"mps":256,"mrrs":512,"rcb":64,"addr64":true}"#
-    );
-    let back: LinkConfig = serde_json::from_str(&json).unwrap_or(LinkConfig {
-        generation: 0,
-        ..cfg
-    });
+    assert_eq!(json, r#"{"generation":3,"lanes":8,"mps":256,"mrrs":512,"rcb":64,"addr64":true}"#);
+    let back: LinkConfig = serde_json::from_str(&json).unwrap_or(LinkConfig { generation: 0, ..cfg });
     assert_eq!(back, cfg);
 
     let bad = r#"{"generation":7,"lanes":8,"mps":256,"mrrs":512,"rcb":64,"addr64":true}"#;
     match serde_json::from_str::<LinkConfig>(bad) {
         Ok(cfg) => panic!("accepted {cfg}"),
-        Err(e) => assert!(
-            e.to_string()
-                .contains("PCIe generation must be 1..5, not 7"),
-            "{e}"
-        ),
+        Err(e) => assert!(e.to_string().contains("PCIe generation must be 1..5, not 7"), "{e}"),
     }
 }
 
 #[test]
 fn test_display() {
-    assert_eq!(
-        gen3_x8().to_string(),
-        "Gen3 x8, MPS 256, MRRS 512, RCB 64, 64-bit addresses"
-    );
+    assert_eq!(gen3_x8().to_string(), "Gen3 x8, MPS 256, MRRS 512, RCB 64, 64-bit addresses");
 }
 
 // Completion and request splitting -----------------------------------------------
@@ -402,10 +324,7 @@ fn test_display() {
 #[test]
 fn test_completions_aligned() {
     let cfg = gen3_x8(); // MPS 256, RCB 64
-    assert_eq!(
-        completions_for_read(&cfg, 0x1000, 512),
-        vec![(0x1000, 256), (0x1100, 256)]
-    );
+    assert_eq!(completions_for_read(&cfg, 0x1000, 512), vec![(0x1000, 256), (0x1100, 256)]);
     assert_eq!(completions_for_read(&cfg, 0x1000, 100), vec![(0x1000, 100)]);
 }
 
@@ -414,16 +333,10 @@ fn test_completions_unaligned_start() {
     // 0x1010 is 16 bytes into an RCB: first completion 0x1010..0x1040 (48 bytes),
     // then MPS pieces from the RCB boundary, then the rest: 48 + 256 + 256 + 40 = 600.
     let cfg = gen3_x8();
-    assert_eq!(
-        completions_for_read(&cfg, 0x1010, 600),
-        vec![(0x1010, 48), (0x1040, 256), (0x1140, 256), (0x1240, 40)]
-    );
+    assert_eq!(completions_for_read(&cfg, 0x1010, 600), vec![(0x1010, 48), (0x1040, 256), (0x1140, 256), (0x1240, 40)]);
     // With RCB 128 the first piece runs to 0x1080.
     let cfg128 = link(3, 8, 256, 512, 128, true);
-    assert_eq!(
-        completions_for_read(&cfg128, 0x1010, 600),
-        vec![(0x1010, 112), (0x1080, 256), (0x1180, 232)]
-    );
+    assert_eq!(completions_for_read(&cfg128, 0x1010, 600), vec![(0x1010, 112), (0x1080, 256), (0x1180, 232)]);
 }
 
 #[test]
@@ -432,10 +345,7 @@ fn test_completions_exactly_rcb() {
     // One RCB, aligned: a single completion.
     assert_eq!(completions_for_read(&cfg, 0x40, 64), vec![(0x40, 64)]);
     // One RCB's worth straddling a boundary: cut at 0x40.
-    assert_eq!(
-        completions_for_read(&cfg, 0x20, 64),
-        vec![(0x20, 32), (0x40, 32)]
-    );
+    assert_eq!(completions_for_read(&cfg, 0x20, 64), vec![(0x20, 32), (0x40, 32)]);
     // RCB 128: 0x40 is not aligned, but the request ends on the boundary 0x80.
     let cfg128 = link(3, 8, 256, 512, 128, true);
     assert_eq!(completions_for_read(&cfg128, 0x40, 64), vec![(0x40, 64)]);
@@ -445,16 +355,10 @@ fn test_completions_exactly_rcb() {
 fn test_completions_cross_4k() {
     let cfg = gen3_x8();
     // RCB-aligned 0xF80 + 256 would reach 0x1080: cut at the page boundary.
-    assert_eq!(
-        completions_for_read(&cfg, 0xF80, 256),
-        vec![(0xF80, 128), (0x1000, 128)]
-    );
+    assert_eq!(completions_for_read(&cfg, 0xF80, 256), vec![(0xF80, 128), (0x1000, 128)]);
     // MPS 4096, aligned but not page-aligned: still cut at 0x2000.
     let big = link(3, 8, 4096, 4096, 64, true);
-    assert_eq!(
-        completions_for_read(&big, 0x1C00, 4096),
-        vec![(0x1C00, 1024), (0x2000, 3072)]
-    );
+    assert_eq!(completions_for_read(&big, 0x1C00, 4096), vec![(0x1C00, 1024), (0x2000, 3072)]);
 }
 
 #[test]
@@ -462,14 +366,8 @@ fn test_completions_edges() {
     let cfg = gen3_x8();
     assert!(completions_for_read(&cfg, 0x1234, 0).is_empty());
     // Last bytes of the address space: no overflow, 16 + 48.
-    assert_eq!(
-        completions_for_read(&cfg, u64::MAX - 63, 64),
-        vec![(u64::MAX - 63, 64)]
-    );
-    assert_eq!(
-        completions_for_read(&cfg, u64::MAX - 79, 64),
-        vec![(u64::MAX - 79, 16), (u64::MAX - 63, 48)]
-    );
+    assert_eq!(completions_for_read(&cfg, u64::MAX - 63, 64), vec![(u64::MAX - 63, 64)]);
+    assert_eq!(completions_for_read(&cfg, u64::MAX - 79, 64), vec![(u64::MAX - 79, 16), (u64::MAX - 63, 48)]);
 }
 
 #[test]
@@ -503,10 +401,7 @@ fn test_completion_rules_hold_everywhere() {
 #[test]
 fn test_rcb_completions() {
     let cfg = gen3_x8();
-    assert_eq!(
-        completions_for_read_rcb(&cfg, 0x30, 150),
-        vec![(0x30, 16), (0x40, 64), (0x80, 64), (0xC0, 6)]
-    );
+    assert_eq!(completions_for_read_rcb(&cfg, 0x30, 150), vec![(0x30, 16), (0x40, 64), (0x80, 64), (0xC0, 6)]);
     // 4096 bytes aligned: 64 completions, pcie-bench's ceil(4096 / 64).
     assert_eq!(completions_for_read_rcb(&cfg, 0, 4096).len(), 64);
 }
@@ -515,16 +410,10 @@ fn test_rcb_completions() {
 fn test_read_and_write_requests() {
     let cfg = gen3_x8(); // MPS 256, MRRS 512
                          // Unaligned read: to the MRRS boundary, then MRRS pieces: 496 + 512 + 16 = 1024.
-    assert_eq!(
-        read_requests(&cfg, 0x1010, 1024),
-        vec![(0x1010, 496), (0x1200, 512), (0x1400, 16)]
-    );
+    assert_eq!(read_requests(&cfg, 0x1010, 1024), vec![(0x1010, 496), (0x1200, 512), (0x1400, 16)]);
     // Aligned 4 KiB: pcie-bench's ceil(4096 / 512) = 8 MRd.
     assert_eq!(read_requests(&cfg, 0x10000, 4096).len(), 8);
-    assert_eq!(
-        write_requests(&cfg, 0xFF0, 300),
-        vec![(0xFF0, 16), (0x1000, 256), (0x1100, 28)]
-    );
+    assert_eq!(write_requests(&cfg, 0xFF0, 300), vec![(0xFF0, 16), (0x1000, 256), (0x1100, 28)]);
 }
 
 #[test]
@@ -534,31 +423,17 @@ fn test_model_wire_bytes_match_sum_of_tlps() {
     let cfg = gen3_x8();
     for size in [64u32, 256, 260, 1500, 4096] {
         let a = analyse(&cfg, Operation::Read, u64::from(size), CompletionSplit::Mps);
-        let up: u64 = read_requests(&cfg, 0x10_0000, size)
-            .iter()
-            .map(|_| u64::from(cfg.wire_bytes(cfg.request_header_bytes(), 0)))
-            .sum();
+        let up: u64 = read_requests(&cfg, 0x10_0000, size).iter().map(|_| u64::from(cfg.wire_bytes(cfg.request_header_bytes(), 0))).sum();
         let down: u64 = read_requests(&cfg, 0x10_0000, size)
             .iter()
             .flat_map(|&(addr, len)| completions_for_read(&cfg, addr, len))
             .map(|(_, n)| u64::from(cfg.wire_bytes(cfg.completion_header_bytes(), n)))
             .sum();
-        assert_eq!(
-            (a.upstream_wire_bytes, a.downstream_wire_bytes),
-            (up, down),
-            "size {size}"
-        );
+        assert_eq!((a.upstream_wire_bytes, a.downstream_wire_bytes), (up, down), "size {size}");
 
-        let w = analyse(
-            &cfg,
-            Operation::Write,
-            u64::from(size),
-            CompletionSplit::Mps,
-        );
-        let wire: u64 = write_requests(&cfg, 0x10_0000, size)
-            .iter()
-            .map(|&(_, n)| u64::from(cfg.wire_bytes(cfg.request_header_bytes(), n)))
-            .sum();
+        let w = analyse(&cfg, Operation::Write, u64::from(size), CompletionSplit::Mps);
+        let wire: u64 =
+            write_requests(&cfg, 0x10_0000, size).iter().map(|&(_, n)| u64::from(cfg.wire_bytes(cfg.request_header_bytes(), n))).sum();
         assert_eq!(w.upstream_wire_bytes, wire, "size {size}");
     }
 }

@@ -29,9 +29,7 @@ pub fn card_library(data_width: u32) -> PathBuf {
             return candidate;
         }
     }
-    panic!(
-        "the card library {rel} is missing: run `make gateware` in the repository root (or set TLPX_CARD_LIB) before these tests"
-    );
+    panic!("the card library {rel} is missing: run `make gateware` in the repository root (or set TLPX_CARD_LIB) before these tests");
 }
 
 pub struct Sim {

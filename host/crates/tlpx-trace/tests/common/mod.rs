@@ -6,9 +6,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 #[allow(unused_imports)]
 pub use tlpx_trace::sample::*;
-use tlpx_trace::{
-    Body, Completion, CplStatus, Direction, Footer, Record, Request, Timeout, Timing,
-};
+use tlpx_trace::{Body, Completion, CplStatus, Direction, Footer, Record, Request, Timeout, Timing};
 
 pub fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)
@@ -16,17 +14,8 @@ pub fn rng(seed: u64) -> ChaCha8Rng {
 
 /// A random record whose values all fit their fields (so it round-trips exactly).
 pub fn random_record(rng: &mut impl Rng) -> Record {
-    let direction = if rng.gen() {
-        Direction::Up
-    } else {
-        Direction::Down
-    };
-    let timing = Timing {
-        timestamp: rng.gen(),
-        duration: rng.gen(),
-        wait_cycles: rng.gen(),
-        gap_cycles: rng.gen(),
-    };
+    let direction = if rng.gen() { Direction::Up } else { Direction::Down };
+    let timing = Timing { timestamp: rng.gen(), duration: rng.gen(), wait_cycles: rng.gen(), gap_cycles: rng.gen() };
     let sequence = rng.gen();
     let body = match rng.gen_range(0..4) {
         0 => {
@@ -81,10 +70,7 @@ pub fn random_record(rng: &mut impl Rng) -> Record {
             timestamp: rng.gen(),
             waited: rng.gen(),
         }),
-        _ => Body::Footer(Footer {
-            records_created: rng.gen(),
-            records_lost: rng.gen(),
-        }),
+        _ => Body::Footer(Footer { records_created: rng.gen(), records_lost: rng.gen() }),
     };
     Record { sequence, body }
 }

@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use tlpx_device::generator::{
-    self, AddressPattern, DataPattern, ErrorCounts, GenConfig, GenResult, Operation, MAX_TRANSFER_BYTES, TAGS,
-};
+use tlpx_device::generator::{self, AddressPattern, DataPattern, ErrorCounts, GenConfig, GenResult, Operation, MAX_TRANSFER_BYTES, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self, CompletionSplit, LinkConfig};
 use tlpx_model::stats::Summary;
@@ -482,7 +480,13 @@ pub fn check_unchanged(got: &[u8], pattern: &[u8]) -> HostCheck {
 
 /// Total of the card's error counters.
 pub fn error_total(e: &ErrorCounts) -> u64 {
-    e.unsupported_request + e.completer_abort + e.other_status + e.poisoned + e.completion_timeouts + e.unexpected_completions + e.data_mismatches
+    e.unsupported_request
+        + e.completer_abort
+        + e.other_status
+        + e.poisoned
+        + e.completion_timeouts
+        + e.unexpected_completions
+        + e.data_mismatches
 }
 
 fn add_errors(sum: &mut ErrorCounts, e: &ErrorCounts) {
@@ -629,7 +633,8 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig,
         rates.push(rate);
         runs.push(RunRecord { cycles: r.cycles, bytes_per_second: rate, transfers: r.transfers_done, ended_by: r.ended_by.clone() });
         add_errors(&mut errors, &r.errors);
-        for (s, v) in sums.iter_mut().zip([r.transfers_done, r.read_requests, r.read_bytes, r.completions, r.write_requests, r.write_bytes]) {
+        for (s, v) in sums.iter_mut().zip([r.transfers_done, r.read_requests, r.read_bytes, r.completions, r.write_requests, r.write_bytes])
+        {
             *s += v;
         }
         if let Some(c) = check {
@@ -943,13 +948,13 @@ mod tests {
         assert!(err_of(a).contains("--window 3000"));
         let mut a = args();
         a.offset = "64".into();
-        assert!(err_of(a).contains("--offset 64") );
+        assert!(err_of(a).contains("--offset 64"));
         let mut a = args();
         a.count = Some(0);
         assert!(err_of(a).contains("--count 0"));
         let mut a = args();
         a.request_size = Some(300);
-        assert!(err_of(a).contains("--request-size must be a power of two") );
+        assert!(err_of(a).contains("--request-size must be a power of two"));
         let mut a = args();
         a.duration = Some("5 fortnights".into());
         assert!(err_of(a).contains("--duration"));

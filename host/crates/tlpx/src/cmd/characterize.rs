@@ -119,10 +119,7 @@ pub fn dma_row(what: &'static str, label: &'static str, op: Operation, points: &
 
 /// The best PIO write and read rows.
 pub fn pio_rows(points: &[PioPoint]) -> [TableRow; 2] {
-    let best_w = points
-        .iter()
-        .filter_map(|p| p.card_write_bytes_per_second.map(|b| (b, p.width)))
-        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let best_w = points.iter().filter_map(|p| p.card_write_bytes_per_second.map(|b| (b, p.width))).max_by(|a, b| a.0.total_cmp(&b.0));
     let best_r = points.iter().map(|p| (p.card_read_bytes_per_second, p.width)).max_by(|a, b| a.0.total_cmp(&b.0));
     let row = |what, label, best: Option<(f64, u32)>, how: String| TableRow {
         what,
@@ -135,7 +132,12 @@ pub fn pio_rows(points: &[PioPoint]) -> [TableRow; 2] {
         how,
     };
     [
-        row("pio_write", "PIO write", best_w, format!("host stores, {MAPPING_NOTE}; bandwidth between the first and last write the card saw")),
+        row(
+            "pio_write",
+            "PIO write",
+            best_w,
+            format!("host stores, {MAPPING_NOTE}; bandwidth between the first and last write the card saw"),
+        ),
         row("pio_read", "PIO read", best_r, "host loads, one at a time; access width / card time per read".to_string()),
     ]
 }
@@ -166,7 +168,11 @@ pub fn model_series(model: &LinkConfig, op: Operation, lo: u64, hi: u64) -> Opti
         .into_iter()
         .map(|s| (s as f64, model_link::analyse(model, mop, s, CompletionSplit::Mps).bandwidth.bytes_per_second / 1e6))
         .collect();
-    Some(Series { label: format!("model (tlpx-model, Gen{} x{} MPS {} MRRS {})", model.generation, model.lanes, model.mps, model.mrrs), points, style: Style::Line })
+    Some(Series {
+        label: format!("model (tlpx-model, Gen{} x{} MPS {} MRRS {})", model.generation, model.lanes, model.mps, model.mrrs),
+        points,
+        style: Style::Line,
+    })
 }
 
 /// Bandwidth against transfer size for one operation, with the model's line.
@@ -246,10 +252,7 @@ fn mb(v: Option<f64>) -> String {
 
 pub fn table_text(rows: &[TableRow], simulated: bool) -> Vec<String> {
     let mut out = vec![
-        format!(
-            "Maximum sustained bandwidth (payload, card time{})",
-            if simulated { "; SIMULATED card and link" } else { "" }
-        ),
+        format!("Maximum sustained bandwidth (payload, card time{})", if simulated { "; SIMULATED card and link" } else { "" }),
         format!("{:<22} {:>10} {:>7} {:>16} {:>8} {:>15}", "", "BEST MB/s", "AT", "MODEL AT SIZE", "EFF", "MODEL BEST MB/s"),
     ];
     for r in rows {
@@ -298,9 +301,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if common.windows.len() != 1 {
         anyhow::bail!("--window takes one window for characterize, not {}", common.windows.len());
     }
-    let sizes = bw::check_sizes("--sizes", &parse_size_list("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?).map_err(anyhow::Error::msg)?;
-    let lat_sizes =
-        bw::check_sizes("--lat-sizes", &parse_size_list("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?).map_err(anyhow::Error::msg)?;
+    let sizes =
+        bw::check_sizes("--sizes", &parse_size_list("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?).map_err(anyhow::Error::msg)?;
+    let lat_sizes = bw::check_sizes("--lat-sizes", &parse_size_list("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?)
+        .map_err(anyhow::Error::msg)?;
     if !(1..=1_000_000).contains(&cmd.lat_count) {
         anyhow::bail!("--lat-count must be 1..=1000000, not {}", cmd.lat_count);
     }
@@ -313,9 +317,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
-    let dma_configs = bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
-    let lat_configs: Vec<GenConfig> =
-        lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
+    let dma_configs =
+        bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
+    let lat_configs: Vec<GenConfig> = lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, mps, mrrs, session.clock_hz)
+        .map_err(anyhow::Error::msg)?;
     bw::require_generator(&session)?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     progress::install_stop_handler();
@@ -491,7 +496,8 @@ mod tests {
 
     fn bw_point(op: Operation, size: u32, rate: f64, model: &LinkConfig) -> BwPoint {
         let cfg = GenConfig::new(op, size, 10);
-        let m = bw::model_operation(op).map(|o| model_link::analyse(model, o, u64::from(size), CompletionSplit::Mps).bandwidth.bytes_per_second);
+        let m = bw::model_operation(op)
+            .map(|o| model_link::analyse(model, o, u64::from(size), CompletionSplit::Mps).bandwidth.bytes_per_second);
         BwPoint {
             operation: bw::op_short(op),
             transfer_size: size,

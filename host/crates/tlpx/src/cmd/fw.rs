@@ -121,16 +121,14 @@ fn print_status(s: &CpuStatus, m: Option<&Mailbox>) {
     if s.state == CpuState::Refused {
         println!("  refused: {}", s.reason);
     }
-    println!("  image: {} bytes at 0x{:x}, claimed CRC-32 0x{:08x}, computed 0x{:08x}", s.image_length, s.sram_base, s.claimed_crc, s.computed_crc);
+    println!(
+        "  image: {} bytes at 0x{:x}, claimed CRC-32 0x{:08x}, computed 0x{:08x}",
+        s.image_length, s.sram_base, s.claimed_crc, s.computed_crc
+    );
     println!("  starts {}, refusals {}", s.starts, s.refusals);
     match m {
         Some(m) if m.ready() => {
-            println!(
-                "firmware: ready (magic ok), version {}, state {}, heartbeat {}",
-                m.version_string(),
-                m.state_name(),
-                m.heartbeat
-            );
+            println!("firmware: ready (magic ok), version {}, state {}, heartbeat {}", m.version_string(), m.state_name(), m.heartbeat);
             println!(
                 "  commands: sequence {} (done {}), last command {}, last status {} ({})",
                 m.cmd_seq,
@@ -139,7 +137,10 @@ fn print_status(s: &CpuStatus, m: Option<&Mailbox>) {
                 m.status,
                 status_name(m.status)
             );
-            println!("  records written {}, consumed {}; console characters dropped {}", m.records_written, m.records_consumed, m.console_dropped);
+            println!(
+                "  records written {}, consumed {}; console characters dropped {}",
+                m.records_written, m.records_consumed, m.console_dropped
+            );
         }
         Some(m) => println!("firmware: not ready (mailbox word 0x{:08x}, no magic)", m.magic),
         None => println!("firmware: not running"),
@@ -207,7 +208,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
             if *no_start {
                 if json {
-                    println!("{}", serde_json::json!({ "loaded": file.display().to_string(), "bytes": image.payload.len(), "crc": image.crc, "started": false }));
+                    println!(
+                        "{}",
+                        serde_json::json!({ "loaded": file.display().to_string(), "bytes": image.payload.len(), "crc": image.crc, "started": false })
+                    );
                 }
                 return Ok(ExitCode::SUCCESS);
             }
@@ -239,7 +243,12 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             let started = start_and_report(&mut card, &cpu, json)?;
             if json {
                 let console = String::from_utf8_lossy(&started.console).into_owned();
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cpu": started.status, "mailbox": started.mailbox, "console": console }))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "cpu": started.status, "mailbox": started.mailbox, "console": console })
+                    )?
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -259,7 +268,12 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             let s = cpu.status(&mut card)?;
             let m = if s.state == CpuState::Running { Some(cpu.mailbox(&mut card)?) } else { None };
             if json {
-                let doc = StatusDoc { ready: m.as_ref().is_some_and(Mailbox::ready), firmware_version: m.as_ref().filter(|m| m.ready()).map(Mailbox::version_string), cpu: s, mailbox: m };
+                let doc = StatusDoc {
+                    ready: m.as_ref().is_some_and(Mailbox::ready),
+                    firmware_version: m.as_ref().filter(|m| m.ready()).map(Mailbox::version_string),
+                    cpu: s,
+                    mailbox: m,
+                };
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 print_status(&s, m.as_ref());

@@ -42,15 +42,8 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let cycles = card.cycles()?;
     let pcie = opened.pci.pcie();
     let model_limit_4k = pcie.as_ref().and_then(|p| {
-        let cfg = tlpx_model::link::LinkConfig::new(
-            p.generation,
-            p.link_width,
-            p.max_payload_size,
-            p.max_read_request_size,
-            64,
-            false,
-        )
-        .ok()?;
+        let cfg =
+            tlpx_model::link::LinkConfig::new(p.generation, p.link_width, p.max_payload_size, p.max_read_request_size, 64, false).ok()?;
         Some(ModelLimit {
             write_bytes_per_second: tlpx_model::link::write_bandwidth(&cfg, 4096).bytes_per_second,
             read_bytes_per_second: tlpx_model::link::read_bandwidth(&cfg, 4096).bytes_per_second,
@@ -77,7 +70,10 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let id = &info.identity;
     println!("card        {} ({} backend) at {}", info.pci_address, info.backend, info.device);
     println!("ids         {}:{}", info.vendor_id, info.device_id);
-    println!("identity    tlpx card, register map {}.{} hash 0x{:08x} (known to this tlpx)", id.version_major, id.version_minor, id.map_hash);
+    println!(
+        "identity    tlpx card, register map {}.{} hash 0x{:08x} (known to this tlpx)",
+        id.version_major, id.version_minor, id.map_hash
+    );
     println!("datapath    {} bits at {:.1} MHz", id.data_width, f64::from(id.clock_hz) / 1e6);
     println!("features    {}", id.features.join(", "));
     if let Some(size) = info.bar0_size {

@@ -148,15 +148,21 @@ impl Plan {
 pub fn time_basis(session: &Session) -> TimeBasis {
     let (kind, sim_host_time) = realtime::basis_kind(session);
     let statement = match kind {
-        "hardware" => "hardware: every figure is real, measured by the card's clock: MSI delivery, the host's \
-                       interrupt handling, the wake-up of the measuring thread and the ack write's trip back to the card",
-        "sim_real_host_time" => "simulator, host time real: the card's clock follows the host's, so the user stage is the modelled \
+        "hardware" => {
+            "hardware: every figure is real, measured by the card's clock: MSI delivery, the host's \
+                       interrupt handling, the wake-up of the measuring thread and the ack write's trip back to the card"
+        }
+        "sim_real_host_time" => {
+            "simulator, host time real: the card's clock follows the host's, so the user stage is the modelled \
                         MSI and ack-write link time PLUS the real wake-up of this process on this host (socket, scheduler); \
-                        the card, the link and the root complex are modelled, not hardware",
-        _ => "simulator, virtual time: card time runs only while tlpx waits on the simulator, so the user stage is \
+                        the card, the link and the root complex are modelled, not hardware"
+        }
+        _ => {
+            "simulator, virtual time: card time runs only while tlpx waits on the simulator, so the user stage is \
                         ONLY the modelled link and card time (MSI to the root complex, the ack write back); the host's \
                         wake-up and scheduling cost no card time and are NOT in these figures (tlpx-sim --host-time real \
-                        includes them); never read these as hardware figures",
+                        includes them); never read these as hardware figures"
+        }
     };
     TimeBasis { kind, sim_host_time, statement: statement.into() }
 }
@@ -246,37 +252,35 @@ fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer
     let started = Instant::now();
     let mut first_cycle = None;
     let mut skip = job.no_ack;
-    let outcome: anyhow::Result<()> = (|| {
-        loop {
-            let irq = card.device().wait_interrupt(irq_timer::WAIT_MASK, timeout)?;
-            let Some(irq) = irq else {
-                bail!(
-                    "no interrupt from the timer within {timeout:?} after {waited} interrupts (its interval is at most {} cycles)",
-                    job.config.max_interval_cycles
-                );
-            };
-            if skip > 0 {
-                skip -= 1;
-            } else {
-                irq_timer::ack_user(card)?;
-            }
-            waited += 1;
-            let done = match job.amount {
-                Amount::Samples(n) => waited >= u64::from(n),
-                Amount::Seconds(s) => match irq.card_cycle {
-                    Some(c) => {
-                        let first = *first_cycle.get_or_insert(c);
-                        (c - first) as f64 / f64::from(clock_hz.max(1)) >= s
-                    }
-                    None => started.elapsed().as_secs_f64() >= s,
-                },
-            };
-            if done || crate::progress::stop_requested() {
-                return Ok(());
-            }
-            if waited.is_multiple_of(32) {
-                run.poll(card, &mut samples)?;
-            }
+    let outcome: anyhow::Result<()> = (|| loop {
+        let irq = card.device().wait_interrupt(irq_timer::WAIT_MASK, timeout)?;
+        let Some(irq) = irq else {
+            bail!(
+                "no interrupt from the timer within {timeout:?} after {waited} interrupts (its interval is at most {} cycles)",
+                job.config.max_interval_cycles
+            );
+        };
+        if skip > 0 {
+            skip -= 1;
+        } else {
+            irq_timer::ack_user(card)?;
+        }
+        waited += 1;
+        let done = match job.amount {
+            Amount::Samples(n) => waited >= u64::from(n),
+            Amount::Seconds(s) => match irq.card_cycle {
+                Some(c) => {
+                    let first = *first_cycle.get_or_insert(c);
+                    (c - first) as f64 / f64::from(clock_hz.max(1)) >= s
+                }
+                None => started.elapsed().as_secs_f64() >= s,
+            },
+        };
+        if done || crate::progress::stop_requested() {
+            return Ok(());
+        }
+        if waited.is_multiple_of(32) {
+            run.poll(card, &mut samples)?;
         }
     })();
     let end = run.finish(card, true, &mut samples);
@@ -438,7 +442,9 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
         if t.lost_records > 0 {
             notes.push(format!(
                 "{} irq_handler_entry records were lost (ring full, or dropped by the kernel): the ISR stage covers {} of {} fires",
-                t.lost_records, t.matched, samples.len()
+                t.lost_records,
+                t.matched,
+                samples.len()
             ));
         }
         if t.ambiguous > 0 {
@@ -448,10 +454,8 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
             ));
         }
         if t.matched == 0 {
-            isr_missing = format!(
-                "no handler entry of irqs {:?} matched a fire ({} entries traced, {} lost)",
-                t.irqs, t.entries, t.lost_records
-            );
+            isr_missing =
+                format!("no handler entry of irqs {:?} matched a fire ({} entries traced, {} lost)", t.irqs, t.entries, t.lost_records);
         }
     }
     let sequence = irq_timer::check_sequence(&samples, 0);
@@ -472,7 +476,8 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
             _ => stage_report(stage, &samples, card_stats, clock_hz),
         };
         if !report.measured {
-            report.not_measured = Some(if stage == Stage::Isr { isr_missing.clone() } else { "nothing acknowledged the user stage".into() });
+            report.not_measured =
+                Some(if stage == Stage::Isr { isr_missing.clone() } else { "nothing acknowledged the user stage".into() });
         }
         stages.push(report);
     }
@@ -518,7 +523,11 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
             out.push(format!("  {} stage: not measured ({})", s.stage.name(), s.not_measured.as_deref().unwrap_or("no samples")));
             continue;
         }
-        let what = if s.source.starts_with("the card") { "fire to ack arriving".to_string() } else { format!("fire to handler entry: {}", s.source) };
+        let what = if s.source.starts_with("the card") {
+            "fire to ack arriving".to_string()
+        } else {
+            format!("fire to handler entry: {}", s.source)
+        };
         out.push(format!("  {} stage ({what}): {}", s.stage.name(), summary_line(&s.latency_ns)));
         out.extend(text_histogram(&s.card.histogram, r.clock_hz, width));
     }
@@ -554,8 +563,7 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
     let head: Vec<String> = runs.iter().map(|r| format!("{:>14}", format!("{:?}", r.condition).to_lowercase())).collect();
     out.push(format!("  {:<14}{}", "user stage", head.join("")));
     type Get = fn(&Summary) -> f64;
-    let rows: [(&str, Get); 5] =
-        [("min", |s| s.min), ("p50", |s| s.median), ("p99", |s| s.p99), ("p99.9", |s| s.p999), ("max", |s| s.max)];
+    let rows: [(&str, Get); 5] = [("min", |s| s.min), ("p50", |s| s.median), ("p99", |s| s.p99), ("p99.9", |s| s.p999), ("max", |s| s.max)];
     for (name, get) in rows {
         let cells: Vec<String> = runs
             .iter()
@@ -567,10 +575,8 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
         out.push(format!("  {name:<14}{}", cells.join("")));
     }
     for (name, get) in [("overruns", 0usize), ("lost", 1)] {
-        let cells: Vec<String> = runs
-            .iter()
-            .map(|r| format!("{:>14}", if get == 0 { r.counters.overruns } else { r.counters.lost }))
-            .collect();
+        let cells: Vec<String> =
+            runs.iter().map(|r| format!("{:>14}", if get == 0 { r.counters.overruns } else { r.counters.lost })).collect();
         out.push(format!("  {name:<14}{}", cells.join("")));
     }
     out

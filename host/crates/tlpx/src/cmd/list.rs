@@ -91,12 +91,18 @@ impl Link {
     /// One column: `Gen3 x8 (cap Gen3 x16) MPS 256 MRRS 512`.
     fn text(&self) -> String {
         match self {
-            Link::Pcie { speed_gt_s, generation, width, max_speed_gt_s, max_generation, max_width, max_payload_size, max_read_request_size, .. } => {
-                let status = if *width == 0 || *speed_gt_s == 0.0 {
-                    "no link".to_string()
-                } else {
-                    format!("Gen{generation} x{width}")
-                };
+            Link::Pcie {
+                speed_gt_s,
+                generation,
+                width,
+                max_speed_gt_s,
+                max_generation,
+                max_width,
+                max_payload_size,
+                max_read_request_size,
+                ..
+            } => {
+                let status = if *width == 0 || *speed_gt_s == 0.0 { "no link".to_string() } else { format!("Gen{generation} x{width}") };
                 format!(
                     "{status} (cap {} x{max_width}) MPS {max_payload_size} MRRS {max_read_request_size}",
                     if *max_generation == 0 { format!("{max_speed_gt_s} GT/s") } else { format!("Gen{max_generation}") }
@@ -107,7 +113,6 @@ impl Link {
         }
     }
 }
-
 
 fn entry(f: &PciFunction, source: &str, selector: Option<String>) -> Entry {
     let driver = if source == "system" { selector::bound_driver(&f.address()) } else { None };
@@ -176,7 +181,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             "SOURCE", "ADDRESS", "ID", "CLASS", "LINK (status, capability, MPS, MRRS)", "DRIVER"
         );
         for e in &entries {
-            let mark = if e.tlpx_card { format!("  <- tlpx card (--device {})", e.selector.as_deref().unwrap_or("?")) } else { String::new() };
+            let mark =
+                if e.tlpx_card { format!("  <- tlpx card (--device {})", e.selector.as_deref().unwrap_or("?")) } else { String::new() };
             println!(
                 "{:<8} {:<14} {:<9} {:<28} {:<44} {:<12} {}{}",
                 e.source,

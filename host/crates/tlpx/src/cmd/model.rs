@@ -174,11 +174,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 let cfg = LinkConfig { generation: l.generation, lanes: l.lanes, mps: l.mps, mrrs: l.mrrs, rcb: l.rcb, addr64: cmd.addr64 };
                 (cfg, format!("libpci ({})", found.location), Some(found.link))
             }
-            Err(e) => (
-                default,
-                format!("default: pcie-bench's Gen3 x8, MPS 256, MRRS 512, RCB 64 (no device reachable: {e:#})"),
-                None,
-            ),
+            Err(e) => (default, format!("default: pcie-bench's Gen3 x8, MPS 256, MRRS 512, RCB 64 (no device reachable: {e:#})"), None),
         }
     };
     let mut overridden = Vec::new();

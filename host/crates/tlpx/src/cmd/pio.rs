@@ -279,7 +279,12 @@ pub fn point_line(p: &PioPoint) -> String {
 }
 
 /// Runs every width of `plan` (the read delay set for the run and cleared after).
-pub fn measure(session: &mut Session, plan: &PioPlan, progress: &Progress, mut each: impl FnMut(&PioPoint)) -> anyhow::Result<(Vec<PioPoint>, bool)> {
+pub fn measure(
+    session: &mut Session,
+    plan: &PioPlan,
+    progress: &Progress,
+    mut each: impl FnMut(&PioPoint),
+) -> anyhow::Result<(Vec<PioPoint>, bool)> {
     if let Some(d) = plan.read_delay_cycles {
         pio::set_read_delay(&mut session.card, d).context("setting the PIO window's read delay")?;
     }

@@ -77,8 +77,8 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     let mut summaries = Vec::new();
     for (i, (file, v)) in docs.iter().enumerate() {
         let kind = v["kind"].as_str().unwrap_or_default();
-        let section = render_section(i + 1, file, kind, v)
-            .map_err(|e| anyhow::anyhow!("{file}: this {kind:?} result is incomplete: {e}"))?;
+        let section =
+            render_section(i + 1, file, kind, v).map_err(|e| anyhow::anyhow!("{file}: this {kind:?} result is incomplete: {e}"))?;
         summaries.push(SectionSummary { file: file.clone(), kind: kind.to_string(), figures: section.figures });
         sections.push(section);
     }
@@ -365,12 +365,7 @@ fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
     }
     body.push_str(&figs.html);
     body.push_str(&tables);
-    Ok(Section {
-        anchor: format!("r{n}"),
-        heading: format!("{} — {}", kind_title(kind), file),
-        body,
-        figures: figs.count,
-    })
+    Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {}", kind_title(kind), file), body, figures: figs.count })
 }
 
 fn kind_title(kind: &str) -> &'static str {
@@ -396,13 +391,8 @@ fn environment_html(doc: &Field) -> R<String> {
     if simulated {
         let sim = env.key("sim")?;
         let lm = sim.key("link_model")?;
-        let link = format!(
-            "Gen{} x{}, MPS {}, MRRS {}",
-            lm.text_at("generation")?,
-            lm.text_at("lanes")?,
-            lm.text_at("mps")?,
-            lm.text_at("mrrs")?
-        );
+        let link =
+            format!("Gen{} x{}, MPS {}, MRRS {}", lm.text_at("generation")?, lm.text_at("lanes")?, lm.text_at("mps")?, lm.text_at("mrrs")?);
         let _ = write!(
             h,
             "<p class=\"badge sim\">SIMULATED (link model {}; host time {}; seed {}): card-time figures come from the simulator, not hardware</p>",
@@ -577,7 +567,11 @@ fn bw_section(doc: &Field, points: &[Field], tables: &mut String, figs: &mut Fig
         for (label, pts) in series {
             let mut pts = pts.clone();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart_series.push(Series { label: if single { "measured (median)".into() } else { label.clone() }, points: pts, style: Style::Points });
+            chart_series.push(Series {
+                label: if single { "measured (median)".into() } else { label.clone() },
+                points: pts,
+                style: Style::Points,
+            });
         }
         let chart = Chart {
             title: format!("{} bandwidth against transfer size", op_label(op)),
@@ -802,7 +796,11 @@ fn spy_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
             &["records numbered", "lost", "written to the ring"],
             &[vec![format!("{:.0}", c.num_at("sequence")?), format!("{:.0}", c.num_at("lost")?), format!("{:.0}", c.num_at("wr_index")?)]],
         ));
-        let series = vec![LogSeries { label: "matched reads".into(), kind: Mark::Bars(hist_buckets(&p.key("latency_histogram")?, clock)?), points: Vec::new() }];
+        let series = vec![LogSeries {
+            label: "matched reads".into(),
+            kind: Mark::Bars(hist_buckets(&p.key("latency_histogram")?, clock)?),
+            points: Vec::new(),
+        }];
         let has = series.iter().any(|s| s.has_data());
         figs.add("Read latency seen by the spy, request to last completion: log2 buckets of card cycles, log count", has, || {
             Ok(log_chart(&LogChart {
@@ -1022,9 +1020,8 @@ struct LogChart {
     series: Vec<LogSeries>,
 }
 
-const COLOURS: [&str; 12] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939",
-];
+const COLOURS: [&str; 12] =
+    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939"];
 
 /// Software modes of rule 30 are dashed, so that they stand apart from the hardware ones.
 fn dash(label: &str) -> &'static str {
@@ -1133,20 +1130,42 @@ fn log_chart(c: &LogChart) -> String {
     let mut s = String::new();
     let _ = write!(s, "<svg class=\"chart\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\">");
     let _ = write!(s, "<rect x=\"0\" y=\"0\" width=\"{W}\" height=\"{H}\" fill=\"#ffffff\"/>");
-    let _ = write!(s, "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"18\" font-family=\"sans-serif\">{}</text>", (l + W - r) / 2.0, esc(&c.title));
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"18\" font-family=\"sans-serif\">{}</text>",
+        (l + W - r) / 2.0,
+        esc(&c.title)
+    );
     // Grid, ticks and labels.
     for v in log_ticks(10f64.powf(lx0), 10f64.powf(lx1), c.x_ticks) {
         let x = px(v);
         let _ = write!(s, "<line x1=\"{x:.1}\" y1=\"{t}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", H - b);
-        let _ = write!(s, "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" font-family=\"sans-serif\">{}</text>", H - b + 18.0, esc(&tick_label(v, c.x_ticks)));
+        let _ = write!(
+            s,
+            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
+            H - b + 18.0,
+            esc(&tick_label(v, c.x_ticks))
+        );
     }
     for v in log_ticks(10f64.powf(ly0), 10f64.powf(ly1), c.y_ticks) {
         let y = py(v);
         let _ = write!(s, "<line x1=\"{l}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", W - r);
-        let _ = write!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"12\" font-family=\"sans-serif\">{}</text>", l - 6.0, y + 4.0, esc(&tick_label(v, c.y_ticks)));
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
+            l - 6.0,
+            y + 4.0,
+            esc(&tick_label(v, c.y_ticks))
+        );
     }
     let _ = write!(s, "<rect x=\"{l}\" y=\"{t}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#000\"/>", W - l - r, H - t - b);
-    let _ = write!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{}</text>", (l + W - r) / 2.0, H - 14.0, esc(&c.x_label));
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{}</text>",
+        (l + W - r) / 2.0,
+        H - 14.0,
+        esc(&c.x_label)
+    );
     let _ = write!(
         s,
         "<text x=\"18\" y=\"{0}\" transform=\"rotate(-90 18 {0})\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{1}</text>",
@@ -1165,14 +1184,23 @@ fn log_chart(c: &LogChart) -> String {
                     let _ = write!(d, "M{xa:.1},{base:.1}V{y:.1}H{xb:.1}V{base:.1}Z");
                 }
                 if !d.is_empty() {
-                    let _ = write!(s, "<path class=\"data\" d=\"{d}\" fill=\"{colour}\" fill-opacity=\"0.3\" stroke=\"{colour}\" stroke-width=\"1.5\"/>");
+                    let _ = write!(
+                        s,
+                        "<path class=\"data\" d=\"{d}\" fill=\"{colour}\" fill-opacity=\"0.3\" stroke=\"{colour}\" stroke-width=\"1.5\"/>"
+                    );
                 }
             }
             Mark::LinePoints => {
-                let pts: Vec<(f64, f64)> = series.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0).map(|&(x, y)| (px(x), py(y))).collect();
+                let pts: Vec<(f64, f64)> =
+                    series.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0).map(|&(x, y)| (px(x), py(y))).collect();
                 if pts.len() > 1 {
                     let list: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-                    let _ = write!(s, "<polyline class=\"data\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{}/>", list.join(" "), dash(&series.label));
+                    let _ = write!(
+                        s,
+                        "<polyline class=\"data\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{}/>",
+                        list.join(" "),
+                        dash(&series.label)
+                    );
                 }
                 for (x, y) in pts {
                     let _ = write!(s, "<circle class=\"data\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"/>");
@@ -1186,7 +1214,12 @@ fn log_chart(c: &LogChart) -> String {
         let y = t + 10.0 + 18.0 * i as f64;
         let x = W - r + 12.0;
         let _ = write!(s, "<rect x=\"{x}\" y=\"{}\" width=\"14\" height=\"10\" fill=\"{colour}\"/>", y - 9.0);
-        let _ = write!(s, "<text x=\"{}\" y=\"{y}\" font-size=\"12\" font-family=\"sans-serif\">{}</text>", x + 20.0, esc(&truncate(&series.label, 30)));
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{y}\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
+            x + 20.0,
+            esc(&truncate(&series.label, 30))
+        );
     }
     s.push_str("</svg>");
     s
@@ -1219,7 +1252,13 @@ fn page(title: &str, sections: &[Section]) -> String {
     let _ = writeln!(h, "<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>", esc(title));
     let _ = writeln!(h, "<h1>{}</h1>", esc(title));
     let (created, _) = results::utc_now();
-    let _ = writeln!(h, "<p>Written by tlpx {} at {} from {} result documents.</p>", esc(env!("CARGO_PKG_VERSION")), esc(&created), sections.len());
+    let _ = writeln!(
+        h,
+        "<p>Written by tlpx {} at {} from {} result documents.</p>",
+        esc(env!("CARGO_PKG_VERSION")),
+        esc(&created),
+        sections.len()
+    );
     h.push_str("<nav><ol>");
     for s in sections {
         let _ = write!(h, "<li><a href=\"#{}\">{}</a></li>", esc(&s.anchor), esc(&s.heading));

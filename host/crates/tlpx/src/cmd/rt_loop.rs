@@ -126,9 +126,11 @@ impl Plan {
                 }
                 checked.push(s as u32);
             }
-            let mut detect: Vec<Detect> = cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
+            let mut detect: Vec<Detect> =
+                cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
             detect.dedup();
-            let mut ret: Vec<Return> = cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
+            let mut ret: Vec<Return> =
+                cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
             ret.dedup();
             (checked, detect, ret)
         };
@@ -200,9 +202,8 @@ fn run_point(session: &mut Session, plan: &Plan, size: u32, detect: Detect, ret:
     let config = plan.config(size, detect, ret);
     let before = realtime::sim_host_time_stats(session);
     let load = pl.load_for(condition)?;
-    let (result, notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-loop", pl, |card| {
-        rt_loop::run(card, &config).context("running the loop")
-    });
+    let (result, notes) =
+        realtime::on_measuring_thread(&mut session.card, "tlpx-loop", pl, |card| rt_loop::run(card, &config).context("running the loop"));
     drop(load);
     let r = result?;
     let after = realtime::sim_host_time_stats(session);
@@ -283,11 +284,7 @@ pub fn point_text(p: &Point, width: usize) -> Vec<String> {
     }
     out.extend(text_histogram(&p.card.histogram, p.clock_hz, width));
     if let Some(r) = p.return_read_mean_ns {
-        out.push(format!(
-            "  DMA return: doorbell to completion {} on average; {} failed reads rung again",
-            fmt_ns(r),
-            p.doorbell_retries
-        ));
+        out.push(format!("  DMA return: doorbell to completion {} on average; {} failed reads rung again", fmt_ns(r), p.doorbell_retries));
     }
     if let Some(c) = &p.host_compute_ns {
         out.push(format!("  host: token seen to return issued (real host time) p50 {}  max {}", fmt_ns(c.median), fmt_ns(c.max)));

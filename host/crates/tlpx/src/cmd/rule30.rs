@@ -191,7 +191,9 @@ fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
         }
     };
     let num = |t: &str| -> anyhow::Result<u32> {
-        t.trim().parse::<u32>().map_err(|_| anyhow::anyhow!("{t:?} is not a packet length: give bits as a number, a list 8,64,256 or a range 8..1024/8"))
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| anyhow::anyhow!("{t:?} is not a packet length: give bits as a number, a list 8,64,256 or a range 8..1024/8"))
     };
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -297,9 +299,8 @@ struct Workload {
 fn workload(plan: &Plan, length: u32) -> anyhow::Result<Workload> {
     let chars = test_packets(plan.packets as usize, length as usize, plan.seed)?;
     let packets: Vec<BitLine> = chars.iter().map(BitLine::from).collect();
-    let golden = plan.verify.then(|| {
-        chars.iter().map(|c: &CharLine| BitLine::from(&char_run(c, plan.rule, plan.generations as usize))).collect()
-    });
+    let golden =
+        plan.verify.then(|| chars.iter().map(|c: &CharLine| BitLine::from(&char_run(c, plan.rule, plan.generations as usize))).collect());
     Ok(Workload { packets, golden })
 }
 
@@ -436,7 +437,14 @@ fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_n
     })
 }
 
-fn measure(session: &mut Session, plan: &Plan, length: u32, latency_ns: f64, modes: &[Mode], work: &Workload) -> anyhow::Result<Vec<Point>> {
+fn measure(
+    session: &mut Session,
+    plan: &Plan,
+    length: u32,
+    latency_ns: f64,
+    modes: &[Mode],
+    work: &Workload,
+) -> anyhow::Result<Vec<Point>> {
     let mut out = Vec::new();
     for &m in modes {
         if crate::progress::stop_requested() {
@@ -459,7 +467,12 @@ fn export_point(p: &Point) {
     let r = crate::metrics::global();
     let ok = r
         .describe_counter("tlpx_rule30_mode_lines_total", "Rule-30 lines (generations) computed by `tlpx rule30`, per mode.")
-        .and_then(|_| r.describe_gauge("tlpx_rule30_mode_line_seconds", "Mean time per line of the last `tlpx rule30` point, per mode (simulated card time for hardware modes on the simulator)."));
+        .and_then(|_| {
+            r.describe_gauge(
+                "tlpx_rule30_mode_line_seconds",
+                "Mean time per line of the last `tlpx rule30` point, per mode (simulated card time for hardware modes on the simulator).",
+            )
+        });
     if ok.is_err() {
         return;
     }
@@ -586,10 +599,7 @@ pub fn crossover_table(crossovers: &[Crossover]) -> Vec<String> {
     hw.sort_unstable();
     hw.dedup();
     for lat in latencies {
-        out.push(format!(
-            "  crossover (bits from which the hardware mode is faster per line), latency {}:",
-            fmt_ns(lat)
-        ));
+        out.push(format!("  crossover (bits from which the hardware mode is faster per line), latency {}:", fmt_ns(lat)));
         out.push(format!("    {:<11}{}", "", sw.iter().map(|s| format!("{s:>10}")).collect::<String>()));
         for h in &hw {
             let cells: String = sw
@@ -657,10 +667,14 @@ fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let work = workload(&plan, length)?;
     let points = match session.as_mut() {
         Some(s) => measure(s, &plan, length, latency, &plan.modes, &work)?,
-        None => plan.modes.iter().map(|m| match m {
-            Mode::Sw(v) => run_sw(&plan, *v, length, &work).inspect(export_point),
-            _ => unreachable!("hardware modes open a session"),
-        }).collect::<anyhow::Result<Vec<_>>>()?,
+        None => plan
+            .modes
+            .iter()
+            .map(|m| match m {
+                Mode::Sw(v) => run_sw(&plan, *v, length, &work).inspect(export_point),
+                _ => unreachable!("hardware modes open a session"),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
     };
     finish("rule30", plan, session, points, Vec::new(), a.output.as_deref(), None, json, started)
 }
@@ -702,7 +716,16 @@ fn finish(
         Some(s) => (s.environment.clone(), s.link.clone()),
         None => (results::machine_environment(), None),
     };
-    let doc = ResultDoc::new(kind, plan, environment, link, None, Body { clock_statement: statement.clone(), points, crossovers }, started.elapsed().as_secs_f64(), vec![statement]);
+    let doc = ResultDoc::new(
+        kind,
+        plan,
+        environment,
+        link,
+        None,
+        Body { clock_statement: statement.clone(), points, crossovers },
+        started.elapsed().as_secs_f64(),
+        vec![statement],
+    );
     doc.emit(output, json, failed)
 }
 
@@ -762,50 +785,70 @@ fn write_figures(dir: &std::path::Path, points: &[Point], plan: &Plan) -> anyhow
             .collect()
     };
     let charts = [
-        ("rule30-landscape.svg", Chart {
-            title: format!("rule 30: time per line against length (latency {})", fmt_ns(lat0)),
-            x_label: "packet length, bits".into(),
-            y_label: "time per line, us (mean)".into(),
-            x_axis: XAxis::Linear,
-            y_range: None,
-            series: per_mode(1024, lat0),
-        }),
-        ("rule30-zoom.svg", Chart {
-            title: "rule 30: below 256 bits".into(),
-            x_label: "packet length, bits".into(),
-            y_label: "time per line, us (mean)".into(),
-            x_axis: XAxis::Linear,
-            y_range: None,
-            series: per_mode(256, lat0),
-        }),
-        ("rule30-latencies.svg", Chart {
-            title: "rule 30: hardware latencies overlapped".into(),
-            x_label: "packet length, bits".into(),
-            y_label: "time per line, us (mean)".into(),
-            x_axis: XAxis::Linear,
-            y_range: None,
-            series: plan
-                .modes
-                .iter()
-                .filter(|m| m.is_hw())
-                .flat_map(|m| {
-                    plan.latencies_ns.iter().map(move |lat| (*m, *lat))
-                })
-                .map(|(m, lat)| series_for(&|p: &Point| p.mode == m && p.latency_ns == lat, format!("{} {}", m.name(), fmt_ns(lat)), &|p: &Point| p.per_line_ns.mean / 1e3))
-                .collect(),
-        }),
-        ("rule30-jitter.svg", Chart {
-            title: "rule 30: jitter (max / avg time per packet)".into(),
-            x_label: "packet length, bits".into(),
-            y_label: "max / avg".into(),
-            x_axis: XAxis::Linear,
-            y_range: None,
-            series: plan
-                .modes
-                .iter()
-                .map(|m| series_for(&|p: &Point| p.mode == *m && (!m.is_hw() || p.latency_ns == lat0), m.name().to_string(), &|p: &Point| p.jitter))
-                .collect(),
-        }),
+        (
+            "rule30-landscape.svg",
+            Chart {
+                title: format!("rule 30: time per line against length (latency {})", fmt_ns(lat0)),
+                x_label: "packet length, bits".into(),
+                y_label: "time per line, us (mean)".into(),
+                x_axis: XAxis::Linear,
+                y_range: None,
+                series: per_mode(1024, lat0),
+            },
+        ),
+        (
+            "rule30-zoom.svg",
+            Chart {
+                title: "rule 30: below 256 bits".into(),
+                x_label: "packet length, bits".into(),
+                y_label: "time per line, us (mean)".into(),
+                x_axis: XAxis::Linear,
+                y_range: None,
+                series: per_mode(256, lat0),
+            },
+        ),
+        (
+            "rule30-latencies.svg",
+            Chart {
+                title: "rule 30: hardware latencies overlapped".into(),
+                x_label: "packet length, bits".into(),
+                y_label: "time per line, us (mean)".into(),
+                x_axis: XAxis::Linear,
+                y_range: None,
+                series: plan
+                    .modes
+                    .iter()
+                    .filter(|m| m.is_hw())
+                    .flat_map(|m| plan.latencies_ns.iter().map(move |lat| (*m, *lat)))
+                    .map(|(m, lat)| {
+                        series_for(
+                            &|p: &Point| p.mode == m && p.latency_ns == lat,
+                            format!("{} {}", m.name(), fmt_ns(lat)),
+                            &|p: &Point| p.per_line_ns.mean / 1e3,
+                        )
+                    })
+                    .collect(),
+            },
+        ),
+        (
+            "rule30-jitter.svg",
+            Chart {
+                title: "rule 30: jitter (max / avg time per packet)".into(),
+                x_label: "packet length, bits".into(),
+                y_label: "max / avg".into(),
+                x_axis: XAxis::Linear,
+                y_range: None,
+                series: plan
+                    .modes
+                    .iter()
+                    .map(|m| {
+                        series_for(&|p: &Point| p.mode == *m && (!m.is_hw() || p.latency_ns == lat0), m.name().to_string(), &|p: &Point| {
+                            p.jitter
+                        })
+                    })
+                    .collect(),
+            },
+        ),
     ];
     for (name, chart) in charts {
         let path = dir.join(name);

@@ -96,7 +96,8 @@ struct ErrorDoc {
 fn load(source: &Source) -> anyhow::Result<(String, Result<Program, Vec<Diagnostic>>)> {
     let clock_hz = parse_clock(&source.clock).map_err(|e| anyhow::anyhow!("--clock: {e}"))?;
     let text = std::fs::read(&source.file).with_context(|| format!("cannot read script {}", source.file.display()))?;
-    let text = String::from_utf8(text).map_err(|e| anyhow::anyhow!("script {} is not UTF-8 text (byte {})", source.file.display(), e.utf8_error().valid_up_to()))?;
+    let text = String::from_utf8(text)
+        .map_err(|e| anyhow::anyhow!("script {} is not UTF-8 text (byte {})", source.file.display(), e.utf8_error().valid_up_to()))?;
     Ok((source.file.display().to_string(), tlpx_script::compile(&text, &Options { clock_hz })))
 }
 
@@ -145,7 +146,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             };
             let image = program.encode();
             // the image must read back as the same program, as the card will read it
-            let back = tlpx_script::decode(&image, tlpx_regs::MAP_HASH).map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
+            let back = tlpx_script::decode(&image, tlpx_regs::MAP_HASH)
+                .map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
             anyhow::ensure!(back == program, "internal: the image decodes to another program");
             write_file(output, &image)?;
             if *disassemble {
@@ -286,7 +288,9 @@ fn parse_serve(values: &[String]) -> anyhow::Result<HostSides> {
                     Some(a) => crate::sizes::parse_size(a)
                         .and_then(|n| u32::try_from(n).ok())
                         .filter(|n| (8..=4096).contains(n) && n % 4 == 0)
-                        .ok_or_else(|| anyhow::anyhow!("--serve {v:?}: the loop's buffer must be 8..=4096 bytes, a multiple of 4 (e.g. loop:1K)"))?,
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("--serve {v:?}: the loop's buffer must be 8..=4096 bytes, a multiple of 4 (e.g. loop:1K)")
+                        })?,
                 };
                 sides.loop_size = Some(size);
             }
@@ -334,13 +338,18 @@ fn run_on_card(
     let started = std::time::Instant::now();
     let file = path.display().to_string();
     let text = std::fs::read(path).with_context(|| format!("cannot read script {file}"))?;
-    let text = String::from_utf8(text).map_err(|e| anyhow::anyhow!("script {file} is not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))?;
+    let text =
+        String::from_utf8(text).map_err(|e| anyhow::anyhow!("script {file} is not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))?;
     // errors first, without a card (at the default clock)
     if compile_or_report(&file, &text, &Options::default()).is_none() {
         return Ok(ExitCode::from(2));
     }
     let buffer_asked = buffer
-        .map(|b| crate::sizes::parse_size(b).filter(|n| *n > 0).ok_or_else(|| anyhow::anyhow!("--buffer {b:?} is not a size in bytes such as 64K or 1MiB")))
+        .map(|b| {
+            crate::sizes::parse_size(b)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| anyhow::anyhow!("--buffer {b:?} is not a size in bytes such as 64K or 1MiB"))
+        })
         .transpose()?;
 
     let mut session = crate::session::Session::open(device)?;
@@ -365,7 +374,10 @@ fn run_on_card(
     let needed = u64::from(program.buffer_len).max(MIN_BUFFER);
     let buffer_len = match buffer_asked {
         Some(n) if n < u64::from(program.buffer_len) => {
-            anyhow::bail!("--buffer {n} bytes is smaller than the {} bytes the script's dma runs need (largest base + window)", program.buffer_len)
+            anyhow::bail!(
+                "--buffer {n} bytes is smaller than the {} bytes the script's dma runs need (largest base + window)",
+                program.buffer_len
+            )
         }
         Some(n) => n.max(MIN_BUFFER),
         None => needed,
@@ -490,7 +502,9 @@ fn run_on_card(
             end.instructions
         );
         if let (Some(served), Some(errors)) = (host_side.loop_served, host_side.loop_data_errors) {
-            println!("host side, real-time loop: {served} iteration(s) answered (register return, polling), {errors} buffer(s) with wrong data");
+            println!(
+                "host side, real-time loop: {served} iteration(s) answered (register return, polling), {errors} buffer(s) with wrong data"
+            );
         }
         if let (Some(acked), Some(samples)) = (host_side.irq_acked, host_side.irq_samples) {
             let stage = host_side.irq_user_cycles.as_ref().map_or("no user-stage samples".to_string(), |u| {
@@ -517,7 +531,14 @@ fn run_on_card(
     };
     let body = RunBody {
         points: records,
-        end: EndDoc { status: end.status, status_name: super::fw::status_name(end.status), ok, records: end.records, instructions: end.instructions, aborted: end.aborted },
+        end: EndDoc {
+            status: end.status,
+            status_name: super::fw::status_name(end.status),
+            ok,
+            records: end.records,
+            instructions: end.instructions,
+            aborted: end.aborted,
+        },
         console: String::from_utf8_lossy(&console).into_owned(),
         host_side,
     };

@@ -163,14 +163,10 @@ fn check_ur(card: &mut Card) -> CheckResult {
         return Ok(Ok("not run: this backend cannot inject TLPs (only the simulator can)".to_string()));
     };
     // CfgRd0 of register 0 (2.2.7), then MRd64 of BAR0 offset 0 (4DW header, 2.2.4).
-    let requests: [(&str, Vec<u32>); 2] = [
-        ("CfgRd0", vec![0x0400_0001, 0x0000_5A0F, 0x0100_0000]),
-        ("MRd64", vec![0x2000_0001, 0x0000_5B0F, 0x0000_0000, 0x0000_0000]),
-    ];
+    let requests: [(&str, Vec<u32>); 2] =
+        [("CfgRd0", vec![0x0400_0001, 0x0000_5A0F, 0x0100_0000]), ("MRd64", vec![0x2000_0001, 0x0000_5B0F, 0x0000_0000, 0x0000_0000])];
     for (name, dws) in &requests {
-        let cpl = injector
-            .inject_tlp(dws, Duration::from_micros(100))?
-            .with_context(|| format!("{name}: no completion"))?;
+        let cpl = injector.inject_tlp(dws, Duration::from_micros(100))?.with_context(|| format!("{name}: no completion"))?;
         let status = cpl.get(1).map(|dw1| (dw1 >> 13) & 7);
         if status != Some(1) {
             return Ok(Err(format!("{name} answered with completion status {status:?}, expected 1 (UR)")));

@@ -44,39 +44,24 @@ pub struct Cmd {
 /// Parses a wall-clock duration such as `500ms`, `1s`, `5m`, `2h`.
 fn parse_wall(flag: &str, text: &str) -> anyhow::Result<Duration> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let scale = match unit {
         "ms" => 1e-3,
         "s" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
-        _ => anyhow::bail!(
-            "{flag}: {t:?} is not a duration; write a number and a unit: ms, s, m or h (e.g. 1s)"
-        ),
+        _ => anyhow::bail!("{flag}: {t:?} is not a duration; write a number and a unit: ms, s, m or h (e.g. 1s)"),
     };
     match number.parse::<f64>() {
-        Ok(v) if v.is_finite() && v * scale >= 0.01 && v * scale <= 1e7 => {
-            Ok(Duration::from_secs_f64(v * scale))
-        }
+        Ok(v) if v.is_finite() && v * scale >= 0.01 && v * scale <= 1e7 => Ok(Duration::from_secs_f64(v * scale)),
         _ => anyhow::bail!("{flag}: {t:?} must be between 10ms and 115 days (e.g. 1s)"),
     }
 }
 
-pub fn run(
-    cmd: &Cmd,
-    device: &str,
-    json: bool,
-    metrics_listen: Option<&str>,
-) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: &Cmd, device: &str, json: bool, metrics_listen: Option<&str>) -> anyhow::Result<ExitCode> {
     let interval = parse_wall("--interval", &cmd.interval)?;
-    let duration = cmd
-        .duration
-        .as_deref()
-        .map(|d| parse_wall("--duration", d))
-        .transpose()?;
+    let duration = cmd.duration.as_deref().map(|d| parse_wall("--duration", d)).transpose()?;
     // The address is checked before the card is opened: a typo is reported as such.
     let listen = metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
     metrics::parse_listen(listen)?;
@@ -121,18 +106,10 @@ pub fn run(
                 next = Instant::now() + interval;
             }
         }
-        std::thread::sleep(
-            Duration::from_millis(20)
-                .min(next.saturating_duration_since(Instant::now()))
-                .max(Duration::from_millis(1)),
-        );
+        std::thread::sleep(Duration::from_millis(20).min(next.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)));
     }
     if !json {
-        println!(
-            "tlpx serve: stopped after {:.1} s, {} readings",
-            started.elapsed().as_secs_f64(),
-            collector.readings
-        );
+        println!("tlpx serve: stopped after {:.1} s, {} readings", started.elapsed().as_secs_f64(), collector.readings);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -155,16 +132,10 @@ impl Monotonic {
         self.totals.resize(reading.len(), 0);
         let restart = match &self.previous {
             None => true,
-            Some(p) => {
-                new_run || p.len() != reading.len() || p.iter().zip(reading).any(|(a, b)| b < a)
-            }
+            Some(p) => new_run || p.len() != reading.len() || p.iter().zip(reading).any(|(a, b)| b < a),
         };
         for (i, v) in reading.iter().enumerate() {
-            let base = if restart {
-                0
-            } else {
-                self.previous.as_ref().map_or(0, |p| p[i])
-            };
+            let base = if restart { 0 } else { self.previous.as_ref().map_or(0, |p| p[i]) };
             self.totals[i] += v - base;
         }
         self.previous = Some(reading.to_vec());
@@ -183,11 +154,7 @@ struct CycleHistogram {
 
 impl CycleHistogram {
     fn new(buckets: usize) -> CycleHistogram {
-        CycleHistogram {
-            counts: vec![0; buckets + 1],
-            sum_cycles: 0,
-            taken: false,
-        }
+        CycleHistogram { counts: vec![0; buckets + 1], sum_cycles: 0, taken: false }
     }
 
     fn add(&mut self, buckets: &[u64], sum_cycles: u64) {
@@ -199,10 +166,7 @@ impl CycleHistogram {
     }
 
     fn value(&self, clock_hz: u32) -> HistogramValue {
-        HistogramValue {
-            counts: self.counts.clone(),
-            sum: self.sum_cycles as f64 / f64::from(clock_hz.max(1)),
-        }
+        HistogramValue { counts: self.counts.clone(), sum: self.sum_cycles as f64 / f64::from(clock_hz.max(1)) }
     }
 }
 
@@ -261,7 +225,10 @@ fn describe(r: &Registry, clock_hz: u32) -> anyhow::Result<()> {
         ("tlpx_spy_records_total", "Capture records the spy numbered (a record per captured TLP)."),
         ("tlpx_spy_records_dropped_total", "Capture records lost: ring full or spy too slow."),
         ("tlpx_generator_runs_total", "Traffic generator runs seen by the exporter."),
-        ("tlpx_generator_bytes_total", "Bytes the traffic generator moved, by operation (read: completed read requests, write: payload written)."),
+        (
+            "tlpx_generator_bytes_total",
+            "Bytes the traffic generator moved, by operation (read: completed read requests, write: payload written).",
+        ),
         ("tlpx_generator_tlps_total", "TLPs of the traffic generator, by type (mrd and mwr sent, completion received)."),
         ("tlpx_generator_transfers_total", "Transfers the traffic generator completed."),
         ("tlpx_generator_errors_total", "Errors the traffic generator counted, by kind."),
@@ -270,7 +237,10 @@ fn describe(r: &Registry, clock_hz: u32) -> anyhow::Result<()> {
         ("tlpx_irq_overruns_total", "Interrupt timer fires while the previous one was still pending."),
         ("tlpx_irq_stray_acks_total", "Acknowledgements with no interrupt pending, by stage."),
         ("tlpx_irq_records_dropped_total", "Interrupt timer records lost (ring full)."),
-        ("tlpx_rule30_operations_total", "Operations the rule-30 accelerator completed (all host modes together: the card does not know the mode)."),
+        (
+            "tlpx_rule30_operations_total",
+            "Operations the rule-30 accelerator completed (all host modes together: the card does not know the mode).",
+        ),
         ("tlpx_rule30_busy_seconds_total", "Card time the rule-30 accelerator was busy."),
         ("tlpx_rule30_refused_starts_total", "Rule-30 starts refused for a bad line length or generation count."),
         ("tlpx_rule30_ignored_starts_total", "Rule-30 starts ignored because the core was busy."),
@@ -356,23 +326,11 @@ impl Collector {
         let sim_socket = env.sim.as_ref().map(|s| s.socket.clone());
         let card_label = match &sim_socket {
             Some(s) => format!("sim:{s}"),
-            None => env
-                .pci_address
-                .clone()
-                .or_else(|| env.device.clone())
-                .unwrap_or_else(|| "unknown".into()),
+            None => env.pci_address.clone().or_else(|| env.device.clone()).unwrap_or_else(|| "unknown".into()),
         };
-        let (gen, lanes) = session
-            .link
-            .as_ref()
-            .map_or(("unknown".into(), "unknown".into()), |l| {
-                (l.generation.to_string(), l.lanes.to_string())
-            });
-        let base = vec![
-            ("card".to_string(), card_label.clone()),
-            ("gen".to_string(), gen),
-            ("lanes".to_string(), lanes),
-        ];
+        let (gen, lanes) =
+            session.link.as_ref().map_or(("unknown".into(), "unknown".into()), |l| (l.generation.to_string(), l.lanes.to_string()));
+        let base = vec![("card".to_string(), card_label.clone()), ("gen".to_string(), gen), ("lanes".to_string(), lanes)];
         let clock_hz = session.clock_hz;
         describe(registry, clock_hz).context("declaring the metrics")?;
         let c = Collector {
@@ -390,10 +348,7 @@ impl Collector {
             generator_runs: 0,
             read_latency: CycleHistogram::new(generator::HISTOGRAM_BUCKETS),
             irq: Monotonic::default(),
-            irq_stages: [
-                CycleHistogram::new(irq_timer::HISTOGRAM_BUCKETS),
-                CycleHistogram::new(irq_timer::HISTOGRAM_BUCKETS),
-            ],
+            irq_stages: [CycleHistogram::new(irq_timer::HISTOGRAM_BUCKETS), CycleHistogram::new(irq_timer::HISTOGRAM_BUCKETS)],
             irq_stable: None,
             rule30: Monotonic::default(),
             sim_last: None,
@@ -401,48 +356,27 @@ impl Collector {
         let id = c.card.identity().clone();
         let mut info = c.labels(&[]);
         let mut extra = vec![
-            (
-                "pci_address".to_string(),
-                env.pci_address.clone().unwrap_or_default(),
-            ),
-            (
-                "backend".to_string(),
-                env.backend.clone().unwrap_or_default(),
-            ),
-            (
-                "version".to_string(),
-                format!("{}.{}", id.version_major, id.version_minor),
-            ),
+            ("pci_address".to_string(), env.pci_address.clone().unwrap_or_default()),
+            ("backend".to_string(), env.backend.clone().unwrap_or_default()),
+            ("version".to_string(), format!("{}.{}", id.version_major, id.version_minor)),
             ("map_hash".to_string(), format!("0x{:08x}", id.map_hash)),
             ("data_width".to_string(), id.data_width.to_string()),
             ("features".to_string(), id.features.join(",")),
             ("simulated".to_string(), env.simulated.to_string()),
         ];
         info.append(&mut extra);
-        let info_refs: Vec<(&str, &str)> =
-            info.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let info_refs: Vec<(&str, &str)> = info.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         registry.gauge_set("tlpx_card_info", &info_refs, 1.0);
         c.gauge(registry, "tlpx_card_clock_hertz", &[], f64::from(clock_hz));
         if let Some(l) = &session.link {
-            c.gauge(
-                registry,
-                "tlpx_link_max_payload_bytes",
-                &[],
-                f64::from(l.mps),
-            );
-            c.gauge(
-                registry,
-                "tlpx_link_max_read_request_bytes",
-                &[],
-                f64::from(l.mrrs),
-            );
+            c.gauge(registry, "tlpx_link_max_payload_bytes", &[], f64::from(l.mps));
+            c.gauge(registry, "tlpx_link_max_read_request_bytes", &[], f64::from(l.mrrs));
             // The model's limit for large transfers, per operation (a write is the card's
             // MWr stream up; a read its completions down).
             if let Some(model) = l.model(false) {
-                for (op, bw) in [
-                    ("write", tlpx_model::link::write_bandwidth(&model, 4096)),
-                    ("read", tlpx_model::link::read_bandwidth(&model, 4096)),
-                ] {
+                for (op, bw) in
+                    [("write", tlpx_model::link::write_bandwidth(&model, 4096)), ("read", tlpx_model::link::read_bandwidth(&model, 4096))]
+                {
                     c.gauge(registry, "tlpx_link_model_limit_bytes_per_second", &[("operation", op)], bw.bytes_per_second);
                 }
             }
@@ -452,20 +386,13 @@ impl Collector {
 
     fn labels(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut v = self.base.clone();
-        v.extend(
-            extra
-                .iter()
-                .map(|(k, val)| ((*k).to_string(), (*val).to_string())),
-        );
+        v.extend(extra.iter().map(|(k, val)| ((*k).to_string(), (*val).to_string())));
         v
     }
 
     fn with_labels(&self, extra: &[(&str, &str)], f: impl FnOnce(&[(&str, &str)])) {
         let owned = self.labels(extra);
-        let refs: Vec<(&str, &str)> = owned
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let refs: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         f(&refs);
     }
 
@@ -508,17 +435,10 @@ impl Collector {
             }
             self.read_errors += 1;
         }
-        self.counter(
-            r,
-            "tlpx_exporter_card_read_errors_total",
-            &[],
-            self.read_errors as f64,
-        );
+        self.counter(r, "tlpx_exporter_card_read_errors_total", &[], self.read_errors as f64);
         self.gauge(r, "tlpx_card_up", &[], if ok { 1.0 } else { 0.0 });
         if ok {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
             self.gauge(r, "tlpx_exporter_last_read_timestamp_seconds", &[], now);
         }
     }
@@ -546,12 +466,7 @@ impl Collector {
         }
         self.counter(r, "tlpx_spy_records_total", &[], t[64] as f64);
         self.counter(r, "tlpx_spy_records_dropped_total", &[], t[65] as f64);
-        self.gauge(
-            r,
-            "tlpx_spy_capturing",
-            &[],
-            f64::from(u8::from(c.capturing)),
-        );
+        self.gauge(r, "tlpx_spy_capturing", &[], f64::from(u8::from(c.capturing)));
         Ok(())
     }
 
@@ -585,10 +500,7 @@ impl Collector {
         // A finished run's counters no longer move: any change after one is a new run.
         let unchanged = self.generator_last.as_deref() == Some(&reading[..]);
         let new_run = self.generator_done && !unchanged;
-        let was_idle = self
-            .generator_last
-            .as_ref()
-            .is_none_or(|p| p.iter().all(|v| *v == 0));
+        let was_idle = self.generator_last.as_ref().is_none_or(|p| p.iter().all(|v| *v == 0));
         let active = reading.iter().any(|v| *v != 0) || running;
         if self.generator.update(&reading[..14], new_run) {
             self.generator_runs += u64::from(active);
@@ -613,49 +525,14 @@ impl Collector {
         }
         self.generator_done = done && !running;
         let t = self.generator.totals.clone();
-        self.counter(
-            r,
-            "tlpx_generator_runs_total",
-            &[],
-            self.generator_runs as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_generator_bytes_total",
-            &[("operation", "read")],
-            t[0] as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_generator_bytes_total",
-            &[("operation", "write")],
-            t[1] as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_generator_tlps_total",
-            &[("type", "mrd")],
-            t[2] as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_generator_tlps_total",
-            &[("type", "mwr")],
-            t[3] as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_generator_tlps_total",
-            &[("type", "completion")],
-            t[4] as f64,
-        );
+        self.counter(r, "tlpx_generator_runs_total", &[], self.generator_runs as f64);
+        self.counter(r, "tlpx_generator_bytes_total", &[("operation", "read")], t[0] as f64);
+        self.counter(r, "tlpx_generator_bytes_total", &[("operation", "write")], t[1] as f64);
+        self.counter(r, "tlpx_generator_tlps_total", &[("type", "mrd")], t[2] as f64);
+        self.counter(r, "tlpx_generator_tlps_total", &[("type", "mwr")], t[3] as f64);
+        self.counter(r, "tlpx_generator_tlps_total", &[("type", "completion")], t[4] as f64);
         self.counter(r, "tlpx_generator_transfers_total", &[], t[5] as f64);
-        self.counter(
-            r,
-            "tlpx_generator_busy_seconds_total",
-            &[],
-            self.seconds(t[6]),
-        );
+        self.counter(r, "tlpx_generator_busy_seconds_total", &[], self.seconds(t[6]));
         let kinds = [
             "unsupported_request",
             "completer_abort",
@@ -666,38 +543,18 @@ impl Collector {
             "data_mismatch",
         ];
         for (i, kind) in kinds.iter().enumerate() {
-            self.counter(
-                r,
-                "tlpx_generator_errors_total",
-                &[("kind", kind)],
-                t[7 + i] as f64,
-            );
+            self.counter(r, "tlpx_generator_errors_total", &[("kind", kind)], t[7 + i] as f64);
         }
-        self.gauge(
-            r,
-            "tlpx_generator_running",
-            &[],
-            f64::from(u8::from(running)),
-        );
-        self.gauge(
-            r,
-            "tlpx_generator_outstanding_reads",
-            &[],
-            gen_regs::status::OUTSTANDING.get(status) as f64,
-        );
+        self.gauge(r, "tlpx_generator_running", &[], f64::from(u8::from(running)));
+        self.gauge(r, "tlpx_generator_outstanding_reads", &[], gen_regs::status::OUTSTANDING.get(status) as f64);
         let h = self.read_latency.value(self.clock_hz);
-        self.with_labels(&[], |l| {
-            r.histogram_set("tlpx_generator_read_latency_seconds", l, h)
-        });
+        self.with_labels(&[], |l| r.histogram_set("tlpx_generator_read_latency_seconds", l, h));
         Ok(())
     }
 
     fn collect_irq(&mut self, r: &Registry) -> anyhow::Result<()> {
         let c = irq_timer::counters(&mut self.card)?;
-        let counts = [
-            self.card.read(tlpx_regs::irq_timer::ISR_COUNT)?,
-            self.card.read(tlpx_regs::irq_timer::USER_COUNT)?,
-        ];
+        let counts = [self.card.read(tlpx_regs::irq_timer::ISR_COUNT)?, self.card.read(tlpx_regs::irq_timer::USER_COUNT)?];
         let reading = vec![
             u64::from(c.fires),
             u64::from(c.overruns),
@@ -709,9 +566,7 @@ impl Collector {
             counts[1],
         ];
         let unchanged = self.irq_stable.as_deref() == Some(&reading[..]);
-        if self.irq.update(&reading[..5], false)
-            || (!unchanged && self.irq_stages.iter().any(|s| s.taken))
-        {
+        if self.irq.update(&reading[..5], false) || (!unchanged && self.irq_stages.iter().any(|s| s.taken)) {
             for s in &mut self.irq_stages {
                 s.taken = false;
             }
@@ -730,25 +585,13 @@ impl Collector {
         let t = self.irq.totals.clone();
         self.counter(r, "tlpx_irq_fires_total", &[], t[0] as f64);
         self.counter(r, "tlpx_irq_overruns_total", &[], t[1] as f64);
-        self.counter(
-            r,
-            "tlpx_irq_stray_acks_total",
-            &[("stage", "isr")],
-            t[2] as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_irq_stray_acks_total",
-            &[("stage", "user")],
-            t[3] as f64,
-        );
+        self.counter(r, "tlpx_irq_stray_acks_total", &[("stage", "isr")], t[2] as f64);
+        self.counter(r, "tlpx_irq_stray_acks_total", &[("stage", "user")], t[3] as f64);
         self.counter(r, "tlpx_irq_records_dropped_total", &[], t[4] as f64);
         self.gauge(r, "tlpx_irq_running", &[], f64::from(u8::from(c.running)));
         for (i, stage) in irq_timer::Stage::ALL.into_iter().enumerate() {
             let h = self.irq_stages[i].value(self.clock_hz);
-            self.with_labels(&[("stage", stage.name())], |l| {
-                r.histogram_set("tlpx_irq_latency_seconds", l, h)
-            });
+            self.with_labels(&[("stage", stage.name())], |l| r.histogram_set("tlpx_irq_latency_seconds", l, h));
         }
         Ok(())
     }
@@ -756,24 +599,14 @@ impl Collector {
     fn collect_rule30(&mut self, r: &Registry) -> anyhow::Result<()> {
         let c = rule30::counters(&mut self.card)?;
         let status = rule30::read(&mut self.card, rule30::reg::STATUS)?;
-        let reading = [
-            u64::from(c.operations),
-            c.busy_cycles,
-            u64::from(c.refused_starts),
-            u64::from(c.ignored_starts),
-        ];
+        let reading = [u64::from(c.operations), c.busy_cycles, u64::from(c.refused_starts), u64::from(c.ignored_starts)];
         self.rule30.update(&reading, false);
         let t = self.rule30.totals.clone();
         self.counter(r, "tlpx_rule30_operations_total", &[], t[0] as f64);
         self.counter(r, "tlpx_rule30_busy_seconds_total", &[], self.seconds(t[1]));
         self.counter(r, "tlpx_rule30_refused_starts_total", &[], t[2] as f64);
         self.counter(r, "tlpx_rule30_ignored_starts_total", &[], t[3] as f64);
-        self.gauge(
-            r,
-            "tlpx_rule30_busy",
-            &[],
-            f64::from(u8::from(status & rule30::STATUS_BUSY != 0)),
-        );
+        self.gauge(r, "tlpx_rule30_busy", &[], f64::from(u8::from(status & rule30::STATUS_BUSY != 0)));
         Ok(())
     }
 
@@ -790,69 +623,24 @@ impl Collector {
         if let Some((t, cycles)) = self.sim_last {
             let wall = now.duration_since(t).as_secs_f64();
             if wall > 0.0 {
-                self.gauge(
-                    r,
-                    "tlpx_sim_speed_cycles_per_second",
-                    &[],
-                    stats.cycles.saturating_sub(cycles) as f64 / wall,
-                );
+                self.gauge(r, "tlpx_sim_speed_cycles_per_second", &[], stats.cycles.saturating_sub(cycles) as f64 / wall);
             }
         }
         self.sim_last = Some((now, stats.cycles));
         self.counter(r, "tlpx_sim_card_cycles_total", &[], stats.cycles as f64);
-        self.counter(
-            r,
-            "tlpx_sim_cycle_loop_seconds_total",
-            &[],
-            stats.wall_seconds_in_cycle_loop,
-        );
+        self.counter(r, "tlpx_sim_cycle_loop_seconds_total", &[], stats.wall_seconds_in_cycle_loop);
         for (direction, d) in [("down", &stats.host_to_card), ("up", &stats.card_to_host)] {
             for (kind, n) in &d.by_type {
-                self.counter(
-                    r,
-                    "tlpx_sim_tlps_total",
-                    &[("direction", direction), ("type", kind)],
-                    *n as f64,
-                );
+                self.counter(r, "tlpx_sim_tlps_total", &[("direction", direction), ("type", kind)], *n as f64);
             }
-            self.counter(
-                r,
-                "tlpx_sim_wire_bytes_total",
-                &[("direction", direction)],
-                d.wire_bytes as f64,
-            );
-            self.counter(
-                r,
-                "tlpx_sim_payload_bytes_total",
-                &[("direction", direction)],
-                d.payload_bytes as f64,
-            );
+            self.counter(r, "tlpx_sim_wire_bytes_total", &[("direction", direction)], d.wire_bytes as f64);
+            self.counter(r, "tlpx_sim_payload_bytes_total", &[("direction", direction)], d.payload_bytes as f64);
         }
-        self.counter(
-            r,
-            "tlpx_sim_dma_bytes_total",
-            &[("operation", "read")],
-            stats.dma_read_bytes as f64,
-        );
-        self.counter(
-            r,
-            "tlpx_sim_dma_bytes_total",
-            &[("operation", "write")],
-            stats.dma_write_bytes as f64,
-        );
+        self.counter(r, "tlpx_sim_dma_bytes_total", &[("operation", "read")], stats.dma_read_bytes as f64);
+        self.counter(r, "tlpx_sim_dma_bytes_total", &[("operation", "write")], stats.dma_write_bytes as f64);
         self.counter(r, "tlpx_sim_msis_total", &[], stats.msis as f64);
-        self.counter(
-            r,
-            "tlpx_sim_completion_timeouts_total",
-            &[],
-            stats.completion_timeouts as f64,
-        );
-        self.gauge(
-            r,
-            "tlpx_sim_clients",
-            &[],
-            stats.clients.iter().filter(|c| c.connected).count() as f64,
-        );
+        self.counter(r, "tlpx_sim_completion_timeouts_total", &[], stats.completion_timeouts as f64);
+        self.gauge(r, "tlpx_sim_clients", &[], stats.clients.iter().filter(|c| c.connected).count() as f64);
         Ok(())
     }
 }
@@ -875,23 +663,11 @@ mod tests {
 
     #[test]
     fn metrics_serve_durations() {
-        assert_eq!(
-            parse_wall("--interval", "1s").ok(),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(
-            parse_wall("--interval", "250ms").ok(),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            parse_wall("--duration", "2m").ok(),
-            Some(Duration::from_secs(120))
-        );
+        assert_eq!(parse_wall("--interval", "1s").ok(), Some(Duration::from_secs(1)));
+        assert_eq!(parse_wall("--interval", "250ms").ok(), Some(Duration::from_millis(250)));
+        assert_eq!(parse_wall("--duration", "2m").ok(), Some(Duration::from_secs(120)));
         for bad in ["1", "1ms", "x", "-1s", "1 s"] {
-            let e = parse_wall("--interval", bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let e = parse_wall("--interval", bad).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(e.contains("--interval") && e.contains(bad), "{bad}: {e}");
         }
     }

@@ -209,7 +209,8 @@ struct Plan {
 impl Plan {
     fn parse(a: &CaptureArgs) -> anyhow::Result<Plan> {
         let (down, up) = parse_directions("--dir", &a.dir)?;
-        let mut filters = Filters { down, up, class_mask: parse_types("--types", &a.types)?, include_own: a.include_own, ..Filters::default() };
+        let mut filters =
+            Filters { down, up, class_mask: parse_types("--types", &a.types)?, include_own: a.include_own, ..Filters::default() };
         if let Some(text) = &a.address {
             (filters.address_base, filters.address_mask) = parse_base_mask("--address", text, !3)?;
         }
@@ -218,9 +219,12 @@ impl Plan {
             (filters.requester_id, filters.requester_mask) = (id as u16, mask as u16);
         }
         let mut trigger = Trigger::default();
-        let trigger_flags = a.trigger_address.is_some() || a.pre != 0 || a.post.is_some() || a.trigger_types != "all" || a.trigger_dir != "down,up";
+        let trigger_flags =
+            a.trigger_address.is_some() || a.pre != 0 || a.post.is_some() || a.trigger_types != "all" || a.trigger_dir != "down,up";
         match a.trigger.as_deref() {
-            None if trigger_flags => bail!("--trigger-types, --trigger-dir, --trigger-address, --pre and --post need --trigger start or --trigger stop"),
+            None if trigger_flags => {
+                bail!("--trigger-types, --trigger-dir, --trigger-address, --pre and --post need --trigger start or --trigger stop")
+            }
             None => {}
             Some(mode) => {
                 trigger.mode = match mode.trim() {
@@ -326,13 +330,15 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         },
     );
     info.simulated = session.environment.simulated;
-    info.link = session.link.as_ref().map(|l| LinkInfo { generation: l.generation, lanes: l.lanes, mps: l.mps as u16, mrrs: l.mrrs as u16 });
+    info.link =
+        session.link.as_ref().map(|l| LinkInfo { generation: l.generation, lanes: l.lanes, mps: l.mps as u16, mrrs: l.mrrs as u16 });
     info.capture.filters = serde_json::to_value(&plan.filters)?;
     info.capture.trigger = serde_json::to_value(&plan.trigger)?;
     info.capture.include_own_traffic = plan.filters.include_own;
     let writer = TraceWriter::create(&a.output, &info).with_context(|| format!("creating {}", a.output.display()))?;
     let log = !a.quiet && !json;
-    let mut sink = Sink { writer, gaps: GapDetector::new(), gap_texts: Vec::new(), previous: None, clock_hz, log, stdout: std::io::stdout().lock() };
+    let mut sink =
+        Sink { writer, gaps: GapDetector::new(), gap_texts: Vec::new(), previous: None, clock_hz, log, stdout: std::io::stdout().lock() };
     if log {
         writeln!(sink.stdout, "{}", session.describe())?;
         writeln!(sink.stdout, "capturing to {} (ring {} records); times are card time, dur/lat in cycles", a.output.display(), plan.ring)?;
@@ -409,7 +415,10 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             summary.records_lost
         );
         if summary.records_held_before_trigger > 0 {
-            println!("the start trigger never matched: {} pre-trigger records were held and not written", summary.records_held_before_trigger);
+            println!(
+                "the start trigger never matched: {} pre-trigger records were held and not written",
+                summary.records_held_before_trigger
+            );
         }
         if summary.records_lost > 0 {
             eprintln!(
@@ -480,7 +489,8 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         spy::clear(card)?;
     }
-    let stats = Stats { counters, classes: CLASSES, latency_histogram, payload_histogram_down, payload_histogram_up, clock_hz: session.clock_hz };
+    let stats =
+        Stats { counters, classes: CLASSES, latency_histogram, payload_histogram_down, payload_histogram_up, clock_hz: session.clock_hz };
     if let Some(path) = &a.output {
         #[derive(Serialize)]
         struct Body<'a> {
@@ -522,7 +532,15 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     for d in Direction::BOTH {
         for (i, cls) in c.direction(d).iter().enumerate() {
             if cls.tlps != 0 {
-                println!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), CLASSES[i], cls.tlps, cls.bytes, cls.payload_bytes, cls.wait_cycles);
+                println!(
+                    "  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}",
+                    d.name(),
+                    CLASSES[i],
+                    cls.tlps,
+                    cls.bytes,
+                    cls.payload_bytes,
+                    cls.wait_cycles
+                );
             }
         }
         let t = c.total(d);

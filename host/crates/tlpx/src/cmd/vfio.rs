@@ -69,11 +69,7 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
                     out.status.driver.as_deref().unwrap_or("none")
                 );
             } else {
-                println!(
-                    "{} unbound from vfio-pci; now bound to {}",
-                    out.address,
-                    out.status.driver.as_deref().unwrap_or("no driver")
-                );
+                println!("{} unbound from vfio-pci; now bound to {}", out.address, out.status.driver.as_deref().unwrap_or("no driver"));
             }
         }
         Action::Status { address } => {

@@ -356,10 +356,10 @@ fn write_sysfs(path: &Path, value: &str, addr: &str, verb: &str) -> Result<(), D
 }
 
 fn modprobe(module: &str) -> Result<(), DeviceError> {
-    let out = std::process::Command::new("modprobe").arg(module).output().map_err(|e| DeviceError::Io {
-        context: format!("running `modprobe {module}` (is kmod installed and in PATH?)"),
-        source: e,
-    })?;
+    let out = std::process::Command::new("modprobe")
+        .arg(module)
+        .output()
+        .map_err(|e| DeviceError::Io { context: format!("running `modprobe {module}` (is kmod installed and in PATH?)"), source: e })?;
     if !out.status.success() {
         return Err(DeviceError::Backend(format!(
             "`modprobe {module}` failed ({}): {}; loading modules needs root",

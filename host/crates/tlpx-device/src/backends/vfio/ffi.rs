@@ -301,10 +301,7 @@ int main(void) {
             ("sizeof vfio_info_cap_header", size_of::<vfio_info_cap_header>() as u64),
             ("sizeof vfio_iommu_type1_info", size_of::<vfio_iommu_type1_info>() as u64),
             ("offsetof vfio_iommu_type1_info.cap_offset", offset_of!(vfio_iommu_type1_info, cap_offset) as u64),
-            (
-                "offsetof vfio_iommu_type1_info_cap_iova_range.iova_ranges",
-                size_of::<vfio_iommu_type1_info_cap_iova_range>() as u64,
-            ),
+            ("offsetof vfio_iommu_type1_info_cap_iova_range.iova_ranges", size_of::<vfio_iommu_type1_info_cap_iova_range>() as u64),
             ("sizeof vfio_iova_range", size_of::<vfio_iova_range>() as u64),
             ("sizeof vfio_iommu_type1_dma_map", size_of::<vfio_iommu_type1_dma_map>() as u64),
             ("offsetof vfio_iommu_type1_dma_map.iova", offset_of!(vfio_iommu_type1_dma_map, iova) as u64),

@@ -31,16 +31,9 @@ impl IovaAllocator {
     /// `valid`: the IOMMU's ranges as the kernel gives them (start, inclusive end);
     /// `window`: the part the device can address; `reserved`: holes to leave out;
     /// `align`: a power of two (the IOMMU's smallest page size).
-    pub fn new(
-        valid: &[(u64, u64)],
-        window: Range<u64>,
-        reserved: &[Range<u64>],
-        align: u64,
-    ) -> Result<IovaAllocator, DeviceError> {
+    pub fn new(valid: &[(u64, u64)], window: Range<u64>, reserved: &[Range<u64>], align: u64) -> Result<IovaAllocator, DeviceError> {
         if !align.is_power_of_two() {
-            return Err(DeviceError::InvalidArgument(format!(
-                "IOVA alignment must be a power of two, not {align:#x}"
-            )));
+            return Err(DeviceError::InvalidArgument(format!("IOVA alignment must be a power of two, not {align:#x}")));
         }
         if window.start >= window.end {
             return Err(DeviceError::InvalidArgument(format!(

@@ -22,8 +22,8 @@ pub mod iova;
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ops::Range;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -302,9 +302,7 @@ impl VfioDevice {
         let addr = bind::normalize_address(addr)?;
         for &bar in &options.write_combining {
             if bar > 5 {
-                return Err(DeviceError::InvalidArgument(format!(
-                    "write-combining BAR {bar}: a BAR number is 0..5"
-                )));
+                return Err(DeviceError::InvalidArgument(format!("write-combining BAR {bar}: a BAR number is 0..5")));
             }
         }
         if !sysfs.device_dir(&addr).exists() {
@@ -356,7 +354,11 @@ impl VfioDevice {
                  (or to no driver) before vfio lets one of them be used. Bound to host drivers: {}. Bind them with \
                  `tlpx vfio bind ADDR` (they are unusable by the host meanwhile), or put the card in a slot with its \
                  own group (behind a port with ACS)",
-                if blocking.is_empty() { "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into() } else { blocking.join(", ") }
+                if blocking.is_empty() {
+                    "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into()
+                } else {
+                    blocking.join(", ")
+                }
             )));
         }
 
@@ -370,9 +372,7 @@ impl VfioDevice {
         let cfd = container.as_raw_fd();
         let api = ioctl_val(cfd, VFIO_GET_API_VERSION, 0).map_err(|e| io_err("VFIO_GET_API_VERSION".into(), e))?;
         if api != VFIO_API_VERSION {
-            return Err(DeviceError::Backend(format!(
-                "the kernel's vfio speaks API version {api}, this tlpx speaks {VFIO_API_VERSION}"
-            )));
+            return Err(DeviceError::Backend(format!("the kernel's vfio speaks API version {api}, this tlpx speaks {VFIO_API_VERSION}")));
         }
         let iommu_type = if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1V2_IOMMU).unwrap_or(0) == 1 {
             VFIO_TYPE1V2_IOMMU
@@ -480,9 +480,7 @@ impl VfioDevice {
         }
         let path = sysfs.device_dir(&addr).join(format!("resource{bar}_wc"));
         let fd = open_rw(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                unsupported(format!("the kernel offers no {} for it", path.display()))
-            }
+            std::io::ErrorKind::NotFound => unsupported(format!("the kernel offers no {} for it", path.display())),
             std::io::ErrorKind::PermissionDenied => DeviceError::Backend(format!(
                 "permission denied opening {}: a write-combining mapping through sysfs needs root",
                 path.display()
@@ -491,9 +489,7 @@ impl VfioDevice {
         })?;
         let len = region.size as usize;
         // SAFETY: mapping `len` bytes of the BAR's sysfs file, shared; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
-        };
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
             let e = errno();
             return Err(io_err(
@@ -521,14 +517,7 @@ impl VfioDevice {
         // SAFETY: mapping the region's `len` bytes at its offset in the device fd, shared;
         // the result is checked.
         let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                dfd,
-                region.offset as libc::off_t,
-            )
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, dfd, region.offset as libc::off_t)
         };
         if ptr != libc::MAP_FAILED {
             region.map = Some(Mapping { ptr: ptr as *mut u8, len });
@@ -576,9 +565,8 @@ impl VfioDevice {
             fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
         }
         let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
-        set_irqs_eventfd(self.device.as_raw_fd(), index, &raw).map_err(|e| {
-            io_err(format!("VFIO_DEVICE_SET_IRQS: enabling {n} {kind} vector(s) of {}", self.address), e)
-        })?;
+        set_irqs_eventfd(self.device.as_raw_fd(), index, &raw)
+            .map_err(|e| io_err(format!("VFIO_DEVICE_SET_IRQS: enabling {n} {kind} vector(s) of {}", self.address), e))?;
         self.irqs = Some(Irqs { index, kind, pending: vec![0; fds.len()], fds });
         Ok(())
     }
@@ -751,8 +739,7 @@ fn set_irqs_eventfd(dfd: RawFd, index: u32, fds: &[i32]) -> std::io::Result<()> 
     let mut words = vec![0u32; len.div_ceil(4)];
     let set = vfio_irq_set {
         argsz: len as u32,
-        flags: if fds.is_empty() { VFIO_IRQ_SET_DATA_NONE } else { VFIO_IRQ_SET_DATA_EVENTFD }
-            | VFIO_IRQ_SET_ACTION_TRIGGER,
+        flags: if fds.is_empty() { VFIO_IRQ_SET_DATA_NONE } else { VFIO_IRQ_SET_DATA_EVENTFD } | VFIO_IRQ_SET_ACTION_TRIGGER,
         index,
         start: 0,
         count: fds.len() as u32,
@@ -772,7 +759,8 @@ impl Drop for VfioDevice {
             let _ = set_irqs_eventfd(self.device.as_raw_fd(), irqs.index, &[]);
         }
         for m in self.dma.values() {
-            let mut unmap = vfio_iommu_type1_dma_unmap { argsz: argsz::<vfio_iommu_type1_dma_unmap>(), flags: 0, iova: m.iova, size: m.size };
+            let mut unmap =
+                vfio_iommu_type1_dma_unmap { argsz: argsz::<vfio_iommu_type1_dma_unmap>(), flags: 0, iova: m.iova, size: m.size };
             // SAFETY: VFIO_IOMMU_UNMAP_DMA reads and updates a vfio_iommu_type1_dma_unmap.
             let _ = unsafe { ioctl_ptr(self.container.as_raw_fd(), VFIO_IOMMU_UNMAP_DMA, &mut unmap) };
         }
@@ -946,9 +934,7 @@ impl Device for VfioDevice {
             return Ok(());
         }
         let at = r.offset + offset;
-        pwrite_all(self.device.as_raw_fd(), &value.to_le_bytes()[..n as usize], at, &|| {
-            format!("writing BAR{bar} at {offset:#x}")
-        })
+        pwrite_all(self.device.as_raw_fd(), &value.to_le_bytes()[..n as usize], at, &|| format!("writing BAR{bar} at {offset:#x}"))
     }
 
     fn bar_read_block(&mut self, bar: u8, offset: u64, len: usize) -> Result<Vec<u8>, DeviceError> {
@@ -986,9 +972,7 @@ impl Device for VfioDevice {
         let r = self.check_access(bar, offset, data.len() as u64, 1)?;
         let Some(m) = r.map.as_ref().filter(|_| !self.syscall_path) else {
             let at = r.offset + offset;
-            return pwrite_all(self.device.as_raw_fd(), data, at, &|| {
-                format!("writing {} bytes of BAR{bar} at {offset:#x}", data.len())
-            });
+            return pwrite_all(self.device.as_raw_fd(), data, at, &|| format!("writing {} bytes of BAR{bar} at {offset:#x}", data.len()));
         };
         let mut done = 0;
         while done < data.len() {
@@ -1050,9 +1034,9 @@ impl Device for VfioDevice {
             return Err(DeviceError::InvalidArgument("a DMA buffer needs at least 1 byte, not 0".into()));
         }
         let align = self.iova.align();
-        let size = (len as u64).checked_next_multiple_of(align).ok_or_else(|| {
-            DeviceError::InvalidArgument(format!("a DMA buffer of {len} bytes is too large"))
-        })?;
+        let size = (len as u64)
+            .checked_next_multiple_of(align)
+            .ok_or_else(|| DeviceError::InvalidArgument(format!("a DMA buffer of {len} bytes is too large")))?;
         // SAFETY: a fresh private anonymous mapping; the result is checked.
         let ptr = unsafe {
             libc::mmap(
@@ -1207,10 +1191,8 @@ mod tests {
     #[test]
     fn open_on_this_machine_gives_the_real_reason() {
         let sysfs = Sysfs::system();
-        let mut all: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut all: Vec<String> =
+            std::fs::read_dir("/sys/bus/pci/devices").unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         all.sort();
         assert!(!all.is_empty(), "this machine has PCI functions");
         if !sysfs.iommu_on() {

@@ -386,13 +386,8 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
         let mut index = 0;
         while plan.frames.is_none_or(|n| index < n) {
             if plan.capture && own.is_none() && !spy::is_capturing(card)? {
-                let capture = spy::Capture::start_with_mps(
-                    card,
-                    plan.ring_records,
-                    plan.mps,
-                    &spy::Filters::default(),
-                    &spy::Trigger::default(),
-                )?;
+                let capture =
+                    spy::Capture::start_with_mps(card, plan.ring_records, plan.mps, &spy::Filters::default(), &spy::Trigger::default())?;
                 own = Some(OwnCapture {
                     capture,
                     raw: Vec::new(),

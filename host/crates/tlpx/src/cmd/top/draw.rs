@@ -71,8 +71,7 @@ pub fn draw(frame: &mut Frame, state: &State) {
         draw_panel(frame, state, state.focus, body);
         return;
     }
-    let [upper, middle, lower] =
-        Layout::vertical([Constraint::Percentage(34), Constraint::Percentage(30), Constraint::Min(6)]).areas(body);
+    let [upper, middle, lower] = Layout::vertical([Constraint::Percentage(34), Constraint::Percentage(30), Constraint::Min(6)]).areas(body);
     let [bw, mix] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(upper);
     let [lat, counters] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(middle);
     draw_panel(frame, state, Panel::Bandwidth, bw);
@@ -181,17 +180,9 @@ fn draw_bandwidth(frame: &mut Frame, state: &State, area: Rect) {
     ];
     let chart_widget = Chart::new(datasets)
         .x_axis(
-            Axis::default()
-                .bounds([x0, x1])
-                .labels([format!("{x0:.3} s"), format!("{x1:.3} s")])
-                .style(Style::new().fg(Color::DarkGray)),
+            Axis::default().bounds([x0, x1]).labels([format!("{x0:.3} s"), format!("{x1:.3} s")]).style(Style::new().fg(Color::DarkGray)),
         )
-        .y_axis(
-            Axis::default()
-                .bounds([0.0, y1])
-                .labels(["0".to_string(), format!("{y1} MB/s")])
-                .style(Style::new().fg(Color::DarkGray)),
-        )
+        .y_axis(Axis::default().bounds([0.0, y1]).labels(["0".to_string(), format!("{y1} MB/s")]).style(Style::new().fg(Color::DarkGray)))
         .hidden_legend_constraints((Constraint::Percentage(0), Constraint::Percentage(0)));
     frame.render_widget(chart_widget, chart);
 }
@@ -227,7 +218,13 @@ fn draw_mix(frame: &mut Frame, state: &State, area: Rect) {
         let u = last.map_or(0, |s| s.up.classes[i].tlps);
         let dt = down_total[i].tlps;
         let ut = up_total[i].tlps;
-        let style = if d + u > 0 { Style::new().add_modifier(Modifier::BOLD) } else if dt + ut == 0 { Style::new().fg(Color::DarkGray) } else { Style::new() };
+        let style = if d + u > 0 {
+            Style::new().add_modifier(Modifier::BOLD)
+        } else if dt + ut == 0 {
+            Style::new().fg(Color::DarkGray)
+        } else {
+            Style::new()
+        };
         rows.push(
             Row::new(vec![
                 CLASS_LABELS[i].to_string(),
@@ -242,7 +239,14 @@ fn draw_mix(frame: &mut Frame, state: &State, area: Rect) {
     }
     let header = Row::new(vec!["class", "  down/s", "    down", "    up/s", "      up", "wait cyc"])
         .style(Style::new().add_modifier(Modifier::UNDERLINED));
-    let widths = [Constraint::Length(6), Constraint::Length(8), Constraint::Length(8), Constraint::Length(8), Constraint::Length(8), Constraint::Length(9)];
+    let widths = [
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(9),
+    ];
     frame.render_widget(Table::new(rows, widths).header(header).block(outer).column_spacing(1), area);
 }
 
@@ -250,12 +254,8 @@ fn draw_latency(frame: &mut Frame, state: &State, area: Rect) {
     let hist = state.latency();
     let n: u64 = hist.iter().sum();
     let hz = state.clock_hz.max(1) as f64;
-    let title = format!(
-        "{} (request to last completion, cycles of {:.0} ns, log height) n={}",
-        Panel::Latency.title(),
-        1e9 / hz,
-        count(n as f64)
-    );
+    let title =
+        format!("{} (request to last completion, cycles of {:.0} ns, log height) n={}", Panel::Latency.title(), 1e9 / hz, count(n as f64));
     let outer = block(state, Panel::Latency, title);
     let inner = outer.inner(area);
     frame.render_widget(outer, area);
@@ -308,14 +308,41 @@ fn draw_counters(frame: &mut Frame, state: &State, area: Rect) {
     let rp = state.request_path();
     let g = state.generator();
     let mut lines = vec![
-        Line::from([figure("dropped records", lost), figure("last interval", lost_now), vec![Span::raw(format!("seq {sequence}"))]].concat()),
+        Line::from(
+            [figure("dropped records", lost), figure("last interval", lost_now), vec![Span::raw(format!("seq {sequence}"))]].concat(),
+        ),
         Line::from(Span::styled(ring, Style::new().fg(Color::DarkGray))),
         Line::from(Span::styled("request path (host requests the card refused)", Style::new().add_modifier(Modifier::UNDERLINED))),
-        Line::from([figure("UR sent", rp.ur_sent), figure("posted dropped", rp.posted_dropped), figure("malformed", rp.malformed)].concat()),
-        Line::from([figure("poisoned", rp.poisoned), figure("too long", rp.reads_too_long), figure("bus errors", rp.bus_errors), figure("cfg", rp.cfg_requests)].concat()),
+        Line::from(
+            [figure("UR sent", rp.ur_sent), figure("posted dropped", rp.posted_dropped), figure("malformed", rp.malformed)].concat(),
+        ),
+        Line::from(
+            [
+                figure("poisoned", rp.poisoned),
+                figure("too long", rp.reads_too_long),
+                figure("bus errors", rp.bus_errors),
+                figure("cfg", rp.cfg_requests),
+            ]
+            .concat(),
+        ),
         Line::from(Span::styled("generator (current or last run)", Style::new().add_modifier(Modifier::UNDERLINED))),
-        Line::from([figure("UR", g.unsupported_request), figure("CA", g.completer_abort), figure("other", g.other_status), figure("poisoned", g.poisoned)].concat()),
-        Line::from([figure("timeouts", g.completion_timeouts), figure("unexpected", g.unexpected_completions), figure("mismatches", g.data_mismatches)].concat()),
+        Line::from(
+            [
+                figure("UR", g.unsupported_request),
+                figure("CA", g.completer_abort),
+                figure("other", g.other_status),
+                figure("poisoned", g.poisoned),
+            ]
+            .concat(),
+        ),
+        Line::from(
+            [
+                figure("timeouts", g.completion_timeouts),
+                figure("unexpected", g.unexpected_completions),
+                figure("mismatches", g.data_mismatches),
+            ]
+            .concat(),
+        ),
     ];
     if state.received_records > 0 {
         lines.push(Line::from(Span::styled(
@@ -339,7 +366,10 @@ fn draw_recent(frame: &mut Frame, state: &State, area: Rect) {
     let lines: Vec<Line> = match last.map(|s| s.ring) {
         None => vec![Line::raw("waiting for the first sample")],
         Some(RingOwner::Other) => vec![
-            Line::styled("another tool is capturing with the spy (its ring is in use): top shows counters only", Style::new().fg(Color::Yellow)),
+            Line::styled(
+                "another tool is capturing with the spy (its ring is in use): top shows counters only",
+                Style::new().fg(Color::Yellow),
+            ),
             Line::raw("and never takes the ring; the recent transactions are in that tool's trace."),
         ],
         Some(RingOwner::Off) => vec![Line::raw("capture is off (--no-capture): counters only")],

@@ -96,19 +96,13 @@ fn check(cmd: &Cmd, json: bool) -> Result<Options, String> {
         return Err("--snapshot and --json both print to stdout: choose one".into());
     }
     if !(20..=1000).contains(&cmd.width) || !(8..=500).contains(&cmd.height) {
-        return Err(format!(
-            "--width {} --height {}: a snapshot is 20..=1000 columns by 8..=500 rows",
-            cmd.width, cmd.height
-        ));
+        return Err(format!("--width {} --height {}: a snapshot is 20..=1000 columns by 8..=500 rows", cmd.width, cmd.height));
     }
     if !(1..=1000).contains(&cmd.recent) {
         return Err(format!("--recent must be 1..=1000 transactions, not {}", cmd.recent));
     }
     if !cmd.ring.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&cmd.ring) {
-        return Err(format!(
-            "--ring {}: the ring holds a power of two of records in {MIN_RING_RECORDS}..={MAX_RING_RECORDS}",
-            cmd.ring
-        ));
+        return Err(format!("--ring {}: the ring holds a power of two of records in {MIN_RING_RECORDS}..={MAX_RING_RECORDS}", cmd.ring));
     }
     let frames = cmd.frames.or(if cmd.snapshot { Some(1) } else { None });
     Ok(Options { interval: Duration::from_secs_f64(seconds), frames })
@@ -209,12 +203,7 @@ fn headless_loop(cmd: &Cmd, json: bool, state: &mut State, rx: &Receiver<Event>)
     Ok(ExitCode::SUCCESS)
 }
 
-fn interactive_loop(
-    state: &mut State,
-    rx: &Receiver<Event>,
-    tx: mpsc::Sender<Event>,
-    stop: &Arc<AtomicBool>,
-) -> anyhow::Result<ExitCode> {
+fn interactive_loop(state: &mut State, rx: &Receiver<Event>, tx: mpsc::Sender<Event>, stop: &Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let input = {
         let stop = stop.clone();

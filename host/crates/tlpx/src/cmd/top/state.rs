@@ -110,16 +110,14 @@ impl State {
     pub fn apply(&mut self, sample: Sample) {
         // A spy cleared by someone else: its counters restart, and so does the baseline.
         if sample.reading.sequence < self.baseline.sequence
-            || (0..CLASS_COUNT).any(|i| {
-                sample.reading.down[i].tlps < self.baseline.down[i].tlps || sample.reading.up[i].tlps < self.baseline.up[i].tlps
-            })
+            || (0..CLASS_COUNT)
+                .any(|i| sample.reading.down[i].tlps < self.baseline.down[i].tlps || sample.reading.up[i].tlps < self.baseline.up[i].tlps)
         {
             self.baseline = Reading { request_path: self.baseline.request_path, ..Reading::zero() };
         }
-        for (history, rate) in [
-            (&mut self.down_history, sample.down.payload_bytes_per_second),
-            (&mut self.up_history, sample.up.payload_bytes_per_second),
-        ] {
+        for (history, rate) in
+            [(&mut self.down_history, sample.down.payload_bytes_per_second), (&mut self.up_history, sample.up.payload_bytes_per_second)]
+        {
             history.push_back((sample.card_time_s, rate));
             while history.len() > HISTORY {
                 history.pop_front();
