@@ -8,7 +8,6 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -25,6 +24,7 @@ use crate::config_space::{CardView, ConfigSpace};
 use crate::hostmem::HostMemory;
 use crate::link::{Link, RX_BUFFER_TLPS, TX_BUFFER_TLPS};
 use crate::rc::{self, ReadCollector};
+use crate::rundir::RewrittenFile;
 
 /// Cycles run between two looks at the event channel while time runs.
 const BATCH_CYCLES: u32 = 256;
@@ -79,7 +79,8 @@ pub struct EngineParams {
     /// The most one gap is charged as (`--host-time-cap-us`).
     pub host_time_cap: Duration,
     pub quiet: bool,
-    pub dump_path: PathBuf,
+    /// The config dump (`sim.lspci`), rewritten when config space changes.
+    pub dump: RewrittenFile,
     /// HelloOk without the per-client fields.
     pub hello: HelloInfo,
     /// PCI address fields of the card: (domain, bus, device, function).
@@ -1343,10 +1344,8 @@ impl Sim {
             self.link.set_config(cfg);
         }
         let dump = tlpx_device::pci::render_dump(domain, bus, dev, func, self.config.bytes());
-        let tmp = self.p.dump_path.with_extension("lspci.tmp");
-        let written = std::fs::write(&tmp, dump).and_then(|_| std::fs::rename(&tmp, &self.p.dump_path));
-        if let Err(e) = written {
-            self.warn(&format!("cannot write {}: {e}", self.p.dump_path.display()));
+        if let Err(e) = self.p.dump.write(dump.as_bytes()) {
+            self.warn(&format!("cannot write {}: {e}", self.p.dump.path().display()));
         }
     }
 

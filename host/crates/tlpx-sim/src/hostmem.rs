@@ -4,8 +4,9 @@
 //! some live client allocated (everything else faults, like an IOMMU would).
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
+#[cfg(test)]
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
@@ -142,9 +143,8 @@ pub struct HostMemory {
 }
 
 impl HostMemory {
-    /// Creates (or truncates) `path` with `size` bytes (sparse) and maps it.
-    pub fn create(path: &Path, size: u64, bus_base: u64) -> std::io::Result<HostMemory> {
-        let file: File = OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    /// Sizes `file` (new and empty, at `path`) to `size` bytes (sparse) and maps it.
+    pub fn new(file: File, path: &Path, size: u64, bus_base: u64) -> std::io::Result<HostMemory> {
         file.set_len(size)?;
         // SAFETY: the file is ours; clients map it too, which is the point (shared DMA
         // memory): all accesses here go through copies, never references held across cycles.
@@ -238,7 +238,9 @@ mod tests {
     #[test]
     fn host_memory_translates_bus_addresses() {
         let dir = tempfile::tempdir().unwrap();
-        let mut m = HostMemory::create(&dir.path().join("mem"), 1 << 16, 0x4000_0000).unwrap();
+        let path = dir.path().join("mem");
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
+        let mut m = HostMemory::new(file, &path, 1 << 16, 0x4000_0000).unwrap();
         let a = m.alloc.alloc(1, 256, 0).unwrap();
         assert_eq!(m.translate(0x4000_0000, 256), Some(a.offset));
         assert_eq!(m.translate(0x4000_0000, 257), None);
