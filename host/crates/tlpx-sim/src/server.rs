@@ -377,6 +377,43 @@ pub fn built_cpu_library_path(data_width: u32) -> PathBuf {
     tlpx_device::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}-cpu/libtlpxcard.so")))
 }
 
+/// The size of the IOVA window that starts at `--dma-base`: the bus addresses DMA
+/// allocations get. It runs up to BAR0 from below it, up to 4 GiB from above it (the card's
+/// DMA uses 32-bit addresses), and above 4 GiB (reachable only by 64-bit requests, such as
+/// injected MRd64s) for 4 GiB or four times the host memory, whichever is more. It must hold
+/// the host memory at least; the rest is room for fresh IOVAs, which are reused only once
+/// the window is used up.
+pub fn iova_window(dma_base: u64, host_mem_bytes: u64) -> Result<u64, String> {
+    const FOUR_GIB: u64 = 1 << 32;
+    let bar0 = u64::from(BAR0_BUS_ADDRESS);
+    if !dma_base.is_multiple_of(4096) {
+        return Err(format!("--dma-base must be 4096-aligned (a page: the IOMMU maps pages), not {dma_base:#x}"));
+    }
+    let end = if dma_base < bar0 {
+        bar0
+    } else if dma_base < bar0 + BAR0_SIZE {
+        return Err(format!(
+            "--dma-base {dma_base:#x} overlaps BAR0 at {bar0:#x}..{:#x}: choose a base below it (the default is 0x40000000) or above it",
+            bar0 + BAR0_SIZE
+        ));
+    } else if dma_base < FOUR_GIB {
+        FOUR_GIB
+    } else {
+        dma_base
+            .checked_add(FOUR_GIB.max(host_mem_bytes.saturating_mul(4)))
+            .ok_or_else(|| format!("--dma-base {dma_base:#x} leaves no room for an IOVA window below 2^64"))?
+    };
+    let size = end - dma_base;
+    if size < host_mem_bytes {
+        return Err(format!(
+            "the IOVA window {dma_base:#x}..{end:#x} (from --dma-base up to {}) is smaller than the host memory ({} MiB, --host-mem-mib): choose a lower --dma-base or less host memory",
+            if end == bar0 { "BAR0" } else { "4 GiB" },
+            host_mem_bytes >> 20
+        ));
+    }
+    Ok(size)
+}
+
 /// Loads the card, sets everything up, serves clients until shutdown, removes the files.
 pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     let (lib, lanes, warning) = choose_card(opts)?;
@@ -405,17 +442,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         return Err(SimError::Invalid(format!("--host-mem-mib must be 1..65536, not {}", opts.host_mem_mib)));
     }
     let host_mem_bytes = opts.host_mem_mib << 20;
-    if !opts.dma_base.is_multiple_of(4096) || opts.dma_base.checked_add(host_mem_bytes).is_none() {
-        return Err(SimError::Invalid(format!("--dma-base must be 4096-aligned with room for the host memory, not {:#x}", opts.dma_base)));
-    }
-    let bar0 = u64::from(BAR0_BUS_ADDRESS);
-    if opts.dma_base < bar0 + BAR0_SIZE && bar0 < opts.dma_base + host_mem_bytes {
-        return Err(SimError::Invalid(format!(
-            "host memory {:#x}..{:#x} (--dma-base, --host-mem-mib) overlaps BAR0 at {bar0:#x}: choose another --dma-base",
-            opts.dma_base,
-            opts.dma_base + host_mem_bytes
-        )));
-    }
+    let iova_size = iova_window(opts.dma_base, host_mem_bytes).map_err(SimError::Invalid)?;
     if !(1..=10_000_000).contains(&opts.host_time_cap_us) {
         return Err(SimError::Invalid(format!("--host-time-cap-us must be 1..10000000 (10 s), not {}", opts.host_time_cap_us)));
     }
@@ -440,7 +467,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     let hostmem_name = RuntimeFiles::name(&files.host_memory)?;
     let mem_file =
         dir.create(hostmem_name, 0o600).map_err(io(format!("cannot create the host-memory file {}", files.host_memory.display())))?;
-    let mem = HostMemory::new(mem_file, &files.host_memory, host_mem_bytes, opts.dma_base)
+    let mem = HostMemory::new(mem_file, &files.host_memory, host_mem_bytes, opts.dma_base, iova_size)
         .map_err(io(format!("cannot size and map the host-memory file {}", files.host_memory.display())))?;
     let listener = files.bind(&dir)?;
     let mut pid_file = dir.create(RuntimeFiles::name(&files.pid)?, 0o644).map_err(io(format!("cannot create {}", files.pid.display())))?;
@@ -463,6 +490,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         host_memory_path: files.host_memory.display().to_string(),
         host_memory_size: host_mem_bytes,
         host_memory_bus_base: opts.dma_base,
+        iova_window_size: iova_size,
         seed: opts.seed,
         dma_latency_ns: opts.dma_latency_ns,
         dma_jitter_ns: opts.dma_jitter_ns,
@@ -549,9 +577,10 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
         files.dump.display()
     );
     println!(
-        "  memory  {} MiB host memory at bus {:#x}: {}",
+        "  memory  {} MiB host memory, mapped by an IOMMU at fresh bus addresses in {:#x}..{:#x}: {}",
         h.host_memory_size >> 20,
         h.host_memory_bus_base,
+        h.host_memory_bus_base + h.iova_window_size,
         files.host_memory.display()
     );
     println!(
@@ -569,4 +598,25 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
         );
     }
     println!("  socket  {}", files.socket.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_iova_window_stays_below_bar0_and_4_gib_and_holds_the_host_memory() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(iova_window(0x4000_0000, 256 * MIB), Ok(0xB000_0000), "default: 0x40000000 up to BAR0");
+        assert_eq!(iova_window(0xF010_0000, 16 * MIB), Ok(0x0FF0_0000), "above BAR0: up to 4 GiB");
+        assert_eq!(iova_window(1 << 32, 256 * MIB), Ok(1 << 32));
+        assert_eq!(iova_window(1 << 32, 2048 * MIB), Ok(8 << 30));
+        let e = iova_window(0xF000_0000, MIB).unwrap_err();
+        assert!(e.contains("overlaps BAR0") && e.contains("0xf0000000"), "{e}");
+        let e = iova_window(0x4000_0001, MIB).unwrap_err();
+        assert!(e.contains("4096-aligned") && e.contains("0x40000001"), "{e}");
+        let e = iova_window(0xE000_0000, 512 * MIB).unwrap_err();
+        assert!(e.contains("smaller than the host memory (512 MiB") && e.contains("BAR0"), "{e}");
+        assert!(iova_window(u64::MAX - 4095, MIB).is_err());
+    }
 }
