@@ -24,7 +24,10 @@ pub use tlpx_model::link::LinkConfig;
 /// Bumped whenever a message changes shape or meaning.
 /// 2: block MMIO, DMA fault injection, traffic counters.
 /// 3: host time (`HelloInfo::host_time`, `host_time_cap_ns`, `SimStats::host_time`).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: an IOMMU: every allocation gets a fresh bus address in an IOVA window
+/// (`HelloInfo::iova_window_size`), so `bus_addr` is no longer `host_memory_bus_base +
+/// file_offset`; `SimStats::dma_read_faults_freed` and `dma_write_faults_freed`.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest block MMIO access in bytes (a CPU's 64-byte store or write-combining burst).
 pub const MAX_BLOCK_BYTES: usize = 64;
@@ -209,8 +212,12 @@ pub struct HelloInfo {
     /// Host memory: a file that clients map shared; DMA lands there.
     pub host_memory_path: String,
     pub host_memory_size: u64,
-    /// Bus address of byte 0 of the host-memory file.
+    /// Base of the IOVA window (`--dma-base`): the bus addresses the sim gives allocations
+    /// lie in `host_memory_bus_base..host_memory_bus_base + iova_window_size`. Not the bus
+    /// address of any file offset: an allocation's `bus_addr` is its own (see `DmaAllocation`).
     pub host_memory_bus_base: u64,
+    /// Size of the IOVA window in bytes (below 4 GiB and clear of BAR0 by default).
+    pub iova_window_size: u64,
     pub seed: u64,
     /// Root complex read completion latency and jitter (ns of card time).
     pub dma_latency_ns: u64,
@@ -288,7 +295,9 @@ pub struct HostTimeStats {
 }
 
 /// A DMA allocation: bytes `file_offset..file_offset+len` of the host-memory file, which the
-/// card sees at `bus_addr`.
+/// card sees at `bus_addr` (its IOVA) while the allocation lives. Every allocation gets a
+/// fresh IOVA, not one a freed allocation had lately, even when it gets the freed file bytes:
+/// the card's accesses to a freed IOVA fault instead of reaching the new owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DmaAllocation {
     pub id: u64,
@@ -553,10 +562,17 @@ pub struct SimStats {
     pub cycles_per_second: f64,
     pub host_to_card: DirectionStats,
     pub card_to_host: DirectionStats,
-    /// Card reads of host memory that no client allocated, answered with UR.
+    /// Card reads of bus addresses that are in no live allocation (or with bus mastering
+    /// off), answered with UR: IOMMU faults.
     pub dma_read_faults: u64,
-    /// Card writes to host memory that no client allocated, dropped.
+    /// Card writes to bus addresses that are in no live allocation (or with bus mastering
+    /// off), dropped: IOMMU faults.
     pub dma_write_faults: u64,
+    /// Of `dma_read_faults`: reads that touched an IOVA a client had and freed (FreeDma, or
+    /// the client disconnected), e.g. a card block still reading a dead process's buffer.
+    pub dma_read_faults_freed: u64,
+    /// Of `dma_write_faults`: writes that touched an IOVA a client had and freed.
+    pub dma_write_faults_freed: u64,
     /// Poisoned (EP) card writes, dropped.
     pub dma_poisoned_writes: u64,
     /// Other card requests the root complex does not serve (IO, Cfg, Msg, atomics ...).

@@ -8,7 +8,6 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -22,9 +21,10 @@ use tlpx_sim_protocol::{
 use crate::card::{Card, CardInputs, CardOutputs, MAX_DWORDS};
 use crate::completer::{ReadCompleter, ReadOutcome};
 use crate::config_space::{CardView, ConfigSpace};
-use crate::hostmem::HostMemory;
+use crate::hostmem::{AllocError, HostMemory};
 use crate::link::{Link, RX_BUFFER_TLPS, TX_BUFFER_TLPS};
 use crate::rc::{self, ReadCollector};
+use crate::rundir::RewrittenFile;
 
 /// Cycles run between two looks at the event channel while time runs.
 const BATCH_CYCLES: u32 = 256;
@@ -39,6 +39,8 @@ const MAX_QUEUED_IRQS: usize = 4096;
 const MAX_QUEUED_REQUESTS: usize = 1 << 16;
 /// Requester ID of the root complex (bus 0, device 0, function 0).
 const RC_ID: u16 = 0x0000;
+/// IOMMU faults logged (unless --quiet) before they are only counted.
+const FAULT_LOG_LIMIT: u64 = 16;
 /// Kinds counted per direction (indexes of `Kind as usize`).
 const KINDS: usize = Kind::Other as usize + 1;
 
@@ -79,7 +81,8 @@ pub struct EngineParams {
     /// The most one gap is charged as (`--host-time-cap-us`).
     pub host_time_cap: Duration,
     pub quiet: bool,
-    pub dump_path: PathBuf,
+    /// The config dump (`sim.lspci`), rewritten when config space changes.
+    pub dump: RewrittenFile,
     /// HelloOk without the per-client fields.
     pub hello: HelloInfo,
     /// PCI address fields of the card: (domain, bus, device, function).
@@ -236,6 +239,8 @@ pub struct Sim {
     gone: VecDeque<ClientStats>,
     waiting: usize,
     drain_until: u64,
+    /// IOMMU faults so far (for the log's limit).
+    fault_logs: u64,
     /// Free-run and drain keep time running until this cycle after the last traffic seen.
     quiet_until: u64,
     deadlines: BinaryHeap<Reverse<(u64, Deadline)>>,
@@ -292,6 +297,7 @@ impl Sim {
             gone: VecDeque::new(),
             waiting: 0,
             drain_until: 0,
+            fault_logs: 0,
             quiet_until: 0,
             deadlines: BinaryHeap::new(),
             serial: 0,
@@ -669,20 +675,27 @@ impl Sim {
     fn card_read(&mut self, t: &[u32]) {
         let (start, count) = rc::read_range(t);
         self.c.traffic.card_reads.add(t[0], u64::from(count));
-        let readable = self.view.bus_master_enable && (count == 0 || self.mem.translate(start, u64::from(count)).is_some());
-        let base = self.mem.bus_base;
+        // The IOMMU: the read must lie in one live allocation (a zero-length read reads nothing).
+        let target = if self.view.bus_master_enable { self.mem.translate(start, u64::from(count)) } else { None };
+        let readable = self.view.bus_master_enable && (count == 0 || target.is_some());
         let mem = &self.mem;
         let outcome = self.completer.read(
             self.now,
             self.link.config(),
             t,
             readable,
-            |addr, buf| mem.read(addr.wrapping_sub(base), buf),
+            |addr, buf| match &target {
+                Some(a) => mem.read(a, addr, buf),
+                None => buf.fill(0),
+            },
             &mut self.c.traffic.faults,
         );
         match outcome {
             ReadOutcome::Completed { bytes, .. } => self.c.stats.dma_read_bytes += u64::from(bytes),
-            ReadOutcome::Refused => self.c.stats.dma_read_faults += 1,
+            ReadOutcome::Refused => {
+                self.c.stats.dma_read_faults += 1;
+                self.iommu_fault(true, start, u64::from(count));
+            }
             ReadOutcome::Injected(_) => {}
         }
     }
@@ -695,14 +708,43 @@ impl Sim {
             return;
         }
         let Some((lo, hi)) = range else { return };
-        if !self.view.bus_master_enable || self.mem.translate(lo, hi - lo).is_none() {
+        let target = if self.view.bus_master_enable { self.mem.translate(lo, hi - lo) } else { None };
+        let Some(a) = target else {
             self.c.stats.dma_write_faults += 1;
+            self.iommu_fault(false, lo, hi - lo);
             return;
-        }
+        };
         self.c.stats.dma_write_bytes += hi - lo;
-        let base = self.mem.bus_base;
         let mem = &mut self.mem;
-        rc::for_each_written_byte(t, |addr, b| mem.write_byte(addr - base, b));
+        rc::for_each_written_byte(t, |addr, b| mem.write_byte(&a, addr, b));
+    }
+
+    /// Counts a card read (`read`) or write that the IOMMU refused, already counted as a
+    /// fault, as one to freed memory when it is, and logs the first few, as an IOMMU's fault
+    /// log would.
+    fn iommu_fault(&mut self, read: bool, addr: u64, len: u64) {
+        let why = if !self.view.bus_master_enable {
+            "bus mastering is off"
+        } else if self.mem.alloc.was_freed(addr, len) {
+            if read {
+                self.c.stats.dma_read_faults_freed += 1;
+            } else {
+                self.c.stats.dma_write_faults_freed += 1;
+            }
+            "memory its owner freed (or left behind when it disconnected)"
+        } else {
+            "no allocation there"
+        };
+        self.fault_logs += 1;
+        if self.fault_logs <= FAULT_LOG_LIMIT {
+            self.info(&format!(
+                "IOMMU fault at card cycle {}: card DMA {} of {len} bytes at bus address {addr:#x}: {why}; {}{}",
+                self.now,
+                if read { "read" } else { "write" },
+                if read { "answered with UR" } else { "dropped" },
+                if self.fault_logs == FAULT_LOG_LIMIT { " (further faults are only counted: Stats)" } else { "" }
+            ));
+        }
     }
 
     fn card_completion(&mut self, t: &[u32]) {
@@ -1212,13 +1254,11 @@ impl Sim {
                 Ok(a) => {
                     c.stats.dma_allocations += 1;
                     self.mem.zero(a.offset, a.len);
-                    let r = DmaAllocation { id: a.id, file_offset: a.offset, bus_addr: self.mem.bus_base + a.offset, len: a.len };
+                    let r = DmaAllocation { id: a.id, file_offset: a.offset, bus_addr: a.bus_addr, len: a.len };
                     self.reply(id, &Reply::DmaAllocated(r));
                 }
-                Err(e) => {
-                    let kind = if e.contains("no free range") { ErrorKind::OutOfMemory } else { ErrorKind::InvalidArgument };
-                    self.error(id, kind, e);
-                }
+                Err(AllocError::Invalid(e)) => self.error(id, ErrorKind::InvalidArgument, e),
+                Err(AllocError::OutOfMemory(e)) => self.error(id, ErrorKind::OutOfMemory, e),
             },
             Request::FreeDma { id: aid } => match self.mem.alloc.free(id, aid) {
                 Ok(_) => self.reply(id, &Reply::DmaFreed),
@@ -1343,10 +1383,8 @@ impl Sim {
             self.link.set_config(cfg);
         }
         let dump = tlpx_device::pci::render_dump(domain, bus, dev, func, self.config.bytes());
-        let tmp = self.p.dump_path.with_extension("lspci.tmp");
-        let written = std::fs::write(&tmp, dump).and_then(|_| std::fs::rename(&tmp, &self.p.dump_path));
-        if let Err(e) = written {
-            self.warn(&format!("cannot write {}: {e}", self.p.dump_path.display()));
+        if let Err(e) = self.p.dump.write(dump.as_bytes()) {
+            self.warn(&format!("cannot write {}: {e}", self.p.dump.path().display()));
         }
     }
 

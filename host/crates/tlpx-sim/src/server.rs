@@ -1,8 +1,7 @@
 //! The process around the engine: runtime files, the listening socket, one reader thread per
 //! client, signals, the banner. `serve` is everything `tlpx-sim` does after parsing options.
 
-use std::io::BufReader;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
@@ -16,6 +15,7 @@ use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
 use crate::datapath::{choose_data_width, datapath_warning, default_lanes};
 use crate::engine::{EngineParams, Event, Sim};
 use crate::hostmem::HostMemory;
+use crate::rundir::{EntryKind, RewrittenFile, RuntimeDir};
 
 /// Bus address of BAR0 (fixed; a config write may move it).
 pub const BAR0_BUS_ADDRESS: u32 = 0xF000_0000;
@@ -97,35 +97,115 @@ impl RuntimeFiles {
         }
     }
 
-    /// Creates the directory (0700) and makes sure no live sim owns the socket; removes a
-    /// stale one.
-    pub fn claim(&self) -> Result<(), SimError> {
-        if !self.dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&self.dir)
-                .map_err(io(format!("cannot create the runtime directory {}", self.dir.display())))?;
-            // DirBuilder's mode is filtered by the umask; say it exactly.
-            let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700));
+    /// The name of `path` in the runtime directory.
+    fn name(path: &Path) -> Result<&str, SimError> {
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| SimError::Invalid(format!("--socket {} must end in a file name of UTF-8 characters", path.display())))
+    }
+
+    /// Names of the socket and of the files beside it (the dump's temporary file too: a
+    /// crash in the middle of rewriting the dump leaves it), and whether each is the socket.
+    fn names(&self) -> Result<Vec<(String, bool)>, SimError> {
+        let dump = Self::name(&self.dump)?;
+        let names = vec![
+            (Self::name(&self.socket)?.to_owned(), true),
+            (Self::name(&self.host_memory)?.to_owned(), false),
+            (dump.to_owned(), false),
+            (format!("{dump}.tmp"), false),
+            (Self::name(&self.pid)?.to_owned(), false),
+        ];
+        if names[1..].iter().any(|(n, _)| *n == names[0].0) {
+            return Err(SimError::Invalid(format!(
+                "--socket {} has the name of one of the files tlpx-sim keeps beside its socket (.hostmem, .lspci, .lspci.tmp, .pid): give it another name, e.g. sim.sock",
+                self.socket.display()
+            )));
         }
-        if std::fs::symlink_metadata(&self.socket).is_ok() {
-            if UnixStream::connect(&self.socket).is_ok() {
-                let pid = std::fs::read_to_string(&self.pid).map(|p| p.trim().to_owned()).unwrap_or_else(|_| "unknown".into());
+        Ok(names)
+    }
+
+    /// Opens the runtime directory, creating it 0700 if missing, and checks it is safe
+    /// ([`RuntimeDir::open`]).
+    pub fn open_dir(&self) -> Result<RuntimeDir, SimError> {
+        self.names()?;
+        RuntimeDir::open(&self.dir).map_err(SimError::Invalid)
+    }
+
+    /// Makes sure no live sim serves the socket, then removes the stale files of a dead sim:
+    /// a socket nobody answers on and regular files of this stem, all owned by this user.
+    /// Anything else where one of them belongs — a symlink, a regular file at the socket's
+    /// name, a directory, someone else's file — is refused by name and left as it is.
+    /// Everything is checked before anything is removed. Call with the directory locked.
+    pub fn claim(&self, dir: &RuntimeDir) -> Result<(), SimError> {
+        let me = crate::rundir::euid();
+        let names = self.names()?;
+        let mut stale = Vec::new();
+        for (name, is_socket) in &names {
+            let (name, is_socket) = (name.as_str(), *is_socket);
+            let shown = dir.show(name);
+            let entry = dir.entry(name).map_err(io(format!("cannot look at {shown}")))?;
+            let Some(e) = entry else { continue };
+            if e.kind == EntryKind::Symlink {
+                return Err(SimError::Invalid(format!(
+                    "{shown} is a symbolic link (to {}): tlpx-sim never follows nor removes a symlink among its files; remove it if it is yours, or give another --socket",
+                    dir.link_target(name)
+                )));
+            }
+            if is_socket && e.kind != EntryKind::Socket {
+                return Err(SimError::Invalid(format!(
+                    "--socket {shown} exists and is {}, not a socket: tlpx-sim replaces only a stale socket (one no live sim answers on); remove it or give another --socket",
+                    e.kind.describe()
+                )));
+            }
+            if !is_socket && e.kind != EntryKind::File {
+                return Err(SimError::Invalid(format!(
+                    "{shown} is {}, not a stale tlpx-sim file (a regular file): tlpx-sim replaces only its own stale files; remove it or give another --socket",
+                    e.kind.describe()
+                )));
+            }
+            if is_socket && UnixStream::connect(&self.socket).is_ok() {
+                let pid = dir.read_small(Self::name(&self.pid)?).map(|p| p.trim().to_owned()).unwrap_or_else(|| "unknown".into());
                 return Err(SimError::Invalid(format!(
                     "another tlpx-sim (pid {pid}) is serving {}: stop it first (send it Shutdown or SIGTERM), or give this one another --socket",
                     self.socket.display()
                 )));
             }
-            std::fs::remove_file(&self.socket).map_err(io(format!("cannot remove the stale socket {}", self.socket.display())))?;
+            if e.uid != me {
+                return Err(SimError::Invalid(format!(
+                    "{shown} is owned by uid {}, not by uid {me} (this user): tlpx-sim removes only its own stale files; remove it or give another --socket",
+                    e.uid
+                )));
+            }
+            stale.push(name);
+        }
+        for name in stale {
+            dir.unlink(name).map_err(io(format!("cannot remove the stale {}", dir.show(name))))?;
         }
         Ok(())
     }
 
-    /// Removes every file of this run (not the directory, which others may share).
-    pub fn remove(&self) {
-        for p in [&self.socket, &self.host_memory, &self.dump, &self.pid] {
-            let _ = std::fs::remove_file(p);
+    /// Listens on the socket (mode 0600 from the start: made under umask 0177, as ssh-agent
+    /// does) and checks it landed in the directory that was checked.
+    pub fn bind(&self, dir: &RuntimeDir) -> Result<UnixListener, SimError> {
+        // SAFETY: umask only swaps the process's file creation mask; restored right after.
+        let old = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(&self.socket);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        let listener = bound.map_err(io(format!(
+            "cannot listen on {} (paths longer than 107 bytes do not work for Unix sockets)",
+            self.socket.display()
+        )))?;
+        let name = Self::name(&self.socket)?;
+        match dir.entry(name) {
+            Ok(Some(e)) if e.kind == EntryKind::Socket && dir.still_at_path() => {
+                dir.mark_ours(name, e.dev, e.ino);
+                Ok(listener)
+            }
+            _ => Err(SimError::Invalid(format!(
+                "the runtime directory {} changed while tlpx-sim started (a symlink on its path replaced?): not serving there",
+                dir.path().display()
+            ))),
         }
     }
 }
@@ -297,6 +377,43 @@ pub fn built_cpu_library_path(data_width: u32) -> PathBuf {
     tlpx_device::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}-cpu/libtlpxcard.so")))
 }
 
+/// The size of the IOVA window that starts at `--dma-base`: the bus addresses DMA
+/// allocations get. It runs up to BAR0 from below it, up to 4 GiB from above it (the card's
+/// DMA uses 32-bit addresses), and above 4 GiB (reachable only by 64-bit requests, such as
+/// injected MRd64s) for 4 GiB or four times the host memory, whichever is more. It must hold
+/// the host memory at least; the rest is room for fresh IOVAs, which are reused only once
+/// the window is used up.
+pub fn iova_window(dma_base: u64, host_mem_bytes: u64) -> Result<u64, String> {
+    const FOUR_GIB: u64 = 1 << 32;
+    let bar0 = u64::from(BAR0_BUS_ADDRESS);
+    if !dma_base.is_multiple_of(4096) {
+        return Err(format!("--dma-base must be 4096-aligned (a page: the IOMMU maps pages), not {dma_base:#x}"));
+    }
+    let end = if dma_base < bar0 {
+        bar0
+    } else if dma_base < bar0 + BAR0_SIZE {
+        return Err(format!(
+            "--dma-base {dma_base:#x} overlaps BAR0 at {bar0:#x}..{:#x}: choose a base below it (the default is 0x40000000) or above it",
+            bar0 + BAR0_SIZE
+        ));
+    } else if dma_base < FOUR_GIB {
+        FOUR_GIB
+    } else {
+        dma_base
+            .checked_add(FOUR_GIB.max(host_mem_bytes.saturating_mul(4)))
+            .ok_or_else(|| format!("--dma-base {dma_base:#x} leaves no room for an IOVA window below 2^64"))?
+    };
+    let size = end - dma_base;
+    if size < host_mem_bytes {
+        return Err(format!(
+            "the IOVA window {dma_base:#x}..{end:#x} (from --dma-base up to {}) is smaller than the host memory ({} MiB, --host-mem-mib): choose a lower --dma-base or less host memory",
+            if end == bar0 { "BAR0" } else { "4 GiB" },
+            host_mem_bytes >> 20
+        ));
+    }
+    Ok(size)
+}
+
 /// Loads the card, sets everything up, serves clients until shutdown, removes the files.
 pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     let (lib, lanes, warning) = choose_card(opts)?;
@@ -325,17 +442,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         return Err(SimError::Invalid(format!("--host-mem-mib must be 1..65536, not {}", opts.host_mem_mib)));
     }
     let host_mem_bytes = opts.host_mem_mib << 20;
-    if !opts.dma_base.is_multiple_of(4096) || opts.dma_base.checked_add(host_mem_bytes).is_none() {
-        return Err(SimError::Invalid(format!("--dma-base must be 4096-aligned with room for the host memory, not {:#x}", opts.dma_base)));
-    }
-    let bar0 = u64::from(BAR0_BUS_ADDRESS);
-    if opts.dma_base < bar0 + BAR0_SIZE && bar0 < opts.dma_base + host_mem_bytes {
-        return Err(SimError::Invalid(format!(
-            "host memory {:#x}..{:#x} (--dma-base, --host-mem-mib) overlaps BAR0 at {bar0:#x}: choose another --dma-base",
-            opts.dma_base,
-            opts.dma_base + host_mem_bytes
-        )));
-    }
+    let iova_size = iova_window(opts.dma_base, host_mem_bytes).map_err(SimError::Invalid)?;
     if !(1..=10_000_000).contains(&opts.host_time_cap_us) {
         return Err(SimError::Invalid(format!("--host-time-cap-us must be 1..10000000 (10 s), not {}", opts.host_time_cap_us)));
     }
@@ -352,13 +459,20 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     let card = lib.instantiate()?;
 
     let files = RuntimeFiles::for_socket(&opts.socket);
-    files.claim()?;
-    let mem = HostMemory::create(&files.host_memory, host_mem_bytes, opts.dma_base)
-        .map_err(io(format!("cannot create the host-memory file {}", files.host_memory.display())))?;
-    let listener = UnixListener::bind(&files.socket)
-        .map_err(io(format!("cannot listen on {} (paths longer than 107 bytes do not work for Unix sockets)", files.socket.display())))?;
-    let _ = std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600));
-    std::fs::write(&files.pid, format!("{}\n", std::process::id())).map_err(io(format!("cannot write {}", files.pid.display())))?;
+    let dir = Arc::new(files.open_dir()?);
+    // Locked from the stale check until the socket is bound: a second sim starting at the
+    // same time then finds this one live instead of taking its files as stale.
+    let lock = dir.lock().map_err(io(format!("cannot lock the runtime directory {}", files.dir.display())))?;
+    files.claim(&dir)?;
+    let hostmem_name = RuntimeFiles::name(&files.host_memory)?;
+    let mem_file =
+        dir.create(hostmem_name, 0o600).map_err(io(format!("cannot create the host-memory file {}", files.host_memory.display())))?;
+    let mem = HostMemory::new(mem_file, &files.host_memory, host_mem_bytes, opts.dma_base, iova_size)
+        .map_err(io(format!("cannot size and map the host-memory file {}", files.host_memory.display())))?;
+    let listener = files.bind(&dir)?;
+    let mut pid_file = dir.create(RuntimeFiles::name(&files.pid)?, 0o644).map_err(io(format!("cannot create {}", files.pid.display())))?;
+    pid_file.write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(io(format!("cannot write {}", files.pid.display())))?;
+    drop(lock);
 
     let completion_timeout_cycles = ((opts.completion_timeout_us as f64) * clock_hz / 1e6).ceil() as u64;
     let (domain, bus, dev, func) = PCI_ADDRESS;
@@ -376,6 +490,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         host_memory_path: files.host_memory.display().to_string(),
         host_memory_size: host_mem_bytes,
         host_memory_bus_base: opts.dma_base,
+        iova_window_size: iova_size,
         seed: opts.seed,
         dma_latency_ns: opts.dma_latency_ns,
         dma_jitter_ns: opts.dma_jitter_ns,
@@ -401,7 +516,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         host_time: opts.host_time,
         host_time_cap: std::time::Duration::from_micros(opts.host_time_cap_us),
         quiet: opts.quiet,
-        dump_path: files.dump.clone(),
+        dump: RewrittenFile::new(dir.clone(), RuntimeFiles::name(&files.dump)?),
         hello,
         pci_address: PCI_ADDRESS,
     };
@@ -413,9 +528,10 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     spawn_acceptor(listener, tx, opts.quiet);
     sim.run(&rx);
     sim.close_all("tlpx-sim is shutting down");
-    files.remove();
+    let s = sim.stats();
+    drop(sim);
+    dir.remove_ours();
     if !opts.quiet {
-        let s = sim.stats();
         eprintln!("tlpx-sim: stopped at card cycle {} ({:.2} M cycles/s while running)", s.cycles, s.cycles_per_second / 1e6);
     }
     Ok(())
@@ -461,9 +577,10 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
         files.dump.display()
     );
     println!(
-        "  memory  {} MiB host memory at bus {:#x}: {}",
+        "  memory  {} MiB host memory, mapped by an IOMMU at fresh bus addresses in {:#x}..{:#x}: {}",
         h.host_memory_size >> 20,
         h.host_memory_bus_base,
+        h.host_memory_bus_base + h.iova_window_size,
         files.host_memory.display()
     );
     println!(
@@ -481,4 +598,25 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
         );
     }
     println!("  socket  {}", files.socket.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_iova_window_stays_below_bar0_and_4_gib_and_holds_the_host_memory() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(iova_window(0x4000_0000, 256 * MIB), Ok(0xB000_0000), "default: 0x40000000 up to BAR0");
+        assert_eq!(iova_window(0xF010_0000, 16 * MIB), Ok(0x0FF0_0000), "above BAR0: up to 4 GiB");
+        assert_eq!(iova_window(1 << 32, 256 * MIB), Ok(1 << 32));
+        assert_eq!(iova_window(1 << 32, 2048 * MIB), Ok(8 << 30));
+        let e = iova_window(0xF000_0000, MIB).unwrap_err();
+        assert!(e.contains("overlaps BAR0") && e.contains("0xf0000000"), "{e}");
+        let e = iova_window(0x4000_0001, MIB).unwrap_err();
+        assert!(e.contains("4096-aligned") && e.contains("0x40000001"), "{e}");
+        let e = iova_window(0xE000_0000, 512 * MIB).unwrap_err();
+        assert!(e.contains("smaller than the host memory (512 MiB") && e.contains("BAR0"), "{e}");
+        assert!(iova_window(u64::MAX - 4095, MIB).is_err());
+    }
 }

@@ -53,6 +53,21 @@ impl Sim {
     pub fn start_card(card: Option<PathBuf>, args: &[&str]) -> Sim {
         let dir = tempfile::Builder::new().prefix("tlpx-sim-test").tempdir().unwrap();
         let socket = dir.path().join("sim.sock");
+        Self::spawn(dir, socket, card, args)
+    }
+
+    /// Starts tlpx-sim with the 64-bit card on `dir/sim.sock`, a directory the test prepared.
+    pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> Sim {
+        let socket = dir.path().join("sim.sock");
+        Self::spawn(dir, socket, Some(card_library(64)), args)
+    }
+
+    /// Starts tlpx-sim with the 64-bit card on `socket`, somewhere below `dir`.
+    pub fn start_at(dir: tempfile::TempDir, socket: PathBuf, args: &[&str]) -> Sim {
+        Self::spawn(dir, socket, Some(card_library(64)), args)
+    }
+
+    fn spawn(dir: tempfile::TempDir, socket: PathBuf, card: Option<PathBuf>, args: &[&str]) -> Sim {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tlpx-sim"));
         cmd.arg("--socket").arg(&socket);
         match card {
@@ -119,7 +134,8 @@ impl Sim {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(!self.socket.exists(), "socket left behind");
-        assert!(!self.dir.path().join("sim.hostmem").exists(), "host memory left behind");
+        let hostmem = self.socket.with_extension("hostmem");
+        assert!(!hostmem.exists(), "host memory left behind");
     }
 }
 
