@@ -17,6 +17,7 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x5000  | rule30_batch  | rule-30 DMA batch mode: descriptor list, results, counters |
 | 0x5800  | cpu_ctrl      | (CPU card only) the soft CPU: run/stop, image check, status |
 | 0x6000  | uart          | (CPU card only) the firmware's console (LiteX crossover UART) |
+| 0x6800  | dma_guard     | LitePCIe DMA: completion timeout and recovery, error counts |
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
 | 0x20000 | (rule30)      | rule-30 accelerator: the seed's register window (512 bytes) |
 | 0x40000 | (cpu sram)    | (CPU card only) the CPU's 64 KiB SRAM: firmware, scripts, results |
@@ -48,6 +49,7 @@ from litepcie.frontend.dma import LitePCIeDMA
 
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
+from tlpx_gateware.cores.dma_guard.core import DmaGuard
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
 from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
@@ -78,6 +80,7 @@ CSR_MAP = {
     "rule30_batch": 10,
     "cpu_ctrl":     11,  # the card with the CPU only
     "uart":         12,  # the card with the CPU only
+    "dma_guard":    13,
 }
 
 # Memory windows of BAR0 beside the CSRs.
@@ -183,7 +186,7 @@ class TlpxCard(SoCMini):
             max_pending_requests = 8,
         )
         # Traffic generator: its own TLPs, its own tags.
-        self.generator = Generator(data_width, phy.id, self.timebase.cycles)
+        self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
         # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
         self.completions = dispatcher = CompletionDispatcher(data_width, routes={
             "generator": (TAG_BASE, FLUSH_TAG),
@@ -196,11 +199,11 @@ class TlpxCard(SoCMini):
         # arbiter, and knows which up-going TLPs are its own from the arbiter's grant.
         spy_own_tx = Signal()
         self.spy = Spy(data_width, rx=phy.source, tx=phy.sink, own_tx=spy_own_tx,
-            requester_id=phy.id, cycles=self.timebase.cycles)
+            requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
 
         # Interrupt latency timer; its sample ring uses the same record writer as the spy.
-        self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
-        self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles)
+        self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
+        self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
         self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
 
         # Rule-30 accelerator: the Amaranth core (as Verilog, through Instance) behind its BAR0
@@ -208,7 +211,8 @@ class TlpxCard(SoCMini):
         # The clock gate is a simulation device (Verilator skips the idle core's 1024-cell logic).
         self.rule30 = Rule30Block(irq_num=MSI_SOURCES.index("rule30"),
             gate_clock=isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate)
-        self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine)
+        self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine,
+            cycles=self.timebase.cycles, clock_hz=clock_hz)
         self.comb += [
             dispatcher.rule30.connect(self.rule30_batch.cpl_sink),
             self.rule30.engine_active.eq(self.rule30_batch.active),
@@ -256,7 +260,7 @@ class TlpxCard(SoCMini):
         # window), the loader that checks an image before the CPU runs it, and the console.
         if with_cpu:
             self.cpu_sram = CpuSram()
-            self.cpu_ctrl = CpuControl(self.cpu_sram.check_port)
+            self.cpu_ctrl = CpuControl(self.cpu_sram.check_port, cycles=self.timebase.cycles, clock_hz=clock_hz)
             self.soft_cpu = SoftCpu(platform, reset_address=CPU_SRAM_BASE,
                 gate_clock=isinstance(platform, SimCardPlatform) if cpu_clock_gate is None else cpu_clock_gate)
             self.comb += [
@@ -281,6 +285,14 @@ class TlpxCard(SoCMini):
             with_loopback = True,
             address_width = 32,
         )
+
+        # LitePCIe's requester gets the completion timeout it lacks: a lost or erroneous
+        # completion resets its tag controller and DMA engines instead of hanging them.
+        self.dma_guard = DmaGuard(endpoint.crossbar.phy_master.source, endpoint.crossbar.phy_master.sink,
+            dispatcher.other, clock_hz)
+        ResetInserter()(endpoint.crossbar)
+        ResetInserter()(dma)
+        self.comb += [endpoint.crossbar.reset.eq(self.dma_guard.reset), dma.reset.eq(self.dma_guard.reset)]
 
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,

@@ -9,7 +9,9 @@ in the FIFO, and what the FIFO cannot take is the owner's to count as lost.
 
 Records leave in MWr TLPs of up to ``payload_size`` bytes that never cross a payload-size
 boundary of the ring (so never its end); a partial batch leaves once no record has come for
-``flush_cycles`` cycles. The TLP is built one DW per cycle: 4 bytes per cycle is the
+``flush_cycles`` cycles. ``halt`` (the owner's lease ended) starts no further TLP: a TLP
+already on its way is finished (a TLP cannot be cut), nothing else leaves; the owner also
+empties the FIFO. The TLP is built one DW per cycle: 4 bytes per cycle is the
 writer's ceiling (500 MB/s at 125 MHz, 15.6 M records/s).
 """
 
@@ -31,9 +33,9 @@ def record_layout():
 
 class RecordRingWriter(LiteXModule):
     """`fifo` is a stream.SyncFIFO of record_layout(); `hold` keeps records in it (not
-    written), `discard` pops its oldest record without writing it."""
+    written), `discard` pops its oldest record without writing it, `halt` starts no TLP."""
     def __init__(self, data_width, requester_id, fifo, ring_base, ring_size_log2, payload_size_log2,
-                 flush_cycles, rd_index, clear, hold=C(0, 1), discard=C(0, 1)):
+                 flush_cycles, rd_index, clear, hold=C(0, 1), discard=C(0, 1), halt=C(0, 1)):
         self.source   = stream.Endpoint(phy_layout(data_width))
         self.wr_index = wr_index = Signal(32)
 
@@ -88,7 +90,7 @@ class RecordRingWriter(LiteXModule):
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
             record_fifo.source.ready.eq(drop_oldest),
-            If(go & ~drop_oldest,
+            If(go & ~drop_oldest & ~halt,
                 NextValue(n_records, batch),
                 NextValue(cur_address, address),
                 NextValue(cur_hdr4, hdr4),

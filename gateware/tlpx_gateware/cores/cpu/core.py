@@ -28,6 +28,7 @@ from litex.soc.interconnect import wishbone
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 
 from tlpx_gateware.cores.rule30.block import drive_clock
+from tlpx_gateware.cores.lease import Lease
 
 SRAM_BASE = 0x40000
 SRAM_SIZE = 0x10000
@@ -84,7 +85,7 @@ class CpuSram(Module):
 
 class CpuControl(LiteXModule):
     """``cpu_ctrl``: run/stop, the image check, status and the CPU's reset and clock enable."""
-    def __init__(self, check_port, sram_base=SRAM_BASE, sram_size=SRAM_SIZE):
+    def __init__(self, check_port, sram_base=SRAM_BASE, sram_size=SRAM_SIZE, cycles=None, clock_hz=125e6):
         self.control = CSRStorage(fields=[
             CSRField("run", size=1, offset=0, description=(
                 "Write 1: check the image at ``sram_base`` (``image_length`` bytes against "
@@ -117,6 +118,12 @@ class CpuControl(LiteXModule):
         self.starts = CSRStatus(32, description="Images that passed the check and started the CPU.")
         self.refusals = CSRStatus(32, description="Images the card refused.")
 
+        # A script run is a lease (``lease_*``, cores/lease.py): the host that started a script
+        # holds it; when it expires (the host is gone) the CPU is held in reset, so that a
+        # script cannot go on driving the card's DMA blocks for a dead owner. A release (the
+        # script ended) leaves the firmware running.
+        self.lease = Lease(cycles if cycles is not None else Signal(64), clock_hz)
+
         self.cpu_reset  = Signal(reset=1)  # out: hold the CPU in reset
         self.clock_on   = Signal()         # out: the CPU's clock must run (the gate's enable)
 
@@ -134,7 +141,7 @@ class CpuControl(LiteXModule):
         length   = self.image_length.storage
         self.comb += [
             start.eq(self.control.re & self.control.fields.run),
-            stop.eq(self.control.re & ~self.control.fields.run),
+            stop.eq((self.control.re & ~self.control.fields.run) | self.lease.expired),
             self.status.fields.state.eq(state),
             self.status.fields.reason.eq(reason),
             check_port.adr.eq(address),

@@ -34,6 +34,7 @@ from litepcie.common import phy_layout
 
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram, pattern_word, PATTERN_COUNTER, PATTERN_PRBS
+from tlpx_gateware.cores.lease import Lease
 
 TAG_BASE  = 128
 TAGS      = 64
@@ -416,13 +417,16 @@ class CompletionDispatcher(LiteXModule):
 # Generator ----------------------------------------------------------------------------------------
 
 class Generator(LiteXModule):
-    def __init__(self, data_width, requester_id, cycles):
+    def __init__(self, data_width, requester_id, cycles, clock_hz=125e6):
         n = data_width // 32
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program the configuration registers, write ``control.start``, wait for ``status.done``
         (or the ``generator`` MSI), then read the counters. ``control.clear`` zeroes the
         counters, histograms and latency samples; ``control.stop`` ends a run early.
+
+        A run is a lease (``lease_*``, cores/lease.py): when it expires or is released, the
+        run is stopped as by ``control.stop`` (outstanding reads complete or time out).
         """)
         self.wr_source = stream.Endpoint(phy_layout(data_width))
         self.rd_source = stream.Endpoint(phy_layout(data_width))
@@ -530,9 +534,16 @@ class Generator(LiteXModule):
                      "idle_cycles", "base", "window_mask", "stride_log2", "offset", "seed"):
             setattr(cfg, name, getattr(self, name).storage)
 
+        self.lease = Lease(cycles, clock_hz)
         start = self.control.fields.start
-        stop  = self.control.fields.stop
         clear = self.control.fields.clear | start
+        # A stop (control.stop, or the lease ending) is a one-cycle pulse, but the engines look
+        # at it only between requests: hold it until the next start, so a stop that comes in
+        # the middle of a TLP is not lost.
+        stop = Signal()
+        stop_held = Signal()
+        self.sync += If(start, stop_held.eq(0)).Elif(self.control.fields.stop | self.lease.stop, stop_held.eq(1))
+        self.comb += stop.eq(self.control.fields.stop | self.lease.stop | stop_held)
 
         self.writer = writer = RequestEngine(data_width, True, cfg, requester_id)
         self.reader = reader = RequestEngine(data_width, False, cfg, requester_id)

@@ -8,11 +8,19 @@ response, stage by stage (the PCI Pamette's interrupt latency design, seed 001).
  every fire ─► 32-byte sample record ─► record FIFO ─► ring in host memory (sequence numbers)
 ```
 
-Each fire is one sample. The host acknowledges the stages it can reach by writing
+Each fire is one sample, numbered: fire n is the n-th since ``control.clear`` (``fires``
+after it). The host acknowledges the stages it can reach by writing the fire's number to
 ``ack_isr`` (optional: the ISR, where the backend has one) and ``ack_user`` (the user thread
-that waited for the interrupt); the card latches when each write arrives. A fire while the
-previous one still waits for ``ack_user`` is an overrun: the waiting sample is closed as
-incomplete and counted. An acknowledgement with nothing to acknowledge is counted too.
+that waited for the interrupt; the host knows the number by counting the interrupts it took
+since the clear); the card latches when each write arrives, and only a write that names the
+waiting fire acknowledges it: a late acknowledgement of an earlier fire can never close a
+later fire's sample with a too-short latency. A fire while the previous one still waits for
+``ack_user`` is an overrun: the waiting sample is closed as incomplete and counted. An
+acknowledgement that names no waiting fire is counted as stray.
+
+The timer's sample ring is a lease (``lease_*``, cores/lease.py): when it expires or is
+released, the timer stops firing, drops the waiting sample, empties its record FIFO and
+writes nothing more to the ring until the next ``control.clear``.
 
 ``ping``: every write latches its arrival time and the cycles since the previous ping, so two
 back-to-back writes measure what one posted register write costs the host, as the card sees
@@ -27,6 +35,7 @@ from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
 
 from tlpx_gateware.cores.common import Log2Histogram
+from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter, record_layout
 
 EVENT_FMT = 7
@@ -61,12 +70,13 @@ class StageStats(LiteXModule):
 
 
 class IrqTimer(LiteXModule):
-    def __init__(self, data_width, requester_id, cycles, record_depth=256):
+    def __init__(self, data_width, requester_id, cycles, record_depth=256, clock_hz=125e6):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program the interval (``mode``, ``min_interval``, ``max_interval``, ``seed``), the
         number of fires (``count``) and the ring, write ``control.start``. Acknowledge each
-        interrupt by writing ``ack_user`` (and ``ack_isr`` from an ISR, if any).
+        interrupt by writing its fire number to ``ack_user`` (and ``ack_isr`` from an ISR, if
+        any): the n-th interrupt since ``control.clear`` is fire n.
         """)
         self.irq    = Signal()
 
@@ -85,8 +95,8 @@ class IrqTimer(LiteXModule):
         self.max_interval = CSRStorage(32, reset=125000, description="Longest interval between fires (cycles, >= min_interval).")
         self.count = CSRStorage(32, description="Fires to do; 0: until control.stop.")
         self.seed = CSRStorage(32, reset=1, description="Seed of the interval LFSR.")
-        self.ack_isr = CSRStorage(32, description="Write (any value) from the interrupt handler: latches the ISR stage.")
-        self.ack_user = CSRStorage(32, description="Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.")
+        self.ack_isr = CSRStorage(32, description="Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting.")
+        self.ack_user = CSRStorage(32, description="Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement.")
         self.ping = CSRStorage(32, description="Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).")
         self.ping_last = CSRStatus(64, description="Card cycle at which the last ping arrived.")
         self.ping_delta = CSRStatus(32, description="Cycles between the last two pings: the card-side cost of one posted register write.")
@@ -94,11 +104,13 @@ class IrqTimer(LiteXModule):
             CSRField("running", size=1, description="The timer fires."),
             CSRField("pending", size=1, description="A fire waits for ack_user."),
             CSRField("done", size=1, description="count fires were made and acknowledged (or the timer was stopped)."),
+            CSRField("halted", size=1, description="The lease ended: the timer stopped and writes nothing to its ring until control.clear."),
         ], description="Timer status.")
-        self.fires = CSRStatus(32, description="Interrupts fired.")
+        self.fires = CSRStatus(32, description="Interrupts fired since control.clear: also the number of the last fire.")
+        self.pending_fire = CSRStatus(32, description="Number of the fire waiting for ack_user (0: none).")
         self.overruns = CSRStatus(32, description="Fires while the previous fire still waited for ack_user (that sample is closed incomplete).")
-        self.stray_isr_acks = CSRStatus(32, description="ack_isr writes with no fire waiting for one.")
-        self.stray_user_acks = CSRStatus(32, description="ack_user writes with no fire waiting.")
+        self.stray_isr_acks = CSRStatus(32, description="ack_isr writes that named no fire waiting for one (none waited, or another fire's number).")
+        self.stray_user_acks = CSRStatus(32, description="ack_user writes that named no waiting fire (none waited, or another fire's number: a late acknowledgement).")
         self.lost = CSRStatus(32, description="Sample records that found the record FIFO full (numbered, so the host sees the gap).")
         self.sequence = CSRStatus(32, description="Sample records numbered so far.")
         # Ring.
@@ -115,8 +127,11 @@ class IrqTimer(LiteXModule):
 
         # # #
 
-        start = self.control.fields.start
-        stop = self.control.fields.stop
+        self.lease = Lease(cycles, clock_hz)
+        halted = Signal()
+        self.sync += If(clear, halted.eq(0)).Elif(self.lease.stop, halted.eq(1))
+        start = self.control.fields.start & ~halted
+        stop = self.control.fields.stop | self.lease.stop
         running = Signal()
         pending = Signal()
         done = Signal()
@@ -172,8 +187,9 @@ class IrqTimer(LiteXModule):
         ]
 
         # Samples ---------------------------------------------------------------------------------
-        ack_isr = self.ack_isr.re
-        ack_user = self.ack_user.re
+        pending_fire = self.pending_fire.status
+        ack_isr = self.ack_isr.re & (self.ack_isr.storage == pending_fire)
+        ack_user = self.ack_user.re & (self.ack_user.storage == pending_fire)
         emit = Signal()
         overrun = Signal()
         isr_ack_ok = Signal()
@@ -210,15 +226,16 @@ class IrqTimer(LiteXModule):
         self.record_fifo = record_fifo = stream.SyncFIFO(record_layout(), record_depth, buffered=True)
         record_fifo = ResetInserter()(record_fifo)
         self.comb += [
-            record_fifo.reset.eq(clear),
-            record_fifo.sink.valid.eq(emit),
+            record_fifo.reset.eq(clear | halted),
+            record_fifo.sink.valid.eq(emit & ~halted),
             record_fifo.sink.record.eq(record),
         ]
         self.sync += [
             If(fire,
                 t0.eq(cycles), isr_seen.eq(0), pending.eq(1), fire_interval.eq(interval),
-            ).Elif(user_ack_ok,
-                pending.eq(0),
+                pending_fire.eq(self.fires.status + 1),
+            ).Elif(user_ack_ok | self.lease.stop | clear,
+                pending.eq(0), pending_fire.eq(0),
             ),
             If(isr_ack_ok, isr_seen.eq(1), isr_delta.eq(delta32)),
             If(clear,
@@ -228,8 +245,8 @@ class IrqTimer(LiteXModule):
                 If(emit, seq.eq(seq + 1)),
                 If(fire, self.fires.status.eq(self.fires.status + 1)),
                 If(overrun, self.overruns.status.eq(self.overruns.status + 1)),
-                If(ack_isr & ~isr_ack_ok, self.stray_isr_acks.status.eq(self.stray_isr_acks.status + 1)),
-                If(ack_user & ~user_ack_ok, self.stray_user_acks.status.eq(self.stray_user_acks.status + 1)),
+                If(self.ack_isr.re & ~isr_ack_ok, self.stray_isr_acks.status.eq(self.stray_isr_acks.status + 1)),
+                If(self.ack_user.re & ~user_ack_ok, self.stray_user_acks.status.eq(self.stray_user_acks.status + 1)),
                 If(emit & ~record_fifo.sink.ready, self.lost.status.eq(self.lost.status + 1)),
             ),
         ]
@@ -240,6 +257,7 @@ class IrqTimer(LiteXModule):
             self.status.fields.running.eq(running),
             self.status.fields.pending.eq(pending),
             self.status.fields.done.eq(done),
+            self.status.fields.halted.eq(halted),
             self.sequence.status.eq(seq),
             self.irq.eq(fire),
         ]
@@ -254,6 +272,6 @@ class IrqTimer(LiteXModule):
         self.ring = ring = RecordRingWriter(data_width, requester_id, record_fifo,
             ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
             payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
-            rd_index=self.rd_index.storage, clear=clear)
+            rd_index=self.rd_index.storage, clear=clear, halt=halted)
         self.source = ring.source
         self.comb += self.wr_index.status.eq(ring.wr_index)

@@ -3,10 +3,11 @@
     timer ──fire: MSI──► host model (waits N cycles) ──ack_isr / ack_user writes──► timer
       └── one 32-byte sample record per fire ──► ring in HostMemory
 
-The host model acknowledges every interrupt after a known delay, so every latency the card
-measures is known up to the request path's few cycles; the histograms must count exactly
-the fires, the sample stream must have no gap, and a host that stops acknowledging must show
-up as counted overruns.
+The host model acknowledges every interrupt after a known delay, writing the fire's number
+(it counts the MSIs since the clear), so every latency the card measures is known up to the
+request path's few cycles; the histograms must count exactly the fires, the sample stream
+must have no gap, a host that stops acknowledging must show up as counted overruns, and a
+late acknowledgement of an earlier fire must never close a later fire's sample.
 """
 
 import pytest
@@ -33,6 +34,7 @@ def r(card, name, words=1):
 
 def setup(card, mode=MODE_RANDOM, lo=400, hi=900, count=10):
     card.memory = HostMemory(BASE, SIZE)
+    card.fires_seen = 0  # MSIs the host model took since the clear: fire n is the n-th
     w(card, "control", 0b100)  # clear
     w(card, "config", mode)
     w(card, "min_interval", lo)
@@ -47,19 +49,21 @@ def setup(card, mode=MODE_RANDOM, lo=400, hi=900, count=10):
 
 
 def serve(card, fires, isr_delay=50, user_delay=150, ack=True):
-    """The host model: on each MSI, ack_isr after isr_delay cycles and ack_user after user_delay."""
+    """The host model: on each MSI, ack_isr after isr_delay cycles and ack_user after
+    user_delay, each with the fire's number."""
     bit = 1 << MSI_SOURCES.index("irq_timer")
     seen = []
     for _ in range(fires):
         card.msis.clear()
         card.run_until(lambda: card.msis, timeout=5000)
+        card.fires_seen += 1
         seen.append(card.cycles)
         card.write32(reg("pcie_msi.clear"), bit)
         if ack:
             card.run(isr_delay)
-            w(card, "ack_isr", 1)
+            w(card, "ack_isr", card.fires_seen)
             card.run(user_delay - isr_delay)
-            w(card, "ack_user", 1)
+            w(card, "ack_user", card.fires_seen)
     return seen
 
 
@@ -148,6 +152,45 @@ def test_stray_acks_are_counted(card):
     card.run(20)
     assert r(card, "stray_user_acks") == 1 and r(card, "stray_isr_acks") == 1
     assert r(card, "fires") == 0
+
+
+def test_a_late_ack_never_closes_a_later_fire(card):
+    # Fire 1's acknowledgement comes after fire 2: fire 1 was closed as an overrun by then,
+    # and its number does not match fire 2, so it is stray; fire 2 keeps waiting and its own
+    # acknowledgement gives its true latency (the host waited `late` cycles from its MSI).
+    late = 800
+    setup(card, lo=300, hi=300, mode=MODE_PERIODIC, count=2)
+    w(card, "control", 1)
+    serve(card, 1, ack=False)                # fire 1 seen, not acknowledged yet
+    serve(card, 1, ack=False)                # fire 2 comes: fire 1 is an overrun
+    assert r(card, "pending_fire") == 2
+    w(card, "ack_user", 1)                   # the late acknowledgement of fire 1
+    card.run(late)
+    assert r(card, "status") & 0b10          # fire 2 still waits
+    assert r(card, "stray_user_acks") == 1
+    w(card, "ack_user", 2)
+    card.run(100)
+    assert r(card, "status") & 0b100         # done
+    assert r(card, "overruns") == 1 and r(card, "stray_user_acks") == 1
+    user = stage(card, "user")
+    assert user["count"] == 1 and user["min"] >= late  # fire 2's own latency, not fire 1's ack
+    recs = records(card)
+    assert [bool(x[3] >> 10 & 1) for x in recs] == [True, False]
+    assert recs[1][5] >= late
+
+
+def test_an_ack_naming_no_waiting_fire_is_stray(card):
+    setup(card, lo=300, hi=300, mode=MODE_PERIODIC, count=1)
+    w(card, "control", 1)
+    serve(card, 1, ack=False)
+    w(card, "ack_user", 7)      # no fire 7
+    w(card, "ack_isr", 0)       # nor 0
+    card.run(50)
+    assert r(card, "stray_user_acks") == 1 and r(card, "stray_isr_acks") == 1
+    assert r(card, "status") & 0b10  # fire 1 still waits
+    w(card, "ack_user", 1)
+    card.run(50)
+    assert stage(card, "user")["count"] == 1
 
 
 def test_ping_measures_a_register_write(card):

@@ -17,6 +17,9 @@ polling memory or waiting for the interrupt), checks the token, computes the che
 Loop time = end - first beat of the buffer, with min / max / sum, a log2 histogram and a
 sample FIFO; a wrong checksum is counted.
 
+The loop is a lease (``lease_*``, cores/lease.py): when it expires or is released, the loop
+ends at once: a TLP on its way is finished, no further buffer, token, read or MSI leaves.
+
 Data DW at bus address a: lowbias32(a/4 ^ token) (the generator's PRBS pattern, seeded with
 the token), so every iteration carries new data.
 """
@@ -34,6 +37,7 @@ from litepcie.common import phy_layout
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram, PATTERN_PRBS
 from tlpx_gateware.cores.generator.core import ADDR_FIXED, RequestEngine
+from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.request_path.core import DWGatherer
 
 MAX_BUFFER_BYTES = 4096
@@ -43,7 +47,7 @@ LOOP_TAG = 193
 
 
 class RealTimeLoop(LiteXModule):
-    def __init__(self, data_width, requester_id, cycles):
+    def __init__(self, data_width, requester_id, cycles, clock_hz=125e6):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program ``buffer_base``, ``size`` and ``iterations``, write ``control.start``. For each
@@ -96,9 +100,12 @@ class RealTimeLoop(LiteXModule):
 
         # # #
 
+        self.lease = Lease(cycles, clock_hz)
         start = self.control.fields.start
         stop = self.control.fields.stop
         clear = self.control.fields.clear | start
+        # The lease ended: finish the TLP on its way, then stop (no token, read or MSI after).
+        killed = Signal()
         token = Signal(32)
         iteration = Signal(32)
 
@@ -128,7 +135,7 @@ class RealTimeLoop(LiteXModule):
             cfg.transfer_size.eq(self.size.storage - 4),
         ]
         self.writer = writer = RequestEngine(data_width, True, cfg, requester_id)
-        self.comb += [writer.enable.eq(1), writer.elapsed.eq(0)]
+        self.comb += [writer.enable.eq(1), writer.elapsed.eq(0), writer.stop.eq(self.lease.stop | killed)]
 
         # Token: one 1-DW MWr, built a DW at a time.
         self.token_tlp = gatherer = DWGatherer(data_width)
@@ -217,6 +224,7 @@ class RealTimeLoop(LiteXModule):
         done = Signal()
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
+            NextValue(killed, 0),
             If(start,
                 NextValue(iteration, 0),
                 NextValue(token, self.seed.storage),
@@ -229,7 +237,10 @@ class RealTimeLoop(LiteXModule):
             NextValue(checksum, 0),
             NextValue(t_start, cycles),
             NextValue(dw, 0),
-            If(self.size.storage <= 4,
+            If(killed,
+                NextValue(done, 1),
+                NextState("IDLE")
+            ).Elif(self.size.storage <= 4,
                 NextState("TOKEN")  # a token-only buffer
             ).Else(
                 writer.start.eq(1),
@@ -243,7 +254,7 @@ class RealTimeLoop(LiteXModule):
             If(writer.transfer_started, NextValue(t_start, cycles)),
             If(~writer.busy & ~writer.source.valid,
                 NextValue(dw, 0),
-                NextState("TOKEN")
+                If(killed, NextValue(done, 1), NextState("IDLE")).Else(NextState("TOKEN"))
             )
         )
         dw_cases = {i: gatherer.sink.dat.eq(token_dws[i]) for i in range(4)}
@@ -267,9 +278,12 @@ class RealTimeLoop(LiteXModule):
         fsm.act("SENT",
             # The token's TLP has left the card (the gatherer is empty): the host may look.
             If(~gatherer.source.valid,
-                self.irq.eq(self.config.fields.irq),
-                NextState("WAIT")
+                self.irq.eq(self.config.fields.irq & ~killed),
+                If(killed, NextValue(done, 1), NextState("IDLE")).Else(NextState("WAIT"))
             )
+        )
+        fsm.act("WAIT",
+            If(killed, NextValue(done, 1), NextState("IDLE"))
         )
         fsm.act("WAIT",
             completed.eq(arrived),
@@ -290,11 +304,12 @@ class RealTimeLoop(LiteXModule):
                 NextValue(dw, dw + 1),
                 If(dw == rlast_dw,
                     NextValue(read_wait, 0),
-                    NextState("READ_WAIT")
+                    If(killed, NextValue(done, 1), NextState("IDLE")).Else(NextState("READ_WAIT"))
                 )
             )
         )
         fsm.act("READ_WAIT",
+            If(killed, NextValue(done, 1), NextState("IDLE")),
             NextValue(read_wait, read_wait + 1),
             If(cpl_end & cpl_good,
                 returned.eq(1),
@@ -319,6 +334,7 @@ class RealTimeLoop(LiteXModule):
                 )
             )
         self.sync += If(stop & ~fsm.ongoing("IDLE"), stopping.eq(1))
+        self.sync += If(self.lease.stop & ~fsm.ongoing("IDLE"), killed.eq(1))
 
         waiting = Signal()
         self.comb += waiting.eq(fsm.ongoing("WAIT") | fsm.ongoing("READ") | fsm.ongoing("READ_WAIT"))

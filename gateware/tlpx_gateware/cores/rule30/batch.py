@@ -90,6 +90,7 @@ from tlpx_gateware.cores.request_path.core import DWGatherer, DWSerializer
 from tlpx_gateware.cores.rule30.block import PORT_LATENCY
 from tlpx_gateware.cores.rule30.core import CONTROL_HWO, Register
 from tlpx_gateware.cores.rule30.reference import MAX_LINE_LENGTH, RULE30, WORD_BITS, chars_to_words
+from tlpx_gateware.cores.lease import Lease
 
 # Tag of the descriptor reads (after the generator's 128..192 and the real-time loop's 193).
 BATCH_TAG = 194
@@ -172,7 +173,7 @@ class Rule30Batch(LiteXModule):
     port : RegisterPort
         The core's engine port (Rule30Block.engine).
     """
-    def __init__(self, data_width, requester_id, port):
+    def __init__(self, data_width, requester_id, port, cycles=None, clock_hz=125e6):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Write the descriptor list into host memory, program ``descriptor_base``,
@@ -180,6 +181,9 @@ class Rule30Batch(LiteXModule):
         the ``rule30`` MSI (with ``config.irq``) or poll ``status.done``. Each packet's result
         record (output words, then a status DW) is in host memory at ``result_base``, in list
         order. Formats: see gateware/tlpx_gateware/cores/rule30/batch.py.
+
+        A batch is a lease (``lease_*``, cores/lease.py): when it expires or is released,
+        the running batch ends as by ``control.abort``.
         """)
         self.source   = stream.Endpoint(phy_layout(data_width))  # MRd and MWr TLPs
         self.cpl_sink = stream.Endpoint(phy_layout(data_width))  # completions with BATCH_TAG
@@ -221,7 +225,8 @@ class Rule30Batch(LiteXModule):
 
         assert PORT_LATENCY == 2, "the engine's wait states are written for a 2-cycle port"
         start = self.control.fields.start
-        abort = self.control.fields.abort
+        self.lease = Lease(cycles if cycles is not None else Signal(64), clock_hz)
+        abort = self.control.fields.abort | self.lease.stop
         clear = self.control.fields.clear
 
         causes   = Signal(len(CAUSES))

@@ -26,6 +26,7 @@ from litepcie.common import phy_layout
 
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram
+from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter
 
 RECORD_VERSION = 1
@@ -176,13 +177,19 @@ class SpyFilter(LiteXModule):
 # Spy ----------------------------------------------------------------------------------------------
 
 class Spy(LiteXModule):
-    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=512):
+    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=512,
+                 clock_hz=125e6):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program the ring (``ring_base``, ``ring_size_log2``), filters and trigger, set
         ``control.enable``; read ``wr_index`` to learn how many records reached the ring and
         write ``rd_index`` when the host has consumed them. ``lost`` counts records that were
         numbered but could not be kept.
+
+        A capture is a lease (``lease_*``, cores/lease.py): its owner claims the spy and
+        refreshes the lease; when the lease expires (or is released) the spy halts: it records
+        nothing more, empties its record FIFO and writes nothing more to the ring, until the
+        next ``control.clear``.
         """)
         self.source = stream.Endpoint(phy_layout(data_width))  # the ring writer's MWr TLPs
         self.irq    = Signal()
@@ -223,6 +230,7 @@ class Spy(LiteXModule):
         self.status = CSRStatus(fields=[
             CSRField("triggered", size=1, description="The trigger has matched."),
             CSRField("stopped", size=1, description="Capture stopped after the trigger's post count."),
+            CSRField("halted", size=1, offset=2, description="The capture's lease ended (expired or released): nothing is recorded or written to the ring until ``control.clear``."),
             CSRField("records", size=16, offset=8, description="Records waiting in the spy's record FIFO."),
         ], description="Capture status.")
         self.counter_select = CSRStorage(4, description="Counter set to read: direction * 8 + class (classes: " + ", ".join(CLASSES) + ").")
@@ -291,8 +299,14 @@ class Spy(LiteXModule):
                 hist.clear.eq(clear),
             ]
 
+        # Lease: a capture whose owner is gone halts ---------------------------------------------
+        self.lease = Lease(cycles, clock_hz)
+        halted = Signal()
+        self.sync += If(clear, halted.eq(0)).Elif(self.lease.stop, halted.eq(1))
+
         # Sequence numbers and summary FIFOs -------------------------------------------------------
-        enable = self.control.fields.enable
+        enable = Signal()
+        self.comb += enable.eq(self.control.fields.enable & ~halted)
         stopped = Signal()
         seq = Signal(32)
         lost = Signal(32)
@@ -480,7 +494,7 @@ class Spy(LiteXModule):
         # Record FIFO (also the pre-trigger buffer) -------------------------------------------------
         self.record_fifo = record_fifo = stream.SyncFIFO([("record", RECORD_DWS * 32)], record_depth, buffered=True)
         record_fifo = ResetInserter()(record_fifo)
-        self.comb += record_fifo.reset.eq(clear)
+        self.comb += record_fifo.reset.eq(clear | halted)
         accept_record = Signal()
         self.comb += [
             accept_record.eq(rec_valid & ~(stopped & ~(builder_in.valid & trigger_hit & ~triggered))),
@@ -509,6 +523,7 @@ class Spy(LiteXModule):
             self.lost.status.eq(lost),
             self.status.fields.triggered.eq(triggered),
             self.status.fields.stopped.eq(stopped),
+            self.status.fields.halted.eq(halted),
             self.status.fields.records.eq(record_fifo.level),
         ]
 
@@ -516,7 +531,7 @@ class Spy(LiteXModule):
         self.ring = ring = RecordRingWriter(data_width, requester_id, record_fifo,
             ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
             payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
-            rd_index=self.rd_index.storage, clear=clear, hold=holding, discard=drop_oldest)
+            rd_index=self.rd_index.storage, clear=clear, hold=holding, discard=drop_oldest, halt=halted)
         self.comb += [
             ring.source.connect(self.source),
             self.wr_index.status.eq(ring.wr_index),

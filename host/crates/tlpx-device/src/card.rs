@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 use tlpx_regs::{ident, timebase, Register};
 
-use crate::{Device, DeviceError, Width};
+use crate::lease::{self, Block, Held};
+use crate::{ClockSource, Device, DeviceError, Interrupt, Width};
 
 /// What the identification block says.
 #[derive(Debug, Clone, Serialize)]
@@ -62,10 +63,19 @@ pub enum CardError {
     UnknownRegisterMap { location: String, found: u32, expected: u32, major: u16, minor: u16 },
 }
 
-/// A checked tlpx card.
+/// A checked tlpx card, and the leases (blocks this process owns, [`crate::lease`]) it holds.
+///
+/// Dropping the card releases its leases. Its waits ([`Card::wait_interrupt`], [`Card::idle`],
+/// [`Card::poll_pause`]) are cut into slices: between two, the leases are refreshed when due
+/// and a stop request ([`crate::stop`]) ends the wait with [`DeviceError::Interrupted`].
 pub struct Card {
     device: Box<dyn Device>,
     identity: Identity,
+    leases: Vec<Held>,
+    notes: Vec<String>,
+    /// Calls of [`Card::poll_pause`], and their steps since the leases were last looked at.
+    polls: u32,
+    paused: Duration,
 }
 
 impl Card {
@@ -101,7 +111,7 @@ impl Card {
                 minor: identity.version_minor,
             });
         }
-        Ok(Card { device, identity })
+        Ok(Card { device, identity, leases: Vec::new(), notes: Vec::new(), polls: 0, paused: Duration::ZERO })
     }
 
     pub fn identity(&self) -> &Identity {
@@ -110,10 +120,6 @@ impl Card {
 
     pub fn device(&mut self) -> &mut dyn Device {
         self.device.as_mut()
-    }
-
-    pub fn into_device(self) -> Box<dyn Device> {
-        self.device
     }
 
     pub fn has_feature(&self, name: &str) -> bool {
@@ -153,8 +159,144 @@ impl Card {
         self.device.bar_read(tlpx_regs::BAR, timebase::CYCLES_LO.offset, Width::W64)
     }
 
+    // Leases -------------------------------------------------------------------------------------
+
+    /// Makes this process the owner of `block` (nothing to do when it already is). A block
+    /// whose owner is a dead process on this host is taken over (its job stopped first; a
+    /// note says so, [`Card::take_notes`]); one a live process owns is [`DeviceError::Busy`].
+    pub fn claim(&mut self, block: Block) -> Result<(), DeviceError> {
+        if self.holds(block) {
+            return Ok(());
+        }
+        let length = lease::lease_length(self.device.clock_source());
+        let (held, taken_over) = lease::claim(self, block, length)?;
+        if let Some(o) = taken_over {
+            self.notes.push(format!("took {} over from {}: its job was stopped", block.title(), o.describe()));
+        }
+        self.leases.push(held);
+        Ok(())
+    }
+
+    /// Whether this process owns `block` through this card.
+    pub fn holds(&self, block: Block) -> bool {
+        self.leases.iter().any(|h| h.block == block)
+    }
+
+    /// Gives `block` back (the card ends whatever job it still has).
+    pub fn release(&mut self, block: Block) -> Result<(), DeviceError> {
+        let Some(i) = self.leases.iter().position(|h| h.block == block) else {
+            return Ok(());
+        };
+        let held = self.leases.remove(i);
+        lease::release(self, &held)
+    }
+
+    /// Refreshes every lease whose refresh is due (a quarter of its length has passed);
+    /// [`DeviceError::LeaseLost`] when one is no longer ours.
+    pub fn keep_leases(&mut self) -> Result<(), DeviceError> {
+        if self.leases.is_empty() {
+            return Ok(());
+        }
+        let period = lease::lease_length(self.device.clock_source()).as_nanos() as u64 / 4;
+        let now = self.device.clock_ns()?;
+        let mut leases = std::mem::take(&mut self.leases);
+        let mut result = Ok(());
+        for held in leases.iter_mut() {
+            if now.saturating_sub(held.refreshed_ns) >= period {
+                result = lease::verify(self, held).and_then(|_| lease::refresh(self, held));
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        self.leases = leases;
+        result
+    }
+
+    /// Notes about what opening the card or claiming blocks did (a dead owner taken over).
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    // Waits ----------------------------------------------------------------------------------------
+
+    /// The longest slice of one wait: short enough to refresh leases in time and to stop within
+    /// about a second of wall time (on the simulator card time runs slower than wall time).
+    fn wait_slice(&self) -> Duration {
+        let lease_quarter = lease::lease_length(self.device.clock_source()) / 4;
+        let stop_check = match self.device.clock_source() {
+            ClockSource::SimulatedCard => Duration::from_millis(1),
+            ClockSource::Host => Duration::from_millis(100),
+        };
+        lease_quarter.min(stop_check)
+    }
+
+    /// `Device::wait_interrupt`, in slices (see the type's documentation).
+    pub fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {
+        let slice = self.wait_slice();
+        let mut left = timeout;
+        loop {
+            self.keep_leases()?;
+            if crate::stop::requested() {
+                return Err(DeviceError::Interrupted);
+            }
+            let step = left.min(slice);
+            if let Some(irq) = self.device.wait_interrupt(vector_mask, step)? {
+                return Ok(Some(irq));
+            }
+            left = left.saturating_sub(step);
+            if left.is_zero() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// `Device::idle`, in slices.
+    pub fn idle(&mut self, duration: Duration) -> Result<(), DeviceError> {
+        let slice = self.wait_slice();
+        let mut left = duration;
+        while !left.is_zero() {
+            self.keep_leases()?;
+            if crate::stop::requested() {
+                return Err(DeviceError::Interrupted);
+            }
+            let step = left.min(slice);
+            self.device.idle(step)?;
+            left = left.saturating_sub(step);
+        }
+        Ok(())
+    }
+
+    /// `Device::poll_pause` with the leases kept and a stop request honoured. On hardware a
+    /// poll is a spin of a few ns: the leases are looked at every 1024th call only, so the
+    /// poll loop's own cost (what a host-side latency measures) stays that of the spin.
+    pub fn poll_pause(&mut self, step: Duration) -> Result<(), DeviceError> {
+        // Every 1024th poll, or once the polls' steps add up to a slice (the simulator runs
+        // the card for `step` at each poll: long steps must not outlast a lease).
+        self.polls = self.polls.wrapping_add(1);
+        self.paused += step;
+        if self.polls.is_multiple_of(1024) || self.paused >= self.wait_slice() {
+            self.paused = Duration::ZERO;
+            self.keep_leases()?;
+        }
+        if crate::stop::requested() {
+            return Err(DeviceError::Interrupted);
+        }
+        self.device.poll_pause(step.min(self.wait_slice()))
+    }
+
     /// Converts card cycles to time.
     pub fn cycles_to_duration(&self, cycles: u64) -> Duration {
         Duration::from_secs_f64(cycles as f64 / f64::from(self.identity.clock_hz.max(1)))
+    }
+}
+
+impl Drop for Card {
+    /// Gives back every block this process still owns, so the next user need not wait for a
+    /// lease to expire. Errors are ignored: a lease not released expires by itself.
+    fn drop(&mut self) {
+        for held in std::mem::take(&mut self.leases) {
+            let _ = lease::release(self, &held);
+        }
     }
 }

@@ -20,6 +20,7 @@ use serde::Serialize;
 use tlpx_regs::{cpu_ctrl as regs, ident, uart, Register};
 
 use crate::card::Card;
+use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer, Width};
 
 /// Where the SRAM is (CPU address == BAR0 offset) on the CPU card.
@@ -586,6 +587,30 @@ impl Cpu {
         let buffer_len = u32::try_from(buffer.len).map_err(|_| {
             CpuError::Invalid(format!("a host buffer of {} bytes is too large for the firmware (at most 4 GiB - 1)", buffer.len))
         })?;
+        // The script drives the card's DMA blocks for this host: it holds their leases (and
+        // the CPU's), so another tool gets "busy", and if this process dies the leases expire
+        // and the card stops the CPU and those blocks by itself.
+        for block in [Block::Cpu, Block::Generator, Block::RtLoop, Block::IrqTimer] {
+            if card.has_feature(block.feature()) {
+                card.claim(block).map_err(CpuError::Device)?;
+            }
+        }
+        let ended = self.run_script_held(card, image, buffer, buffer_len, ScriptIo { stop, on_record, on_console, host_side });
+        let released = card.release(Block::Generator).and_then(|_| card.release(Block::Cpu));
+        let end = ended?;
+        released.map_err(CpuError::Device)?;
+        Ok(end)
+    }
+
+    fn run_script_held(
+        &self,
+        card: &mut Card,
+        image: &[u8],
+        buffer: &DmaBuffer,
+        buffer_len: u32,
+        io: ScriptIo<'_>,
+    ) -> Result<CommandEnd, CpuError> {
+        let ScriptIo { stop, on_record, on_console, host_side } = io;
         let m = self.require_idle_firmware(card)?;
         self.write_words(card, SCRIPT_AREA, image)?;
         // the counts of a command start from 0 (the firmware zeroes them too when it takes the
@@ -657,6 +682,7 @@ impl Cpu {
                 }
             }
             let served = host_side(card)?;
+            card.keep_leases()?;
             if fresh == 0 && text.is_empty() && !served {
                 card.device().idle(POLL_STEP)?;
             }

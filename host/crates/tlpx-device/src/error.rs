@@ -24,6 +24,15 @@ pub enum DeviceError {
     Io { context: String, source: std::io::Error },
     #[error("{0}")]
     Backend(String),
+    /// A block another live process owns (a lease on the card, `tlpx_device::lease`).
+    #[error("busy: {block} is owned by {owner}; wait for it to finish, or take it back with `{command}`")]
+    Busy { block: String, owner: String, command: String },
+    /// A block this process owned is no longer its own: the card stopped its job.
+    #[error("{block} is no longer this process's: {detail}; the card stopped its job")]
+    LeaseLost { block: String, detail: String },
+    /// The user asked to stop (Ctrl-C, SIGTERM, SIGHUP, or the output went away) during a wait.
+    #[error("stopped on request")]
+    Interrupted,
     /// A capability this backend does not have: never a wrong figure instead.
     #[error("the {backend} backend cannot {what}: {instead}")]
     Unsupported { backend: String, what: String, instead: String },

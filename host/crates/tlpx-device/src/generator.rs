@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use tlpx_regs::{generator as gen, pcie_msi, Register};
 
 use crate::card::Card;
+use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
 /// Tags the generator may have outstanding (its tag range on the link is 128..128+TAGS).
@@ -284,13 +285,17 @@ fn require_generator(card: &Card) -> Result<(), DeviceError> {
 
 /// Runs the generator on `card` over `buffer` and returns what the card measured.
 ///
+/// The card becomes this process's owner of the generator (a lease, [`crate::lease`]) if it
+/// is not yet: another live owner makes this [`DeviceError::Busy`].
 /// `timeout` bounds the run in card time (on the simulator) or wall time (hardware): when it
 /// passes, the run is stopped, outstanding reads are left to complete or time out, and the
-/// result says `ended_by: "timeout"`. The caller validates `config` against the link's MPS
+/// result says `ended_by: "timeout"`. A stop request ([`crate::stop`]) stops the run the same
+/// way and returns [`DeviceError::Interrupted`]. The caller validates `config` against the link's MPS
 /// and MRRS with [`GenConfig::validate`]; here it is checked against the card's limits.
 pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Duration) -> Result<GenResult, DeviceError> {
     require_generator(card)?;
     config.validate(4096, 4096, buffer.len)?;
+    card.claim(Block::Generator)?;
     let clock_hz = card.identity().clock_hz;
     let op = match config.operation {
         Operation::Read => 0,
@@ -332,7 +337,11 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
     card.write(pcie_msi::ENABLE, 1 << irq_bit)?;
     card.write(gen::CONTROL, gen::control::START.set(1))?;
-    let timed_out = card.device().wait_interrupt(1, timeout)?.is_none();
+    let (timed_out, interrupted) = match card.wait_interrupt(1, timeout) {
+        Ok(irq) => (irq.is_none(), false),
+        Err(DeviceError::Interrupted) => (true, true),
+        Err(e) => return Err(e),
+    };
     if timed_out {
         // Stop issuing; what is outstanding completes or times out within the completion
         // timeout (1 ms), so the run is done well within 5 ms.
@@ -341,6 +350,9 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     }
     card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
     card.write(pcie_msi::ENABLE, 0)?;
+    if interrupted {
+        return Err(DeviceError::Interrupted);
+    }
     let status = card.read(gen::STATUS)?;
     if gen::status::DONE.get(status) == 0 {
         return Err(DeviceError::Backend(format!(

@@ -28,6 +28,7 @@ use tlpx_regs::irq_timer as regs;
 use tlpx_regs::pcie_msi;
 
 use crate::card::Card;
+use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
 /// Size of one sample record in bytes.
@@ -341,15 +342,18 @@ pub fn stage_stats(card: &mut Card, stage: Stage) -> Result<StageStats, DeviceEr
     })
 }
 
-/// Acknowledges the user stage (write from the thread the interrupt woke). Posted: returns
-/// as soon as the write is issued.
-pub fn ack_user(card: &mut Card) -> Result<(), DeviceError> {
-    card.write(regs::ACK_USER, 1)
+/// Acknowledges the user stage of fire `fire` (the n-th interrupt taken since the timer was
+/// cleared is fire n; [`Run::took_interrupt`] counts them), from the thread the interrupt
+/// woke. The card closes the sample only if that fire is the one waiting: a late
+/// acknowledgement never closes a later fire. Posted: returns as soon as the write is issued.
+pub fn ack_user(card: &mut Card, fire: u32) -> Result<(), DeviceError> {
+    card.write(regs::ACK_USER, u64::from(fire))
 }
 
-/// Acknowledges the ISR stage (write from an interrupt handler, where the backend has one).
-pub fn ack_isr(card: &mut Card) -> Result<(), DeviceError> {
-    card.write(regs::ACK_ISR, 1)
+/// Acknowledges the ISR stage of fire `fire` (from an interrupt handler, where the backend
+/// has one).
+pub fn ack_isr(card: &mut Card, fire: u32) -> Result<(), DeviceError> {
+    card.write(regs::ACK_ISR, u64::from(fire))
 }
 
 /// Cost of one posted register write as the card sees it: two back-to-back pings, then the
@@ -387,7 +391,8 @@ pub struct RunEnd {
     pub pending_at_stop: bool,
 }
 
-/// A running timer: owns the sample ring and the host's read index.
+/// A running timer: owns the sample ring, the host's read index and the count of interrupts
+/// taken (which numbers the fires).
 #[derive(Debug)]
 pub struct Run {
     ring: DmaBuffer,
@@ -395,6 +400,7 @@ pub struct Run {
     rd_index: u32,
     delivered: u64,
     scratch: Vec<u8>,
+    interrupts: u32,
 }
 
 /// Which MSI bit of `pcie_msi` the timer raises (the MSI itself always carries vector 0).
@@ -409,6 +415,7 @@ pub const WAIT_MASK: u32 = 1;
 impl Run {
     /// Clears the timer, allocates a ring of `ring_records` records (a power of two in
     /// 16..=2^24), programs `config` and the ring, enables the timer's MSI and starts firing.
+    /// The card becomes this process's owner of the timer (a lease, [`crate::lease`]).
     pub fn start(card: &mut Card, config: &TimerConfig, ring_records: u32) -> Result<Run, DeviceError> {
         require_timer(card)?;
         config.validate()?;
@@ -417,12 +424,8 @@ impl Run {
                 "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
             )));
         }
-        let status = card.read(regs::STATUS)?;
-        if regs::status::RUNNING.get(status) != 0 {
-            return Err(DeviceError::Backend(
-                "the interrupt timer is already firing (another tlpx irq runs on this card): stop it first".into(),
-            ));
-        }
+        card.claim(Block::IrqTimer)?;
+        refuse_ownerless_run(card)?;
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
         if ring.bus_addr % RECORD_BYTES as u64 != 0 {
             let bus = ring.bus_addr;
@@ -433,7 +436,14 @@ impl Run {
             let _ = card.device().free_dma(ring);
             return Err(e);
         }
-        Ok(Run { ring, ring_records, rd_index: 0, delivered: 0, scratch: Vec::new() })
+        Ok(Run { ring, ring_records, rd_index: 0, delivered: 0, scratch: Vec::new(), interrupts: 0 })
+    }
+
+    /// Counts one interrupt taken from the timer and returns its fire's number, the value
+    /// [`ack_user`] and [`ack_isr`] must carry for it.
+    pub fn took_interrupt(&mut self) -> u32 {
+        self.interrupts = self.interrupts.wrapping_add(1);
+        self.interrupts
     }
 
     pub fn ring_records(&self) -> u32 {
@@ -491,8 +501,10 @@ impl Run {
         let status = card.read(regs::STATUS)?;
         let pending = regs::status::PENDING.get(status) != 0;
         if pending && ack_pending {
+            // Its interrupt, then the acknowledgement naming it (the card says which it is).
             card.device().wait_interrupt(WAIT_MASK, timeout)?;
-            ack_user(card)?;
+            let fire = card.read(regs::PENDING_FIRE)? as u32;
+            ack_user(card, fire)?;
         }
         Ok(pending)
     }
@@ -503,8 +515,10 @@ impl Run {
     pub fn finish(mut self, card: &mut Card, ack_pending: bool, out: &mut Vec<Sample>) -> Result<RunEnd, DeviceError> {
         let result = self.drain(card, ack_pending, out);
         let freed = card.device().free_dma(self.ring);
+        let released = card.release(Block::IrqTimer);
         let end = result?;
         freed?;
+        released?;
         Ok(end)
     }
 
@@ -532,6 +546,20 @@ impl Run {
             card.device().idle(settle)?;
         }
     }
+}
+
+/// A timer that fires although nobody holds its lease was started by the card's firmware or
+/// by register writes: not ours to clear under it.
+fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
+    if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
+        card.release(Block::IrqTimer)?;
+        return Err(DeviceError::Backend(
+            "the interrupt timer is firing without an owner (started by the card's firmware or by register writes): \
+             `tlpx stop irq_timer` stops it"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &TimerConfig) -> Result<(), DeviceError> {
@@ -592,9 +620,8 @@ impl Responder {
                 "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
             )));
         }
-        if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
-            return Err(DeviceError::Backend("the interrupt timer is already firing (a tlpx irq runs on this card): stop it first".into()));
-        }
+        card.claim(Block::IrqTimer)?;
+        refuse_ownerless_run(card)?;
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
         let programmed =
             card.write(regs::CONTROL, regs::control::CLEAR.set(1)).and_then(|_| program_ring_and_msi(card, &ring, ring_records));
@@ -602,15 +629,20 @@ impl Responder {
             let _ = card.device().free_dma(ring);
             return Err(e);
         }
-        Ok(Responder { run: Run { ring, ring_records, rd_index: 0, delivered: 0, scratch: Vec::new() }, acked: 0, samples: Vec::new() })
+        Ok(Responder {
+            run: Run { ring, ring_records, rd_index: 0, delivered: 0, scratch: Vec::new(), interrupts: 0 },
+            acked: 0,
+            samples: Vec::new(),
+        })
     }
 
     /// Waits at most `wait` for the timer's interrupt and acknowledges it (user stage), then
     /// copies the samples written since; true if anything happened.
     pub fn serve(&mut self, card: &mut Card, wait: Duration) -> Result<bool, DeviceError> {
-        let fired = card.device().wait_interrupt(WAIT_MASK, wait)?.is_some();
+        let fired = card.wait_interrupt(WAIT_MASK, wait)?.is_some();
         if fired {
-            ack_user(card)?;
+            let fire = self.run.took_interrupt();
+            ack_user(card, fire)?;
             self.acked += 1;
         }
         let copied = self.run.poll(card, &mut self.samples)?;
@@ -624,9 +656,11 @@ impl Responder {
         let bit = 1u64 << msi_bit();
         let disabled = card.read(pcie_msi::ENABLE).and_then(|e| card.write(pcie_msi::ENABLE, e & !bit));
         let freed = card.device().free_dma(self.run.ring);
+        let released = card.release(Block::IrqTimer);
         copied?;
         disabled?;
         freed?;
+        released?;
         Ok((self.acked, self.samples))
     }
 }

@@ -2212,9 +2212,9 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         assert_eq!(trace.cpus(), online);
         let BeforeOpening { counts: counts_before, t_start } = before;
         let mut all = TraceBatch::default();
-        // Disk writes until the trace has seen an interrupt, for up to 2 s (an idle VM disk
+        // Disk writes until the trace has seen an interrupt, for up to 5 s (an idle VM disk
         // may take a while to raise one; some runs saw none in the first 250 ms).
-        let give_up = std::time::Instant::now() + Duration::from_secs(2);
+        let give_up = std::time::Instant::now() + Duration::from_secs(5);
         loop {
             let loader = std::thread::spawn(|| make_disk_interrupts(200));
             while !loader.is_finished() {
@@ -2236,7 +2236,13 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         let counted = trace.counted().expect("counts");
         let unreported = trace.unreported().expect("counts");
         assert_eq!((trace.delivered(), trace.lost()), (all.entries.len() as u64, 0));
-        assert_eq!(counted, trace.delivered() + unreported);
+        // The disk writes above raise device interrupts: the trace must have delivered some
+        // (a trace that delivers nothing would pass every check below vacuously).
+        assert!(
+            trace.delivered() >= 1,
+            "the trace delivered no irq_handler_entry in 5 s of disk writes (the kernel counted {counted})"
+        );
+        assert!(counted >= trace.delivered(), "the kernel counted {counted} events but {} were delivered", trace.delivered());
         eprintln!("counted by the kernel {counted}, delivered {}, unreported {unreported}", trace.delivered());
         drop(trace);
         let t_end = TraceClock::MonotonicRaw.now_ns().expect("clock");
@@ -2252,13 +2258,6 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
             all.lost
         );
         assert_eq!(all.lost, 0);
-        if all.entries.is_empty() {
-            // Nothing traced: then the kernel must not have handled a device interrupt either.
-            let handled: u64 = counts_after.iter().map(|(k, v)| v - counts_before.get(k).copied().unwrap_or(0)).sum();
-            assert_eq!(handled, 0, "/proc/interrupts counted {handled} device interrupts that the trace did not see");
-            eprintln!("no device interrupt on this machine in 2 s of disk writes: nothing to trace or filter");
-            return;
-        }
         for e in &all.entries {
             assert!((t_start..=t_end).contains(&e.host_ns), "entry {e:?} outside [{t_start}, {t_end}]: not CLOCK_MONOTONIC_RAW?");
             assert!(online.contains(&e.cpu), "{e:?}");
@@ -2297,8 +2296,9 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         let counted = only.counted().expect("counts");
         assert!(handled == 0 || counted > 0, "the kernel handled {handled} of irq {busiest} and the filtered trace counted none");
         assert_eq!(b.other_irqs, 0, "the kernel filter let other interrupts through");
-        assert_eq!(counted, b.entries.len() as u64 + only.unreported().expect("counts"));
-        eprintln!("filtered on irq {busiest} in the kernel: {} entries", b.entries.len());
+        assert!(!b.entries.is_empty(), "the filtered trace delivered no entry of irq {busiest} in 2 s (the kernel handled {handled})");
+        assert!(counted >= b.entries.len() as u64, "counted {counted} < {} delivered", b.entries.len());
+        eprintln!("filtered on irq {busiest} in the kernel: {} entries, {} unreported", b.entries.len(), only.unreported().expect("counts"));
     }
 
     fn check_refusal(message: &str) {

@@ -2,7 +2,7 @@
 //!
 //! Backends (one module each under `backends/`):
 //! - `sim`: the simulated card in a `tlpx-sim` process (Unix socket + shared host memory);
-//! - `vfio` and `litepcie` (later issues): a real card through /dev/vfio or LitePCIe's driver.
+//! - `vfio` and `litepcie`: a real card through /dev/vfio or LitePCIe's driver.
 //!
 //! Callers hold a `Box<dyn Device>` and never learn which backend they drive. Optional
 //! capabilities that only some backends have are reached through `try_as_*` methods.
@@ -14,6 +14,7 @@ pub mod error;
 pub mod generator;
 pub mod irq_timer;
 pub mod isr_trace;
+pub mod lease;
 pub mod litepcie_dma;
 pub mod paths;
 pub mod pci;
@@ -21,6 +22,7 @@ pub mod pio;
 pub mod rt_loop;
 pub mod rule30;
 pub mod spy;
+pub mod stop;
 
 use std::time::Duration;
 

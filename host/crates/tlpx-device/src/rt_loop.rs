@@ -28,6 +28,7 @@ use tlpx_regs::rt_loop as regs;
 
 use crate::card::Card;
 use crate::generator::{pattern_word, DataPattern};
+use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
 /// Smallest buffer (bytes): the token and one data DW.
@@ -252,17 +253,17 @@ pub fn data_matches(buffer: &DmaBuffer, size_bytes: u32, token: u32) -> Result<b
 pub fn run(card: &mut Card, config: &LoopConfig) -> Result<LoopRun, DeviceError> {
     require_loop(card)?;
     config.validate()?;
-    let status = card.read(regs::STATUS)?;
-    if regs::status::RUNNING.get(status) != 0 {
-        return Err(DeviceError::Backend("the real-time loop is already running (another tlpx loop uses this card): stop it first".into()));
-    }
+    card.claim(Block::RtLoop)?;
+    refuse_ownerless_run(card)?;
     let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
     let result = run_with(card, config, &buffer);
     let stopped = stop(card);
     let freed = card.device().free_dma(buffer);
+    let released = card.release(Block::RtLoop);
     let r = result?;
     stopped?;
     freed?;
+    released?;
     Ok(r)
 }
 
@@ -334,14 +335,14 @@ pub fn serve(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer, token: u3
                 if config.ret == Return::Dma && polls.is_multiple_of(1024) {
                     retry_failed_return(card, host)?;
                 }
-                card.device().poll_pause(config.poll_step)?;
+                card.poll_pause(config.poll_step)?;
             }
             host.polls += polls;
         }
         Detect::Irq => loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let slice = if config.ret == Return::Dma { left.min(Duration::from_millis(2)) } else { left };
-            if card.device().wait_interrupt(WAIT_MASK, slice.max(Duration::from_micros(100)))?.is_some() {
+            if card.wait_interrupt(WAIT_MASK, slice.max(Duration::from_micros(100)))?.is_some() {
                 host.interrupts += 1;
                 if buffer.read_u32(0)? == token {
                     break;
@@ -451,9 +452,8 @@ impl Responder {
         require_loop(card)?;
         let config = LoopConfig::new(size_bytes, 1, Detect::Poll, Return::Register);
         config.validate()?;
-        if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
-            return Err(DeviceError::Backend("the real-time loop is already running (a tlpx loop uses this card): stop it first".into()));
-        }
+        card.claim(Block::RtLoop)?;
+        refuse_ownerless_run(card)?;
         let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
         let programmed = (|| {
             card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
@@ -496,10 +496,26 @@ impl Responder {
     pub fn finish(self, card: &mut Card) -> Result<(u64, u64), DeviceError> {
         let stopped = stop(card);
         let freed = card.device().free_dma(self.buffer);
+        let released = card.release(Block::RtLoop);
         stopped?;
         freed?;
+        released?;
         Ok((self.served, self.data_errors))
     }
+}
+
+/// A loop that runs although nobody holds its lease was started by the card's firmware or by
+/// register writes: not ours to clear under it.
+fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
+    if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
+        card.release(Block::RtLoop)?;
+        return Err(DeviceError::Backend(
+            "the real-time loop runs without an owner (started by the card's firmware or by register writes): \
+             `tlpx stop rt_loop` stops it"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Stops the loop (after the current iteration) and disables its MSI.

@@ -249,7 +249,7 @@ pub fn read_words(card: &mut Card, base: u64, out: &mut [u32]) -> Result<(), Dev
 /// is not: the running operation completes.
 pub fn wait_complete(card: &mut Card, mode: HwMode, timeout: Duration) -> Result<(), DeviceError> {
     if mode == HwMode::Irq {
-        if card.device().wait_interrupt(WAIT_MASK, timeout)?.is_none() {
+        if card.wait_interrupt(WAIT_MASK, timeout)?.is_none() {
             return Err(DeviceError::Backend(format!("no interrupt from the rule-30 accelerator within {timeout:?}")));
         }
         let status = read(card, reg::STATUS)?;
@@ -383,6 +383,7 @@ pub mod batch {
                 "a batch descriptor holds 1..={MAX_GENERATIONS} generations, not {generations}"
             )));
         }
+        card.claim(crate::lease::Block::Rule30Batch)?;
         configure(card, op, HwMode::Poll, 1)?;
         let n = op.words();
         let desc_bytes = (1 + n) * 4 * MAX_BATCH;
@@ -396,11 +397,18 @@ pub mod batch {
             }
         };
         let out = run_in(card, op, inputs, generations, &descs, &results);
+        if out.is_err() {
+            // A batch still running must not write results into buffers about to be freed.
+            let _ = card.write(regs::CONTROL, regs::control::ABORT.set(1));
+            let _ = card.device().idle(Duration::from_micros(50));
+        }
         let f1 = card.device().free_dma(descs);
         let f2 = card.device().free_dma(results);
+        let released = card.release(crate::lease::Block::Rule30Batch);
         let out = out?;
         f1?;
         f2?;
+        released?;
         Ok(out)
     }
 
@@ -434,7 +442,7 @@ pub mod batch {
             card.write(regs::CONTROL, regs::control::START.set(1))?;
             let timeout =
                 Duration::from_secs(2) + card.cycles_to_duration(u64::from(op.latency_cycles + generations + 200) * chunk.len() as u64);
-            if card.device().wait_interrupt(WAIT_MASK, timeout)?.is_none() {
+            if card.wait_interrupt(WAIT_MASK, timeout)?.is_none() {
                 return Err(DeviceError::Backend(format!(
                     "no interrupt at the end of a rule-30 batch of {} packets within {timeout:?}",
                     chunk.len()

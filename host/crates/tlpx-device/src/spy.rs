@@ -14,7 +14,10 @@
 //! and frees the ring. The record layout is traces/FORMAT.md (record format version 1).
 //!
 //! Every record carries a sequence number given before it can be lost, so a loss (ring full)
-//! shows as a sequence gap and in the `lost` counter. Only one capture can run per card:
+//! shows as a sequence gap and in the `lost` counter. Only one capture can run per card: a
+//! capture is a lease on the spy ([`crate::lease`]), so a second one gets
+//! [`DeviceError::Busy`], and a capture whose process died stops by itself when its lease
+//! expires (its ring writes stop: the ring's memory is no longer the owner's).
 //! [`is_capturing`] tells a second tool (e.g. `tlpx top`) whether one is on.
 
 use std::fmt;
@@ -25,6 +28,7 @@ use serde::Serialize;
 use tlpx_regs::spy as regs;
 
 use crate::card::Card;
+use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
 /// Size of one record in bytes (record format version 1).
@@ -144,8 +148,10 @@ pub struct SpyCounters {
     pub triggered: bool,
     /// The trigger's post count is reached: capture stopped.
     pub stopped: bool,
-    /// `control.enable`: a capture is on.
+    /// `control.enable` and not halted: a capture is on.
     pub capturing: bool,
+    /// The capture's lease ended (expired or released) while it was on: the spy halted.
+    pub halted: bool,
 }
 
 impl SpyCounters {
@@ -207,7 +213,8 @@ pub fn counters(card: &mut Card) -> Result<SpyCounters, DeviceError> {
         wr_index: card.read(regs::WR_INDEX)? as u32,
         triggered: regs::status::TRIGGERED.get(status) != 0,
         stopped: regs::status::STOPPED.get(status) != 0,
-        capturing: regs::control::ENABLE.get(control) != 0,
+        capturing: regs::control::ENABLE.get(control) != 0 && regs::status::HALTED.get(status) == 0,
+        halted: regs::status::HALTED.get(status) != 0,
     })
 }
 
@@ -237,16 +244,17 @@ pub fn clear(card: &mut Card) -> Result<(), DeviceError> {
 /// Turns capture off whoever started it: releases the ring of a capturing process that died
 /// without stopping (its ring buffer is gone; records still in the spy stay there until the
 /// next capture clears them).
-pub fn force_stop(card: &mut Card) -> Result<(), DeviceError> {
+pub fn force_stop(card: &mut Card) -> Result<Option<crate::lease::Owner>, DeviceError> {
     require_spy(card)?;
-    let control = card.read(regs::CONTROL)?;
-    card.write(regs::CONTROL, control & !regs::control::ENABLE.mask())
+    crate::lease::force_stop(card, Block::Spy)
 }
 
-/// Whether a capture is on (`control.enable`), e.g. started by another tlpx process.
+/// Whether a capture is on (`control.enable`, and its lease has not ended), e.g. started by
+/// another tlpx process.
 pub fn is_capturing(card: &mut Card) -> Result<bool, DeviceError> {
     require_spy(card)?;
-    Ok(regs::control::ENABLE.get(card.read(regs::CONTROL)?) != 0)
+    let enabled = regs::control::ENABLE.get(card.read(regs::CONTROL)?) != 0;
+    Ok(enabled && regs::status::HALTED.get(card.read(regs::STATUS)?) == 0)
 }
 
 fn direction_mask(down: bool, up: bool) -> u64 {
@@ -446,9 +454,14 @@ impl Capture {
         let payload = payload_log2(mps)?;
         filters.validate()?;
         trigger.validate()?;
+        card.claim(Block::Spy)?;
         if is_capturing(card)? {
+            // On, yet nobody held its lease: started by the card's firmware or by hand.
+            card.release(Block::Spy)?;
             return Err(DeviceError::Backend(
-                "the spy is already capturing (another tlpx spy capture runs on this card): stop it first".into(),
+                "the spy is capturing without an owner (started by the card's firmware or by register writes): \
+                 `tlpx stop spy` turns it off"
+                    .into(),
             ));
         }
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
@@ -530,8 +543,11 @@ impl Capture {
     pub fn stop_into(mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<CaptureEnd, DeviceError> {
         let result = self.drain(card, out);
         let freed = card.device().free_dma(self.ring);
+        // The ring is gone: the spy must not own one any more (the release halts it).
+        let released = card.release(Block::Spy);
         let end = result?;
         freed?;
+        released?;
         Ok(end)
     }
 

@@ -26,10 +26,12 @@ fn run(card: &mut Card, config: &TimerConfig, ring: u32, skip: &[u32]) -> (Vec<S
     let mut run = Run::start(card, config, ring).expect("start");
     let mut samples = Vec::new();
     for n in 1..=config.count {
-        let irq = card.device().wait_interrupt(irq_timer::WAIT_MASK, Duration::from_millis(5)).expect("wait");
+        let irq = card.wait_interrupt(irq_timer::WAIT_MASK, Duration::from_millis(5)).expect("wait");
         assert!(irq.is_some(), "interrupt {n} of {} never came", config.count);
+        let fire = run.took_interrupt();
+        assert_eq!(fire, n);
         if !skip.contains(&n) {
-            irq_timer::ack_user(card).expect("ack");
+            irq_timer::ack_user(card, fire).expect("ack");
         }
         if n % 8 == 0 {
             run.poll(card, &mut samples).expect("poll");
@@ -108,4 +110,43 @@ fn ping_measures_a_posted_write_and_bad_configs_are_refused() {
     let cfg = TimerConfig::periodic_ns(10_000.0, 1, 1, clock).expect("config");
     let e = Run::start(&mut card, &cfg, 100).expect_err("not a power of two").to_string();
     assert!(e.contains("not 100"), "{e}");
+}
+
+#[test]
+fn a_late_acknowledgement_never_closes_a_later_fire() {
+    // Periodic fires every 10 us. The host answers every odd fire late, 1 us after the next
+    // fire has come (that fire is an overrun, its acknowledgement a stray), and every even
+    // fire after 2 us. Each acknowledgement names its fire, so every sample the card keeps
+    // is its own fire's: at least the 2 us the host waited before acknowledging it. (A card
+    // that took any acknowledgement for the waiting fire closed each even fire with the odd
+    // fire's late acknowledgement, ~1 us after it: too short.)
+    let sim = SimProcess::start(&[]);
+    let mut card = open(&sim);
+    let clock = card.identity().clock_hz;
+    let period = Duration::from_micros(10);
+    let prompt = Duration::from_micros(2);
+    let late = period + Duration::from_micros(1);
+    let cfg = TimerConfig::periodic_ns(period.as_nanos() as f64, 20, 1, clock).expect("config");
+    let mut run = Run::start(&mut card, &cfg, 64).expect("start");
+    let mut samples = Vec::new();
+    for n in 1..=cfg.count {
+        let irq = card.wait_interrupt(irq_timer::WAIT_MASK, Duration::from_millis(5)).expect("wait");
+        assert!(irq.is_some(), "interrupt {n} never came");
+        let fire = run.took_interrupt();
+        card.idle(if n % 2 == 1 { late } else { prompt }).expect("idle");
+        irq_timer::ack_user(&mut card, fire).expect("ack");
+    }
+    let end = run.finish(&mut card, true, &mut samples).expect("finish");
+    let c = &end.counters;
+    assert_eq!(c.fires, 20, "{c:?}");
+    assert_eq!(c.overruns, 10, "every odd fire is an overrun: {c:?}");
+    assert_eq!(c.stray_user_acks, 10, "every late acknowledgement is a stray: {c:?}");
+    let kept: Vec<&Sample> = samples.iter().filter(|s| !s.overrun).collect();
+    assert_eq!(kept.len(), 10, "{samples:?}");
+    let prompt_cycles = (prompt.as_secs_f64() * f64::from(clock)) as u32;
+    for s in &kept {
+        assert_eq!(s.fire % 2, 0, "an odd fire was kept: {s:?}");
+        let user = s.user_cycles.expect("acknowledged");
+        assert!(user >= prompt_cycles, "fire {} closed after {user} cycles, less than the {prompt_cycles} the host waited", s.fire);
+    }
 }

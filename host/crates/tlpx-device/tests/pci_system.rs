@@ -90,14 +90,11 @@ fn pci_system_decoders_run_on_every_real_function() {
 }
 
 #[test]
-fn pci_system_matches_lspci_when_root() {
-    // As root, lspci's config dump and ours must agree byte for byte.
+fn pci_system_matches_lspci() {
+    // lspci's config dump and ours must agree byte for byte on the standard header, which
+    // every user may read (root sees more; the comparison is the same 64 bytes).
     let functions = pci::scan(&PciSource::System).expect("scan this machine's PCI bus");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || functions.is_empty() {
-        eprintln!("not root or no PCI functions: skipped the comparison with lspci -xxxx");
-        return;
-    }
+    assert!(!functions.is_empty(), "libpci found no PCI function on this machine: the comparison needs one");
     let f = &functions[0];
     let out =
         std::process::Command::new("lspci").args(["-xxxx", "-s", &f.address()]).output().expect("run lspci (apt-get install pciutils)");

@@ -474,7 +474,9 @@ fn counters_and_capture_state_for_a_second_tool() {
     card.read(ident::SCRATCH).expect("let the enabling write land");
     assert!(spy::is_capturing(&mut other).expect("state"));
     let e = Capture::start(&mut other, 64, &Filters::default(), &Trigger::default()).expect_err("second capture");
-    assert!(e.to_string().contains("already capturing"), "{e}");
+    let pid = format!("PID {}", std::process::id());
+    assert!(e.to_string().starts_with("busy: the spy is owned by") && e.to_string().contains(&pid), "{e}");
+    assert!(e.to_string().contains("`tlpx stop spy`"), "{e}");
     cap.stop(&mut card).expect("stop");
     assert!(!spy::is_capturing(&mut other).expect("state"));
     let e = Capture::start(&mut card, 100, &Filters::default(), &Trigger::default()).expect_err("bad ring");

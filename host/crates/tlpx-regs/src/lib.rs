@@ -6,9 +6,9 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
-pub const MAP_HASH: u32 = 0xa2e61fdd;
+pub const MAP_HASH: u32 = 0x48a5646a;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
-pub const MAP_HASH_CPU: u32 = 0x1d385127;
+pub const MAP_HASH_CPU: u32 = 0xb79fc139;
 /// Regions only the card with the soft CPU has.
 pub const CPU_REGIONS: &[&str] = &["cpu_ctrl", "uart"];
 /// BAR holding the registers.
@@ -969,6 +969,103 @@ pub mod generator {
         writable: false,
         description: "Latency samples not kept because the FIFO was full.",
     };
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "generator", name: "lease_claim", offset: 0x28cc, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "generator",
+        name: "lease_release",
+        offset: 0x28d0,
+        size_bits: 32,
+        writable: true,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "generator",
+        name: "lease_owner",
+        offset: 0x28d4,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "generator", name: "lease_length", offset: 0x28d8, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "generator",
+        name: "lease_left",
+        offset: 0x28dc,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "generator",
+        name: "lease_since",
+        offset: 0x28e0,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "generator",
+        name: "lease_pid",
+        offset: 0x28e8,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "generator",
+        name: "lease_host",
+        offset: 0x28ec,
+        size_bits: 32,
+        writable: true,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "generator",
+        name: "lease_time",
+        offset: 0x28f0,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "generator",
+        name: "lease_expiries",
+        offset: 0x28f4,
+        size_bits: 32,
+        writable: false,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "generator",
+        name: "lease_refusals",
+        offset: 0x28f8,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
+    };
 }
 
 /// Region `pio` at BAR0 offset 0x3000.
@@ -1320,6 +1417,8 @@ pub mod spy {
         pub const TRIGGERED: Field = Field { shift: 0, width: 1 };
         /// Capture stopped after the trigger's post count.
         pub const STOPPED: Field = Field { shift: 1, width: 1 };
+        /// The capture's lease ended (expired or released): nothing is recorded or written to the ring until ``control.clear``.
+        pub const HALTED: Field = Field { shift: 2, width: 1 };
         /// Records waiting in the spy's record FIFO.
         pub const RECORDS: Field = Field { shift: 8, width: 16 };
     }
@@ -1413,6 +1512,103 @@ pub mod spy {
         writable: false,
         description: "Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select.",
     };
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "spy", name: "lease_claim", offset: 0x38a8, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "spy",
+        name: "lease_release",
+        offset: 0x38ac,
+        size_bits: 32,
+        writable: true,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "spy",
+        name: "lease_owner",
+        offset: 0x38b0,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "spy", name: "lease_length", offset: 0x38b4, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "spy",
+        name: "lease_left",
+        offset: 0x38b8,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "spy",
+        name: "lease_since",
+        offset: 0x38bc,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "spy",
+        name: "lease_pid",
+        offset: 0x38c4,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "spy",
+        name: "lease_host",
+        offset: 0x38c8,
+        size_bits: 32,
+        writable: true,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "spy",
+        name: "lease_time",
+        offset: 0x38cc,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "spy",
+        name: "lease_expiries",
+        offset: 0x38d0,
+        size_bits: 32,
+        writable: false,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "spy",
+        name: "lease_refusals",
+        offset: 0x38d4,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
+    };
 }
 
 /// Region `irq_timer` at BAR0 offset 0x4000.
@@ -1486,25 +1682,11 @@ pub mod irq_timer {
         description: "Seed of the interval LFSR.",
     };
 
-    /// Write (any value) from the interrupt handler: latches the ISR stage.
-    pub const ACK_ISR: Register = Register {
-        region: "irq_timer",
-        name: "ack_isr",
-        offset: 0x4018,
-        size_bits: 32,
-        writable: true,
-        description: "Write (any value) from the interrupt handler: latches the ISR stage.",
-    };
+    /// Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting.
+    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4018, size_bits: 32, writable: true, description: "Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting." };
 
-    /// Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.
-    pub const ACK_USER: Register = Register {
-        region: "irq_timer",
-        name: "ack_user",
-        offset: 0x401c,
-        size_bits: 32,
-        writable: true,
-        description: "Write (any value) from the user thread the interrupt woke: latches the user stage and closes the sample.",
-    };
+    /// Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement.
+    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x401c, size_bits: 32, writable: true, description: "Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement." };
 
     /// Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).
     pub const PING: Register = Register {
@@ -1538,7 +1720,7 @@ pub mod irq_timer {
 
     /// Timer status.
     pub const STATUS: Register =
-        Register { region: "irq_timer", name: "status", offset: 0x4030, size_bits: 3, writable: false, description: "Timer status." };
+        Register { region: "irq_timer", name: "status", offset: 0x4030, size_bits: 4, writable: false, description: "Timer status." };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -1548,47 +1730,65 @@ pub mod irq_timer {
         pub const PENDING: Field = Field { shift: 1, width: 1 };
         /// count fires were made and acknowledged (or the timer was stopped).
         pub const DONE: Field = Field { shift: 2, width: 1 };
+        /// The lease ended: the timer stopped and writes nothing to its ring until control.clear.
+        pub const HALTED: Field = Field { shift: 3, width: 1 };
     }
 
-    /// Interrupts fired.
-    pub const FIRES: Register =
-        Register { region: "irq_timer", name: "fires", offset: 0x4034, size_bits: 32, writable: false, description: "Interrupts fired." };
+    /// Interrupts fired since control.clear: also the number of the last fire.
+    pub const FIRES: Register = Register {
+        region: "irq_timer",
+        name: "fires",
+        offset: 0x4034,
+        size_bits: 32,
+        writable: false,
+        description: "Interrupts fired since control.clear: also the number of the last fire.",
+    };
+
+    /// Number of the fire waiting for ack_user (0: none).
+    pub const PENDING_FIRE: Register = Register {
+        region: "irq_timer",
+        name: "pending_fire",
+        offset: 0x4038,
+        size_bits: 32,
+        writable: false,
+        description: "Number of the fire waiting for ack_user (0: none).",
+    };
 
     /// Fires while the previous fire still waited for ack_user (that sample is closed incomplete).
     pub const OVERRUNS: Register = Register {
         region: "irq_timer",
         name: "overruns",
-        offset: 0x4038,
+        offset: 0x403c,
         size_bits: 32,
         writable: false,
         description: "Fires while the previous fire still waited for ack_user (that sample is closed incomplete).",
     };
 
-    /// ack_isr writes with no fire waiting for one.
+    /// ack_isr writes that named no fire waiting for one (none waited, or another fire's number).
     pub const STRAY_ISR_ACKS: Register = Register {
         region: "irq_timer",
         name: "stray_isr_acks",
-        offset: 0x403c,
-        size_bits: 32,
-        writable: false,
-        description: "ack_isr writes with no fire waiting for one.",
-    };
-
-    /// ack_user writes with no fire waiting.
-    pub const STRAY_USER_ACKS: Register = Register {
-        region: "irq_timer",
-        name: "stray_user_acks",
         offset: 0x4040,
         size_bits: 32,
         writable: false,
-        description: "ack_user writes with no fire waiting.",
+        description: "ack_isr writes that named no fire waiting for one (none waited, or another fire's number).",
+    };
+
+    /// ack_user writes that named no waiting fire (none waited, or another fire's number: a late acknowledgement).
+    pub const STRAY_USER_ACKS: Register = Register {
+        region: "irq_timer",
+        name: "stray_user_acks",
+        offset: 0x4044,
+        size_bits: 32,
+        writable: false,
+        description: "ack_user writes that named no waiting fire (none waited, or another fire's number: a late acknowledgement).",
     };
 
     /// Sample records that found the record FIFO full (numbered, so the host sees the gap).
     pub const LOST: Register = Register {
         region: "irq_timer",
         name: "lost",
-        offset: 0x4044,
+        offset: 0x4048,
         size_bits: 32,
         writable: false,
         description: "Sample records that found the record FIFO full (numbered, so the host sees the gap).",
@@ -1598,7 +1798,7 @@ pub mod irq_timer {
     pub const SEQUENCE: Register = Register {
         region: "irq_timer",
         name: "sequence",
-        offset: 0x4048,
+        offset: 0x404c,
         size_bits: 32,
         writable: false,
         description: "Sample records numbered so far.",
@@ -1608,7 +1808,7 @@ pub mod irq_timer {
     pub const RING_BASE: Register = Register {
         region: "irq_timer",
         name: "ring_base",
-        offset: 0x404c,
+        offset: 0x4050,
         size_bits: 64,
         writable: true,
         description: "Bus address of the sample ring (32-byte records).",
@@ -1618,7 +1818,7 @@ pub mod irq_timer {
     pub const RING_SIZE_LOG2: Register = Register {
         region: "irq_timer",
         name: "ring_size_log2",
-        offset: 0x4054,
+        offset: 0x4058,
         size_bits: 5,
         writable: true,
         description: "log2 of the ring size in records.",
@@ -1628,7 +1828,7 @@ pub mod irq_timer {
     pub const PAYLOAD_SIZE_LOG2: Register = Register {
         region: "irq_timer",
         name: "payload_size_log2",
-        offset: 0x4058,
+        offset: 0x405c,
         size_bits: 4,
         writable: true,
         description: "log2 of the largest ring write in bytes (<= MPS).",
@@ -1638,7 +1838,7 @@ pub mod irq_timer {
     pub const FLUSH_CYCLES: Register = Register {
         region: "irq_timer",
         name: "flush_cycles",
-        offset: 0x405c,
+        offset: 0x4060,
         size_bits: 16,
         writable: true,
         description: "Write a partial batch once no record came for this many cycles.",
@@ -1648,7 +1848,7 @@ pub mod irq_timer {
     pub const RD_INDEX: Register = Register {
         region: "irq_timer",
         name: "rd_index",
-        offset: 0x4060,
+        offset: 0x4064,
         size_bits: 32,
         writable: true,
         description: "Records the host has consumed.",
@@ -1658,7 +1858,7 @@ pub mod irq_timer {
     pub const WR_INDEX: Register = Register {
         region: "irq_timer",
         name: "wr_index",
-        offset: 0x4064,
+        offset: 0x4068,
         size_bits: 32,
         writable: false,
         description: "Records written to the ring.",
@@ -1668,7 +1868,7 @@ pub mod irq_timer {
     pub const ISR_COUNT: Register = Register {
         region: "irq_timer",
         name: "isr_count",
-        offset: 0x4068,
+        offset: 0x406c,
         size_bits: 32,
         writable: false,
         description: "ISR samples measured.",
@@ -1678,7 +1878,7 @@ pub mod irq_timer {
     pub const ISR_MIN: Register = Register {
         region: "irq_timer",
         name: "isr_min",
-        offset: 0x406c,
+        offset: 0x4070,
         size_bits: 32,
         writable: false,
         description: "Smallest ISR latency (cycles from the fire).",
@@ -1688,7 +1888,7 @@ pub mod irq_timer {
     pub const ISR_MAX: Register = Register {
         region: "irq_timer",
         name: "isr_max",
-        offset: 0x4070,
+        offset: 0x4074,
         size_bits: 32,
         writable: false,
         description: "Largest ISR latency (cycles).",
@@ -1698,20 +1898,20 @@ pub mod irq_timer {
     pub const ISR_SUM: Register = Register {
         region: "irq_timer",
         name: "isr_sum",
-        offset: 0x4074,
+        offset: 0x4078,
         size_bits: 64,
         writable: false,
         description: "Sum of ISR latencies (cycles).",
     };
 
     /// Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x407c, size_bits: 8, writable: true, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x4080, size_bits: 8, writable: true, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the ISR latency (cycles) histogram bucket chosen by hist_select.
     pub const ISR_HIST_COUNT: Register = Register {
         region: "irq_timer",
         name: "isr_hist_count",
-        offset: 0x4080,
+        offset: 0x4084,
         size_bits: 32,
         writable: false,
         description: "Count of the ISR latency (cycles) histogram bucket chosen by hist_select.",
@@ -1721,7 +1921,7 @@ pub mod irq_timer {
     pub const USER_COUNT: Register = Register {
         region: "irq_timer",
         name: "user_count",
-        offset: 0x4084,
+        offset: 0x4088,
         size_bits: 32,
         writable: false,
         description: "user samples measured.",
@@ -1731,7 +1931,7 @@ pub mod irq_timer {
     pub const USER_MIN: Register = Register {
         region: "irq_timer",
         name: "user_min",
-        offset: 0x4088,
+        offset: 0x408c,
         size_bits: 32,
         writable: false,
         description: "Smallest user latency (cycles from the fire).",
@@ -1741,7 +1941,7 @@ pub mod irq_timer {
     pub const USER_MAX: Register = Register {
         region: "irq_timer",
         name: "user_max",
-        offset: 0x408c,
+        offset: 0x4090,
         size_bits: 32,
         writable: false,
         description: "Largest user latency (cycles).",
@@ -1751,23 +1951,120 @@ pub mod irq_timer {
     pub const USER_SUM: Register = Register {
         region: "irq_timer",
         name: "user_sum",
-        offset: 0x4090,
+        offset: 0x4094,
         size_bits: 64,
         writable: false,
         description: "Sum of user latencies (cycles).",
     };
 
     /// Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x4098, size_bits: 8, writable: true, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x409c, size_bits: 8, writable: true, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the user latency (cycles) histogram bucket chosen by hist_select.
     pub const USER_HIST_COUNT: Register = Register {
         region: "irq_timer",
         name: "user_hist_count",
-        offset: 0x409c,
+        offset: 0x40a0,
         size_bits: 32,
         writable: false,
         description: "Count of the user latency (cycles) histogram bucket chosen by hist_select.",
+    };
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "irq_timer", name: "lease_claim", offset: 0x40a4, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "irq_timer",
+        name: "lease_release",
+        offset: 0x40a8,
+        size_bits: 32,
+        writable: true,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "irq_timer",
+        name: "lease_owner",
+        offset: 0x40ac,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "irq_timer", name: "lease_length", offset: 0x40b0, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "irq_timer",
+        name: "lease_left",
+        offset: 0x40b4,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "irq_timer",
+        name: "lease_since",
+        offset: 0x40b8,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "irq_timer",
+        name: "lease_pid",
+        offset: 0x40c0,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "irq_timer",
+        name: "lease_host",
+        offset: 0x40c4,
+        size_bits: 32,
+        writable: true,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "irq_timer",
+        name: "lease_time",
+        offset: 0x40c8,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "irq_timer",
+        name: "lease_expiries",
+        offset: 0x40cc,
+        size_bits: 32,
+        writable: false,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "irq_timer",
+        name: "lease_refusals",
+        offset: 0x40d0,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
 }
 
@@ -2054,6 +2351,103 @@ pub mod rt_loop {
         writable: false,
         description: "Completions with the loop's tag when no read was outstanding (dropped).",
     };
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "rt_loop", name: "lease_claim", offset: 0x4880, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "rt_loop",
+        name: "lease_release",
+        offset: 0x4884,
+        size_bits: 32,
+        writable: true,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "rt_loop",
+        name: "lease_owner",
+        offset: 0x4888,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "rt_loop", name: "lease_length", offset: 0x488c, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "rt_loop",
+        name: "lease_left",
+        offset: 0x4890,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "rt_loop",
+        name: "lease_since",
+        offset: 0x4894,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "rt_loop",
+        name: "lease_pid",
+        offset: 0x489c,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "rt_loop",
+        name: "lease_host",
+        offset: 0x48a0,
+        size_bits: 32,
+        writable: true,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "rt_loop",
+        name: "lease_time",
+        offset: 0x48a4,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "rt_loop",
+        name: "lease_expiries",
+        offset: 0x48a8,
+        size_bits: 32,
+        writable: false,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "rt_loop",
+        name: "lease_refusals",
+        offset: 0x48ac,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
+    };
 }
 
 /// Region `rule30_batch` at BAR0 offset 0x5000.
@@ -2267,6 +2661,103 @@ pub mod rule30_batch {
         writable: false,
         description: "Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled.",
     };
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "rule30_batch", name: "lease_claim", offset: 0x5054, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "rule30_batch",
+        name: "lease_release",
+        offset: 0x5058,
+        size_bits: 32,
+        writable: true,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "rule30_batch",
+        name: "lease_owner",
+        offset: 0x505c,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "rule30_batch", name: "lease_length", offset: 0x5060, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "rule30_batch",
+        name: "lease_left",
+        offset: 0x5064,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "rule30_batch",
+        name: "lease_since",
+        offset: 0x5068,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "rule30_batch",
+        name: "lease_pid",
+        offset: 0x5070,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "rule30_batch",
+        name: "lease_host",
+        offset: 0x5074,
+        size_bits: 32,
+        writable: true,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "rule30_batch",
+        name: "lease_time",
+        offset: 0x5078,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "rule30_batch",
+        name: "lease_expiries",
+        offset: 0x507c,
+        size_bits: 32,
+        writable: false,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "rule30_batch",
+        name: "lease_refusals",
+        offset: 0x5080,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
+    };
 }
 
 /// Region `cpu_ctrl` at BAR0 offset 0x5800.
@@ -2366,6 +2857,103 @@ pub mod cpu_ctrl {
         size_bits: 32,
         writable: false,
         description: "Images the card refused.",
+    };
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "cpu_ctrl", name: "lease_claim", offset: 0x5824, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_release",
+        offset: 0x5828,
+        size_bits: 32,
+        writable: true,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_owner",
+        offset: 0x582c,
+        size_bits: 32,
+        writable: false,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "cpu_ctrl", name: "lease_length", offset: 0x5830, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_left",
+        offset: 0x5834,
+        size_bits: 32,
+        writable: false,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_since",
+        offset: 0x5838,
+        size_bits: 64,
+        writable: false,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_pid",
+        offset: 0x5840,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_host",
+        offset: 0x5844,
+        size_bits: 32,
+        writable: true,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_time",
+        offset: 0x5848,
+        size_bits: 32,
+        writable: true,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_expiries",
+        offset: 0x584c,
+        size_bits: 32,
+        writable: false,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "cpu_ctrl",
+        name: "lease_refusals",
+        offset: 0x5850,
+        size_bits: 32,
+        writable: false,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
 }
 
@@ -2508,6 +3096,85 @@ pub mod uart {
     /// RX FIFO Full.
     pub const XOVER_RXFULL: Register =
         Register { region: "uart", name: "xover_rxfull", offset: 0x603c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+}
+
+/// Region `dma_guard` at BAR0 offset 0x6800.
+pub mod dma_guard {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x6800;
+
+    /// DMA guard control.
+    pub const CONTROL: Register =
+        Register { region: "dma_guard", name: "control", offset: 0x6800, size_bits: 1, writable: true, description: "DMA guard control." };
+    /// Fields of `control`.
+    pub mod control {
+        use super::Field;
+        /// Write 1 to reset LitePCIe's DMA engines and tag controller now (between packets), as a timeout does.
+        pub const RESET: Field = Field { shift: 0, width: 1 };
+    }
+
+    /// Cycles LitePCIe may wait for a completion of an outstanding read before its DMA is reset (default 1 ms of card time).
+    pub const TIMEOUT: Register = Register {
+        region: "dma_guard",
+        name: "timeout",
+        offset: 0x6804,
+        size_bits: 32,
+        writable: true,
+        description:
+            "Cycles LitePCIe may wait for a completion of an outstanding read before its DMA is reset (default 1 ms of card time).",
+    };
+
+    /// Reads LitePCIe has outstanding now.
+    pub const OUTSTANDING: Register = Register {
+        region: "dma_guard",
+        name: "outstanding",
+        offset: 0x6808,
+        size_bits: 8,
+        writable: false,
+        description: "Reads LitePCIe has outstanding now.",
+    };
+
+    /// Resets of LitePCIe's DMA and tag controller: timeouts and control.reset.
+    pub const RESETS: Register = Register {
+        region: "dma_guard",
+        name: "resets",
+        offset: 0x680c,
+        size_bits: 32,
+        writable: false,
+        description: "Resets of LitePCIe's DMA and tag controller: timeouts and control.reset.",
+    };
+
+    /// Reads given up: outstanding reads at each timeout reset.
+    pub const TIMEOUTS: Register = Register {
+        region: "dma_guard",
+        name: "timeouts",
+        offset: 0x6810,
+        size_bits: 32,
+        writable: false,
+        description: "Reads given up: outstanding reads at each timeout reset.",
+    };
+
+    /// Completions to LitePCIe with a status other than Successful Completion (UR, CA, CRS).
+    pub const CPL_ERRORS: Register = Register {
+        region: "dma_guard",
+        name: "cpl_errors",
+        offset: 0x6814,
+        size_bits: 32,
+        writable: false,
+        description: "Completions to LitePCIe with a status other than Successful Completion (UR, CA, CRS).",
+    };
+
+    /// Completions to LitePCIe with EP set (poisoned data: LitePCIe passes the data on as good).
+    pub const CPL_POISONED: Register = Register {
+        region: "dma_guard",
+        name: "cpl_poisoned",
+        offset: 0x6818,
+        size_bits: 32,
+        writable: false,
+        description: "Completions to LitePCIe with EP set (poisoned data: LitePCIe passes the data on as good).",
+    };
 }
 
 /// Region `rule30` at BAR0 offset 0x20000.
@@ -2827,6 +3494,17 @@ pub const ALL: &[Register] = &[
     generator::LAT_SAMPLE,
     generator::LAT_SAMPLES,
     generator::LAT_SAMPLES_DROPPED,
+    generator::LEASE_CLAIM,
+    generator::LEASE_RELEASE,
+    generator::LEASE_OWNER,
+    generator::LEASE_LENGTH,
+    generator::LEASE_LEFT,
+    generator::LEASE_SINCE,
+    generator::LEASE_PID,
+    generator::LEASE_HOST,
+    generator::LEASE_TIME,
+    generator::LEASE_EXPIRIES,
+    generator::LEASE_REFUSALS,
     pio::CONTROL,
     pio::READ_DELAY,
     pio::WRITE_TLPS,
@@ -2872,6 +3550,17 @@ pub const ALL: &[Register] = &[
     spy::PAYLOAD_HIST_DOWN_COUNT,
     spy::PAYLOAD_HIST_UP_SELECT,
     spy::PAYLOAD_HIST_UP_COUNT,
+    spy::LEASE_CLAIM,
+    spy::LEASE_RELEASE,
+    spy::LEASE_OWNER,
+    spy::LEASE_LENGTH,
+    spy::LEASE_LEFT,
+    spy::LEASE_SINCE,
+    spy::LEASE_PID,
+    spy::LEASE_HOST,
+    spy::LEASE_TIME,
+    spy::LEASE_EXPIRIES,
+    spy::LEASE_REFUSALS,
     irq_timer::CONTROL,
     irq_timer::CONFIG,
     irq_timer::MIN_INTERVAL,
@@ -2885,6 +3574,7 @@ pub const ALL: &[Register] = &[
     irq_timer::PING_DELTA,
     irq_timer::STATUS,
     irq_timer::FIRES,
+    irq_timer::PENDING_FIRE,
     irq_timer::OVERRUNS,
     irq_timer::STRAY_ISR_ACKS,
     irq_timer::STRAY_USER_ACKS,
@@ -2908,6 +3598,17 @@ pub const ALL: &[Register] = &[
     irq_timer::USER_SUM,
     irq_timer::USER_HIST_SELECT,
     irq_timer::USER_HIST_COUNT,
+    irq_timer::LEASE_CLAIM,
+    irq_timer::LEASE_RELEASE,
+    irq_timer::LEASE_OWNER,
+    irq_timer::LEASE_LENGTH,
+    irq_timer::LEASE_LEFT,
+    irq_timer::LEASE_SINCE,
+    irq_timer::LEASE_PID,
+    irq_timer::LEASE_HOST,
+    irq_timer::LEASE_TIME,
+    irq_timer::LEASE_EXPIRIES,
+    irq_timer::LEASE_REFUSALS,
     rt_loop::CONTROL,
     rt_loop::CONFIG,
     rt_loop::BUFFER_BASE,
@@ -2936,6 +3637,17 @@ pub const ALL: &[Register] = &[
     rt_loop::READ_SUM,
     rt_loop::RETURN_ERRORS,
     rt_loop::UNEXPECTED,
+    rt_loop::LEASE_CLAIM,
+    rt_loop::LEASE_RELEASE,
+    rt_loop::LEASE_OWNER,
+    rt_loop::LEASE_LENGTH,
+    rt_loop::LEASE_LEFT,
+    rt_loop::LEASE_SINCE,
+    rt_loop::LEASE_PID,
+    rt_loop::LEASE_HOST,
+    rt_loop::LEASE_TIME,
+    rt_loop::LEASE_EXPIRIES,
+    rt_loop::LEASE_REFUSALS,
     rule30_batch::CONTROL,
     rule30_batch::CONFIG,
     rule30_batch::DESCRIPTOR_BASE,
@@ -2953,6 +3665,17 @@ pub const ALL: &[Register] = &[
     rule30_batch::BATCHES,
     rule30_batch::UNEXPECTED,
     rule30_batch::REFUSED_WRITES,
+    rule30_batch::LEASE_CLAIM,
+    rule30_batch::LEASE_RELEASE,
+    rule30_batch::LEASE_OWNER,
+    rule30_batch::LEASE_LENGTH,
+    rule30_batch::LEASE_LEFT,
+    rule30_batch::LEASE_SINCE,
+    rule30_batch::LEASE_PID,
+    rule30_batch::LEASE_HOST,
+    rule30_batch::LEASE_TIME,
+    rule30_batch::LEASE_EXPIRIES,
+    rule30_batch::LEASE_REFUSALS,
     cpu_ctrl::CONTROL,
     cpu_ctrl::IMAGE_LENGTH,
     cpu_ctrl::IMAGE_CRC,
@@ -2962,6 +3685,17 @@ pub const ALL: &[Register] = &[
     cpu_ctrl::SRAM_SIZE,
     cpu_ctrl::STARTS,
     cpu_ctrl::REFUSALS,
+    cpu_ctrl::LEASE_CLAIM,
+    cpu_ctrl::LEASE_RELEASE,
+    cpu_ctrl::LEASE_OWNER,
+    cpu_ctrl::LEASE_LENGTH,
+    cpu_ctrl::LEASE_LEFT,
+    cpu_ctrl::LEASE_SINCE,
+    cpu_ctrl::LEASE_PID,
+    cpu_ctrl::LEASE_HOST,
+    cpu_ctrl::LEASE_TIME,
+    cpu_ctrl::LEASE_EXPIRIES,
+    cpu_ctrl::LEASE_REFUSALS,
     uart::RXTX,
     uart::TXFULL,
     uart::RXEMPTY,
@@ -2978,6 +3712,13 @@ pub const ALL: &[Register] = &[
     uart::XOVER_EV_ENABLE,
     uart::XOVER_TXEMPTY,
     uart::XOVER_RXFULL,
+    dma_guard::CONTROL,
+    dma_guard::TIMEOUT,
+    dma_guard::OUTSTANDING,
+    dma_guard::RESETS,
+    dma_guard::TIMEOUTS,
+    dma_guard::CPL_ERRORS,
+    dma_guard::CPL_POISONED,
     rule30::VERSION,
     rule30::CONTROL,
     rule30::STATUS,

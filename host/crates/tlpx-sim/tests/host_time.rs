@@ -162,7 +162,7 @@ fn the_interrupt_timer_user_stage_holds_the_host_sleep() {
         let irq = dev.wait_interrupt(u32::MAX, Duration::from_millis(100)).unwrap();
         assert!(irq.is_some(), "fire {i}: no interrupt within 100 ms of card time");
         std::thread::sleep(host);
-        w32(&mut dev, irq_timer::ACK_USER.offset, 1);
+        w32(&mut dev, irq_timer::ACK_USER.offset, i + 1); // fire i + 1 since the clear
         if std::env::var_os("HOST_TIME_DEBUG").is_some() {
             let irq = irq.unwrap();
             let sum = dev.bar_read(0, irq_timer::USER_SUM.offset, Width::W64).unwrap();

@@ -73,6 +73,11 @@ enum Command {
     Characterize(cmd::characterize::Cmd),
     /// The passive spy: capture every TLP to a trace file, counters, conversions.
     Spy(cmd::spy::Cmd),
+    /// Stop blocks and take them back from their owners (a process that was killed, or one
+    /// that holds a block you need): generator, spy, irq_timer, rt_loop, rule30_batch, cpu, all.
+    Stop(cmd::stop::Cmd),
+    /// Who owns each block of the card (PID, command, since when) and how long its lease runs.
+    Owners(cmd::stop::OwnersCmd),
     /// Live terminal view of the card's bus: bandwidth, TLP mix, latency, transactions, errors.
     Top(cmd::top::Cmd),
     /// Interrupt dispatch latency with the card's interrupt timer: histograms, idle vs loaded.
@@ -94,13 +99,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Like other Unix tools, end quietly when the reader of our output goes away
-    // (`tlpx ... | head`) instead of failing on every later print.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
+    // A process that owns a block of the card must not die of SIGPIPE in the middle of its
+    // job (`tlpx spy capture | head`): it ignores it, sees the failed write, stops the job and
+    // exits 141 (output.rs). Commands that print with println! still end quietly on a closed
+    // pipe by dying of it, as Unix tools do.
+    let keeps_running = matches!(&cli.command, Command::Spy(c) if c.is_capture());
+    // SAFETY: setting the disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, if keeps_running { libc::SIG_IGN } else { libc::SIG_DFL });
+    }
     if cli.pmc {
         let scope = if cli.pmc_kernel { pmc::PmcScope::UserKernel } else { pmc::PmcScope::User };
         pmc::enable(pmc::PmcOptions { scope });
@@ -146,6 +154,8 @@ fn main() -> ExitCode {
         Command::Pio(c) => cmd::pio::run(c, &cli.device, cli.json),
         Command::Characterize(c) => cmd::characterize::run(c, &cli.device, cli.json),
         Command::Spy(c) => cmd::spy::run(c, &cli.device, cli.json),
+        Command::Stop(c) => cmd::stop::run(c, &cli.device, cli.json),
+        Command::Owners(c) => cmd::stop::owners(c, &cli.device, cli.json),
         Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
@@ -159,6 +169,9 @@ fn main() -> ExitCode {
     pmc::say_main();
     if cli.metrics_listen.is_some() {
         metrics::finish(std::time::Duration::from_secs(2));
+    }
+    if output::output_closed() {
+        return ExitCode::from(output::OUTPUT_CLOSED_EXIT);
     }
     match result {
         Ok(code) => code,

@@ -25,10 +25,12 @@ pub fn install_stop_handler() {
     }
     let result = ctrlc::set_handler(|| {
         STOP.store(true, Ordering::SeqCst);
+        // The card's waits end within a slice (tlpx_device::stop): a long point stops too.
+        tlpx_device::stop::request();
         if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 {
             eprintln!("\ntlpx: stopping after the current point (Ctrl-C again to quit at once)");
         } else {
-            eprintln!("\ntlpx: quitting; the card's generator stops at the end of its run");
+            eprintln!("\ntlpx: quitting; what this process runs on the card stops when its lease expires, or at once when the next tlpx finds it gone");
             std::process::exit(i32::from(INTERRUPTED_EXIT));
         }
     });
@@ -37,9 +39,15 @@ pub fn install_stop_handler() {
     }
 }
 
-/// True once Ctrl-C was pressed.
+/// True once Ctrl-C was pressed (or SIGTERM/SIGHUP came, or the output went away).
 pub fn stop_requested() -> bool {
-    STOP.load(Ordering::SeqCst)
+    STOP.load(Ordering::SeqCst) || tlpx_device::stop::requested()
+}
+
+/// Whether `e` is a card wait that ended because a stop was requested: the point in progress
+/// is abandoned (its run stopped on the card), the sweep keeps what it measured.
+pub fn is_interrupt(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| matches!(c.downcast_ref::<tlpx_device::DeviceError>(), Some(tlpx_device::DeviceError::Interrupted)))
 }
 
 /// A progress bar over the points of a sweep (hidden for JSON or without a terminal).

@@ -51,6 +51,9 @@ pub struct Environment {
     /// True when the card is the simulated one: every card-time figure is then simulated.
     pub simulated: bool,
     pub sim: Option<SimEnvironment>,
+    /// Other processes' jobs running on the card when the measurement started (a spy capture,
+    /// the generator, ...): they share the link, so figures may be lower than the card's own.
+    pub perturbed_by: Vec<String>,
 }
 
 /// What the card's identification block says.
@@ -327,6 +330,7 @@ pub fn machine_environment() -> Environment {
         card: None,
         simulated: false,
         sim: None,
+        perturbed_by: Vec::new(),
     }
 }
 

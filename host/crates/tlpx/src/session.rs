@@ -4,6 +4,7 @@
 use anyhow::{bail, Context};
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
+use tlpx_device::lease::{self, Block, OwnerProcess};
 use tlpx_device::pci::{self, decode, PciFunction, PciSource};
 
 use crate::results::{self, CardEnvironment, Environment, LinkReport, SimEnvironment};
@@ -80,8 +81,69 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens the card `device` names and records where it is.
+    /// Opens the card `device` names, records where it is, and looks at the card's other
+    /// owners: a block left running by a process that is gone is stopped (and said so); a
+    /// block another live process runs is recorded in `environment.perturbed_by` and said on
+    /// stderr, since it shares the link with whatever this command measures.
     pub fn open(device: &str) -> anyhow::Result<Session> {
+        Session::open_with(device, true)
+    }
+
+    /// As [`Session::open`] for a command that watches rather than measures (`top`, `serve`,
+    /// `spy`): dead owners' blocks are stopped, live ones are not reported as perturbation.
+    pub fn open_observer(device: &str) -> anyhow::Result<Session> {
+        Session::open_with(device, false)
+    }
+
+    fn open_with(device: &str, measuring: bool) -> anyhow::Result<Session> {
+        let mut session = Session::open_as_is(device)?;
+        session.look_at_other_owners(measuring)?;
+        for note in session.card.take_notes() {
+            eprintln!("tlpx: note: {note}");
+            session.notes.push(note);
+        }
+        Ok(session)
+    }
+
+    fn look_at_other_owners(&mut self, measuring: bool) -> anyhow::Result<()> {
+        for block in Block::ALL {
+            if !self.card.has_feature(block.feature()) {
+                continue;
+            }
+            let Some(owner) = lease::owner(&mut self.card, block)? else { continue };
+            match owner.process {
+                OwnerProcess::Gone => {
+                    lease::force_stop(&mut self.card, block)?;
+                    let note = format!(
+                        "{} was left running by {}: stopped and freed (its buffers are gone)",
+                        block.title(),
+                        owner.describe()
+                    );
+                    eprintln!("tlpx: note: {note}");
+                    self.notes.push(note);
+                }
+                _ if !measuring => {}
+                _ => {
+                    let what = match block {
+                        Block::Spy => "a spy capture (its ring writes share the link)",
+                        Block::Generator => "the traffic generator (its DMA shares the link)",
+                        Block::IrqTimer => "the interrupt timer (its MSIs and sample writes share the link)",
+                        Block::RtLoop => "the real-time loop (its DMA shares the link)",
+                        Block::Rule30Batch => "a rule-30 batch (its DMA shares the link)",
+                        Block::Cpu => "a script on the card's CPU (it drives the card's blocks)",
+                    };
+                    let text = format!("{what}, run by {}", owner.describe());
+                    eprintln!("tlpx: note: this measurement is perturbed by {text}");
+                    self.notes.push(format!("perturbed by {text}"));
+                    self.environment.perturbed_by.push(text);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens the card without looking at other owners (`tlpx owners`, `tlpx stop`).
+    pub fn open_as_is(device: &str) -> anyhow::Result<Session> {
         let opened = selector::open(device)?;
         let description = opened.device.description();
         let card = Card::open(opened.device).context("opening the card")?;

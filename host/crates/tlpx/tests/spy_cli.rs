@@ -190,5 +190,14 @@ fn spy_stop_releases_a_capture_left_by_a_killed_process() {
         .output()
         .expect("stop");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!((v["was_capturing"].clone(), v["capturing"].clone()), (serde_json::json!(true), serde_json::json!(false)));
+    // Stopped and taken from the killed process, which the card still had as the spy's owner.
+    assert_eq!(v[0]["block"], "spy", "{v}");
+    assert_eq!(v[0]["taken_from"]["pid"], child.id(), "{v}");
+    assert_eq!(v[0]["taken_from"]["process"]["state"], "gone", "{v}");
+    let out = std::process::Command::new(tlpx_testkit::workspace_bin("tlpx"))
+        .args(["--device", &sim.selector(), "--json", "spy", "stats"])
+        .output()
+        .expect("stats");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["counters"]["capturing"], false, "{v}");
 }

@@ -742,6 +742,10 @@ pub fn sweep<T>(
                 points.push(p);
                 progress.done_one();
             }
+            Err(e) if progress::is_interrupt(&e) => {
+                interrupted = true;
+                break;
+            }
             Err(e) => {
                 outcome = Err(e);
                 break;

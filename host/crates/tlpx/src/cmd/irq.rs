@@ -253,17 +253,23 @@ fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer
     let mut first_cycle = None;
     let mut skip = job.no_ack;
     let outcome: anyhow::Result<()> = (|| loop {
-        let irq = card.device().wait_interrupt(irq_timer::WAIT_MASK, timeout)?;
+        let irq = match card.wait_interrupt(irq_timer::WAIT_MASK, timeout) {
+            Err(tlpx_device::DeviceError::Interrupted) => return Ok(()),
+            other => other?,
+        };
         let Some(irq) = irq else {
             bail!(
                 "no interrupt from the timer within {timeout:?} after {waited} interrupts (its interval is at most {} cycles)",
                 job.config.max_interval_cycles
             );
         };
+        // The n-th interrupt since the start is fire n: the acknowledgement names it, so the
+        // card never takes it for a later fire's.
+        let fire = run.took_interrupt();
         if skip > 0 {
             skip -= 1;
         } else {
-            irq_timer::ack_user(card)?;
+            irq_timer::ack_user(card, fire)?;
         }
         waited += 1;
         let done = match job.amount {

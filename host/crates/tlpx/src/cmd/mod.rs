@@ -17,5 +17,6 @@ pub mod script;
 pub mod selftest;
 pub mod serve;
 pub mod spy;
+pub mod stop;
 pub mod top;
 pub mod vfio;

@@ -303,6 +303,10 @@ pub fn measure(
                 points.push(p);
                 progress.done_one();
             }
+            Err(e) if progress::is_interrupt(&e) => {
+                interrupted = true;
+                break;
+            }
             Err(e) => {
                 outcome = Err(e);
                 break;

@@ -2,10 +2,15 @@
 //!
 //! 1. scratch: patterns and walking ones through the scratch register;
 //! 2. counter: the 64-bit cycle counter increases and its halves are latched together;
-//! 3. msi: a software interrupt reaches the host (card-time round trip reported);
+//! 3. msi: a software interrupt reaches the host; the time from the trigger write to the
+//!    interrupt's delivery is taken at both ends from one clock, the backend's (card time on
+//!    the simulator, the host's CLOCK_MONOTONIC on hardware) and labelled with it;
 //! 4. ur: unsupported requests (CfgRd0, MRd64) are answered with UR and counted
 //!    (needs a backend that can inject TLPs: the simulator);
-//! 5. dma: a buffer goes host -> card -> host through LitePCIe's DMA loopback, data checked.
+//! 5. dma: a buffer goes host -> card -> host through LitePCIe's DMA loopback, data checked;
+//!    a completion that was poisoned or carried an error status fails it even when the data
+//!    looks right (the card's dma_guard counts them: LitePCIe passes such data on as good),
+//!    and a loopback that never completes leaves LitePCIe's DMA reset for the next run.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -15,8 +20,8 @@ use clap::Args;
 use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 use tlpx_device::card::Card;
-use tlpx_device::{litepcie_dma, DmaBuffer};
-use tlpx_regs::{ident, pcie_msi, request_path};
+use tlpx_device::{litepcie_dma, ClockSource, DmaBuffer};
+use tlpx_regs::{dma_guard, ident, pcie_msi, request_path};
 
 use crate::output::print_json;
 use crate::selector;
@@ -135,9 +140,12 @@ fn check_msi(card: &mut Card) -> CheckResult {
     let bit = tlpx_regs::constants::MSI_SOFTWARE;
     card.write(pcie_msi::CLEAR, 1 << bit)?;
     card.write(pcie_msi::ENABLE, 1 << bit)?;
-    let before = card.cycles()?;
+    // Both ends from the backend's one clock: on the simulator, card time (the posted trigger
+    // write leaves when time next runs, i.e. from `before`); on hardware, the host's clock.
+    let before = card.device().clock_ns()?;
     card.write(ident::SOFTWARE_IRQ, 1)?;
     let irq = card.device().wait_interrupt(u32::MAX, Duration::from_millis(10))?;
+    let after = card.device().clock_ns()?;
     let Some(irq) = irq else {
         card.write(pcie_msi::ENABLE, 0)?;
         return Ok(Err("no interrupt within 10 ms after the software trigger".to_string()));
@@ -148,11 +156,15 @@ fn check_msi(card: &mut Card) -> CheckResult {
     if vector & (1 << bit) == 0 {
         return Ok(Err(format!("interrupt arrived but pcie_msi.vector is 0x{vector:x}")));
     }
-    let latency = match irq.card_cycle {
-        Some(at) => format!(", {} card cycles after the trigger write was sent", at.saturating_sub(before)),
-        None => String::new(),
+    let ns = after.saturating_sub(before);
+    let latency = match card.device().clock_source() {
+        ClockSource::SimulatedCard => {
+            let cycles = (ns as f64 * f64::from(card.identity().clock_hz) / 1e9).round();
+            format!("{cycles} card cycles ({ns} ns of card time, simulated)")
+        }
+        ClockSource::Host => format!("{:.1} us of host time (CLOCK_MONOTONIC, includes the host's wake-up)", ns as f64 / 1e3),
     };
-    Ok(Ok(format!("MSI vector {} received{latency}", irq.vector)))
+    Ok(Ok(format!("MSI vector {} received {latency} after the trigger write was sent", irq.vector)))
 }
 
 fn check_ur(card: &mut Card) -> CheckResult {
@@ -197,7 +209,18 @@ fn check_dma(card: &mut Card, bytes: u32, seed: u64) -> CheckResult {
     result
 }
 
+/// The card's counts of LitePCIe completions that were poisoned or carried an error status,
+/// and of its DMA's timeout resets (zero on a card without the guard).
+fn guard_counts(card: &mut Card) -> anyhow::Result<[u64; 3]> {
+    Ok([card.read(dma_guard::CPL_POISONED)?, card.read(dma_guard::CPL_ERRORS)?, card.read(dma_guard::RESETS)?])
+}
+
 fn dma_loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, seed: u64) -> CheckResult {
+    // A DMA left stuck by an earlier run (a lost completion) is reset first.
+    if card.read(dma_guard::OUTSTANDING)? != 0 {
+        card.write(dma_guard::CONTROL, dma_guard::control::RESET.set(1))?;
+    }
+    let before = guard_counts(card)?;
     let mut data = vec![0u8; src.len];
     rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut data);
     src.write_bytes(0, &data)?;
@@ -205,8 +228,21 @@ fn dma_loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, seed: u64) ->
     // Budget: 1 ms + 100 ns per byte of card time, far above any link this card can have.
     let budget = Duration::from_millis(1) + Duration::from_nanos(100 * data.len() as u64);
     let result = litepcie_dma::loopback(card, src, dst, budget)?;
+    let after = guard_counts(card)?;
     if !result.completed {
-        return Ok(Err(format!("no DMA writer interrupt within {budget:?} of card time")));
+        // Do now what the card's guard would do after its timeout: the next run starts clean.
+        card.write(dma_guard::CONTROL, dma_guard::control::RESET.set(1))?;
+        return Ok(Err(format!(
+            "no DMA writer interrupt within {budget:?} of card time ({} poisoned, {} error completions; LitePCIe's DMA reset)",
+            after[0] - before[0],
+            after[1] - before[1]
+        )));
+    }
+    let [poisoned, errors, resets] = [after[0] - before[0], after[1] - before[1], after[2] - before[2]];
+    if poisoned + errors + resets > 0 {
+        return Ok(Err(format!(
+            "the loopback's reads got {poisoned} poisoned and {errors} error completions ({resets} DMA resets): its data cannot be trusted"
+        )));
     }
     let mut got = vec![0u8; dst.len];
     dst.read_bytes(0, &mut got)?;

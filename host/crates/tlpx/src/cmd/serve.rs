@@ -66,7 +66,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool, metrics_listen: Option<&str>) ->
     let listen = metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
     metrics::parse_listen(listen)?;
 
-    let session = Session::open(device)?;
+    let session = Session::open_observer(device)?;
     let registry = metrics::global();
     let mut collector = Collector::new(session, registry)?;
     let mut exporter = metrics::bind(listen)?;
@@ -176,7 +176,7 @@ impl CycleHistogram {
 /// simulator the reads are a second client's: they share card time with the command's).
 pub fn export_alongside(device: &str, listen: &str) -> anyhow::Result<()> {
     metrics::parse_listen(listen)?;
-    let session = Session::open(device)?;
+    let session = Session::open_observer(device)?;
     let registry = metrics::global();
     let mut collector = Collector::new(session, registry)?;
     let mut exporter = metrics::bind(listen)?;

@@ -18,6 +18,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
+use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Direction, Filters, Trigger, TriggerMode, CLASSES, RECORD_BYTES};
 use tlpx_trace::{CardInfo, Footer, GapDetector, HeaderInfo, LinkInfo, Record, TraceReader, TraceWriter};
 
@@ -40,8 +41,7 @@ enum Action {
     Stats(StatsArgs),
     /// Convert a trace file to CSV, VCD (GTKWave) or the text log.
     Convert(ConvertArgs),
-    /// Turn capture off, whoever started it (a capturing process that was killed leaves the
-    /// spy capturing into a ring that is gone).
+    /// Turn capture off and free the spy, whoever started it (the same as `tlpx stop spy`).
     Stop,
 }
 
@@ -127,6 +127,13 @@ pub struct ConvertArgs {
     log: bool,
 }
 
+impl Cmd {
+    /// `spy capture`: it owns the spy while it runs (main keeps it alive on SIGPIPE).
+    pub fn is_capture(&self) -> bool {
+        matches!(self.action, Action::Capture(_))
+    }
+}
+
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     match &cmd.action {
         Action::Capture(a) => capture(a, device, json),
@@ -137,17 +144,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn force_stop(device: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let mut session = Session::open(device)?;
-    let was = spy::is_capturing(&mut session.card)?;
-    spy::force_stop(&mut session.card)?;
-    if json {
-        crate::output::print_json(&serde_json::json!({ "was_capturing": was, "capturing": false }))?;
-    } else if was {
-        println!("spy capture turned off");
-    } else {
-        println!("the spy was not capturing");
-    }
-    Ok(ExitCode::SUCCESS)
+    crate::cmd::stop::stop_blocks(device, &[Block::Spy], json)
 }
 
 // Argument parsing ---------------------------------------------------------------------------
@@ -277,6 +274,11 @@ struct CaptureSummary {
     plan: Plan,
 }
 
+/// Records reach the disk at least this often (and every [`FLUSH_RECORDS`]): a capture killed
+/// outright (SIGKILL) leaves a readable trace up to what the host had received.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+const FLUSH_RECORDS: u64 = 1024;
+
 struct Sink {
     writer: TraceWriter<BufWriter<File>>,
     gaps: GapDetector,
@@ -285,26 +287,49 @@ struct Sink {
     clock_hz: u64,
     log: bool,
     stdout: std::io::StdoutLock<'static>,
+    /// The reader of the running log went away (EPIPE): the capture stops as after Ctrl-C.
+    output_closed: bool,
+    unflushed: u64,
+    flushed_at: Instant,
 }
 
 impl Sink {
+    /// A line of the running log; a closed stdout stops the log and asks the capture to stop.
+    fn say(&mut self, line: std::fmt::Arguments<'_>) {
+        if !self.log || self.output_closed {
+            return;
+        }
+        if writeln!(self.stdout, "{line}").is_err() {
+            self.output_closed = true;
+            self.log = false;
+            crate::output::mark_output_closed();
+        }
+    }
+
     fn take(&mut self, batch: &[[u8; RECORD_BYTES]]) -> anyhow::Result<()> {
         for raw in batch {
             self.writer.write_raw(raw).context("writing the trace")?;
+            self.unflushed += 1;
             let record = Record::from_bytes(raw).map_err(|e| anyhow!("the spy delivered a record this tlpx cannot decode: {e}"))?;
             if let Some(gap) = self.gaps.push(record.sequence) {
                 let text = gap.to_string();
                 if self.log {
-                    writeln!(self.stdout, "{:>12}  *** {text} (ring full)", "")?;
+                    self.say(format_args!("{:>12}  *** {text} (ring full)", ""));
                 } else {
                     eprintln!("tlpx: warning: {text} (ring full)");
                 }
                 self.gap_texts.push(text);
             }
             if self.log {
-                writeln!(self.stdout, "{}", tlpx_trace::log_line(&record, self.previous.as_ref(), self.clock_hz))?;
+                let line = tlpx_trace::log_line(&record, self.previous.as_ref(), self.clock_hz);
+                self.say(format_args!("{line}"));
             }
             self.previous = Some(record);
+        }
+        if self.unflushed >= FLUSH_RECORDS || (self.unflushed > 0 && self.flushed_at.elapsed() >= FLUSH_EVERY) {
+            self.writer.flush().context("writing the trace")?;
+            self.unflushed = 0;
+            self.flushed_at = Instant::now();
         }
         Ok(())
     }
@@ -313,7 +338,7 @@ impl Sink {
 fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let plan = Plan::parse(a)?;
     let started = Instant::now();
-    let mut session = Session::open(device)?;
+    let mut session = Session::open_observer(device)?;
     let (mps, _) = session.mps_mrrs();
     let id = session.card.identity().clone();
     if !session.card.has_feature("spy") {
@@ -335,15 +360,31 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     info.capture.filters = serde_json::to_value(&plan.filters)?;
     info.capture.trigger = serde_json::to_value(&plan.trigger)?;
     info.capture.include_own_traffic = plan.filters.include_own;
-    let writer = TraceWriter::create(&a.output, &info).with_context(|| format!("creating {}", a.output.display()))?;
-    let log = !a.quiet && !json;
-    let mut sink =
-        Sink { writer, gaps: GapDetector::new(), gap_texts: Vec::new(), previous: None, clock_hz, log, stdout: std::io::stdout().lock() };
-    if log {
-        writeln!(sink.stdout, "{}", session.describe())?;
-        writeln!(sink.stdout, "capturing to {} (ring {} records); times are card time, dur/lat in cycles", a.output.display(), plan.ring)?;
-        writeln!(sink.stdout, "{}", tlpx_trace::log_title())?;
+    // The spy first: a capture refused because another owns the spy leaves --output as it was.
+    session.card.claim(Block::Spy)?;
+    for note in session.card.take_notes() {
+        eprintln!("tlpx: note: {note}");
     }
+    let mut writer = TraceWriter::create(&a.output, &info).with_context(|| format!("creating {}", a.output.display()))?;
+    // The header is on disk before the first record: a capture killed at any moment leaves a
+    // trace that reads (up to its last flushed record, without footer).
+    writer.flush().with_context(|| format!("writing {}", a.output.display()))?;
+    let log = !a.quiet && !json;
+    let mut sink = Sink {
+        writer,
+        gaps: GapDetector::new(),
+        gap_texts: Vec::new(),
+        previous: None,
+        clock_hz,
+        log,
+        stdout: std::io::stdout().lock(),
+        output_closed: false,
+        unflushed: 0,
+        flushed_at: Instant::now(),
+    };
+    sink.say(format_args!("{}", session.describe()));
+    sink.say(format_args!("capturing to {} (ring {} records); times are card time, dur/lat in cycles", a.output.display(), plan.ring));
+    sink.say(format_args!("{}", tlpx_trace::log_title()));
     progress::install_stop_handler();
     let card = &mut session.card;
     let mut cap = Capture::start_with_mps(card, plan.ring, mps, &plan.filters, &plan.trigger)?;
@@ -362,20 +403,34 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             if plan.duration_s.is_some_and(|d| elapsed.as_secs_f64() >= d) {
                 return Ok(());
             }
-            if progress::stop_requested() {
+            if progress::stop_requested() || tlpx_device::stop::requested() {
                 interrupted = true;
                 return Ok(());
             }
             if plan.trigger.mode != TriggerMode::Off && tlpx_regs::spy::status::STOPPED.get(card.read(tlpx_regs::spy::STATUS)?) != 0 {
                 return Ok(());
             }
-            card.device().idle(poll)?;
+            match card.idle(poll) {
+                Err(tlpx_device::DeviceError::Interrupted) => {
+                    interrupted = true;
+                    return Ok(());
+                }
+                other => other?,
+            }
             elapsed += poll;
         }
     })();
-    // Stop in any case, so the card is not left capturing into a freed ring.
-    let end: CaptureEnd = cap.stop_into(card, &mut batch).context("stopping the capture")?;
-    result?;
+    // Stop in any case, so the card is not left capturing into a freed ring; whatever went
+    // wrong, what was received is flushed to the trace (without footer if the capture failed).
+    let end = cap.stop_into(card, &mut batch).context("stopping the capture");
+    let end: CaptureEnd = match (result, end) {
+        (Ok(()), Ok(end)) => end,
+        (Err(e), _) | (Ok(()), Err(e)) => {
+            let _ = sink.take(&batch);
+            let _ = sink.writer.finish_without_footer();
+            return Err(e);
+        }
+    };
     sink.take(&batch)?;
     if let Some(gap) = sink.gaps.push(end.next_sequence) {
         let text = format!("{gap} (at the end of the capture)");
@@ -402,6 +457,11 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         plan,
     };
 
+    if sink.output_closed {
+        // Nobody reads the log any more: the trace is complete; say nothing, exit as a
+        // process killed by SIGPIPE would (128 + 13), after cleaning up.
+        return Ok(ExitCode::from(141));
+    }
     if json {
         print_json(&summary)?;
     } else {
@@ -478,7 +538,7 @@ fn print_histogram(title: &str, unit: &str, buckets: &[u64]) {
 
 fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
-    let mut session = Session::open(device)?;
+    let mut session = Session::open_observer(device)?;
     let card = &mut session.card;
     let counters = spy::counters(card)?;
     let latency_histogram = spy::latency_histogram(card)?;

@@ -385,7 +385,12 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
         let mut before: Option<Reading> = None;
         let mut index = 0;
         while plan.frames.is_none_or(|n| index < n) {
-            if plan.capture && own.is_none() && !spy::is_capturing(card)? {
+            // Capture only with a free spy: another tool's capture (or its lease) is left alone.
+            if plan.capture
+                && own.is_none()
+                && !spy::is_capturing(card)?
+                && tlpx_device::lease::owner(card, tlpx_device::lease::Block::Spy)?.is_none()
+            {
                 let capture =
                     spy::Capture::start_with_mps(card, plan.ring_records, plan.mps, &spy::Filters::default(), &spy::Trigger::default())?;
                 own = Some(OwnCapture {
@@ -412,7 +417,11 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
                     return Ok(());
                 }
                 let slice = left.min(IDLE_SLICE);
-                card.device().idle(slice)?;
+                // Card::idle keeps top's lease on the spy alive; a stop request ends top.
+                match card.idle(slice) {
+                    Err(tlpx_device::DeviceError::Interrupted) => return Ok(()),
+                    other => other?,
+                }
                 left -= slice;
                 if let Some(o) = own.as_mut() {
                     o.drain(card, plan.recent, u64::from(clock_hz))?;

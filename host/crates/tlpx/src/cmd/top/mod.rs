@@ -135,7 +135,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if interactive && !std::io::stdout().is_terminal() {
         bail!("tlpx top draws on a terminal, but stdout is not one: use --snapshot for one frame as text, or --json for samples as JSON lines");
     }
-    let session = Session::open(device)?;
+    let session = Session::open_observer(device)?;
     if !session.card.has_feature("spy") {
         bail!("this card has no spy (its features: {}), so tlpx top has nothing to show", session.card.identity().features.join(", "));
     }

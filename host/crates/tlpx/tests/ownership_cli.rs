@@ -1,0 +1,226 @@
+//! One owner per block, and nothing that outlives its owner, end to end with the real binary.
+//!
+//!   tlpx A ──claim(spy|generator)──► card lease ◄──claim── tlpx B: "busy: ... PID A ..."
+//!   tlpx A killed (SIGKILL, SIGPIPE, Ctrl-C) ──► tlpx B finds A gone: stops A's job, goes on
+//!
+//! Every test here failed before leases existed: a capture killed by SIGPIPE kept writing
+//! its ring into memory the next tool was given, two `bw` at once corrupted each other's
+//! figures, and a killed `bw` left its job running under the next one.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tlpx_testkit::SimProcess as Sim;
+use tlpx_trace::TraceReader;
+
+fn tlpx_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
+}
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
+}
+
+fn spawn(device: &str, args: &[&str]) -> Child {
+    Command::new(tlpx_bin())
+        .arg("--device")
+        .arg(device)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tlpx")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "tlpx failed ({:?}): {}", out.status, text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("tlpx printed JSON")
+}
+
+/// The owners table as JSON: block name -> owner PID (None when free).
+fn owners(device: &str) -> Vec<(String, Option<u64>)> {
+    let v = json(&tlpx(device, &["--json", "owners"]));
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|row| (row["block"].as_str().expect("name").to_string(), row["owner"]["pid"].as_u64()))
+        .collect()
+}
+
+fn owner_of(device: &str, block: &str) -> Option<u64> {
+    owners(device).into_iter().find(|(b, _)| b == block).and_then(|(_, pid)| pid)
+}
+
+/// Waits (wall time, bounded) until `block` is owned by `pid`.
+fn wait_owned(device: &str, block: &str, pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while owner_of(device, block) != Some(u64::from(pid)) {
+        assert!(Instant::now() < deadline, "{block} never became owned by PID {pid}: {:?}", owners(device));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's PID.
+    let r = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(r, 0, "kill");
+}
+
+/// (transfers, errors) of the first point of a `bw --json` result: the card's error counters
+/// (its data checks of reads included) and the host's check of written bytes.
+fn bw_figures(out: &Output) -> (u64, u64) {
+    let v = json(out);
+    let point = &v["points"][0];
+    let transfers = point["transfers"].as_u64().expect("transfers");
+    let mut errors = point["card_error_total"].as_u64().expect("card_error_total");
+    if let Some(check) = point["host_check"].as_object() {
+        for k in ["corrupt_bytes", "missing_bytes", "stray_bytes"] {
+            errors += check[k].as_u64().expect(k);
+        }
+    }
+    (transfers, errors)
+}
+
+#[test]
+fn a_capture_killed_by_sigpipe_stops_and_a_later_bw_reads_clean_data() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let trace = sim.path("x.tlpx");
+    // `tlpx spy capture -o x.tlpx --duration 50ms | head -3`: the reader leaves after 3 lines.
+    let mut child = Command::new(tlpx_bin())
+        .args(["--device", &dev, "spy", "capture", "-o", trace.to_str().expect("path"), "--duration", "50ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        for _ in 0..3 {
+            lines.next().expect("a line").expect("utf-8");
+        }
+    } // the pipe closes here, as `head -3` exits
+    let status = child.wait().expect("wait");
+    let mut err = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut err).expect("stderr");
+    assert_eq!(status.code(), Some(141), "exit as after SIGPIPE, after cleaning up: {status:?} {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // The trace is readable: header first, the records the host received, and a footer (the
+    // capture stopped cleanly).
+    let reader = TraceReader::open(&trace).expect("a readable trace");
+    assert!(reader.footer().is_some(), "the capture ended cleanly");
+    // The spy is off and free: nothing writes into the ring that is gone.
+    let stats = json(&tlpx(&dev, &["--json", "spy", "stats"]));
+    assert_eq!(stats["counters"]["capturing"], false, "{stats}");
+    assert_eq!(owner_of(&dev, "spy"), None);
+    // The next tool's buffers hold exactly its own data.
+    let out = tlpx(&dev, &["--json", "bw", "--op", "read", "--sizes", "4096", "--count", "200"]);
+    let (transfers, errors) = bw_figures(&out);
+    assert_eq!((transfers, errors), (200, 0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_capture_killed_by_sigkill_leaves_a_readable_trace_and_the_next_tool_takes_the_spy_back() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let trace = sim.path("k.tlpx");
+    let child = spawn(&dev, &["spy", "capture", "-q", "-o", trace.to_str().expect("path"), "--duration", "10s", "--poll", "20us"]);
+    wait_owned(&dev, "spy", child.id());
+    // Traffic for it to record, then enough wall time for a flush (every 100 ms).
+    let out = tlpx(&dev, &["bw", "--op", "write", "--sizes", "256", "--count", "50"]);
+    assert!(out.status.success() || out.status.code() == Some(1), "{}", text(&out.stderr));
+    std::thread::sleep(Duration::from_millis(400));
+    let mut child = child;
+    kill(&child, libc::SIGKILL);
+    child.wait().expect("wait");
+    // What reached the host is on disk: the header and whole records, no footer.
+    let reader = TraceReader::open(&trace).expect("a readable trace after SIGKILL");
+    assert!(reader.footer().is_none());
+    assert!(reader.record_count() > 0, "records flushed before the kill");
+    // The dead owner's capture is found, stopped and said so, by the next command that opens
+    // the card; `spy stats` then tells the truth.
+    let out = tlpx(&dev, &["--json", "spy", "stats"]);
+    let stats = json(&out);
+    assert_eq!(stats["counters"]["capturing"], false, "{stats}");
+    let note = text(&out.stderr);
+    assert!(note.contains("was left running by PID") && note.contains("no longer running"), "{note}");
+    assert_eq!(owner_of(&dev, "spy"), None);
+}
+
+#[test]
+fn a_second_bw_is_told_who_owns_the_generator_and_the_first_is_not_disturbed() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let first = spawn(&dev, &["--json", "bw", "--op", "write", "--sizes", "4096", "--count", "20000"]);
+    wait_owned(&dev, "generator", first.id());
+    let out = tlpx(&dev, &["bw", "--op", "write", "--sizes", "4096", "--count", "100"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("busy: the traffic generator is owned by PID") && err.contains(&first.id().to_string()), "{err}");
+    assert!(err.contains("`tlpx stop generator`"), "{err}");
+    let out = first.wait_with_output().expect("first bw");
+    let (transfers, errors) = bw_figures(&out);
+    assert_eq!((transfers, errors), (20000, 0));
+}
+
+#[test]
+fn after_a_sigkilled_bw_the_next_bw_runs_exactly_its_own_transfers() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let mut first = spawn(&dev, &["bw", "--op", "read", "--sizes", "4096", "--count", "1000000"]);
+    wait_owned(&dev, "generator", first.id());
+    kill(&first, libc::SIGKILL);
+    first.wait().expect("wait");
+    let out = tlpx(&dev, &["--json", "bw", "--op", "read", "--sizes", "4096", "--count", "100"]);
+    let (transfers, errors) = bw_figures(&out);
+    assert_eq!((transfers, errors), (100, 0), "{}", text(&out.stdout));
+    let note = text(&out.stderr);
+    assert!(note.contains("was left running by PID") && note.contains("stopped and freed"), "{note}");
+}
+
+#[test]
+fn a_busy_spy_leaves_the_output_file_alone_and_stop_takes_it_back() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let first = spawn(&dev, &["spy", "capture", "-q", "-o", sim.path("a.tlpx").to_str().expect("path"), "--duration", "10s"]);
+    wait_owned(&dev, "spy", first.id());
+    let keep = sim.path("keep.tlpx");
+    std::fs::write(&keep, b"precious").expect("write");
+    let out = tlpx(&dev, &["spy", "capture", "-o", keep.to_str().expect("path"), "--duration", "1ms"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("busy: the spy is owned by PID"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&keep).expect("read"), b"precious", "the refused capture truncated its --output");
+    // `tlpx stop spy` takes it back; the first capture learns it lost the spy and says so.
+    let out = tlpx(&dev, &["stop", "spy"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&format!("PID {}", first.id())), "{}", text(&out.stdout));
+    let out = first.wait_with_output().expect("first capture");
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("the spy is no longer this process's"), "{}", text(&out.stderr));
+    assert_eq!(owner_of(&dev, "spy"), None);
+}
+
+#[test]
+fn a_measurement_beside_another_tools_capture_says_it_is_perturbed() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let mut capture = spawn(&dev, &["spy", "capture", "-q", "-o", sim.path("p.tlpx").to_str().expect("path"), "--duration", "10s"]);
+    wait_owned(&dev, "spy", capture.id());
+    let out = tlpx(&dev, &["--json", "bw", "--op", "write", "--sizes", "1024", "--count", "20"]);
+    let v = json(&out);
+    let perturbed = v["environment"]["perturbed_by"].as_array().expect("perturbed_by").clone();
+    assert_eq!(perturbed.len(), 1, "{v}");
+    assert!(perturbed[0].as_str().expect("text").contains(&format!("PID {}", capture.id())), "{perturbed:?}");
+    assert!(text(&out.stderr).contains("perturbed by a spy capture"), "{}", text(&out.stderr));
+    kill(&capture, libc::SIGINT);
+    let status = capture.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    // Alone again: nothing recorded.
+    let v = json(&tlpx(&dev, &["--json", "bw", "--op", "write", "--sizes", "1024", "--count", "20"]));
+    assert_eq!(v["environment"]["perturbed_by"], serde_json::json!([]), "{v}");
+}
