@@ -42,6 +42,11 @@ pub const MAX_LOOP_DEPTH: usize = 8;
 pub const MAX_STRINGS: usize = 65536;
 /// "No result slot" in an instruction's slot field.
 pub const NO_SLOT: u16 = 0xFFFF;
+/// Bytes of one entry of the firmware's value table (the latest value of a result slot, a
+/// u64). The firmware keeps the table in the card's script area right after the image, from
+/// the next multiple of 8, and refuses an image whose table does not fit below the area's end
+/// (firmware/src/script.c, `validate`): a program needs its image and its table in the area.
+pub const VALUE_LEN: usize = 8;
 
 /// Opcodes (byte 0 of an instruction).
 pub mod op {
@@ -328,7 +333,52 @@ impl Insn {
     }
 }
 
+/// A program that does not fit the card's script area: what it needs, what the area holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AreaError {
+    /// Bytes of the image.
+    pub image_len: usize,
+    /// Result slots (each an entry of the firmware's value table after the image).
+    pub slots: usize,
+    /// Bytes of the area the program needs: the image padded to 8, then the value table.
+    pub needed: usize,
+    /// Bytes of the card's script area.
+    pub area_len: usize,
+}
+
+impl fmt::Display for AreaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "its {}-byte image and the firmware's value table after it ({} result slot(s), {VALUE_LEN} bytes each) need {} bytes; \
+             the card's script area holds {} bytes",
+            self.image_len, self.slots, self.needed, self.area_len
+        )
+    }
+}
+
+impl std::error::Error for AreaError {}
+
+/// Bytes of the script area a program with an image of `image_len` bytes and `slots` result
+/// slots takes on the card: the image, padded to a multiple of 8, then the value table.
+pub fn area_bytes(image_len: usize, slots: usize) -> usize {
+    image_len.next_multiple_of(VALUE_LEN) + slots * VALUE_LEN
+}
+
 impl Program {
+    /// The image, when it and the firmware's value table fit a script area of `area_len`
+    /// bytes (the card's: `tlpx_device::cpu::SCRIPT_AREA_LEN`, the firmware's
+    /// `SCRIPT_AREA..SCRIPT_AREA_END`). An image that does not is refused here, on the host,
+    /// with both sizes: the firmware would only refuse it on the card.
+    pub fn encode_for_area(&self, area_len: usize) -> Result<Vec<u8>, AreaError> {
+        let image = self.encode();
+        let needed = area_bytes(image.len(), self.slots.len());
+        if needed > area_len {
+            return Err(AreaError { image_len: image.len(), slots: self.slots.len(), needed, area_len });
+        }
+        Ok(image)
+    }
+
     /// The image: header, then the body whose CRC-32 the header carries.
     pub fn encode(&self) -> Vec<u8> {
         let mut strings = Vec::new();

@@ -21,7 +21,7 @@ use std::fmt;
 pub use compile::compile;
 pub use disasm::{disassemble, summary};
 pub use firmware::{FirmwareImage, FirmwareImageError};
-pub use image::{decode, DecodeError, Program};
+pub use image::{decode, AreaError, DecodeError, Program};
 
 /// Compile options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -278,6 +278,35 @@ fn limits_are_errors_not_panics() {
     assert!(compile(&events, &Options::default()).is_err());
 }
 
+/// The card's script area (0x48000..0x4C000: firmware/src/hw.h, tlpx_device::cpu).
+const AREA: usize = 16384;
+
+#[test]
+fn a_program_must_fit_the_script_area_with_its_value_table() {
+    let small = ok("mark a\nmark b\n");
+    let image = small.encode();
+    assert_eq!(small.encode_for_area(AREA).expect("fits"), image);
+    // exactly: the image padded to 8, then 8 bytes a slot
+    let needed = image.len().next_multiple_of(8) + 16;
+    assert_eq!(image::area_bytes(image.len(), 2), needed);
+    assert!(small.encode_for_area(needed).is_ok());
+    let e = small.encode_for_area(needed - 1).expect_err("one byte short");
+    assert_eq!(e, tlpx_script::AreaError { image_len: image.len(), slots: 2, needed, area_len: needed - 1 });
+    let text = e.to_string();
+    assert!(text.contains(&format!("{}-byte image", image.len())) && text.contains(&format!("need {needed} bytes")), "{text}");
+
+    // An image that fits the area alone, but not with its value table: the firmware would
+    // refuse it (script.c), so the host does.
+    let marks = |n: usize| ok(&(0..n).map(|i| format!("mark m{i}\n")).collect::<String>());
+    let p = (1..2000).map(marks).find(|p| p.encode_for_area(AREA).is_err()).expect("a program too large");
+    let e = p.encode_for_area(AREA).expect_err("too large");
+    assert!(e.image_len <= AREA && e.needed > AREA, "{e}");
+    assert!(e.to_string().contains("holds 16384 bytes"), "{e}");
+    // the largest program of the compiler's own limits is far beyond the area
+    let most: String = (0..image::MAX_SLOTS).map(|i| format!("mark m{i}\n")).collect();
+    assert!(ok(&most).encode_for_area(AREA).is_err());
+}
+
 fn image_of(src: &str) -> Vec<u8> {
     ok(src).encode()
 }

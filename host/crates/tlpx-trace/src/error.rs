@@ -63,6 +63,12 @@ pub enum TraceError {
 
     #[error("offset {offset}: cannot write {what}: {reason}")]
     InvalidWrite { offset: u64, what: &'static str, reason: String },
+
+    #[error(
+        "offset {offset}: the trace holds {records} records, {what} takes at most {limit} ({why}); \
+         the CSV and log converters stream a trace of any length"
+    )]
+    TooManyRecords { offset: u64, records: u64, limit: u64, what: &'static str, why: &'static str },
 }
 
 impl TraceError {
@@ -78,7 +84,8 @@ impl TraceError {
             | TraceError::TruncatedRecords { offset, .. }
             | TraceError::ReservedKind { offset, .. }
             | TraceError::MisplacedFooter { offset, .. }
-            | TraceError::InvalidWrite { offset, .. } => *offset,
+            | TraceError::InvalidWrite { offset, .. }
+            | TraceError::TooManyRecords { offset, .. } => *offset,
             TraceError::BadMagic { .. } => 0,
             TraceError::UnsupportedFileVersion { .. } => 8,
             TraceError::WrongRecordSize { .. } => 10,

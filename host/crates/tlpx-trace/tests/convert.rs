@@ -7,7 +7,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 
 use tlpx_trace::csv::{csv_row, trace_to_csv, CSV_COLUMNS};
-use tlpx_trace::vcd::{trace_to_vcd, write_vcd, VcdOptions};
+use tlpx_trace::vcd::{trace_to_vcd, write_vcd, VcdOptions, MAX_VCD_RECORDS};
 use tlpx_trace::{build, log_line, log_title, Body, Direction, Footer, Record, Timeout, TraceReader};
 
 fn csv_text() -> String {
@@ -195,6 +195,32 @@ fn vcd_back_to_back_tlps_keep_busy_high() {
     let busy = vcd.vars.iter().find(|(_, (s, n))| s == "tlpx.up" && n == "busy").unwrap().0;
     let changes: Vec<_> = vcd.changes.iter().filter(|(_, id, _)| id == busy).map(|(t, _, v)| (*t, v.as_str())).collect();
     assert_eq!(changes, vec![(100, "1"), (108, "0")]);
+}
+
+#[test]
+fn vcd_refuses_a_trace_longer_than_it_holds_in_memory_before_reading_it() {
+    // a header, then MAX_VCD_RECORDS + 1 records (a sparse file: zero records are reads)
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.tlpx");
+    let writer = tlpx_trace::TraceWriter::create_with_header(&path, &tlpx_trace::sample::header()).unwrap();
+    let start = writer.bytes_written();
+    writer.finish_without_footer().unwrap();
+    let records = MAX_VCD_RECORDS + 1;
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(start + records * 32).unwrap();
+    let reader = TraceReader::open(&path).unwrap();
+    assert_eq!(reader.record_count(), records);
+    let began = std::time::Instant::now();
+    let mut out = Vec::new();
+    let e = trace_to_vcd(reader, &mut out).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains(&format!("holds {records} records")) && text.contains(&format!("at most {MAX_VCD_RECORDS}")), "{text}");
+    assert!(text.contains("CSV and log converters stream"), "{text}");
+    assert_eq!(e.offset(), start + MAX_VCD_RECORDS * 32, "the first record past the limit");
+    assert!(out.is_empty(), "nothing written");
+    assert!(began.elapsed() < std::time::Duration::from_secs(1), "refused unread, in {:?}", began.elapsed());
+    // the CSV converter takes it, streaming
+    let mut csv = std::io::sink();
+    assert_eq!(trace_to_csv(TraceReader::open(&path).unwrap(), &mut csv).unwrap(), records);
 }
 
 #[test]

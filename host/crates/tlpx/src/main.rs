@@ -1,6 +1,7 @@
 //! tlpx: drive a tlpx card (real or simulated) from the command line.
 
 mod cmd;
+mod input;
 mod metrics;
 mod output;
 mod plot;

@@ -22,11 +22,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::io::{Read as _, Write as _};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -367,7 +367,25 @@ pub struct Exporter {
     listener: Option<TcpListener>,
 }
 
-/// Scrapes being answered right now (see [`finish`]).
+/// Bytes of a request's head (request line and headers) read at most. A scrape's head is a
+/// few hundred bytes (Prometheus sends five headers); 8 KiB is the usual bound of HTTP servers
+/// (nginx's header buffer, Apache's LimitRequestLine). A longer head is answered 431 unread.
+pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// Connections answered at once. Scrapers are few (Prometheus asks a target one request at a
+/// time), so more than this is a flood: further connections are answered 503 and closed at
+/// once, by the listener itself, without a thread.
+pub const MAX_CONNECTIONS: usize = 8;
+/// How long a connection may take to send its request head, in all: an idle or slow client
+/// holds its slot no longer than this (answered 408).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long writing an answer may take, in all (a client that does not read is dropped).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// After a refused request head, how long what the client still sends is read and dropped, so
+/// that it sees the answer rather than a reset connection (TCP resets a connection closed with
+/// unread data).
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Connections being answered right now (see [`finish`]); only the listener thread adds.
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 impl Exporter {
@@ -383,8 +401,19 @@ impl Exporter {
         std::thread::Builder::new()
             .name("metrics-listener".into())
             .spawn(move || {
-                for stream in listener.incoming().flatten() {
-                    // One short-lived thread per scrape: a slow client never blocks the next.
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else {
+                        // e.g. out of file descriptors: give the process a moment, not a busy loop
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    if IN_FLIGHT.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                        busy(stream);
+                        continue;
+                    }
+                    // A thread per connection, at most MAX_CONNECTIONS of them, each for at most
+                    // REQUEST_TIMEOUT + RESPONSE_TIMEOUT (+ LINGER): a slow client never blocks
+                    // the next, and a flood of them never takes more.
                     IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
                     let spawned = std::thread::Builder::new().name("metrics-scrape".into()).spawn(move || {
                         answer(stream, registry);
@@ -400,53 +429,158 @@ impl Exporter {
     }
 }
 
-/// Binds `text` (see [`parse_listen`]); nothing is answered until [`Exporter::serve`].
+/// Binds `text` (see [`parse_listen`]); nothing is answered until [`Exporter::serve`]. An
+/// address other than loopback is bound as asked, with a warning on stderr: the metrics are
+/// served to whoever reaches it.
 pub fn bind(text: &str) -> anyhow::Result<Exporter> {
     let addr = parse_listen(text)?;
     let listener = TcpListener::bind(addr).with_context(|| format!("--metrics-listen {text:?}: cannot listen on {addr}"))?;
     let address = listener.local_addr().context("the exporter's address")?;
+    if let Some(warning) = exposure_warning(address) {
+        eprintln!("tlpx: warning: {warning}");
+    }
     Ok(Exporter { address, listener: Some(listener) })
+}
+
+/// What to say when the exporter listens where others can reach it; `None` on loopback.
+pub fn exposure_warning(address: SocketAddr) -> Option<String> {
+    if address.ip().to_canonical().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "the metrics exporter listens on {address}, not on a loopback address: anyone who can reach it can read \
+         the card's metrics (plain HTTP, no authentication); listen on 127.0.0.1 (the default) or put it behind a proxy \
+         that authenticates"
+    ))
 }
 
 /// Before the process exits: lets scrapes already being answered finish (up to `limit`), so
 /// a scrape that lands as a command ends gets its whole answer, not a reset connection.
 pub fn finish(limit: Duration) {
-    let deadline = std::time::Instant::now() + limit;
-    while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + limit;
+    while IN_FLIGHT.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// Answers one HTTP request on `stream`: the exposition of `registry` at /metrics.
-fn answer(stream: TcpStream, registry: &Registry) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let mut reader = BufReader::new(&stream);
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).is_err() {
-        return;
-    }
-    // Drain the headers (bounded) so the client sees an orderly close.
-    let mut header_bytes = 0usize;
+/// A connection over [`MAX_CONNECTIONS`]: 503 and closed, without waiting for anything (the
+/// listener thread must not block: the socket is non-blocking, and its send buffer, empty,
+/// takes the short answer whole).
+fn busy(stream: TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let body = format!("tlpx: the exporter answers {MAX_CONNECTIONS} connections at once; try again\n");
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Retry-After: 1\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = &stream;
+    let _ = s.write_all(response.as_bytes());
+    let _ = stream.shutdown(Shutdown::Write);
+    // what the client sent already, dropped, so that closing does not reset the answer away
+    let mut sink = [0u8; 4096];
+    let _ = s.read(&mut sink);
+}
+
+/// How reading a request head ended.
+enum Head {
+    /// The head (up to its blank line, or all the client sent before it closed its side).
+    Complete(Vec<u8>),
+    /// More than [`MAX_REQUEST_HEAD`] bytes without the blank line that ends a head.
+    TooLarge,
+    /// The head did not come within [`REQUEST_TIMEOUT`].
+    TimedOut,
+    /// Nothing came, or the connection failed.
+    Gone,
+}
+
+/// Reads a request head: at most [`MAX_REQUEST_HEAD`] bytes, within `deadline` in all.
+fn read_head(stream: &TcpStream, deadline: Instant) -> Head {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    let mut s = stream;
     loop {
-        let mut line = String::new();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => break,
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return Head::TimedOut;
+        }
+        // never more than one byte past the cap, which is enough to know it is passed
+        let want = chunk.len().min(MAX_REQUEST_HEAD + 1 - head.len());
+        match s.read(&mut chunk[..want]) {
+            Ok(0) if head.is_empty() => return Head::Gone,
+            Ok(0) => return Head::Complete(head),
             Ok(n) => {
-                header_bytes += n;
-                if line == "\r\n" || line == "\n" || header_bytes > 16 * 1024 {
-                    break;
+                // the blank line may straddle two reads
+                let from = head.len().saturating_sub(3);
+                head.extend_from_slice(&chunk[..n]);
+                if let Some(end) = head_end(&head, from) {
+                    if end > MAX_REQUEST_HEAD {
+                        return Head::TooLarge;
+                    }
+                    head.truncate(end);
+                    return Head::Complete(head);
+                }
+                if head.len() > MAX_REQUEST_HEAD {
+                    return Head::TooLarge;
                 }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return Head::TimedOut,
+            Err(_) => return Head::Gone,
         }
     }
+}
+
+/// Where the head in `bytes` ends (just after its blank line, CRLF or bare LF), looking from
+/// `from` on.
+fn head_end(bytes: &[u8], from: usize) -> Option<usize> {
+    (from..bytes.len()).find_map(|i| match &bytes[i..] {
+        [b'\r', b'\n', b'\r', b'\n', ..] => Some(i + 4),
+        [b'\n', b'\n', ..] => Some(i + 2),
+        _ => None,
+    })
+}
+
+/// Writes `bytes` within `deadline` in all.
+fn write_within(stream: &TcpStream, bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    let mut s = stream;
+    for piece in bytes.chunks(16 * 1024) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        s.write_all(piece)?;
+    }
+    s.flush()
+}
+
+/// Answers one HTTP request on `stream`: the exposition of `registry` at /metrics.
+fn answer(stream: TcpStream, registry: &Registry) {
+    let plain = "text/plain; charset=utf-8";
+    let head = read_head(&stream, Instant::now() + REQUEST_TIMEOUT);
+    // A client refused for a head too long may still be sending it.
+    let linger = matches!(head, Head::TooLarge);
+    let (request, refused) = match head {
+        Head::Complete(head) => (head, None),
+        Head::TooLarge => (
+            Vec::new(),
+            Some(("431 Request Header Fields Too Large", format!("the request line and headers are more than {MAX_REQUEST_HEAD} bytes\n"))),
+        ),
+        Head::TimedOut => {
+            (Vec::new(), Some(("408 Request Timeout", format!("the request did not come within {} s\n", REQUEST_TIMEOUT.as_secs()))))
+        }
+        Head::Gone => return,
+    };
+    let request_line = request.split(|&b| b == b'\n').next().map(String::from_utf8_lossy).unwrap_or_default();
     let mut words = request_line.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, registry.render()),
-        (_, "/metrics") => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET and HEAD\n".to_string()),
-        _ => ("404 Not Found", "text/plain; charset=utf-8", "tlpx serves its metrics at /metrics\n".to_string()),
+    let (status, content_type, body) = match (refused, method, path) {
+        (Some((status, body)), _, _) => (status, plain, body),
+        (None, "GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, registry.render()),
+        (None, _, "/metrics") => ("405 Method Not Allowed", plain, "only GET and HEAD\n".to_string()),
+        _ => ("404 Not Found", plain, "tlpx serves its metrics at /metrics\n".to_string()),
     };
     let mut response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
@@ -456,9 +590,29 @@ fn answer(stream: TcpStream, registry: &Registry) {
     if method != "HEAD" {
         response.push_str(&body);
     }
-    let mut stream = &stream;
-    let _ = stream.write_all(response.as_bytes());
-    let _ = stream.flush();
+    if write_within(&stream, response.as_bytes(), Instant::now() + RESPONSE_TIMEOUT).is_err() {
+        return;
+    }
+    if linger {
+        // Read and drop what it still sends for a while (a fixed buffer), so that it reads
+        // the answer instead of a reset.
+        let _ = stream.shutdown(Shutdown::Write);
+        let until = Instant::now() + LINGER;
+        let mut sink = [0u8; 8192];
+        let mut s = &stream;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+                break;
+            }
+            match s.read(&mut sink) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -515,6 +669,60 @@ mod tests {
         let text = r.render();
         assert!(text.contains("tlpx_l_seconds_bucket{le=\"8e-8\"} 3\n"), "{text}");
         assert!(text.contains("tlpx_l_seconds_count 4\n") && !text.contains("bad length"), "{text}");
+    }
+
+    #[test]
+    fn metrics_exposure_is_warned_about_off_loopback_only() {
+        for quiet in ["127.0.0.1:9464", "[::1]:9464", "[::ffff:127.0.0.1]:9464", "127.0.0.2:1"] {
+            assert_eq!(exposure_warning(quiet.parse().unwrap()), None, "{quiet}");
+        }
+        for open in ["0.0.0.0:9464", "[::]:9464", "192.168.1.2:9464"] {
+            let w = exposure_warning(open.parse().unwrap()).unwrap_or_else(|| panic!("{open}: no warning"));
+            assert!(w.contains(open) && w.contains("no authentication"), "{w}");
+        }
+    }
+
+    /// What `read_head` makes of `sent` (then the client's side closed, or not).
+    fn head_of(sent: &[u8], close: bool) -> Head {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let sent = sent.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = client.write_all(&sent);
+            if close {
+                let _ = client.shutdown(Shutdown::Write);
+            }
+            client
+        });
+        let head = read_head(&server, Instant::now() + Duration::from_millis(500));
+        drop(writer.join().unwrap());
+        head
+    }
+
+    #[test]
+    fn metrics_request_heads_end_at_their_blank_line_within_the_cap() {
+        // (a long head by its length only: a failure message stays readable)
+        let complete = |sent: &[u8], close: bool| match head_of(sent, close) {
+            Head::Complete(h) if h.len() > 100 => format!("{} bytes", h.len()),
+            Head::Complete(h) => String::from_utf8(h).unwrap(),
+            Head::TooLarge => "too large".into(),
+            Head::TimedOut => "timed out".into(),
+            Head::Gone => "gone".into(),
+        };
+        assert_eq!(complete(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\nbody", false), "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+        assert_eq!(complete(b"GET / HTTP/1.0\n\n", false), "GET / HTTP/1.0\n\n");
+        // no blank line: what came before the client closed its side, or a timeout
+        assert_eq!(complete(b"GET /metrics", true), "GET /metrics");
+        assert_eq!(complete(b"GET /metrics HTTP/1.0\r\n", false), "timed out");
+        assert_eq!(complete(b"", true), "gone");
+        // the cap: a head of exactly MAX_REQUEST_HEAD bytes is read, one more byte is not
+        let mut head = vec![b'a'; MAX_REQUEST_HEAD - 4];
+        head.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(complete(&head, false), format!("{MAX_REQUEST_HEAD} bytes"));
+        head.insert(0, b'a');
+        assert_eq!(complete(&head, false), "too large");
+        assert_eq!(complete(&vec![b'a'; 1 << 20], false), "too large");
     }
 
     #[test]

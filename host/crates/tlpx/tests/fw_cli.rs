@@ -123,7 +123,12 @@ fn bad_image_files_are_refused_before_anything_is_written() {
     set32(&mut long, 12, 0x8000);
     let crc = tlpx_script::image::crc32(&long[32..]);
     set32(&mut long, 16, crc);
-    cases.push(("too long", long, "payload length"));
+    // a file longer than any image is refused by its size, unread
+    cases.push(("too long", long, "file"));
+    // a header claiming more than the firmware area, in a file of ordinary size
+    let mut claims = good.clone();
+    set32(&mut claims, 12, 0x8000);
+    cases.push(("claims too long", claims, "payload length"));
     for (what, bytes, field) in cases {
         let f = sim.path(&format!("{}.img", what.replace(' ', "_")));
         std::fs::write(&f, &bytes).expect("write image");
@@ -133,6 +138,9 @@ fn bad_image_files_are_refused_before_anything_is_written() {
         assert!(err.contains(&format!("firmware image {field}: found ")) && err.contains("accepted: "), "{what}: {err}");
         assert!(err.contains("nothing was written to the card"), "{what}: {err}");
         if what == "too long" {
+            assert!(err.contains("found 32800 bytes") && err.contains("at most 32544 bytes") && err.contains("0x7f00"), "{err}");
+        }
+        if what == "claims too long" {
             assert!(err.contains("0x7f00"), "{err}");
         }
         if what == "map hash" {
@@ -414,7 +422,7 @@ fn script_run_loads_the_default_firmware_and_refuses_bad_input() {
     std::fs::write(&big, body).expect("script");
     let out = tlpx(&sim.selector(), &["script", "run", path_str(&big)]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("holds at most 16384 bytes"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("script area holds 16384 bytes"), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -403,3 +403,139 @@ fn rule30_exports_lines_per_mode_while_it_runs() {
     let out = child.wait_with_output().expect("the command ends");
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+// The exporter's bounds ("Unbounded inputs"): request head, connections, slow clients, exposure.
+
+/// A field of /proc/PID/status in kB (VmHWM: the peak resident memory).
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field} in {status}"));
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+}
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task").count()
+}
+
+/// Sends `line_len` bytes of request line (without its end) from a thread, and reads the
+/// answer: (status line, bytes sent).
+fn long_request_line(address: &str, line_len: usize) -> (String, usize) {
+    let s = TcpStream::connect(address).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let mut w = s.try_clone().expect("clone");
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'a'; 1 << 16];
+        let mut sent = 0;
+        // the exporter may close before all is sent: that is its answer, not an error here
+        if w.write_all(b"GET /").is_ok() {
+            while sent < line_len && w.write_all(&chunk[..chunk.len().min(line_len - sent)]).is_ok() {
+                sent += chunk.len().min(line_len - sent);
+            }
+        }
+        sent
+    });
+    let mut response = Vec::new();
+    let _ = (&s).read_to_end(&mut response);
+    let sent = writer.join().expect("writer");
+    let response = text(&response);
+    (response.lines().next().unwrap_or("").to_string(), sent)
+}
+
+#[test]
+fn an_oversized_request_line_is_refused_431_and_memory_stays_bounded() {
+    let sim = Sim::start(&[]);
+    let serve = Serve::start(&sim.selector(), &["--interval", "200ms", "--duration", "60s"]);
+    let pid = serve.child.id();
+    let (status, _, _) = get(&serve.address, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    let peak_before = status_kb(pid, "VmHWM:");
+
+    let (status, _) = long_request_line(&serve.address, 1 << 20);
+    assert!(status.contains("431"), "a 1 MiB request line: {status:?}");
+    // 64 MiB: the old exporter buffered the whole line (its peak memory grew by as much)
+    let (_, sent) = long_request_line(&serve.address, 64 << 20);
+    assert!(sent > 0);
+    let grew = status_kb(pid, "VmHWM:").saturating_sub(peak_before);
+    assert!(grew < 16 * 1024, "the exporter's peak memory grew by {grew} kB for long request lines");
+
+    let (status, _, body) = get(&serve.address, "/metrics");
+    assert!(status.contains("200") && body.contains("tlpx_card_up"), "a scrape after the refusals: {status}");
+}
+
+#[test]
+fn idle_connections_take_a_bounded_number_of_threads_and_scrapes_work_after_them() {
+    let sim = Sim::start(&[]);
+    let serve = Serve::start(&sim.selector(), &["--interval", "200ms", "--duration", "60s"]);
+    let pid = serve.child.id();
+    let (status, _, _) = get(&serve.address, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    let before = threads(pid);
+
+    let idle: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(&serve.address).expect("connect")).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let during = threads(pid);
+    assert!(during <= before + 8, "200 idle connections took {} threads ({before} before)", during - before);
+    // the last ones were refused at once: 503, closed
+    let mut last = &idle[idle.len() - 1];
+    last.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+    let mut answer = String::new();
+    let _ = last.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "a connection over the limit: {answer:?}");
+
+    // The idle ones hold their slots for the request timeout at most, even if never closed.
+    // Meanwhile a scrape is refused: 503, or closed before its request is read.
+    let scrape = || {
+        let mut s = TcpStream::connect(&serve.address).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let _ = write!(s, "GET /metrics HTTP/1.0\r\n\r\n");
+        let mut response = String::new();
+        let _ = s.read_to_string(&mut response);
+        response
+    };
+    let began = std::time::Instant::now();
+    loop {
+        let response = scrape();
+        if response.starts_with("HTTP/1.1 200") {
+            assert!(response.contains("tlpx_card_up"), "{response}");
+            break;
+        }
+        assert!(response.is_empty() || response.starts_with("HTTP/1.1 503"), "{response}");
+        assert!(began.elapsed() < Duration::from_secs(10), "still refused after {:?} (the request timeout is 5 s)", began.elapsed());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(idle);
+}
+
+#[test]
+fn a_client_trickling_its_request_is_cut_off_at_the_request_timeout() {
+    let sim = Sim::start(&[]);
+    let serve = Serve::start(&sim.selector(), &["--interval", "200ms", "--duration", "60s"]);
+    let s = TcpStream::connect(&serve.address).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+    let mut w = s.try_clone().expect("clone");
+    let began = std::time::Instant::now();
+    // one byte every 300 ms, never the blank line: each read succeeds, only a deadline for
+    // the whole head ends it
+    std::thread::spawn(move || {
+        let _ = w.write_all(b"GET /metrics HTTP/1.0\r\nX-Slow: ");
+        while began.elapsed() < Duration::from_secs(15) && w.write_all(b"a").is_ok() {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    let mut answer = Vec::new();
+    let _ = (&s).read_to_end(&mut answer);
+    let took = began.elapsed();
+    assert!(text(&answer).starts_with("HTTP/1.1 408"), "after {took:?}: {:?}", text(&answer));
+    assert!(took >= Duration::from_secs(4) && took < Duration::from_secs(8), "cut off after {took:?}");
+}
+
+#[test]
+fn a_non_loopback_listen_address_is_warned_about() {
+    let sim = Sim::start(&[]);
+    let out = tlpx_command(&sim.selector(), &["serve", "--metrics-listen", "0.0.0.0:0", "--duration", "1s"]).output().expect("tlpx");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("warning") && err.contains("not on a loopback address") && err.contains("no authentication"), "{err}");
+    let out = tlpx_command(&sim.selector(), &["serve", "--metrics-listen", "127.0.0.1:0", "--duration", "1s"]).output().expect("tlpx");
+    assert!(out.status.success() && !text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
+}

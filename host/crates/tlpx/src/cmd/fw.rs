@@ -20,7 +20,9 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use tlpx_device::card::Card;
 use tlpx_device::cpu::{self, Cpu, CpuState, CpuStatus, Mailbox};
-use tlpx_script::FirmwareImage;
+use tlpx_script::{firmware, FirmwareImage, FirmwareImageError};
+
+use crate::input::CappedReadError;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -32,7 +34,8 @@ pub struct Cmd {
 enum Action {
     /// Check a firmware image file (tlpx-fw.img), load it into the CPU's SRAM and start it.
     Load {
-        /// The image (make firmware: build/firmware/tlpx-fw.img).
+        /// The image (make firmware: build/firmware/tlpx-fw.img; at most 32,544 bytes: the
+        /// header and the SRAM's firmware area).
         file: PathBuf,
         /// Only load it: leave the CPU held in reset (`tlpx fw start` later).
         #[arg(long)]
@@ -75,10 +78,29 @@ pub(crate) fn open_cpu(device: &str) -> anyhow::Result<(Card, Cpu)> {
     Ok((card, cpu))
 }
 
-/// Reads and checks a firmware image file (all the checks that need no card).
+/// Largest firmware image file: its header and the largest payload the format allows, the
+/// SRAM's firmware area below the mailbox (0x40000..0x47F00).
+pub(crate) const MAX_IMAGE_FILE: u64 = firmware::HEADER_LEN as u64 + firmware::MAX_PAYLOAD as u64;
+
+/// Reads and checks a firmware image file (all the checks that need no card). A file larger
+/// than an image can be is refused unread, and an endless one (/dev/zero) after that many
+/// bytes, as the format's own refusals are: field, value found, what is accepted.
 pub(crate) fn read_image(path: &Path) -> anyhow::Result<FirmwareImage> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read the firmware image {}", path.display()))?;
-    FirmwareImage::parse(&bytes).map_err(|e| refuse(format!("{}: {e}; nothing was written to the card", path.display())))
+    let name = path.display();
+    let bytes = crate::input::read_capped(path, MAX_IMAGE_FILE).map_err(|e| {
+        let found = match e {
+            CappedReadError::Larger { len, .. } => format!("{len} bytes"),
+            CappedReadError::Endless { .. } => format!("more than {MAX_IMAGE_FILE} bytes (it did not end, and was read no further)"),
+            other => return refuse(format!("cannot read the firmware image {name}: {other}; nothing was written to the card")),
+        };
+        let accepted = format!(
+            "at most {MAX_IMAGE_FILE} bytes: a {}-byte header and a payload of at most 0x{:x} bytes, the SRAM's firmware area",
+            firmware::HEADER_LEN,
+            firmware::MAX_PAYLOAD
+        );
+        refuse(format!("{name}: {}; nothing was written to the card", FirmwareImageError { field: "file", found, accepted }))
+    })?;
+    FirmwareImage::parse(&bytes).map_err(|e| refuse(format!("{name}: {e}; nothing was written to the card")))
 }
 
 /// Where `make firmware` puts the image: build/firmware/tlpx-fw.img, found by walking up from
@@ -338,6 +360,13 @@ mod tests {
         assert!(!self_test_failed("tlpx-fw 1.0: self-test\nself-test: PASS\n"));
         assert!(self_test_failed("self-test: FAIL (scratch)\n"));
         assert!(self_test_failed("trap: mcause 0x2 at pc 0x00040074\n"));
+    }
+
+    #[test]
+    fn an_image_file_is_at_most_its_header_and_the_firmware_area() {
+        // the format's largest payload is the SRAM's firmware area, below the mailbox
+        assert_eq!(firmware::MAX_PAYLOAD as usize, cpu::FIRMWARE_AREA);
+        assert_eq!(MAX_IMAGE_FILE, 32 + 0x7F00);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use tlpx_device::generator::Operation;
 use tlpx_model::link::LinkConfig;
 
 use crate::cmd::characterize;
+use crate::input;
 use crate::output::{bytes, print_json};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::results::{self, SCHEMA, SCHEMA_VERSION};
@@ -32,9 +33,16 @@ use crate::results::{self, SCHEMA, SCHEMA_VERSION};
 /// The kinds this report draws (every kind tlpx writes).
 const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
 
+/// Largest result document read (bytes). The format has no bound of its own, so this is a
+/// generous one: tlpx's largest documents hold per-request samples, and a `lat` point at
+/// `--repeat 1000` (its maximum; 1,024,000 samples from the card's 1024-sample FIFO) is about
+/// 14 MiB of pretty-printed JSON. Parsed, a document takes a few times its size in memory.
+pub const MAX_RESULT_BYTES: u64 = 64 << 20;
+
 #[derive(Debug, Args)]
 pub struct Cmd {
-    /// Result documents (JSON) written by tlpx bw, lat, pio, characterize, model, irq, loop, rule30.
+    /// Result documents (JSON) written by tlpx bw, lat, pio, characterize, model, irq, loop, rule30;
+    /// at most 64 MiB each.
     #[arg(required = true, value_name = "RESULTS")]
     results: Vec<PathBuf>,
 
@@ -100,9 +108,14 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
 /// Reads and checks one document; the error names the file and what is accepted.
 fn load(path: &Path) -> Result<Value, String> {
     let name = path.display();
-    let what = format!("tlpx report reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {})", REPORT_KINDS.join(", "));
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read it: {e}"))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{name}: not JSON ({e}); {what}"))?;
+    let what = format!(
+        "tlpx report reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {}; at most {} each)",
+        REPORT_KINDS.join(", "),
+        input::size_text(MAX_RESULT_BYTES)
+    );
+    let text = input::read_capped(path, MAX_RESULT_BYTES).map_err(|e| format!("{name}: cannot read it: {e}; {what}"))?;
+    let v: Value = serde_json::from_slice(&text).map_err(|e| format!("{name}: not JSON ({e}); {what}"))?;
+    drop(text);
     if !v.is_object() || v.get("schema").and_then(Value::as_str) != Some(SCHEMA) {
         let found = v.get("schema").map_or("no \"schema\" field".to_string(), |s| format!("\"schema\" is {s}"));
         return Err(format!("{name}: not a tlpx result ({found}); {what}"));

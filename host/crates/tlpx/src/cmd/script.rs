@@ -9,9 +9,11 @@
 //! ```
 //!
 //! `check` and `compile` work without a card: the register names come from the map this tlpx
-//! was built with. Exit status 0 when the script compiles, 2 when it does not (or the file
-//! cannot be read). `run` exits 0 when the script ended OK, 1 when it failed (an assert, an
-//! event timeout, a DMA limit, stopped by Ctrl-C), 2 on bad input (a script error, no CPU).
+//! was built with. Exit status 0 when the script compiles, 2 when it does not, when its image
+//! and the firmware's value table do not fit the card's script area (16 KiB), or when the file
+//! cannot be read (a script source is at most [`MAX_SOURCE_BYTES`], 1 MiB). `run` exits 0 when
+//! the script ended OK, 1 when it failed (an assert, an event timeout, a DMA limit, stopped by
+//! Ctrl-C), 2 on bad input (a script error, a script too large, no CPU).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,7 +21,16 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use tlpx_script::{lex::parse_clock, Diagnostic, Options, Program};
+use tlpx_device::cpu::{SCRIPT_AREA, SCRIPT_AREA_LEN};
+use tlpx_script::{lex::parse_clock, AreaError, Diagnostic, Options, Program};
+
+use crate::input;
+
+/// Largest script source read (bytes). The language has no bound of its own on a file's
+/// length (comments, blank lines); what a script may compile to is bounded by the card's 16 KiB
+/// script area, a few hundred statements, so 1 MiB leaves room for over 1 KiB of text per
+/// statement while an endless input (/dev/zero) stops at once.
+pub const MAX_SOURCE_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -29,7 +40,8 @@ pub struct Cmd {
 
 #[derive(Debug, Subcommand)]
 enum Action {
-    /// Compile a script and print its summary, or its errors (exit 2).
+    /// Compile a script and print its summary, or its errors (exit 2); the image and the
+    /// firmware's value table must fit the card's 16 KiB script area.
     Check(Source),
     /// Compile a script into the binary image the card's soft CPU interprets.
     Compile {
@@ -44,7 +56,7 @@ enum Action {
     },
     /// Compile a script for the card and run it on its soft CPU; print the result records.
     Run {
-        /// The script (.tlpxs).
+        /// The script (.tlpxs; at most 1 MiB).
         file: PathBuf,
         /// Firmware image to load when the CPU is not running a ready firmware [default:
         /// build/firmware/tlpx-fw.img, found above the executable or the current directory].
@@ -68,7 +80,7 @@ enum Action {
 
 #[derive(Debug, Args)]
 struct Source {
-    /// The script (.tlpxs).
+    /// The script (.tlpxs; at most 1 MiB).
     file: PathBuf,
     /// Card clock the script's times (ns, us, ms, s) are converted with, e.g. 125MHz, 250MHz.
     #[arg(long, default_value = "125MHz")]
@@ -88,17 +100,40 @@ struct CheckDoc<'a> {
 
 #[derive(Serialize)]
 struct ErrorDoc {
+    /// 0 (with col 0) for an error of the whole script: it does not fit the script area.
     line: usize,
     col: usize,
     message: String,
 }
 
+/// Reads a script source: UTF-8 text of at most [`MAX_SOURCE_BYTES`].
+fn read_source(path: &Path) -> anyhow::Result<String> {
+    let file = path.display();
+    let text = input::read_capped(path, MAX_SOURCE_BYTES).map_err(|e| {
+        anyhow::anyhow!("cannot read script {file}: {e}; a script source is text of at most {}", input::size_text(MAX_SOURCE_BYTES))
+    })?;
+    String::from_utf8(text).map_err(|e| anyhow::anyhow!("script {file} is not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
+}
+
 fn load(source: &Source) -> anyhow::Result<(String, Result<Program, Vec<Diagnostic>>)> {
     let clock_hz = parse_clock(&source.clock).map_err(|e| anyhow::anyhow!("--clock: {e}"))?;
-    let text = std::fs::read(&source.file).with_context(|| format!("cannot read script {}", source.file.display()))?;
-    let text = String::from_utf8(text)
-        .map_err(|e| anyhow::anyhow!("script {} is not UTF-8 text (byte {})", source.file.display(), e.utf8_error().valid_up_to()))?;
+    let text = read_source(&source.file)?;
     Ok((source.file.display().to_string(), tlpx_script::compile(&text, &Options { clock_hz })))
+}
+
+/// The image of `program` when it fits the card's script area; else the refusal, naming
+/// both sizes (the area is the firmware's SCRIPT_AREA..SCRIPT_AREA_END, firmware/src/hw.h,
+/// as tlpx_device::cpu has it).
+fn image_for_card(file: &str, program: &Program) -> Result<Vec<u8>, String> {
+    program.encode_for_area(SCRIPT_AREA_LEN).map_err(|e| area_refusal(file, &e))
+}
+
+fn area_refusal(file: &str, e: &AreaError) -> String {
+    format!(
+        "{file}: the script does not fit the card's script area (0x{SCRIPT_AREA:x}..0x{:x}): {e}; \
+         split the script, or repeat statements with a loop",
+        SCRIPT_AREA + SCRIPT_AREA_LEN as u64
+    )
 }
 
 fn print_errors(file: &str, errors: &[Diagnostic]) {
@@ -115,6 +150,18 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         Action::Check(source) => {
             let (file, result) = load(source)?;
+            // a script that compiles must also fit the card's script area
+            if let Some(Err(e)) = result.as_ref().ok().map(|p| p.encode_for_area(SCRIPT_AREA_LEN)) {
+                let message = area_refusal(&file, &e);
+                if json {
+                    let errors = vec![ErrorDoc { line: 0, col: 0, message }];
+                    let doc = CheckDoc { file, ok: false, errors, program: None, image_bytes: Some(e.image_len) };
+                    println!("{}", serde_json::to_string_pretty(&doc)?);
+                } else {
+                    eprintln!("{message}");
+                }
+                return Ok(ExitCode::from(2));
+            }
             if json {
                 let (errors, program) = match &result {
                     Ok(p) => (Vec::new(), Some(p)),
@@ -144,7 +191,13 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            let image = program.encode();
+            let image = match image_for_card(&file, &program) {
+                Ok(image) => image,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             // the image must read back as the same program, as the card will read it
             let back = tlpx_script::decode(&image, tlpx_regs::MAP_HASH)
                 .map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
@@ -337,11 +390,14 @@ fn run_on_card(
     };
     let started = std::time::Instant::now();
     let file = path.display().to_string();
-    let text = std::fs::read(path).with_context(|| format!("cannot read script {file}"))?;
-    let text =
-        String::from_utf8(text).map_err(|e| anyhow::anyhow!("script {file} is not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))?;
-    // errors first, without a card (at the default clock)
-    if compile_or_report(&file, &text, &Options::default()).is_none() {
+    let text = read_source(path)?;
+    // errors first, without a card (at the default clock; the clock changes cycle counts,
+    // not the image's size, so a script that does not fit is refused here too)
+    let Some(program) = compile_or_report(&file, &text, &Options::default()) else {
+        return Ok(ExitCode::from(2));
+    };
+    if let Err(e) = image_for_card(&file, &program) {
+        eprintln!("{e}");
         return Ok(ExitCode::from(2));
     }
     let buffer_asked = buffer
@@ -361,16 +417,9 @@ fn run_on_card(
         return Ok(ExitCode::from(2));
     };
     program.map_hash = id.map_hash;
-    let image = program.encode();
+    let image = image_for_card(&file, &program).map_err(|e| anyhow::anyhow!(e))?;
     let back = tlpx_script::decode(&image, id.map_hash).map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
     anyhow::ensure!(back == program, "internal: the image decodes to another program");
-    if image.len() > tlpx_device::cpu::SCRIPT_AREA_LEN {
-        anyhow::bail!(
-            "{file}: the compiled image is {} bytes; the card's script area holds at most {} bytes (16 KiB): split the script or use fewer loops' bodies",
-            image.len(),
-            tlpx_device::cpu::SCRIPT_AREA_LEN
-        );
-    }
     let needed = u64::from(program.buffer_len).max(MIN_BUFFER);
     let buffer_len = match buffer_asked {
         Some(n) if n < u64::from(program.buffer_len) => {
