@@ -1,6 +1,8 @@
 //! tlpx: drive a tlpx card (real or simulated) from the command line.
 
+mod args;
 mod cmd;
+mod exit;
 mod input;
 mod metrics;
 mod output;
@@ -21,7 +23,7 @@ use clap::{Parser, Subcommand};
 ///
 /// Without --device, tlpx drives the simulated card of a running `tlpx-sim`.
 #[derive(Debug, Parser)]
-#[command(name = "tlpx", version, about, long_about = None)]
+#[command(name = "tlpx", version, about, long_about = None, after_long_help = exit::HELP)]
 struct Cli {
     /// Card to drive: `sim` (the default simulator socket), `sim:PATH` (a simulator socket),
     /// a PCI address such as 0000:03:00.0 (the backend follows its bound driver: vfio-pci or
@@ -141,7 +143,7 @@ fn main() -> ExitCode {
         };
         if let Err(e) = started {
             eprintln!("tlpx: error: {e:#}");
-            return ExitCode::from(2);
+            return ExitCode::from(exit::status_of(&e));
         }
     }
     let result = match &cli.command {
@@ -178,7 +180,111 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("tlpx: error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit::status_of(&e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::any::TypeId;
+
+    use clap::error::ErrorKind;
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    /// Every option taking a value, with the subcommand path that reaches it.
+    fn options(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, clap::Arg)>) {
+        for arg in cmd.get_arguments() {
+            if arg.get_long().is_some() && arg.get_action().takes_values() {
+                out.push((path.clone(), arg.clone()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            path.push(sub.get_name().to_string());
+            options(sub, path, out);
+            path.pop();
+        }
+    }
+
+    fn is_integer(arg: &clap::Arg) -> bool {
+        let t = arg.get_value_parser().type_id();
+        [
+            TypeId::of::<u8>(),
+            TypeId::of::<u16>(),
+            TypeId::of::<u32>(),
+            TypeId::of::<u64>(),
+            TypeId::of::<usize>(),
+            TypeId::of::<i32>(),
+            TypeId::of::<i64>(),
+        ]
+        .iter()
+        .any(|id| t == *id)
+    }
+
+    #[test]
+    fn every_numeric_option_refuses_a_negative_number_by_name_and_range() {
+        let mut all = Vec::new();
+        options(&Cli::command(), &mut Vec::new(), &mut all);
+        let numeric: Vec<_> = all.iter().filter(|(_, a)| is_integer(a)).collect();
+        // The walk finds them (bw, lat, pio, characterize, irq, loop, rule30, spy, top, ...).
+        assert!(numeric.len() >= 50, "only {} numeric options found", numeric.len());
+        for (path, arg) in numeric {
+            let long = format!("--{}", arg.get_long().unwrap_or_default());
+            for value in ["-1", "-64"] {
+                let mut argv = vec!["tlpx".to_string()];
+                argv.extend(path.iter().cloned());
+                argv.push(long.clone());
+                argv.push(value.to_string());
+                // No numeric option of tlpx takes a negative number.
+                let Err(e) = Cli::try_parse_from(&argv) else { panic!("{argv:?} was accepted") };
+                let text = e.to_string();
+                assert_eq!(e.kind(), ErrorKind::ValueValidation, "{argv:?}: {text}");
+                assert!(text.contains(&long) && text.contains(value), "{argv:?}: {text}");
+                // The range (or, for --lanes, the list) of what is accepted.
+                assert!(text.contains("accepted: ") || text.contains("1, 2, 4, 8 or 16"), "{argv:?}: {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn options_whose_text_holds_numbers_take_a_leading_minus_as_their_value() {
+        for argv in [
+            &["bw", "--sizes", "-64"][..],
+            &["bw", "--window", "-1M"],
+            &["bw", "--offset", "-4"],
+            &["bw", "--duration", "-2ms"],
+            &["lat", "--sizes", "-64"],
+            &["characterize", "--lat-sizes", "-64"],
+            &["characterize", "--widths", "-4"],
+            &["pio", "--widths", "-4"],
+            &["model", "--sizes", "-64"],
+            &["loop", "--size", "-64"],
+            &["irq", "--min", "-10us"],
+            &["irq", "--period", "-1ms"],
+            &["rule30", "run", "--latency", "-10ns"],
+            &["rule30", "sweep", "--lengths", "-8"],
+            &["rule30", "sweep", "--latencies", "-1us"],
+            &["spy", "capture", "--duration", "-2ms"],
+            &["spy", "capture", "--poll", "-50us"],
+            &["spy", "capture", "--address", "-4"],
+            &["top", "--interval", "-100ms"],
+        ] {
+            let mut full = vec!["tlpx"];
+            full.extend_from_slice(argv);
+            // The command's own parser then names the option and what it accepts (tests/args_cli.rs).
+            if let Err(e) = Cli::try_parse_from(&full) {
+                panic!("{argv:?}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_long_help_lists_the_exit_statuses() {
+        let help = Cli::command().render_long_help().to_string();
+        for line in ["Exit status:", "  2 ", "  3 ", "130"] {
+            assert!(help.contains(line), "{line:?} missing from:\n{help}");
         }
     }
 }

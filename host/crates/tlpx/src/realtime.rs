@@ -14,6 +14,7 @@ use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_model::stats::Summary;
 
+use crate::args::{refuse_duplicate_values, refuse_duplicates, whole};
 use crate::session::Session;
 
 /// Kinds of load the built-in load generator runs.
@@ -43,16 +44,16 @@ pub enum Condition {
 #[derive(Debug, Clone, Args)]
 pub struct PlacementArgs {
     /// Pin the measuring thread to this CPU.
-    #[arg(long)]
+    #[arg(long, value_parser = whole(0, usize::MAX), allow_negative_numbers = true)]
     pub cpu: Option<usize>,
     /// Run the measuring thread SCHED_FIFO at this priority (1..=99) when permitted.
-    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+    #[arg(long, value_parser = whole(1i32, 99), allow_negative_numbers = true)]
     pub fifo: Option<i32>,
     /// Load to run during the measurement (or the loaded run of --compare): cpu, mem, syscall.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub load: Vec<LoadKind>,
     /// CPUs the load threads run on (one thread per kind and CPU); default: every CPU.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = whole(0, usize::MAX), allow_negative_numbers = true)]
     pub load_cpus: Vec<usize>,
     /// Run these conditions one after the other and print them side by side: idle,loaded.
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -79,8 +80,11 @@ impl Placement {
         for c in &args.load_cpus {
             check_cpu("--load-cpus", *c, &allowed)?;
         }
+        // A kind, CPU or condition named twice would start two load threads or measure twice.
+        refuse_duplicates("--load-cpus", &args.load_cpus, usize::to_string).map_err(anyhow::Error::msg)?;
+        refuse_duplicate_values("--load", &args.load).map_err(anyhow::Error::msg)?;
+        refuse_duplicate_values("--compare", &args.compare).map_err(anyhow::Error::msg)?;
         let mut conditions = args.compare.clone();
-        conditions.dedup();
         if conditions.is_empty() {
             conditions.push(if args.load.is_empty() { Condition::Idle } else { Condition::Loaded });
         }

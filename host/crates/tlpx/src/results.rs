@@ -211,7 +211,7 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
         Ok(if self.interrupted {
             std::process::ExitCode::from(crate::progress::INTERRUPTED_EXIT)
         } else if failed {
-            std::process::ExitCode::from(1)
+            std::process::ExitCode::from(crate::exit::CHECK_FAILED)
         } else {
             std::process::ExitCode::SUCCESS
         })

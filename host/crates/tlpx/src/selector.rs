@@ -128,14 +128,16 @@ pub fn open(text: &str) -> anyhow::Result<Opened> {
                     let device = LitePcieDevice::open_pci(&address)?;
                     Ok(Opened { device: Box::new(device), pci: function, sim: None })
                 }
-                Some(other) => bail!(
+                // No backend reaches the device: the device side (exit status 3), as when the
+                // vfio or LitePCIe backend itself cannot open it.
+                Some(other) => Err(crate::exit::card_failure(format!(
                     "{address} ({ids}) is driven by the kernel's {other} driver, which tlpx cannot use: bind it to \
                      vfio-pci with `tlpx vfio bind {address}` (as root), or to LitePCIe's driver (docs/litepcie-driver.md)"
-                ),
-                None => bail!(
+                ))),
+                None => Err(crate::exit::card_failure(format!(
                     "{address} ({ids}) has no driver bound: bind it to vfio-pci with `tlpx vfio bind {address}` (as root), \
                      or load LitePCIe's driver (docs/litepcie-driver.md); then run the command again"
-                ),
+                ))),
             }
         }
         Selector::Vfio(address) => {

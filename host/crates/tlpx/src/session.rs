@@ -1,7 +1,7 @@
 //! An open card for a measurement: the checked `Card`, the link libpci reports for it, and
 //! the environment every result records.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::lease::{self, Block, OwnerProcess};
@@ -56,7 +56,10 @@ pub fn device_link(device: &str) -> anyhow::Result<DeviceLink> {
     };
     match link_report(&function) {
         Some(link) => Ok(DeviceLink { link, location, pci_address: function.address(), sim }),
-        None => bail!("{location} ({}) has no PCI Express capability, so libpci reports no link", function.address()),
+        None => Err(crate::exit::card_failure(format!(
+            "{location} ({}) has no PCI Express capability, so libpci reports no link",
+            function.address()
+        ))),
     }
 }
 

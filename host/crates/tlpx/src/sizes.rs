@@ -11,7 +11,8 @@
 //! | `64..512+64` | 64, 128, 192, ... 512 (linear step 64) |
 //! | `64,256,4K` | 64, 256, 4096 |
 //!
-//! Duplicates are dropped, the first occurrence keeps its place.
+//! A size given twice (`64,64`, or `64..4096,256`) is refused, naming it: every size is a
+//! measurement point, and measuring one twice is never what was meant.
 
 /// Most sizes one list may hold (a sweep larger than this is a typo, not a plan).
 pub const MAX_LIST: usize = 10_000;
@@ -44,14 +45,21 @@ pub fn parse_size(text: &str) -> Option<u64> {
     Some(value)
 }
 
-/// Parses a size list (see the module documentation). `flag` names the option in errors.
-pub fn parse_size_list(flag: &str, text: &str) -> Result<Vec<u64>, String> {
+/// Parses a size list (see the module documentation). `flag` names the option in errors,
+/// `accepted` the sizes it takes ("1..=65536 bytes"), for the error about a negative size;
+/// the caller checks them.
+pub fn parse_size_list(flag: &str, text: &str, accepted: &str) -> Result<Vec<u64>, String> {
     let mut out: Vec<u64> = Vec::new();
+    // Which item gave each size, for the message about a duplicate.
+    let mut given_by: std::collections::HashMap<u64, &str> = std::collections::HashMap::new();
     if text.trim().is_empty() {
         return Err(format!("{flag} is empty: {}", usage(flag)));
     }
     for item in text.split(',') {
         let item = item.trim();
+        if item.starts_with('-') {
+            return Err(format!("{flag}: {item:?} is negative; accepted: {accepted}"));
+        }
         let bad = || format!("{flag}: {item:?} is not a size or a range; {}", usage(flag));
         let values: Vec<u64> = if let Some((a, rest)) = item.split_once("..") {
             let rest = rest.strip_prefix('=').unwrap_or(rest);
@@ -98,9 +106,11 @@ pub fn parse_size_list(flag: &str, text: &str) -> Result<Vec<u64>, String> {
             vec![parse_size(item).ok_or_else(bad)?]
         };
         for v in values {
-            if !out.contains(&v) {
-                out.push(v);
+            if let Some(first) = given_by.insert(v, item) {
+                let by = if first == item { format!("{item:?} twice") } else { format!("{first:?} and {item:?}") };
+                return Err(format!("{flag}: {v} is given twice ({by}); give each size once"));
             }
+            out.push(v);
         }
         if out.len() > MAX_LIST {
             return Err(format!("{flag}: {text:?} gives more than {MAX_LIST} sizes"));
@@ -112,6 +122,10 @@ pub fn parse_size_list(flag: &str, text: &str) -> Result<Vec<u64>, String> {
 /// Parses a time such as `500us`, `2ms`, `1s`, `1500ns` into seconds (card time).
 pub fn parse_duration(flag: &str, text: &str) -> Result<f64, String> {
     let t = text.trim();
+    let range = || format!("{flag}: {t:?} must be a positive duration of at most 1 hour, such as 500us or 2ms");
+    if t.starts_with('-') {
+        return Err(range());
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let scale = match unit.trim() {
@@ -123,7 +137,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<f64, String> {
     };
     match number.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() && v * scale <= 3600.0 => Ok(v * scale),
-        _ => Err(format!("{flag}: {t:?} must be a positive duration of at most 1 hour, such as 500us or 2ms")),
+        _ => Err(range()),
     }
 }
 
@@ -132,7 +146,7 @@ mod tests {
     use super::*;
 
     fn list(t: &str) -> Vec<u64> {
-        match parse_size_list("--sizes", t) {
+        match parse_size_list("--sizes", t, "1..=65536 bytes") {
             Ok(v) => v,
             Err(e) => panic!("{t}: {e}"),
         }
@@ -169,7 +183,22 @@ mod tests {
     fn stepped_ranges_and_lists() {
         assert_eq!(list("64..256+64"), vec![64, 128, 192, 256]);
         assert_eq!(list("64,128,256"), vec![64, 128, 256]);
-        assert_eq!(list("4096, 64..128, 64"), vec![4096, 64, 128]);
+        assert_eq!(list("4096, 64..128"), vec![4096, 64, 128]);
+    }
+
+    #[test]
+    fn duplicates_are_refused_naming_the_size() {
+        for (text, needle) in [
+            ("64,64", "--sizes: 64 is given twice (\"64\" twice)"),
+            ("4096, 64..128, 64", "--sizes: 64 is given twice (\"64..128\" and \"64\")"),
+            ("64..4096,4K", "4096 is given twice (\"64..4096\" and \"4K\")"),
+            ("1K,1024", "1024 is given twice"),
+        ] {
+            match parse_size_list("--sizes", text, "1..=65536 bytes") {
+                Ok(v) => panic!("{text:?} parsed as {v:?}"),
+                Err(e) => assert!(e.contains(needle) && e.contains("give each size once"), "{text:?}: {e}"),
+            }
+        }
     }
 
     #[test]
@@ -182,8 +211,10 @@ mod tests {
             ("0..64", "cannot start at 0"),
             ("64..128+0", "step"),
             ("1..100000+1", "more than"),
+            ("-64", "\"-64\" is negative; accepted: 1..=65536 bytes"),
+            ("64,-4K", "\"-4K\" is negative"),
         ] {
-            match parse_size_list("--sizes", text) {
+            match parse_size_list("--sizes", text, "1..=65536 bytes") {
                 Ok(v) => panic!("{text:?} parsed as {v:?}"),
                 Err(e) => {
                     assert!(e.contains(needle), "{text:?}: {e}");
@@ -202,5 +233,7 @@ mod tests {
         for bad in ["2", "ms", "0ms", "-1ms", "2 parsecs", "7200s"] {
             assert!(parse_duration("--duration", bad).is_err(), "{bad}");
         }
+        let e = parse_duration("--poll", "-2ms").expect_err("negative");
+        assert!(e.starts_with("--poll: \"-2ms\"") && e.contains("positive duration of at most 1 hour"), "{e}");
     }
 }

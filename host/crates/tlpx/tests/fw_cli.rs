@@ -305,7 +305,7 @@ fn a_card_without_the_cpu_says_how_to_get_one() {
     let sim = Sim::start(&[]);
     for args in [&["fw", "status"][..], &["fw", "console"][..]] {
         let out = tlpx(&sim.selector(), args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(out.status.code(), Some(3), "the card refuses: {args:?}");
         let err = text(&out.stderr);
         assert!(err.contains("this card has no CPU") && err.contains("CPU=1") && err.contains("tlpx-sim --with-cpu"), "{err}");
     }
@@ -431,7 +431,7 @@ fn script_run_on_a_card_without_the_cpu_says_how_to_get_one() {
     let script = sim.path("one.tlpxs");
     std::fs::write(&script, "mark only\n").expect("script");
     let out = tlpx(&sim.selector(), &["script", "run", path_str(&script)]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3), "the card refuses");
     let err = text(&out.stderr);
     assert!(err.contains("this card has no CPU") && err.contains("make gateware CPU=1"), "{err}");
 }

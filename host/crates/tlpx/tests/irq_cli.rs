@@ -115,7 +115,7 @@ fn skipped_acknowledgements_become_overruns_and_compare_runs_both() {
 fn bad_arguments_are_refused_with_exit_2() {
     let sim = Sim::start(&[]);
     let cases: &[(&[&str], &str)] = &[
-        (&["irq", "--samples", "0"], "--samples must be at least 1, not 0"),
+        (&["irq", "--samples", "0"], "'0' for '--samples <SAMPLES>': 0 is out of range; accepted: a whole number in 1..="),
         (&["irq", "--min", "100us", "--max", "10us"], "inverted"),
         (&["irq", "--cpu", "4096"], "CPU 4096 does not exist"),
         (&["irq", "--load", "cpu", "--load-cpus", "9999"], "CPU 9999"),

@@ -125,7 +125,7 @@ fn sched_fifo_refused_is_said_and_the_run_carries_on() {
 fn bad_arguments_are_refused_with_exit_2() {
     let sim = Sim::start(&[]);
     let cases: [(&[&str], &str); 6] = [
-        (&["loop", "--iterations", "0"], "--iterations must be at least 1, not 0"),
+        (&["loop", "--iterations", "0"], "'0' for '--iterations <ITERATIONS>': 0 is out of range; accepted: a whole number in 1..="),
         (&["loop", "--size", "6"], "--size 6"),
         (&["loop", "--size", "8K"], "--size 8192"),
         (&["loop", "--cpu", "4096"], "CPU 4096 does not exist"),

@@ -113,11 +113,11 @@ fn the_sweep_writes_points_crossovers_and_figures() {
 fn bad_arguments_are_refused_with_exit_2() {
     let sim = Sim::start(&[]);
     let cases: [(&[&str], &str); 6] = [
-        (&["rule30", "run", "--packets", "0"], "--packets must be at least 1, not 0"),
-        (&["rule30", "run", "--length", "0"], "packet length 0 is outside 1..=1024"),
-        (&["rule30", "run", "--length", "1025"], "packet length 1025"),
+        (&["rule30", "run", "--packets", "0"], "'0' for '--packets <PACKETS>': 0 is out of range"),
+        (&["rule30", "run", "--length", "0"], "'0' for '--length <LENGTH>': 0 is out of range; accepted: a whole number in 1..=1024"),
+        (&["rule30", "run", "--length", "1025"], "1025 is out of range; accepted: a whole number in 1..=1024"),
         (&["rule30", "run", "--mode", "hw-fast"], "\"hw-fast\" is not a mode"),
-        (&["rule30", "run", "--generations", "0"], "--generations must be at least 1"),
+        (&["rule30", "run", "--generations", "0"], "'0' for '--generations <GENERATIONS>'"),
         (&["rule30", "sweep", "--lengths", "64..8"], "FROM <= TO"),
     ];
     for (args, want) in cases {

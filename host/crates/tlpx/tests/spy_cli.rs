@@ -136,9 +136,9 @@ fn bad_arguments_are_clear_errors_with_exit_2() {
         (vec!["spy", "capture", "--address", "0x1001/0xffff", "-o", o], "bits outside"),
         (vec!["spy", "capture", "--pre", "3", "-o", o], "need --trigger"),
         (vec!["spy", "capture", "--trigger", "middle", "-o", o], "\"middle\""),
-        (vec!["spy", "capture", "--trigger", "start", "--pre", "600", "-o", o], "not 600"),
+        (vec!["spy", "capture", "--trigger", "start", "--pre", "600", "-o", o], "600 is out of range; accepted: a whole number in 0..=511"),
         (vec!["spy", "capture", "--duration", "2 parsecs", "-o", o], "not a duration"),
-        (vec!["spy", "capture", "--records", "0", "-o", o], "not 0"),
+        (vec!["spy", "capture", "--records", "0", "-o", o], "'0' for '--records <RECORDS>'"),
         (vec!["spy", "convert", "/nonexistent/cap.tlpx", "--log"], "cap.tlpx"),
     ] {
         let out = tlpx(&sim.selector(), &args);

@@ -118,9 +118,9 @@ fn bad_arguments_exit_2_with_a_message() {
     let sim = Sim::start(&[]);
     for (args, needle) in [
         (&["top", "--snapshot", "--interval", "soon"][..], "--interval"),
-        (&["top", "--snapshot", "--frames", "0"][..], "--frames 0"),
+        (&["top", "--snapshot", "--frames", "0"][..], "'0' for '--frames <FRAMES>'"),
         (&["top", "--snapshot", "--ring", "1000"][..], "--ring 1000"),
-        (&["top", "--snapshot", "--width", "5"][..], "--width 5"),
+        (&["top", "--snapshot", "--width", "5"][..], "'5' for '--width <WIDTH>': 5 is out of range; accepted: a whole number in 20..=1000"),
         (&["--json", "top", "--snapshot"][..], "--snapshot and --json"),
         // Not a terminal and no headless mode.
         (&["top"][..], "stdout is not one"),

@@ -17,6 +17,8 @@ use tlpx_device::{litepcie_dma, Width};
 use tlpx_model::stats::Summary;
 use tlpx_regs::ident;
 
+use crate::args::{whole, whole_as};
+use crate::cmd::selftest::DMA_BYTES;
 use crate::output::print_json;
 use crate::selector::{self, Selector};
 
@@ -37,23 +39,23 @@ pub enum What {
 #[derive(Debug, Args)]
 pub struct MmioArgs {
     /// Accesses measured per kind (1..=10000000).
-    #[arg(long, default_value_t = 10000)]
+    #[arg(long, default_value_t = 10000, value_parser = whole(1u32, 10_000_000), allow_negative_numbers = true)]
     pub count: u32,
 }
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
     /// Card cycles the idle measurement runs (1000..=10^10).
-    #[arg(long, default_value_t = 5_000_000)]
+    #[arg(long, default_value_t = 5_000_000, value_parser = whole(1000u64, 10_000_000_000), allow_negative_numbers = true)]
     pub idle_cycles: u64,
     /// Bytes per DMA loopback transfer (4..=16777212, multiple of 4).
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 1 << 20, value_parser = whole_as(4u32, 0xFF_FFFC, DMA_BYTES), allow_negative_numbers = true)]
     pub dma_bytes: u32,
     /// DMA loopback transfers measured.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     pub dma_repeats: u32,
     /// MMIO accesses measured per kind.
-    #[arg(long, default_value_t = 10000)]
+    #[arg(long, default_value_t = 10000, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     pub mmio_count: u32,
 }
 
@@ -143,7 +145,7 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
         bail!("--idle-cycles must be 1000..=10000000000, not {}", a.idle_cycles);
     }
     if a.dma_bytes < 4 || !a.dma_bytes.is_multiple_of(4) || a.dma_bytes as usize > litepcie_dma::MAX_DESCRIPTOR_BYTES {
-        bail!("--dma-bytes must be a multiple of 4 in 4..=16777212, not {}", a.dma_bytes);
+        bail!("--dma-bytes must be {DMA_BYTES}, not {}", a.dma_bytes);
     }
     if a.dma_repeats == 0 || a.mmio_count == 0 {
         bail!("--dma-repeats and --mmio-count must be at least 1");
@@ -171,7 +173,10 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
         let r = litepcie_dma::loopback(&mut card, &src, &dst, Duration::from_secs(1))?;
         let wall = t.elapsed().as_secs_f64();
         if !r.completed {
-            bail!("DMA loopback of {} bytes did not complete within 1 s of card time", a.dma_bytes);
+            return Err(crate::exit::card_failure(format!(
+                "DMA loopback of {} bytes did not complete within 1 s of card time",
+                a.dma_bytes
+            )));
         }
         let cycles = card.cycles()?.saturating_sub(c0);
         rates.push(cycles as f64 / wall);

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tlpx_device::generator::{self, AddressPattern, DataPattern, ErrorCounts, GenConfig, GenResult, Operation, MAX_TRANSFER_BYTES, TAGS};
@@ -21,6 +21,7 @@ use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self, CompletionSplit, LinkConfig};
 use tlpx_model::stats::Summary;
 
+use crate::args::{check_optional_output, refuse_duplicate_values, whole, whole_as};
 use crate::output::{bytes, print_json};
 use crate::progress::{self, Progress};
 use crate::results::{self, ModelConfig, ResultDoc};
@@ -31,6 +32,10 @@ use crate::sizes::{parse_duration, parse_size_list};
 pub const MAX_WINDOW: u64 = 64 << 20;
 /// Transfers per point when neither --count nor --duration is given.
 pub const DEFAULT_COUNT: u64 = 1000;
+/// Most transfers one run may ask for.
+pub const MAX_COUNT: u64 = 1_000_000_000;
+/// Most runs per point.
+pub const MAX_REPEAT: u32 = 1000;
 
 // Arguments ------------------------------------------------------------------------------
 
@@ -98,28 +103,28 @@ impl DataArg {
 #[derive(Debug, Clone, Args)]
 pub struct GenArgs {
     /// DMA windows (buffer bytes the transfers move in): powers of two up to 64M; a list or range.
-    #[arg(long, default_value = "1M")]
+    #[arg(long, default_value = "1M", allow_hyphen_values = true)]
     pub window: String,
     /// Offsets of each transfer within its slot (its cache line): 0..63 bytes; a list or range.
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub offset: String,
     /// Address patterns: seq, fixed, random (comma-separated for a sweep).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "seq")]
     pub pattern: Vec<PatternArg>,
     /// Transfers per run (per stream for rdwr) [default: 1000 unless --duration is given].
-    #[arg(long)]
+    #[arg(long, value_parser = whole(0, MAX_COUNT), allow_negative_numbers = true)]
     pub count: Option<u64>,
     /// Card time per run, e.g. 500us or 2ms (with --count: whichever ends first).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub duration: Option<String>,
     /// Largest read request: a power of two, 4..MRRS [default: the link's MRRS].
-    #[arg(long)]
+    #[arg(long, value_parser = whole_as(4u32, 4096, "a power of two in 4..=4096 bytes"), allow_negative_numbers = true)]
     pub request_size: Option<u32>,
     /// Largest write payload: a power of two, 4..MPS [default: the link's MPS].
-    #[arg(long)]
+    #[arg(long, value_parser = whole_as(4u32, 4096, "a power of two in 4..=4096 bytes"), allow_negative_numbers = true)]
     pub payload_size: Option<u32>,
     /// Idle card cycles after each request.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = whole(0, u32::MAX), allow_negative_numbers = true)]
     pub idle: u32,
     /// Force 64-bit (4 DW) request headers even below 4 GiB.
     #[arg(long)]
@@ -128,7 +133,7 @@ pub struct GenArgs {
     #[arg(long, value_enum, default_value_t = DataArg::Counter)]
     pub data: DataArg,
     /// Seed of the data pattern (and the card's address LFSR).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(0, u32::MAX), allow_negative_numbers = true)]
     pub seed: u32,
     /// Do not check data (neither the card's read check nor the host's check of writes).
     #[arg(long)]
@@ -140,7 +145,7 @@ pub struct GenArgs {
     #[arg(long)]
     pub ns: bool,
     /// Runs per point; the point reports the summary over them (1..=1000).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(1, MAX_REPEAT), allow_negative_numbers = true)]
     pub repeat: u32,
 }
 
@@ -150,10 +155,10 @@ pub struct Cmd {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "read,write,rdwr")]
     pub op: Vec<BwOp>,
     /// Transfer sizes: 64,256,4K or 64..4096 (doubling) or 64..512+64 (step); 1..65536 bytes.
-    #[arg(long, default_value = "64..4096")]
+    #[arg(long, default_value = "64..4096", allow_hyphen_values = true)]
     pub sizes: String,
     /// Reads in flight at most: 1..=64 (the default keeps all the card's tags available).
-    #[arg(long, default_value_t = TAGS)]
+    #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
     pub outstanding: u32,
     #[command(flatten)]
     pub gen: GenArgs,
@@ -193,13 +198,13 @@ fn power_of_two_in(flag: &str, v: u32, lo: u32, hi: u32, what: &str) -> Result<(
 impl Common {
     /// Parses and checks what can be checked without the card.
     pub fn parse(a: &GenArgs) -> Result<Common, String> {
-        let windows = parse_size_list("--window", &a.window)?;
+        let windows = parse_size_list("--window", &a.window, "powers of two in 64..=64M bytes")?;
         for &w in &windows {
             if !w.is_power_of_two() || !(64..=MAX_WINDOW).contains(&w) {
                 return Err(format!("--window {w} is not a window tlpx sweeps: use a power of two from 64 to {MAX_WINDOW} bytes (64M)"));
             }
         }
-        let offsets = parse_size_list("--offset", &a.offset)?
+        let offsets = parse_size_list("--offset", &a.offset, "0..=63 bytes")?
             .into_iter()
             .map(|o| {
                 u32::try_from(o)
@@ -211,7 +216,7 @@ impl Common {
         let duration_seconds = a.duration.as_deref().map(|d| parse_duration("--duration", d)).transpose()?;
         let count = match (a.count, duration_seconds) {
             (Some(0), None) => return Err("--count 0 needs a --duration (a run must end); use --count 1 or more".into()),
-            (Some(c), _) if c > 1_000_000_000 => return Err(format!("--count must be at most 1000000000, not {c}")),
+            (Some(c), _) if c > MAX_COUNT => return Err(format!("--count must be at most {MAX_COUNT}, not {c}")),
             (Some(c), _) => c,
             (None, Some(_)) => 0,
             (None, None) => DEFAULT_COUNT,
@@ -222,12 +227,13 @@ impl Common {
         if let Some(p) = a.payload_size {
             power_of_two_in("--payload-size", p, 4, 4096, "")?;
         }
-        if !(1..=1000).contains(&a.repeat) {
-            return Err(format!("--repeat must be 1..=1000, not {}", a.repeat));
+        if !(1..=MAX_REPEAT).contains(&a.repeat) {
+            return Err(format!("--repeat must be 1..={MAX_REPEAT}, not {}", a.repeat));
         }
         if a.pattern.is_empty() {
             return Err("--pattern needs at least one of seq, fixed, random".into());
         }
+        refuse_duplicate_values("--pattern", &a.pattern)?;
         Ok(Common {
             windows,
             offsets,
@@ -246,6 +252,11 @@ impl Common {
             repeat: a.repeat,
         })
     }
+}
+
+/// Parses and checks the transfer sizes given in `flag`.
+pub fn transfer_sizes(flag: &str, text: &str) -> Result<Vec<u32>, String> {
+    check_sizes(flag, &parse_size_list(flag, text, &format!("1..={MAX_TRANSFER_BYTES} bytes"))?)
 }
 
 /// Checks transfer sizes given in `flag`.
@@ -389,6 +400,17 @@ impl HostCheck {
         self.corrupt_bytes + self.missing_bytes + self.stray_bytes
     }
 
+    /// What was bad, for the text output: "2 corrupt, 0 missing, 1 stray bytes (first at +5)".
+    pub fn bad_text(&self) -> String {
+        format!(
+            "{} corrupt, {} missing, {} stray bytes (first at +{})",
+            self.corrupt_bytes,
+            self.missing_bytes,
+            self.stray_bytes,
+            self.first_bad_offset.unwrap_or(0)
+        )
+    }
+
     fn add(&mut self, o: &HostCheck) {
         self.checked_bytes += o.checked_bytes;
         self.written_bytes += o.written_bytes;
@@ -477,6 +499,26 @@ pub fn check_unchanged(got: &[u8], pattern: &[u8]) -> HostCheck {
 }
 
 // Running ------------------------------------------------------------------------------
+
+/// The card's error counters by name, as the text output shows them: the ones that counted
+/// something, e.g. "5 unsupported request (UR), 2 data mismatches"; "none" when all are 0.
+pub fn error_counts_text(e: &ErrorCounts) -> String {
+    let named = [
+        (e.unsupported_request, "unsupported request (UR)"),
+        (e.completer_abort, "completer abort (CA)"),
+        (e.other_status, "other completion status"),
+        (e.poisoned, "poisoned"),
+        (e.completion_timeouts, "completion timeouts"),
+        (e.unexpected_completions, "unexpected completions"),
+        (e.data_mismatches, "data mismatches"),
+    ];
+    let counted: Vec<String> = named.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+    if counted.is_empty() {
+        "none".to_string()
+    } else {
+        counted.join(", ")
+    }
+}
 
 /// Total of the card's error counters.
 pub fn error_total(e: &ErrorCounts) -> u64 {
@@ -705,9 +747,9 @@ impl Buffers {
 pub fn require_generator(session: &Session) -> anyhow::Result<()> {
     if !session.card.has_feature("generator") {
         let features = session.card.identity().features.join(", ");
-        bail!(
+        return Err(crate::exit::card_failure(format!(
             "this card has no traffic generator (its identification block lists: {features}); build the gateware with the generator block (make gateware) and restart tlpx-sim"
-        );
+        )));
     }
     Ok(())
 }
@@ -798,19 +840,7 @@ pub fn point_line(p: &BwPoint) -> String {
         "not checked".to_string()
     } else {
         let card = if p.read_bytes > 0 { format!("card {} bad DW", p.card_errors.data_mismatches) } else { String::new() };
-        let host = p.host_check.as_ref().map(|c| {
-            if c.bad() == 0 {
-                "host ok".to_string()
-            } else {
-                format!(
-                    "host BAD: {} corrupt, {} missing, {} stray bytes (first at +{})",
-                    c.corrupt_bytes,
-                    c.missing_bytes,
-                    c.stray_bytes,
-                    c.first_bad_offset.unwrap_or(0)
-                )
-            }
-        });
+        let host = p.host_check.as_ref().map(|c| if c.bad() == 0 { "host ok".to_string() } else { format!("host BAD: {}", c.bad_text()) });
         [Some(card).filter(|s| !s.is_empty()), host].into_iter().flatten().collect::<Vec<_>>().join(", ")
     };
     let ended: Vec<&str> = p.runs.iter().map(|r| r.ended_by.as_str()).filter(|e| *e != "count" && *e != "duration").collect();
@@ -833,10 +863,13 @@ pub fn point_line(p: &BwPoint) -> String {
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
-    let sizes = check_sizes("--sizes", &parse_size_list("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?).map_err(anyhow::Error::msg)?;
+    let sizes = transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
+    refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
     let ops: Vec<Operation> = cmd.op.iter().map(|o| o.operation()).collect();
-    // Everything that does not need the link is checked before touching the card.
+    // Everything that does not need the link is checked before touching the card, the output
+    // path included (a long sweep must not end in "cannot write").
     build_configs(&ops, &sizes, cmd.outstanding, &common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
+    check_optional_output("--output", cmd.output.as_deref())?;
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
@@ -898,7 +931,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if interrupted {
         ExitCode::from(progress::INTERRUPTED_EXIT)
     } else if failed {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -19,6 +19,7 @@ use tlpx_device::generator::{GenConfig, Operation, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self as model_link, CompletionSplit, LinkConfig};
 
+use crate::args::{check_optional_output, check_output_dir, whole};
 use crate::cmd::bw::{self, BwPoint, Common, DataArg, GenArgs, PatternArg};
 use crate::cmd::lat::{self, LatOp, LatPoint};
 use crate::cmd::pio::{self, PioPlan, PioPoint, MAPPING_NOTE};
@@ -27,42 +28,44 @@ use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::progress::{self, Progress};
 use crate::results::{self, ModelConfig, ResultDoc};
 use crate::session::Session;
-use crate::sizes::parse_size_list;
+
+/// Most requests per latency measurement.
+pub const MAX_LAT_COUNT: u64 = 1_000_000;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// DMA transfer sizes swept: a list or range (64..4096 doubles).
-    #[arg(long, default_value = "64..4096")]
+    #[arg(long, default_value = "64..4096", allow_hyphen_values = true)]
     pub sizes: String,
     /// DMA transfers per point (per stream for read+write).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = whole(0, bw::MAX_COUNT), allow_negative_numbers = true)]
     pub count: u64,
     /// Card time per DMA point instead of a count, e.g. 2ms.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub duration: Option<String>,
     /// DMA window: a power of two, 64 bytes to 64M.
-    #[arg(long, default_value = "1M")]
+    #[arg(long, default_value = "1M", allow_hyphen_values = true)]
     pub window: String,
     /// Reads in flight at most for the bandwidth sweep: 1..=64 (default: all the card's tags).
-    #[arg(long, default_value_t = TAGS)]
+    #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
     pub outstanding: u32,
     /// Runs per DMA point (the median is what the table keeps).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(1, bw::MAX_REPEAT), allow_negative_numbers = true)]
     pub repeat: u32,
     /// Force 64-bit request headers.
     #[arg(long)]
     pub addr64: bool,
     /// Transfer sizes of the latency measurements (LAT_RD, LAT_WRRD).
-    #[arg(long, default_value = "64")]
+    #[arg(long, default_value = "64", allow_hyphen_values = true)]
     pub lat_sizes: String,
     /// Requests per latency measurement.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = whole(1, MAX_LAT_COUNT), allow_negative_numbers = true)]
     pub lat_count: u64,
     /// PIO access widths: 1, 2, 4, 8, 16, 32, 64.
-    #[arg(long, default_value = "1,2,4,8,16,32,64")]
+    #[arg(long, default_value = "1,2,4,8,16,32,64", allow_hyphen_values = true)]
     pub widths: String,
     /// PIO accesses per width and direction.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = whole(1, pio::MAX_COUNT), allow_negative_numbers = true)]
     pub pio_count: u32,
     /// Folder for characterize.json and the SVG figures [default: results/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
@@ -301,12 +304,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if common.windows.len() != 1 {
         anyhow::bail!("--window takes one window for characterize, not {}", common.windows.len());
     }
-    let sizes =
-        bw::check_sizes("--sizes", &parse_size_list("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?).map_err(anyhow::Error::msg)?;
-    let lat_sizes = bw::check_sizes("--lat-sizes", &parse_size_list("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?)
-        .map_err(anyhow::Error::msg)?;
-    if !(1..=1_000_000).contains(&cmd.lat_count) {
-        anyhow::bail!("--lat-count must be 1..=1000000, not {}", cmd.lat_count);
+    let sizes = bw::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
+    let lat_sizes = bw::transfer_sizes("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?;
+    if !(1..=MAX_LAT_COUNT).contains(&cmd.lat_count) {
+        anyhow::bail!("--lat-count must be 1..={MAX_LAT_COUNT}, not {}", cmd.lat_count);
     }
     let lat_common = Common { count: cmd.lat_count, duration_seconds: None, repeat: 1, ..common.clone() };
     let pio_plan = PioPlan::parse(&cmd.widths, cmd.pio_count, 0, None).map_err(|e| anyhow::anyhow!(e.replace("--count", "--pio-count")))?;
@@ -314,6 +315,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
     lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
     let out_dir = cmd.out_dir.clone().unwrap_or_else(|| PathBuf::from("results").join(results::utc_now().1));
+    // The folder and the extra result file are made sure of before the card is touched.
+    check_output_dir("--out-dir", &out_dir)?;
+    check_optional_output("--output", cmd.output.as_deref())?;
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
@@ -478,7 +482,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if interrupted {
         ExitCode::from(progress::INTERRUPTED_EXIT)
     } else if failed {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -29,6 +29,7 @@ use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, 
 use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, TraceOptions};
 use tlpx_model::stats::Summary;
 
+use crate::args::{check_optional_output, whole};
 use crate::plot::{Chart, Series, Style, XAxis};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
 use crate::results::ResultDoc;
@@ -38,27 +39,27 @@ use crate::sizes::parse_duration;
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// Interrupts to measure per run.
-    #[arg(long, conflicts_with = "duration")]
+    #[arg(long, conflicts_with = "duration", value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     pub samples: Option<u32>,
     /// Measure for this long (card time) instead of a number of samples: 500ms, 2s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub duration: Option<String>,
     /// Shortest interval between interrupts (random mode).
-    #[arg(long, default_value = "10us", conflicts_with = "period")]
+    #[arg(long, default_value = "10us", conflicts_with = "period", allow_hyphen_values = true)]
     pub min: String,
     /// Longest interval between interrupts (random mode).
-    #[arg(long, default_value = "100us", conflicts_with = "period")]
+    #[arg(long, default_value = "100us", conflicts_with = "period", allow_hyphen_values = true)]
     pub max: String,
     /// A fixed interval between interrupts instead of random ones.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub period: Option<String>,
     /// Seed of the card's interval LFSR.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(0, u32::MAX), allow_negative_numbers = true)]
     pub seed: u32,
     #[command(flatten)]
     pub placement: PlacementArgs,
     /// Width in characters of the longest terminal histogram bar (bars are log-scaled).
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(4..=200))]
+    #[arg(long, default_value_t = 40, value_parser = whole(4u32, 200), allow_negative_numbers = true)]
     pub bar_width: u32,
     /// Also draw the histograms into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
@@ -67,7 +68,7 @@ pub struct Cmd {
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
     /// Test option: do not acknowledge the first N interrupts, to provoke N overruns.
-    #[arg(long, hide = true, default_value_t = 0)]
+    #[arg(long, hide = true, default_value_t = 0, value_parser = whole(0, u32::MAX), allow_negative_numbers = true)]
     pub no_ack: u32,
 }
 
@@ -258,10 +259,10 @@ fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer
             other => other?,
         };
         let Some(irq) = irq else {
-            bail!(
+            return Err(crate::exit::card_failure(format!(
                 "no interrupt from the timer within {timeout:?} after {waited} interrupts (its interval is at most {} cycles)",
                 job.config.max_interval_cycles
-            );
+            )));
         };
         // The n-th interrupt since the start is fire n: the acknowledgement names it, so the
         // card never takes it for a later fire's.
@@ -618,9 +619,12 @@ struct Body {
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let plan = Plan::parse(cmd)?;
+    check_optional_output("--svg", cmd.svg.as_deref())?;
+    check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
     if !session.card.has_feature("irq_timer") {
-        bail!("this card has no interrupt latency timer (its features: {})", session.card.identity().features.join(", "));
+        let features = session.card.identity().features.join(", ");
+        return Err(crate::exit::card_failure(format!("this card has no interrupt latency timer (its features: {features})")));
     }
     plan.timer_config(session.clock_hz)?;
     crate::progress::install_stop_handler();

@@ -20,13 +20,13 @@ use tlpx_device::generator::{ErrorCounts, GenConfig, Operation};
 use tlpx_device::DmaBuffer;
 use tlpx_model::stats::Summary;
 
-use crate::cmd::bw::{self, check_sizes, Common, GenArgs, HostCheck};
+use crate::args::{check_optional_output, refuse_duplicate_values};
+use crate::cmd::bw::{self, Common, GenArgs, HostCheck};
 use crate::output::{bytes, print_json};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::progress::{self, Progress};
 use crate::results::{self, ResultDoc};
 use crate::session::Session;
-use crate::sizes::parse_size_list;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -52,12 +52,12 @@ pub struct Cmd {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "read,wrrd")]
     pub op: Vec<LatOp>,
     /// Transfer sizes: a list or range as for `tlpx bw`.
-    #[arg(long, default_value = "64")]
+    #[arg(long, default_value = "64", allow_hyphen_values = true)]
     pub sizes: String,
     #[command(flatten)]
     pub gen: GenArgs,
     /// Rows of the text CDF.
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(2..=200))]
+    #[arg(long, default_value_t = 12, value_parser = crate::args::whole(2u32, 200), allow_negative_numbers = true)]
     pub cdf_rows: u32,
     /// Also draw the CDFs into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
@@ -235,11 +235,11 @@ pub fn point_text(p: &LatPoint, cdf_rows: usize) -> Vec<String> {
         p.hardware.min_ns, p.hardware.mean_ns, p.hardware.max_ns, p.hardware.count
     ));
     if p.card_error_total > 0 {
-        out.push(format!("  ERRORS counted by the card: {:?}", p.card_errors));
+        out.push(format!("  ERRORS counted by the card ({} in all): {}", p.card_error_total, bw::error_counts_text(&p.card_errors)));
     }
     if let Some(c) = &p.host_check {
         if c.bad() > 0 {
-            out.push(format!("  DATA BAD in host memory: {c:?}"));
+            out.push(format!("  DATA BAD in host memory: {} of {} checked", c.bad_text(), c.checked_bytes));
         }
     }
     if p.ended_by.iter().any(|e| e != "count" && e != "duration") {
@@ -274,8 +274,11 @@ pub fn build_configs(ops: &[LatOp], sizes: &[u32], common: &Common, mps: u32, mr
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
-    let sizes = check_sizes("--sizes", &parse_size_list("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?).map_err(anyhow::Error::msg)?;
+    let sizes = bw::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
+    refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
     build_configs(&cmd.op, &sizes, &common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
+    check_optional_output("--svg", cmd.svg.as_deref())?;
+    check_optional_output("--output", cmd.output.as_deref())?;
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
@@ -333,7 +336,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if interrupted {
         ExitCode::from(progress::INTERRUPTED_EXIT)
     } else if failed {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })
@@ -361,6 +364,19 @@ mod tests {
             host_check: None,
             ended_by: vec!["count".into()],
         }
+    }
+
+    #[test]
+    fn errors_are_printed_by_name_not_as_a_struct() {
+        let mut p = point((1..=10).collect());
+        p.card_errors.unsupported_request = 5;
+        p.card_errors.data_mismatches = 2;
+        p.card_error_total = 7;
+        p.host_check = Some(HostCheck { checked_bytes: 4096, corrupt_bytes: 3, first_bad_offset: Some(12), ..HostCheck::default() });
+        let text = point_text(&p, 4).join("\n");
+        assert!(text.contains("ERRORS counted by the card (7 in all): 5 unsupported request (UR), 2 data mismatches"), "{text}");
+        assert!(text.contains("DATA BAD in host memory: 3 corrupt, 0 missing, 0 stray bytes (first at +12) of 4096 checked"), "{text}");
+        assert!(!text.contains("ErrorCounts") && !text.contains("HostCheck") && !text.contains('{'), "{text}");
     }
 
     #[test]

@@ -14,10 +14,14 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tlpx_model::link::{self, Analysis, CompletionSplit, LinkConfig};
 
+use crate::args::{check_optional_output, whole, whole_as};
 use crate::output::{bytes, print_json};
 use crate::results::{self, ModelConfig, ResultDoc};
 use crate::session;
 use crate::sizes::parse_size_list;
+
+/// What --mps and --mrrs accept.
+const POWERS_128_4096: &str = "128, 256, 512, 1024, 2048 or 4096 bytes";
 
 /// Largest transfer size the model command accepts (1 GiB).
 pub const MAX_MODEL_SIZE: u64 = 1 << 30;
@@ -58,19 +62,19 @@ pub fn op_name(op: link::Operation) -> &'static str {
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// PCIe generation, 1..5 [default: the device's, else 3].
-    #[arg(long = "gen", value_parser = clap::value_parser!(u8).range(1..=5))]
+    #[arg(long = "gen", value_parser = whole(1u8, 5), allow_negative_numbers = true)]
     pub generation: Option<u8>,
     /// Link width: 1, 2, 4, 8 or 16 lanes [default: the device's, else 8].
-    #[arg(long, value_parser = parse_lanes)]
+    #[arg(long, value_parser = parse_lanes, allow_negative_numbers = true)]
     pub lanes: Option<u8>,
     /// Max payload size: 128..4096 bytes, a power of two [default: the device's, else 256].
-    #[arg(long)]
+    #[arg(long, value_parser = whole_as(128u32, 4096, POWERS_128_4096), allow_negative_numbers = true)]
     pub mps: Option<u32>,
     /// Max read request size: 128..4096 bytes, a power of two [default: the device's, else 512].
-    #[arg(long)]
+    #[arg(long, value_parser = whole_as(128u32, 4096, POWERS_128_4096), allow_negative_numbers = true)]
     pub mrrs: Option<u32>,
     /// Read completion boundary of the root complex: 64 or 128 bytes [default: the device's, else 64].
-    #[arg(long)]
+    #[arg(long, value_parser = whole_as(64u32, 128, "64 or 128 bytes"), allow_negative_numbers = true)]
     pub rcb: Option<u32>,
     /// Requests with 64-bit addresses (4 DW headers); without it 3 DW headers as below 4 GiB.
     #[arg(long)]
@@ -79,7 +83,7 @@ pub struct Cmd {
     #[arg(long)]
     pub rcb_completions: bool,
     /// Transfer sizes: 64,128,256 or 64..4096 (doubling) or 64..512+64 (step); K and M suffixes.
-    #[arg(long, default_value = "64..4096")]
+    #[arg(long, default_value = "64..4096", allow_hyphen_values = true)]
     pub sizes: String,
     /// What the device does.
     #[arg(long, value_enum, default_value_t = ModelOp::All)]
@@ -139,14 +143,14 @@ pub fn point(cfg: &LinkConfig, op: link::Operation, size: u64, split: Completion
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let sizes = parse_size_list("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
+    let sizes = parse_size_list("--sizes", &cmd.sizes, "1..=1G bytes").map_err(anyhow::Error::msg)?;
     if let Some(bad) = sizes.iter().find(|s| **s == 0 || **s > MAX_MODEL_SIZE) {
         bail!("--sizes: {bad} is not a transfer size the model takes: use 1..={MAX_MODEL_SIZE} bytes");
     }
     for (flag, value) in [("--mps", cmd.mps), ("--mrrs", cmd.mrrs)] {
         if let Some(v) = value {
             if !(v.is_power_of_two() && (128..=4096).contains(&v)) {
-                bail!("{flag} must be 128, 256, 512, 1024, 2048 or 4096 bytes, not {v}");
+                bail!("{flag} must be {POWERS_128_4096}, not {v}");
             }
         }
     }
@@ -155,6 +159,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             bail!("--rcb must be 64 or 128 bytes, not {r}");
         }
     }
+    check_optional_output("--output", cmd.output.as_deref())?;
 
     // Start from the device's link unless every field is given.
     let mut environment = results::machine_environment();

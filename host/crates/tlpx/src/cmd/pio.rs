@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
 use tlpx_device::card::Card;
@@ -25,6 +25,7 @@ use tlpx_device::pio::{self, PioStats, WINDOW_OFFSET, WINDOW_SIZE};
 use tlpx_device::Width;
 use tlpx_model::stats::Summary;
 
+use crate::args::{check_optional_output, whole, whole_as};
 use crate::output::{bytes, print_json};
 use crate::progress::{self, Progress};
 use crate::results::{self, ResultDoc};
@@ -33,22 +34,29 @@ use crate::sizes::parse_size_list;
 
 /// Access widths the command knows.
 pub const WIDTHS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Most accesses per width and direction.
+pub const MAX_COUNT: u32 = 1_000_000;
 /// What the result says about mappings on every backend this tlpx has.
 pub const MAPPING_NOTE: &str = "uncached only (this backend has no write-combining mapping)";
 
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// Access widths in bytes: 1, 2, 4, 8, 16, 32, 64 (a list).
-    #[arg(long, default_value = "1,2,4,8,16,32,64")]
+    #[arg(long, default_value = "1,2,4,8,16,32,64", allow_hyphen_values = true)]
     pub widths: String,
     /// Accesses per width and direction (1..=1000000).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = whole(1, MAX_COUNT), allow_negative_numbers = true)]
     pub count: u32,
     /// First window offset used, a multiple of 64 below 65536.
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_parser = whole_as(0u32, (WINDOW_SIZE - 64) as u32, "a multiple of 64 in 0..=65472"),
+        allow_negative_numbers = true
+    )]
     pub offset: u32,
     /// Card cycles the window waits before answering each read (set for the run, then 0).
-    #[arg(long, value_name = "CYCLES")]
+    #[arg(long, value_name = "CYCLES", value_parser = whole(0, pio::MAX_READ_DELAY), allow_negative_numbers = true)]
     pub read_delay: Option<u32>,
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
@@ -66,7 +74,7 @@ pub struct PioPlan {
 
 impl PioPlan {
     pub fn parse(widths: &str, count: u32, offset: u32, read_delay: Option<u32>) -> Result<PioPlan, String> {
-        let widths = parse_size_list("--widths", widths)?
+        let widths = parse_size_list("--widths", widths, "1, 2, 4, 8, 16, 32 or 64 bytes")?
             .into_iter()
             .map(|w| {
                 u32::try_from(w)
@@ -75,8 +83,8 @@ impl PioPlan {
                     .ok_or_else(|| format!("--widths: {w} is not an access width: use 1, 2, 4, 8, 16, 32 or 64 bytes"))
             })
             .collect::<Result<Vec<u32>, String>>()?;
-        if !(1..=1_000_000).contains(&count) {
-            return Err(format!("--count must be 1..=1000000 accesses, not {count}"));
+        if !(1..=MAX_COUNT).contains(&count) {
+            return Err(format!("--count must be 1..={MAX_COUNT} accesses, not {count}"));
         }
         if !offset.is_multiple_of(64) || u64::from(offset) >= WINDOW_SIZE {
             return Err(format!("--offset must be a multiple of 64 below {WINDOW_SIZE} (the window's size), not {offset}"));
@@ -331,9 +339,13 @@ struct Body {
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let plan = PioPlan::parse(&cmd.widths, cmd.count, cmd.offset, cmd.read_delay).map_err(anyhow::Error::msg)?;
+    check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
     if session.card.device().description().bar_sizes.first().copied().flatten().is_some_and(|s| s < WINDOW_OFFSET + WINDOW_SIZE) {
-        bail!("BAR0 of this card is smaller than the PIO window's end ({:#x}): is the gateware current?", WINDOW_OFFSET + WINDOW_SIZE);
+        return Err(crate::exit::card_failure(format!(
+            "BAR0 of this card is smaller than the PIO window's end ({:#x}): is the gateware current?",
+            WINDOW_OFFSET + WINDOW_SIZE
+        )));
     }
     progress::install_stop_handler();
     if !json {
@@ -375,7 +387,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if interrupted {
         ExitCode::from(progress::INTERRUPTED_EXIT)
     } else if failed {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -23,6 +23,7 @@ use serde::Serialize;
 use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
 use tlpx_model::stats::Summary;
 
+use crate::args::{check_optional_output, refuse_duplicate_values, whole};
 use crate::plot::{Chart, Series, Style, XAxis};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
 use crate::results::ResultDoc;
@@ -51,10 +52,10 @@ pub const SWEEP_SIZES: [u32; 5] = [8, 64, 256, 1024, 4096];
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// Round trips per point.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     pub iterations: u32,
     /// Buffer sizes (bytes, token included; multiples of 4 in 8..=4096): 64,1K,4K.
-    #[arg(long, default_value = "256")]
+    #[arg(long, default_value = "256", allow_hyphen_values = true)]
     pub size: String,
     /// How the host notices the buffer: poll, irq (or both: poll,irq).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "poll")]
@@ -67,7 +68,7 @@ pub struct Cmd {
     #[arg(long)]
     pub sweep: bool,
     /// Token of the first iteration.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(0, u32::MAX), allow_negative_numbers = true)]
     pub seed: u32,
     /// Also check every data DW against the token's pattern on the host (inside the timed loop).
     #[arg(long)]
@@ -75,7 +76,7 @@ pub struct Cmd {
     #[command(flatten)]
     pub placement: PlacementArgs,
     /// Width in characters of the longest terminal histogram bar (bars are log-scaled).
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(4..=200))]
+    #[arg(long, default_value_t = 40, value_parser = whole(4u32, 200), allow_negative_numbers = true)]
     pub bar_width: u32,
     /// Also draw the figure into this SVG file (histograms; loop time against size for a sweep).
     #[arg(long, value_name = "FILE.svg")]
@@ -113,7 +114,7 @@ impl Plan {
             }
             (SWEEP_SIZES.to_vec(), vec![Detect::Poll, Detect::Irq], vec![Return::Register, Return::Dma])
         } else {
-            let sizes = parse_size_list("--size", &cmd.size).map_err(anyhow::Error::msg)?;
+            let sizes = parse_size_list("--size", &cmd.size, "multiples of 4 in 8..=4096 bytes").map_err(anyhow::Error::msg)?;
             let mut checked = Vec::new();
             for s in sizes {
                 let ok = (u64::from(rt_loop::MIN_SIZE)..=u64::from(rt_loop::MAX_SIZE)).contains(&s) && s.is_multiple_of(4);
@@ -126,12 +127,10 @@ impl Plan {
                 }
                 checked.push(s as u32);
             }
-            let mut detect: Vec<Detect> =
-                cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
-            detect.dedup();
-            let mut ret: Vec<Return> =
-                cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
-            ret.dedup();
+            refuse_duplicate_values("--detect", &cmd.detect).map_err(anyhow::Error::msg)?;
+            refuse_duplicate_values("--return", &cmd.ret).map_err(anyhow::Error::msg)?;
+            let detect: Vec<Detect> = cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
+            let ret: Vec<Return> = cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
             (checked, detect, ret)
         };
         Ok(Plan { iterations: cmd.iterations, sizes, detect, ret, seed: cmd.seed, verify: cmd.verify, sweep: cmd.sweep, placement })
@@ -387,9 +386,12 @@ struct Body {
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let plan = Plan::parse(cmd)?;
+    check_optional_output("--svg", cmd.svg.as_deref())?;
+    check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
     if !session.card.has_feature("rt_loop") {
-        bail!("this card has no real-time loop (its features: {})", session.card.identity().features.join(", "));
+        let features = session.card.identity().features.join(", ");
+        return Err(crate::exit::card_failure(format!("this card has no real-time loop (its features: {features})")));
     }
     crate::progress::install_stop_handler();
     let poll_step_ns = plan.config(8, Detect::Poll, Return::Register).poll_step.as_nanos() as f64;

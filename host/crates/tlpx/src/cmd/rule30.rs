@@ -29,11 +29,15 @@ use tlpx_device::{BarPath, ClockSource};
 use tlpx_model::stats::Summary;
 use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant};
 
+use crate::args::{check_optional_output, check_output_dir, whole};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::realtime::fmt_ns;
 use crate::results::{self, ResultDoc};
 use crate::session::Session;
 use crate::sizes::parse_duration;
+
+/// Most generations the accelerator computes per start.
+pub const MAX_GENERATIONS: u32 = 65535;
 
 /// A mode of `tlpx rule30 run` (serialised as its name: "sw-char", "hw-batch").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,29 +75,34 @@ impl Mode {
 
     fn parse(text: &str) -> anyhow::Result<Vec<Mode>> {
         let mut out = Vec::new();
+        // Which word of the list named each mode, for the message about a duplicate.
+        let mut by: Vec<&str> = Vec::new();
         for t in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            match t {
-                "all" => out.extend(Mode::all()),
-                "sw" => out.extend(Variant::ALL.iter().map(|s| Mode::Sw(*s))),
+            let modes = match t {
+                "all" => Mode::all(),
+                "sw" => Variant::ALL.iter().map(|s| Mode::Sw(*s)).collect(),
                 "hw" => {
-                    out.extend(HwMode::ALL.iter().map(|m| Mode::Hw(*m)));
-                    out.push(Mode::Batch);
+                    let mut v: Vec<Mode> = HwMode::ALL.iter().map(|m| Mode::Hw(*m)).collect();
+                    v.push(Mode::Batch);
+                    v
                 }
                 _ => match Mode::all().into_iter().find(|m| m.name() == t) {
-                    Some(m) => out.push(m),
+                    Some(m) => vec![m],
                     None => bail!(
                         "--mode {t:?} is not a mode; the modes are {} (or all, sw, hw)",
                         Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
                     ),
                 },
+            };
+            for m in modes {
+                if let Some(i) = out.iter().position(|o| *o == m) {
+                    let given = if by[i] == t { format!("{t:?} twice") } else { format!("{:?} and {t:?}", by[i]) };
+                    bail!("--mode: {} is given twice ({given}); give each mode once", m.name());
+                }
+                out.push(m);
+                by.push(t);
             }
         }
-        let mut seen = Vec::new();
-        out.retain(|m| {
-            let new = !seen.contains(m);
-            seen.push(*m);
-            new
-        });
         if out.is_empty() {
             bail!("--mode is empty; give one or more of {}", Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
         }
@@ -122,16 +131,16 @@ pub struct Common {
     #[arg(long, default_value = "all")]
     pub mode: String,
     /// Packets per point.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     pub packets: u32,
-    /// Generations (lines) per packet.
-    #[arg(long, default_value_t = 99)]
+    /// Generations (lines) per packet (1..=65535, the accelerator's most per start).
+    #[arg(long, default_value_t = 99, value_parser = whole(1, MAX_GENERATIONS), allow_negative_numbers = true)]
     pub generations: u32,
     /// Elementary rule (0..=255, Wolfram's numbering).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = whole(0, u8::MAX), allow_negative_numbers = true)]
     pub rule: u8,
     /// Seed of the random packets.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(0, u64::MAX), allow_negative_numbers = true)]
     pub seed: u64,
     /// Compare every mode's output with sw-char (the seed's Figure 4), packet by packet.
     #[arg(long)]
@@ -143,10 +152,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub common: Common,
     /// Packet length in bits (cells), 1..=1024.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = whole(1, accel::MAX_LINE_LENGTH), allow_negative_numbers = true)]
     pub length: u32,
     /// The accelerator's latency per operation (emulated hardware): 1ns, 100ns, 10us.
-    #[arg(long, default_value = "10ns")]
+    #[arg(long, default_value = "10ns", allow_hyphen_values = true)]
     pub latency: String,
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
@@ -158,10 +167,10 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub common: Common,
     /// Packet lengths in bits: a list (8,64,256) or a range FROM..TO/STEP (8..1024/8).
-    #[arg(long, default_value = "8..1024/8")]
+    #[arg(long, default_value = "8..1024/8", allow_hyphen_values = true)]
     pub lengths: String,
     /// Accelerator latencies.
-    #[arg(long, default_value = "1ns,10ns,100ns,1us,10us")]
+    #[arg(long, default_value = "1ns,10ns,100ns,1us,10us", allow_hyphen_values = true)]
     pub latencies: String,
     /// Folder for the result JSON and the SVG figures.
     #[arg(long, default_value = "results/rule30")]
@@ -187,50 +196,69 @@ fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
         if (1..=accel::MAX_LINE_LENGTH).contains(&v) {
             Ok(v)
         } else {
-            bail!("packet length {v} is outside 1..=1024 bits")
+            bail!("--lengths: packet length {v} is outside 1..=1024 bits")
         }
     };
     let num = |t: &str| -> anyhow::Result<u32> {
-        t.trim()
-            .parse::<u32>()
-            .map_err(|_| anyhow::anyhow!("{t:?} is not a packet length: give bits as a number, a list 8,64,256 or a range 8..1024/8"))
+        t.trim().parse::<u32>().map_err(|_| {
+            anyhow::anyhow!(
+                "--lengths: {t:?} is not a packet length: give bits in 1..=1024 as a number, a list 8,64,256 or a range 8..1024/8"
+            )
+        })
     };
     let mut out = Vec::new();
+    // Which item gave each length, for the message about a duplicate.
+    let mut by: Vec<&str> = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if let Some((from, rest)) = part.split_once("..") {
+        let lengths: Vec<u32> = if let Some((from, rest)) = part.split_once("..") {
             let (to, step) = rest.split_once('/').unwrap_or((rest, "1"));
             let (from, to, step) = (check(num(from)?)?, check(num(to)?)?, num(step)?);
             if step == 0 || from > to {
-                bail!("range {part:?}: give FROM..TO/STEP with FROM <= TO and STEP >= 1");
+                bail!("--lengths: range {part:?}: give FROM..TO/STEP with FROM <= TO and STEP >= 1");
             }
-            out.extend((from..=to).step_by(step as usize));
+            (from..=to).step_by(step as usize).collect()
         } else {
-            out.push(check(num(part)?)?);
+            vec![check(num(part)?)?]
+        };
+        for l in lengths {
+            if let Some(i) = out.iter().position(|o| *o == l) {
+                let given = if by[i] == part { format!("{part:?} twice") } else { format!("{:?} and {part:?}", by[i]) };
+                bail!("--lengths: {l} bits is given twice ({given}); give each length once");
+            }
+            out.push(l);
+            by.push(part);
         }
     }
     if out.is_empty() {
-        bail!("no packet lengths in {text:?}");
+        bail!("--lengths: no packet lengths in {text:?}");
     }
     out.sort_unstable();
-    out.dedup();
     Ok(out)
 }
 
 impl Plan {
-    fn parse(common: &Common, lengths: &str, latencies: &str) -> anyhow::Result<Plan> {
+    /// `latency_flag` names the option `latencies` came from (`--latency` of run, `--latencies`
+    /// of sweep).
+    fn parse(common: &Common, lengths: &str, latencies: &str, latency_flag: &str) -> anyhow::Result<Plan> {
         if common.packets == 0 {
             bail!("--packets must be at least 1, not 0");
         }
         if common.generations == 0 {
             bail!("--generations must be at least 1, not 0");
         }
-        if common.generations > 65535 {
-            bail!("--generations {} is above the accelerator's 65535 per start", common.generations);
+        if common.generations > MAX_GENERATIONS {
+            bail!("--generations {} is above the accelerator's {MAX_GENERATIONS} per start", common.generations);
         }
         let mut latencies_ns = Vec::new();
+        let mut given: Vec<&str> = Vec::new();
         for t in latencies.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let s = parse_duration("--latency", t).map_err(anyhow::Error::msg)?;
+            let s = parse_duration(latency_flag, t).map_err(anyhow::Error::msg)?;
+            // Equal latencies however written (1us, 1000ns) would measure the same point twice.
+            if let Some(i) = latencies_ns.iter().position(|l: &f64| (l / (s * 1e9) - 1.0).abs() < 1e-9) {
+                bail!("{latency_flag}: {:?} and {t:?} are the same latency; give each once", given[i]);
+            }
             latencies_ns.push(s * 1e9);
+            given.push(t);
         }
         if latencies_ns.is_empty() {
             bail!("no latency given");
@@ -651,7 +679,8 @@ fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
     }
     let mut session = Session::open(device)?;
     if !session.card.has_feature("rule30") {
-        bail!("this card has no rule-30 accelerator (its features: {})", session.card.identity().features.join(", "));
+        let features = session.card.identity().features.join(", ");
+        return Err(crate::exit::card_failure(format!("this card has no rule-30 accelerator (its features: {features})")));
     }
     accel::info(&mut session.card)?;
     Ok(Some(session))
@@ -659,7 +688,8 @@ fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
 
 fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(&a.common, &a.length.to_string(), &a.latency)?;
+    let plan = Plan::parse(&a.common, &a.length.to_string(), &a.latency, "--latency")?;
+    check_optional_output("--output", a.output.as_deref())?;
     let mut session = open(&plan, device)?;
     crate::progress::install_stop_handler();
     let length = plan.lengths[0];
@@ -731,7 +761,9 @@ fn finish(
 
 fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(&a.common, &a.lengths, &a.latencies)?;
+    let plan = Plan::parse(&a.common, &a.lengths, &a.latencies, "--latencies")?;
+    // The result and the figures go there at the end of a long sweep: make sure of it first.
+    check_output_dir("--out-dir", &a.out_dir)?;
     let mut session = open(&plan, device)?;
     crate::progress::install_stop_handler();
     let sw: Vec<Mode> = plan.modes.iter().copied().filter(|m| !m.is_hw()).collect();
@@ -865,7 +897,11 @@ mod tests {
     #[test]
     fn lengths_parse_lists_and_ranges_and_refuse_bad_ones() {
         assert_eq!(parse_lengths("8..32/8").expect("range"), vec![8, 16, 24, 32]);
-        assert_eq!(parse_lengths("64,8,64").expect("list"), vec![8, 64]);
+        assert_eq!(parse_lengths("64,8").expect("list"), vec![8, 64]);
+        let e = parse_lengths("64,8,64").expect_err("duplicate").to_string();
+        assert_eq!(e, "--lengths: 64 bits is given twice (\"64\" twice); give each length once");
+        let e = parse_lengths("8..64/8,16").expect_err("duplicate in a range").to_string();
+        assert!(e.contains("16 bits is given twice (\"8..64/8\" and \"16\")"), "{e}");
         assert!(parse_lengths("0").expect_err("zero").to_string().contains("outside 1..=1024"));
         assert!(parse_lengths("8..2048").expect_err("too long").to_string().contains("2048"));
         assert!(parse_lengths("32..8").expect_err("inverted").to_string().contains("FROM <= TO"));
@@ -875,7 +911,19 @@ mod tests {
     #[test]
     fn modes_parse_with_groups_and_refuse_unknown_ones() {
         assert_eq!(Mode::parse("all").expect("all").len(), 9);
-        assert_eq!(Mode::parse("sw,sw-char").expect("sw").len(), 3);
+        assert_eq!(Mode::parse("sw,hw-irq").expect("sw").len(), 4);
+        let e = Mode::parse("sw,sw-char").expect_err("sw-char twice").to_string();
+        assert_eq!(e, "--mode: sw-char is given twice (\"sw\" and \"sw-char\"); give each mode once");
+        let e = Mode::parse("hw-irq,hw-irq").expect_err("hw-irq twice").to_string();
+        assert!(e.contains("hw-irq is given twice (\"hw-irq\" twice)"), "{e}");
+    }
+
+    #[test]
+    fn the_same_latency_twice_is_refused_however_written() {
+        let c = Common { mode: "sw-char".into(), packets: 1, generations: 1, rule: 30, seed: 1, verify: false };
+        assert_eq!(Plan::parse(&c, "8", "1us,10us", "--latencies").expect("two latencies").latencies_ns, vec![1000.0, 10000.0]);
+        let e = Plan::parse(&c, "8", "1us,1000ns", "--latencies").expect_err("the same").to_string();
+        assert_eq!(e, "--latencies: \"1us\" and \"1000ns\" are the same latency; give each once");
         let e = Mode::parse("hw-fast").expect_err("unknown").to_string();
         assert!(e.contains("hw-fast") && e.contains("hw-batch"), "{e}");
     }

@@ -23,16 +23,20 @@ use tlpx_device::card::Card;
 use tlpx_device::{litepcie_dma, ClockSource, DmaBuffer};
 use tlpx_regs::{dma_guard, ident, pcie_msi, request_path};
 
+use crate::args::{whole, whole_as};
 use crate::output::print_json;
+
+/// What --dma-bytes accepts (one LitePCIe DMA descriptor).
+pub const DMA_BYTES: &str = "a multiple of 4 in 4..=16777212";
 use crate::selector;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// Bytes moved through the DMA loopback (4..=16777212, multiple of 4).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = whole_as(4u32, 0xFF_FFFC, DMA_BYTES), allow_negative_numbers = true)]
     pub dma_bytes: u32,
     /// Seed of the DMA data pattern.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole(0, u64::MAX), allow_negative_numbers = true)]
     pub seed: u64,
 }
 
@@ -57,7 +61,7 @@ type Step<'a> = (&'static str, &'a dyn Fn(&mut Card) -> CheckResult);
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if cmd.dma_bytes < 4 || !cmd.dma_bytes.is_multiple_of(4) || cmd.dma_bytes > 0xFF_FFFC {
-        bail!("--dma-bytes must be a multiple of 4 in 4..=16777212, not {}", cmd.dma_bytes);
+        bail!("--dma-bytes must be {DMA_BYTES}, not {}", cmd.dma_bytes);
     }
     let started = Instant::now();
     let opened = selector::open(device)?;
@@ -90,7 +94,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         println!("selftest      {}", if passed { "PASS" } else { "FAIL" });
     }
-    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::from(crate::exit::CHECK_FAILED) })
 }
 
 fn check_scratch(card: &mut Card) -> CheckResult {

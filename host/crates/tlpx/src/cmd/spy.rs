@@ -22,6 +22,7 @@ use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Direction, Filters, Trigger, TriggerMode, CLASSES, RECORD_BYTES};
 use tlpx_trace::{CardInfo, Footer, GapDetector, HeaderInfo, LinkInfo, Record, TraceReader, TraceWriter};
 
+use crate::args::{check_output_file, refuse_duplicates, whole, whole_as};
 use crate::output::print_json;
 use crate::progress;
 use crate::session::Session;
@@ -51,16 +52,21 @@ pub struct CaptureArgs {
     #[arg(long, short = 'o', default_value = "spy.tlpx")]
     output: PathBuf,
     /// How long to capture, in card time (e.g. 500us, 2ms) [default: 1ms unless --records].
-    #[arg(long, conflicts_with = "records")]
+    #[arg(long, conflicts_with = "records", allow_hyphen_values = true)]
     duration: Option<String>,
     /// Stop once this many records have arrived.
-    #[arg(long)]
+    #[arg(long, value_parser = whole(1, u64::MAX), allow_negative_numbers = true)]
     records: Option<u64>,
     /// Ring size in records (a power of two, 16..=16777216; 32 bytes each).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(
+        long,
+        default_value_t = 4096,
+        value_parser = whole_as(spy::MIN_RING_RECORDS, spy::MAX_RING_RECORDS, "a power of two in 16..=16777216 records"),
+        allow_negative_numbers = true
+    )]
     ring: u32,
     /// Card time between two polls of the ring (each poll is itself 2-3 TLPs on the link).
-    #[arg(long, default_value = "50us")]
+    #[arg(long, default_value = "50us", allow_hyphen_values = true)]
     poll: String,
     /// Directions to record: down (host to card), up (card to host), or both.
     #[arg(long, default_value = "down,up")]
@@ -69,10 +75,10 @@ pub struct CaptureArgs {
     #[arg(long, default_value = "all")]
     types: String,
     /// Record requests whose address matches BASE under MASK (BASE alone: that DW).
-    #[arg(long, value_name = "BASE[/MASK]")]
+    #[arg(long, value_name = "BASE[/MASK]", allow_hyphen_values = true)]
     address: Option<String>,
     /// Record TLPs whose requester ID matches ID under MASK (ID alone: exactly it).
-    #[arg(long, value_name = "ID[/MASK]")]
+    #[arg(long, value_name = "ID[/MASK]", allow_hyphen_values = true)]
     requester: Option<String>,
     /// Also record the spy's own ring writes.
     #[arg(long)]
@@ -88,14 +94,14 @@ pub struct CaptureArgs {
     #[arg(long, default_value = "down,up")]
     trigger_dir: String,
     /// Requests trigger when their address matches BASE under MASK.
-    #[arg(long, value_name = "BASE[/MASK]")]
+    #[arg(long, value_name = "BASE[/MASK]", allow_hyphen_values = true)]
     trigger_address: Option<String>,
     /// Records kept before the trigger (start trigger, 0..=511).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = whole(0, (spy::RECORD_FIFO_DEPTH - 1) as u16), allow_negative_numbers = true)]
     pre: u16,
     /// Records kept from the trigger on, the trigger's included [default: all until the end
     /// for a start trigger, 1 for a stop trigger].
-    #[arg(long)]
+    #[arg(long, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     post: Option<u32>,
     /// Do not print the running log.
     #[arg(long, short = 'q')]
@@ -172,7 +178,9 @@ fn parse_base_mask(flag: &str, text: &str, full: u64) -> anyhow::Result<(u64, u6
 
 fn parse_directions(flag: &str, text: &str) -> anyhow::Result<(bool, bool)> {
     let (mut down, mut up) = (false, false);
-    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+    let parts: Vec<String> = text.split(',').map(|p| p.trim().to_ascii_lowercase()).filter(|p| !p.is_empty()).collect();
+    refuse_duplicates(flag, &parts, String::clone).map_err(anyhow::Error::msg)?;
+    for part in &parts {
         match Direction::parse(part).map_err(|e| anyhow!("{flag}: {e}"))? {
             Direction::Down => down = true,
             Direction::Up => up = true,
@@ -189,6 +197,8 @@ fn parse_types(flag: &str, text: &str) -> anyhow::Result<u8> {
     if names.is_empty() {
         bail!("{flag}: give some of {}, or all", CLASSES.join(", "));
     }
+    let lower: Vec<String> = names.iter().map(|n| n.trim().to_ascii_lowercase()).collect();
+    refuse_duplicates(flag, &lower, String::clone).map_err(anyhow::Error::msg)?;
     spy::class_mask(&names).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
@@ -252,6 +262,8 @@ impl Plan {
             (None, Some(_)) => None,
         };
         let poll_s = parse_duration("--poll", &a.poll).map_err(anyhow::Error::msg)?;
+        // Before the card is touched: a trace that cannot be written fails at once.
+        check_output_file("--output", &a.output)?;
         Ok(Plan { filters, trigger, duration_s, records: a.records, ring: a.ring, poll_s })
     }
 }

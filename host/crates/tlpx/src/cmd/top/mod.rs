@@ -34,6 +34,7 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use tlpx_device::spy::{MAX_RING_RECORDS, MIN_RING_RECORDS};
 
+use crate::args::{whole, whole_as};
 use crate::session::Session;
 use crate::sizes::parse_duration;
 use collect::{Plan, Sample};
@@ -43,25 +44,30 @@ use state::{Action, Limits, State};
 pub struct Cmd {
     /// Time between samples: card time on the simulator (it passes while top waits), wall
     /// time on hardware. E.g. 100ms, 2ms, 500us.
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
     pub interval: String,
     /// Stop after this many samples (default: run until q or Ctrl-C; 1 with --snapshot).
-    #[arg(long)]
+    #[arg(long, value_parser = whole(1, u64::MAX), allow_negative_numbers = true)]
     pub frames: Option<u64>,
     /// Draw one frame (after the last sample) as plain text on stdout, without a terminal.
     #[arg(long)]
     pub snapshot: bool,
-    /// Width of the --snapshot frame in columns.
-    #[arg(long, default_value_t = 120)]
+    /// Width of the --snapshot frame in columns (20..=1000).
+    #[arg(long, default_value_t = 120, value_parser = whole(20u16, 1000), allow_negative_numbers = true)]
     pub width: u16,
-    /// Height of the --snapshot frame in rows.
-    #[arg(long, default_value_t = 40)]
+    /// Height of the --snapshot frame in rows (8..=500).
+    #[arg(long, default_value_t = 40, value_parser = whole(8u16, 500), allow_negative_numbers = true)]
     pub height: u16,
     /// Transactions kept for the recent-transactions panel (1..=1000).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = whole(1usize, 1000), allow_negative_numbers = true)]
     pub recent: usize,
     /// Records in top's capture ring: a power of two, 16..=16M.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(
+        long,
+        default_value_t = 16384,
+        value_parser = whole_as(MIN_RING_RECORDS, MAX_RING_RECORDS, "a power of two in 16..=16777216 records"),
+        allow_negative_numbers = true
+    )]
     pub ring: u32,
     /// Never start top's own capture: counters only (the spy's ring stays free for others).
     #[arg(long)]
@@ -137,7 +143,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     let session = Session::open_observer(device)?;
     if !session.card.has_feature("spy") {
-        bail!("this card has no spy (its features: {}), so tlpx top has nothing to show", session.card.identity().features.join(", "));
+        let features = session.card.identity().features.join(", ");
+        return Err(crate::exit::card_failure(format!("this card has no spy (its features: {features}), so tlpx top has nothing to show")));
     }
     let mut state = State::new(header(&session), limits(&session), options.interval.as_secs_f64());
     state.clock_hz = session.clock_hz;
@@ -190,7 +197,8 @@ fn headless_loop(cmd: &Cmd, json: bool, state: &mut State, rx: &Receiver<Event>)
         }
     }
     if let Some(e) = failure {
-        bail!("tlpx top: reading the card failed after {} samples: {e}", state.samples);
+        // The collector thread reports the card's error as text: it is the card's all the same.
+        return Err(crate::exit::card_failure(format!("tlpx top: reading the card failed after {} samples: {e}", state.samples)));
     }
     if cmd.snapshot {
         if state.samples == 0 {
@@ -266,7 +274,7 @@ fn interactive_loop(state: &mut State, rx: &Receiver<Event>, tx: mpsc::Sender<Ev
     }
     drawn?;
     if let Some(e) = failure {
-        bail!("tlpx top: reading the card failed: {e}");
+        return Err(crate::exit::card_failure(format!("tlpx top: reading the card failed: {e}")));
     }
     Ok(ExitCode::SUCCESS)
 }
