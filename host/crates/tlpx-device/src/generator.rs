@@ -336,12 +336,26 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     let irq_bit = tlpx_regs::constants::MSI_GENERATOR;
     card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
     card.write(pcie_msi::ENABLE, 1 << irq_bit)?;
+    // A read so every write above has arrived, then drop interrupts queued before this run
+    // (a stopped earlier run's, a taken-over dead owner's).
+    card.read(gen::STATUS)?;
+    while card.device().wait_interrupt(1, Duration::ZERO)?.is_some() {}
     card.write(gen::CONTROL, gen::control::START.set(1))?;
-    let (timed_out, interrupted) = match card.wait_interrupt(1, timeout) {
-        Ok(irq) => (irq.is_none(), false),
-        Err(DeviceError::Interrupted) => (true, true),
-        Err(e) => return Err(e),
+    // Every source of the card shares one MSI vector (and another process's block may be
+    // running): an interrupt ends the wait only when the generator says it is done.
+    let deadline = card.device().clock_ns()?.saturating_add(timeout.as_nanos() as u64);
+    let (timed_out, interrupted) = loop {
+        let left = Duration::from_nanos(deadline.saturating_sub(card.device().clock_ns()?));
+        match card.wait_interrupt(1, left) {
+            Ok(Some(_)) if gen::status::DONE.get(card.read(gen::STATUS)?) == 0 => continue,
+            Ok(irq) => break (irq.is_none(), false),
+            Err(DeviceError::Interrupted) => break (true, true),
+            Err(e) => return Err(e),
+        }
     };
+    // Its interrupt may have been taken by another process's wait (the sim queues the card's
+    // interrupts for whoever waits): a run that is done did not time out.
+    let timed_out = timed_out && (interrupted || gen::status::DONE.get(card.read(gen::STATUS)?) == 0);
     if timed_out {
         // Stop issuing; what is outstanding completes or times out within the completion
         // timeout (1 ms), so the run is done well within 5 ms.
@@ -356,8 +370,9 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     let status = card.read(gen::STATUS)?;
     if gen::status::DONE.get(status) == 0 {
         return Err(DeviceError::Backend(format!(
-            "the generator did not finish (status 0x{status:x}, {} reads outstanding) even after being stopped",
-            gen::status::OUTSTANDING.get(status)
+            "the generator did not finish (status 0x{status:x}, {} reads outstanding){}",
+            gen::status::OUTSTANDING.get(status),
+            if timed_out { " even after being stopped" } else { "" }
         )));
     }
     let ended_by = if timed_out {

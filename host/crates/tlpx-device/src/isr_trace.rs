@@ -2238,10 +2238,7 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         assert_eq!((trace.delivered(), trace.lost()), (all.entries.len() as u64, 0));
         // The disk writes above raise device interrupts: the trace must have delivered some
         // (a trace that delivers nothing would pass every check below vacuously).
-        assert!(
-            trace.delivered() >= 1,
-            "the trace delivered no irq_handler_entry in 5 s of disk writes (the kernel counted {counted})"
-        );
+        assert!(trace.delivered() >= 1, "the trace delivered no irq_handler_entry in 5 s of disk writes (the kernel counted {counted})");
         assert!(counted >= trace.delivered(), "the kernel counted {counted} events but {} were delivered", trace.delivered());
         eprintln!("counted by the kernel {counted}, delivered {}, unreported {unreported}", trace.delivered());
         drop(trace);
@@ -2298,7 +2295,11 @@ print fmt: \"irq=%d name=%s\", REC->irq, __get_str(name)
         assert_eq!(b.other_irqs, 0, "the kernel filter let other interrupts through");
         assert!(!b.entries.is_empty(), "the filtered trace delivered no entry of irq {busiest} in 2 s (the kernel handled {handled})");
         assert!(counted >= b.entries.len() as u64, "counted {counted} < {} delivered", b.entries.len());
-        eprintln!("filtered on irq {busiest} in the kernel: {} entries, {} unreported", b.entries.len(), only.unreported().expect("counts"));
+        eprintln!(
+            "filtered on irq {busiest} in the kernel: {} entries, {} unreported",
+            b.entries.len(),
+            only.unreported().expect("counts")
+        );
     }
 
     fn check_refusal(message: &str) {

@@ -5,8 +5,9 @@
 //! | 0 | done; every check of the run passed |
 //! | 1 | ran to the end, but what it measured failed a check (card error counters, bad data, lost records, a selftest FAIL, a script that failed) |
 //! | 2 | bad input: arguments, input files, output paths that cannot be written, the host's set-up; clap's usage errors too |
-//! | 3 | the card, its backend or the simulator failed or refused: not running or not found, lost, timed out, an error completion, a card without the block the command needs or with another register map |
-//! | 130 | interrupted by Ctrl-C (the partial result is kept) |
+//! | 3 | the card, its backend or the simulator failed or refused: not running or not found, lost, timed out, an error completion, a card without the block the command needs or with another register map, a block another process owns ("busy") or that was taken back |
+//! | 130 | interrupted by Ctrl-C, SIGTERM or SIGHUP (the partial result is kept) |
+//! | 141 | standard output was closed (`tlpx ... \| head`): the command stopped what it ran on the card and ended as a process killed by SIGPIPE would |
 //!
 //! 3 keeps the sense `make bitstream` gives it (the hardware side is missing, not the
 //! user's input wrong), so a script can tell "fix the command" (2) from "look at the card" (3).
@@ -28,8 +29,10 @@ pub const HELP: &str = "Exit status:
   1    ran, but what it measured failed a check (error counters, bad data, lost records, FAIL)
   2    bad input: arguments, input files, output paths that cannot be written
   3    the card, its backend or the simulator failed or refused (not running, lost, timed out,
-       error completion, a card without the block the command needs)
-  130  interrupted by Ctrl-C (the partial result is kept)";
+       error completion, a card without the block the command needs, a block another
+       process owns: busy)
+  130  interrupted by Ctrl-C, SIGTERM or SIGHUP (the partial result is kept)
+  141  standard output closed under tlpx (| head): what it ran on the card was stopped";
 
 /// An error of the card that no `tlpx_device` error type carries: a card without the block
 /// a command needs, an interrupt that never came. Exit status 3.
@@ -49,10 +52,16 @@ pub fn card_failure(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(CardFailure(message.into()))
 }
 
+/// Interrupted by a signal (128 + SIGINT, as shells report it).
+pub const INTERRUPTED: u8 = 130;
+
 fn device_status(e: &DeviceError) -> u8 {
     match e {
         // The device crate checks the parameters it is given; they come from the command line.
         DeviceError::InvalidArgument(_) => BAD_INPUT,
+        // A wait ended by Ctrl-C / SIGTERM / SIGHUP (a command that keeps partial results
+        // returns 130 itself; one that has none to keep ends here).
+        DeviceError::Interrupted => INTERRUPTED,
         _ => DEVICE,
     }
 }

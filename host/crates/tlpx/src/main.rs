@@ -81,6 +81,8 @@ enum Command {
     Stop(cmd::stop::Cmd),
     /// Who owns each block of the card (PID, command, since when) and how long its lease runs.
     Owners(cmd::stop::OwnersCmd),
+    /// Read and write the card's registers by name (region.register) or BAR0 offset.
+    Reg(cmd::reg::Cmd),
     /// Live terminal view of the card's bus: bandwidth, TLP mix, latency, transactions, errors.
     Top(cmd::top::Cmd),
     /// Interrupt dispatch latency with the card's interrupt timer: histograms, idle vs loaded.
@@ -104,13 +106,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A process that owns a block of the card must not die of SIGPIPE in the middle of its
-    // job (`tlpx spy capture | head`): it ignores it, sees the failed write, stops the job and
-    // exits 141 (output.rs). Commands that print with println! still end quietly on a closed
-    // pipe by dying of it, as Unix tools do.
-    let keeps_running = matches!(&cli.command, Command::Spy(c) if c.is_capture());
+    // job (`tlpx spy capture | head`): tlpx ignores it, sees the failed write (output.rs),
+    // stops what it runs and exits 141 after cleaning up.
     // SAFETY: setting the disposition of SIGPIPE before any thread starts.
     unsafe {
-        libc::signal(libc::SIGPIPE, if keeps_running { libc::SIG_IGN } else { libc::SIG_DFL });
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     if cli.pmc {
         let scope = if cli.pmc_kernel { pmc::PmcScope::UserKernel } else { pmc::PmcScope::User };
@@ -159,6 +159,7 @@ fn main() -> ExitCode {
         Command::Spy(c) => cmd::spy::run(c, &cli.device, cli.json),
         Command::Stop(c) => cmd::stop::run(c, &cli.device, cli.json),
         Command::Owners(c) => cmd::stop::owners(c, &cli.device, cli.json),
+        Command::Reg(c) => cmd::reg::run(c, &cli.device, cli.json),
         Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),
@@ -178,6 +179,10 @@ fn main() -> ExitCode {
     }
     match result {
         Ok(code) => code,
+        // A write to a closed standard output that went through `?` rather than outln!.
+        Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
+            ExitCode::from(output::OUTPUT_CLOSED_EXIT)
+        }
         Err(e) => {
             eprintln!("tlpx: error: {e:#}");
             ExitCode::from(exit::status_of(&e))

@@ -48,7 +48,7 @@ macro_rules! outln {
 
 /// Prints `value` as pretty JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    out_line(format_args!("{}", serde_json::to_string_pretty(value)?));
     Ok(())
 }
 

@@ -81,9 +81,9 @@ impl Progress {
     /// Prints a line above the bar (text mode output while the bar runs).
     pub fn println(&self, line: &str) {
         if self.bar.is_hidden() {
-            println!("{line}");
+            crate::outln!("{line}");
         } else {
-            self.bar.suspend(|| println!("{line}"));
+            self.bar.suspend(|| crate::outln!("{line}"));
         }
     }
 

@@ -426,11 +426,11 @@ pub fn summary_line(s: &Option<Summary>) -> String {
 /// The head of `tlpx irq` / `tlpx loop` output: the card, the session's notes, and what the
 /// figures are (the time basis statement).
 pub fn print_header(session: &Session, basis: &TimeBasis) {
-    println!("{}", session.describe());
+    crate::outln!("{}", session.describe());
     for n in &session.notes {
-        println!("note: {n}");
+        crate::outln!("note: {n}");
     }
-    println!("what these figures are: {}", basis.statement);
+    crate::outln!("what these figures are: {}", basis.statement);
 }
 
 /// Writes a chart to `path` as SVG, its title ending with where the figures come from

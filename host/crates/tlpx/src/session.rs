@@ -117,11 +117,8 @@ impl Session {
             match owner.process {
                 OwnerProcess::Gone => {
                     lease::force_stop(&mut self.card, block)?;
-                    let note = format!(
-                        "{} was left running by {}: stopped and freed (its buffers are gone)",
-                        block.title(),
-                        owner.describe()
-                    );
+                    let note =
+                        format!("{} was left running by {}: stopped and freed (its buffers are gone)", block.title(), owner.describe());
                     eprintln!("tlpx: note: {note}");
                     self.notes.push(note);
                 }

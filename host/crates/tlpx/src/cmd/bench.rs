@@ -133,11 +133,11 @@ pub fn measure_mmio(card: &mut Card, count: u32) -> anyhow::Result<MmioReport> {
 }
 
 fn print_mmio(r: &MmioReport) {
-    println!("mmio ({} accesses each; wall-clock time seen by this process)", r.count);
+    crate::outln!("mmio ({} accesses each; wall-clock time seen by this process)", r.count);
     for (name, s) in [("read (round trip)", &r.read_wall_ns), ("write (posted)", &r.write_wall_ns)] {
-        println!("  {:<18} min {:>8.0} ns  median {:>8.0} ns  p99 {:>8.0} ns  max {:>9.0} ns", name, s.min, s.median, s.p99, s.max);
+        crate::outln!("  {:<18} min {:>8.0} ns  median {:>8.0} ns  p99 {:>8.0} ns  max {:>9.0} ns", name, s.min, s.median, s.p99, s.max);
     }
-    println!("  card time per read {:.1} cycles (mean)", r.read_card_cycles_mean);
+    crate::outln!("  card time per read {:.1} cycles (mean)", r.read_card_cycles_mean);
 }
 
 fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
@@ -201,10 +201,10 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
     if json {
         print_json(&report)?;
     } else {
-        println!("simulator ({}-bit card at {:.0} MHz, link model {})", report.data_width, report.clock_hz as f64 / 1e6, report.link);
-        println!("  idle             {:.2} M card cycles/s ({} cycles)", report.idle_cycles_per_second / 1e6, report.idle_cycles);
+        crate::outln!("simulator ({}-bit card at {:.0} MHz, link model {})", report.data_width, report.clock_hz as f64 / 1e6, report.link);
+        crate::outln!("  idle             {:.2} M card cycles/s ({} cycles)", report.idle_cycles_per_second / 1e6, report.idle_cycles);
         let d = &report.dma_cycles_per_second;
-        println!(
+        crate::outln!(
             "  DMA loopback     {:.2} M card cycles/s median (min {:.2}, max {:.2}; {} x {} B)",
             d.median / 1e6,
             d.min / 1e6,
@@ -212,7 +212,7 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
             report.dma_repeats,
             report.dma_bytes
         );
-        println!("  DMA throughput   {:.0} MB/s of card time (simulated), median", report.dma_card_throughput_mb_s.median);
+        crate::outln!("  DMA throughput   {:.0} MB/s of card time (simulated), median", report.dma_card_throughput_mb_s.median);
         print_mmio(&report.mmio);
     }
     Ok(())

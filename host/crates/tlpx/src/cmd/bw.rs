@@ -879,15 +879,15 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
     let model = session_model(&session, common.addr64);
     if !json {
-        println!("{}", session.describe());
+        crate::outln!("{}", session.describe());
         match &model {
-            Some(m) => println!("model: tlpx-model (pcie-bench) for {m}, completions up to MPS; rdwr figures are per stream"),
-            None => println!("model: none for this link"),
+            Some(m) => crate::outln!("model: tlpx-model (pcie-bench) for {m}, completions up to MPS; rdwr figures are per stream"),
+            None => crate::outln!("model: none for this link"),
         }
         for n in &session.notes {
-            println!("note: {n}");
+            crate::outln!("note: {n}");
         }
-        println!("{}", header_line());
+        crate::outln!("{}", header_line());
     }
     let progress = Progress::new(configs.len() as u64, json);
     let repeat = common.repeat;
@@ -926,7 +926,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&doc)?;
     } else if interrupted {
-        println!("interrupted: {} of {} points measured", doc.body.points.len(), configs.len());
+        crate::outln!("interrupted: {} of {} points measured", doc.body.points.len(), configs.len());
     }
     Ok(if interrupted {
         ExitCode::from(progress::INTERRUPTED_EXIT)

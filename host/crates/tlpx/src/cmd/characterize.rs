@@ -331,7 +331,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let model = bw::session_model(&session, cmd.addr64);
     let say = |line: &str| {
         if !json {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     };
     say(&format!("tlpx characterize: {}", session.describe()));
@@ -467,16 +467,16 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&doc)?;
     } else {
-        println!();
+        crate::outln!();
         for line in table_text(&doc.body.table, simulated) {
-            println!("{line}");
+            crate::outln!("{line}");
         }
-        println!("\nwrote {} and {} figure(s):", out_dir.join("characterize.json").display(), doc.body.figures.len());
+        crate::outln!("\nwrote {} and {} figure(s):", out_dir.join("characterize.json").display(), doc.body.figures.len());
         for f in &doc.body.figures {
-            println!("  {f}");
+            crate::outln!("  {f}");
         }
         if interrupted {
-            println!("interrupted: the result holds the points measured so far");
+            crate::outln!("interrupted: the result holds the points measured so far");
         }
     }
     Ok(if interrupted {

@@ -139,19 +139,27 @@ struct StatusDoc {
 }
 
 fn print_status(s: &CpuStatus, m: Option<&Mailbox>) {
-    println!("cpu: {}", s.state.name());
+    crate::outln!("cpu: {}", s.state.name());
     if s.state == CpuState::Refused {
-        println!("  refused: {}", s.reason);
+        crate::outln!("  refused: {}", s.reason);
     }
-    println!(
+    crate::outln!(
         "  image: {} bytes at 0x{:x}, claimed CRC-32 0x{:08x}, computed 0x{:08x}",
-        s.image_length, s.sram_base, s.claimed_crc, s.computed_crc
+        s.image_length,
+        s.sram_base,
+        s.claimed_crc,
+        s.computed_crc
     );
-    println!("  starts {}, refusals {}", s.starts, s.refusals);
+    crate::outln!("  starts {}, refusals {}", s.starts, s.refusals);
     match m {
         Some(m) if m.ready() => {
-            println!("firmware: ready (magic ok), version {}, state {}, heartbeat {}", m.version_string(), m.state_name(), m.heartbeat);
-            println!(
+            crate::outln!(
+                "firmware: ready (magic ok), version {}, state {}, heartbeat {}",
+                m.version_string(),
+                m.state_name(),
+                m.heartbeat
+            );
+            crate::outln!(
                 "  commands: sequence {} (done {}), last command {}, last status {} ({})",
                 m.cmd_seq,
                 m.done_seq,
@@ -159,13 +167,15 @@ fn print_status(s: &CpuStatus, m: Option<&Mailbox>) {
                 m.status,
                 status_name(m.status)
             );
-            println!(
+            crate::outln!(
                 "  records written {}, consumed {}; console characters dropped {}",
-                m.records_written, m.records_consumed, m.console_dropped
+                m.records_written,
+                m.records_consumed,
+                m.console_dropped
             );
         }
-        Some(m) => println!("firmware: not ready (mailbox word 0x{:08x}, no magic)", m.magic),
-        None => println!("firmware: not running"),
+        Some(m) => crate::outln!("firmware: not ready (mailbox word 0x{:08x}, no magic)", m.magic),
+        None => crate::outln!("firmware: not running"),
     }
 }
 
@@ -197,9 +207,9 @@ pub(crate) fn start_and_report(card: &mut Card, cpu: &Cpu, json: bool) -> anyhow
     if !json {
         echo(&started.console);
         if !started.console.is_empty() && !started.console.ends_with(b"\n") {
-            println!();
+            crate::outln!();
         }
-        println!(
+        crate::outln!(
             "tlpx: firmware {} ready (CPU running; starts {}, image CRC-32 0x{:08x} checked by the card)",
             started.mailbox.version_string(),
             started.status.starts,
@@ -219,7 +229,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             cpu.timeout = timeout;
             load_checked(&mut card, &cpu, &image, file)?;
             if !json {
-                println!(
+                crate::outln!(
                     "tlpx: loaded {} ({} bytes, firmware {}, CRC-32 0x{:08x}) at 0x{:x}",
                     file.display(),
                     image.payload.len(),
@@ -230,7 +240,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
             if *no_start {
                 if json {
-                    println!(
+                    crate::outln!(
                         "{}",
                         serde_json::json!({ "loaded": file.display().to_string(), "bytes": image.payload.len(), "crc": image.crc, "started": false })
                     );
@@ -240,7 +250,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             let started = start_and_report(&mut card, &cpu, json)?;
             let console = String::from_utf8_lossy(&started.console).into_owned();
             if json {
-                println!(
+                crate::outln!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
                         "loaded": file.display().to_string(),
@@ -265,7 +275,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             let started = start_and_report(&mut card, &cpu, json)?;
             if json {
                 let console = String::from_utf8_lossy(&started.console).into_owned();
-                println!(
+                crate::outln!(
                     "{}",
                     serde_json::to_string_pretty(
                         &serde_json::json!({ "cpu": started.status, "mailbox": started.mailbox, "console": console })
@@ -279,9 +289,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             cpu.stop(&mut card)?;
             let s = cpu.status(&mut card)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&s)?);
             } else {
-                println!("tlpx: CPU held in reset (state {})", s.state.name());
+                crate::outln!("tlpx: CPU held in reset (state {})", s.state.name());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -296,7 +306,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     cpu: s,
                     mailbox: m,
                 };
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 print_status(&s, m.as_ref());
             }
@@ -335,7 +345,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 }
             }
             if json {
-                println!("{}", serde_json::json!({ "console": String::from_utf8_lossy(&all) }));
+                crate::outln!("{}", serde_json::json!({ "console": String::from_utf8_lossy(&all) }));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -68,32 +68,40 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let id = &info.identity;
-    println!("card        {} ({} backend) at {}", info.pci_address, info.backend, info.device);
-    println!("ids         {}:{}", info.vendor_id, info.device_id);
-    println!(
+    crate::outln!("card        {} ({} backend) at {}", info.pci_address, info.backend, info.device);
+    crate::outln!("ids         {}:{}", info.vendor_id, info.device_id);
+    crate::outln!(
         "identity    tlpx card, register map {}.{} hash 0x{:08x} (known to this tlpx)",
-        id.version_major, id.version_minor, id.map_hash
+        id.version_major,
+        id.version_minor,
+        id.map_hash
     );
-    println!("datapath    {} bits at {:.1} MHz", id.data_width, f64::from(id.clock_hz) / 1e6);
-    println!("features    {}", id.features.join(", "));
+    crate::outln!("datapath    {} bits at {:.1} MHz", id.data_width, f64::from(id.clock_hz) / 1e6);
+    crate::outln!("features    {}", id.features.join(", "));
     if let Some(size) = info.bar0_size {
-        println!("bar0        {}", bytes(size));
+        crate::outln!("bar0        {}", bytes(size));
     }
     match &info.pcie {
         Some(p) => {
-            println!(
+            crate::outln!(
                 "link        Gen{} x{} ({} GT/s; capable of {} GT/s x{})",
-                p.generation, p.link_width, p.link_speed_gt_s, p.max_link_speed_gt_s, p.max_link_width
+                p.generation,
+                p.link_width,
+                p.link_speed_gt_s,
+                p.max_link_speed_gt_s,
+                p.max_link_width
             );
-            println!(
+            crate::outln!(
                 "payload     MPS {} B (supports {} B), MRRS {} B",
-                p.max_payload_size, p.max_payload_supported, p.max_read_request_size
+                p.max_payload_size,
+                p.max_payload_supported,
+                p.max_read_request_size
             );
         }
-        None => println!("link        no PCI Express capability found"),
+        None => crate::outln!("link        no PCI Express capability found"),
     }
     if let Some(m) = &info.msi {
-        println!(
+        crate::outln!(
             "msi         {} ({}-bit, {} of {} vectors)",
             if m.enabled { "enabled" } else { "disabled" },
             if m.is_64bit { 64 } else { 32 },
@@ -102,17 +110,23 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(l) = &info.model_limit_4k {
-        println!(
+        crate::outln!(
             "model limit 4 KiB DMA write {:.0} MB/s, read {:.0} MB/s (tlpx-model, for this link)",
             l.write_bytes_per_second / 1e6,
             l.read_bytes_per_second / 1e6
         );
     }
-    println!("cycles      {} ({:.3} ms of card time)", info.cycles, card.cycles_to_duration(info.cycles).as_secs_f64() * 1e3);
+    crate::outln!("cycles      {} ({:.3} ms of card time)", info.cycles, card.cycles_to_duration(info.cycles).as_secs_f64() * 1e3);
     if let Some(s) = &info.simulated {
-        println!(
+        crate::outln!(
             "simulated   yes: tlpx-sim at {}, link model Gen{} x{}, MPS {} MRRS {} RCB {}, seed {}",
-            s.socket, s.link.generation, s.link.lanes, s.link.mps, s.link.mrrs, s.link.rcb, s.seed
+            s.socket,
+            s.link.generation,
+            s.link.lanes,
+            s.link.mps,
+            s.link.mrrs,
+            s.link.rcb,
+            s.seed
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -638,15 +638,15 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         let r = run_condition(&mut session, &plan, condition)?;
         if !json {
             for line in run_text(&r, width) {
-                println!("{line}");
+                crate::outln!("{line}");
             }
         }
         runs.push(r);
     }
     if !json && runs.len() > 1 {
-        println!("side by side ({}):", basis.kind);
+        crate::outln!("side by side ({}):", basis.kind);
         for line in compare_text(&runs) {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     }
     if let Some(path) = &cmd.svg {

@@ -286,9 +286,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     bw::require_generator(&session)?;
     progress::install_stop_handler();
     if !json {
-        println!("{}", session.describe());
+        crate::outln!("{}", session.describe());
         for n in &session.notes {
-            println!("note: {n}");
+            crate::outln!("note: {n}");
         }
     }
     let progress = Progress::new(configs.len() as u64, json);

@@ -176,14 +176,19 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&serde_json::json!({ "functions": entries, "notes": notes }))?;
     } else {
-        println!(
+        crate::outln!(
             "{:<8} {:<14} {:<9} {:<28} {:<44} {:<12} DESCRIPTION",
-            "SOURCE", "ADDRESS", "ID", "CLASS", "LINK (status, capability, MPS, MRRS)", "DRIVER"
+            "SOURCE",
+            "ADDRESS",
+            "ID",
+            "CLASS",
+            "LINK (status, capability, MPS, MRRS)",
+            "DRIVER"
         );
         for e in &entries {
             let mark =
                 if e.tlpx_card { format!("  <- tlpx card (--device {})", e.selector.as_deref().unwrap_or("?")) } else { String::new() };
-            println!(
+            crate::outln!(
                 "{:<8} {:<14} {:<9} {:<28} {:<44} {:<12} {}{}",
                 e.source,
                 e.address,
@@ -196,10 +201,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             );
         }
         for n in &notes {
-            println!("note: {n}");
+            crate::outln!("note: {n}");
         }
         let cards = entries.iter().filter(|e| e.tlpx_card).count();
-        println!("{} PCI function(s), {} tlpx card(s)", entries.len(), cards);
+        crate::outln!("{} PCI function(s), {} tlpx card(s)", entries.len(), cards);
     }
     Ok(ExitCode::SUCCESS)
 }

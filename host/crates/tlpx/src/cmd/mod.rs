@@ -10,6 +10,7 @@ pub mod lat;
 pub mod list;
 pub mod model;
 pub mod pio;
+pub mod reg;
 pub mod report;
 pub mod rt_loop;
 pub mod rule30;

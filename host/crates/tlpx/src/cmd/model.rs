@@ -231,26 +231,26 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         print_json(&doc)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("link        {cfg}");
-    println!("            from {source}");
-    println!(
+    crate::outln!("link        {cfg}");
+    crate::outln!("            from {source}");
+    crate::outln!(
         "raw         {:.1} MB/s per direction ({:.3} Gb/s); {:.1} MB/s left for TLPs after DLLPs and SKPs",
         cfg.raw_bytes_per_second() / 1e6,
         cfg.raw_bytes_per_second() * 8.0 / 1e9,
         cfg.tlp_bytes_per_second() / 1e6
     );
-    println!(
+    crate::outln!(
         "completions {}",
         match split {
             CompletionSplit::Mps => "up to MPS each (pcie-bench's default)",
             CompletionSplit::Rcb => "one per RCB (--rcb-completions)",
         }
     );
-    println!("read+write figures are the bandwidth of each of the two streams");
-    println!();
-    println!("{:<9} {:<6} {:>14} {:>10} {:>8} {:>12} {:>10}", "SIZE", "OP", "LIMIT MB/s", "Gb/s", "EFF", "TLPs up/dn", "LIMITED BY");
+    crate::outln!("read+write figures are the bandwidth of each of the two streams");
+    crate::outln!();
+    crate::outln!("{:<9} {:<6} {:>14} {:>10} {:>8} {:>12} {:>10}", "SIZE", "OP", "LIMIT MB/s", "Gb/s", "EFF", "TLPs up/dn", "LIMITED BY");
     for p in &doc.body.points {
-        println!(
+        crate::outln!(
             "{:<9} {:<6} {:>14.3} {:>10.3} {:>7.2}% {:>12} {:>10}",
             bytes(p.transfer_size),
             op_name(p.operation),

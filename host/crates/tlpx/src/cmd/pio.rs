@@ -349,13 +349,13 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     progress::install_stop_handler();
     if !json {
-        println!("{}", session.describe());
-        println!("mapping: {MAPPING_NOTE}");
+        crate::outln!("{}", session.describe());
+        crate::outln!("mapping: {MAPPING_NOTE}");
         if let Some(d) = plan.read_delay_cycles {
-            println!("read delay: {d} card cycles");
+            crate::outln!("read delay: {d} card cycles");
         }
-        println!("times: WRITE/READ ns are host wall clock per access; CYC and MB/s card are card time");
-        println!("{}", header_line());
+        crate::outln!("times: WRITE/READ ns are host wall clock per access; CYC and MB/s card are card time");
+        crate::outln!("{}", header_line());
     }
     let progress = Progress::new(plan.widths.len() as u64, json);
     let (points, interrupted) = measure(&mut session, &plan, &progress, |p| {

@@ -100,7 +100,7 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&Summary { path, sections: summaries, figures })?;
     } else {
-        println!("wrote {path} ({} sections, {figures} figures)", sections.len());
+        crate::outln!("wrote {path} ({} sections, {figures} figures)", sections.len());
     }
     Ok(ExitCode::SUCCESS)
 }

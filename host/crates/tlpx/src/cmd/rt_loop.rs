@@ -411,7 +411,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     let p = run_point(&mut session, &plan, size, detect, ret, condition)?;
                     if !json {
                         for line in point_text(&p, width) {
-                            println!("{line}");
+                            crate::outln!("{line}");
                         }
                     }
                     points.push(p);
@@ -420,9 +420,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if !json && points.len() > 1 {
-        println!("all points ({}):", basis.kind);
+        crate::outln!("all points ({}):", basis.kind);
         for line in sweep_table(&points) {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     }
     if let Some(path) = &cmd.svg {

@@ -724,18 +724,18 @@ fn finish(
     let statement = session.as_ref().map_or("software modes only: real CPU time on this host".into(), clock_statement);
     if !json {
         if let Some(s) = &session {
-            println!("{}", s.describe());
+            crate::outln!("{}", s.describe());
         }
-        println!("what these figures are: {statement}");
-        println!("{}", header());
+        crate::outln!("what these figures are: {statement}");
+        crate::outln!("{}", header());
         for p in &points {
-            println!("{}", point_row(p));
+            crate::outln!("{}", point_row(p));
         }
         for line in crossover_table(&crossovers) {
-            println!("{line}");
+            crate::outln!("{line}");
         }
         for line in overhead_table(&points) {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     }
     if let Some(dir) = figures {

@@ -156,7 +156,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 if json {
                     let errors = vec![ErrorDoc { line: 0, col: 0, message }];
                     let doc = CheckDoc { file, ok: false, errors, program: None, image_bytes: Some(e.image_len) };
-                    println!("{}", serde_json::to_string_pretty(&doc)?);
+                    crate::outln!("{}", serde_json::to_string_pretty(&doc)?);
                 } else {
                     eprintln!("{message}");
                 }
@@ -168,12 +168,12 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     Err(ds) => (ds.iter().map(|d| ErrorDoc { line: d.line, col: d.col, message: d.message.clone() }).collect(), None),
                 };
                 let doc = CheckDoc { file, ok: program.is_some(), errors, image_bytes: program.map(|p| p.encode().len()), program };
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&doc)?);
                 return Ok(if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(2) });
             }
             match result {
                 Ok(p) => {
-                    println!("{file}: ok: {}", tlpx_script::summary(&p));
+                    crate::outln!("{file}: ok: {}", tlpx_script::summary(&p));
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(errors) => {
@@ -204,12 +204,15 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(back == program, "internal: the image decodes to another program");
             write_file(output, &image)?;
             if *disassemble {
-                print!("{}", tlpx_script::disassemble(&program));
+                crate::outln!("{}", tlpx_script::disassemble(&program).trim_end_matches('\n'));
             }
             if json {
-                println!("{}", serde_json::json!({ "file": file, "output": output.display().to_string(), "image_bytes": image.len() }));
+                crate::outln!(
+                    "{}",
+                    serde_json::json!({ "file": file, "output": output.display().to_string(), "image_bytes": image.len() })
+                );
             } else {
-                println!("{file}: wrote {} ({} bytes): {}", output.display(), image.len(), tlpx_script::summary(&program));
+                crate::outln!("{file}: wrote {} ({} bytes): {}", output.display(), image.len(), tlpx_script::summary(&program));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -466,9 +469,13 @@ fn run_on_card(
     }
     let width = name_width(&program);
     if !json {
-        println!("{file}: {}", tlpx_script::summary(&program));
-        println!("running on the card's CPU with a host buffer of {} at bus 0x{:x}", crate::output::bytes(buffer_len as u64), dma.bus_addr);
-        println!("{}", table_header(width));
+        crate::outln!("{file}: {}", tlpx_script::summary(&program));
+        crate::outln!(
+            "running on the card's CPU with a host buffer of {} at bus 0x{:x}",
+            crate::output::bytes(buffer_len as u64),
+            dma.bus_addr
+        );
+        crate::outln!("{}", table_header(width));
     }
     crate::progress::install_stop_handler();
     let mut records: Vec<RecordDoc> = Vec::new();
@@ -502,7 +509,7 @@ fn run_on_card(
                 let first = *first_cycle.get_or_insert(r.cycle);
                 let d = record_doc(&program, records.len() as u64, first, &r);
                 if !json {
-                    println!("{}", record_line(&d, width));
+                    crate::outln!("{}", record_line(&d, width));
                 }
                 records.push(d);
             },
@@ -542,7 +549,7 @@ fn run_on_card(
 
     let ok = end.status == u32::from(tlpx_script::status::OK);
     if !json {
-        println!(
+        crate::outln!(
             "end: {} ({}){}; {} record(s), {} instruction(s) executed",
             super::fw::status_name(end.status),
             end.status,
@@ -551,7 +558,7 @@ fn run_on_card(
             end.instructions
         );
         if let (Some(served), Some(errors)) = (host_side.loop_served, host_side.loop_data_errors) {
-            println!(
+            crate::outln!(
                 "host side, real-time loop: {served} iteration(s) answered (register return, polling), {errors} buffer(s) with wrong data"
             );
         }
@@ -567,7 +574,7 @@ fn run_on_card(
                     u.count
                 )
             });
-            println!("host side, interrupt timer: {acked} interrupt(s) acknowledged, {samples} sample(s); {stage}");
+            crate::outln!("host side, interrupt timer: {acked} interrupt(s) acknowledged, {samples} sample(s); {stage}");
         }
     }
     let parameters = RunParameters {

@@ -83,7 +83,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             Err(e) => Check { name, result: "fail", detail: format!("{e:#}") },
         };
         if !json {
-            println!("{:<13} {:<7} {}", check.name, check.result.to_uppercase(), check.detail);
+            crate::outln!("{:<13} {:<7} {}", check.name, check.result.to_uppercase(), check.detail);
         }
         checks.push(check);
     }
@@ -92,7 +92,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&report)?;
     } else {
-        println!("selftest      {}", if passed { "PASS" } else { "FAIL" });
+        crate::outln!("selftest      {}", if passed { "PASS" } else { "FAIL" });
     }
     Ok(if passed { ExitCode::SUCCESS } else { ExitCode::from(crate::exit::CHECK_FAILED) })
 }

@@ -75,7 +75,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool, metrics_listen: Option<&str>) ->
     progress::install_stop_handler();
 
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({
                 "kind": "serve", "url": exporter.url(), "address": exporter.address.to_string(),
@@ -84,7 +84,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool, metrics_listen: Option<&str>) ->
             })
         );
     } else {
-        println!(
+        crate::outln!(
             "tlpx serve: metrics of {} at {} (read every {:?}; {})",
             collector.card_label,
             exporter.url(),
@@ -109,7 +109,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool, metrics_listen: Option<&str>) ->
         std::thread::sleep(Duration::from_millis(20).min(next.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)));
     }
     if !json {
-        println!("tlpx serve: stopped after {:.1} s, {} readings", started.elapsed().as_secs_f64(), collector.readings);
+        crate::outln!("tlpx serve: stopped after {:.1} s, {} readings", started.elapsed().as_secs_f64(), collector.readings);
     }
     Ok(ExitCode::SUCCESS)
 }

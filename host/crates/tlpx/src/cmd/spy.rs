@@ -133,13 +133,6 @@ pub struct ConvertArgs {
     log: bool,
 }
 
-impl Cmd {
-    /// `spy capture`: it owns the spy while it runs (main keeps it alive on SIGPIPE).
-    pub fn is_capture(&self) -> bool {
-        matches!(self.action, Action::Capture(_))
-    }
-}
-
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     match &cmd.action {
         Action::Capture(a) => capture(a, device, json),
@@ -477,7 +470,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     if json {
         print_json(&summary)?;
     } else {
-        println!(
+        crate::outln!(
             "{} records written to {} in {:.3} ms of card time ({:.2} s wall); the spy created {}, lost {}",
             summary.records_written,
             summary.output,
@@ -487,7 +480,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             summary.records_lost
         );
         if summary.records_held_before_trigger > 0 {
-            println!(
+            crate::outln!(
                 "the start trigger never matched: {} pre-trigger records were held and not written",
                 summary.records_held_before_trigger
             );
@@ -532,10 +525,10 @@ fn bar(n: u64, max: u64, width: usize) -> String {
 }
 
 fn print_histogram(title: &str, unit: &str, buckets: &[u64]) {
-    println!("{title}");
+    crate::outln!("{title}");
     let total: u64 = buckets.iter().sum();
     if total == 0 {
-        println!("  (empty)");
+        crate::outln!("  (empty)");
         return;
     }
     let max = buckets.iter().copied().max().unwrap_or(0);
@@ -544,7 +537,7 @@ fn print_histogram(title: &str, unit: &str, buckets: &[u64]) {
     for (k, &n) in buckets.iter().enumerate().take(last + 1).skip(first) {
         let lo = if k == 0 { 0 } else { 1u64 << k };
         let range = format!("{lo}..{}", (1u64 << (k + 1)) - 1);
-        println!("  {range:>21} {unit:<6} {n:>10}  {}", bar(n, max, 40));
+        crate::outln!("  {range:>21} {unit:<6} {n:>10}  {}", bar(n, max, 40));
     }
 }
 
@@ -588,9 +581,9 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         print_json(&stats)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", session.describe());
+    crate::outln!("{}", session.describe());
     let c = &stats.counters;
-    println!(
+    crate::outln!(
         "capture: {}; records created {} (next sequence), lost {}, written to the ring {}{}{}",
         if c.capturing { "on" } else { "off" },
         c.sequence,
@@ -599,12 +592,12 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         if c.triggered { ", triggered" } else { "" },
         if c.stopped { ", stopped" } else { "" }
     );
-    println!("counters since the last clear (every TLP; filters do not apply):");
-    println!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", "dir", "type", "TLPs", "bytes", "payload", "wait cyc");
+    crate::outln!("counters since the last clear (every TLP; filters do not apply):");
+    crate::outln!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", "dir", "type", "TLPs", "bytes", "payload", "wait cyc");
     for d in Direction::BOTH {
         for (i, cls) in c.direction(d).iter().enumerate() {
             if cls.tlps != 0 {
-                println!(
+                crate::outln!(
                     "  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}",
                     d.name(),
                     CLASSES[i],
@@ -616,13 +609,13 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
         let t = c.total(d);
-        println!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), "total", t.tlps, t.bytes, t.payload_bytes, t.wait_cycles);
+        crate::outln!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), "total", t.tlps, t.bytes, t.payload_bytes, t.wait_cycles);
     }
     print_histogram("read latency, request to last completion (matched reads seen while capturing):", "cycles", &stats.latency_histogram);
     print_histogram("payload per TLP with data, down:", "bytes", &stats.payload_histogram_down);
     print_histogram("payload per TLP with data, up:", "bytes", &stats.payload_histogram_up);
     if a.clear {
-        println!("cleared");
+        crate::outln!("cleared");
     }
     Ok(ExitCode::SUCCESS)
 }

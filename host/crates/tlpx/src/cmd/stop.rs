@@ -73,8 +73,8 @@ pub fn stop_blocks(device: &str, blocks: &[Block], json: bool) -> anyhow::Result
     } else {
         for s in &done {
             match &s.taken_from {
-                Some(o) => println!("{}: stopped and freed (it was owned by {})", s.block, o.describe()),
-                None => println!("{}: stopped; it had no owner", s.block),
+                Some(o) => crate::outln!("{}: stopped and freed (it was owned by {})", s.block, o.describe()),
+                None => crate::outln!("{}: stopped; it had no owner", s.block),
             }
         }
     }
@@ -107,14 +107,14 @@ pub fn owners(_cmd: &OwnersCmd, device: &str, json: bool) -> anyhow::Result<Exit
         print_json(&rows)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<14} {:<60} {:>14} {:>9}", "BLOCK", "OWNER", "LEASE LEFT", "EXPIRIES");
+    crate::outln!("{:<14} {:<60} {:>14} {:>9}", "BLOCK", "OWNER", "LEASE LEFT", "EXPIRIES");
     for r in &rows {
         let (who, left) = match (&r.owner, r.lease_left_ms) {
             (Some(o), Some(ms)) => (o.describe(), format!("{ms:.1} ms")),
             _ => ("free".to_string(), "-".to_string()),
         };
-        println!("{:<14} {:<60} {:>14} {:>9}", r.block.name(), who, left, r.expiries);
+        crate::outln!("{:<14} {:<60} {:>14} {:>9}", r.block.name(), who, left, r.expiries);
     }
-    println!("(lease left in card time; `tlpx stop BLOCK` takes a block back from its owner)");
+    crate::outln!("(lease left in card time; `tlpx stop BLOCK` takes a block back from its owner)");
     Ok(ExitCode::SUCCESS)
 }

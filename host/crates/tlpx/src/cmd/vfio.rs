@@ -43,13 +43,13 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&out)?;
             } else if out.already_bound {
-                println!("{} is bound to vfio-pci already", out.address);
+                crate::outln!("{} is bound to vfio-pci already", out.address);
                 print_status(&out.status);
             } else {
                 if out.loaded_module {
-                    println!("loaded the vfio-pci module");
+                    crate::outln!("loaded the vfio-pci module");
                 }
-                println!(
+                crate::outln!(
                     "{} bound to vfio-pci (was: {}; `tlpx vfio unbind {}` restores it)",
                     out.address,
                     out.previous_driver.as_deref().unwrap_or("no driver"),
@@ -63,13 +63,17 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&out)?;
             } else if out.was_not_bound {
-                println!(
+                crate::outln!(
                     "{} is not bound to vfio-pci (driver: {}); nothing to undo",
                     out.address,
                     out.status.driver.as_deref().unwrap_or("none")
                 );
             } else {
-                println!("{} unbound from vfio-pci; now bound to {}", out.address, out.status.driver.as_deref().unwrap_or("no driver"));
+                crate::outln!(
+                    "{} unbound from vfio-pci; now bound to {}",
+                    out.address,
+                    out.status.driver.as_deref().unwrap_or("no driver")
+                );
             }
         }
         Action::Status { address } => {
@@ -85,18 +89,18 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn print_status(s: &BindStatus) {
-    println!("address      {}{}", s.address, s.id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default());
-    println!("driver       {}", s.driver.as_deref().unwrap_or("none"));
+    crate::outln!("address      {}{}", s.address, s.id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default());
+    crate::outln!("driver       {}", s.driver.as_deref().unwrap_or("none"));
     if let Some(o) = &s.driver_override {
-        println!("override     {o}");
+        crate::outln!("override     {o}");
     }
     if let Some(p) = &s.previous_driver {
-        println!("before bind  {}", if p.is_empty() { "no driver" } else { p });
+        crate::outln!("before bind  {}", if p.is_empty() { "no driver" } else { p });
     }
-    println!("iommu        {}", if s.iommu_on { "on" } else { "off (no IOMMU groups: boot with intel_iommu=on or amd_iommu=on)" });
+    crate::outln!("iommu        {}", if s.iommu_on { "on" } else { "off (no IOMMU groups: boot with intel_iommu=on or amd_iommu=on)" });
     match s.iommu_group {
         Some(g) => {
-            println!("iommu group  {g}");
+            crate::outln!("iommu group  {g}");
             for m in &s.group_members {
                 let note = if m.address == s.address {
                     " (this function)"
@@ -107,12 +111,12 @@ fn print_status(s: &BindStatus) {
                 } else {
                     ""
                 };
-                println!("  member     {} {}{note}", m.address, m.driver.as_deref().unwrap_or("no driver"));
+                crate::outln!("  member     {} {}{note}", m.address, m.driver.as_deref().unwrap_or("no driver"));
             }
         }
-        None => println!("iommu group  none"),
+        None => crate::outln!("iommu group  none"),
     }
-    println!("vfio-pci     {}", if s.vfio_pci_loaded { "loaded" } else { "not loaded (bind loads it)" });
+    crate::outln!("vfio-pci     {}", if s.vfio_pci_loaded { "loaded" } else { "not loaded (bind loads it)" });
     let ready = if s.ready() {
         "yes: tlpx --device ADDR can open it through vfio".to_string()
     } else if s.iommu_group.is_none() {
@@ -122,5 +126,5 @@ fn print_status(s: &BindStatus) {
     } else {
         "no: other functions of its IOMMU group are bound to host drivers".to_string()
     };
-    println!("vfio ready   {ready}");
+    crate::outln!("vfio ready   {ready}");
 }
