@@ -21,6 +21,9 @@ LONG=${LONG:-0}
 DATA_WIDTH=${DATA_WIDTH:-64}
 OUT=build/demo
 rm -rf "$OUT"; mkdir -p "$OUT"
+# Everything the demo prints also goes to $OUT/demo.log: the README's "make demo prints" block
+# is generated from it (scripts/readme_demo.py --update), and make test checks it is current.
+exec > >(tee "$OUT/demo.log") 2>&1
 
 echo "== starting tlpx-sim (simulated card, ${DATA_WIDTH}-bit datapath)"
 sim_start --data-width "$DATA_WIDTH"

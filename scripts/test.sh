@@ -32,5 +32,16 @@ echo "== card firmware: two builds byte-identical, the interpreter against a mod
 make --no-print-directory -C firmware check
 make --no-print-directory -C firmware OUT="$PWD/build/firmware" test
 
+echo "== make demo (as a user runs it), and the README's block of what it prints"
+demo_status=0
+scripts/demo.sh > build/demo-run.log 2>&1 || demo_status=$?
+if [ "$demo_status" != 0 ]; then
+    echo "make demo failed (exit $demo_status); its output is in build/demo-run.log:"
+    tail -40 build/demo-run.log
+    exit "$demo_status"
+fi
+echo "demo: $(grep -c . build/demo/demo.log) lines of output, ended with: $(grep '^demo: ' build/demo/demo.log | head -1)"
+.venv/bin/python scripts/readme_demo.py --check build/demo/demo.log
+
 echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
 scripts/qemu_vfio_test.sh

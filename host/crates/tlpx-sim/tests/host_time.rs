@@ -165,7 +165,7 @@ fn the_interrupt_timer_user_stage_holds_the_host_sleep() {
         w32(&mut dev, irq_timer::ACK_USER.offset, i + 1); // fire i + 1 since the clear
         if std::env::var_os("HOST_TIME_DEBUG").is_some() {
             let irq = irq.unwrap();
-            let sum = dev.bar_read(0, irq_timer::USER_SUM.offset, Width::W64).unwrap();
+            let sum = read32(&mut dev, irq_timer::USER_SUM.offset) | read32(&mut dev, irq_timer::USER_SUM.offset + 4) << 32;
             eprintln!("fire {i}: irq at {:?}, user sum {sum}, {:?}", irq.card_cycle, dev.stats().unwrap().host_time);
         }
     }
@@ -174,7 +174,8 @@ fn the_interrupt_timer_user_stage_holds_the_host_sleep() {
     let count = read32(&mut dev, irq_timer::USER_COUNT.offset);
     let min = read32(&mut dev, irq_timer::USER_MIN.offset);
     let max = read32(&mut dev, irq_timer::USER_MAX.offset);
-    let sum = dev.bar_read(0, irq_timer::USER_SUM.offset, Width::W64).unwrap();
+    // 64 bits, read as two DWs (the register is not 8-byte aligned in every map).
+    let sum = read32(&mut dev, irq_timer::USER_SUM.offset) | read32(&mut dev, irq_timer::USER_SUM.offset + 4) << 32;
     let overruns = read32(&mut dev, irq_timer::OVERRUNS.offset);
     let fires = read32(&mut dev, irq_timer::FIRES.offset);
     let ms = |c: u64| c as f64 / clock as f64 * 1e3;

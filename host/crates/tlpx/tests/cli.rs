@@ -137,3 +137,36 @@ fn bench_mmio_reports_percentiles() {
     assert!(r["min"].as_f64() <= r["median"].as_f64() && r["median"].as_f64() <= r["max"].as_f64());
     assert!(v["read_card_cycles_mean"].as_f64().unwrap_or(0.0) > 5.0);
 }
+
+#[test]
+fn selftest_msi_latency_is_taken_on_one_clock() {
+    // The path: the trigger write's trip over the modelled link, the card's software IRQ to
+    // LitePCIe's MSI, the MSI's trip back. Measured here directly, both ends in the
+    // simulator's cycles, and by `tlpx selftest`: the two must agree. (Before, selftest took
+    // the start from the card's timebase, which starts after reset, and the end from the
+    // simulator's count, which includes it: about twice the real figure.)
+    use tlpx_device::backends::sim::SimDevice;
+    use tlpx_device::{Device, Width};
+    use tlpx_regs::{constants, ident, pcie_msi};
+    let sim = Sim::start(&[]);
+    let v = json(&tlpx(&sim.selector(), &["--json", "selftest"]));
+    let msi = v["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "msi").expect("msi check").clone();
+    assert_eq!(msi["result"], "pass", "{msi}");
+    let detail = msi["detail"].as_str().expect("detail");
+    let reported: f64 = detail
+        .split_whitespace()
+        .zip(detail.split_whitespace().skip(1))
+        .find(|(_, unit)| *unit == "card")
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `N card cycles` in {detail:?}"));
+    assert!(detail.contains("of card time, simulated"), "{detail}");
+    let mut dev = SimDevice::connect(&sim.socket()).expect("connect");
+    let bit = 1u64 << constants::MSI_SOFTWARE;
+    dev.bar_write(0, pcie_msi::CLEAR.offset, Width::W32, bit).expect("clear");
+    dev.bar_write(0, pcie_msi::ENABLE.offset, Width::W32, bit).expect("enable");
+    let before = dev.card_cycle().expect("cycle");
+    dev.bar_write(0, ident::SOFTWARE_IRQ.offset, Width::W32, 1).expect("trigger");
+    let irq = dev.wait_interrupt(u32::MAX, std::time::Duration::from_millis(1)).expect("wait").expect("an MSI");
+    let direct = (irq.card_cycle.expect("the sim stamps interrupts") - before) as f64;
+    assert!((reported - direct).abs() <= 2.0, "selftest says {reported} cycles, the direct measurement {direct}: {detail}");
+}
