@@ -546,6 +546,7 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut session = Session::open_observer(device)?;
     let card = &mut session.card;
     let counters = spy::counters(card)?;
+    let owner = tlpx_device::lease::owner(card, Block::Spy)?;
     let latency_histogram = spy::latency_histogram(card)?;
     let (payload_histogram_down, payload_histogram_up) = spy::payload_histograms(card)?;
     if a.clear {
@@ -583,9 +584,14 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     crate::outln!("{}", session.describe());
     let c = &stats.counters;
+    let capture = match (&owner, c.capturing) {
+        (Some(o), true) => format!("on, by {} (`tlpx stop spy` ends it)", o.describe()),
+        (None, true) => "on, without an owner (started by the card's firmware or by register writes; `tlpx stop spy` ends it)".to_string(),
+        (_, false) => "off".to_string(),
+    };
     crate::outln!(
         "capture: {}; records created {} (next sequence), lost {}, written to the ring {}{}{}",
-        if c.capturing { "on" } else { "off" },
+        capture,
         c.sequence,
         c.lost,
         c.wr_index,
