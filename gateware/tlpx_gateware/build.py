@@ -68,7 +68,7 @@ def write_if_changed(path, data):
     return True
 
 
-def elaborate(data_width, clock_hz=None, with_cpu=False):
+def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True):
     """Returns (verilog text, register map dict, card) for a card of this data width.
 
     ``card.verilog_sources`` holds the other Verilog files the card instantiates (name -> text).
@@ -77,13 +77,13 @@ def elaborate(data_width, clock_hz=None, with_cpu=False):
     from tlpx_gateware.soc import TlpxCard, register_map, map_hash
 
     # Pass 1: the map's layout does not depend on the hash value it carries.
-    probe = TlpxCard(data_width, clock_hz=clock_hz, with_cpu=with_cpu)
+    probe = TlpxCard(data_width, clock_hz=clock_hz, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks)
     probe.platform.get_verilog(probe, name="tlpx_card")
     regmap = register_map(probe)
     digest = map_hash(regmap)
 
     # Pass 2: the card that carries its own map hash.
-    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest, with_cpu=with_cpu)
+    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks)
     verilog = card.platform.get_verilog(card, name="tlpx_card")
     regmap = register_map(card)
     if map_hash(regmap) != digest:
@@ -97,6 +97,7 @@ def elaborate(data_width, clock_hz=None, with_cpu=False):
         "data_width": data_width,
         "clock_hz": int(card.clock_hz),
         "with_cpu": with_cpu,
+        "tlpx_blocks": tlpx_blocks,
         **regmap,
     }
     return reproducible(str(verilog)), regmap, card
@@ -155,10 +156,10 @@ def run(cmd, env):
         raise BuildError(f"command failed with exit code {proc.returncode}: {' '.join(cmd[:3])} ...")
 
 
-def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False):
+def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False, tlpx_blocks=True):
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu)
+    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu, tlpx_blocks)
     write_if_changed(output / "tlpx_card.v", verilog)
     # Blocks that come as Verilog (the rule-30 core): written beside the card's Verilog and
     # added to the platform's sources, which is what Verilator compiles.
@@ -174,6 +175,7 @@ def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=F
         "map_hash": regmap["map_hash"],
         "bar0_size": regmap["bar_size"],
         "with_cpu": with_cpu,
+        "tlpx_blocks": tlpx_blocks,
     }
     info_json = json.dumps(info, separators=(",", ":"))
     write_if_changed(output / "build_info.h",
@@ -192,6 +194,8 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=2, help="parallel C++ compile jobs")
     parser.add_argument("--trace", action="store_true", help="debug build: dump a VCD to the file named by $TLPX_TRACE")
     parser.add_argument("--with-cpu", action="store_true", help="add the soft CPU (VexRiscv), its SRAM, loader and console")
+    parser.add_argument("--litepcie-only", action="store_true",
+                        help="leave out every tlpx block (the simulator benchmark's reference: LitePCIe's endpoint, DMA and MSI)")
     args = parser.parse_args(argv)
     if args.data_width not in (64, 128, 256):
         parser.error(f"--data-width must be 64, 128 or 256, not {args.data_width}")
@@ -200,12 +204,14 @@ def main(argv=None):
     try:
         regmap, rebuilt = build(args.data_width, args.output,
             clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
-            with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace, with_cpu=args.with_cpu)
+            with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace, with_cpu=args.with_cpu,
+            tlpx_blocks=not args.litepcie_only)
     except BuildError as e:
         print(f"tlpx_gateware.build: error: {e}", file=sys.stderr)
         return 1
     what = "built" if rebuilt else ("up to date" if not args.no_verilate else "exported")
-    print(f"card dw{args.data_width}{'-cpu' if args.with_cpu else ''}: {what} in {args.output} (map hash {regmap['map_hash']})")
+    kind = "-cpu" if args.with_cpu else ("-litepcie-only" if args.litepcie_only else "")
+    print(f"card dw{args.data_width}{kind}: {what} in {args.output} (map hash {regmap['map_hash']})")
     return 0
 
 

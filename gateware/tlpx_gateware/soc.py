@@ -129,14 +129,21 @@ class TlpxCard(SoCMini):
     csr_map = CSR_MAP
 
     def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None,
-                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None):
+                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None, tlpx_blocks=True):
         """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
         the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
         platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs.
         ``rule30_clock_gate``: None = on the simulated card only; False gives the simulated
         card the hardware's ungated rule-30 core (resource estimates, targets/resources.py).
         ``with_cpu``: add the soft CPU (VexRiscv), its SRAM, loader and console (cores/cpu);
-        ``cpu_clock_gate`` as ``rule30_clock_gate``, for the CPU's clock."""
+        ``cpu_clock_gate`` as ``rule30_clock_gate``, for the CPU's clock.
+        ``tlpx_blocks``: False builds the card without any of tlpx's own blocks (generator,
+        spy, interrupt timer, real-time loop, rule 30, PIO window, DMA guard): LitePCIe's
+        endpoint, DMA and MSI behind the request path, with the identification block and the
+        timebase. Only the simulator benchmark uses it (`make bench`: the card's speed against
+        LitePCIe's alone); its register map is not one the host tools drive."""
+        if with_cpu and not tlpx_blocks:
+            raise ValueError("the soft CPU drives tlpx's blocks: a card with the CPU has them (tlpx_blocks=True)")
         if data_width not in DATA_WIDTHS:
             raise ValueError(f"data width must be one of {DATA_WIDTHS} bits, not {data_width!r}")
         clock_hz = clock_hz or DEFAULT_CLOCK_HZ[data_width]
@@ -167,7 +174,8 @@ class TlpxCard(SoCMini):
 
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
-            features   = ["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rt_loop", "rule30"]
+            features   = ["request_path", "msi", "dma_loopback"]
+                         + (["generator", "spy", "irq_timer", "rt_loop", "rule30"] if tlpx_blocks else [])
                          + (["cpu"] if with_cpu else []),
             data_width = data_width,
             clock_hz   = clock_hz,
@@ -185,75 +193,26 @@ class TlpxCard(SoCMini):
             address_width        = 32,
             max_pending_requests = 8,
         )
-        # Traffic generator: its own TLPs, its own tags.
-        self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
-        # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
-        self.completions = dispatcher = CompletionDispatcher(data_width, routes={
-            "generator": (TAG_BASE, FLUSH_TAG),
-            "rt_loop":   (LOOP_TAG, LOOP_TAG),
-            "rule30":    (BATCH_TAG, BATCH_TAG),
-        })
-        self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
-
-        # Passive spy on both PHY streams; it writes its records through the same transmit
-        # arbiter, and knows which up-going TLPs are its own from the arbiter's grant.
-        spy_own_tx = Signal()
-        self.spy = Spy(data_width, rx=phy.source, tx=phy.sink, own_tx=spy_own_tx,
-            requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
-
-        # Interrupt latency timer; its sample ring uses the same record writer as the spy.
-        self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
-        self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
-        self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
-
-        # Rule-30 accelerator: the Amaranth core (as Verilog, through Instance) behind its BAR0
-        # window, and the DMA batch engine that drives it through a second register port.
-        # The clock gate is a simulation device (Verilator skips the idle core's 1024-cell logic).
-        self.rule30 = Rule30Block(irq_num=MSI_SOURCES.index("rule30"),
-            gate_clock=isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate)
-        self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine,
-            cycles=self.timebase.cycles, clock_hz=clock_hz)
-        self.comb += [
-            dispatcher.rule30.connect(self.rule30_batch.cpl_sink),
-            self.rule30.engine_active.eq(self.rule30_batch.active),
-            self.rule30_batch.refused_write.eq(self.rule30.refused_write),
-        ]
-        # Verilog files beside the card's (file name -> text): tlpx_gateware.build writes them
-        # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
-        self.verilog_sources = dict(self.rule30.verilog_sources)
+        if tlpx_blocks:
+            dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, rule30_clock_gate)
+        else:
+            self.completions = dispatcher = CompletionDispatcher(data_width, routes={})
+            tx_sources = []
+            self.verilog_sources = {}
 
         # Mapped BAR0 windows: the CSR space (one 2 KiB page per block), the PIO memory and the
         # rule-30 core's registers.
-        tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source,
-                      self.spy.source, self.irq_timer.source, self.rt_loop.source, self.rule30_batch.source]
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
-            mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs),
-                    (PIO_WINDOW_BASE, PIO_WINDOW_SIZE),
-                    (RULE30_WINDOW_BASE, RULE30_WINDOW_SIZE)]
+            mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs)]
+                   + ([(PIO_WINDOW_BASE, PIO_WINDOW_SIZE), (RULE30_WINDOW_BASE, RULE30_WINDOW_SIZE)] if tlpx_blocks else [])
                    + ([(CPU_SRAM_BASE, CPU_SRAM_SIZE)] if with_cpu else []),
             tx_sources=tx_sources,
             completion_dispatcher=dispatcher)
-        # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
-        self.comb += spy_own_tx.eq(self.request_path.arbiter.grant == 2 + tx_sources.index(self.spy.source))
         self.bus.add_master(name="request_path", master=self.request_path.bus)
-
-        # PIO window ---------------------------------------------------------------------------
-        self.pio = PIOWindow(PIO_WINDOW_BASE, PIO_WINDOW_SIZE, self.request_path.processor,
-            bar0_mask=phy.bar0_mask, cycles=self.timebase.cycles)
-        self.bus.add_slave(name="pio", slave=self.pio.bus,
-            region=SoCRegion(origin=PIO_WINDOW_BASE, size=PIO_WINDOW_SIZE, cached=False))
-        self.add_constant("PIO_WINDOW_BASE", PIO_WINDOW_BASE)
-        self.add_constant("PIO_WINDOW_SIZE", PIO_WINDOW_SIZE)
-        self.add_constant("GENERATOR_TAG_BASE", TAG_BASE)
-        self.add_constant("GENERATOR_TAGS", TAGS)
-        self.add_constant("RT_LOOP_TAG", LOOP_TAG)
-
-        # Rule-30 window ---------------------------------------------------------------------------
-        self.bus.add_slave(name="rule30", slave=self.rule30.bus,
-            region=SoCRegion(origin=RULE30_WINDOW_BASE, size=RULE30_WINDOW_SIZE, cached=False))
-        self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
-        self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
-        self.add_constant("RULE30_BATCH_TAG", BATCH_TAG)
+        if tlpx_blocks:
+            # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
+            self.comb += self.spy_own_tx.eq(self.request_path.arbiter.grant == 2 + tx_sources.index(self.spy.source))
+            self._add_windows(phy)
 
         # Soft CPU (optional) ----------------------------------------------------------------------
         # VexRiscv on the card's bus beside the host's request path, its SRAM (also a BAR0
@@ -288,24 +247,92 @@ class TlpxCard(SoCMini):
 
         # LitePCIe's requester gets the completion timeout it lacks: a lost or erroneous
         # completion resets its tag controller and DMA engines instead of hanging them.
-        self.dma_guard = DmaGuard(endpoint.crossbar.phy_master.source, endpoint.crossbar.phy_master.sink,
-            dispatcher.other, clock_hz)
-        ResetInserter()(endpoint.crossbar)
-        ResetInserter()(dma)
-        self.comb += [endpoint.crossbar.reset.eq(self.dma_guard.reset), dma.reset.eq(self.dma_guard.reset)]
+        if tlpx_blocks:
+            self.dma_guard = DmaGuard(endpoint.crossbar.phy_master.source, endpoint.crossbar.phy_master.sink,
+                dispatcher.other, clock_hz)
+            ResetInserter()(endpoint.crossbar)
+            ResetInserter()(dma)
+            self.comb += [endpoint.crossbar.reset.eq(self.dma_guard.reset), dma.reset.eq(self.dma_guard.reset)]
 
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,
             "pcie_dma0_reader": dma.reader.irq,
             "software":         self.ident.irq,
-            "generator":        self.generator.irq,
-            "irq_timer":        self.irq_timer.irq,
-            "rt_loop":          self.rt_loop.irq,
-            "rule30":           self.rule30.irq | self.rule30_batch.irq,
         }
+        if tlpx_blocks:
+            irq_signals.update({
+                "generator": self.generator.irq,
+                "irq_timer": self.irq_timer.irq,
+                "rt_loop":   self.rt_loop.irq,
+                "rule30":    self.rule30.irq | self.rule30_batch.irq,
+            })
         for i, name in enumerate(MSI_SOURCES):
-            self.comb += msi.irqs[i].eq(irq_signals[name])
+            self.comb += msi.irqs[i].eq(irq_signals.get(name, 0))
             self.add_constant(f"MSI_{name.upper()}", i)
+
+    def _add_blocks(self, platform, phy, data_width, clock_hz, rule30_clock_gate):
+        """tlpx's own blocks: generator, spy, interrupt timer, real-time loop, rule 30. Returns the
+        completion dispatcher and the blocks' transmit streams (arbiter order)."""
+        # Traffic generator: its own TLPs, its own tags.
+        self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
+        # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
+        self.completions = dispatcher = CompletionDispatcher(data_width, routes={
+            "generator": (TAG_BASE, FLUSH_TAG),
+            "rt_loop":   (LOOP_TAG, LOOP_TAG),
+            "rule30":    (BATCH_TAG, BATCH_TAG),
+        })
+        self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
+
+        # Passive spy on both PHY streams; it writes its records through the same transmit
+        # arbiter, and knows which up-going TLPs are its own from the arbiter's grant.
+        self.spy_own_tx = spy_own_tx = Signal()
+        self.spy = Spy(data_width, rx=phy.source, tx=phy.sink, own_tx=spy_own_tx,
+            requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
+
+        # Interrupt latency timer; its sample ring uses the same record writer as the spy.
+        self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
+        self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
+        self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
+
+        # Rule-30 accelerator: the Amaranth core (as Verilog, through Instance) behind its BAR0
+        # window, and the DMA batch engine that drives it through a second register port.
+        # The clock gate is a simulation device (Verilator skips the idle core's 1024-cell logic).
+        self.rule30 = Rule30Block(irq_num=MSI_SOURCES.index("rule30"),
+            gate_clock=isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate)
+        self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine,
+            cycles=self.timebase.cycles, clock_hz=clock_hz)
+        self.comb += [
+            dispatcher.rule30.connect(self.rule30_batch.cpl_sink),
+            self.rule30.engine_active.eq(self.rule30_batch.active),
+            self.rule30_batch.refused_write.eq(self.rule30.refused_write),
+        ]
+        # Verilog files beside the card's (file name -> text): tlpx_gateware.build writes them
+        # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
+        self.verilog_sources = dict(self.rule30.verilog_sources)
+
+        tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source,
+                      self.spy.source, self.irq_timer.source, self.rt_loop.source, self.rule30_batch.source]
+        return dispatcher, tx_sources
+
+    def _add_windows(self, phy):
+        """The BAR0 memory windows beside the CSRs: the PIO window and the rule-30 core's."""
+        # PIO window ---------------------------------------------------------------------------
+        self.pio = PIOWindow(PIO_WINDOW_BASE, PIO_WINDOW_SIZE, self.request_path.processor,
+            bar0_mask=phy.bar0_mask, cycles=self.timebase.cycles)
+        self.bus.add_slave(name="pio", slave=self.pio.bus,
+            region=SoCRegion(origin=PIO_WINDOW_BASE, size=PIO_WINDOW_SIZE, cached=False))
+        self.add_constant("PIO_WINDOW_BASE", PIO_WINDOW_BASE)
+        self.add_constant("PIO_WINDOW_SIZE", PIO_WINDOW_SIZE)
+        self.add_constant("GENERATOR_TAG_BASE", TAG_BASE)
+        self.add_constant("GENERATOR_TAGS", TAGS)
+        self.add_constant("RT_LOOP_TAG", LOOP_TAG)
+
+        # Rule-30 window ---------------------------------------------------------------------------
+        self.bus.add_slave(name="rule30", slave=self.rule30.bus,
+            region=SoCRegion(origin=RULE30_WINDOW_BASE, size=RULE30_WINDOW_SIZE, cached=False))
+        self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
+        self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
+        self.add_constant("RULE30_BATCH_TAG", BATCH_TAG)
 
 # Register map export ------------------------------------------------------------------------------
 

@@ -540,9 +540,11 @@ class Generator(LiteXModule):
         # A stop (control.stop, or the lease ending) is a one-cycle pulse, but the engines look
         # at it only between requests: hold it until the next start, so a stop that comes in
         # the middle of a TLP is not lost.
+        running = Signal()
         stop = Signal()
         stop_held = Signal()
-        self.sync += If(start, stop_held.eq(0)).Elif(self.control.fields.stop | self.lease.stop, stop_held.eq(1))
+        self.sync += If(start, stop_held.eq(0)).Elif((self.control.fields.stop | self.lease.stop) & running, stop_held.eq(1)).Elif(
+            ~running, stop_held.eq(0))
         self.comb += stop.eq(self.control.fields.stop | self.lease.stop | stop_held)
 
         self.writer = writer = RequestEngine(data_width, True, cfg, requester_id)
@@ -553,7 +555,6 @@ class Generator(LiteXModule):
         ]
 
         op = cfg.operation
-        running = Signal()
         done    = Signal()
         elapsed = Signal(64)
         run_start = Signal(64)
@@ -673,7 +674,9 @@ class Generator(LiteXModule):
         timed_out = Signal()
         self.comb += timed_out.eq((busy >> scan)[0] & ((cycles - issue_time[scan]) > self.timeout.storage) &
                                   ~(cpl_end & c_ours & (t == scan)))
-        self.sync += scan.eq(scan + 1)
+        # The scan moves only while a read is outstanding: nothing in an idle generator runs
+        # (cores/idle.py).
+        self.sync += If(busy != 0, scan.eq(scan + 1))
 
         # Sample FIFO.
         self.sample_fifo = fifo = stream.SyncFIFO([("data", 32)], SAMPLE_FIFO_DEPTH, buffered=True)
@@ -848,3 +851,10 @@ class Generator(LiteXModule):
         done_d = Signal()
         self.sync += done_d.eq(done)
         self.comb += self.irq.eq(done & ~done_d)
+
+        # Busy: every state in which a register of the generator can change without a CSR
+        # access or a completion arriving (cores/idle.py gates the block on it).
+        self.busy = Signal()
+        self.comb += self.busy.eq(running | engines_busy | (outstanding != 0) | (busy != 0) | flush_pending |
+            self.lease.held | (done != done_d) | hand_valid | wrrd_reading |
+            self.wr_source.valid | self.rd_source.valid | fl.valid | sink.valid)
