@@ -91,7 +91,10 @@ $(STAMPS)/rust: | $(STAMPS)/apt
 
 gateware: $(call CARD_LIB,$(DATA_WIDTH)$(CPU_SUFFIX))
 
-gateware-all: $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB)
+# The ungated card (every block clocked every cycle) is the reference of the idle gating's
+# exactness test (gateware/tlpx_gateware/cores/test_isolate.py).
+UNGATED_CARD_LIB := $(BUILD)/card/dw64-ungated/libtlpxcard.so
+gateware-all: $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(UNGATED_CARD_LIB)
 
 $(BUILD)/card/dw%/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
 	$(PY) -m tlpx_gateware.build --data-width $* --output $(BUILD)/card/dw$*
@@ -99,6 +102,9 @@ $(BUILD)/card/dw%/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
 # The card with the soft CPU (the shorter stem wins over the rule above).
 $(BUILD)/card/dw%-cpu/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
 	$(PY) -m tlpx_gateware.build --data-width $* --with-cpu --output $(BUILD)/card/dw$*-cpu
+
+$(BUILD)/card/dw%-ungated/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width $* --ungated --output $(BUILD)/card/dw$*-ungated
 
 $(BUILD)/card/%/csr.json: $(BUILD)/card/%/libtlpxcard.so
 	@true

@@ -68,7 +68,7 @@ def write_if_changed(path, data):
     return True
 
 
-def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True):
+def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True, idle_gating=None):
     """Returns (verilog text, register map dict, card) for a card of this data width.
 
     ``card.verilog_sources`` holds the other Verilog files the card instantiates (name -> text).
@@ -77,13 +77,14 @@ def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True):
     from tlpx_gateware.soc import TlpxCard, register_map, map_hash
 
     # Pass 1: the map's layout does not depend on the hash value it carries.
-    probe = TlpxCard(data_width, clock_hz=clock_hz, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks)
+    probe = TlpxCard(data_width, clock_hz=clock_hz, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks, idle_gating=idle_gating)
     probe.platform.get_verilog(probe, name="tlpx_card")
     regmap = register_map(probe)
     digest = map_hash(regmap)
 
     # Pass 2: the card that carries its own map hash.
-    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks)
+    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks,
+                    idle_gating=idle_gating)
     verilog = card.platform.get_verilog(card, name="tlpx_card")
     regmap = register_map(card)
     if map_hash(regmap) != digest:
@@ -156,10 +157,11 @@ def run(cmd, env):
         raise BuildError(f"command failed with exit code {proc.returncode}: {' '.join(cmd[:3])} ...")
 
 
-def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False, tlpx_blocks=True):
+def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False, tlpx_blocks=True,
+          idle_gating=None):
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu, tlpx_blocks)
+    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu, tlpx_blocks, idle_gating)
     write_if_changed(output / "tlpx_card.v", verilog)
     # Blocks that come as Verilog (the rule-30 core): written beside the card's Verilog and
     # added to the platform's sources, which is what Verilator compiles.
@@ -176,6 +178,7 @@ def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=F
         "bar0_size": regmap["bar_size"],
         "with_cpu": with_cpu,
         "tlpx_blocks": tlpx_blocks,
+        "idle_gating": idle_gating is not False,
     }
     info_json = json.dumps(info, separators=(",", ":"))
     write_if_changed(output / "build_info.h",
@@ -196,6 +199,9 @@ def main(argv=None):
     parser.add_argument("--with-cpu", action="store_true", help="add the soft CPU (VexRiscv), its SRAM, loader and console")
     parser.add_argument("--litepcie-only", action="store_true",
                         help="leave out every tlpx block (the simulator benchmark's reference: LitePCIe's endpoint, DMA and MSI)")
+    parser.add_argument("--ungated", action="store_true",
+                        help="no idle-block clock gating (cores/isolate.py): the same card, every block clocked every "
+                             "cycle; the gating's exactness test compares the two")
     args = parser.parse_args(argv)
     if args.data_width not in (64, 128, 256):
         parser.error(f"--data-width must be 64, 128 or 256, not {args.data_width}")
@@ -205,12 +211,13 @@ def main(argv=None):
         regmap, rebuilt = build(args.data_width, args.output,
             clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
             with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace, with_cpu=args.with_cpu,
-            tlpx_blocks=not args.litepcie_only)
+            tlpx_blocks=not args.litepcie_only, idle_gating=False if args.ungated else None)
     except BuildError as e:
         print(f"tlpx_gateware.build: error: {e}", file=sys.stderr)
         return 1
     what = "built" if rebuilt else ("up to date" if not args.no_verilate else "exported")
     kind = "-cpu" if args.with_cpu else ("-litepcie-only" if args.litepcie_only else "")
+    kind += "-ungated" if args.ungated else ""
     print(f"card dw{args.data_width}{kind}: {what} in {args.output} (map hash {regmap['map_hash']})")
     return 0
 

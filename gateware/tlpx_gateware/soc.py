@@ -50,12 +50,13 @@ from litepcie.frontend.dma import LitePCIeDMA
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
+from tlpx_gateware.cores.isolate import csr_access, isolate
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
 from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
 from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, TAGS, CompletionDispatcher, Generator
 from tlpx_gateware.cores.pio.core import PIOWindow
-from tlpx_gateware.cores.request_path.core import RequestPath
+from tlpx_gateware.cores.request_path.core import DWSerializer, RequestPath
 from tlpx_gateware.cores.rule30.batch import BATCH_TAG, Rule30Batch
 from tlpx_gateware.cores.rule30.block import Rule30Block, window_region
 from tlpx_gateware.cores.rule30.core import WINDOW_BYTES as RULE30_WINDOW_SIZE
@@ -129,7 +130,7 @@ class TlpxCard(SoCMini):
     csr_map = CSR_MAP
 
     def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None,
-                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None, tlpx_blocks=True):
+                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None, tlpx_blocks=True, idle_gating=None):
         """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
         the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
         platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs.
@@ -137,6 +138,9 @@ class TlpxCard(SoCMini):
         card the hardware's ungated rule-30 core (resource estimates, targets/resources.py).
         ``with_cpu``: add the soft CPU (VexRiscv), its SRAM, loader and console (cores/cpu);
         ``cpu_clock_gate`` as ``rule30_clock_gate``, for the CPU's clock.
+        ``idle_gating``: None = on the simulated card only; gates the clock of each isolated block
+        while it is idle (cores/isolate.py); False gives the simulated card ungated clocks (the
+        exactness test compares the two).
         ``tlpx_blocks``: False builds the card without any of tlpx's own blocks (generator,
         spy, interrupt timer, real-time loop, rule 30, PIO window, DMA guard): LitePCIe's
         endpoint, DMA and MSI behind the request path, with the identification block and the
@@ -194,7 +198,7 @@ class TlpxCard(SoCMini):
             max_pending_requests = 8,
         )
         if tlpx_blocks:
-            dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, rule30_clock_gate)
+            dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, rule30_clock_gate, idle_gating)
         else:
             self.completions = dispatcher = CompletionDispatcher(data_width, routes={})
             tx_sources = []
@@ -211,7 +215,7 @@ class TlpxCard(SoCMini):
         self.bus.add_master(name="request_path", master=self.request_path.bus)
         if tlpx_blocks:
             # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
-            self.comb += self.spy_own_tx.eq(self.request_path.arbiter.grant == 2 + tx_sources.index(self.spy.source))
+            self.comb += self.spy_own_tx.eq(self.request_path.arbiter.grant == 2 + tx_sources.index(self.spy_tx_source))
             self._add_windows(phy)
 
         # Soft CPU (optional) ----------------------------------------------------------------------
@@ -270,7 +274,14 @@ class TlpxCard(SoCMini):
             self.comb += msi.irqs[i].eq(irq_signals.get(name, 0))
             self.add_constant(f"MSI_{name.upper()}", i)
 
-    def _add_blocks(self, platform, phy, data_width, clock_hz, rule30_clock_gate):
+    def do_finalize(self):
+        # The isolated blocks wake on an access to their CSR bank (cores/isolate.py); LiteX
+        # builds the banks in finalize, before this.
+        for block in getattr(self, "isolated_blocks", []):
+            name = next(n for n, m in self._submodules if m is block)
+            self.comb += block.csr_access.eq(csr_access(self, name))
+
+    def _add_blocks(self, platform, phy, data_width, clock_hz, rule30_clock_gate, idle_gating):
         """tlpx's own blocks: generator, spy, interrupt timer, real-time loop, rule 30. Returns the
         completion dispatcher and the blocks' transmit streams (arbiter order)."""
         # Traffic generator: its own TLPs, its own tags.
@@ -301,8 +312,12 @@ class TlpxCard(SoCMini):
             gate_clock=isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate)
         self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine,
             cycles=self.timebase.cycles, clock_hz=clock_hz)
+        # The batch engine takes its completions a DW per cycle; the serializer is the card's
+        # (it holds the link back while it splits a beat), so the engine can run a cycle late.
+        self.rule30_cpl_serializer = DWSerializer(data_width)
         self.comb += [
-            dispatcher.rule30.connect(self.rule30_batch.cpl_sink),
+            dispatcher.rule30.connect(self.rule30_cpl_serializer.sink),
+            self.rule30_cpl_serializer.source.connect(self.rule30_batch.cpl_dws),
             self.rule30.engine_active.eq(self.rule30_batch.active),
             self.rule30_batch.refused_write.eq(self.rule30.refused_write),
         ]
@@ -310,8 +325,31 @@ class TlpxCard(SoCMini):
         # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
         self.verilog_sources = dict(self.rule30.verilog_sources)
 
-        tx_sources = [self.generator.wr_source, self.generator.rd_source, self.generator.fl_source,
-                      self.spy.source, self.irq_timer.source, self.rt_loop.source, self.rule30_batch.source]
+        # Each block in a clock domain of its own, one cycle late, gated when idle on the
+        # simulated card (cores/isolate.py): an idle block costs the simulator nothing.
+        gate = isinstance(platform, SimCardPlatform) if idle_gating is None else idle_gating
+        self.isolated_blocks = []
+        def isolated(name, block, events, tx, direct=()):
+            sources, verilog = isolate(self, name, block, block.busy, events, tx=tx, gate_clock=gate, direct=direct)
+            self.verilog_sources.update(verilog)
+            self.isolated_blocks.append(block)
+            return sources
+        gen = self.generator
+        tx_sources = isolated("gen", gen, [gen.cpl_sink.valid, gen.wr_sent, gen.rd_sent],
+            [gen.wr_source, gen.rd_source, gen.fl_source])
+        wr_bound, rd_bound, _ = gen.tx_boundaries
+        self.comb += [gen.wr_sent.eq(wr_bound.sent_first), gen.rd_sent.eq(rd_bound.sent_last)]
+        tx_sources += isolated("spy", self.spy, [phy.source.valid, phy.sink.valid], [self.spy.source])
+        tx_sources += isolated("irqtimer", self.irq_timer, [], [self.irq_timer.source])
+        tx_sources += isolated("rtloop", self.rt_loop, [self.rt_loop.cpl_sink.valid, self.rt_loop.sent], [self.rt_loop.source])
+        self.comb += self.rt_loop.sent.eq(self.rt_loop.tx_boundaries[0].sent_first)
+        self.spy_tx_source = tx_sources[3]
+        # The batch engine reads the core's register port as it is: the port's latency is part
+        # of the engine's design (PORT_LATENCY), and the port changes only with the engine's or
+        # the host's accesses (a host access while the engine is idle, it does not act on).
+        batch, port = self.rule30_batch, self.rule30.engine
+        tx_sources += isolated("rule30batch", batch, [batch.cpl_dws.valid, batch.refused_write], [batch.source],
+            direct=[port.rdata, port.busy, port.pending])
         return dispatcher, tx_sources
 
     def _add_windows(self, phy):

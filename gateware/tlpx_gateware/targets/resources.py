@@ -54,7 +54,7 @@ def _card(data_width, with_cpu=False):
     logging.disable(logging.INFO)
     from tlpx_gateware.soc import TlpxCard
     # As on hardware: no simulation clock gate (rule-30 core, CPU).
-    card = TlpxCard(data_width, rule30_clock_gate=False, with_cpu=with_cpu, cpu_clock_gate=False)
+    card = TlpxCard(data_width, rule30_clock_gate=False, with_cpu=with_cpu, cpu_clock_gate=False, idle_gating=False)
     card.finalize()
     return card
 
@@ -146,7 +146,7 @@ def run_row(row, data_width, workdir):
     if row in (RULE30_CORE, CARD):
         from tlpx_gateware.soc import TlpxCard
         logging.disable(logging.INFO)
-        card = TlpxCard(data_width, rule30_clock_gate=False)
+        card = TlpxCard(data_width, rule30_clock_gate=False, idle_gating=False)
         verilog = str(card.platform.get_verilog(card, name="tlpx_card"))
         rule30 = card.verilog_sources
         assert sorted(rule30) == ["tlpx_rule30.v"], sorted(rule30)

@@ -433,6 +433,13 @@ class Generator(LiteXModule):
         self.fl_source = stream.Endpoint(phy_layout(data_width))  # the flushing read
         self.cpl_sink  = stream.Endpoint(phy_layout(data_width))
         self.irq       = Signal()
+        # In: a read request's last beat / a write TLP's first beat went to the link (the
+        # isolated block's TxBoundary, cores/isolate.py): requests are stamped then.
+        self.rd_sent   = Signal()
+        self.wr_sent   = Signal()
+        # In: every TLP the generator sent has left the card (TxBoundary.idle): a run ends, and
+        # its interrupt goes, only after its last TLP.
+        self.tx_idle   = Signal(reset=1)
 
         # Configuration ----------------------------------------------------------------------------
         self.control = CSRStorage(fields=[
@@ -697,10 +704,23 @@ class Generator(LiteXModule):
             self.lat_hist.clear.eq(clear),
         ]
 
-        # Tag bookkeeping.
+        # Tag bookkeeping. A request is stamped when it goes to the link (rd_sent: its TLPs leave
+        # in the order they were issued, the tags wait here meanwhile); until then its stamp is
+        # its issue (the completion timeout counts from there).
         freed = Signal()
         self.comb += freed.eq(cpl_end & c_ours & req_end)
+        self.sent_tags = sent_tags = stream.SyncFIFO([("tag", len(t))], 16)
+        sent_tags = ResetInserter()(sent_tags)
+        self.comb += [
+            sent_tags.reset.eq(start),
+            sent_tags.sink.valid.eq(reader.issued & ~wrrd),
+            sent_tags.sink.tag.eq(reader.issued_tag),
+            sent_tags.source.ready.eq(self.rd_sent),
+        ]
         self.sync += [
+            If(self.rd_sent & sent_tags.source.valid & (busy >> sent_tags.source.tag)[0],
+                issue_time[sent_tags.source.tag].eq(cycles),
+            ),
             If(reader.issued,
                 issue_time[reader.issued_tag].eq(Mux(wrrd, wrrd_start, cycles)),
                 next_dw[reader.issued_tag].eq(reader.issued_addr[2:34]),
@@ -753,11 +773,17 @@ class Generator(LiteXModule):
         reads_pending = Signal()
         self.comb += reads_pending.eq((outstanding != 0) | reader.issued)
         wrrd_reading = Signal()
+        wrrd_first_pending = Signal()  # the write transfer started; its first TLP has not gone yet
+        self.sync += [
+            If(start | (self.wr_sent & wrrd_first_pending), wrrd_first_pending.eq(0)),
+            If(writer.transfer_started, wrrd_first_pending.eq(1)),
+        ]
         self.sync += [
             If(start,
                 hand_valid.eq(0), wrrd_reading.eq(0),
             ),
-            If(writer.transfer_started, wrrd_start.eq(cycles)),
+            # A write-then-read is timed from the write's first TLP going to the link.
+            If(wrrd_first_pending & self.wr_sent, wrrd_start.eq(cycles)),
             If(writer.transfer_done & wrrd,
                 hand_valid.eq(1), hand_addr.eq(writer.transfer_addr),
             ),
@@ -819,7 +845,7 @@ class Generator(LiteXModule):
 
         # Run status -------------------------------------------------------------------------------
         writes_done = Signal()
-        self.comb += writes_done.eq(running & ~engines_busy & (outstanding == 0) & ~reader.issued)
+        self.comb += writes_done.eq(running & ~engines_busy & (outstanding == 0) & ~reader.issued & self.tx_idle)
         self.sync += [
             If(start,
                 flush_pending.eq(0), flush_sent.eq(0), flush_beat.eq(0),
@@ -856,5 +882,6 @@ class Generator(LiteXModule):
         # access or a completion arriving (cores/idle.py gates the block on it).
         self.busy = Signal()
         self.comb += self.busy.eq(running | engines_busy | (outstanding != 0) | (busy != 0) | flush_pending |
+            sent_tags.source.valid | wrrd_first_pending |
             self.lease.held | (done != done_d) | hand_valid | wrrd_reading |
             self.wr_source.valid | self.rd_source.valid | fl.valid | sink.valid)

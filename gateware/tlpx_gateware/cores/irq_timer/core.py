@@ -35,6 +35,7 @@ from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
 
 from tlpx_gateware.cores.common import Log2Histogram
+from tlpx_gateware.cores.isolate import OUTPUT_LAG
 from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter, record_layout
 
@@ -145,8 +146,9 @@ class IrqTimer(LiteXModule):
         fired = Signal(32)
 
         # Interval: min + uniform [0, span] by rejection from an LFSR draw masked to span's width.
+        # The LFSR steps only while the timer runs: an idle timer runs nothing (cores/isolate.py).
         lfsr = Signal(32, reset=1)
-        self.sync += If(start, lfsr.eq(Mux(self.seed.storage == 0, 1, self.seed.storage))).Else(
+        self.sync += If(start, lfsr.eq(Mux(self.seed.storage == 0, 1, self.seed.storage))).Elif(running,
             lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0x80200003, lfsr >> 1)))
         span = Signal(32)
         mask = Signal(32)
@@ -232,7 +234,8 @@ class IrqTimer(LiteXModule):
         ]
         self.sync += [
             If(fire,
-                t0.eq(cycles), isr_seen.eq(0), pending.eq(1), fire_interval.eq(interval),
+                # The MSI leaves OUTPUT_LAG cycles after this (isolated block): stamp that.
+                t0.eq(cycles + OUTPUT_LAG), isr_seen.eq(0), pending.eq(1), fire_interval.eq(interval),
                 pending_fire.eq(self.fires.status + 1),
             ).Elif(user_ack_ok | self.lease.stop | clear,
                 pending.eq(0), pending_fire.eq(0),
@@ -275,3 +278,9 @@ class IrqTimer(LiteXModule):
             rd_index=self.rd_index.storage, clear=clear, halt=halted)
         self.source = ring.source
         self.comb += self.wr_index.status.eq(ring.wr_index)
+
+        # Busy: every state in which a register of the timer can change without a CSR access
+        # (cores/isolate.py gates the block on it).
+        self.busy = Signal()
+        self.comb += self.busy.eq(running | pending | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") |
+            self.lease.held | self.source.valid)

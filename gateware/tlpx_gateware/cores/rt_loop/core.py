@@ -58,6 +58,8 @@ class RealTimeLoop(LiteXModule):
         self.source = stream.Endpoint(phy_layout(data_width))
         self.cpl_sink = cpl = stream.Endpoint(phy_layout(data_width))  # completions of LOOP_TAG
         self.irq = Signal()
+        self.sent = Signal()  # in: a TLP's first beat went to the link (the isolated block's TxBoundary)
+        self.tx_idle = Signal(reset=1)  # in: every TLP the loop sent has left the card (TxBoundary.idle)
 
         self.control = CSRStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start the iterations."),
@@ -152,6 +154,10 @@ class RealTimeLoop(LiteXModule):
 
         # Iterations --------------------------------------------------------------------------------
         t_start = Signal(64)
+        # The loop is timed from its buffer's first TLP going to the link (`sent`: the first TLP
+        # the loop sends after the iteration's start).
+        start_pending = Signal()
+        self.sync += If(self.sent & start_pending, t_start.eq(cycles), start_pending.eq(0))
         checksum = Signal(32)
         dw = Signal(3)
         stopping = Signal()
@@ -225,6 +231,7 @@ class RealTimeLoop(LiteXModule):
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
             NextValue(killed, 0),
+            NextValue(start_pending, 0),
             If(start,
                 NextValue(iteration, 0),
                 NextValue(token, self.seed.storage),
@@ -235,7 +242,7 @@ class RealTimeLoop(LiteXModule):
         )
         fsm.act("START",
             NextValue(checksum, 0),
-            NextValue(t_start, cycles),
+            NextValue(start_pending, 1),
             NextValue(dw, 0),
             If(killed,
                 NextValue(done, 1),
@@ -251,7 +258,7 @@ class RealTimeLoop(LiteXModule):
             If(writer_beat,
                 NextValue(checksum, checksum + writer.beat_payload_sum),
             ),
-            If(writer.transfer_started, NextValue(t_start, cycles)),
+
             If(~writer.busy & ~writer.source.valid,
                 NextValue(dw, 0),
                 If(killed, NextValue(done, 1), NextState("IDLE")).Else(NextState("TOKEN"))
@@ -276,8 +283,9 @@ class RealTimeLoop(LiteXModule):
             )
         )
         fsm.act("SENT",
-            # The token's TLP has left the card (the gatherer is empty): the host may look.
-            If(~gatherer.source.valid,
+            # The token's TLP has left the card (the gatherer and the TxBoundary are empty): the
+            # host may look.
+            If(~gatherer.source.valid & self.tx_idle,
                 self.irq.eq(self.config.fields.irq & ~killed),
                 If(killed, NextValue(done, 1), NextState("IDLE")).Else(NextState("WAIT"))
             )
@@ -371,3 +379,8 @@ class RealTimeLoop(LiteXModule):
             self.token.status.eq(token),
             self.expected.status.eq(checksum),
         ]
+
+        # Busy: every state in which a register of the loop can change without a CSR access or
+        # a completion arriving (cores/isolate.py gates the block on it).
+        self.busy = Signal()
+        self.comb += self.busy.eq(~fsm.ongoing("IDLE") | self.lease.held | self.source.valid | writer.busy | start_pending)

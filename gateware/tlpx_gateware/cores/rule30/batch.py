@@ -86,7 +86,7 @@ from litex.soc.integration.doc import ModuleDoc
 from litepcie.common import phy_layout
 
 from tlpx_gateware import tlp
-from tlpx_gateware.cores.request_path.core import DWGatherer, DWSerializer
+from tlpx_gateware.cores.request_path.core import DWGatherer, dw_layout
 from tlpx_gateware.cores.rule30.block import PORT_LATENCY
 from tlpx_gateware.cores.rule30.core import CONTROL_HWO, Register
 from tlpx_gateware.cores.rule30.reference import MAX_LINE_LENGTH, RULE30, WORD_BITS, chars_to_words
@@ -186,7 +186,10 @@ class Rule30Batch(LiteXModule):
         the running batch ends as by ``control.abort``.
         """)
         self.source   = stream.Endpoint(phy_layout(data_width))  # MRd and MWr TLPs
-        self.cpl_sink = stream.Endpoint(phy_layout(data_width))  # completions with BATCH_TAG
+        # Completions with BATCH_TAG, one DW per cycle (a DWSerializer in front, in the card's
+        # domain): always taken, so the engine can see them a cycle late (cores/isolate.py).
+        self.cpl_dws  = stream.Endpoint(dw_layout())
+        self.tx_idle  = Signal(reset=1)  # in: every TLP sent has left the card (TxBoundary.idle)
         self.irq      = Signal()  # one-cycle pulse at the end of a batch (config.irq)
         self.active   = Signal()  # a batch runs: the window refuses host writes
         self.refused_write = Signal()  # in: pulse from the window, counted here
@@ -313,9 +316,8 @@ class Rule30Batch(LiteXModule):
         self.comb += list_exhausted.eq((rd_left == 0) & ~rd_outstanding & rd_fsm.ongoing("IDLE"))
 
         # Completions: one DW per cycle, header then payload into the descriptor FIFO.
-        self.cpl_serializer = ser = DWSerializer(data_width)
-        cpl = ser.source
-        self.comb += [self.cpl_sink.connect(ser.sink), cpl.ready.eq(1)]
+        cpl = self.cpl_dws
+        self.comb += cpl.ready.eq(1)
         c_idx        = Signal(2)   # 0: DW0 next; 1: DW1; 2: DW2; 3: payload
         c_ep         = Signal()
         c_has_data   = Signal()
@@ -632,7 +634,8 @@ class Rule30Batch(LiteXModule):
         batch_end = Signal()
         fsm.act("DRAIN",
             If(~rd_outstanding & rd_fsm.ongoing("IDLE") & ~rd_gatherer.source.valid &
-               (committed == 0) & wr_fsm.ongoing("IDLE") & ~wr_gatherer.source.valid,
+               (committed == 0) & wr_fsm.ongoing("IDLE") & ~wr_gatherer.source.valid & ~self.source.valid &
+               self.tx_idle,
                 batch_end.eq(1),
                 self.irq.eq(self.config.fields.irq),
                 NextValue(done, 1),
@@ -700,3 +703,10 @@ class Rule30Batch(LiteXModule):
                 If(commit_add != 0, self.packets_done.status.eq(self.packets_done.status + 1)),
             ),
         ]
+
+        # Busy: every state in which a register of the engine can change without a CSR access,
+        # a completion DW or a refused host write (cores/isolate.py gates the engine on it).
+        self.busy = Signal()
+        self.comb += self.busy.eq(running | self.lease.held | (out_pend != 0) | rd_outstanding |
+            ~rd_fsm.ongoing("IDLE") | ~wr_fsm.ongoing("IDLE") | (committed != 0) |
+            rd_gatherer.source.valid | wr_gatherer.source.valid | self.source.valid)

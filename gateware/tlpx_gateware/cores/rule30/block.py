@@ -88,7 +88,7 @@ def drive_clock(module, domain, enable_when, gate_clock):
     if not gate_clock:
         module.comb += ClockSignal(domain).eq(ClockSignal("sys"))
         return {}
-    enable = Signal()
+    enable = Signal(name=f"{domain}_clock_enable")  # a name of its own: see cores/isolate.py
     module.comb += enable.eq(enable_when)
     module.specials += Instance(CLOCK_GATE_MODULE,
         i_clk  = ClockSignal("sys"),

@@ -82,6 +82,7 @@ class TLPObserver(LiteXModule):
         n = data_width // 32
         self.summary = Signal()  # pulse: `fields` hold a finished TLP
         self.fields  = Record(summary_layout())
+        self.active  = Signal()  # inside a TLP (its wait and gap counters run)
 
         # # #
 
@@ -106,6 +107,7 @@ class TLPObserver(LiteXModule):
         self.sync += captures
         busy = Signal()
         self.comb += busy.eq(in_packet | begins)
+        self.comb += self.active.eq(in_packet)
         self.sync += [
             If(begins,
                 start.eq(cycles),
@@ -416,7 +418,27 @@ class Spy(LiteXModule):
                     wr.we.eq(1), wr.adr.eq(scan_tag), wr.dat_w.eq(0),
                 )
             ]
-        self.sync += If(~builder_busy, scan.eq(scan + 1))
+        # Reads the tables hold (a request written busy counts +1, an entry freed -1): the scan
+        # runs only while there is one, so an idle spy runs nothing (cores/isolate.py).
+        pending_reads = Signal(10)
+        pending_delta = Signal((3, True))
+        self.comb += pending_delta.eq(0)
+        for d, (rd, wr) in enumerate(tables):
+            self.comb += [
+                If(builder_in.valid & builder_in.ready & (req_dir == d),
+                    If(~is_cpl & non_posted,
+                        pending_delta.eq(1 - entry_busy),
+                    ).Elif(matched,
+                        pending_delta.eq(-last_cpl),
+                    )
+                ).Elif(scan_timeout & (scan_dir == d),
+                    pending_delta.eq(-1),
+                )
+            ]
+        self.sync += [
+            If(pending_reads != 0, If(~builder_busy, scan.eq(scan + 1))),
+            pending_reads.eq(pending_reads + pending_delta),
+        ]
 
         # Records: built from the summary (or a timeout event) in one cycle.
         record = Signal(RECORD_DWS * 32)
@@ -537,3 +559,10 @@ class Spy(LiteXModule):
             self.wr_index.status.eq(ring.wr_index),
             self.irq.eq(0),
         ]
+
+        # Busy: every state in which a register of the spy can change without a TLP on the
+        # link or a CSR access (cores/isolate.py gates the block on it).
+        self.busy = Signal()
+        self.comb += self.busy.eq(down.active | up.active | down_fifo.source.valid | up_fifo.source.valid |
+            builder_in.valid | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") | (pending_reads != 0) |
+            self.lease.held | self.source.valid)
