@@ -682,7 +682,7 @@ class Generator(LiteXModule):
         self.comb += timed_out.eq((busy >> scan)[0] & ((cycles - issue_time[scan]) > self.timeout.storage) &
                                   ~(cpl_end & c_ours & (t == scan)))
         # The scan moves only while a read is outstanding: nothing in an idle generator runs
-        # (cores/idle.py).
+        # (cores/isolate.py).
         self.sync += If(busy != 0, scan.eq(scan + 1))
 
         # Sample FIFO.
@@ -879,7 +879,7 @@ class Generator(LiteXModule):
         self.comb += self.irq.eq(done & ~done_d)
 
         # Busy: every state in which a register of the generator can change without a CSR
-        # access or a completion arriving (cores/idle.py gates the block on it).
+        # access or a completion arriving (cores/isolate.py gates the block on it).
         self.busy = Signal()
         self.comb += self.busy.eq(running | engines_busy | (outstanding != 0) | (busy != 0) | flush_pending |
             sent_tags.source.valid | wrrd_first_pending |
