@@ -25,8 +25,8 @@ use tlpx_model::stats::Summary;
 
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
 use crate::plot::{Chart, Series, Style, XAxis};
-use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
-use crate::results::ResultDoc;
+use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
+use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_size_list;
 
@@ -64,7 +64,7 @@ pub struct Cmd {
     #[arg(long = "return", value_enum, value_delimiter = ',', default_value = "register")]
     pub ret: Vec<ReturnArg>,
     /// The whole matrix: sizes 8..4096 × poll,irq × register,dma × idle,loaded (overrides
-    /// --size, --detect, --return and --compare).
+    /// --size, --detect and --return; --compare, when given, picks the conditions).
     #[arg(long)]
     pub sweep: bool,
     /// Token of the first iteration.
@@ -107,7 +107,9 @@ impl Plan {
         }
         let mut placement = Placement::parse(&cmd.placement)?;
         let (sizes, detect, ret) = if cmd.sweep {
-            if placement.conditions.len() < 2 {
+            // In virtual time a loaded run repeats the idle one (load costs no card time), so
+            // an explicit --compare idle is kept.
+            if cmd.placement.compare.is_empty() {
                 let mut args = cmd.placement.clone();
                 args.compare = vec![Condition::Idle, Condition::Loaded];
                 placement = Placement::parse(&args)?;
@@ -257,10 +259,30 @@ pub fn time_basis(session: &Session, poll_step_ns: f64) -> TimeBasis {
              host_compute_ns is real host time; never read these as hardware figures"
         ),
     };
-    TimeBasis { kind, sim_host_time, statement }
+    TimeBasis { kind, sim_host_time, statement, clock: realtime::basis_clock(kind) }
 }
 
-pub fn point_text(p: &Point, width: usize) -> Vec<String> {
+/// On the simulator, with both detections: why irq against poll shows nothing about a host.
+pub fn detection_limit(basis: &TimeBasis, poll_step_ns: f64) -> Option<SimLimit> {
+    let statement = match basis.kind {
+        "hardware" => return None,
+        "sim_real_host_time" => "irq against poll detection with real host time: an irq wait is one message to tlpx-sim, \
+                                 answered when the simulated MSI arrives, and a poll is a message per read of host memory; \
+                                 neither is a host's interrupt path or a CPU polling a cache line, so which is faster here \
+                                 says nothing about a PCIe host"
+            .to_string(),
+        _ => format!(
+            "irq against poll detection in virtual time: the MSI costs only its modelled trip (no interrupt controller, kernel \
+             or thread wake-up) while polling is quantised to {poll_step_ns:.0} ns of card time per poll, so irq looks as fast \
+             as or faster than polling by construction; on hardware the interrupt adds the host's dispatch and wake-up \
+             (tlpx irq measures it)"
+        ),
+    };
+    Some(SimLimit::new("irq_vs_poll_detection", &["points[].detect"], statement))
+}
+
+/// The text of one point; `clock` names the loop time's clock ([`TimeBasis::clock`]).
+pub fn point_text(p: &Point, width: usize, clock: &str) -> Vec<String> {
     let placement = realtime::condition_text(p.condition, &p.load, &p.load_cpus);
     let mut out = vec![format!(
         "{} B, detect {}, return {}, {placement}: {} iterations, {}",
@@ -277,13 +299,17 @@ pub fn point_text(p: &Point, width: usize) -> Vec<String> {
             )
         }
     )];
-    out.push(format!("  loop time: {}", summary_line(&p.loop_ns)));
+    out.push(format!("  loop time ({clock}): {}", summary_line(&p.loop_ns)));
     if let (Some(s), Some(j), Some(sd)) = (&p.loop_ns, p.jitter_ns, p.stddev_ns) {
         out.push(format!("  mean {}  jitter (max - min) {}  std dev {}", fmt_ns(s.mean), fmt_ns(j), fmt_ns(sd)));
     }
     out.extend(text_histogram(&p.card.histogram, p.clock_hz, width));
     if let Some(r) = p.return_read_mean_ns {
-        out.push(format!("  DMA return: doorbell to completion {} on average; {} failed reads rung again", fmt_ns(r), p.doorbell_retries));
+        out.push(format!(
+            "  DMA return: doorbell to completion {} on average ({clock}); {} failed reads rung again",
+            fmt_ns(r),
+            p.doorbell_retries
+        ));
     }
     if let Some(c) = &p.host_compute_ns {
         out.push(format!("  host: token seen to return issued (real host time) p50 {}  max {}", fmt_ns(c.median), fmt_ns(c.max)));
@@ -380,6 +406,10 @@ fn chart(title: &str, points: &[Point], sweep: bool) -> Chart {
 #[derive(Debug, Serialize)]
 struct Body {
     time_basis: TimeBasis,
+    /// What comparing idle and loaded points shows on this time basis (when both ran).
+    comparison: Option<Comparison>,
+    /// On the simulator with both detections: why irq against poll shows nothing about a host.
+    detection: Option<String>,
     points: Vec<Point>,
 }
 
@@ -410,7 +440,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     }
                     let p = run_point(&mut session, &plan, size, detect, ret, condition)?;
                     if !json {
-                        for line in point_text(&p, width) {
+                        for line in point_text(&p, width, basis.clock) {
                             crate::outln!("{line}");
                         }
                     }
@@ -419,10 +449,31 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    let both = |c: Condition| points.iter().any(|p| p.condition == c);
+    let comparison = (both(Condition::Idle) && both(Condition::Loaded)).then(|| {
+        let mut c = realtime::comparison(&basis, session.environment.cpus);
+        if basis.kind == "sim_virtual" {
+            // Polls advance the card by fixed steps: where they fall against the card's DMA
+            // can differ between runs by up to a step, whatever the load.
+            let step = format!("these figures (a difference of one poll step, {poll_step_ns:.0} ns, or less is where the polls fell);");
+            c.statement = c.statement.replacen("these figures;", &step, 1);
+        }
+        c
+    });
+    let detected = |d: Detect| points.iter().any(|p| p.detect == d);
+    let detection = if detected(Detect::Poll) && detected(Detect::Irq) { detection_limit(&basis, poll_step_ns) } else { None };
     if !json && points.len() > 1 {
-        crate::outln!("all points ({}):", basis.kind);
+        crate::outln!("all points ({}; loop time in {}):", basis.kind, basis.clock);
         for line in sweep_table(&points) {
             crate::outln!("{line}");
+        }
+    }
+    if !json {
+        if let Some(c) = &comparison {
+            crate::outln!("what idle vs loaded shows: {}", c.statement);
+        }
+        if let Some(d) = &detection {
+            crate::outln!("what irq vs poll shows: {}", d.statement);
         }
     }
     if let Some(path) = &cmd.svg {
@@ -432,16 +483,21 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut notes = session.notes.clone();
     notes.push(basis.statement.clone());
     notes.extend(points.iter().flat_map(|p| p.notes.iter().cloned()).take(1));
-    let doc = ResultDoc::new(
+    let limits: Vec<SimLimit> =
+        comparison.as_ref().and_then(|c| realtime::comparison_limit(&basis, c)).into_iter().chain(detection.clone()).collect();
+    let mut doc = ResultDoc::new(
         "loop",
         plan,
         session.environment.clone(),
         session.link.clone(),
         None,
-        Body { time_basis: basis, points },
+        Body { time_basis: basis, comparison, detection: detection.map(|d| d.statement), points },
         started.elapsed().as_secs_f64(),
         notes,
     );
+    for l in limits {
+        doc.add_sim_limit(l);
+    }
     doc.emit(cmd.output.as_deref(), json, failed)
 }
 
