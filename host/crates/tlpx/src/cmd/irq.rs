@@ -185,7 +185,7 @@ pub fn dispatch_limit(basis: &TimeBasis, cpus: usize) -> Option<SimLimit> {
     Some(SimLimit::new("interrupt_dispatch_not_modelled", &["points[].stages"], statement))
 }
 
-/// When the idle run's median is slower than the loaded run's, says so with both figures.
+/// When the idle run's median is above the loaded run's, says so with both figures.
 pub fn idle_slower_than_loaded(runs: &[RunReport]) -> Option<String> {
     let p50 = |c: Condition| {
         runs.iter()
@@ -195,7 +195,7 @@ pub fn idle_slower_than_loaded(runs: &[RunReport]) -> Option<String> {
             .map(|s| s.median)
     };
     let (idle, loaded) = (p50(Condition::Idle)?, p50(Condition::Loaded)?);
-    (idle > loaded).then(|| format!("here the idle run's p50 ({}) is slower than the loaded run's ({})", fmt_ns(idle), fmt_ns(loaded)))
+    (idle > loaded).then(|| format!("here the idle run's p50 ({}) is above the loaded run's ({})", fmt_ns(idle), fmt_ns(loaded)))
 }
 
 // Measurement --------------------------------------------------------------------------------

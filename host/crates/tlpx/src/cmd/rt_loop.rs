@@ -351,7 +351,12 @@ pub fn sweep_table(points: &[Point]) -> Vec<String> {
             f(s.map(|s| s.max)),
             f(s.map(|s| s.mean)),
             f(p.jitter_ns),
-            if p.verified { "" } else { "  NOT VERIFIED" }
+            match (p.verified, p.sim_host_gaps.filter(|g| g.capped_gaps > 0)) {
+                (false, _) => "  NOT VERIFIED".to_string(),
+                // A capped gap under-states the host: the point's figures are then a floor.
+                (true, Some(g)) => format!("  {} of {} host gaps capped (figures under-state the host)", g.capped_gaps, g.gaps),
+                (true, None) => String::new(),
+            }
         ));
     }
     out
@@ -504,6 +509,43 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn point(gaps: Option<HostGaps>) -> Point {
+        Point {
+            size_bytes: 256,
+            detect: Detect::Poll,
+            ret: Return::Register,
+            condition: Condition::Loaded,
+            load: vec![],
+            load_cpus: vec![],
+            iterations: 3,
+            verified: true,
+            clock_hz: 125_000_000,
+            loop_ns: Summary::of(&[1000.0, 2000.0, 10_000_000.0]),
+            jitter_ns: Some(9_999_000.0),
+            stddev_ns: None,
+            return_read_mean_ns: None,
+            host_compute_ns: None,
+            polls_per_iteration: None,
+            interrupts: 0,
+            doorbell_retries: 0,
+            data_errors: 0,
+            card: CardStats::default(),
+            sim_host_gaps: gaps,
+            pinned_cpu: None,
+            fifo_priority: None,
+            notes: vec![],
+            loop_cycles: vec![],
+        }
+    }
+
+    #[test]
+    fn the_table_marks_points_whose_host_gaps_were_capped() {
+        let capped = HostGaps { gaps: 40, capped_gaps: 1, longest_gap_ns: 12_000_000 };
+        let rows = sweep_table(&[point(Some(capped)), point(Some(HostGaps { capped_gaps: 0, ..capped })), point(None)]);
+        assert!(rows[1].ends_with("1 of 40 host gaps capped (figures under-state the host)"), "{rows:?}");
+        assert!(!rows[2].contains("capped") && !rows[3].contains("capped"), "{rows:?}");
+    }
 
     #[test]
     fn stddev_of_known_values() {
