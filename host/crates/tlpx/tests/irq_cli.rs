@@ -69,6 +69,7 @@ fn every_fire_is_counted_and_the_result_says_what_is_modelled() {
     assert!(p["ping_cycles"].as_u64().expect("ping") > 0);
     let figure = std::fs::read_to_string(&svg).expect("svg");
     assert!(figure.starts_with("<svg") && figure.contains("simulated"), "{}", &figure[..200.min(figure.len())]);
+    assert!(figure.contains("Interrupt user stage (no dispatch simulated)"), "{}", &figure[..400.min(figure.len())]);
 }
 
 #[test]

@@ -138,6 +138,7 @@ fn report_of_every_kind_is_self_contained_with_a_section_and_figures_each() {
         "its clock",
         "Latency (card time, simulated)",
         "host compute (median, real host time)",
+        "(SIMULATED: no interrupt controller or kernel dispatch in it)",
     ] {
         assert!(html.contains(needle), "{needle}");
     }

@@ -585,8 +585,7 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
     if r.counters.overruns > r.not_acknowledged {
         out.push(format!(
             "  WARNING: {} fires came before the previous one was acknowledged: the host is slower than the interval, \
-             so interrupts queue up and an acknowledgement can close a later fire than the one that woke the thread \
-             (the short values); lengthen --min / --period",
+             so those fires (the slow ones) have no sample and the percentiles are biased low; lengthen --min / --period",
             r.counters.overruns - r.not_acknowledged
         ));
     }
@@ -695,7 +694,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &cmd.svg {
-        realtime::write_svg(path, &session, &basis, "Interrupt dispatch latency", |t| histogram_chart(&t, &runs))?;
+        // On the simulator no interrupt controller or kernel dispatch is in the figures.
+        let title = if basis.kind == "hardware" { "Interrupt dispatch latency" } else { "Interrupt user stage (no dispatch simulated)" };
+        realtime::write_svg(path, &session, &basis, title, |t| histogram_chart(&t, &runs))?;
     }
     let failed = runs.iter().any(RunReport::failed);
     let mut notes = session.notes.clone();

@@ -924,7 +924,12 @@ fn irq_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Fi
         }
     }
     let has = series.iter().any(|s| s.has_data());
-    figs.add("Interrupt dispatch latency per stage and condition: log2 buckets of card cycles, log count", has, || {
+    let caption = if clock.contains("simulated") {
+        "Interrupt latency per stage and condition (SIMULATED: no interrupt controller or kernel dispatch in it): log2 buckets of card cycles, log count"
+    } else {
+        "Interrupt dispatch latency per stage and condition: log2 buckets of card cycles, log count"
+    };
+    figs.add(caption, has, || {
         Ok(log_chart(&LogChart {
             title: "Interrupt latency histogram".into(),
             x_label: "latency (log scale)".into(),
