@@ -145,7 +145,7 @@ fn an_idle_loaded_comparison_on_the_simulator_says_what_it_can_show() {
             "--json",
             "irq",
             "--samples",
-            "25",
+            "10",
             "--min",
             "200us",
             "--max",
