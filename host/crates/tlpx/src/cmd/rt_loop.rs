@@ -198,9 +198,24 @@ fn stddev(values: &[f64]) -> Option<f64> {
     Some((values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64).sqrt())
 }
 
-fn run_point(session: &mut Session, plan: &Plan, size: u32, detect: Detect, ret: Return, condition: Condition) -> anyhow::Result<Point> {
+/// How long the host waits for one buffer, in wall time, with a simulator that charges host
+/// time: a host gap (up to its cap, 10 ms by default) must then be simulated before the buffer
+/// can come, and on a loaded 2-core machine simulating 10 ms of card time took longer than the
+/// driver's default 5 s (`make demo` failed so at a load average of 12).
+pub const SIM_REAL_HOST_TIME_DETECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+fn run_point(
+    session: &mut Session,
+    plan: &Plan,
+    point: (u32, Detect, Return, Condition),
+    detect_timeout: Option<std::time::Duration>,
+) -> anyhow::Result<Point> {
+    let (size, detect, ret, condition) = point;
     let pl = &plan.placement;
-    let config = plan.config(size, detect, ret);
+    let mut config = plan.config(size, detect, ret);
+    if let Some(t) = detect_timeout {
+        config.detect_timeout = t;
+    }
     let before = realtime::sim_host_time_stats(session);
     let load = pl.load_for(condition)?;
     let (result, notes) =
@@ -431,6 +446,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     crate::progress::install_stop_handler();
     let poll_step_ns = plan.config(8, Detect::Poll, Return::Register).poll_step.as_nanos() as f64;
     let basis = time_basis(&session, poll_step_ns);
+    let detect_timeout = (basis.kind == "sim_real_host_time").then_some(SIM_REAL_HOST_TIME_DETECT_TIMEOUT);
     let width = cmd.bar_width as usize;
     if !json {
         realtime::print_header(&session, &basis);
@@ -443,7 +459,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     if crate::progress::stop_requested() {
                         break 'all;
                     }
-                    let p = run_point(&mut session, &plan, size, detect, ret, condition)?;
+                    let p = run_point(&mut session, &plan, (size, detect, ret, condition), detect_timeout)?;
                     if !json {
                         for line in point_text(&p, width, basis.clock) {
                             crate::outln!("{line}");
