@@ -69,7 +69,10 @@ lines.append("")
 lines.append(f"Command per link: `tlpx-sim --gen G --lanes L --data-width W`, then "
              f"`tlpx --json bw --op read,write,rdwr --sizes {sizes} --count {count} --repeat {repeat} --outstanding {outstanding}`. "
              f"Each cell: median over {repeat} runs of {count} transfers (per stream for read+write), "
-             "as achieved / model MB/s and the efficiency achieved / model.")
+             "as achieved / model MB/s and the efficiency achieved / model in %. **On the simulator the efficiency "
+             "cannot exceed 100 % by construction**: tlpx-sim paces its link with this same model, so the figure "
+             "shows how near the card's gateware comes to the model (transfer sizes, datapath beats, the flushing "
+             "read), not how good a host is (docs/simulator-limits.md).")
 lines.append("")
 size_list = [int(s) for s in sizes.split(",")]
 lines.append("| link (card) | operation | " + " | ".join(size_name(s) for s in size_list) + " |")

@@ -103,6 +103,11 @@ Reading the table:
   simulator wake-up, MRd32 through the link model, the card's request path, CplD back.
   *card cycles per read* is the card time the same read costs (virtual time).
 - A posted write returns as soon as the message is written to the socket.
+
+**The same configuration twice.** The row "64-bit card without CPU" of "The simulator with the
+soft CPU" below (scripts/bench_cpu.sh) measures this table's 64-bit configuration again, on the
+date that section gives; when the two dates differ, the later figure is current (the card and
+the machine's load may have changed in between). Card-time figures do not change.
 """
     # Sections other scripts own (bench_bw.sh: <!-- bw:begin --> .. <!-- bw:end -->) are kept.
     old = Path(doc).read_text() if Path(doc).exists() else ""

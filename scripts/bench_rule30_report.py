@@ -54,16 +54,19 @@ def main():
     w("")
     w(f"Command: `{cmd_sweep}` against `tlpx-sim` (defaults: {sim.get('data_width')}-bit card, "
       f"{sim.get('clock_hz', 0) / 1e6:.0f} MHz, link model Gen{link.get('generation', '?')} x{link.get('lanes', '?')}, "
-      f"host time `{sim.get('host_time')}`). Software modes: real CPU time on this host. Hardware modes: simulated card "
-      "time, so only the modelled bus and card, not the driver's CPU time (virtual host time): these crossovers are "
-      "what an interface with a free driver would give, a lower bound on any real host's. Every output was verified "
-      "against sw-char.")
+      f"host time `{sim.get('host_time')}`). **Two clocks**: software modes in host wall time on this host's CPU, "
+      "hardware modes in simulated card time (virtual host time: only the modelled link, root complex and card; the "
+      "driver's CPU time costs nothing). A crossover here is what an interface with a free driver would give: a lower "
+      "bound on a real host's crossover length only for a host whose link and root complex are no faster than the "
+      "modelled ones and whose CPU runs the software modes at least as fast as this one; a faster link or root complex, "
+      "or a slower CPU, can bring it below these lengths. Every output was verified against sw-char.")
     w("")
     cross = sweep["crossovers"]
     sw = sorted({c["sw_mode"] for c in cross})
     hw = sorted({c["hw_mode"] for c in cross})
     for lat in sorted({c["latency_ns"] for c in cross}):
-        w(f"Latency {ns(lat)}: bits from which the hardware mode is faster per line than the software mode")
+        w(f"Latency {ns(lat)}: bits from which the hardware mode (simulated card time) is faster per line than the "
+          "software mode (host wall time)")
         w("")
         w("| hardware mode | " + " | ".join(sw) + " |")
         w("|---|" + "---|" * len(sw))

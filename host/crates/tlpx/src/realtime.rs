@@ -324,6 +324,59 @@ pub struct TimeBasis {
     pub sim_host_time: Option<String>,
     /// Plain statement for the reader.
     pub statement: String,
+    /// The clock of the card-measured figures, as the text output names it ([`basis_clock`]).
+    pub clock: &'static str,
+}
+
+/// The clock of figures the card measures, for a time basis `kind`.
+pub fn basis_clock(kind: &str) -> &'static str {
+    match kind {
+        "hardware" => "card time",
+        "sim_real_host_time" => "card time (simulated; this host's wall time between messages charged to it)",
+        _ => "card time (simulated, virtual: it runs only while tlpx waits on tlpx-sim)",
+    }
+}
+
+/// What an idle/loaded comparison can show on a time basis, in the output and the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// False where the load cannot change the figures as it would a PCIe host's.
+    pub shows_host_load: bool,
+    pub statement: String,
+}
+
+/// What comparing idle and loaded runs means on `basis`, on a machine of `cpus` CPUs.
+pub fn comparison(basis: &TimeBasis, cpus: usize) -> Comparison {
+    match basis.kind {
+        "hardware" => Comparison {
+            shows_host_load: true,
+            statement: "idle vs loaded: the same measurement without and with the --load threads on this host".into(),
+        },
+        "sim_real_host_time" => Comparison {
+            shows_host_load: false,
+            statement: format!(
+                "idle vs loaded on the simulator with real host time is how this machine's {cpus} CPU(s) schedule tlpx-sim, \
+                 tlpx and the load threads (the simulator runs on the same CPUs), not a host's interrupt dispatch or PCIe: \
+                 a loaded run can come out faster than an idle one; compare idle and loaded on hardware"
+            ),
+        },
+        _ => Comparison {
+            shows_host_load: false,
+            statement: "idle and loaded are the same by construction in virtual time: card time does not run while tlpx or \
+                        the load runs, so load cannot change these figures; compare idle and loaded on hardware"
+                .into(),
+        },
+    }
+}
+
+/// The simulator limit an idle/loaded comparison carries on the simulator (`None` on hardware).
+pub fn comparison_limit(basis: &TimeBasis, c: &Comparison) -> Option<crate::results::SimLimit> {
+    let id = match basis.kind {
+        "hardware" => return None,
+        "sim_real_host_time" => "idle_vs_loaded_is_this_machines_scheduling",
+        _ => "idle_vs_loaded_identical_in_virtual_time",
+    };
+    Some(crate::results::SimLimit::new(id, &["points[].condition", "comparison"], c.statement.clone()))
 }
 
 /// Reads the simulator's `host_time` mode from its Hello, whatever the field's shape.
@@ -431,6 +484,7 @@ pub fn print_header(session: &Session, basis: &TimeBasis) {
         crate::outln!("note: {n}");
     }
     crate::outln!("what these figures are: {}", basis.statement);
+    crate::outln!("clock: figures below are {} unless they say real host time", basis.clock);
 }
 
 /// Writes a chart to `path` as SVG, its title ending with where the figures come from

@@ -12,12 +12,19 @@
 //!   "link": { source: "libpci", generation, lanes, mps, mrrs, rcb, ... } | null,
 //!   "model": { link, completion_split } | null,     the pcie-bench model configuration used
 //!   "points": [ ... ]  (or "table" + "points" for characterize)
-//!   "interrupted": false, "wall_seconds": 1.2, "notes": [ ... ]
+//!   "interrupted": false, "wall_seconds": 1.2, "notes": [ ... ],
+//!   "simulator_limits": [ { id, concerns, statement } ]   simulator only (absent otherwise)
 //! }
 //! ```
 //!
 //! Every set of samples is a [`tlpx_model::stats::Summary`]: count, min, median, mean, p99,
 //! p999 (p99.9) and max. Throughputs are payload bytes per second; latencies nanoseconds.
+//! **Efficiencies are fractions** (`efficiency`: achieved / model, 1.0 = the model's limit;
+//! the text output and the report show them as %), and each one has an `efficiency_meaning`
+//! beside it; on the simulator it cannot exceed 1.0 (tlpx-sim paces its link with the model).
+//! `simulator_limits` lists what the simulator fixes by construction or cannot model for the
+//! figures and knobs of this result (docs/simulator-limits.md); each statement is also in
+//! `notes`.
 //! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
 
 use std::path::Path;
@@ -32,6 +39,29 @@ pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds of result this tlpx writes.
 pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
+
+/// Something the simulator fixes by construction or cannot model, recorded in a result next
+/// to the figures it concerns (docs/simulator-limits.md has the whole list).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimLimit {
+    /// Stable name, e.g. "efficiency_paced_by_the_model".
+    pub id: &'static str,
+    /// The figures (JSON fields) or knobs (flags) it concerns.
+    pub concerns: Vec<String>,
+    /// What the simulator does instead, and what to use on real hardware.
+    pub statement: String,
+}
+
+impl SimLimit {
+    pub fn new(id: &'static str, concerns: &[&str], statement: impl Into<String>) -> SimLimit {
+        SimLimit { id, concerns: concerns.iter().map(ToString::to_string).collect(), statement: statement.into() }
+    }
+
+    /// The statement as a note (`notes` of the result, `note:` lines of the text output).
+    pub fn note(&self) -> String {
+        format!("SIMULATED: {}", self.statement)
+    }
+}
 
 /// The machine and card a result was measured on.
 #[derive(Debug, Clone, Serialize)]
@@ -54,6 +84,18 @@ pub struct Environment {
     /// Other processes' jobs running on the card when the measurement started (a spy capture,
     /// the generator, ...): they share the link, so figures may be lower than the card's own.
     pub perturbed_by: Vec<String>,
+}
+
+impl Environment {
+    /// The name of the card's clock in text output, so no figure leaves its clock unsaid:
+    /// "card time (simulated)" on the simulator, "card time" on a card.
+    pub fn card_clock(&self) -> &'static str {
+        if self.simulated {
+            "card time (simulated)"
+        } else {
+            "card time"
+        }
+    }
 }
 
 /// What the card's identification block says.
@@ -162,6 +204,10 @@ pub struct ResultDoc<P: Serialize, B: Serialize> {
     /// Host CPU counters of the run (`--pmc`); absent without it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pmc: Vec<crate::pmc::PmcRecord>,
+    /// What the simulator fixes by construction or cannot model for these figures and knobs
+    /// (only on the simulator; absent otherwise). Add with [`ResultDoc::add_sim_limit`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub simulator_limits: Vec<SimLimit>,
 }
 
 impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
@@ -192,6 +238,18 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
             wall_seconds,
             notes,
             pmc: crate::pmc::records(),
+            simulator_limits: Vec::new(),
+        }
+    }
+
+    /// Records a simulator limit in `simulator_limits` and its statement in `notes` (once).
+    pub fn add_sim_limit(&mut self, limit: SimLimit) {
+        let note = limit.note();
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+        if !self.simulator_limits.contains(&limit) {
+            self.simulator_limits.push(limit);
         }
     }
 }
@@ -264,6 +322,16 @@ pub fn check_document(v: &Value) -> Result<(), String> {
     }
     if env["simulated"] == true && env["sim"].get("host_time").is_none() {
         return Err("a simulated result must give environment.sim.host_time (what host latencies in it mean)".into());
+    }
+    if let Some(limits) = v.get("simulator_limits") {
+        if env["simulated"] != true {
+            return Err("simulator_limits in a result that is not simulated".into());
+        }
+        for (i, l) in limits.as_array().ok_or("simulator_limits is not a list")?.iter().enumerate() {
+            if !l["id"].is_string() || !l["statement"].is_string() || !l["concerns"].is_array() {
+                return Err(format!("simulator_limits[{i}] needs id, concerns and statement"));
+            }
+        }
     }
     if v.get("link").is_none() {
         return Err("field \"link\" is missing (null when unknown)".into());
@@ -378,7 +446,7 @@ mod tests {
         achieved: Summary,
     }
 
-    fn doc() -> Value {
+    fn sim_env() -> Environment {
         let mut env = machine_environment();
         env.backend = Some("sim".into());
         env.device = Some("/tmp/x.sock".into());
@@ -396,6 +464,11 @@ mod tests {
             host_time_cap_ns: 10_000_000,
             sim_version: "0.1.0".into(),
         });
+        env
+    }
+
+    fn doc() -> Value {
+        let env = sim_env();
         let link = LinkReport {
             source: "libpci".into(),
             generation: 3,
@@ -445,6 +518,23 @@ mod tests {
         let mut v = doc();
         v["kind"] = "nonsense".into();
         assert!(check_document(&v).is_err());
+    }
+
+    #[test]
+    fn simulator_limits_are_recorded_once_in_both_places_and_only_on_the_simulator() {
+        let mut d = ResultDoc::new("bw", serde_json::json!({}), sim_env(), None, None, serde_json::json!({"points": []}), 0.0, vec![]);
+        let l = SimLimit::new("x", &["points[].efficiency"], "it cannot exceed 1.0");
+        d.add_sim_limit(l.clone());
+        d.add_sim_limit(l);
+        assert_eq!(d.simulator_limits.len(), 1);
+        assert_eq!(d.notes, vec!["SIMULATED: it cannot exceed 1.0".to_string()]);
+        let mut v = doc();
+        v["simulator_limits"] = serde_json::json!([{ "id": "x", "concerns": [], "statement": "s" }]);
+        assert_eq!(check_document(&v), Ok(()));
+        v["environment"]["simulated"] = false.into();
+        assert!(check_document(&v).is_err_and(|e| e.contains("not simulated")));
+        // Without limits the field is absent, as on hardware.
+        assert!(doc().get("simulator_limits").is_none());
     }
 
     #[test]

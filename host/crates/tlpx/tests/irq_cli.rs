@@ -69,6 +69,7 @@ fn every_fire_is_counted_and_the_result_says_what_is_modelled() {
     assert!(p["ping_cycles"].as_u64().expect("ping") > 0);
     let figure = std::fs::read_to_string(&svg).expect("svg");
     assert!(figure.starts_with("<svg") && figure.contains("simulated"), "{}", &figure[..200.min(figure.len())]);
+    assert!(figure.contains("Interrupt user stage (no dispatch simulated)"), "{}", &figure[..400.min(figure.len())]);
 }
 
 #[test]
@@ -109,6 +110,62 @@ fn skipped_acknowledgements_become_overruns_and_compare_runs_both() {
         assert_eq!(overrun_samples, 7);
     }
     assert_eq!(points[1]["load"][0], "cpu");
+}
+
+/// Idle against loaded on the simulator shows no host's interrupt dispatch: in virtual time
+/// the two are the same by construction, with real host time they are this machine's
+/// scheduling of the simulator and tlpx. The output says so where the figures are, and the
+/// result records it.
+#[test]
+fn an_idle_loaded_comparison_on_the_simulator_says_what_it_can_show() {
+    let sim = Sim::start(&[]);
+    let json = sim.path("irq.json");
+    let args = ["irq", "--samples", "30", "--period", "20us", "--compare", "idle,loaded", "--load", "cpu", "--load-cpus", "0"];
+    let out = tlpx(&sim.selector(), &[&args[..], &["--output", json.to_str().expect("path")]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(
+        log.contains("what this comparison shows: idle and loaded are the same by construction in virtual time")
+            && log.contains("load cannot change these figures"),
+        "{log}"
+    );
+    assert!(log.contains("user stage (fire to ack arriving, card clock)"), "{log}");
+    assert!(log.contains("clock: figures below are card time (simulated, virtual"), "{log}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("result")).expect("JSON");
+    assert_eq!(doc["comparison"]["shows_host_load"], false, "{}", doc["comparison"]);
+    assert!(doc["time_basis"]["clock"].as_str().is_some_and(|c| c.contains("virtual")));
+    let ids: Vec<&str> = doc["simulator_limits"].as_array().expect("limits").iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(ids, ["interrupt_dispatch_not_modelled", "idle_vs_loaded_identical_in_virtual_time"]);
+
+    // With real host time: this machine's scheduling, not interrupt dispatch.
+    let real = Sim::start(&["--host-time", "real"]);
+    let out = tlpx(
+        &real.selector(),
+        &[
+            "--json",
+            "irq",
+            "--samples",
+            "10",
+            "--min",
+            "200us",
+            "--max",
+            "300us",
+            "--compare",
+            "idle,loaded",
+            "--load",
+            "cpu",
+            "--load-cpus",
+            "0",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let c = doc["comparison"]["statement"].as_str().expect("a comparison statement");
+    assert!(c.contains("how this machine's") && c.contains("not a host's interrupt dispatch"), "{c}");
+    assert!(doc["simulator_limits"].as_array().expect("limits").iter().any(|l| l["id"] == "idle_vs_loaded_is_this_machines_scheduling"));
+    // A lone run has no comparison.
+    let one: Value = serde_json::from_slice(&tlpx(&sim.selector(), &["--json", "irq", "--samples", "5"]).stdout).expect("JSON");
+    assert!(one["comparison"].is_null(), "{}", one["comparison"]);
 }
 
 #[test]

@@ -94,6 +94,31 @@ fn the_sweep_covers_sizes_modes_and_load_with_every_checksum_verified() {
     assert!(median(4096) > median(8) + 1000.0, "8 B: {} ns, 4 KiB: {} ns", median(8), median(4096));
     let figure = std::fs::read_to_string(&svg).expect("svg");
     assert!(figure.starts_with("<svg") && figure.contains("simulated"), "{}", &figure[..200.min(figure.len())]);
+    // In virtual time idle equals loaded and irq beats polling by construction: said where the
+    // table is, and recorded.
+    assert!(log.contains("what idle vs loaded shows: idle and loaded are the same by construction in virtual time"), "{log}");
+    assert!(log.contains("load cannot change these figures"), "{log}");
+    assert!(log.contains("what irq vs poll shows: irq against poll detection in virtual time"), "{log}");
+    assert!(log.contains("loop time (card time (simulated, virtual"), "the clock is named: {log}");
+    assert_eq!(doc["comparison"]["shows_host_load"], false);
+    assert!(doc["detection"].as_str().is_some_and(|d| d.contains("quantised to 200 ns")), "{}", doc["detection"]);
+    let ids: Vec<&str> = doc["simulator_limits"].as_array().expect("limits").iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(ids, ["idle_vs_loaded_identical_in_virtual_time", "irq_vs_poll_detection"]);
+}
+
+#[test]
+fn a_sweep_keeps_an_explicit_compare_idle() {
+    // A loaded run repeats the idle one in virtual time: --sweep --compare idle runs the
+    // 20 idle points only, and no comparison is claimed.
+    let sim = Sim::start(&[]);
+    let out = tlpx(&sim.selector(), &["--json", "loop", "--sweep", "--compare", "idle", "--iterations", "3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let points = doc["points"].as_array().expect("points");
+    assert_eq!(points.len(), 5 * 2 * 2);
+    assert!(points.iter().all(|p| p["condition"] == "idle" && p["verified"] == true));
+    assert!(doc["comparison"].is_null());
+    assert!(doc["detection"].is_string(), "both detections ran: {}", doc["detection"]);
 }
 
 #[test]

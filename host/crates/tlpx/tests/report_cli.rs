@@ -38,8 +38,25 @@ fn generate(sim: &Sim) -> Vec<PathBuf> {
         ("bw", vec!["bw", "--sizes", "64,256,1024", "--count", "100"]),
         ("lat", vec!["lat", "--count", "100"]),
         ("pio", vec!["pio", "--widths", "4,8", "--count", "50"]),
-        ("irq", vec!["irq", "--samples", "50", "--min", "10us", "--max", "30us"]),
-        ("loop", vec!["loop", "--size", "8,256", "--iterations", "5"]),
+        (
+            "irq",
+            vec![
+                "irq",
+                "--samples",
+                "50",
+                "--min",
+                "10us",
+                "--max",
+                "30us",
+                "--compare",
+                "idle,loaded",
+                "--load",
+                "cpu",
+                "--load-cpus",
+                "0",
+            ],
+        ),
+        ("loop", vec!["loop", "--size", "8,256", "--detect", "poll,irq", "--iterations", "5"]),
     ];
     let mut out = Vec::new();
     for (name, args) in runs {
@@ -106,6 +123,27 @@ fn report_of_every_kind_is_self_contained_with_a_section_and_figures_each() {
     assert!(html.contains("SIMULATED (link model Gen"), "simulated badge");
     assert!(html.contains("Bench &lt;run&gt; &amp; &quot;friends&quot; &#39;x&#39;"), "escaped title");
     assert!(!html.contains("<run>"));
+
+    // What the simulator fixes by construction is said beside the figures, not as findings:
+    // efficiency in % with why it cannot exceed 100 %, a box of limits (not repeated among the
+    // notes), PIO as socket round trips, the comparisons and both clocks of the crossovers.
+    for needle in [
+        "efficiency (% of model)",
+        "so efficiency cannot exceed 100 % by construction",
+        "What the simulator fixes here (not findings)",
+        "tlpx-sim socket round trip per access (host wall time)",
+        "Idle vs loaded:</b> idle and loaded are the same by construction",
+        "irq vs poll:</b>",
+        "Two clocks:</b>",
+        "its clock",
+        "Latency (card time, simulated)",
+        "host compute (median, real host time)",
+        "(SIMULATED: no interrupt controller or kernel dispatch in it)",
+    ] {
+        assert!(html.contains(needle), "{needle}");
+    }
+    assert!(!html.contains("SIMULATED: efficiency (achieved / model) cannot exceed"), "a limit repeated among the notes");
+    assert!(html.contains("efficiency (achieved / model) cannot exceed 1.0 (100 %)"), "the efficiency limit in its box");
 
     // A section per input, each with its kind's figures.
     for (input, section) in inputs.iter().zip(sections) {

@@ -94,7 +94,18 @@ fn the_sweep_writes_points_crossovers_and_figures() {
     let points = doc["points"].as_array().expect("points");
     assert_eq!(points.len(), 2 * (3 + 6 * 2), "lengths x (software modes + hardware modes x latencies)");
     assert!(points.iter().all(|p| p["mismatches"] == 0));
-    assert_eq!(doc["crossovers"].as_array().expect("crossovers").len(), 2 * 6 * 3);
+    let crossovers = doc["crossovers"].as_array().expect("crossovers");
+    assert_eq!(crossovers.len(), 2 * 6 * 3);
+    // A crossover compares two clocks, and says which.
+    assert!(crossovers.iter().all(|c| c["hw_clock"] == "simulated_card" && c["sw_clock"] == "host"), "{crossovers:?}");
+    let claim = doc["crossover_claim"].as_str().expect("crossover_claim");
+    assert!(claim.contains("two clocks") && claim.contains("no faster than these") && claim.contains("lower bound"), "{claim}");
+    assert!(doc["simulator_limits"].as_array().expect("limits").iter().any(|l| l["id"] == "rule30_two_clocks"));
+    assert!(
+        log.contains("rows (hardware modes) in card time (simulated), columns (software modes) in host wall time"),
+        "the crossover table names both clocks: {log}"
+    );
+    assert!(log.contains("hw-poll    card (sim)") && log.contains("sw-char    host wall"), "each row names its clock: {log}");
     // A longer accelerator latency costs the hardware modes time.
     let line = |mode: &str, lat: f64| {
         points.iter().find(|p| p["mode"] == mode && p["latency_ns"].as_f64() == Some(lat) && p["length_bits"] == 512).expect("point")

@@ -24,7 +24,7 @@ use tlpx_model::stats::Summary;
 use crate::args::{check_optional_output, refuse_duplicate_values, whole, whole_as};
 use crate::output::{bytes, print_json};
 use crate::progress::{self, Progress};
-use crate::results::{self, ModelConfig, ResultDoc};
+use crate::results::{self, Environment, ModelConfig, ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::{parse_duration, parse_size_list};
 
@@ -615,8 +615,11 @@ pub struct BwPoint {
     pub achieved_bytes_per_second: Summary,
     /// The model's limit for the link libpci reports (per stream for rdwr).
     pub model_bytes_per_second: Option<f64>,
-    /// achieved / model, over the runs.
+    /// achieved / model as a fraction (1.0 = the model's limit), over the runs.
     pub efficiency: Option<Summary>,
+    /// What `efficiency` is (unit, and on the simulator that it cannot exceed 1.0); null
+    /// without a model.
+    pub efficiency_meaning: Option<&'static str>,
     pub runs: Vec<RunRecord>,
     /// Sums over the runs.
     pub transfers: u64,
@@ -685,6 +688,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig,
     }
     let achieved = Summary::of(&rates).context("no runs")?;
     let efficiency = model.and_then(|m| Summary::of(&rates.iter().map(|r| r / m).collect::<Vec<f64>>()));
+    let efficiency_meaning = efficiency.as_ref().map(|_| efficiency_meaning(session.environment.simulated));
     Ok(BwPoint {
         operation: op_short(cfg.operation),
         transfer_size: cfg.transfer_size,
@@ -695,6 +699,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig,
         achieved_bytes_per_second: achieved,
         model_bytes_per_second: model,
         efficiency,
+        efficiency_meaning,
         runs,
         transfers: sums[0],
         read_requests: sums[1],
@@ -820,11 +825,120 @@ struct Body {
     points: Vec<BwPoint>,
 }
 
-pub fn header_line() -> String {
+/// The column header of the point lines; on the simulator the efficiency column is `EFF*`,
+/// its footnote being in [`legend`].
+pub fn header_line(simulated: bool) -> String {
     format!(
         "{:<6} {:>7} {:>7} {:>3} {:<6} {:>21} {:>11} {:>8} {:>11} {:>6}  DATA",
-        "OP", "SIZE", "WINDOW", "OFF", "PAT", "ACHIEVED MB/s", "MODEL MB/s", "EFF", "TRANSFERS", "ERRORS"
+        "OP",
+        "SIZE",
+        "WINDOW",
+        "OFF",
+        "PAT",
+        "ACHIEVED MB/s",
+        "MODEL MB/s",
+        if simulated { "EFF*" } else { "EFF" },
+        "TRANSFERS",
+        "ERRORS"
     )
+}
+
+// What the figures are -------------------------------------------------------------------
+
+/// `efficiency_meaning` of a point or table row: the unit, and on the simulator why it cannot
+/// exceed 1.0.
+pub fn efficiency_meaning(simulated: bool) -> &'static str {
+    if simulated {
+        "achieved / model as a fraction (1.0 = 100 % of the model's limit); SIMULATED: tlpx-sim paces its link with this same \
+         model, so it cannot exceed 1.0 by construction: it shows how near the card's gateware comes to the model, not how \
+         good a host is"
+    } else {
+        "achieved / model as a fraction (1.0 = 100 % of the model's limit): how near this host and card come to the link's limit"
+    }
+}
+
+/// The lines above a table of points: the clock of the throughputs and what EFF is.
+pub fn legend(env: &Environment) -> Vec<String> {
+    let mut out = vec![format!(
+        "clock: ACHIEVED is payload MB/s over {}, from the card's cycle counter; MODEL is arithmetic (tlpx-model)",
+        env.card_clock()
+    )];
+    if env.simulated {
+        out.push(
+            "EFF* = ACHIEVED / MODEL in %. * SIMULATED: tlpx-sim paces its link with this same model, so EFF cannot exceed \
+             100 % here (by construction): it shows how near the card's gateware comes to the model, not how good a host is"
+                .to_string(),
+        );
+    } else {
+        out.push("EFF = ACHIEVED / MODEL in %: how near this host and card come to the link's limit".to_string());
+    }
+    out
+}
+
+/// The simulator limit of every efficiency figure.
+pub fn efficiency_limit() -> SimLimit {
+    SimLimit::new(
+        "efficiency_paced_by_the_model",
+        &["points[].efficiency", "table[].efficiency"],
+        "efficiency (achieved / model) cannot exceed 1.0 (100 %) by construction: tlpx-sim paces its link with the same \
+         pcie-bench model it is compared with, so it shows how near the card's gateware comes to the model (transfer sizes, \
+         datapath beats, the flushing read), not how good a host is; on a real host it is the finding",
+    )
+}
+
+/// The simulator limit of the root complex's latency (a setting, not a measurement).
+pub fn read_latency_limit(env: &Environment) -> Option<SimLimit> {
+    let sim = env.sim.as_ref()?;
+    Some(SimLimit::new(
+        "dma_read_latency_configured",
+        &["points[].latency_ns", "latency[].latency_ns"],
+        format!(
+            "the root complex's part of every DMA read is tlpx-sim's setting, {} ns + 0..{} ns uniform jitter (--dma-latency-ns, \
+             --dma-jitter-ns, seed {}), not a measurement of a root complex, its caches or memory; the rest is the modelled link \
+             and the card",
+            sim.dma_latency_ns, sim.dma_jitter_ns, sim.seed
+        ),
+    ))
+}
+
+/// The knobs of `common` that the simulator cannot vary, when they are set away from their
+/// defaults (`--window`, `--pattern`, `--ro`, `--ns`).
+pub fn knob_limits(common: &Common) -> Vec<SimLimit> {
+    let mut out = Vec::new();
+    let window_set = common.windows != [1 << 20];
+    let pattern_set = common.patterns != [PatternArg::Seq];
+    if window_set || pattern_set {
+        let flags: Vec<&str> = [("--window", window_set), ("--pattern", pattern_set)].iter().filter(|f| f.1).map(|f| f.0).collect();
+        out.push(SimLimit::new(
+            "window_and_address_pattern_not_modelled",
+            &flags,
+            format!(
+                "{} only {} the card's addresses here: tlpx-sim has no host caches (no LLC, no DDIO), charges no IOMMU \
+                 translation time (its IOMMU checks addresses only: no IOTLB, no page walks) and has no NUMA, so these \
+                 figures cannot depend on {}; sweep {} on a real host",
+                flags.join(" and "),
+                if flags.len() == 1 { "moves" } else { "move" },
+                if flags.len() == 1 { "it" } else { "them" },
+                if flags.len() == 1 { "it" } else { "them" }
+            ),
+        ));
+    }
+    if common.relaxed_ordering || common.no_snoop {
+        let flags: Vec<&str> = [("--ro", common.relaxed_ordering), ("--ns", common.no_snoop)].iter().filter(|f| f.1).map(|f| f.0).collect();
+        out.push(SimLimit::new(
+            "tlp_attributes_ignored",
+            &flags,
+            format!(
+                "{} {} TLP attributes that tlpx-sim's root complex ignores (it neither reorders nor skips snooping), so \
+                 {} nothing here; on a real host {} ordering and snooping",
+                flags.join(" and "),
+                if flags.len() == 1 { "sets" } else { "set" },
+                if flags.len() == 1 { "it changes" } else { "they change" },
+                if flags.len() == 1 { "it can change" } else { "they can change" }
+            ),
+        ));
+    }
+    out
 }
 
 pub fn point_line(p: &BwPoint) -> String {
@@ -878,6 +992,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     progress::install_stop_handler();
 
     let model = session_model(&session, common.addr64);
+    let simulated = session.environment.simulated;
+    let limits: Vec<SimLimit> =
+        if simulated { model.iter().map(|_| efficiency_limit()).chain(knob_limits(&common)).collect() } else { Vec::new() };
     if !json {
         crate::outln!("{}", session.describe());
         match &model {
@@ -887,7 +1004,14 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         for n in &session.notes {
             crate::outln!("note: {n}");
         }
-        crate::outln!("{}", header_line());
+        for line in legend(&session.environment) {
+            crate::outln!("{line}");
+        }
+        // The efficiency's footnote is the legend; the knobs' notes are said once each.
+        for l in limits.iter().filter(|l| l.id != "efficiency_paced_by_the_model") {
+            crate::outln!("note: {}", l.note());
+        }
+        crate::outln!("{}", header_line(simulated));
     }
     let progress = Progress::new(configs.len() as u64, json);
     let repeat = common.repeat;
@@ -920,6 +1044,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         session.notes.clone(),
     );
     doc.interrupted = interrupted;
+    for l in limits {
+        doc.add_sim_limit(l);
+    }
     if let Some(path) = &cmd.output {
         results::write_json(path, &doc)?;
     }
@@ -1020,6 +1147,20 @@ mod tests {
         let c = Common::parse(&a).expect("valid");
         let e = build_configs(&[Operation::Read], &[4096], 32, &c, 256, 512, 1).expect_err("window");
         assert!(e.contains("--window 1024") && e.contains("4096") && e.contains("--window 4K"), "{e}");
+    }
+
+    #[test]
+    fn knobs_the_simulator_cannot_vary_are_named_only_when_set() {
+        assert!(knob_limits(&Common::parse(&args()).expect("defaults")).is_empty());
+        let mut a = args();
+        a.window = "4K,64M".into();
+        a.pattern = vec![PatternArg::Seq, PatternArg::Random];
+        a.ns = true;
+        let l = knob_limits(&Common::parse(&a).expect("valid"));
+        assert_eq!(l.iter().map(|l| l.id).collect::<Vec<_>>(), ["window_and_address_pattern_not_modelled", "tlp_attributes_ignored"]);
+        assert_eq!(l[0].concerns, ["--window", "--pattern"]);
+        assert!(l[0].statement.starts_with("--window and --pattern only move") && l[0].statement.contains("IOTLB"), "{l:?}");
+        assert_eq!(l[1].concerns, ["--ns"]);
     }
 
     #[test]

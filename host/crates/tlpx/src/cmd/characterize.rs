@@ -26,7 +26,7 @@ use crate::cmd::pio::{self, PioPlan, PioPoint, MAPPING_NOTE};
 use crate::output::{bytes, print_json};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::progress::{self, Progress};
-use crate::results::{self, ModelConfig, ResultDoc};
+use crate::results::{self, ModelConfig, ResultDoc, SimLimit};
 use crate::session::Session;
 
 /// Most requests per latency measurement.
@@ -87,14 +87,24 @@ pub struct TableRow {
     pub at_bytes: Option<u64>,
     /// The model's limit at that size (DMA only).
     pub model_at_size_bytes_per_second: Option<f64>,
+    /// best / model at that size, a fraction (1.0 = the model's limit); DMA only.
     pub efficiency: Option<f64>,
+    /// What `efficiency` is (unit; on the simulator, that it cannot exceed 1.0).
+    pub efficiency_meaning: Option<&'static str>,
     /// The model's best over the sizes swept (DMA only).
     pub model_best_bytes_per_second: Option<f64>,
     pub how: String,
 }
 
 /// The best DMA point of one operation.
-pub fn dma_row(what: &'static str, label: &'static str, op: Operation, points: &[BwPoint], model: Option<&LinkConfig>) -> TableRow {
+pub fn dma_row(
+    what: &'static str,
+    label: &'static str,
+    op: Operation,
+    points: &[BwPoint],
+    model: Option<&LinkConfig>,
+    simulated: bool,
+) -> TableRow {
     let mine: Vec<&BwPoint> = points.iter().filter(|p| p.config.operation == op).collect();
     let best = mine.iter().max_by(|a, b| a.achieved_bytes_per_second.median.total_cmp(&b.achieved_bytes_per_second.median));
     let model_best = model.and_then(|m| {
@@ -110,6 +120,7 @@ pub fn dma_row(what: &'static str, label: &'static str, op: Operation, points: &
         at_bytes: best.map(|p| u64::from(p.transfer_size)),
         model_at_size_bytes_per_second: best.and_then(|p| p.model_bytes_per_second),
         efficiency: best.and_then(|p| p.efficiency.as_ref().map(|e| e.median)),
+        efficiency_meaning: best.and_then(|p| p.efficiency.as_ref()).map(|_| bw::efficiency_meaning(simulated)),
         model_best_bytes_per_second: model_best,
         how: format!(
             "generator {}, best of {} transfer sizes, payload bytes over card time{}",
@@ -120,8 +131,9 @@ pub fn dma_row(what: &'static str, label: &'static str, op: Operation, points: &
     }
 }
 
-/// The best PIO write and read rows.
-pub fn pio_rows(points: &[PioPoint]) -> [TableRow; 2] {
+/// The best PIO write and read rows. On the simulator they are the card's PIO window (no
+/// host CPU is simulated), and the labels say so.
+pub fn pio_rows(points: &[PioPoint], simulated: bool) -> [TableRow; 2] {
     let best_w = points.iter().filter_map(|p| p.card_write_bytes_per_second.map(|b| (b, p.width))).max_by(|a, b| a.0.total_cmp(&b.0));
     let best_r = points.iter().map(|p| (p.card_read_bytes_per_second, p.width)).max_by(|a, b| a.0.total_cmp(&b.0));
     let row = |what, label, best: Option<(f64, u32)>, how: String| TableRow {
@@ -131,18 +143,40 @@ pub fn pio_rows(points: &[PioPoint]) -> [TableRow; 2] {
         at_bytes: best.map(|b| u64::from(b.1)),
         model_at_size_bytes_per_second: None,
         efficiency: None,
+        efficiency_meaning: None,
         model_best_bytes_per_second: None,
         how,
     };
-    [
-        row(
-            "pio_write",
-            "PIO write",
-            best_w,
-            format!("host stores, {MAPPING_NOTE}; bandwidth between the first and last write the card saw"),
-        ),
-        row("pio_read", "PIO read", best_r, "host loads, one at a time; access width / card time per read".to_string()),
-    ]
+    if simulated {
+        [
+            row(
+                "pio_write",
+                "PIO write, card window",
+                best_w,
+                "SIMULATED: the card's PIO window taking the simulator's stores (no host CPU is simulated): bytes between the \
+                 first and last write the card saw, over card time; the card's request path, not the link, sets it"
+                    .to_string(),
+            ),
+            row(
+                "pio_read",
+                "PIO read, card window",
+                best_r,
+                "SIMULATED: the card's PIO window answering the simulator's loads, one at a time: access width / card time \
+                 per read (modelled link both ways)"
+                    .to_string(),
+            ),
+        ]
+    } else {
+        [
+            row(
+                "pio_write",
+                "PIO write",
+                best_w,
+                format!("host stores, {MAPPING_NOTE}; bandwidth between the first and last write the card saw"),
+            ),
+            row("pio_read", "PIO read", best_r, "host loads, one at a time; access width / card time per read".to_string()),
+        ]
+    }
 }
 
 /// The model's line for `op` over `[lo, hi]`, in MB/s, at most ~2000 points.
@@ -256,7 +290,15 @@ fn mb(v: Option<f64>) -> String {
 pub fn table_text(rows: &[TableRow], simulated: bool) -> Vec<String> {
     let mut out = vec![
         format!("Maximum sustained bandwidth (payload, card time{})", if simulated { "; SIMULATED card and link" } else { "" }),
-        format!("{:<22} {:>10} {:>7} {:>16} {:>8} {:>15}", "", "BEST MB/s", "AT", "MODEL AT SIZE", "EFF", "MODEL BEST MB/s"),
+        format!(
+            "{:<22} {:>10} {:>7} {:>16} {:>8} {:>15}",
+            "",
+            "BEST MB/s",
+            "AT",
+            "MODEL AT SIZE",
+            if simulated { "EFF*" } else { "EFF" },
+            "MODEL BEST MB/s"
+        ),
     ];
     for r in rows {
         out.push(format!(
@@ -268,6 +310,22 @@ pub fn table_text(rows: &[TableRow], simulated: bool) -> Vec<String> {
             r.efficiency.map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
             mb(r.model_best_bytes_per_second),
         ));
+    }
+    if simulated {
+        out.push(
+            "* EFF = BEST / MODEL AT SIZE in %; SIMULATED: tlpx-sim paces its link with this same model, so EFF cannot exceed \
+             100 % by construction: it shows how near the card's gateware comes to the model, not how good a host is"
+                .to_string(),
+        );
+        if rows.iter().any(|r| r.what.starts_with("pio")) {
+            out.push(
+                "PIO rows (SIMULATED): the card's PIO window taking the simulator's loads and stores, in card time; no host \
+                 CPU, store buffer or write combining is simulated, so they say nothing about a host's PIO"
+                    .to_string(),
+            );
+        }
+    } else {
+        out.push("EFF = BEST / MODEL AT SIZE in %".to_string());
     }
     out
 }
@@ -339,10 +397,24 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         say(&format!("note: {n}"));
     }
     let progress = Progress::new((dma_configs.len() + lat_configs.len() + pio_plan.widths.len()) as u64, json);
+    let simulated = session.environment.simulated;
+    let clock = session.environment.card_clock();
+    let mut limits: Vec<SimLimit> = Vec::new();
+    if simulated {
+        limits.extend(model.iter().map(|_| bw::efficiency_limit()));
+        limits.extend(bw::knob_limits(&common));
+        limits.extend(bw::read_latency_limit(&session.environment));
+    }
 
     // 1. DMA bandwidth.
-    say("\nDMA bandwidth (generator, card time)");
-    say(&bw::header_line());
+    say(&format!("\nDMA bandwidth (generator, payload MB/s of {clock})"));
+    for line in bw::legend(&session.environment) {
+        say(&line);
+    }
+    for l in limits.iter().filter(|l| l.id == "window_and_address_pattern_not_modelled") {
+        say(&format!("note: {}", l.note()));
+    }
+    say(&bw::header_line(simulated));
     let repeat = cmd.repeat;
     let (points, mut interrupted) = bw::sweep(
         &mut session,
@@ -358,7 +430,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     // 2. Latency.
     let mut latency = Vec::new();
     if !interrupted {
-        say("\nDMA read latency (one request in flight, card time)");
+        say(&format!("\nDMA read latency (one request in flight, ns of {clock})"));
+        for l in limits.iter().filter(|l| l.id == "dma_read_latency_configured") {
+            say(&format!("note: {}", l.note()));
+        }
         let (l, i) = bw::sweep(
             &mut session,
             &lat_configs,
@@ -390,7 +465,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut pio_points = Vec::new();
     if !interrupted {
         say(&format!("\nPIO ({MAPPING_NOTE})"));
-        say(&pio::header_line());
+        say(&pio::times_line(simulated));
+        say(&pio::header_line(simulated));
         let (p, i) = pio::measure(&mut session, &pio_plan, &progress, |p| {
             if !json {
                 progress.println(&pio::point_line(p));
@@ -402,15 +478,17 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     progress.finish();
 
     let mut table = vec![
-        dma_row("dma_write", "DMA write", Operation::Write, &points, model.as_ref()),
-        dma_row("dma_read", "DMA read", Operation::Read, &points, model.as_ref()),
+        dma_row("dma_write", "DMA write", Operation::Write, &points, model.as_ref(), simulated),
+        dma_row("dma_read", "DMA read", Operation::Read, &points, model.as_ref(), simulated),
     ];
-    let [pio_w, pio_r] = pio_rows(&pio_points);
+    let [pio_w, pio_r] = pio_rows(&pio_points, simulated);
     table.push(pio_w);
     table.push(pio_r);
-    table.push(dma_row("dma_read_write", "DMA read+write (each)", Operation::ReadWrite, &points, model.as_ref()));
+    table.push(dma_row("dma_read_write", "DMA read+write (each)", Operation::ReadWrite, &points, model.as_ref(), simulated));
+    if simulated && !pio_points.is_empty() {
+        limits.extend(pio::sim_limits(&pio_points));
+    }
 
-    let simulated = session.environment.simulated;
     let tag = if simulated { "simulated" } else { "measured" };
     let link_text = session.link.as_ref().map_or("link unknown".to_string(), |l| l.to_string());
     let mut figures = Vec::new();
@@ -460,6 +538,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         notes,
     );
     doc.interrupted = interrupted;
+    for l in limits {
+        doc.add_sim_limit(l);
+    }
     results::write_json(&out_dir.join("characterize.json"), &doc)?;
     if let Some(path) = &cmd.output {
         results::write_json(path, &doc)?;
@@ -512,6 +593,7 @@ mod tests {
             achieved_bytes_per_second: summarise(&[rate]).expect("one"),
             model_bytes_per_second: m,
             efficiency: m.and_then(|m| summarise(&[rate / m])),
+            efficiency_meaning: m.map(|_| bw::efficiency_meaning(true)),
             runs: vec![],
             transfers: 10,
             read_requests: 0,
@@ -534,19 +616,24 @@ mod tests {
             bw_point(Operation::Read, 1024, 1.4e9, &m),
             bw_point(Operation::Write, 256, 1.6e9, &m),
         ];
-        let r = dma_row("dma_read", "DMA read", Operation::Read, &points, Some(&m));
+        let r = dma_row("dma_read", "DMA read", Operation::Read, &points, Some(&m), true);
         assert_eq!(r.at_bytes, Some(4096));
         assert_eq!(r.best_bytes_per_second, Some(1.5e9));
         let model_4k = model_link::read_bandwidth(&m, 4096).bytes_per_second;
         assert_eq!(r.model_at_size_bytes_per_second, Some(model_4k));
         assert!((r.efficiency.expect("eff") - 1.5e9 / model_4k).abs() < 1e-12);
         assert_eq!(r.model_best_bytes_per_second, Some(model_4k));
-        let w = dma_row("dma_write", "DMA write", Operation::Write, &points, Some(&m));
+        let w = dma_row("dma_write", "DMA write", Operation::Write, &points, Some(&m), true);
         assert_eq!(w.at_bytes, Some(256));
-        let none = dma_row("dma_read_write", "x", Operation::ReadWrite, &points, Some(&m));
+        let none = dma_row("dma_read_write", "x", Operation::ReadWrite, &points, Some(&m), true);
         assert_eq!((none.best_bytes_per_second, none.at_bytes), (None, None));
-        let text = table_text(&[r, w, none], true).join("\n");
+        assert!(r.efficiency_meaning.is_some_and(|m| m.contains("cannot exceed 1.0")), "{r:?}");
+        assert_eq!(none.efficiency_meaning, None);
+        let text = table_text(&[r.clone(), w, none], true).join("\n");
         assert!(text.contains("SIMULATED") && text.contains("DMA read") && text.contains("4 KiB"), "{text}");
+        assert!(text.contains("EFF*") && text.contains("cannot exceed 100 % by construction"), "{text}");
+        let hardware = table_text(&[r], false).join("\n");
+        assert!(!hardware.contains("EFF*") && !hardware.contains("SIMULATED"), "{hardware}");
     }
 
     #[test]

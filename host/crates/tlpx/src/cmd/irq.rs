@@ -31,8 +31,8 @@ use tlpx_model::stats::Summary;
 
 use crate::args::{check_optional_output, whole};
 use crate::plot::{Chart, Series, Style, XAxis};
-use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
-use crate::results::ResultDoc;
+use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
+use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_duration;
 
@@ -165,7 +165,37 @@ pub fn time_basis(session: &Session) -> TimeBasis {
                         includes them); never read these as hardware figures"
         }
     };
-    TimeBasis { kind, sim_host_time, statement: statement.into() }
+    TimeBasis { kind, sim_host_time, statement: statement.into(), clock: realtime::basis_clock(kind) }
+}
+
+/// On the simulator: what the user stage cannot contain (`None` on hardware).
+pub fn dispatch_limit(basis: &TimeBasis, cpus: usize) -> Option<SimLimit> {
+    let statement = match basis.kind {
+        "hardware" => return None,
+        "sim_real_host_time" => format!(
+            "the user stage is the modelled MSI and ack-write trips plus this machine's wall time from tlpx-sim's reply on its \
+             Unix socket to tlpx's ack write, i.e. how its {cpus} CPU(s) schedule the simulator and tlpx: no interrupt \
+             controller or kernel interrupt dispatch is in it; measure dispatch on hardware"
+        ),
+        _ => "the user stage is only the modelled MSI and ack-write trips (card and link) in virtual time: no interrupt \
+              controller, kernel dispatch or thread wake-up is in it, so it is the same for every host; measure dispatch on \
+              hardware"
+            .to_string(),
+    };
+    Some(SimLimit::new("interrupt_dispatch_not_modelled", &["points[].stages"], statement))
+}
+
+/// When the idle run's median is above the loaded run's, says so with both figures.
+pub fn idle_slower_than_loaded(runs: &[RunReport]) -> Option<String> {
+    let p50 = |c: Condition| {
+        runs.iter()
+            .find(|r| r.condition == c)
+            .and_then(|r| r.stages.iter().find(|s| s.stage == Stage::User))
+            .and_then(|s| s.latency_ns.as_ref())
+            .map(|s| s.median)
+    };
+    let (idle, loaded) = (p50(Condition::Idle)?, p50(Condition::Loaded)?);
+    (idle > loaded).then(|| format!("here the idle run's p50 ({}) is above the loaded run's ({})", fmt_ns(idle), fmt_ns(loaded)))
 }
 
 // Measurement --------------------------------------------------------------------------------
@@ -515,7 +545,7 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
 
 pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
     let mut out = vec![format!(
-        "{}: {} interrupts ({} fires), interval {}..{} cycles ({}), ping (one posted write) {} cycles = {}",
+        "{}: {} interrupts ({} fires), interval {}..{} card cycles ({}), ping (one posted write) {} card cycles = {}",
         realtime::condition_text(r.condition, &r.load, &r.load_cpus),
         r.interrupts_waited,
         r.counters.fires,
@@ -531,7 +561,7 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
             continue;
         }
         let what = if s.source.starts_with("the card") {
-            "fire to ack arriving".to_string()
+            "fire to ack arriving, card clock".to_string()
         } else {
             format!("fire to handler entry: {}", s.source)
         };
@@ -555,8 +585,7 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
     if r.counters.overruns > r.not_acknowledged {
         out.push(format!(
             "  WARNING: {} fires came before the previous one was acknowledged: the host is slower than the interval, \
-             so interrupts queue up and an acknowledgement can close a later fire than the one that woke the thread \
-             (the short values); lengthen --min / --period",
+             so those fires (the slow ones) have no sample and the percentiles are biased low; lengthen --min / --period",
             r.counters.overruns - r.not_acknowledged
         ));
     }
@@ -613,6 +642,8 @@ fn histogram_chart(title: &str, runs: &[RunReport]) -> Chart {
 #[derive(Debug, Serialize)]
 struct Body {
     time_basis: TimeBasis,
+    /// What comparing the runs shows on this time basis (with more than one run).
+    comparison: Option<Comparison>,
     points: Vec<RunReport>,
 }
 
@@ -643,28 +674,48 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         runs.push(r);
     }
+    let cpus = session.environment.cpus;
+    let comparison = (runs.len() > 1).then(|| {
+        let mut c = realtime::comparison(&basis, cpus);
+        if basis.kind == "sim_real_host_time" {
+            if let Some(o) = idle_slower_than_loaded(&runs) {
+                c.statement = format!("{}; {o}", c.statement);
+            }
+        }
+        c
+    });
     if !json && runs.len() > 1 {
-        crate::outln!("side by side ({}):", basis.kind);
+        crate::outln!("side by side ({}; {}):", basis.kind, basis.clock);
         for line in compare_text(&runs) {
             crate::outln!("{line}");
         }
+        if let Some(c) = &comparison {
+            crate::outln!("what this comparison shows: {}", c.statement);
+        }
     }
     if let Some(path) = &cmd.svg {
-        realtime::write_svg(path, &session, &basis, "Interrupt dispatch latency", |t| histogram_chart(&t, &runs))?;
+        // On the simulator no interrupt controller or kernel dispatch is in the figures.
+        let title = if basis.kind == "hardware" { "Interrupt dispatch latency" } else { "Interrupt user stage (no dispatch simulated)" };
+        realtime::write_svg(path, &session, &basis, title, |t| histogram_chart(&t, &runs))?;
     }
     let failed = runs.iter().any(RunReport::failed);
     let mut notes = session.notes.clone();
     notes.push(basis.statement.clone());
-    let doc = ResultDoc::new(
+    let limits: Vec<SimLimit> =
+        dispatch_limit(&basis, cpus).into_iter().chain(comparison.as_ref().and_then(|c| realtime::comparison_limit(&basis, c))).collect();
+    let mut doc = ResultDoc::new(
         "irq",
         plan,
         session.environment.clone(),
         session.link.clone(),
         None,
-        Body { time_basis: basis, points: runs },
+        Body { time_basis: basis, comparison, points: runs },
         started.elapsed().as_secs_f64(),
         notes,
     );
+    for l in limits {
+        doc.add_sim_limit(l);
+    }
     doc.emit(cmd.output.as_deref(), json, failed)
 }
 

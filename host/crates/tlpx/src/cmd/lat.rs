@@ -25,7 +25,7 @@ use crate::cmd::bw::{self, Common, GenArgs, HostCheck};
 use crate::output::{bytes, print_json};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::progress::{self, Progress};
-use crate::results::{self, ResultDoc};
+use crate::results::{self, ResultDoc, SimLimit};
 use crate::session::Session;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -213,10 +213,10 @@ pub fn cdf_chart(title: &str, points: &[LatPoint]) -> Chart {
     }
 }
 
-/// The text report of one point.
-pub fn point_text(p: &LatPoint, cdf_rows: usize) -> Vec<String> {
+/// The text report of one point; `clock` names the card's clock ([`crate::results::Environment::card_clock`]).
+pub fn point_text(p: &LatPoint, cdf_rows: usize, clock: &str) -> Vec<String> {
     let mut out = vec![format!(
-        "{}: {} requests, {} samples{} (card time, {:.0} MHz clock)",
+        "{}: {} requests, {} samples{} ({clock}, {:.0} MHz clock)",
         p.label(),
         p.hardware.count,
         p.samples_cycles.len(),
@@ -285,15 +285,24 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let configs = build_configs(&cmd.op, &sizes, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
     bw::require_generator(&session)?;
     progress::install_stop_handler();
+    let limits: Vec<SimLimit> = if session.environment.simulated {
+        bw::read_latency_limit(&session.environment).into_iter().chain(bw::knob_limits(&common)).collect()
+    } else {
+        Vec::new()
+    };
     if !json {
         crate::outln!("{}", session.describe());
         for n in &session.notes {
             crate::outln!("note: {n}");
         }
+        for l in &limits {
+            crate::outln!("note: {}", l.note());
+        }
     }
     let progress = Progress::new(configs.len() as u64, json);
     let repeat = common.repeat;
     let rows = cmd.cdf_rows as usize;
+    let clock = session.environment.card_clock();
     let (points, interrupted) = bw::sweep(
         &mut session,
         &configs,
@@ -301,7 +310,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         |s: &mut Session, b: &DmaBuffer, c: &GenConfig| measure_point(s, b, c, repeat),
         |p: &LatPoint| {
             if !json {
-                for line in point_text(p, rows) {
+                for line in point_text(p, rows, clock) {
                     progress.println(&line);
                 }
             }
@@ -327,6 +336,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     );
     doc.parameters.measurements.dedup();
     doc.interrupted = interrupted;
+    for l in limits {
+        doc.add_sim_limit(l);
+    }
     if let Some(path) = &cmd.output {
         results::write_json(path, &doc)?;
     }
@@ -373,7 +385,7 @@ mod tests {
         p.card_errors.data_mismatches = 2;
         p.card_error_total = 7;
         p.host_check = Some(HostCheck { checked_bytes: 4096, corrupt_bytes: 3, first_bad_offset: Some(12), ..HostCheck::default() });
-        let text = point_text(&p, 4).join("\n");
+        let text = point_text(&p, 4, "card time").join("\n");
         assert!(text.contains("ERRORS counted by the card (7 in all): 5 unsupported request (UR), 2 data mismatches"), "{text}");
         assert!(text.contains("DATA BAD in host memory: 3 corrupt, 0 missing, 0 stray bytes (first at +12) of 4096 checked"), "{text}");
         assert!(!text.contains("ErrorCounts") && !text.contains("HostCheck") && !text.contains('{'), "{text}");
@@ -389,8 +401,9 @@ mod tests {
     fn text_report_has_percentiles_and_cdf() {
         let mut p = point((1..=1000).collect());
         p.latency_ns = Summary::of(&p.samples_ns());
-        let text = point_text(&p, 5).join("\n");
+        let text = point_text(&p, 5, "card time (simulated)").join("\n");
         assert!(text.contains("LAT_RD 64 B") && text.contains("p99.9") && text.contains("CDF"), "{text}");
+        assert!(text.contains("(card time (simulated), 125 MHz clock)"), "the clock is named: {text}");
         assert!(text.contains("8000.0 ns") && text.contains("1.000"), "{text}");
         assert!(!p.failed());
         p.ended_by = vec!["timeout".into()];

@@ -28,7 +28,7 @@ use tlpx_model::stats::Summary;
 use crate::args::{check_optional_output, whole, whole_as};
 use crate::output::{bytes, print_json};
 use crate::progress::{self, Progress};
-use crate::results::{self, ResultDoc};
+use crate::results::{self, ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_size_list;
 
@@ -111,6 +111,9 @@ pub struct PioPoint {
     pub accesses: u32,
     /// "uncached" (the only mapping this tlpx has).
     pub mapping: &'static str,
+    /// The clock of the wall-time fields: "host_wall_time" (the CPU's loads and stores) or, on
+    /// the simulator, "host_wall_time_of_sim_socket_round_trips" (messages to tlpx-sim).
+    pub wall_clock: &'static str,
     /// Host-side time each write call took (a posted write: the cost of issuing it).
     pub write_wall_ns: Summary,
     /// Host-side time each read took (a round trip).
@@ -186,6 +189,7 @@ fn read_access(card: &mut Card, at: u64, width: u32) -> anyhow::Result<Vec<u8>> 
 /// Measures one width.
 pub fn measure_width(session: &mut Session, width: u32, count: u32, offset: u32) -> anyhow::Result<PioPoint> {
     let clock = f64::from(session.clock_hz);
+    let wall_clock = if session.environment.simulated { "host_wall_time_of_sim_socket_round_trips" } else { "host_wall_time" };
     let card = &mut session.card;
     // Writes: a burst, then one read to flush the posted writes before reading the counters.
     pio::reset(card).context("clearing the PIO window's counters")?;
@@ -240,6 +244,7 @@ pub fn measure_width(session: &mut Session, width: u32, count: u32, offset: u32)
         width,
         accesses: count,
         mapping: "uncached",
+        wall_clock,
         write_wall_ns: summary(&write_ns)?,
         read_wall_ns: summary(&read_ns)?,
         card_write_bytes_per_second,
@@ -264,16 +269,70 @@ fn sizes_text(b: &[SizeBucket]) -> String {
     b.iter().map(|s| format!("{}x{}", bytes(s.low_bytes), s.tlps)).collect::<Vec<_>>().join(" ")
 }
 
-pub fn header_line() -> String {
+/// The column header; on the simulator the wall-time columns are socket round trips (`SOCK`).
+pub fn header_line(simulated: bool) -> String {
+    let (w, r) = if simulated { ("SOCK WR ns med/p99", "SOCK RD ns med/p99") } else { ("WRITE ns med/p99", "READ ns med/p99") };
     format!(
-        "{:>5} {:>16} {:>16} {:>10} {:>10} {:>12} {:>12}  {:<20} READBACK",
-        "WIDTH", "WRITE ns med/p99", "READ ns med/p99", "CYC/WRITE", "CYC/READ", "WR MB/s card", "RD MB/s card", "WRITE TLP SIZES"
+        "{:>5} {:>18} {:>18} {:>10} {:>10} {:>12} {:>12}  {:<20} READBACK",
+        "WIDTH", w, r, "CYC/WRITE", "CYC/READ", "WR MB/s card", "RD MB/s card", "WRITE TLP SIZES"
     )
+}
+
+/// The line above the table that names the clock of every column.
+pub fn times_line(simulated: bool) -> String {
+    if simulated {
+        "times: SOCK WR/RD ns are host wall time per call, i.e. this process's message to tlpx-sim over its Unix socket \
+         (a read waits for the simulated card's answer), not a PCIe load or store; CYC/WRITE, CYC/READ and MB/s card are \
+         card time (simulated): the card's PIO window, not a host's PIO"
+            .to_string()
+    } else {
+        "times: WRITE/READ ns are host wall time per access (a store: the cost of issuing it; a load: its round trip); \
+         CYC and MB/s card are card time"
+            .to_string()
+    }
+}
+
+/// On the simulator: what the PIO figures are (the card's window and socket round trips) and
+/// that write combining cannot be tried. `points` give the window's measured cost.
+pub fn sim_limits(points: &[PioPoint]) -> Vec<SimLimit> {
+    let widest = points.iter().max_by_key(|p| p.width);
+    let cost = widest.map_or(String::new(), |p| {
+        format!(
+            " (here {:.0} card cycles per {} store, set by the card's request path, not the link)",
+            p.card_cycles_per_write,
+            bytes(u64::from(p.width))
+        )
+    });
+    vec![
+        SimLimit::new(
+            "pio_is_the_card_window",
+            &[
+                "points[].write_wall_ns",
+                "points[].read_wall_ns",
+                "points[].host_write_bytes_per_second",
+                "points[].host_read_bytes_per_second",
+                "points[].card_write_bytes_per_second",
+                "table[pio_write, pio_read]",
+            ],
+            format!(
+                "PIO figures are the card's PIO window, not a host's PIO: tlpx-sim has no CPU, so no store buffer, \
+                 write combining or root-port queue; card MB/s is the window's write path{cost}, and the host wall times are \
+                 this process's round trips to tlpx-sim over its Unix socket; on a real host they are the CPU's loads and stores"
+            ),
+        ),
+        SimLimit::new(
+            "pio_write_combining",
+            &["mapping", "points[].write_tlp_sizes"],
+            "write combining cannot be tried: tlpx-sim has no CPU and no write-combining mapping; every block access of \
+             16..64 bytes is sent as one TLP, which is what a write-combining burst gives on a real host; whether a real CPU \
+             merges or splits stores shows only on hardware",
+        ),
+    ]
 }
 
 pub fn point_line(p: &PioPoint) -> String {
     format!(
-        "{:>5} {:>16} {:>16} {:>10.1} {:>10.1} {:>12} {:>12.1}  {:<20} {}",
+        "{:>5} {:>18} {:>18} {:>10.1} {:>10.1} {:>12} {:>12.1}  {:<20} {}",
         bytes(u64::from(p.width)),
         format!("{:.0}/{:.0}", p.write_wall_ns.median, p.write_wall_ns.p99),
         format!("{:.0}/{:.0}", p.read_wall_ns.median, p.read_wall_ns.p99),
@@ -354,8 +413,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         if let Some(d) = plan.read_delay_cycles {
             crate::outln!("read delay: {d} card cycles");
         }
-        crate::outln!("times: WRITE/READ ns are host wall clock per access; CYC and MB/s card are card time");
-        crate::outln!("{}", header_line());
+        crate::outln!("{}", times_line(session.environment.simulated));
+        crate::outln!("{}", header_line(session.environment.simulated));
     }
     let progress = Progress::new(plan.widths.len() as u64, json);
     let (points, interrupted) = measure(&mut session, &plan, &progress, |p| {
@@ -365,6 +424,12 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     })?;
     progress.finish();
     let failed = points.iter().any(PioPoint::failed);
+    let limits = if session.environment.simulated { sim_limits(&points) } else { Vec::new() };
+    if !json {
+        for l in &limits {
+            crate::outln!("note: {}", l.note());
+        }
+    }
     let mut notes = session.notes.clone();
     notes.push(format!("mapping: {MAPPING_NOTE}"));
     let mut doc = ResultDoc::new(
@@ -378,6 +443,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         notes,
     );
     doc.interrupted = interrupted;
+    for l in limits {
+        doc.add_sim_limit(l);
+    }
     if let Some(path) = &cmd.output {
         results::write_json(path, &doc)?;
     }

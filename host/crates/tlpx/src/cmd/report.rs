@@ -358,19 +358,26 @@ fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
     body.push_str(&environment_html(&doc)?);
     let mut figs = Figures::new();
     let mut tables = String::new();
+    let sim = doc.key("environment")?.key("simulated")?.v == &Value::Bool(true);
     match kind {
-        "bw" => bw_section(&doc, &doc.key("points")?.arr()?, &mut tables, &mut figs)?,
-        "lat" => lat_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
-        "pio" => pio_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
+        "bw" => bw_section(&doc, &doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?,
+        "lat" => lat_section(&doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?,
+        "pio" => pio_section(&doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?,
         "characterize" => {
-            characterize_table(&doc.key("table")?.arr()?, &mut tables)?;
-            bw_section(&doc, &doc.key("points")?.arr()?, &mut tables, &mut figs)?;
-            lat_section(&doc.key("latency")?.arr()?, &mut tables, &mut figs)?;
-            pio_section(&doc.key("pio")?.arr()?, &mut tables, &mut figs)?;
+            characterize_table(&doc.key("table")?.arr()?, sim, &mut tables)?;
+            bw_section(&doc, &doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?;
+            lat_section(&doc.key("latency")?.arr()?, sim, &mut tables, &mut figs)?;
+            pio_section(&doc.key("pio")?.arr()?, sim, &mut tables, &mut figs)?;
         }
         "model" => model_section(&doc, &mut tables, &mut figs)?,
-        "irq" => irq_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
-        "loop" => loop_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
+        "irq" => {
+            comparison_html(&doc, &mut tables)?;
+            irq_section(&doc.key("points")?.arr()?, &clock_of(&doc, sim), &mut tables, &mut figs)?
+        }
+        "loop" => {
+            comparison_html(&doc, &mut tables)?;
+            loop_section(&doc.key("points")?.arr()?, &clock_of(&doc, sim), &mut tables, &mut figs)?
+        }
         "rule30" => rule30_section(&doc, &mut tables, &mut figs)?,
         "spy" => spy_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
         "script" => script_section(&doc, &mut tables, &mut figs)?,
@@ -380,6 +387,36 @@ fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
     body.push_str(&tables);
     Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {}", kind_title(kind), file), body, figures: figs.count })
 }
+
+/// The clock of card-measured figures in a document: its time basis's, else card time.
+fn clock_of(doc: &Field, sim: bool) -> String {
+    match doc.opt("time_basis").and_then(|b| b.opt("clock")) {
+        Some(c) => plain(c.v),
+        None if sim => "card time (simulated)".into(),
+        None => "card time".into(),
+    }
+}
+
+/// An irq or loop document's statements of what its comparisons show (when it has them).
+fn comparison_html(doc: &Field, tables: &mut String) -> R<()> {
+    if let Some(c) = doc.opt("comparison") {
+        let _ = write!(tables, "<p class=\"note\"><b>Idle vs loaded:</b> {}</p>", esc(c.str_at("statement")?));
+    }
+    if let Some(d) = doc.opt("detection") {
+        let _ = write!(tables, "<p class=\"note\"><b>irq vs poll:</b> {}</p>", esc(d.str()?));
+    }
+    Ok(())
+}
+
+/// An efficiency fraction as the report shows it: "99.9 %".
+fn percent(fraction: f64) -> String {
+    format!("{:.1} %", fraction * 100.0)
+}
+
+/// The sentence beside every efficiency figure of a simulated document.
+const SIM_EFFICIENCY_NOTE: &str = "Efficiency = achieved / model, in %. SIMULATED: tlpx-sim paces its link with this same model, \
+                                   so efficiency cannot exceed 100 % by construction; it shows how near the card's gateware \
+                                   comes to the model, not how good a host is.";
 
 fn kind_title(kind: &str) -> &'static str {
     match kind {
@@ -475,8 +512,24 @@ fn environment_html(doc: &Field) -> R<String> {
     };
     h.push_str(&table(&["", ""], &params));
     h.push_str("</div></div>");
+    // What the simulator fixes by construction for these figures (documents of this tlpx;
+    // older ones have none): a box of its own, and not repeated among the notes.
+    let mut limit_notes = Vec::new();
+    if let Some(limits) = doc.opt("simulator_limits") {
+        h.push_str("<div class=\"limits\"><h3>What the simulator fixes here (not findings)</h3><ul>");
+        for l in limits.arr()? {
+            let statement = l.str_at("statement")?;
+            let concerns = match l.key("concerns")?.v {
+                Value::Array(a) => a.iter().map(plain).collect::<Vec<_>>().join(", "),
+                other => plain(other),
+            };
+            let _ = write!(h, "<li>{} <span class=\"concerns\">({})</span></li>", esc(statement), esc(&concerns));
+            limit_notes.push(format!("SIMULATED: {statement}"));
+        }
+        h.push_str("</ul></div>");
+    }
     let notes: Vec<String> = match doc.key("notes")?.v {
-        Value::Array(a) => a.iter().map(plain).collect(),
+        Value::Array(a) => a.iter().map(plain).filter(|n| !limit_notes.contains(n)).collect(),
         _ => Vec::new(),
     };
     if !notes.is_empty() {
@@ -517,7 +570,7 @@ fn op_label(name: &str) -> &str {
     }
 }
 
-fn bw_section(doc: &Field, points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+fn bw_section(doc: &Field, points: &[Field], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
     let model: Option<LinkConfig> = match doc.opt("model") {
         Some(m) => {
             let link = m.key("link")?;
@@ -553,7 +606,7 @@ fn bw_section(doc: &Field, points: &[Field], tables: &mut String, figs: &mut Fig
             mbs(a.median),
             mbs(a.max),
             model_bps.map_or("–".into(), mbs),
-            model_bps.map_or("–".into(), |m| if m > 0.0 { format!("{:.3}", a.median / m) } else { "–".into() }),
+            model_bps.map_or("–".into(), |m| if m > 0.0 { percent(a.median / m) } else { "–".into() }),
             p.text_at("transfers")?,
             errors,
         ]);
@@ -589,7 +642,7 @@ fn bw_section(doc: &Field, points: &[Field], tables: &mut String, figs: &mut Fig
         let chart = Chart {
             title: format!("{} bandwidth against transfer size", op_label(op)),
             x_label: "transfer size".into(),
-            y_label: "payload MB/s".into(),
+            y_label: if sim { "payload MB/s (card time, simulated)".into() } else { "payload MB/s (card time)".into() },
             x_axis: XAxis::Log2Bytes,
             y_range: None,
             series: chart_series,
@@ -597,16 +650,24 @@ fn bw_section(doc: &Field, points: &[Field], tables: &mut String, figs: &mut Fig
         figs.chart(&format!("{}: achieved payload bandwidth (points) and the model's limit (line)", op_label(op)), &chart)?;
     }
     if !rows.is_empty() {
-        tables.push_str("<h3>Bandwidth (MB/s)</h3>");
+        tables.push_str(if sim {
+            "<h3>Bandwidth (payload MB/s of card time, simulated)</h3>"
+        } else {
+            "<h3>Bandwidth (payload MB/s of card time)</h3>"
+        });
         tables.push_str(&table(
-            &["op", "size", "pattern", "window", "min", "median", "max", "model", "efficiency", "transfers", "errors"],
+            &["op", "size", "pattern", "window", "min", "median", "max", "model", "efficiency (% of model)", "transfers", "errors"],
             &rows,
         ));
+        if sim {
+            let _ = write!(tables, "<p class=\"note\">{}</p>", esc(SIM_EFFICIENCY_NOTE));
+        }
     }
     Ok(())
 }
 
-fn lat_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+fn lat_section(points: &[Field], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
+    let clock = if sim { "card time, simulated" } else { "card time" };
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for p in points {
@@ -625,20 +686,20 @@ fn lat_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
     if !points.is_empty() {
         let chart = Chart {
             title: "DMA read latency CDF".into(),
-            x_label: "latency (ns)".into(),
+            x_label: format!("latency (ns of {clock})"),
             y_label: "fraction of requests".into(),
             x_axis: XAxis::Linear,
             y_range: Some((0.0, 1.0)),
             series,
         };
         figs.chart("Latency CDFs: fraction of requests at or below each latency (card samples)", &chart)?;
-        tables.push_str("<h3>Latency</h3>");
+        let _ = write!(tables, "<h3>Latency ({clock})</h3>");
         tables.push_str(&table(&with_stats_head(&["measurement"]).into_iter().chain(["dropped"]).collect::<Vec<_>>(), &rows));
     }
     Ok(())
 }
 
-fn pio_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+fn pio_section(points: &[Field], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
     let (mut wr, mut rd) = (Vec::new(), Vec::new());
     let mut rows = Vec::new();
     for p in points {
@@ -666,14 +727,21 @@ fn pio_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
                 Series { label: "PIO read".into(), points: rd, style: Style::Points },
             ],
         };
-        figs.chart("PIO: bandwidth the card saw, per access width", &chart)?;
-        tables.push_str("<h3>PIO: host time per access, and card bandwidth (MB/s)</h3>");
+        if sim {
+            figs.chart("PIO (SIMULATED): the card's PIO window, per access width, in card time; no host CPU is simulated", &chart)?;
+            tables.push_str(
+                "<h3>PIO (SIMULATED): tlpx-sim socket round trip per access (host wall time), and the card window's MB/s (card time)</h3>",
+            );
+        } else {
+            figs.chart("PIO: bandwidth the card saw, per access width", &chart)?;
+            tables.push_str("<h3>PIO: host wall time per access, and card bandwidth (MB/s of card time)</h3>");
+        }
         tables.push_str(&table(&with_stats_head(&["access"]).into_iter().chain(["card MB/s"]).collect::<Vec<_>>(), &rows));
     }
     Ok(())
 }
 
-fn characterize_table(rows_in: &[Field], tables: &mut String) -> R<()> {
+fn characterize_table(rows_in: &[Field], sim: bool, tables: &mut String) -> R<()> {
     let opt_mb = |f: &Field, k: &str| -> R<String> { Ok(f.opt(k).map(|v| v.num()).transpose()?.map_or("–".into(), mbs)) };
     let mut rows = Vec::new();
     for r in rows_in {
@@ -682,13 +750,20 @@ fn characterize_table(rows_in: &[Field], tables: &mut String) -> R<()> {
             opt_mb(r, "best_bytes_per_second")?,
             r.opt("at_bytes").map(|v| v.num()).transpose()?.map_or("–".into(), |b| bytes(b as u64)),
             opt_mb(r, "model_at_size_bytes_per_second")?,
-            r.opt("efficiency").map(|v| v.num()).transpose()?.map_or("–".into(), |e| format!("{e:.3}")),
+            r.opt("efficiency").map(|v| v.num()).transpose()?.map_or("–".into(), percent),
             opt_mb(r, "model_best_bytes_per_second")?,
             r.text_at("how")?,
         ]);
     }
-    tables.push_str("<h3>Maximum sustained bandwidth (MB/s)</h3>");
-    tables.push_str(&table(&["", "best", "at", "model at size", "efficiency", "model best", "how"], &rows));
+    tables.push_str(if sim {
+        "<h3>Maximum sustained bandwidth (payload MB/s of card time, simulated)</h3>"
+    } else {
+        "<h3>Maximum sustained bandwidth (payload MB/s of card time)</h3>"
+    });
+    tables.push_str(&table(&["", "best", "at", "model at size", "efficiency (% of model)", "model best", "how"], &rows));
+    if sim {
+        let _ = write!(tables, "<p class=\"note\">{}</p>", esc(SIM_EFFICIENCY_NOTE));
+    }
     Ok(())
 }
 
@@ -700,7 +775,7 @@ fn model_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> 
         let size = p.num_at("transfer_size")?;
         let bps = p.num_at("bytes_per_second")?;
         by_op.entry(op.clone()).or_default().push((size, bps / 1e6));
-        rows.push(vec![op, bytes(size as u64), mbs(bps), format!("{:.3}", p.num_at("efficiency")?)]);
+        rows.push(vec![op, bytes(size as u64), mbs(bps), percent(p.num_at("efficiency")?)]);
     }
     let series: Vec<Series> = by_op
         .into_iter()
@@ -719,7 +794,7 @@ fn model_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> 
     };
     figs.chart("The analytic model's bandwidth limit per operation", &chart)?;
     tables.push_str("<h3>Model</h3>");
-    tables.push_str(&table(&["operation", "size", "MB/s", "efficiency"], &rows));
+    tables.push_str(&table(&["operation", "size", "MB/s", "link efficiency (payload / raw bytes, %)"], &rows));
     Ok(())
 }
 
@@ -829,7 +904,7 @@ fn spy_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
     Ok(())
 }
 
-fn irq_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+fn irq_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for p in points {
@@ -849,7 +924,12 @@ fn irq_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
         }
     }
     let has = series.iter().any(|s| s.has_data());
-    figs.add("Interrupt dispatch latency per stage and condition: log2 buckets of card cycles, log count", has, || {
+    let caption = if clock.contains("simulated") {
+        "Interrupt latency per stage and condition (SIMULATED: no interrupt controller or kernel dispatch in it): log2 buckets of card cycles, log count"
+    } else {
+        "Interrupt dispatch latency per stage and condition: log2 buckets of card cycles, log count"
+    };
+    figs.add(caption, has, || {
         Ok(log_chart(&LogChart {
             title: "Interrupt latency histogram".into(),
             x_label: "latency (log scale)".into(),
@@ -860,13 +940,13 @@ fn irq_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
         }))
     })?;
     if !rows.is_empty() {
-        tables.push_str("<h3>Interrupt latency</h3>");
+        let _ = write!(tables, "<h3>Interrupt latency ({})</h3>", esc(clock));
         tables.push_str(&table(&with_stats_head(&["condition, stage"]), &rows));
     }
     Ok(())
 }
 
-fn loop_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+fn loop_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     // One histogram per (condition, detection, return), one series per size.
     let mut groups: BTreeMap<String, Vec<LogSeries>> = BTreeMap::new();
     let mut rows = Vec::new();
@@ -918,9 +998,12 @@ fn loop_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<
         })?;
     }
     if !rows.is_empty() {
-        tables.push_str("<h3>Loop time</h3>");
+        let _ = write!(tables, "<h3>Loop time ({})</h3>", esc(clock));
         tables.push_str(&table(
-            &with_stats_head(&["condition, detection, return", "size"]).into_iter().chain(["host compute (median)"]).collect::<Vec<_>>(),
+            &with_stats_head(&["condition, detection, return", "size"])
+                .into_iter()
+                .chain(["host compute (median, real host time)"])
+                .collect::<Vec<_>>(),
             &rows,
         ));
     }
@@ -965,6 +1048,9 @@ fn rule30_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()>
     if let Some(c) = doc.opt("clock_statement") {
         let _ = write!(tables, "<p class=\"note\">{}</p>", esc(&plain(c.v)));
     }
+    if let Some(c) = doc.opt("crossover_claim") {
+        let _ = write!(tables, "<p class=\"note\"><b>Two clocks:</b> {}</p>", esc(&plain(c.v)));
+    }
     if !rows.is_empty() {
         tables.push_str("<h3>Time per line</h3>");
         tables.push_str(&table(
@@ -974,17 +1060,21 @@ fn rule30_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()>
     }
     if let Some(cs) = doc.opt("crossovers") {
         let mut rows = Vec::new();
+        // Documents before the clocks were recorded have no hw_clock / sw_clock: "–".
+        let clock = |c: &Field, k: &str| c.opt(k).map_or("–".to_string(), |v| plain(v.v));
         for c in cs.arr()? {
             rows.push(vec![
                 c.text_at("hw_mode")?,
+                clock(&c, "hw_clock"),
                 c.text_at("sw_mode")?,
+                clock(&c, "sw_clock"),
                 fmt_ns(c.num_at("latency_ns")?),
                 c.opt("length_bits").map_or("never".into(), |l| plain(l.v)),
             ]);
         }
         if !rows.is_empty() {
-            tables.push_str("<h3>Crossovers: hardware faster from this length on</h3>");
-            tables.push_str(&table(&["hardware mode", "software mode", "latency", "length (bits)"], &rows));
+            tables.push_str("<h3>Crossovers: hardware faster from this length on (each mode in its own clock)</h3>");
+            tables.push_str(&table(&["hardware mode", "its clock", "software mode", "its clock", "latency", "length (bits)"], &rows));
         }
     }
     Ok(())
@@ -1257,6 +1347,9 @@ figure { margin: 1em 0; }
 svg.chart { max-width: 100%; height: auto; border: 1px solid #ddd; }
 figcaption, .note, .nodata { color: #555; font-size: 0.9em; }
 ul.notes { color: #6b4f00; }
+.limits { background: #fff8e1; border-left: 4px solid #d39e00; padding: 0.2em 1em; margin: 0.8em 0; }
+.limits h3 { margin: 0.4em 0; font-size: 1em; }
+.limits .concerns { color: #777; font-size: 0.85em; }
 ";
 
 fn page(title: &str, sections: &[Section]) -> String {

@@ -27,12 +27,12 @@ use serde::Serialize;
 use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
 use tlpx_device::{BarPath, ClockSource};
 use tlpx_model::stats::Summary;
-use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant};
+use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant, CARD_WORDS};
 
 use crate::args::{check_optional_output, check_output_dir, whole};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::realtime::fmt_ns;
-use crate::results::{self, ResultDoc};
+use crate::results::{self, ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_duration;
 
@@ -303,9 +303,12 @@ pub struct Point {
     /// (total - busy) per operation, ns.
     pub overhead_per_op_ns: Option<f64>,
     pub operations: Option<u32>,
-    /// Packets whose output matched sw-char (with --verify).
+    /// Packets whose output was compared with sw-char's and matched (with --verify).
     pub verified_packets: Option<u32>,
+    /// Packets whose output differs from sw-char's or is missing (with --verify).
     pub mismatches: u32,
+    /// Of the mismatches, packets the mode returned no output for (a failure, never a pass).
+    pub missing_outputs: u32,
     /// Hardware modes: how register accesses reached the card (mapped loads and stores, a
     /// system call each, or a simulator message each).
     pub bar_path: Option<BarPath>,
@@ -373,6 +376,7 @@ fn run_sw(plan: &Plan, variant: Variant, length: u32, work: &Workload) -> anyhow
         overhead_per_op_ns: None,
         operations: None,
         verified_packets: work.golden.as_ref().map(|_| plan.packets - mismatches),
+        missing_outputs: 0,
         mismatches,
         bar_path: None,
     })
@@ -434,11 +438,9 @@ fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_n
     }
     let total_ns = (card.device().clock_ns()? - t_start) as f64;
     let cpu1 = thread_cpu_ns();
-    if let Some(golden) = &work.golden {
-        for (g, out) in golden.iter().zip(&outputs) {
-            let line = from_card_words(out, length as usize)?;
-            mismatches += u32::from(*g != line);
-        }
+    let verification = work.golden.as_ref().map(|golden| verify_outputs(golden, &outputs, length)).transpose()?;
+    if let Some(v) = verification {
+        mismatches = v.mismatches;
     }
     let (pp, pl, jitter) = summarise(&per_packet, &per_line)?;
     let busy_ns = busy_cycles as f64 * cycle_ns;
@@ -459,10 +461,39 @@ fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_n
         efficiency: (total_ns > 0.0).then(|| busy_ns / total_ns),
         overhead_per_op_ns: (operations > 0).then(|| (total_ns - busy_ns) / f64::from(operations)),
         operations: Some(operations),
-        verified_packets: work.golden.as_ref().map(|_| plan.packets - mismatches),
+        verified_packets: verification.map(|v| v.verified),
+        missing_outputs: verification.map_or(0, |v| v.missing),
         mismatches,
         bar_path: path,
     })
+}
+
+/// What --verify found for the outputs of one hardware mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Verification {
+    /// Outputs compared with their packet's golden line and equal to it.
+    verified: u32,
+    /// Outputs that differ, plus packets without an output and outputs without a packet.
+    mismatches: u32,
+    /// |packets - outputs|: a count that differs is a failure of every unpaired packet.
+    missing: u32,
+}
+
+/// Compares the outputs with the golden lines, packet by packet. Only comparisons actually
+/// made count as verified; the two lists must be as long as each other, and every packet
+/// or output without a partner is a mismatch (zip alone would stop at the shorter one and
+/// leave the packets it never compared looking verified).
+fn verify_outputs(golden: &[BitLine], outputs: &[[u32; CARD_WORDS]], length: u32) -> anyhow::Result<Verification> {
+    let (mut verified, mut mismatches) = (0u32, 0u32);
+    for (g, out) in golden.iter().zip(outputs) {
+        if *g == from_card_words(out, length as usize)? {
+            verified += 1;
+        } else {
+            mismatches += 1;
+        }
+    }
+    let missing = golden.len().abs_diff(outputs.len()) as u32;
+    Ok(Verification { verified, mismatches: mismatches + missing, missing })
 }
 
 fn measure(
@@ -513,8 +544,9 @@ fn export_point(p: &Point) {
 
 fn point_row(p: &Point) -> String {
     format!(
-        "  {:<10} {:>5} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7.2} {:>9} {:>9} {:>6} {}",
+        "  {:<10} {:<11} {:>5} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7.2} {:>9} {:>9} {:>6} {}",
         p.mode.name(),
+        if p.clock == "simulated_card" { "card (sim)" } else { "host wall" },
         p.length_bits,
         if p.mode.is_hw() { fmt_ns(p.latency_ns) } else { "-".into() },
         fmt_ns(p.per_line_ns.min),
@@ -527,6 +559,9 @@ fn point_row(p: &Point) -> String {
         p.efficiency.map_or("-".into(), |e| format!("{:.1}%", e * 100.0)),
         match p.verified_packets {
             Some(v) if p.mismatches == 0 => format!("verified {v}/{}", p.packets),
+            Some(_) if p.missing_outputs > 0 => {
+                format!("MISMATCH {} of {} ({} outputs missing)", p.mismatches, p.packets, p.missing_outputs)
+            }
             Some(_) => format!("MISMATCH {} of {}", p.mismatches, p.packets),
             None => String::new(),
         }
@@ -535,16 +570,46 @@ fn point_row(p: &Point) -> String {
 
 fn header() -> String {
     format!(
-        "  {:<10} {:>5} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9} {:>9} {:>6}",
-        "mode", "bits", "latency", "line min", "line avg", "line max", "packet avg", "jitter", "user/pkt", "kern/pkt", "eff"
+        "  {:<10} {:<11} {:>5} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9} {:>9} {:>6}",
+        "mode", "clock", "bits", "latency", "line min", "line avg", "line max", "packet avg", "jitter", "user/pkt", "kern/pkt", "eff"
     )
+}
+
+/// What the columns' clocks are (the line above the table).
+const COLUMNS_NOTE: &str = "columns: line and packet times in the row's clock (host wall = this host's wall clock; card (sim) = \
+                            the simulated card's clock); user/pkt and kern/pkt are the measuring thread's CPU time on this host; \
+                            eff = accelerator busy / total, in %";
+
+/// On the simulator with hardware modes: what comparing the modes' times (the crossovers
+/// above all) can and cannot claim, the two clocks being different.
+fn crossover_claim(session: &Session) -> Option<String> {
+    let sim = session.environment.sim.as_ref()?;
+    let link = format!("Gen{} x{}", sim.link_model.generation, sim.link_model.lanes);
+    Some(if sim.host_time == "real" {
+        format!(
+            "comparing modes compares two clocks: software modes in host wall time on this host's CPU, hardware modes in \
+             card time (simulated: the modelled {link} link, root complex and card, plus this host's wall time between \
+             register accesses, tlpx-sim's socket round trips included); the socket is no PCIe host's, so these crossovers \
+             bound no real host's"
+        )
+    } else {
+        format!(
+            "comparing modes compares two clocks: software modes in host wall time on this host's CPU, hardware modes in card \
+             time (simulated, virtual host time: the modelled {link} link, root complex ({} ns read latency + 0..{} ns) and \
+             card; the driver's own CPU time costs nothing); a crossover here is a lower bound on a real host's only for a \
+             host whose link and root complex are no faster than these and whose CPU runs the software modes at least as fast \
+             as this one (its driver then only adds time to the hardware modes); a faster link or root complex, or a slower CPU, can bring the crossover \
+             below these lengths",
+            sim.dma_latency_ns, sim.dma_jitter_ns
+        )
+    })
 }
 
 fn clock_statement(session: &Session) -> String {
     if session.environment.simulated {
         let mode = session.environment.sim.as_ref().map_or("virtual".to_string(), |s| s.host_time.clone());
         format!(
-            "software modes: real CPU time on this host; hardware modes: SIMULATED card time (host time {mode}: {}), \
+            "software modes: host wall time on this host's CPU; hardware modes: SIMULATED card time (host time {mode}: {}), \
              on the simulator every register access of hw-poll and hw-syscall alike is one socket message",
             if mode == "real" {
                 "the modelled bus and card plus this host's real time between accesses, socket included"
@@ -564,6 +629,9 @@ fn clock_statement(session: &Session) -> String {
 #[derive(Debug, Serialize)]
 struct Body {
     clock_statement: String,
+    /// On the simulator with hardware modes: what comparing the modes' times across their two
+    /// clocks can claim (crossovers above all); null otherwise.
+    crossover_claim: Option<String>,
     points: Vec<Point>,
     crossovers: Vec<Crossover>,
 }
@@ -573,6 +641,10 @@ struct Body {
 pub struct Crossover {
     pub hw_mode: &'static str,
     pub sw_mode: &'static str,
+    /// The clocks the two modes were timed with (the points' `clock`): on the simulator
+    /// "simulated_card" against "host", two different clocks (see `crossover_claim`).
+    pub hw_clock: &'static str,
+    pub sw_clock: &'static str,
     pub latency_ns: f64,
     /// The shortest length from which the hardware mode is faster at every longer length
     /// measured; `None`: never within the lengths.
@@ -608,14 +680,32 @@ fn crossovers(points: &[Point], latencies: &[f64]) -> Vec<Crossover> {
                         _ => break,
                     }
                 }
-                out.push(Crossover { hw_mode: h.name(), sw_mode: s.name(), latency_ns: lat, length_bits: from });
+                let clock_of = |m: &Mode| points.iter().find(|p| p.mode == *m).map_or("host", |p| p.clock);
+                out.push(Crossover {
+                    hw_mode: h.name(),
+                    sw_mode: s.name(),
+                    hw_clock: clock_of(h),
+                    sw_clock: clock_of(s),
+                    latency_ns: lat,
+                    length_bits: from,
+                });
             }
         }
     }
     out
 }
 
-/// Per latency: a row per hardware mode, a column per software mode, the crossover length.
+/// A point's `clock` in words: "host wall time" or "card time (simulated)".
+pub fn clock_text(clock: &str) -> &'static str {
+    if clock == "simulated_card" {
+        "card time (simulated)"
+    } else {
+        "host wall time"
+    }
+}
+
+/// Per latency: a row per hardware mode, a column per software mode, the crossover length;
+/// the heading names the clocks of both.
 pub fn crossover_table(crossovers: &[Crossover]) -> Vec<String> {
     let mut out = Vec::new();
     let mut latencies: Vec<f64> = crossovers.iter().map(|c| c.latency_ns).collect();
@@ -627,7 +717,19 @@ pub fn crossover_table(crossovers: &[Crossover]) -> Vec<String> {
     hw.sort_unstable();
     hw.dedup();
     for lat in latencies {
-        out.push(format!("  crossover (bits from which the hardware mode is faster per line), latency {}:", fmt_ns(lat)));
+        let clocks = |f: fn(&Crossover) -> &'static str| {
+            let mut v: Vec<&str> = crossovers.iter().map(|c| clock_text(f(c))).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.join(" / ")
+        };
+        out.push(format!(
+            "  crossover (bits from which the hardware mode is faster per line), latency {}; rows (hardware modes) in {}, \
+             columns (software modes) in {}:",
+            fmt_ns(lat),
+            clocks(|c| c.hw_clock),
+            clocks(|c| c.sw_clock)
+        ));
         out.push(format!("    {:<11}{}", "", sw.iter().map(|s| format!("{s:>10}")).collect::<String>()));
         for h in &hw {
             let cells: String = sw
@@ -649,8 +751,9 @@ pub fn overhead_table(points: &[Point]) -> Vec<String> {
     let Some(longest) = points.iter().filter(|p| p.mode.is_hw()).map(|p| p.length_bits).max() else {
         return Vec::new();
     };
+    let clock = points.iter().find(|p| p.mode.is_hw()).map_or("host", |p| p.clock);
     let mut out = vec![
-        format!("  overhead at {longest} bits (efficiency = accelerator busy time / total):"),
+        format!("  overhead at {longest} bits, in {} (efficiency = accelerator busy time / total):", clock_text(clock)),
         format!("    {:<11}{:>10}{:>12}{:>14}{:>12}", "mode", "latency", "efficiency", "overhead/op", "time/line"),
     ];
     for p in points.iter().filter(|p| p.mode.is_hw() && p.length_bits == longest) {
@@ -721,15 +824,20 @@ fn finish(
     json: bool,
     started: Instant,
 ) -> anyhow::Result<ExitCode> {
-    let statement = session.as_ref().map_or("software modes only: real CPU time on this host".into(), clock_statement);
+    let statement = session.as_ref().map_or("software modes only: host wall time on this host's CPU".into(), clock_statement);
+    let claim = session.as_ref().and_then(crossover_claim);
     if !json {
         if let Some(s) = &session {
             crate::outln!("{}", s.describe());
         }
         crate::outln!("what these figures are: {statement}");
+        crate::outln!("{COLUMNS_NOTE}");
         crate::outln!("{}", header());
         for p in &points {
             crate::outln!("{}", point_row(p));
+        }
+        if let (Some(c), false) = (&claim, crossovers.is_empty()) {
+            crate::outln!("what the crossovers can claim: {c}");
         }
         for line in crossover_table(&crossovers) {
             crate::outln!("{line}");
@@ -746,16 +854,19 @@ fn finish(
         Some(s) => (s.environment.clone(), s.link.clone()),
         None => (results::machine_environment(), None),
     };
-    let doc = ResultDoc::new(
+    let mut doc = ResultDoc::new(
         kind,
         plan,
         environment,
         link,
         None,
-        Body { clock_statement: statement.clone(), points, crossovers },
+        Body { clock_statement: statement.clone(), crossover_claim: claim.clone(), points, crossovers },
         started.elapsed().as_secs_f64(),
         vec![statement],
     );
+    if let Some(c) = claim {
+        doc.add_sim_limit(SimLimit::new("rule30_two_clocks", &["crossovers", "points[].per_line_ns", "points[].clock"], c));
+    }
     doc.emit(output, json, failed)
 }
 
@@ -916,6 +1027,26 @@ mod tests {
         assert_eq!(e, "--mode: sw-char is given twice (\"sw\" and \"sw-char\"); give each mode once");
         let e = Mode::parse("hw-irq,hw-irq").expect_err("hw-irq twice").to_string();
         assert!(e.contains("hw-irq is given twice (\"hw-irq\" twice)"), "{e}");
+    }
+
+    #[test]
+    fn verify_counts_only_the_comparisons_it_made_and_a_missing_output_fails() {
+        let golden: Vec<BitLine> = test_packets(3, 40, 9).expect("packets").iter().map(BitLine::from).collect();
+        let words: Vec<[u32; CARD_WORDS]> = golden.iter().map(BitLine::to_card_words).collect();
+        let v = |verified, mismatches, missing| Verification { verified, mismatches, missing };
+        assert_eq!(verify_outputs(&golden, &words, 40).expect("compared"), v(3, 0, 0));
+        // One output for three packets: one verified, two missing are failures, not passes.
+        assert_eq!(verify_outputs(&golden, &words[..1], 40).expect("compared"), v(1, 2, 2));
+        // No output at all: nothing verified.
+        assert_eq!(verify_outputs(&golden, &[], 40).expect("compared"), v(0, 3, 3));
+        // More outputs than packets is as wrong as fewer.
+        let mut extra = words.clone();
+        extra.push(words[0]);
+        assert_eq!(verify_outputs(&golden, &extra, 40).expect("compared"), v(3, 1, 1));
+        // A wrong output is a mismatch, the others still verified.
+        let mut wrong = words;
+        wrong[1][0] ^= 1;
+        assert_eq!(verify_outputs(&golden, &wrong, 40).expect("compared"), v(2, 1, 0));
     }
 
     #[test]
