@@ -19,6 +19,7 @@ source scripts/simctl.sh
 trap sim_stop EXIT
 
 out=$1
+mkdir -p "$(dirname "$out")"
 shift
 REPEATS=${REPEATS:-3}
 IDLE_CYCLES=${IDLE_CYCLES:-2000000}
