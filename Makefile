@@ -18,10 +18,18 @@ CPU          ?= 0
 CPU_SUFFIX   := $(if $(filter 1 yes true,$(CPU)),-cpu,)
 CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
 CPU_CARD_LIB := $(BUILD)/card/dw64-cpu/libtlpxcard.so
+# The cards without tlpx's blocks (build --litepcie-only): the simulator benchmark's reference.
+LITEPCIE_LIBS := $(foreach w,$(ALL_WIDTHS),$(BUILD)/card/dw$(w)-litepcie/libtlpxcard.so)
+# PGO=0: build the card's model without the profile-guided pass (faster build, slower model).
+PGO          ?= 1
+CARD_FLAGS   := $(if $(filter 0 no false,$(PGO)),--no-pgo,)
 FIRMWARE     := $(BUILD)/firmware/tlpx-fw.img
 FIRMWARE_SRC := $(shell find firmware -path firmware/scripts -prune -o -type f -print 2>/dev/null)
+# clang, llvm (llvm-profdata) and libclang-rt-14-dev (its profile runtime): the card's model is
+# built with clang and profile-guided (gateware/tlpx_gateware/build.py; g++ is the fallback).
 APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium \
-                qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev gcc-riscv64-unknown-elf
+                qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev gcc-riscv64-unknown-elf \
+                clang llvm libclang-rt-14-dev valgrind
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 
@@ -97,14 +105,19 @@ UNGATED_CARD_LIB := $(BUILD)/card/dw64-ungated/libtlpxcard.so
 gateware-all: $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(UNGATED_CARD_LIB)
 
 $(BUILD)/card/dw%/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
-	$(PY) -m tlpx_gateware.build --data-width $* --output $(BUILD)/card/dw$*
+	$(PY) -m tlpx_gateware.build --data-width $* --output $(BUILD)/card/dw$* $(CARD_FLAGS)
 
 # The card with the soft CPU (the shorter stem wins over the rule above).
 $(BUILD)/card/dw%-cpu/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
-	$(PY) -m tlpx_gateware.build --data-width $* --with-cpu --output $(BUILD)/card/dw$*-cpu
+	$(PY) -m tlpx_gateware.build --data-width $* --with-cpu --output $(BUILD)/card/dw$*-cpu $(CARD_FLAGS)
 
+# The card without tlpx's blocks (the benchmark's reference), built with the same flags.
+$(BUILD)/card/dw%-litepcie/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width $* --litepcie-only --output $(BUILD)/card/dw$*-litepcie $(CARD_FLAGS)
+
+# Only the exactness test runs it: no profile-guided build (it would double the build time).
 $(BUILD)/card/dw%-ungated/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
-	$(PY) -m tlpx_gateware.build --data-width $* --ungated --output $(BUILD)/card/dw$*-ungated
+	$(PY) -m tlpx_gateware.build --data-width $* --ungated --no-pgo --output $(BUILD)/card/dw$*-ungated
 
 $(BUILD)/card/%/csr.json: $(BUILD)/card/%/libtlpxcard.so
 	@true
@@ -140,7 +153,7 @@ demo: setup gateware $(CPU_CARD_LIB) firmware host
 test: setup gateware-all check-regs firmware host
 	@scripts/test.sh
 
-bench: setup gateware-all firmware host
+bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
 	@scripts/bench.sh
 
 # The seed's full experiment on the simulated card: 8..1024 bits in steps of 8, latencies

