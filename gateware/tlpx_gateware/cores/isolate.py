@@ -1,33 +1,41 @@
 """Isolated blocks: an idle block costs the simulator nothing.
 
 The card is simulated by Verilator one card cycle at a time, and Verilator evaluates all the
-combinational logic of a clock domain every time that domain ticks, changed inputs or not:
-on the card's one clock, every block's logic runs in every cycle, also when the block has
-nothing to do. That was most of the simulator's time (docs/performance.md).
+logic of a clock domain every time that domain ticks, changed inputs or not: on the card's one
+clock, every block's logic ran in every cycle, also when the block had nothing to do. That was
+most of the simulator's time (docs/performance.md).
 
 An isolated block runs in its own clock domain, whose clock is the card clock gated (in
 simulation; rule30/block.py's clock-gating cell) by ``enable``, and sees the rest of the card
 only through registers of its own domain:
 
 ```
- card (sys) ──every input x (CSRs, cycles, completions, PHY taps, ...)──► x_r ──► block logic
-                                                                (registers of the block's domain)
- block.source ──► FIFO (sys) ──► transmit arbiter        block.source.ready = space_r (x_r of "FIFO has room")
- enable = busy | event | event one cycle ago                        (events: CSR strobes, valids)
+ card ──every input x (CSRs, cycles, completions, PHY taps, ...)──► x_r ──► block logic
+                                                               (registers of the block's domain)
+ block.source ──► TxBoundary FIFO (block's domain) ──► transmit arbiter (card)
+                  block.source.ready = space (a register: "the FIFO had room")
+ enable = busy | event | event one and two cycles ago | the FIFO holds a beat
+          (events: CSR accesses, completions, PHY valids, ...)
 ```
 
 So the block is the same logic, one cycle late: it sees every input (the timebase included)
-as it was one cycle before, and so stamps every event exactly as it did without isolation;
-what it sends leaves one cycle later, through a 4-entry FIFO (one more cycle). Because every
-combinational signal of the block now depends only on registers of its domain, Verilator
-evaluates the block's logic only in cycles where that domain ticks.
+as it was one cycle before, and so stamps every event with the cycle it happened on; what it
+sends leaves through a 4-entry FIFO, a cycle or more later (as long as the arbiter makes it
+wait): a block stamps a TLP when the FIFO hands it to the arbiter (``sent_first``,
+``sent_last``) and ends a run or raises an interrupt only once its FIFO is empty
+(``tx_idle``). Because every combinational signal of the block depends only on registers of
+its domain, Verilator evaluates the block's logic only in cycles where that domain ticks.
+
+This is a change to the card, not only to its simulation: a board's card has the same
+registers and FIFOs (there the clock is not gated), so its timing is the simulated one.
 
 Gating is exact when (1) nothing in the block runs freely: an idle block whose inputs are
 quiet is a fixed point; (2) ``busy`` covers every state in which a register of the block can
 change without an event; (3) ``events`` covers every input that can start something (a CSR
-strobe, a valid), for the cycle it is high (so the input register samples it) and the cycle
-after (so the block acts on it, with a fresh timebase). test_isolate.py runs the same stimulus
-through isolated cards with the gate on and off and compares every output, every cycle.
+strobe, a valid), for the cycle it is high (so the input register samples it) and the two
+cycles after (so the block acts on it, with a fresh timebase). test_isolate.py runs one mixed
+session through the gated card and the ungated card (build --ungated) and compares every TLP,
+MSI and register.
 """
 
 from functools import reduce
@@ -157,10 +165,12 @@ class OneCycleLate(ModuleTransformer):
 
 
 class TxBoundary(Module):
-    """A block's transmit stream into the card's arbiter: a FIFO in the card's domain, whose
-    'has room' the block sees through a register of its own domain (``space``). The block
-    sends a beat when it sees room; the FIFO keeps room for the one beat that the one-cycle-old
-    view can let through."""
+    """A block's transmit stream into the card's arbiter: a FIFO in the block's domain (so an
+    idle boundary costs nothing either), whose 'has room' the block sees through a register
+    (``space``): the block's logic, one cycle late, sends a beat when it sees room; the FIFO
+    keeps room for the one beat that the one-cycle-old view can let through. The arbiter takes
+    beats from the FIFO in the cycle it grants them, so the block's clock must run while the
+    FIFO holds any (``pending``, part of the block's enable)."""
     def __init__(self, layout, domain, depth=4):
         self.sink   = sink = stream.Endpoint(layout)    # the block's source
         self.source = stream.Endpoint(layout)           # to the arbiter
@@ -174,10 +184,12 @@ class TxBoundary(Module):
 
         # # #
 
-        self.submodules.fifo = fifo = stream.SyncFIFO(layout, depth, buffered=False)
+        self.submodules.fifo = fifo = ClockDomainsRenamer(domain)(stream.SyncFIFO(layout, depth, buffered=False))
+        self.pending = Signal()  # the FIFO holds a beat
         room = Signal()
         self.comb += [
             room.eq(fifo.level <= depth - 2),
+            self.pending.eq(fifo.level != 0),
             fifo.sink.valid.eq(sink.valid & space),
             fifo.sink.payload.eq(sink.payload),
             fifo.sink.first.eq(sink.first),
@@ -193,7 +205,7 @@ class TxBoundary(Module):
         ]
 
 
-def isolate(soc, name, block, busy, events, tx=(), gate_clock=True, direct=()):
+def isolate(soc, name, block, busy, events, tx=(), gate_clock=True, direct=(), base="sys"):
     """Puts `block` (already a submodule of `soc`) in clock domain `name`, one cycle late
     (OneCycleLate), gated on ``busy | events | the events of the two cycles before``
     (`gate_clock`: else the domain's clock is the card clock). `tx` lists the block's transmit
@@ -240,11 +252,13 @@ def isolate(soc, name, block, busy, events, tx=(), gate_clock=True, direct=()):
     enable = Signal(name=f"{name}_enable")
     soc.comb += [
         event.eq(reduce(or_, [block.csr_access, *events])),
-        enable.eq(busy | event | event_d | event_dd),
+        enable.eq(reduce(or_, [busy, event, event_d, event_dd, *[b.pending for b in tx_bounds]])),
     ]
-    soc.sync += [event_d.eq(event), event_dd.eq(event_d)]
+    # In the base domain: the card clock, which runs also while the card's sys domain is gated.
+    base_sync = getattr(soc.sync, base)
+    base_sync += [event_d.eq(event), event_dd.eq(event_d)]
     block.clock_enable = enable
-    sources = drive_clock(soc, name, enable, gate_clock)
+    sources = drive_clock(soc, name, enable, gate_clock, base)
     block.tx_boundaries = tx_bounds
     return [b.source for b in tx_bounds], sources
 

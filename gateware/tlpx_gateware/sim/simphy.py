@@ -4,6 +4,14 @@ It plays the part of a PCIe hard IP's user interface: TLP beats in LitePCIe's PH
 (endianness "little", see tlpx_card.h), an MSI request stream, and what a hard IP hands the
 user logic from its configuration space (requester ID, MPS, MRRS, bus-master and MSI
 enables). The link, the root complex and the configuration space itself live in tlpx-sim.
+
+Its inputs and outputs are registered, as a hard IP's user interface is (a pipeline stage on
+each side): a TLP beat from the simulator enters a two-beat FIFO (``rx_ready`` is that FIFO's
+room, so the card takes a beat per cycle) and reaches the card a cycle later; the card's beats
+leave through a two-beat FIFO, a cycle later; the configuration inputs are registered. Besides
+modelling the hard IP's pipeline, this keeps the card's logic off the simulator's inputs:
+Verilator evaluates logic that depends on a top-level input in every evaluation (twice a
+cycle), logic behind registers only when its clock ticks (sim/clocking.py).
 """
 
 from migen import *
@@ -68,25 +76,31 @@ class SimPHY(LiteXModule):
 
         # # #
 
+        self.rx_fifo = rx_fifo = stream.SyncFIFO(phy_layout(data_width), 2, buffered=False)
+        self.tx_fifo = tx_fifo = stream.SyncFIFO(phy_layout(data_width), 2, buffered=False)
         self.comb += [
-            # Host -> card.
-            self.source.valid.eq(pads.rx_valid),
-            pads.rx_ready.eq(self.source.ready),
-            self.source.first.eq(pads.rx_first),
-            self.source.last.eq(pads.rx_last),
-            self.source.dat.eq(pads.rx_dat),
-            self.source.be.eq(pads.rx_be),
-            # Card -> host.
-            pads.tx_valid.eq(self.sink.valid),
-            self.sink.ready.eq(pads.tx_ready),
-            pads.tx_first.eq(self.sink.first),
-            pads.tx_last.eq(self.sink.last),
-            pads.tx_dat.eq(self.sink.dat),
-            pads.tx_be.eq(self.sink.be),
+            # Host -> card, through rx_fifo.
+            rx_fifo.sink.valid.eq(pads.rx_valid),
+            pads.rx_ready.eq(rx_fifo.sink.ready),
+            rx_fifo.sink.first.eq(pads.rx_first),
+            rx_fifo.sink.last.eq(pads.rx_last),
+            rx_fifo.sink.dat.eq(pads.rx_dat),
+            rx_fifo.sink.be.eq(pads.rx_be),
+            rx_fifo.source.connect(self.source),
+            # Card -> host, through tx_fifo.
+            self.sink.connect(tx_fifo.sink),
+            pads.tx_valid.eq(tx_fifo.source.valid),
+            tx_fifo.source.ready.eq(pads.tx_ready),
+            pads.tx_first.eq(tx_fifo.source.first),
+            pads.tx_last.eq(tx_fifo.source.last),
+            pads.tx_dat.eq(tx_fifo.source.dat),
+            pads.tx_be.eq(tx_fifo.source.be),
             # MSI.
             pads.msi_valid.eq(self.msi.valid),
             self.msi.ready.eq(pads.msi_ready),
             pads.msi_vector.eq(self.msi.dat),
+        ]
+        self.sync += [
             # Configuration.
             self.id.eq(pads.cfg_requester_id),
             self.max_payload_size.eq(pads.cfg_max_payload_size),
@@ -94,3 +108,8 @@ class SimPHY(LiteXModule):
             self.bus_master_enable.eq(pads.cfg_bus_master_enable),
             self.msi_enable.eq(pads.cfg_msi_enable),
         ]
+        # The raw inputs, for the core's clock gate (sim/clocking.py): a beat arriving, a
+        # configuration input changing.
+        self.rx_valid_in = pads.rx_valid
+        self.cfg_in = [pads.cfg_requester_id, pads.cfg_max_payload_size, pads.cfg_max_request_size,
+                       pads.cfg_bus_master_enable, pads.cfg_msi_enable]

@@ -208,7 +208,7 @@ class SoftCpu(LiteXModule):
 
     ``ibus`` and ``dbus`` are the CPU's Wishbone masters, to add to the card's bus.
     """
-    def __init__(self, platform, reset_address=SRAM_BASE, gate_clock=False, variant=CPU_VARIANT):
+    def __init__(self, platform, reset_address=SRAM_BASE, gate_clock=False, variant=CPU_VARIANT, base="sys"):
         from litex.soc.cores.cpu.vexriscv.core import VexRiscv
         self.hold_reset = Signal()  # in: CpuControl.cpu_reset
         self.clock_on   = Signal()  # in: CpuControl.clock_on
@@ -221,7 +221,7 @@ class SoftCpu(LiteXModule):
         )
         self.ibus, self.dbus = cpu.ibus, cpu.dbus
         self.comb += ResetSignal("cpu").eq(ResetSignal("sys"))
-        self.verilog_sources = drive_clock(self, "cpu", self.clock_on | ResetSignal("sys"), gate_clock)
+        self.verilog_sources = drive_clock(self, "cpu", self.clock_on | ResetSignal("sys"), gate_clock, base)
 
 
 def console(fifo_depth=CONSOLE_FIFO_DEPTH):

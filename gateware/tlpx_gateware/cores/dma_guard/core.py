@@ -33,8 +33,8 @@ class DmaGuard(LiteXModule):
     """``requests``: the crossbar's request stream out (request_layout: ``we``, first/last);
     ``completions``: its completion stream in (completion_layout: ``end``); ``phy_completions``:
     the same completions as TLPs (phy_layout) before LitePCIe's depacketizer, for the header
-    bits LitePCIe drops (EP, status). ``reset`` drives the ResetInserter of the crossbar and
-    the DMA engines."""
+    bits LitePCIe drops (EP, status). ``reset`` is the synchronous reset of the crossbar and
+    the DMA engines (their clock domain ``dma``, soc.py)."""
     def __init__(self, requests, completions, phy_completions, clock_hz):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0])
         self.reset = Signal()  # out: one cycle, resets LitePCIe's crossbar and DMA

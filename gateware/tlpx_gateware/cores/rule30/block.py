@@ -81,17 +81,18 @@ endmodule
 """
 
 
-def drive_clock(module, domain, enable_when, gate_clock):
-    """Drives ClockSignal(domain): the card clock gated by `enable_when` (simulation speed: the
-    domain's logic is evaluated only on gated edges), or the card clock itself. Returns the
-    Verilog files the module then needs (name -> text)."""
+def drive_clock(module, domain, enable_when, gate_clock, base="sys"):
+    """Drives ClockSignal(domain): the clock of domain `base` (the card clock: ``card`` on the
+    simulated card, whose ``sys`` is itself gated, see soc.SimClocking) gated by `enable_when`
+    (simulation speed: the domain's logic is evaluated only on gated edges), or that clock
+    itself. Returns the Verilog files the module then needs (name -> text)."""
     if not gate_clock:
-        module.comb += ClockSignal(domain).eq(ClockSignal("sys"))
+        module.comb += ClockSignal(domain).eq(ClockSignal(base))
         return {}
     enable = Signal(name=f"{domain}_clock_enable")  # a name of its own: see cores/isolate.py
     module.comb += enable.eq(enable_when)
     module.specials += Instance(CLOCK_GATE_MODULE,
-        i_clk  = ClockSignal("sys"),
+        i_clk  = ClockSignal(base),
         i_en   = enable,
         o_gclk = ClockSignal(domain),
     )
@@ -131,8 +132,10 @@ class Rule30Block(LiteXModule):
         MSI source index of the core's interrupt; read back at the window's ``irq_num``.
     gate_clock : bool
         Run the core on a gated clock (simulation speed; see the module docstring).
+    base : str
+        The clock domain whose clock is gated (drive_clock).
     """
-    def __init__(self, irq_num, gate_clock=False):
+    def __init__(self, irq_num, gate_clock=False, base="sys"):
         self.bus = bus = wishbone.Interface(data_width=32)  # the BAR0 window
         self.engine = engine = RegisterPort()               # the batch engine's port
         self.engine_active  = Signal()  # in: a batch runs, host writes are refused
@@ -194,7 +197,7 @@ class Rule30Block(LiteXModule):
             engine.pending.eq(we_r | re_r),
         ]
         self.verilog_sources.update(drive_clock(self, "rule30",
-            we | re | we_r | re_r | self.busy | self.irq | ResetSignal("sys"), gate_clock))
+            we | re | we_r | re_r | self.busy | self.irq | ResetSignal("sys"), gate_clock, base))
         assert WINDOW_BYTES == 4 * 2**7, "the window decode takes 7 word-address bits"
 
 
