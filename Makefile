@@ -19,7 +19,7 @@ CPU_SUFFIX   := $(if $(filter 1 yes true,$(CPU)),-cpu,)
 CARD_LIB      = $(BUILD)/card/dw$(1)/libtlpxcard.so
 CPU_CARD_LIB := $(BUILD)/card/dw64-cpu/libtlpxcard.so
 # The cards without tlpx's blocks (build --litepcie-only): the simulator benchmark's reference.
-LITEPCIE_LIBS := $(foreach w,$(ALL_WIDTHS),$(BUILD)/card/dw$(w)-litepcie/libtlpxcard.so)
+LITEPCIE_LIBS := $(foreach w,$(ALL_WIDTHS),$(BUILD)/card/dw$(w)-litepcie/libtlpxcard.so $(BUILD)/card/dw$(w)-litepcie-gated/libtlpxcard.so)
 # PGO=0: build the card's model without the profile-guided pass (faster build, slower model).
 PGO          ?= 1
 CARD_FLAGS   := $(if $(filter 0 no false,$(PGO)),--no-pgo,)
@@ -112,8 +112,13 @@ $(BUILD)/card/dw%-cpu/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
 	$(PY) -m tlpx_gateware.build --data-width $* --with-cpu --output $(BUILD)/card/dw$*-cpu $(CARD_FLAGS)
 
 # The card without tlpx's blocks (the benchmark's reference), built with the same flags.
+# The reference is LitePCIe as it simulates alone (no idle gating: tlpx's sim/clocking.py is
+# not LitePCIe's); the -gated one has tlpx's core gate too, reported beside it.
 $(BUILD)/card/dw%-litepcie/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
-	$(PY) -m tlpx_gateware.build --data-width $* --litepcie-only --output $(BUILD)/card/dw$*-litepcie $(CARD_FLAGS)
+	$(PY) -m tlpx_gateware.build --data-width $* --litepcie-only --ungated --output $(BUILD)/card/dw$*-litepcie $(CARD_FLAGS)
+
+$(BUILD)/card/dw%-litepcie-gated/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width $* --litepcie-only --output $(BUILD)/card/dw$*-litepcie-gated $(CARD_FLAGS)
 
 # Only the exactness test runs it: no profile-guided build (it would double the build time).
 $(BUILD)/card/dw%-ungated/libtlpxcard.so: $(GATEWARE_SRC) | $(STAMPS)/venv

@@ -29,7 +29,7 @@ echo "== bench: simulator speed, the full card against the card without tlpx's b
 results=()
 for w in $WIDTHS; do
     scripts/bench_sim.sh "$OUT/simspeed-dw$w.json" full="build/card/dw$w/libtlpxcard.so" \
-        litepcie="build/card/dw$w-litepcie/libtlpxcard.so"
+        litepcie="build/card/dw$w-litepcie/libtlpxcard.so" litepcie_gated="build/card/dw$w-litepcie-gated/libtlpxcard.so"
     results+=("$OUT/simspeed-dw$w.json")
 done
 .venv/bin/python scripts/bench_sim_report.py simspeed docs/performance.md "${results[@]}"

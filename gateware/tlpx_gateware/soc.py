@@ -49,7 +49,7 @@ from litepcie.frontend.dma import LitePCIeDMA
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
-from tlpx_gateware.cores.isolate import csr_access, isolate
+from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
 from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
@@ -382,10 +382,9 @@ class TlpxCard(SoCMini):
         # simulated card (cores/isolate.py): an idle block costs the simulator nothing.
         gate = self.idle_gating
         self.isolated_blocks = []
-        def isolated(name, block, events, tx, direct=()):
-            sources, verilog = isolate(self, name, block, block.busy, events, tx=tx, gate_clock=gate, direct=direct,
-                base=self.base_domain)
-            self.verilog_sources.update(verilog)
+        def isolated(name, block, events, tx, direct=(), domain=None):
+            sources = isolate(self, name, block, block.busy, events, tx=tx, direct=direct, base=self.base_domain,
+                domain=domain)
             self.isolated_blocks.append(block)
             return sources
         gen = self.generator
@@ -404,6 +403,7 @@ class TlpxCard(SoCMini):
         batch, port = self.rule30_batch, self.rule30.engine
         tx_sources += isolated("rule30batch", batch, [batch.cpl_dws.valid, batch.refused_write], [batch.source],
             direct=[port.rdata, port.busy, port.pending])
+        self.verilog_sources.update(drive_isolated_clocks(self, gate, self.base_domain))
         return dispatcher, tx_sources
 
     def _add_windows(self, phy):

@@ -205,19 +205,21 @@ class TxBoundary(Module):
         ]
 
 
-def isolate(soc, name, block, busy, events, tx=(), gate_clock=True, direct=(), base="sys"):
-    """Puts `block` (already a submodule of `soc`) in clock domain `name`, one cycle late
-    (OneCycleLate), gated on ``busy | events | the events of the two cycles before``
-    (`gate_clock`: else the domain's clock is the card clock). `tx` lists the block's transmit
-    endpoints: each gets a TxBoundary; returns their card-side sources (for the arbiter) in the
-    same order, and the Verilog files the clock gate needs. A block with a ``tx_idle`` input
+def isolate(soc, name, block, busy, events, tx=(), direct=(), base="sys", domain=None):
+    """Puts `block` (already a submodule of `soc`) in clock domain `domain` (default: `name`;
+    blocks that share a domain share its clock: cheaper for the simulator to keep idle, dearer
+    while one of them works), one cycle late (OneCycleLate), its enable ``busy | events | the
+    events of the two cycles before``; drive_isolated_clocks then gives each domain its clock.
+    `tx` lists the block's transmit endpoints: each gets a TxBoundary; returns their card-side
+    sources (for the arbiter) in the same order. A block with a ``tx_idle`` input
     gets the TxBoundaries' ``idle`` there (all of them). `direct` lists inputs the block reads
     as they are, not a cycle late: outputs of a register of another block that changes only
     in cycles where this block's clock runs or that this block does not act on while gated (the
     rule-30 core's register port, whose latency the batch engine is written for). An access to the block's CSRs is an
     event too: the card (TlpxCard.do_finalize, once LiteX has built the CSR banks) drives
     ``block.csr_access`` from its bank's bus (see csr_access)."""
-    tx_bounds = [TxBoundary(ep.description, name) for ep in tx]
+    domain = domain or name
+    tx_bounds = [TxBoundary(ep.description, domain) for ep in tx]
     given = {s: s for s in direct}
     for ep, b in zip(tx, tx_bounds):
         given[ep.ready] = b.space
@@ -240,9 +242,12 @@ def isolate(soc, name, block, busy, events, tx=(), gate_clock=True, direct=(), b
     # Anything the card adds to the block must be added before this.
     block.finalize()
     f = block._fragment
-    rename_clock_domain(f, "sys", name)
-    OneCycleLate(name, given, busy.backtrace[:-1]).transform_fragment(block, f)
-    setattr(soc.clock_domains, f"cd_{name}", ClockDomain(name, reset_less=True))
+    rename_clock_domain(f, "sys", domain)
+    OneCycleLate(domain, given, busy.backtrace[:-1]).transform_fragment(block, f)
+    domains = soc.__dict__.setdefault("isolated_domains", {})
+    if domain not in domains:
+        setattr(soc.clock_domains, f"cd_{domain}", ClockDomain(domain, reset_less=True))
+        domains[domain] = []
     # A CSR write at cycle t: the bank stores it at t, its strobe comes at t+1, the block sees
     # the strobe at t+2 (one cycle late): so an event keeps the clock on for two more cycles.
     block.csr_access = Signal(name=f"{name}_csr_access")
@@ -258,9 +263,21 @@ def isolate(soc, name, block, busy, events, tx=(), gate_clock=True, direct=(), b
     base_sync = getattr(soc.sync, base)
     base_sync += [event_d.eq(event), event_dd.eq(event_d)]
     block.clock_enable = enable
-    sources = drive_clock(soc, name, enable, gate_clock, base)
+    domains[domain].append(enable)
     block.tx_boundaries = tx_bounds
-    return [b.source for b in tx_bounds], sources
+    return [b.source for b in tx_bounds]
+
+
+def drive_isolated_clocks(soc, gate_clock, base="sys"):
+    """Drives the clock of every isolated domain: the `base` clock gated by the OR of its
+    blocks' enables (`gate_clock`), or the `base` clock itself. Returns the Verilog files the
+    clock gates need."""
+    sources = {}
+    for domain, enables in getattr(soc, "isolated_domains", {}).items():
+        enable = Signal(name=f"{domain}_domain_enable")
+        soc.comb += enable.eq(reduce(or_, enables))
+        sources.update(drive_clock(soc, domain, enable, gate_clock, base))
+    return sources
 
 
 def csr_access(soc, bank_name):
