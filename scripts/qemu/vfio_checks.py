@@ -75,8 +75,10 @@ def quote(raw):
     return text if len(text) <= 300 else text[:300] + "...(" + str(len(raw)) + " bytes)"
 
 
-def parse_channel(data):
-    """Bytes of the channel -> (records [(line number, kind, match)], problems)."""
+def parse_channel(data, grammar=None):
+    """Bytes of the channel -> (records [(line number, kind, match)], problems). `grammar` is
+    another {kind: payload regex} than this test's RECORDS (scripts/vplat/vplat_checks.py)."""
+    grammar = RECORDS if grammar is None else grammar
     records, problems = [], []
     if not data:
         return records, ["the checks channel is empty: the guest wrote no record"]
@@ -93,7 +95,7 @@ def parse_channel(data):
             problems.append(f"checks channel line {n} has control characters: {quote(raw)}")
             continue
         kind, _, payload = line.partition(" ")
-        pattern = RECORDS.get(kind)
+        pattern = grammar.get(kind)
         if pattern is None:
             problems.append(f"checks channel line {n} is not a record (unknown kind {kind[:40]!r}): {quote(raw)}")
             continue
