@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `make vplat-guest`: the virtual platform's guest (docs/virtual-platform.md), under
+# build/vplat/guest:
+#   vmlinuz          the Debian kernel of scripts/debian_kernel.sh
+#   initramfs.cpio   busybox (static), pciutils' lspci with its libraries and pci.ids, LitePCIe's
+#                    stock driver built for the card against that kernel (scripts/litepcie_driver.sh;
+#                    /lib/modules/<release>/extra/litepcie.ko, indexed by depmod),
+#                    tlpx from host/target/release with the libraries ldd lists, and
+#                    scripts/vplat/init (the checks)
+#   release          the kernel release (one line)
+#
+# Cached: every input is hashed (build/vplat/guest/inputs.sha256) and an unchanged image is not
+# packed again. The LitePCIe driver is rebuilt only when it is missing or older than its
+# generator or the gateware; tlpx is built with cargo (a no-op when it is current).
+#
+#   scripts/vplat_guest.sh          prints the image's directory on stdout, the rest on stderr
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/build/vplat/guest
+STAGE=$ROOT/build/vplat/initramfs
+CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
+INIT=scripts/vplat/init
+
+say() { echo "vplat-guest: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+for tool in busybox cpio lspci ldd sha256sum strip depmod python3; do
+    command -v "$tool" >/dev/null ||
+        die "$tool is missing: apt-get install busybox-static cpio pciutils binutils kmod python3 (make setup does)"
+done
+BUSYBOX=$(command -v busybox)
+LSPCI=$(command -v lspci)
+if ldd "$BUSYBOX" >/dev/null 2>&1; then
+    die "$BUSYBOX is dynamically linked; the initramfs needs busybox-static (apt-get install busybox-static)"
+fi
+PCI_IDS=""
+for ids in /usr/share/misc/pci.ids /usr/share/hwdata/pci.ids; do
+    [ -f "$ids" ] && { PCI_IDS=$ids; break; }
+done
+[ -n "$PCI_IDS" ] || die "no pci.ids (/usr/share/misc/pci.ids): apt-get install pci.ids"
+
+# Inputs -----------------------------------------------------------------------------------------
+release=$(scripts/debian_kernel.sh) || die "scripts/debian_kernel.sh could not fetch the Debian kernel"
+VMLINUZ=$ROOT/build/kernel/root/boot/vmlinuz-$release
+[ -f "$VMLINUZ" ] || die "no $VMLINUZ after scripts/debian_kernel.sh"
+
+KO=$ROOT/build/litepcie-driver/kernels/$release/litepcie.ko
+driver_inputs=(scripts/litepcie_driver.sh gateware/tools/gen_driver_headers.py gateware/tlpx_gateware)
+if [ ! -f "$KO" ] || [ -n "$(find "${driver_inputs[@]}" -newer "$KO" -name '*.py' -o -newer "$KO" -name '*.sh' | head -1)" ]; then
+    say "building LitePCIe's driver for the card against $release (scripts/litepcie_driver.sh)"
+    mkdir -p "$ROOT/build/vplat"
+    KERNEL_RELEASE=$release scripts/litepcie_driver.sh >"$ROOT/build/vplat/litepcie-driver.log" 2>&1 || {
+        tail -20 "$ROOT/build/vplat/litepcie-driver.log" >&2
+        die "scripts/litepcie_driver.sh failed (log: build/vplat/litepcie-driver.log)"
+    }
+    [ -f "$KO" ] || die "$KO was not built (see build/vplat/litepcie-driver.log)"
+fi
+
+[ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
+say "tlpx (cargo build --release -p tlpx --bin tlpx)"
+(cd host && "$CARGO" build --release -q -p tlpx --bin tlpx) || die "cargo could not build tlpx"
+TLPX=$ROOT/host/target/release/tlpx
+
+# libs BINARY...: the shared libraries ldd lists for the binaries, the loader included.
+libs() {
+    local bin out
+    for bin in "$@"; do
+        out=$(ldd "$bin") || die "ldd $bin failed"
+        if grep -q 'not found' <<<"$out"; then die "ldd $bin: a library is missing on this machine: $(grep 'not found' <<<"$out")"; fi
+        awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}' <<<"$out"
+    done | sort -u
+}
+LIBS=$(libs "$TLPX" "$LSPCI")
+
+key=$( {
+    echo "release $release"
+    sha256sum "$VMLINUZ" "$INIT" scripts/vplat_guest.sh "$KO" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS"
+    for lib in $LIBS; do sha256sum "$(readlink -f "$lib")" | sed "s#  .*#  $lib#"; done
+} )
+if [ -f "$OUT/inputs.sha256" ] && [ -f "$OUT/initramfs.cpio" ] && [ -f "$OUT/vmlinuz" ] &&
+   [ "$(cat "$OUT/inputs.sha256")" = "$key" ]; then
+    say "up to date: $OUT (kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1))"
+    echo "$OUT"
+    exit 0
+fi
+
+# The initramfs --------------------------------------------------------------------------------
+say "packing the initramfs (kernel $release)"
+rm -rf "$STAGE"
+mkdir -p "$STAGE"/{bin,sbin,usr/bin,usr/sbin,usr/share/misc,proc,sys,dev,run,tmp,lib/modules}
+cp "$BUSYBOX" "$STAGE/bin/busybox"
+ln -s busybox "$STAGE/bin/sh"
+install -m 0755 "$INIT" "$STAGE/init"
+# The module where modprobe and lspci -k look (/lib/modules/<release>/extra), with the module
+# index depmod writes for the staged tree: lspci -vv reads it (without it lspci complains
+# "Unable to load libkmod resources") and names the module that would bind a function.
+MODDIR=$STAGE/lib/modules/$release
+mkdir -p "$MODDIR/extra"
+cp "$KO" "$MODDIR/extra/litepcie.ko"
+for f in modules.order modules.builtin modules.builtin.modinfo; do
+    cp "$ROOT/build/kernel/root/lib/modules/$release/$f" "$MODDIR/$f" || die "the kernel tree lacks $f"
+done
+depmod -b "$STAGE" "$release" || die "depmod -b $STAGE $release failed"
+cp "$LSPCI" "$STAGE/usr/bin/lspci"
+cp "$PCI_IDS" "$STAGE/usr/share/misc/pci.ids"
+strip --strip-debug -o "$STAGE/usr/bin/tlpx" "$TLPX"
+for lib in $LIBS; do
+    mkdir -p "$STAGE$(dirname "$lib")"
+    cp -L "$lib" "$STAGE$lib"
+done
+mkdir -p "$OUT"
+(cd "$STAGE" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$OUT/initramfs.cpio.tmp"
+mv "$OUT/initramfs.cpio.tmp" "$OUT/initramfs.cpio"
+cp "$VMLINUZ" "$OUT/vmlinuz"
+echo "$release" > "$OUT/release"
+echo "$key" > "$OUT/inputs.sha256"
+say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, busybox; libraries: $(echo $LIBS))"
+echo "$OUT"
