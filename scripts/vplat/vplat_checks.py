@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""The host side of the virtual platform (scripts/vplat.sh): reads the guest's checks channel
+(its second serial port, build/vplat/run/checks.log), holds every line to the record grammar
+below, adds the checks made here (the kernel booted, the device's config space, QEMU's and the
+server's exit), prints PASS/FAIL per check and writes results.json.
+
+Strict like scripts/qemu/vfio_checks.py, whose line parser it reuses: a line that is not a
+well-formed record (split, merged, a stray "\\r", not UTF-8, an unknown kind or check), a check
+twice, or an expected check missing fails the run, with the line quoted.
+
+    vplat_checks.py --self-test        the parser against lines it must refuse (run by vplat.sh)
+    vplat_checks.py --checks FILE ...  the verdict (see main)
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "qemu"))
+import vfio_checks  # noqa: E402  (scripts/qemu: parse_channel, decode, quote)
+
+# Records: `KIND payload`, one a line; each payload regex must match the whole payload.
+RECORDS = {
+    "TLPX-BOOT": re.compile(r"kernel (\S+) uptime ([0-9]+\.[0-9]+)"),
+    "TLPX-CHECK": vfio_checks.RECORDS["TLPX-CHECK"],
+    # address, driver (- for none), the device's config space bytes as sysfs reads them
+    "TLPX-PCI": vfio_checks.RECORDS["TLPX-PCI"],
+    # one line of `lspci -vv` for the device, and of `tlpx list`, verbatim (tabs as spaces)
+    "TLPX-LSPCI": re.compile(r"(.*)"),
+    "TLPX-LIST": re.compile(r"(.*)"),
+    "TLPX-UPTIME": re.compile(r"([0-9]+\.[0-9]+)"),
+    "TLPX-DONE": re.compile(r""),
+}
+ONCE = ["TLPX-BOOT", "TLPX-UPTIME", "TLPX-DONE"]
+AT_MOST_ONCE = ["TLPX-PCI"]
+
+# The checks scripts/vplat/init runs, in its order. They grow with the device server: a check
+# the guest adds must be listed here (an unlisted one is refused as unknown).
+GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_version", "tlpx_list_runs",
+                "tlpx_list_shows_device"]
+# Checks made here, on the records and on what the run script saw.
+HOST_CHECKS = ["kernel_boots", "device_config_space", "guest_finished", "qemu_exit", "server_ran"]
+
+
+def evaluate(data, want):
+    """Bytes of the channel and what to expect -> (checks, facts, problems).
+
+    want: release (kernel), addr, id (vendor:device), tlpx_version, qemu_status, timeout,
+    server (how the server ended: "running", "exit 0", "exit N", "signal N")."""
+    records, problems = vfio_checks.parse_channel(data, RECORDS)
+    by_kind = {}
+    for n, kind, m in records:
+        by_kind.setdefault(kind, []).append((n, m))
+    for kind in ONCE + AT_MOST_ONCE:
+        got = by_kind.get(kind, [])
+        if len(got) > 1 or (kind in ONCE and len(got) != 1 and records):
+            where = ", ".join(str(n) for n, _ in got)
+            problems.append(f"{kind} must appear {'once' if kind in ONCE else 'at most once'} on the checks channel, "
+                            f"found {len(got)}" + (f" (lines {where})" if got else ""))
+    if records and records[0][1] != "TLPX-BOOT":
+        problems.append(f"the first record (line {records[0][0]}) is {records[0][1]}, not TLPX-BOOT")
+    if records and by_kind.get("TLPX-DONE") and records[-1][1] != "TLPX-DONE":
+        problems.append(f"records after TLPX-DONE (line {by_kind['TLPX-DONE'][0][0]}): the last is line {records[-1][0]}")
+
+    checks, seen = [], {}
+    for n, m in by_kind.get("TLPX-CHECK", []):
+        name, verdict, detail = m.group(1), m.group(2), m.group(3)
+        if name in seen:
+            problems.append(f"check {name} appears twice (lines {seen[name]} and {n})")
+            continue
+        seen[name] = n
+        if name not in GUEST_CHECKS:
+            problems.append(f"unknown check {name!r} on line {n} (not in vplat_checks.py's GUEST_CHECKS)")
+            continue
+        checks.append({"name": name, "pass": verdict == "PASS", "detail": detail, "by": "guest"})
+    for name in GUEST_CHECKS:
+        if name not in seen:
+            checks.append({"name": name, "pass": False, "detail": "did not run (no record on the checks channel)",
+                           "by": "guest"})
+
+    # The tlpx in the guest is the one just built.
+    for c in checks:
+        if c["name"] == "tlpx_version" and c["pass"] and want.get("tlpx_version") and c["detail"] != want["tlpx_version"]:
+            c["pass"] = False
+            c["detail"] += f" (the host's build says {want['tlpx_version']!r}: a stale binary in the initramfs?)"
+
+    facts = {
+        "kernel": None, "init_uptime_s": None, "done_uptime_s": None,
+        "lspci": [m.group(1) for _, m in by_kind.get("TLPX-LSPCI", [])],
+        "listing": [m.group(1) for _, m in by_kind.get("TLPX-LIST", [])],
+        "config": None,
+    }
+    if by_kind.get("TLPX-BOOT"):
+        m = by_kind["TLPX-BOOT"][0][1]
+        facts["kernel"], facts["init_uptime_s"] = m.group(1), float(m.group(2))
+    if by_kind.get("TLPX-UPTIME"):
+        facts["done_uptime_s"] = float(by_kind["TLPX-UPTIME"][0][1].group(1))
+
+    def host(name, ok, detail):
+        checks.append({"name": name, "pass": bool(ok), "detail": detail, "by": "host"})
+
+    kernel = facts["kernel"]
+    host("kernel_boots", kernel is not None and kernel == want.get("release"),
+         f"kernel {kernel}, /init reached at {facts['init_uptime_s']} s of uptime" if kernel == want.get("release")
+         else (f"the guest runs kernel {kernel}, the initramfs was built for {want.get('release')}" if kernel
+               else "no TLPX-BOOT record: the guest's /init never wrote the checks channel"))
+
+    pci = by_kind.get("TLPX-PCI", [])
+    if not pci:
+        host("device_config_space", False, f"no TLPX-PCI record: sysfs has no {want.get('addr')} in the guest")
+    else:
+        m = pci[0][1]
+        addr, cfg = m.group(1), bytes.fromhex(m.group(3))
+        got = vfio_checks.decode(cfg)["id"] if len(cfg) >= 4 else None
+        host("device_config_space", addr == want.get("addr") and got == want.get("id"),
+             f"{addr}: config space (sysfs, {len(cfg)} bytes) decoded here: IDs {got}, command {cfg[4] | cfg[5] << 8:#06x}, "
+             f"class {cfg[0x0b]:02x}{cfg[0x0a]:02x}{cfg[0x09]:02x}, driver {m.group(2)} (want {want.get('id')} at {want.get('addr')})")
+
+    done = by_kind.get("TLPX-DONE")
+    host("guest_finished", bool(done),
+         f"TLPX-DONE at {facts['done_uptime_s']} s of uptime" if done else "no TLPX-DONE: the guest did not finish its checks")
+
+    status = want.get("qemu_status")
+    host("qemu_exit", status == 0,
+         "QEMU exited 0 (guest powered off)" if status == 0
+         else (f"QEMU did not finish within {want.get('timeout')} s (wall clock)" if status in (124, 137)
+               else f"QEMU exited with status {status}"))
+
+    server = want.get("server") or "unknown"
+    host("server_ran", server in ("running", "exit 0"),
+         {"running": "the device server was still running when QEMU ended (stopped by vplat.sh)",
+          "exit 0": "the device server exited 0 after QEMU closed the connection"}.get(server,
+          f"the device server ended with {server} (its log says why)"))
+
+    for c in checks:
+        if not c["pass"]:
+            problems.append(f"check {c['name']} failed: {c['detail']}")
+    return checks, facts, problems
+
+
+def good_channel(addr="0000:00:04.0", ids=(0x1234, 0x7070)):
+    """A well-formed channel, for the self-test."""
+    cfg = bytearray(256)
+    cfg[0:4] = ids[0].to_bytes(2, "little") + ids[1].to_bytes(2, "little")
+    lines = [b"TLPX-BOOT kernel 6.1.0-56-amd64 uptime 2.41"]
+    lines += [f"TLPX-CHECK {c} PASS fine".encode() for c in GUEST_CHECKS if c != "tlpx_version"]
+    lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode(),
+              b"TLPX-LSPCI 0000:00:04.0 Unassigned class [ff00]: Device [1234:7070] (rev 01)", b"TLPX-LSPCI     Control: I/O-",
+              b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
+    return b"\n".join(lines) + b"\n"
+
+
+def self_test():
+    """The parser refuses what it must; exits non-zero (naming the case) if it does not."""
+    want = {"release": "6.1.0-56-amd64", "addr": "0000:00:04.0", "id": "1234:7070", "tlpx_version": "tlpx 0.1.0",
+            "qemu_status": 0, "server": "exit 0", "timeout": 300}
+    failures = []
+    checks, _, problems = evaluate(good_channel(), want)
+    if problems or len(checks) != len(GUEST_CHECKS) + len(HOST_CHECKS):
+        failures.append(f"a good channel gave {problems} ({len(checks)} checks)")
+    good = good_channel().split(b"\n")
+    cases = {
+        # a kernel message inside a record (why the channel is not the console)
+        "kernel message inside a record": (lambda l: [x.replace(b"CHECK lspci_runs PASS", b"CHECK lspci_ru[    4.2] DMAR: x PASS")
+                                                      for x in l], "malformed TLPX-CHECK"),
+        "carriage return": (lambda l: [x + b"\r" if x.startswith(b"TLPX-UPTIME") else x for x in l], "control characters"),
+        "kernel timestamp first": (lambda l: [b"[    4.2] " + x if x.startswith(b"TLPX-LSPCI") else x for x in l], "unknown kind"),
+        "cut off at the end": (lambda l: l[:-2] + [b"TLPX-DO"], "cut off"),
+        "check missing": (lambda l: [x for x in l if b"device_listed" not in x], "check device_listed failed: did not run"),
+        "check twice": (lambda l: l[:2] + l[1:], "appears twice"),
+        "unknown check": (lambda l: l[:1] + [b"TLPX-CHECK lspci_run PASS x"] + l[1:], "unknown check 'lspci_run'"),
+        "a FAIL": (lambda l: [x.replace(b"tlpx_list_runs PASS", b"tlpx_list_runs FAIL") for x in l], "check tlpx_list_runs failed"),
+        "DONE with a tail": (lambda l: [b"TLPX-DONE x" if x == b"TLPX-DONE" else x for x in l], "malformed TLPX-DONE"),
+        "no DONE": (lambda l: [x for x in l if x != b"TLPX-DONE"], "TLPX-DONE must appear once"),
+        "BOOT twice": (lambda l: l[:1] + l, "TLPX-BOOT must appear once"),
+        "records after DONE": (lambda l: l[:-1] + [b"TLPX-LIST x", b""], "records after TLPX-DONE"),
+        "not UTF-8": (lambda l: [x + b"\xff" if x.startswith(b"TLPX-LIST") else x for x in l], "not UTF-8"),
+        "wrong IDs in config space": (lambda l: [x.replace(b"34127070", b"34127170") for x in l], "IDs 1234:7071"),
+        "stale tlpx": (lambda l: [x.replace(b"tlpx 0.1.0", b"tlpx 0.0.9") for x in l], "a stale binary"),
+    }
+    for what, (mutate, must_say) in cases.items():
+        _, _, problems = evaluate(b"\n".join(mutate(list(good))), want)
+        if not any(must_say in p for p in problems):
+            failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
+    for what, change, must_say in (("QEMU timed out", {"qemu_status": 124}, "did not finish within 300 s"),
+                                   ("server crashed", {"server": "signal 11"}, "ended with signal 11"),
+                                   ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12")):
+        _, _, problems = evaluate(good_channel(), dict(want, **change))
+        if not any(must_say in p for p in problems):
+            failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
+    _, _, problems = evaluate(b"", want)
+    if not any("empty" in p for p in problems):
+        failures.append(f"an empty channel gave {problems}")
+    for f in failures:
+        print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
+    print(f"vplat_checks self-test: {len(cases) + 4} bad channels, {len(failures)} not refused")
+    return 1 if failures else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--checks", help="the checks channel (checks.log)")
+    ap.add_argument("--console", help="the guest's console (console.log), shown when the guest did not finish")
+    ap.add_argument("--out", help="results.json to write")
+    ap.add_argument("--release", help="the kernel release the initramfs was built for")
+    ap.add_argument("--addr", help="where the device must be (0000:00:04.0)")
+    ap.add_argument("--id", help="the device's vendor:device")
+    ap.add_argument("--tlpx-version", help="`tlpx --version` of the host's build")
+    ap.add_argument("--qemu-status", type=int)
+    ap.add_argument("--timeout")
+    ap.add_argument("--server", help="how the device server ended: running, exit N, signal N")
+    ap.add_argument("--server-command")
+    ap.add_argument("--qemu", help="QEMU's version")
+    ap.add_argument("--qemu-seconds", type=float)
+    ap.add_argument("--total-seconds", type=float)
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+
+    try:
+        data = open(a.checks, "rb").read()
+    except OSError as err:
+        data = b""
+        print(f"vplat: cannot read the checks channel: {err}")
+    want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
+            "timeout": a.timeout, "server": a.server}
+    checks, facts, problems = evaluate(data, want)
+
+    if facts["lspci"]:
+        print("`lspci -vv` in the guest for the device:")
+        for line in facts["lspci"]:
+            print(f"  {line}")
+    if facts["listing"]:
+        print("`tlpx list` in the guest:")
+        for line in facts["listing"]:
+            print(f"  {line}")
+    print()
+    for c in checks:
+        print(f"{'PASS' if c['pass'] else 'FAIL'}  {c['name']}: {c['detail']}")
+    doc = {
+        "what": "the virtual platform: a vfio-user device in a QEMU guest (scripts/vplat.sh)",
+        "qemu": a.qemu, "accel": "tcg", "guest_kernel": a.release, "device": {"addr": a.addr, "id": a.id},
+        "server_command": a.server_command, "server_end": a.server,
+        "init_uptime_s": facts["init_uptime_s"], "done_uptime_s": facts["done_uptime_s"],
+        "qemu_seconds": a.qemu_seconds, "total_seconds": a.total_seconds,
+        "pass": not problems, "problems": problems, "checks": checks, "lspci": facts["lspci"], "tlpx_list": facts["listing"],
+    }
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(doc, f, indent=2)
+    print()
+    n_pass = sum(c["pass"] for c in checks)
+    n_all = len(GUEST_CHECKS) + len(HOST_CHECKS)
+    at = lambda s: "never" if s is None else f"at {s} s"
+    print(f"vplat: {n_pass} of {n_all} checks passed; guest /init reached {at(facts['init_uptime_s'])} and done "
+          f"{at(facts['done_uptime_s'])} of guest uptime; QEMU ran {a.qemu_seconds} s wall (TCG), the whole run {a.total_seconds} s")
+    if b"TLPX-DONE\n" not in data and a.console and os.path.exists(a.console):
+        tail = open(a.console, errors="replace").read().splitlines()[-15:]
+        print("the guest did not finish; the end of its console:")
+        for line in tail:
+            print(f"  | {line}")
+    # Problems not already printed as a failed check (the channel's grammar, cardinality).
+    for p in problems:
+        if not p.startswith("check "):
+            print(f"FAIL: {p}")
+    if problems:
+        print(f"vplat: FAILED ({len(problems)} problem(s)); results: {a.out}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
