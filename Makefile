@@ -29,7 +29,7 @@ FIRMWARE_SRC := $(shell find firmware -path firmware/scripts -prune -o -type f -
 # built with clang and profile-guided (gateware/tlpx_gateware/build.py; g++ is the fallback).
 APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium \
                 qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev gcc-riscv64-unknown-elf \
-                clang llvm libclang-rt-14-dev valgrind
+                clang llvm libclang-rt-14-dev valgrind mmdebstrap
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 
@@ -191,6 +191,21 @@ vfio-qemu-test: setup host
 
 litepcie-driver: setup
 	@scripts/litepcie_driver.sh
+
+# The virtual platform (docs/virtual-platform.md): a vfio-user device in a QEMU 11.1 guest.
+# vplat-root: QEMU 11.1 in a Debian trixie root under build/vplat (mmdebstrap, once: the script's
+# stamp is build/vplat/root.manifest, checked against the root itself, so a second run only
+# checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
+# (VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd; default the stand-in device), PASS/FAIL per check.
+.PHONY: vplat vplat-root vplat-guest
+vplat-root: | $(STAMPS)/apt
+	@scripts/vplat_root.sh
+
+vplat-guest: setup host
+	@scripts/vplat_guest.sh >/dev/null
+
+vplat: setup host vplat-root
+	@scripts/vplat.sh
 
 sim: setup gateware host
 	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH) $(if $(CPU_SUFFIX),--with-cpu,)
