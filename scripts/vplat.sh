@@ -19,7 +19,8 @@
 # VPLAT_SERVER_WAIT s; it serves one connection (QEMU's); it may exit 0 when QEMU closes the
 # connection, or keep running (it is then sent SIGTERM 5 s after QEMU has ended); any other end
 # (non-zero exit, a signal, an exit before QEMU's end) fails the run. Its stdout and stderr go
-# to build/vplat/run/server.log. The device appears in the guest at 0000:00:04.0.
+# to build/vplat/run/server.log. The device appears in the guest at 0000:01:00.0, behind a PCIe
+# root port at 0000:00:04.0.
 #
 # The stand-in device (until the card's vfio-user server exists): the probe server of
 # ../shared/vplat/probe-server (a 1234:7070 function on the vfio_user crate: BAR0, MSI, DMA
@@ -39,9 +40,11 @@ CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 CHECKER=scripts/vplat/vplat_checks.py
 TIMEOUT=${VPLAT_TIMEOUT:-300}
 SERVER_WAIT=${VPLAT_SERVER_WAIT:-30}
-# Where QEMU puts the device (vfio-user-pci's addr) and so where the guest looks for it.
-SLOT=04.0
-ADDR=0000:00:$SLOT
+# Where QEMU puts the device, and so where the guest looks for it: in slot 0 behind a PCIe root
+# port (00:04.0), as a card sits in a slot. Not on the root bus: there QEMU's vfio code turns an
+# Endpoint into a Root Complex Integrated Endpoint and hides its link registers (LnkCap/LnkSta
+# read 0), and the card's link speed and width could not be seen in the guest.
+ADDR=0000:01:00.0
 # Inside QEMU's chroot, $RUN is bind-mounted here.
 IN_ROOT=/vplat
 started=$(date +%s.%N)
@@ -125,7 +128,8 @@ qemu_args=(
     -serial "file:$IN_ROOT/console.log" -serial "file:$IN_ROOT/checks.log"
     -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
     -append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
-    -device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"},\"addr\":\"$SLOT\"}"
+    -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
+    -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"}}"
 )
 printf '%q ' chroot "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}" >"$RUN/qemu-cmdline.txt"
 echo >>"$RUN/qemu-cmdline.txt"
