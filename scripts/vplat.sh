@@ -131,8 +131,10 @@ qemu_args=(
     -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
     -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"}}"
 )
-printf '%q ' chroot "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}" >"$RUN/qemu-cmdline.txt"
-echo >>"$RUN/qemu-cmdline.txt"
+{
+    echo "# in a private mount namespace with $RUN bind-mounted at $ROOTFS$IN_ROOT (scripts/vplat.sh):"
+    python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' chroot "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}"
+} >"$RUN/qemu-cmdline.txt"
 qemu_started=$(date +%s.%N)
 qemu_status=0
 # A private mount namespace: $RUN appears in the root at $IN_ROOT for QEMU only, and the bind
