@@ -264,7 +264,8 @@ impl Plan {
         // Neither --duration nor --records: until stopped. A capture watches traffic that comes
         // from elsewhere (another terminal, a driver), so its natural end is the user's, as
         // tcpdump's is; a fixed default of card time would end at a wall time nobody can
-        // predict (on the simulator card time runs some 200 times slower than wall time).
+        // predict (on the simulator card time runs tens to hundreds of times slower than wall
+        // time, depending on the card and its traffic).
         let duration_s = match &a.duration {
             Some(d) => Some(parse_duration("--duration", d).map_err(anyhow::Error::msg)?),
             None => None,

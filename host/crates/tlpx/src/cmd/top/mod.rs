@@ -87,9 +87,9 @@ pub enum Event {
     Finished(Option<String>),
 }
 
-/// Wall time between frames on the simulator without --interval: a frame then covers a
-/// few ms of card time (the simulator runs the card some 25 to 500 times slower than its
-/// clock), and top's own polling stays a small part of the traffic it shows.
+/// Wall time between frames on the simulator without --interval: a frame then covers some
+/// ms to tens of ms of card time (the simulator runs the card tens to hundreds of times slower
+/// than its clock), and top's own polling stays a small part of the traffic it shows.
 const SIM_INTERVAL: Duration = Duration::from_secs(1);
 /// Wall time between frames on hardware without --interval.
 const HARDWARE_INTERVAL: Duration = Duration::from_millis(100);
