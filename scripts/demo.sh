@@ -3,7 +3,8 @@
 #   1. start tlpx-sim; `tlpx list`, `tlpx info`, `tlpx selftest`
 #   2. `tlpx characterize`: DMA bandwidth against the link model, DMA latency, PIO (the
 #      Pamette table), with JSON and SVG figures in build/demo/
-#   3. `tlpx spy capture` of a DMA run driven by a second process, its log and `spy stats`
+#   3. `tlpx spy capture` until stopped (it holds live time), a DMA run driven by a second
+#      process once the capture owns the spy, `tlpx spy stop`; its log and `spy stats`
 #   4. `tlpx irq` interrupt user-stage histograms, idle vs loaded, with real host time: on the
 #      simulator that is this VM's scheduling of tlpx-sim and tlpx, not interrupt dispatch
 #   5. `tlpx loop --sweep --compare idle` in virtual time: the real-time round trip's modelled
@@ -55,15 +56,26 @@ TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 "${TLPX[@]}" characterize "${CHAR[@]}" --out-dir "$OUT/characterize"
 
 echo; echo "== tlpx spy capture (every TLP of a DMA run, from a second process)"
-"${TLPX[@]}" spy capture --duration 3ms --quiet --output "$OUT/spy.tlpx" > "$OUT/spy-capture.txt" 2>&1 &
+# No race: the capture runs until stopped and holds live time, so card time runs while it
+# sleeps; the traffic starts once `tlpx owners` shows the capture owning the spy, and
+# `tlpx spy stop` ends it with a complete trace (a background job ignores Ctrl-C's SIGINT).
+"${TLPX[@]}" spy capture --quiet --output "$OUT/spy.tlpx" > "$OUT/spy-capture.txt" 2> "$OUT/spy-capture.err" &
 CAPTURE=$!
-for _ in $(seq 1 100); do  # until the capture is on
-    "${TLPX[@]}" --json spy stats > "$OUT/spy-state.json"
-    grep -q '"capturing": true' "$OUT/spy-state.json" && break
+for i in $(seq 1 600); do  # until the capture owns the spy (30 s at most)
+    "${TLPX[@]}" owners > "$OUT/spy-owners.txt"
+    grep -q "^spy  *PID $CAPTURE " "$OUT/spy-owners.txt" && break
+    if [ "$i" = 600 ] || ! kill -0 "$CAPTURE" 2> /dev/null; then
+        cat "$OUT/spy-capture.err"; echo "demo: the capture never owned the spy"; exit 1
+    fi
     sleep 0.05
 done
 "${TLPX[@]}" bw --op write,read --sizes 256 --count 100 > "$OUT/spy-traffic.txt"
-wait "$CAPTURE" || true
+"${TLPX[@]}" spy stop > "$OUT/spy-stop.txt"
+status=0
+wait "$CAPTURE" || status=$?
+if [ "$status" != 0 ]; then
+    cat "$OUT/spy-capture.err"; echo "demo: spy capture FAILED (exit $status)"; exit "$status"
+fi
 cat "$OUT/spy-capture.txt"
 "${TLPX[@]}" spy convert "$OUT/spy.tlpx" --log > "$OUT/spy.log"
 echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CSV/VCD: tlpx spy convert):"

@@ -201,13 +201,22 @@ impl Card {
         let now = self.device.clock_ns()?;
         let mut leases = std::mem::take(&mut self.leases);
         let mut result = Ok(());
-        for held in leases.iter_mut() {
+        let mut lost = None;
+        for (i, held) in leases.iter_mut().enumerate() {
             if now.saturating_sub(held.refreshed_ns) >= period {
                 result = lease::verify(self, held).and_then(|_| lease::refresh(self, held));
                 if result.is_err() {
+                    if matches!(result, Err(DeviceError::LeaseLost { .. })) {
+                        lost = Some(i);
+                    }
                     break;
                 }
             }
+        }
+        // A lease that is no longer ours is forgotten: releasing it later (Card::release,
+        // Drop) would only be refused, and counted by the card as a refusal.
+        if let Some(i) = lost {
+            leases.remove(i);
         }
         self.leases = leases;
         result

@@ -332,9 +332,42 @@ pub fn force_stop(card: &mut Card, block: Block) -> Result<Option<Owner>, Device
 /// effect of an expiry), stops a job that runs without an owner, and waits until it ended.
 fn take_back(card: &mut Card, block: Block, previous: Option<&Owner>) -> Result<(), DeviceError> {
     if let Some(o) = previous {
+        if block == Block::Spy && o.process != OwnerProcess::Gone {
+            // A capture whose owner runs ends with a complete trace: the spy stops recording
+            // and writes the records it still holds into the ring, which the owner drains and
+            // finishes with its footer when it sees its lease gone. Releasing at once would
+            // empty the spy's FIFO (the effect of an expiry), a gap at the trace's end.
+            flush_spy(card)?;
+        }
         card.write(block.regs().release, u64::from(o.token))?;
     }
     stop_job(card, block)
+}
+
+/// Turns the spy's recording off and waits (card time, bounded) until its record FIFO is
+/// empty: every record it numbered is in the ring, or lost and counted (a full ring nobody
+/// drains). The lease is left as it is.
+fn flush_spy(card: &mut Card) -> Result<(), DeviceError> {
+    use tlpx_regs::spy;
+    issue_stop(card, Block::Spy)?;
+    // The ring writer sends a partial batch FLUSH_CYCLES after the last record.
+    let settle = card.cycles_to_duration(u64::from(crate::spy::FLUSH_CYCLES) * 2 + 64);
+    let mut empty_rounds = 0;
+    for _ in 0..64 {
+        let status = card.read(spy::STATUS)?;
+        if spy::status::RECORDS.get(status) == 0 || spy::status::HALTED.get(status) != 0 {
+            empty_rounds += 1;
+            if empty_rounds >= 2 {
+                return Ok(());
+            }
+        } else {
+            empty_rounds = 0;
+        }
+        card.device().idle(settle)?;
+    }
+    // A ring its owner does not drain stays full: the records left are lost, as they would
+    // be at an expiry, and the owner's footer counts them.
+    Ok(())
 }
 
 /// The block's own stop, for a job that runs without an owner (started by firmware or an

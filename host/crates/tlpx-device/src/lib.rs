@@ -194,6 +194,76 @@ pub enum ClockSource {
     SimulatedCard,
 }
 
+/// Which clock a measurement ran in (docs/sim-protocol.md, "Time").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeMode {
+    /// The simulator's deterministic virtual time: card time ran only while a client waited,
+    /// so the same requests and seed give the same figures.
+    Virtual,
+    /// The simulator ran in live time during the measurement (this or another client asked
+    /// for it): card time ran continuously, never ahead of wall time. Card-time figures are
+    /// still exact in card cycles, but the run is not reproducible.
+    Live,
+    /// A real card: time is the card's and the host's own, always live.
+    Hardware,
+}
+
+impl TimeMode {
+    /// `virtual`, `live` or `hardware`, as results spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeMode::Virtual => "virtual",
+            TimeMode::Live => "live",
+            TimeMode::Hardware => "hardware",
+        }
+    }
+}
+
+impl std::fmt::Display for TimeMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A reading of a backend's time mode, taken before and after a measurement to tell which
+/// clock it ran in ([`TimeMark::mode_since`]). Reading one moves no TLP and lets no card time
+/// pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeMark {
+    /// A real card.
+    Hardware,
+    /// The simulator's cumulative cycles run in live time, and the clients holding live time
+    /// when it was read.
+    Simulator { live_cycles: u64, live_clients: u32 },
+}
+
+impl TimeMark {
+    /// The mode of what ran between `earlier` and this mark: `Live` when the simulator ran any
+    /// cycle in live time in between, `Virtual` when it ran none.
+    pub fn mode_since(&self, earlier: &TimeMark) -> TimeMode {
+        match (earlier, self) {
+            (TimeMark::Simulator { live_cycles: before, .. }, TimeMark::Simulator { live_cycles: after, .. }) => {
+                if after > before {
+                    TimeMode::Live
+                } else {
+                    TimeMode::Virtual
+                }
+            }
+            _ => TimeMode::Hardware,
+        }
+    }
+
+    /// The mode time runs in now: `Live` while some client holds live time on the simulator.
+    pub fn mode_now(&self) -> TimeMode {
+        match self {
+            TimeMark::Hardware => TimeMode::Hardware,
+            TimeMark::Simulator { live_clients, .. } if *live_clients > 0 => TimeMode::Live,
+            TimeMark::Simulator { .. } => TimeMode::Virtual,
+        }
+    }
+}
+
 /// The host's CLOCK_MONOTONIC in ns.
 pub fn host_clock_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -279,6 +349,22 @@ pub trait Device: Send {
         ClockSource::Host
     }
 
+    /// Asks for live time (`true`) or gives this connection's claim up (`false`). On the
+    /// simulator, while any client holds a claim, card time runs continuously (not only while
+    /// a client waits), never ahead of wall time, so another process's traffic runs while
+    /// this one computes or sleeps; the claim ends with the connection. On hardware time is
+    /// always live: nothing to do.
+    fn set_live(&mut self, live: bool) -> Result<(), DeviceError> {
+        let _ = live;
+        Ok(())
+    }
+
+    /// A reading of the time mode, to tell afterwards which clock a measurement ran in
+    /// ([`TimeMark::mode_since`]). Hardware by default.
+    fn time_mark(&mut self) -> Result<TimeMark, DeviceError> {
+        Ok(TimeMark::Hardware)
+    }
+
     /// Called between two polls of host memory that the card writes. On hardware the poll is
     /// a plain spin (a CPU pause hint; `step` is ignored); on the simulator, where card time
     /// only runs when a client asks, it runs the card for `step` so the memory can change.
@@ -351,4 +437,22 @@ pub trait TlpInjector {
     /// non-posted request, waits up to `timeout` of card time for the completion with the
     /// same tag and returns its DWs; for a posted one returns `Ok(None)` once it was delivered.
     fn inject_tlp(&mut self, dwords: &[u32], timeout: Duration) -> Result<Option<Vec<u32>>, DeviceError>;
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_of_a_measurement_follows_the_live_cycles_run_in_it() {
+        let sim = |live_cycles, live_clients| TimeMark::Simulator { live_cycles, live_clients };
+        assert_eq!(sim(100, 0).mode_since(&sim(100, 0)), TimeMode::Virtual);
+        assert_eq!(sim(150, 0).mode_since(&sim(100, 1)), TimeMode::Live, "live time ended during the run");
+        assert_eq!(sim(150, 1).mode_since(&sim(100, 0)), TimeMode::Live, "live time began during the run");
+        assert_eq!(TimeMark::Hardware.mode_since(&TimeMark::Hardware), TimeMode::Hardware);
+        assert_eq!(sim(7, 2).mode_now(), TimeMode::Live);
+        assert_eq!(sim(7, 0).mode_now(), TimeMode::Virtual);
+        assert_eq!(serde_json::to_string(&TimeMode::Live).expect("json"), "\"live\"");
+        assert_eq!(TimeMode::Virtual.to_string(), "virtual");
+    }
 }

@@ -27,7 +27,9 @@ pub use tlpx_model::link::LinkConfig;
 /// 4: an IOMMU: every allocation gets a fresh bus address in an IOVA window
 /// (`HelloInfo::iova_window_size`), so `bus_addr` is no longer `host_memory_bus_base +
 /// file_offset`; `SimStats::dma_read_faults_freed` and `dma_write_faults_freed`.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: live time (`Request::SetLive`, `Reply::LiveSet`, `SimStats::live_clients`,
+/// `live_cycles`, `live_paced_seconds`, `ClientStats::live`).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Largest block MMIO access in bytes (a CPU's 64-byte store or write-combining burst).
 pub const MAX_BLOCK_BYTES: usize = 64;
@@ -79,6 +81,11 @@ pub enum Request {
     /// Sets the root complex's fault injection for the card's reads of host memory (counted
     /// from this request on; all zero turns it off). Answered by `DmaFaultsSet`.
     SetDmaFaults(DmaFaults),
+    /// Asks for live time (`live: true`) or gives this client's claim up (`false`). While at
+    /// least one connected client holds a claim, card time runs continuously, whether or not
+    /// anyone waits, paced so that it never runs ahead of wall time; a client that
+    /// disconnects gives its claim up. Answered by `LiveSet`. Idempotent.
+    SetLive { live: bool },
 }
 
 impl Request {
@@ -100,6 +107,7 @@ impl Request {
             Request::MmioReadBlock { .. } => "MmioReadBlock",
             Request::MmioWriteBlock { .. } => "MmioWriteBlock",
             Request::SetDmaFaults(_) => "SetDmaFaults",
+            Request::SetLive { .. } => "SetLive",
         }
     }
 }
@@ -166,6 +174,13 @@ pub enum Reply {
     },
     /// `SetDmaFaults` took effect; the card's next memory read is read number 1.
     DmaFaultsSet,
+    /// `SetLive` took effect: `live` is this client's claim now, `live_clients` the clients
+    /// holding one (time runs live while it is not 0), `card_cycle` the card cycle then.
+    LiveSet {
+        live: bool,
+        live_clients: u32,
+        card_cycle: u64,
+    },
 }
 
 /// Why a request failed.
@@ -335,6 +350,8 @@ pub struct ClientStats {
     pub host_gaps: u64,
     pub host_gaps_capped: u64,
     pub host_gap_cycles: u64,
+    /// The client holds a claim on live time (`SetLive`); false once it is gone.
+    pub live: bool,
 }
 
 /// Fault injection of the root complex for the card's reads of host memory. Every field is
@@ -600,6 +617,15 @@ pub struct SimStats {
     pub dma_faults: DmaFaults,
     /// Host time charged as card time (`--host-time real`).
     pub host_time: HostTimeStats,
+    /// Connected clients holding a claim on live time (`SetLive`): time runs live while this
+    /// is not 0.
+    pub live_clients: u32,
+    /// Card cycles run in live time since the sim started (while `live_clients` was not 0).
+    /// A measurement that reads it before and after ran (partly) in live time when it grew.
+    pub live_cycles: u64,
+    /// Wall time the sim waited in live time because card time had caught up with wall time
+    /// (the pacing: card time never runs ahead of wall time), seconds.
+    pub live_paced_seconds: f64,
     pub clients: Vec<ClientStats>,
 }
 
@@ -739,6 +765,7 @@ mod tests {
             Request::MmioReadBlock { bar: 0, offset: 0x10001, len: 64 },
             Request::MmioWriteBlock { bar: 0, offset: 0x10000, data: vec![7; 64] },
             Request::SetDmaFaults(DmaFaults { ur_every: 1, ca_every: 2, poison_every: 3, drop_every: 4 }),
+            Request::SetLive { live: true },
         ];
         let mut wire = Vec::new();
         for r in &reqs {

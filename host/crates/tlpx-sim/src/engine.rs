@@ -2,13 +2,15 @@
 //!
 //! Client reader threads (server.rs) turn frames into [`Event`]s on one channel; this thread
 //! handles them between runs of card cycles and writes the replies. Virtual time is the
-//! card's cycle count and advances only while [`Sim::busy`] (see docs/sim-protocol.md).
+//! card's cycle count and advances only while [`Sim::busy`] (see docs/sim-protocol.md):
+//! while some client waits, or, in live time (a client asked with `SetLive`), always, paced
+//! so that it never runs ahead of wall time ([`pace`]).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use tlpx_model::link::LinkConfig;
@@ -33,6 +35,10 @@ const BATCH_CYCLES: u32 = 256;
 const QUIET_GRACE_CYCLES: u64 = 4096;
 /// How long the idle sim polls its channel before it blocks.
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+/// In live time, once card time has caught up with wall time the sim waits until wall time
+/// is this far ahead before it runs on: waking up for every few cycles would cost more than
+/// the cycles (it matters only for a sim faster than its card's clock).
+const PACE_SLACK: Duration = Duration::from_millis(1);
 /// Interrupts kept per client that no WaitIrq took yet; older ones are dropped (counted).
 const MAX_QUEUED_IRQS: usize = 4096;
 /// Requests a blocked client may queue before it is disconnected.
@@ -180,6 +186,8 @@ struct Client {
     mark: Option<(Duration, u64)>,
     /// The request at the front of `queue` has had its host time charged already.
     charged: bool,
+    /// The client holds a claim on live time (`SetLive`).
+    live: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -258,6 +266,39 @@ pub struct Sim {
     last_batch: (Instant, Instant),
     /// The last reply written during the running batch (`--host-time real`).
     batch_reply: Option<Instant>,
+    /// Live time: clients holding a claim, and since when time runs live (wall instant, card
+    /// cycle): the epoch of the pacing. None while no client holds one.
+    live_clients: u32,
+    live_since: Option<(Instant, u64)>,
+    /// Cycles run in live spans that have ended.
+    live_cycles_done: u64,
+    /// Wall time spent waiting for wall time to catch up (pacing).
+    live_paced: Duration,
+    /// Live time started or ended during a batch: the batch stops so the pacing sees it.
+    live_changed: bool,
+}
+
+/// What the pacing of live time allows now: `now` card cycles, live time having started at
+/// card cycle `c0` `elapsed` wall time ago, with a card clock of `clock_hz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Run at most this many cycles: card time then reaches, and does not pass, wall time.
+    Run(u64),
+    /// Card time has caught up with wall time: wait this long (then card time is
+    /// [`PACE_SLACK`] behind wall time).
+    Wait(Duration),
+}
+
+/// The pacing rule of live time: card time never runs ahead of wall time, i.e. the sim runs
+/// only while `now - c0 < elapsed × clock_hz` (the card's own clock is the fastest card
+/// time can go), and runs no further than `c0 + elapsed × clock_hz`.
+pub fn pace(now: u64, c0: u64, elapsed: Duration, clock_hz: f64) -> Pace {
+    let allowed = c0.saturating_add((elapsed.as_secs_f64() * clock_hz) as u64);
+    if now < allowed {
+        return Pace::Run(allowed - now);
+    }
+    let card = Duration::from_secs_f64(now.saturating_sub(c0) as f64 / clock_hz);
+    Pace::Wait((card + PACE_SLACK).saturating_sub(elapsed))
 }
 
 impl Sim {
@@ -310,6 +351,11 @@ impl Sim {
             batch_start: None,
             last_batch: (Instant::now(), Instant::now()),
             batch_reply: None,
+            live_clients: 0,
+            live_since: None,
+            live_cycles_done: 0,
+            live_paced: Duration::ZERO,
+            live_changed: false,
         };
         sim.apply_view();
         sim
@@ -369,12 +415,31 @@ impl Sim {
                 self.on_event(ev);
                 continue;
             }
+            let mut batch = u64::from(BATCH_CYCLES);
+            if let Some((t0, c0)) = self.live_since {
+                match pace(self.now, c0, t0.elapsed(), self.p.clock_hz) {
+                    Pace::Run(allowed) => batch = batch.min(allowed),
+                    Pace::Wait(wait) => {
+                        // Ahead of wall time: wait, serving clients meanwhile.
+                        let w0 = Instant::now();
+                        let ev = rx.recv_timeout(wait);
+                        self.live_paced += w0.elapsed();
+                        match ev {
+                            Ok(ev) => self.on_event(ev),
+                            Err(RecvTimeoutError::Timeout) => {}
+                            Err(RecvTimeoutError::Disconnected) => return,
+                        }
+                        continue;
+                    }
+                }
+            }
+            self.live_changed = false;
             let t0 = Instant::now();
             let start = self.now;
             self.batch_start = Some(t0);
-            for _ in 0..BATCH_CYCLES {
+            for _ in 0..batch {
                 self.step();
-                if !self.busy() {
+                if !self.busy() || self.live_changed {
                     break;
                 }
             }
@@ -412,7 +477,7 @@ impl Sim {
 
     /// Whether virtual time runs now.
     fn busy(&self) -> bool {
-        if self.waiting > 0 {
+        if self.waiting > 0 || self.live_clients > 0 {
             return true;
         }
         if self.p.free_run || (self.clients.is_empty() && self.now < self.drain_until) {
@@ -957,6 +1022,7 @@ impl Sim {
                         stats: ClientStats { id, connected: true, ..Default::default() },
                         mark: None,
                         charged: false,
+                        live: false,
                     },
                 );
             }
@@ -1124,6 +1190,12 @@ impl Sim {
         if c.blocked.take().is_some() {
             self.waiting -= 1;
         }
+        if c.live {
+            // A client that disconnects, or dies, gives its claim on live time up.
+            c.live = false;
+            c.stats.live = false;
+            self.live_claim_ended(id, "it left");
+        }
         let _ = c.writer.shutdown(std::net::Shutdown::Both);
         for slot in self.tags.iter_mut().flatten() {
             if slot.client == Some(id) {
@@ -1233,6 +1305,19 @@ impl Sim {
                 let t = rc::mmio_write_block_tlp(RC_ID, self.view.bar0, offset, &data);
                 self.down_queue.push_back(DownTlp { dwords: t, origin: Origin::Mmio });
             }
+            Request::SetLive { live } => {
+                if c.live != live {
+                    c.live = live;
+                    c.stats.live = live;
+                    if live {
+                        self.live_claim_started(id);
+                    } else {
+                        self.live_claim_ended(id, "it gave its claim up");
+                    }
+                }
+                let reply = Reply::LiveSet { live, live_clients: self.live_clients, card_cycle: self.now };
+                self.reply(id, &reply);
+            }
             Request::SetDmaFaults(faults) => {
                 self.completer.set_faults(faults);
                 self.info(&format!(
@@ -1338,6 +1423,46 @@ impl Sim {
         }
     }
 
+    // Live time ----------------------------------------------------------------------------
+
+    /// Client `id` took a claim on live time: the first one starts live time, whose pacing
+    /// counts from here (this wall instant, this card cycle).
+    fn live_claim_started(&mut self, id: u64) {
+        self.live_clients += 1;
+        if self.live_clients == 1 {
+            self.live_since = Some((Instant::now(), self.now));
+            self.live_changed = true;
+            self.info(&format!(
+                "client {id} asked for live time: card time runs continuously from card cycle {}, never ahead of wall time",
+                self.now
+            ));
+        }
+    }
+
+    /// A claim on live time ended (`why`: the client gave it up or left); the last one ends
+    /// live time and time runs only while a client waits again.
+    fn live_claim_ended(&mut self, id: u64, why: &str) {
+        self.live_clients = self.live_clients.saturating_sub(1);
+        if self.live_clients > 0 {
+            return;
+        }
+        if let Some((t0, c0)) = self.live_since.take() {
+            let cycles = self.now - c0;
+            self.live_cycles_done += cycles;
+            self.live_changed = true;
+            self.info(&format!(
+                "live time ended (client {id}: {why}) after {cycles} card cycles ({:.3} ms of card time in {:.2} s of wall time): time runs only while a client waits",
+                cycles as f64 / self.p.clock_hz * 1e3,
+                t0.elapsed().as_secs_f64()
+            ));
+        }
+    }
+
+    /// Card cycles run in live time so far (ended spans and the running one).
+    fn live_cycles(&self) -> u64 {
+        self.live_cycles_done + self.live_since.map_or(0, |(_, c0)| self.now - c0)
+    }
+
     fn reject_mmio_write(&mut self, id: u64, msg: &str) {
         self.c.stats.rejected_mmio_writes += 1;
         if let Some(c) = self.clients.get_mut(&id) {
@@ -1404,6 +1529,9 @@ impl Sim {
         s.traffic = self.c.traffic;
         s.dma_faults = self.completer.faults();
         s.host_time = self.c.host;
+        s.live_clients = self.live_clients;
+        s.live_cycles = self.live_cycles();
+        s.live_paced_seconds = self.live_paced.as_secs_f64();
         if self.c.msi_writes > 0 {
             s.card_to_host.by_type.insert("MSI (MWr)".into(), self.c.msi_writes);
         }
@@ -1452,3 +1580,30 @@ const ALL_KINDS: [Kind; KINDS] = [
     Kind::Cas,
     Kind::Other,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HZ: f64 = 125e6;
+
+    #[test]
+    fn live_time_runs_up_to_wall_time_and_no_further() {
+        // 1 ms of wall time since live time began at cycle 1000: up to cycle 1000 + 125,000.
+        assert_eq!(pace(1000, 1000, Duration::from_millis(1), HZ), Pace::Run(125_000));
+        assert_eq!(pace(100_000, 1000, Duration::from_millis(1), HZ), Pace::Run(26_000));
+        // Exactly at wall time: wait until wall time is PACE_SLACK ahead.
+        assert_eq!(pace(126_000, 1000, Duration::from_millis(1), HZ), Pace::Wait(PACE_SLACK));
+        // Ahead (cannot happen while the sim obeys Run, but the rule holds): wait longer.
+        assert_eq!(pace(251_000, 1000, Duration::from_millis(1), HZ), Pace::Wait(Duration::from_millis(1) + PACE_SLACK));
+    }
+
+    #[test]
+    fn a_slow_simulator_never_waits() {
+        // The sim ran 1,000 cycles in a second of a 125 MHz card: far behind wall time.
+        let p = pace(1000, 0, Duration::from_secs(1), HZ);
+        assert_eq!(p, Pace::Run(125_000_000 - 1000));
+        // Live time just started: no cycle is allowed until some wall time has passed.
+        assert!(matches!(pace(5, 5, Duration::ZERO, HZ), Pace::Wait(w) if w == PACE_SLACK));
+    }
+}

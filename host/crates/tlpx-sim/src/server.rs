@@ -532,7 +532,13 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     drop(sim);
     dir.remove_ours();
     if !opts.quiet {
-        eprintln!("tlpx-sim: stopped at card cycle {} ({:.2} M cycles/s while running)", s.cycles, s.cycles_per_second / 1e6);
+        eprintln!(
+            "tlpx-sim: stopped at card cycle {} ({:.2} M cycles/s while running; {} cycles in live time, {:.2} s waited for wall time)",
+            s.cycles,
+            s.cycles_per_second / 1e6,
+            s.live_cycles,
+            s.live_paced_seconds
+        );
     }
     Ok(())
 }
@@ -586,9 +592,9 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
     println!(
         "  time    {}",
         if opts.free_run {
-            "runs while a client waits or traffic is in flight (--free-run)"
+            "runs while a client waits or traffic is in flight (--free-run), and continuously (never ahead of wall time) while a client asks for live time"
         } else {
-            "runs only while a client waits on the sim (docs/sim-protocol.md)"
+            "runs only while a client waits on the sim, or continuously (never ahead of wall time) while a client asks for live time (docs/sim-protocol.md)"
         }
     );
     if opts.host_time == HostTime::Real {

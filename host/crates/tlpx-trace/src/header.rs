@@ -75,13 +75,16 @@ pub struct HeaderInfo {
     pub card: CardInfo,
     /// Captured on the simulated card.
     pub simulated: bool,
+    /// The clock that stamped the records: `"virtual"`, `"live"` or `"hardware"` (None: not
+    /// said, as in traces written before it existed).
+    pub time_mode: Option<String>,
     pub link: Option<LinkInfo>,
     pub capture: CaptureInfo,
 }
 
 impl HeaderInfo {
     pub fn new(tool: impl Into<String>, card: CardInfo) -> Self {
-        HeaderInfo { tool: tool.into(), card, simulated: false, link: None, capture: CaptureInfo::default() }
+        HeaderInfo { tool: tool.into(), card, simulated: false, time_mode: None, link: None, capture: CaptureInfo::default() }
     }
 }
 
@@ -96,6 +99,10 @@ pub struct Header {
     pub card: CardInfo,
     #[serde(default)]
     pub simulated: bool,
+    /// `"virtual"` (the simulator's deterministic time), `"live"` (the simulator ran in live
+    /// time: not reproducible) or `"hardware"`; absent in older traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkInfo>,
     #[serde(default)]
@@ -116,6 +123,7 @@ impl Header {
             created_utc,
             card: info.card.clone(),
             simulated: info.simulated,
+            time_mode: info.time_mode.clone(),
             link: info.link,
             capture: info.capture.clone(),
             fields: crate::fields::field_table(),
@@ -166,6 +174,7 @@ impl Header {
             created_utc: optional(top, "created_utc", "an ISO 8601 UTC time string")?.unwrap_or_default(),
             card,
             simulated: optional(top, "simulated", "true or false")?.unwrap_or_default(),
+            time_mode: optional(top, "time_mode", "\"virtual\", \"live\" or \"hardware\"")?,
             link: optional(top, "link", "an object with generation, lanes, mps, mrrs")?,
             capture: optional(top, "capture", "an object with filters, trigger, include_own_traffic")?.unwrap_or_default(),
             fields,

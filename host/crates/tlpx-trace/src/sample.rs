@@ -20,6 +20,7 @@ pub fn info() -> HeaderInfo {
             pci_address: Some("0000:01:00.0".into()),
         },
         simulated: true,
+        time_mode: None,
         link: Some(LinkInfo { generation: 2, lanes: 4, mps: 256, mrrs: 512 }),
         capture: CaptureInfo {
             filters: serde_json::json!({"address_base": "0x0", "address_mask": "0x0"}),

@@ -9,6 +9,7 @@
 //!   "parameters": { ... },                          what was asked, after defaults
 //!   "environment": { tlpx_version, host_name, kernel, cpu_model, cpus, backend, device,
 //!                    pci_address, card, simulated, sim: { socket, link, seed, ... } | null },
+//!   "time_mode": "virtual" | "live" | "hardware" | null,  the clock that produced the figures
 //!   "link": { source: "libpci", generation, lanes, mps, mrrs, rcb, ... } | null,
 //!   "model": { link, completion_split } | null,     the pcie-bench model configuration used
 //!   "points": [ ... ]  (or "table" + "points" for characterize)
@@ -25,6 +26,11 @@
 //! `simulator_limits` lists what the simulator fixes by construction or cannot model for the
 //! figures and knobs of this result (docs/simulator-limits.md); each statement is also in
 //! `notes`.
+//! `time_mode` says which clock produced the figures: `virtual` (the simulator's
+//! deterministic time), `live` (the simulator ran in live time during the run, because this or
+//! another client held it: card-time figures are still exact in card cycles, the run is not
+//! reproducible; a `LIVE TIME:` note says so too) or `hardware`; null when no card was opened
+//! (`tlpx model` without a device, software-only runs).
 //! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
 
 use std::path::Path;
@@ -33,6 +39,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 use serde_json::Value;
+use tlpx_device::backends::sim::SimDevice;
+use tlpx_device::{Device, TimeMark, TimeMode};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
 
 pub const SCHEMA: &str = "tlpx-result";
@@ -84,16 +92,93 @@ pub struct Environment {
     /// Other processes' jobs running on the card when the measurement started (a spy capture,
     /// the generator, ...): they share the link, so figures may be lower than the card's own.
     pub perturbed_by: Vec<String>,
+    /// How time ran when the card was opened, and how to tell at the end how it ran during
+    /// the measurement (`ResultDoc::time_mode`); None when no card was opened.
+    #[serde(skip)]
+    pub clock: Option<TimeWatch>,
+}
+
+/// The card's time mode at the start of a command, and what reads it again at the end.
+#[derive(Debug, Clone)]
+pub struct TimeWatch {
+    /// The mark when the card was opened.
+    pub start: TimeMark,
+    /// The simulator's socket (None on hardware): the end's mark is read on a short-lived
+    /// connection of its own, so that any command's result can say it.
+    pub sim_socket: Option<String>,
+    /// This command asked for live time itself (`spy capture`, `top`, `serve`).
+    pub holds_live: bool,
+}
+
+impl TimeWatch {
+    /// A watch over a real card: time is always the hardware's.
+    pub fn hardware() -> TimeWatch {
+        TimeWatch { start: TimeMark::Hardware, sim_socket: None, holds_live: false }
+    }
+
+    /// The mode time ran in from the start until now: `live` when the simulator ran any card
+    /// cycle in live time meanwhile. When the simulator cannot be asked any more, the mode
+    /// at the start is the best answer there is.
+    pub fn mode_until_now(&self) -> TimeMode {
+        if self.holds_live {
+            return TimeMode::Live;
+        }
+        let Some(socket) = &self.sim_socket else { return TimeMode::Hardware };
+        match SimDevice::connect_as(socket, "tlpx (time mode)").and_then(|mut s| s.time_mark()) {
+            Ok(end) => end.mode_since(&self.start),
+            Err(_) => self.start.mode_now(),
+        }
+    }
+
+    /// The mode time runs in now, as far as the start knows (for headers printed before the
+    /// measurement).
+    pub fn mode_at_start(&self) -> TimeMode {
+        if self.holds_live {
+            TimeMode::Live
+        } else {
+            self.start.mode_now()
+        }
+    }
+}
+
+/// The note a result carries when it ran in live time (and the text output prints).
+pub fn live_time_note(holds_live: bool) -> String {
+    let who = if holds_live { "this command asked for it" } else { "another client asked for it" };
+    format!(
+        "LIVE TIME: the simulator ran in live time during this run ({who}): card time ran continuously, never ahead of wall \
+         time, not only while a client waited; card-time figures are still exact in card cycles, but the run is not \
+         reproducible (docs/simulator-limits.md)"
+    )
 }
 
 impl Environment {
     /// The name of the card's clock in text output, so no figure leaves its clock unsaid:
-    /// "card time (simulated)" on the simulator, "card time" on a card.
+    /// "card time (simulated)" on the simulator ("card time (simulated, live)" when it runs
+    /// in live time as the command starts), "card time" on a card.
     pub fn card_clock(&self) -> &'static str {
-        if self.simulated {
-            "card time (simulated)"
-        } else {
-            "card time"
+        match (self.simulated, self.time_mode_at_start()) {
+            (true, Some(TimeMode::Live)) => "card time (simulated, live)",
+            (true, _) => "card time (simulated)",
+            (false, _) => "card time",
+        }
+    }
+
+    /// The time mode as the command starts (None when no card was opened).
+    pub fn time_mode_at_start(&self) -> Option<TimeMode> {
+        self.clock.as_ref().map(TimeWatch::mode_at_start)
+    }
+
+    /// How time runs on the simulator, for headers: "virtual time (deterministic)" or "live
+    /// time (...)"; None on hardware and without a card.
+    pub fn time_text(&self) -> Option<String> {
+        let clock = self.clock.as_ref()?;
+        match clock.mode_at_start() {
+            TimeMode::Hardware => None,
+            TimeMode::Virtual => Some("virtual time (deterministic)".to_string()),
+            TimeMode::Live if clock.holds_live => {
+                Some("live time (this command asks for it: card time runs on its own, never ahead of wall time; not reproducible)".into())
+            }
+            TimeMode::Live => Some("live time (another client holds it: card time runs on its own; not reproducible)".into()),
         }
     }
 }
@@ -194,6 +279,9 @@ pub struct ResultDoc<P: Serialize, B: Serialize> {
     pub command: Vec<String>,
     pub parameters: P,
     pub environment: Environment,
+    /// The clock that produced the figures: virtual, live or hardware (module documentation);
+    /// null when no card was opened.
+    pub time_mode: Option<TimeMode>,
     pub link: Option<LinkReport>,
     pub model: Option<ModelConfig>,
     #[serde(flatten)]
@@ -223,6 +311,18 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
         notes: Vec<String>,
     ) -> Self {
         debug_assert!(KINDS.contains(&kind));
+        // The document is made when the run has ended: the mode it ran in is known now.
+        let time_mode = environment.clock.as_ref().map(TimeWatch::mode_until_now);
+        let mut notes = notes;
+        if time_mode == Some(TimeMode::Live) {
+            let holds = environment.clock.as_ref().is_some_and(|c| c.holds_live);
+            let note = live_time_note(holds);
+            if environment.time_mode_at_start() != Some(TimeMode::Live) {
+                // Live time began after the header said virtual: the text output says it too.
+                eprintln!("tlpx: note: {note}");
+            }
+            notes.push(note);
+        }
         ResultDoc {
             schema: SCHEMA,
             schema_version: SCHEMA_VERSION,
@@ -231,6 +331,7 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
             command: std::env::args().collect(),
             parameters,
             environment,
+            time_mode,
             link,
             model,
             body,
@@ -323,6 +424,19 @@ pub fn check_document(v: &Value) -> Result<(), String> {
     if env["simulated"] == true && env["sim"].get("host_time").is_none() {
         return Err("a simulated result must give environment.sim.host_time (what host latencies in it mean)".into());
     }
+    // Results written before the time mode existed have no `time_mode`; when it is there it
+    // must name a clock that fits the environment.
+    match v.get("time_mode").map(|m| (m, m.as_str())) {
+        None | Some((Value::Null, _)) => {}
+        Some((_, Some("virtual" | "live"))) if env["simulated"] == true => {}
+        Some((_, Some("hardware"))) if env["simulated"] != true => {}
+        Some((m, _)) => {
+            return Err(format!(
+                "time_mode {m} does not fit the environment (simulated: {}): it must be \"virtual\" or \"live\" on the simulator, \"hardware\" on a card",
+                env["simulated"]
+            ))
+        }
+    }
     if let Some(limits) = v.get("simulator_limits") {
         if env["simulated"] != true {
             return Err("simulator_limits in a result that is not simulated".into());
@@ -399,6 +513,7 @@ pub fn machine_environment() -> Environment {
         simulated: false,
         sim: None,
         perturbed_by: Vec::new(),
+        clock: None,
     }
 }
 
@@ -535,6 +650,57 @@ mod tests {
         assert!(check_document(&v).is_err_and(|e| e.contains("not simulated")));
         // Without limits the field is absent, as on hardware.
         assert!(doc().get("simulator_limits").is_none());
+    }
+
+    #[test]
+    fn a_result_records_the_clock_that_produced_it() {
+        let make = |env: Environment| {
+            let d = ResultDoc::new("bw", serde_json::json!({}), env, None, None, serde_json::json!({"points": []}), 0.0, vec![]);
+            serde_json::to_value(&d).expect("serialises")
+        };
+        // No card opened: null.
+        assert_eq!(make(machine_environment())["time_mode"], Value::Null);
+        // A real card: hardware, no note.
+        let mut hw = machine_environment();
+        hw.backend = Some("vfio".into());
+        hw.clock = Some(TimeWatch::hardware());
+        let v = make(hw);
+        assert_eq!(v["time_mode"], "hardware");
+        assert_eq!(v["notes"], serde_json::json!([]));
+        assert_eq!(check_document(&v), Ok(()));
+        // The simulator, read again at the end: a socket nobody answers on leaves the mode at
+        // the start (virtual here).
+        let mut sim = sim_env();
+        sim.clock = Some(TimeWatch {
+            start: TimeMark::Simulator { live_cycles: 5, live_clients: 0 },
+            sim_socket: Some("/nonexistent/tlpx-test.sock".into()),
+            holds_live: false,
+        });
+        let v = make(sim.clone());
+        assert_eq!(v["time_mode"], "virtual");
+        assert_eq!(check_document(&v), Ok(()));
+        // A command that holds live time itself: live, with the note, and headers say so.
+        sim.clock.as_mut().expect("clock").holds_live = true;
+        assert_eq!(sim.card_clock(), "card time (simulated, live)");
+        assert!(sim.time_text().is_some_and(|t| t.starts_with("live time (this command asks for it")));
+        let v = make(sim);
+        assert_eq!(v["time_mode"], "live");
+        assert!(v["notes"][0].as_str().is_some_and(|n| n.starts_with("LIVE TIME:") && n.contains("not reproducible")), "{}", v["notes"]);
+        assert_eq!(check_document(&v), Ok(()));
+    }
+
+    #[test]
+    fn check_document_refuses_a_time_mode_that_does_not_fit() {
+        let mut v = doc();
+        v["time_mode"] = "hardware".into();
+        assert!(check_document(&v).is_err_and(|e| e.contains("\"hardware\"") && e.contains("virtual")));
+        v["time_mode"] = "sundial".into();
+        assert!(check_document(&v).is_err_and(|e| e.contains("sundial")));
+        // Documents written before the field existed are still read.
+        v.as_object_mut().expect("object").remove("time_mode");
+        assert_eq!(check_document(&v), Ok(()));
+        v["time_mode"] = "live".into();
+        assert_eq!(check_document(&v), Ok(()));
     }
 
     #[test]

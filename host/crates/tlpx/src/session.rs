@@ -7,7 +7,7 @@ use tlpx_device::card::Card;
 use tlpx_device::lease::{self, Block, OwnerProcess};
 use tlpx_device::pci::{self, decode, PciFunction, PciSource};
 
-use crate::results::{self, CardEnvironment, Environment, LinkReport, SimEnvironment};
+use crate::results::{self, CardEnvironment, Environment, LinkReport, SimEnvironment, TimeWatch};
 use crate::selector::{self, Selector};
 
 /// Offset of Link Control in the PCI Express capability (PCIe 5.0, 7.5.3.7); bit 3 is the
@@ -160,10 +160,16 @@ impl Session {
             features: id.features.clone(),
         });
         environment.simulated = opened.sim.is_some();
-        // The simulator's latency settings are in its Hello: ask once more on a short-lived
-        // connection (the open card keeps its own).
+        environment.clock = Some(TimeWatch::hardware());
+        // The simulator's latency settings are in its Hello, and its time mode in its
+        // counters: ask on a short-lived connection (the open card keeps its own).
         environment.sim = opened.sim.as_ref().map(|s| match SimDevice::connect(&s.socket) {
-            Ok(sim) => SimEnvironment::from_hello(s.socket.clone(), sim.hello()),
+            Ok(mut sim) => {
+                let start = tlpx_device::Device::time_mark(&mut sim)
+                    .unwrap_or(tlpx_device::TimeMark::Simulator { live_cycles: 0, live_clients: 0 });
+                environment.clock = Some(TimeWatch { start, sim_socket: Some(s.socket.clone()), holds_live: false });
+                SimEnvironment::from_hello(s.socket.clone(), sim.hello())
+            }
             Err(_) => SimEnvironment {
                 socket: s.socket.clone(),
                 link_model: s.link,
@@ -206,13 +212,25 @@ impl Session {
         }
     }
 
-    /// Text that says whether card-time figures are simulated, for headers.
+    /// Asks for live time for as long as this session's card is open (on hardware time is
+    /// always live: nothing changes), and records it: headers then say live time, and the
+    /// result's `time_mode` is `live`.
+    pub fn hold_live_time(&mut self) -> anyhow::Result<()> {
+        self.card.device().set_live(true).context("asking the simulator for live time")?;
+        if let Some(c) = self.environment.clock.as_mut() {
+            c.holds_live = c.sim_socket.is_some();
+        }
+        Ok(())
+    }
+
+    /// Text that says whether card-time figures are simulated, and in which time, for headers.
     pub fn describe(&self) -> String {
         let env = &self.environment;
         let link = self.link.as_ref().map_or("link unknown".to_string(), |l| format!("link {l} (libpci)"));
+        let time = env.time_text().map_or(String::new(), |t| format!("; {t}"));
         match &env.sim {
             Some(s) => format!(
-                "simulated card ({}-bit at {:.0} MHz, tlpx-sim link model {}, seed {}), {link}",
+                "simulated card ({}-bit at {:.0} MHz, tlpx-sim link model {}, seed {}), {link}{time}",
                 s.data_width,
                 s.clock_hz as f64 / 1e6,
                 s.link_model,

@@ -308,6 +308,39 @@ fn serve_exports_well_formed_monotonic_metrics_of_generator_traffic() {
 }
 
 #[test]
+fn on_the_simulator_serve_holds_live_time_so_scrapes_see_time_move() {
+    // Nothing but tlpx serve runs: in virtual time the card would stand still between its
+    // readings; serve holds live time, so card cycles grow from scrape to scrape.
+    let sim = Sim::start(&[]);
+    let serve = Serve::start(&sim.selector(), &["--interval", "100ms"]);
+    let scrape = || {
+        let (status, _, body) = get(&serve.address, "/metrics");
+        assert!(status.contains("200"), "{status}");
+        parse_exposition(&body).1
+    };
+    let first = scrape();
+    assert_eq!(value(&first, "tlpx_sim_live_clients", &[]), 1.0, "serve itself holds live time");
+    let (cycles, live) = (value(&first, "tlpx_sim_card_cycles_total", &[]), value(&first, "tlpx_sim_live_cycles_total", &[]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = scrape();
+        if value(&now, "tlpx_sim_card_cycles_total", &[]) > cycles && value(&now, "tlpx_sim_live_cycles_total", &[]) > live {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "card time did not move between scrapes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its claim ends with it.
+    drop(serve);
+    let mut probe = tlpx_device::backends::sim::SimDevice::connect(sim.socket()).expect("probe");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while probe.stats().expect("stats").live_clients != 0 {
+        assert!(std::time::Instant::now() < deadline, "serve's claim on live time outlived it");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn serve_refuses_a_bad_listen_address_with_exit_2() {
     let sim = Sim::start(&[]);
     for bad in ["nope", "127.0.0.1:99999", "9464"] {

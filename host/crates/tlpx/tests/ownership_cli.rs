@@ -195,13 +195,16 @@ fn a_busy_spy_leaves_the_output_file_alone_and_stop_takes_it_back() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("busy: the spy is owned by PID"), "{}", text(&out.stderr));
     assert_eq!(std::fs::read(&keep).expect("read"), b"precious", "the refused capture truncated its --output");
-    // `tlpx stop spy` takes it back; the first capture learns it lost the spy and says so.
+    // `tlpx stop spy` asks the capture to stop (it is a `tlpx spy capture` of this host) and
+    // waits until it let the spy go: it ends as after Ctrl-C, its --duration cut short (130),
+    // with a complete trace.
     let out = tlpx(&dev, &["stop", "spy"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains(&format!("PID {}", first.id())), "{}", text(&out.stdout));
+    let said = text(&out.stdout);
+    assert!(said.contains(&format!("PID {}", first.id())) && said.contains("asked to stop and ended its capture"), "{said}");
     let out = first.wait_with_output().expect("first capture");
-    assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("the spy is no longer this process's"), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(tlpx_trace::TraceReader::open(sim.path("a.tlpx")).expect("trace").footer().is_some(), "the trace has its footer");
     assert_eq!(owner_of(&dev, "spy"), None);
 }
 

@@ -4,7 +4,7 @@
 //!   tlpx spy capture ──► tlpx-sim (card + spy) ──ring──► cap.tlpx ──► tlpx spy convert
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tlpx_testkit::SimProcess as Sim;
@@ -89,29 +89,161 @@ fn capture_filters_and_json_summary() {
     assert!(out.status.success() && text(&out.stdout).contains("read latency"), "{}", text(&out.stdout));
 }
 
+/// Waits until `tlpx owners` shows the spy owned by process `pid`: the capture has started.
+fn wait_until_spy_owned_by(device: &str, pid: u32, capture: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = json(&tlpx(device, &["--json", "owners"]));
+        let spy = v.as_array().expect("rows").iter().find(|r| r["block"] == "spy").cloned().expect("a spy row");
+        if spy["owner"]["pid"].as_u64() == Some(u64::from(pid)) {
+            return;
+        }
+        if let Ok(Some(status)) = capture.try_wait() {
+            panic!("the capture ended ({status}) before it owned the spy");
+        }
+        assert!(Instant::now() < deadline, "the spy never became owned by PID {pid}: {spy}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `tlpx spy capture` until stopped, in the background, with its --json summary on stdout.
+fn background_capture(sim: &Sim, trace: &std::path::Path, extra: &[&str]) -> Child {
+    Command::new(tlpx_bin())
+        .args(["--device", &sim.selector(), "--json", "spy", "capture", "--quiet"])
+        .args(extra)
+        .arg("-o")
+        .arg(trace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start capture")
+}
+
+/// The bw write TLPs in a trace: card-to-host MWr32 of `payload_dw` DWs (the spy's own ring
+/// writes are not recorded without --include-own).
+fn bw_writes(trace: &std::path::Path, payload_dw: u16) -> usize {
+    TraceReader::open(trace)
+        .expect("trace")
+        .read_all()
+        .expect("records")
+        .iter()
+        .filter(|r| match &r.body {
+            Body::Request(q) => {
+                q.direction == tlpx_trace::Direction::Up && q.kind().name() == "MWr32" && q.length_dw == payload_dw && !q.own
+            }
+            _ => false,
+        })
+        .count()
+}
+
+#[test]
+fn a_capture_started_first_records_traffic_another_process_starts_later_without_a_race() {
+    // The pattern of scripts/demo.sh: capture until stopped, wait for it to own the spy, run
+    // the traffic, stop it. On the simulator the capture holds live time, so bw's traffic
+    // runs while it sleeps and lands in its trace, however the two processes are scheduled.
+    let sim = Sim::start(&[]);
+    let trace = sim.path("bg.tlpx");
+    let mut capture = background_capture(&sim, &trace, &[]);
+    wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
+    let n = 40;
+    let bw = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "256", "--count", &n.to_string()]);
+    let bw = json(&bw);
+    assert_eq!(bw["points"][0]["transfers"], n, "{bw}");
+    // bw ran while the capture held live time: its result says so.
+    assert_eq!(bw["time_mode"], "live", "{}", bw["notes"]);
+    assert!(
+        bw["notes"].as_array().expect("notes").iter().any(|n| n.as_str().is_some_and(|n| n.starts_with("LIVE TIME:"))),
+        "{}",
+        bw["notes"]
+    );
+    // `tlpx spy stop` from a third process asks the capture to stop (SIGTERM) and waits for
+    // it: it ends cleanly, every record and the footer in its trace.
+    let stop = tlpx(&sim.selector(), &["--json", "spy", "stop"]);
+    let stopped = json(&stop);
+    assert_eq!(stopped[0]["taken_from"]["pid"], capture.id(), "{stopped}");
+    assert_eq!(stopped[0]["ended_by_owner"], true, "{stopped}");
+    let out = capture.wait_with_output().expect("capture");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(summary["ended_by"], "signal", "{summary}");
+    assert_eq!(summary["time_mode"], "live", "{summary}");
+    assert_eq!((summary["records_lost"].as_u64(), summary["interrupted"].as_bool()), (Some(0), Some(false)), "{summary}");
+    let reader = TraceReader::open(&trace).expect("trace");
+    assert_eq!(reader.header().time_mode.as_deref(), Some("live"));
+    let footer = *reader.footer().expect("footer: the capture ended cleanly");
+    assert_eq!((footer.records_created, footer.records_lost), (reader.record_count(), 0), "no record missing at the end");
+    // 256-byte writes within MPS 256: one MWr32 of 64 DWs per transfer, every one recorded.
+    assert_eq!(bw_writes(&trace, 64), n as usize);
+}
+
+#[test]
+fn ctrl_c_ends_a_capture_until_stopped_with_a_complete_trace() {
+    let sim = Sim::start(&[]);
+    let trace = sim.path("int.tlpx");
+    let mut capture = background_capture(&sim, &trace, &[]);
+    wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
+    let bw = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "128", "--count", "25"]);
+    assert!(bw.status.success(), "{}", text(&bw.stderr));
+    // SIGINT, as Ctrl-C in its terminal: being stopped is the end of a capture without one of
+    // its own, so it exits 0.
+    // SAFETY: kill sends a signal to the child this test started; no memory is involved.
+    assert_eq!(unsafe { libc::kill(capture.id() as i32, libc::SIGINT) }, 0);
+    let out = capture.wait_with_output().expect("capture");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(summary["ended_by"], "signal", "{summary}");
+    let reader = TraceReader::open(&trace).expect("trace");
+    let footer = *reader.footer().expect("footer");
+    assert_eq!((footer.records_created, footer.records_lost), (reader.record_count(), 0));
+    assert_eq!(bw_writes(&trace, 32), 25);
+    // The spy is free again.
+    let v = json(&tlpx(&sim.selector(), &["--json", "spy", "stats"]));
+    assert_eq!(v["counters"]["capturing"], false, "{v}");
+}
+
+#[test]
+fn a_capture_whose_spy_is_taken_back_finishes_its_trace() {
+    // What happens when the capture cannot be asked to stop (its owner runs on another host):
+    // the spy is taken back from it; it sees its lease gone, drains what reached the ring and
+    // writes the footer.
+    use tlpx_device::card::Card;
+    use tlpx_device::lease::{self, Block};
+    let sim = Sim::start(&[]);
+    let trace = sim.path("taken.tlpx");
+    let mut capture = background_capture(&sim, &trace, &[]);
+    wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
+    let device = tlpx_device::backends::sim::SimDevice::connect(sim.socket()).expect("connect");
+    let mut card = Card::open(Box::new(device)).expect("card");
+    let taken = lease::force_stop(&mut card, Block::Spy).expect("take the spy back").expect("it had an owner");
+    assert_eq!(taken.pid, capture.id());
+    drop(card);
+    let out = capture.wait_with_output().expect("capture");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(summary["ended_by"], "spy_stop", "{summary}");
+    let reader = TraceReader::open(&trace).expect("trace");
+    let footer = *reader.footer().expect("footer");
+    assert_eq!(footer.records_lost, 0);
+    assert!(reader.record_count() > 0);
+}
+
 #[test]
 fn ring_overflow_is_reported_and_exits_1() {
     let sim = Sim::start(&[]);
     let trace = sim.path("o.tlpx");
-    // A 16-record ring polled every 2 ms while the generator writes: the ring overflows.
-    let capture = Command::new(tlpx_bin())
-        .args(["--device", &sim.selector(), "spy", "capture", "--ring", "16", "--poll", "2ms", "--duration", "4ms", "--quiet", "-o"])
+    // A 16-record ring polled every 2 ms of card time while the generator writes: the ring
+    // overflows. The capture runs until stopped, so bw's traffic is inside it.
+    let mut capture = Command::new(tlpx_bin())
+        .args(["--device", &sim.selector(), "spy", "capture", "--ring", "16", "--poll", "2ms", "--quiet", "-o"])
         .arg(&trace)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start capture");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = tlpx(&sim.selector(), &["--json", "spy", "stats"]);
-        if s.status.success() && json(&s)["counters"]["capturing"] == true {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the capture did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
     let bw = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "256", "--window", "64K"]);
     assert!(bw.status.success(), "{}", text(&bw.stderr));
+    assert!(tlpx(&sim.selector(), &["spy", "stop"]).status.success());
     let out = capture.wait_with_output().expect("capture");
     assert_eq!(out.status.code(), Some(1), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let err = text(&out.stderr);
@@ -119,8 +251,11 @@ fn ring_overflow_is_reported_and_exits_1() {
     let reader = TraceReader::open(&trace).expect("trace with footer");
     let footer = *reader.footer().expect("footer");
     assert!(footer.records_lost > 0);
+    // The footer carries the sequence the next record would have had: records lost at the
+    // very end (the whole bw run may fall between two polls) show as a gap before it.
+    let next = reader.footer_record().expect("footer record").sequence;
     let records = reader.read_all().expect("records");
-    let lost: u64 = tlpx_trace::gaps(records.iter().map(|r| r.sequence)).map(|g| u64::from(g.lost)).sum();
+    let lost: u64 = tlpx_trace::gaps(records.iter().map(|r| r.sequence).chain([next])).map(|g| u64::from(g.lost)).sum();
     assert!(lost > 0 && lost <= footer.records_lost, "{lost} vs {}", footer.records_lost);
 }
 

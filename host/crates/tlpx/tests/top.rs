@@ -4,8 +4,9 @@
 //!                                            ├──► tlpx-sim ──► libtlpxcard.so (spy counts)
 //!   tlpx top --snapshot / --json ───────────┘
 //!
-//! Card time on the simulator passes while any client waits: `bw` waits for its generator,
-//! `top` idles between samples, so both see the same traffic. Each test has its own sim.
+//! On the simulator top holds live time: card time runs on its own while top sleeps between
+//! frames (wall time), so it sees the traffic `bw` drives. Each frame says the span of card
+//! time it covers. No assertion is on wall time. Each test has its own sim.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -58,8 +59,8 @@ fn mb_s_after(line: &str, label: &str) -> f64 {
 #[test]
 fn snapshot_while_bw_writes_shows_upstream_bandwidth_and_mwr() {
     let sim = Sim::start(&[]);
-    let mut bw = drive_writes(&sim, "20ms");
-    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "3", "--interval", "1ms"]);
+    let mut bw = drive_writes(&sim, "100ms");
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "3", "--interval", "50ms"]);
     let _ = bw.wait();
     let snapshot = text(&out);
     for title in ["Bandwidth", "TLP mix", "Read latency", "Drops and errors", "Recent transactions"] {
@@ -81,10 +82,10 @@ fn snapshot_while_bw_writes_shows_upstream_bandwidth_and_mwr() {
 }
 
 #[test]
-fn json_gives_one_sample_per_frame_in_card_time() {
+fn json_gives_one_sample_per_frame_with_the_card_time_span_it_covers() {
     let sim = Sim::start(&[]);
-    let mut bw = drive_writes(&sim, "10ms");
-    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "3", "--interval", "500us"]);
+    let mut bw = drive_writes(&sim, "100ms");
+    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "3", "--interval", "50ms"]);
     let _ = bw.wait();
     let stdout = text(&out);
     let samples: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
@@ -93,8 +94,13 @@ fn json_gives_one_sample_per_frame_in_card_time() {
     assert!(times.windows(2).all(|w| w[1] > w[0]), "card time not increasing: {times:?}");
     for (i, s) in samples.iter().enumerate() {
         assert_eq!(s["index"], i as u64 + 1);
-        let interval = s["interval_s"].as_f64().expect("interval");
-        assert!(interval >= 500e-6, "interval {interval} shorter than asked");
+        // Each frame covers card time from the previous reading to this one; the spans join.
+        let (start, end, span) = (s["card_start_s"].as_f64().expect("start"), times[i], s["interval_s"].as_f64().expect("span"));
+        assert!(span > 0.0 && (end - start - span).abs() < 1e-9, "{s}");
+        if i > 0 {
+            assert_eq!(start, times[i - 1], "frames cover adjacent spans");
+        }
+        assert_eq!(s["time_mode"], "live");
         assert_eq!(s["ring"], "top");
     }
     let up_total: f64 = samples.iter().map(|s| s["up"]["payload_bytes_per_second"].as_f64().expect("up")).sum();
@@ -103,13 +109,35 @@ fn json_gives_one_sample_per_frame_in_card_time() {
 }
 
 #[test]
+fn on_the_simulator_top_holds_live_time_and_each_frame_states_its_card_time_span() {
+    // Nothing else runs: in virtual time top's frames would cover only its own reads; in live
+    // time card time runs while top sleeps.
+    let sim = Sim::start(&[]);
+    let mut probe = SimDevice::connect(sim.socket()).expect("probe");
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "100ms", "--width", "200"]);
+    let snapshot = text(&out);
+    let status = snapshot.lines().next().expect("status line");
+    // "card time 0.001234..0.012345 s (11.111 ms in 100.123 ms wall, live) | frame 2"
+    let span = status.split("card time ").nth(1).unwrap_or_else(|| panic!("no card time span: {status}"));
+    let (range, rest) = span.split_once(" s (").unwrap_or_else(|| panic!("{status}"));
+    let (a, b) = range.split_once("..").unwrap_or_else(|| panic!("{status}"));
+    let (a, b): (f64, f64) = (a.parse().expect("start"), b.parse().expect("end"));
+    assert!(b > a, "{status}");
+    assert!(rest.contains(" wall, live) | frame 2"), "{status}");
+    // top's claim ended with it: nobody holds live time now.
+    let s = probe.stats().expect("stats");
+    assert_eq!(s.live_clients, 0);
+    assert!(s.live_cycles > 0, "top ran in live time");
+}
+
+#[test]
 fn no_capture_leaves_the_ring_alone() {
     let sim = Sim::start(&[]);
-    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "200us", "--no-capture"]);
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "20ms", "--no-capture"]);
     let snapshot = text(&out);
     assert!(snapshot.contains("capture is off (--no-capture)"), "{snapshot}");
     // And a spy capture can start right after: top gave nothing to release.
-    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "1", "--interval", "200us"]);
+    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "1", "--interval", "20ms"]);
     assert!(text(&out).contains("\"ring\":\"top\""));
 }
 
@@ -141,7 +169,9 @@ fn another_tools_capture_is_left_alone_and_named() {
     let device = SimDevice::connect(sim.socket()).expect("connect");
     let mut card = Card::open(Box::new(device)).expect("card");
     let mut capture = spy::Capture::start(&mut card, 1024, &spy::Filters::default(), &spy::Trigger::default()).expect("start a capture");
-    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "200us"]);
+    // A short run: this test's capture refreshes no lease meanwhile, and top's live time runs
+    // card time on (the lease is 100 ms of card time).
+    let out = tlpx(&sim.selector(), &["top", "--snapshot", "--frames", "2", "--interval", "1ms"]);
     let snapshot = text(&out);
     assert!(snapshot.contains("another tool is capturing"), "{snapshot}");
     assert!(snapshot.contains("ring: another tool's capture"), "{snapshot}");

@@ -2,8 +2,9 @@
 //! memory shared through a file both sides map (docs/sim-protocol.md).
 //!
 //! Every call is one request and (except `bar_write`, which is posted) one reply; the card's
-//! time advances only while some client waits on the sim, so `idle` is how a polling loop
-//! lets card time pass, and `wait_interrupt`'s timeout is card time.
+//! time advances only while some client waits on the sim (or continuously while a client
+//! holds live time, `set_live`), so `idle` is how a polling loop lets card time pass, and
+//! `wait_interrupt`'s timeout is card time.
 
 use std::fs::OpenOptions;
 use std::io::{BufReader, Write};
@@ -17,10 +18,19 @@ use tlpx_sim_protocol::{
     check_mmio, check_mmio_block, encode_frame, read_frame, ErrorKind, FrameError, HelloInfo, Reply, Request, SimStats, PROTOCOL_VERSION,
 };
 
-use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TlpInjector, Width};
+use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TimeMark, TlpInjector, Width};
 
 pub use tlpx_sim_protocol::HelloInfo as SimInfo;
 pub use tlpx_sim_protocol::{DmaFaults, HostTime, HostTimeStats, TrafficStats};
+
+/// The simulator's answer to [`SimDevice::request_live`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveState {
+    /// Clients holding a claim on live time now (time runs live while this is not 0).
+    pub live_clients: u32,
+    /// The card cycle when the request took effect.
+    pub card_cycle: u64,
+}
 
 /// The host-memory mapping, kept alive by every DmaBuffer that points into it.
 struct HostMemoryMap(#[allow(dead_code)] MmapMut);
@@ -163,6 +173,16 @@ impl SimDevice {
         match self.call(&Request::Shutdown)? {
             Reply::ShuttingDown => Ok(()),
             other => Err(self.unexpected("Shutdown", other)),
+        }
+    }
+
+    /// Asks for live time (`true`) or gives this client's claim up (`false`). While any
+    /// client holds a claim, card time runs continuously, never ahead of wall time; the claim
+    /// ends with this connection (docs/sim-protocol.md, "Live time").
+    pub fn request_live(&mut self, live: bool) -> Result<LiveState, DeviceError> {
+        match self.call(&Request::SetLive { live })? {
+            Reply::LiveSet { live_clients, card_cycle, .. } => Ok(LiveState { live_clients, card_cycle }),
+            other => Err(self.unexpected("SetLive", other)),
         }
     }
 
@@ -333,6 +353,15 @@ impl Device for SimDevice {
 
     fn clock_source(&self) -> ClockSource {
         ClockSource::SimulatedCard
+    }
+
+    fn set_live(&mut self, live: bool) -> Result<(), DeviceError> {
+        self.request_live(live).map(|_| ())
+    }
+
+    fn time_mark(&mut self) -> Result<TimeMark, DeviceError> {
+        let s = self.stats()?;
+        Ok(TimeMark::Simulator { live_cycles: s.live_cycles, live_clients: s.live_clients })
     }
 
     fn poll_pause(&mut self, step: Duration) -> Result<(), DeviceError> {

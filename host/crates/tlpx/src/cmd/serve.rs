@@ -4,7 +4,11 @@
 //!   tlpx-sim Stats (second connection) ──┘
 //!
 //! The collector only watches: it never starts, stops or clears a block, so it can run next
-//! to a capture, a bandwidth run or an interrupt measurement by another process. The card's
+//! to a capture, a bandwidth run or an interrupt measurement by another process. On the
+//! simulator `tlpx serve` holds live time for its whole life (docs/sim-protocol.md): card time
+//! runs while nobody else waits on the card, so a scrape sees time move
+//! (`tlpx_sim_card_cycles_total`, `tlpx_sim_live_cycles_total`). `--metrics-listen` beside a
+//! measuring command does not: it must not turn the command's measurement into a live one. The card's
 //! own counters restart at each run (the generator, the interrupt timer) or capture (the
 //! spy); the collector folds them into monotonic totals (see [`Monotonic`]), as Prometheus
 //! counters must be.
@@ -66,7 +70,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool, metrics_listen: Option<&str>) ->
     let listen = metrics_listen.unwrap_or(metrics::DEFAULT_LISTEN);
     metrics::parse_listen(listen)?;
 
-    let session = Session::open_observer(device)?;
+    let mut session = Session::open_observer(device)?;
+    // Live time on the simulator while this process lives (on hardware time is always live).
+    session.hold_live_time()?;
     let registry = metrics::global();
     let mut collector = Collector::new(session, registry)?;
     let mut exporter = metrics::bind(listen)?;
@@ -245,6 +251,7 @@ fn describe(r: &Registry, clock_hz: u32) -> anyhow::Result<()> {
         ("tlpx_rule30_refused_starts_total", "Rule-30 starts refused for a bad line length or generation count."),
         ("tlpx_rule30_ignored_starts_total", "Rule-30 starts ignored because the core was busy."),
         ("tlpx_sim_card_cycles_total", "Card cycles the simulator has run."),
+        ("tlpx_sim_live_cycles_total", "Card cycles the simulator has run in live time (while a client held it: not reproducible)."),
         ("tlpx_sim_cycle_loop_seconds_total", "Wall time the simulator spent running card cycles."),
         ("tlpx_sim_tlps_total", "TLPs on the simulated link, by direction and TLP type."),
         ("tlpx_sim_wire_bytes_total", "Bytes on the simulated link's wire (framing, header, payload), by direction."),
@@ -297,6 +304,7 @@ fn describe(r: &Registry, clock_hz: u32) -> anyhow::Result<()> {
             "Card cycles the simulator ran per wall second over the last interval.",
         ),
         ("tlpx_sim_clients", "Clients connected to the simulator."),
+        ("tlpx_sim_live_clients", "Clients holding live time on the simulator (card time runs on its own while this is not 0)."),
         (
             "tlpx_exporter_last_read_timestamp_seconds",
             "Unix time of the last successful reading of the card.",
@@ -628,6 +636,7 @@ impl Collector {
         }
         self.sim_last = Some((now, stats.cycles));
         self.counter(r, "tlpx_sim_card_cycles_total", &[], stats.cycles as f64);
+        self.counter(r, "tlpx_sim_live_cycles_total", &[], stats.live_cycles as f64);
         self.counter(r, "tlpx_sim_cycle_loop_seconds_total", &[], stats.wall_seconds_in_cycle_loop);
         for (direction, d) in [("down", &stats.host_to_card), ("up", &stats.card_to_host)] {
             for (kind, n) in &d.by_type {
@@ -641,6 +650,7 @@ impl Collector {
         self.counter(r, "tlpx_sim_msis_total", &[], stats.msis as f64);
         self.counter(r, "tlpx_sim_completion_timeouts_total", &[], stats.completion_timeouts as f64);
         self.gauge(r, "tlpx_sim_clients", &[], stats.clients.iter().filter(|c| c.connected).count() as f64);
+        self.gauge(r, "tlpx_sim_live_clients", &[], f64::from(stats.live_clients));
         Ok(())
     }
 }

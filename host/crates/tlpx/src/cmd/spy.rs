@@ -4,9 +4,14 @@
 //!
 //! ```text
 //! tlpx spy capture --duration 2ms --types mrd,cpld --output cap.tlpx
+//! tlpx spy capture -o cap.tlpx        # until Ctrl-C, SIGTERM or `tlpx spy stop`
 //! tlpx spy stats
 //! tlpx spy convert cap.tlpx --vcd cap.vcd
 //! ```
+//!
+//! On the simulator a capture holds live time for its whole life (docs/sim-protocol.md): card
+//! time runs while it sleeps between polls and while other processes compute, so it records
+//! the traffic another terminal starts after it, with no race to win.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -37,12 +42,18 @@ pub struct Cmd {
 #[derive(Debug, Subcommand)]
 enum Action {
     /// Capture every TLP's summary into a trace file, printing a running log.
+    ///
+    /// Without --duration or --records it captures until stopped: Ctrl-C, SIGTERM or `tlpx spy
+    /// stop` (from another terminal) end it cleanly, with every record and the footer in the
+    /// trace. On the simulator it holds live time for its whole life, so traffic that another
+    /// terminal starts after it is recorded.
     Capture(Box<CaptureArgs>),
     /// Print the spy's live counters per direction and TLP type, and its histograms.
     Stats(StatsArgs),
     /// Convert a trace file to CSV, VCD (GTKWave) or the text log.
     Convert(ConvertArgs),
-    /// Turn capture off and free the spy, whoever started it (the same as `tlpx stop spy`).
+    /// Turn capture off and free the spy, whoever started it (the same as `tlpx stop spy`); a
+    /// running `tlpx spy capture` then drains what the spy still holds and ends cleanly.
     Stop,
 }
 
@@ -51,10 +62,11 @@ pub struct CaptureArgs {
     /// Trace file to write (format: traces/FORMAT.md).
     #[arg(long, short = 'o', default_value = "spy.tlpx")]
     output: PathBuf,
-    /// How long to capture, in card time (e.g. 500us, 2ms) [default: 1ms unless --records].
+    /// How long to capture, in card time (e.g. 500us, 2ms) [default: until stopped by Ctrl-C,
+    /// SIGTERM or `tlpx spy stop`, unless --records].
     #[arg(long, conflicts_with = "records", allow_hyphen_values = true)]
     duration: Option<String>,
-    /// Stop once this many records have arrived.
+    /// Stop once this many records have arrived [default: until stopped, unless --duration].
     #[arg(long, value_parser = whole(1, u64::MAX), allow_negative_numbers = true)]
     records: Option<u64>,
     /// Ring size in records (a power of two, 16..=16777216; 32 bytes each).
@@ -249,10 +261,14 @@ impl Plan {
         if a.records == Some(0) {
             bail!("--records: must be at least 1, not 0");
         }
-        let duration_s = match (&a.duration, a.records) {
-            (Some(d), _) => Some(parse_duration("--duration", d).map_err(anyhow::Error::msg)?),
-            (None, None) => Some(1e-3),
-            (None, Some(_)) => None,
+        // Neither --duration nor --records: until stopped. A capture watches traffic that comes
+        // from elsewhere (another terminal, a driver), so its natural end is the user's, as
+        // tcpdump's is; a fixed default of card time would end at a wall time nobody can
+        // predict (on the simulator card time runs tens to hundreds of times slower than wall
+        // time, depending on the card and its traffic).
+        let duration_s = match &a.duration {
+            Some(d) => Some(parse_duration("--duration", d).map_err(anyhow::Error::msg)?),
+            None => None,
         };
         let poll_s = parse_duration("--poll", &a.poll).map_err(anyhow::Error::msg)?;
         // Before the card is touched: a trace that cannot be written fails at once.
@@ -272,11 +288,32 @@ struct CaptureSummary {
     records_lost: u64,
     records_held_before_trigger: u64,
     sequence_gaps: Vec<String>,
+    /// Card time from the start of the capture to its end.
     card_seconds: f64,
     wall_seconds: f64,
     triggered: bool,
+    /// A capture with an end of its own (--duration, --records, a trigger) was stopped before it.
     interrupted: bool,
+    /// What ended it: duration, records, trigger, signal (Ctrl-C, SIGTERM, SIGHUP; `tlpx spy
+    /// stop` on this host sends SIGTERM), spy_stop (the spy was taken back from it: `tlpx spy
+    /// stop` from another host, or after the capture did not end on SIGTERM) or output_closed.
+    ended_by: EndedBy,
+    /// The clock that stamped the records: live on the simulator (the capture holds live
+    /// time), hardware on a card.
+    time_mode: tlpx_device::TimeMode,
     plan: Plan,
+}
+
+/// What ended a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum EndedBy {
+    Duration,
+    Records,
+    Trigger,
+    Signal,
+    SpyStop,
+    OutputClosed,
 }
 
 /// Records reach the disk at least this often (and every [`FLUSH_RECORDS`]): a capture killed
@@ -349,6 +386,10 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     if !session.card.has_feature("spy") {
         bail!("this card has no spy (its features: {}); build the card with the spy feature (make gateware)", id.features.join(", "));
     }
+    // Live time for the whole capture (it ends with this process's connection): the traffic
+    // another process starts while this one sleeps between polls runs and is recorded.
+    session.hold_live_time()?;
+    let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
     let clock_hz = u64::from(session.clock_hz);
     let mut info = HeaderInfo::new(
         format!("tlpx {}", env!("CARGO_PKG_VERSION")),
@@ -360,6 +401,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         },
     );
     info.simulated = session.environment.simulated;
+    info.time_mode = Some(time_mode.name().to_string());
     info.link =
         session.link.as_ref().map(|l| LinkInfo { generation: l.generation, lanes: l.lanes, mps: l.mps as u16, mrrs: l.mrrs as u16 });
     info.capture.filters = serde_json::to_value(&plan.filters)?;
@@ -387,50 +429,66 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         unflushed: 0,
         flushed_at: Instant::now(),
     };
+    let until = match (plan.duration_s, plan.records) {
+        (Some(_), _) => format!("for {} of card time", a.duration.as_deref().unwrap_or_default().trim()),
+        (None, Some(n)) => format!("until {n} records have arrived"),
+        (None, None) => "until Ctrl-C, SIGTERM or `tlpx spy stop`".to_string(),
+    };
     sink.say(format_args!("{}", session.describe()));
-    sink.say(format_args!("capturing to {} (ring {} records); times are card time, dur/lat in cycles", a.output.display(), plan.ring));
+    sink.say(format_args!(
+        "capturing to {} (ring {} records) {until}; times are card time, dur/lat in cycles",
+        a.output.display(),
+        plan.ring
+    ));
     sink.say(format_args!("{}", tlpx_trace::log_title()));
     progress::install_stop_handler();
     let card = &mut session.card;
     let mut cap = Capture::start_with_mps(card, plan.ring, mps, &plan.filters, &plan.trigger)?;
     let poll = Duration::from_secs_f64(plan.poll_s);
+    // Card time from the device's clock (the simulator's cycle count, which moves no TLP; the
+    // host's on hardware, where they are the same time): in live time card time runs while
+    // this process computes too, not only during its waits.
+    let t0 = card.device().clock_ns()?;
     let mut elapsed = Duration::ZERO;
     let mut batch = Vec::new();
-    let mut interrupted = false;
-    let result = (|| -> anyhow::Result<()> {
+    let result = (|| -> anyhow::Result<EndedBy> {
         loop {
             cap.poll(card, &mut batch)?;
             sink.take(&batch)?;
             batch.clear();
-            if plan.records.is_some_and(|n| cap.delivered() >= n) {
-                return Ok(());
+            if sink.output_closed {
+                return Ok(EndedBy::OutputClosed);
             }
+            if plan.records.is_some_and(|n| cap.delivered() >= n) {
+                return Ok(EndedBy::Records);
+            }
+            elapsed = Duration::from_nanos(card.device().clock_ns()?.saturating_sub(t0));
             if plan.duration_s.is_some_and(|d| elapsed.as_secs_f64() >= d) {
-                return Ok(());
+                return Ok(EndedBy::Duration);
             }
             if progress::stop_requested() || tlpx_device::stop::requested() {
-                interrupted = true;
-                return Ok(());
+                return Ok(EndedBy::Signal);
             }
             if plan.trigger.mode != TriggerMode::Off && tlpx_regs::spy::status::STOPPED.get(card.read(tlpx_regs::spy::STATUS)?) != 0 {
-                return Ok(());
+                return Ok(EndedBy::Trigger);
             }
             match card.idle(poll) {
-                Err(tlpx_device::DeviceError::Interrupted) => {
-                    interrupted = true;
-                    return Ok(());
-                }
+                Err(tlpx_device::DeviceError::Interrupted) => return Ok(EndedBy::Signal),
+                // The spy was taken back (`tlpx spy stop` where this process could not be
+                // signalled): it stopped recording and wrote what it could into the ring
+                // before the lease went; drain that and finish.
+                Err(tlpx_device::DeviceError::LeaseLost { .. }) => return Ok(EndedBy::SpyStop),
                 other => other?,
             }
-            elapsed += poll;
         }
     })();
     // Stop in any case, so the card is not left capturing into a freed ring; whatever went
     // wrong, what was received is flushed to the trace (without footer if the capture failed).
     let end = cap.stop_into(card, &mut batch).context("stopping the capture");
-    let end: CaptureEnd = match (result, end) {
-        (Ok(()), Ok(end)) => end,
-        (Err(e), _) | (Ok(()), Err(e)) => {
+    elapsed = card.device().clock_ns().map_or(elapsed, |t| Duration::from_nanos(t.saturating_sub(t0)));
+    let (ended_by, end): (EndedBy, CaptureEnd) = match (result, end) {
+        (Ok(why), Ok(end)) => (why, end),
+        (Err(e), _) | (Ok(_), Err(e)) => {
             let _ = sink.take(&batch);
             let _ = sink.writer.finish_without_footer();
             return Err(e);
@@ -448,6 +506,10 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     sink.writer
         .finish(end.next_sequence, Footer { records_created: end.records_created, records_lost: end.records_lost })
         .context("finishing the trace")?;
+    // Being stopped is the end of a capture that has none of its own; one with an end of its
+    // own (--duration, --records, a trigger) was cut short.
+    let planned_end = plan.duration_s.is_some() || plan.records.is_some() || plan.trigger.mode != TriggerMode::Off;
+    let interrupted = planned_end && matches!(ended_by, EndedBy::Signal | EndedBy::SpyStop);
     let summary = CaptureSummary {
         output: a.output.display().to_string(),
         records_written: written,
@@ -459,6 +521,8 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         wall_seconds: started.elapsed().as_secs_f64(),
         triggered: end.triggered,
         interrupted,
+        ended_by,
+        time_mode,
         plan,
     };
 
@@ -470,11 +534,21 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     if json {
         print_json(&summary)?;
     } else {
+        let why = match summary.ended_by {
+            EndedBy::Signal => " (stopped by Ctrl-C, SIGTERM or `tlpx spy stop`)",
+            EndedBy::SpyStop => " (the spy was taken back from it: `tlpx spy stop`)",
+            _ => "",
+        };
         crate::outln!(
-            "{} records written to {} in {:.3} ms of card time ({:.2} s wall); the spy created {}, lost {}",
+            "{} records written to {} in {:.3} ms of card time ({}; {:.2} s wall){why}; the spy created {}, lost {}",
             summary.records_written,
             summary.output,
             summary.card_seconds * 1e3,
+            match summary.time_mode {
+                tlpx_device::TimeMode::Live => "live time: not reproducible",
+                tlpx_device::TimeMode::Virtual => "virtual time",
+                tlpx_device::TimeMode::Hardware => "hardware",
+            },
             summary.wall_seconds,
             summary.records_created,
             summary.records_lost

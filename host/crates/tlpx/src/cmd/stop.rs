@@ -10,13 +10,22 @@
 //! owner's own stop is the clean way out, this is the other: the block's job is stopped on
 //! the card (the spy stops recording and writing its ring, the generator stops issuing, ...),
 //! then its lease is released.
+//!
+//! The spy is the exception when its owner is a `tlpx spy capture` running on this host: that
+//! process is asked to stop (SIGTERM, as `kill` would), and it ends the way Ctrl-C ends it,
+//! draining every record the spy holds into its trace and writing the footer; only if it has
+//! not let the spy go within [`CAPTURE_STOP_WAIT`] is the spy taken back from it. Taking it
+//! back first would empty the spy's record FIFO: the last records of the trace would be
+//! missing.
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::Args;
 use serde::Serialize;
-use tlpx_device::lease::{self, Block, Owner};
+use tlpx_device::card::Card;
+use tlpx_device::lease::{self, Block, Owner, OwnerProcess};
 
 use crate::output::print_json;
 use crate::session::Session;
@@ -32,11 +41,17 @@ pub struct Cmd {
 #[derive(Debug, Args)]
 pub struct OwnersCmd {}
 
+/// Wall time a `tlpx spy capture` asked to stop has to drain its ring and let the spy go.
+const CAPTURE_STOP_WAIT: Duration = Duration::from_secs(20);
+
 #[derive(Debug, Serialize)]
 struct Stopped {
     block: Block,
     /// The owner it was taken from; `None` when it was free (its job, if any, was stopped).
     taken_from: Option<Owner>,
+    /// The owner (a `tlpx spy capture` on this host) was asked to stop and ended its job
+    /// itself, cleanly: nothing had to be taken back.
+    ended_by_owner: bool,
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -65,20 +80,67 @@ pub fn stop_blocks(device: &str, blocks: &[Block], json: bool) -> anyhow::Result
             }
             bail!("this card has no {} (its features: {})", block.name(), card.identity().features.join(", "));
         }
+        if block == Block::Spy {
+            if let Some(owner) = ask_capture_to_stop(card)? {
+                done.push(Stopped { block, taken_from: Some(owner), ended_by_owner: true });
+                continue;
+            }
+        }
         let taken_from = lease::force_stop(card, block)?;
-        done.push(Stopped { block, taken_from });
+        done.push(Stopped { block, taken_from, ended_by_owner: false });
     }
     if json {
         print_json(&done)?;
     } else {
         for s in &done {
             match &s.taken_from {
+                Some(o) if s.ended_by_owner => {
+                    crate::outln!("{}: {} was asked to stop and ended its capture (its trace is complete)", s.block, o.describe())
+                }
                 Some(o) => crate::outln!("{}: stopped and freed (it was owned by {})", s.block, o.describe()),
                 None => crate::outln!("{}: stopped; it had no owner", s.block),
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// When the spy's owner is a `tlpx spy capture` running on this host, asks it to stop
+/// (SIGTERM) and waits until it has let the spy go; returns that owner. `None` when the owner
+/// is something else, or did not end in time: the caller then takes the spy back itself.
+fn ask_capture_to_stop(card: &mut Card) -> anyhow::Result<Option<Owner>> {
+    let Some(owner) = lease::owner(card, Block::Spy)? else { return Ok(None) };
+    if !matches!(owner.process, OwnerProcess::Running { .. }) || !is_spy_capture(owner.pid) {
+        return Ok(None);
+    }
+    let Ok(pid) = libc::pid_t::try_from(owner.pid) else { return Ok(None) };
+    // SAFETY: kill only sends a signal; the PID is the lease's owner, checked above to be a
+    // running `tlpx spy capture` of this host that started before its claim.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        // Another user's process, or it just exited: take the spy back as for anyone else.
+        return Ok(None);
+    }
+    let deadline = Instant::now() + CAPTURE_STOP_WAIT;
+    while Instant::now() < deadline {
+        match lease::owner(card, Block::Spy)? {
+            Some(o) if o.token == owner.token => std::thread::sleep(Duration::from_millis(20)),
+            _ => return Ok(Some(owner)),
+        }
+    }
+    eprintln!(
+        "tlpx: warning: {} did not end its capture within {} s of being asked to: taking the spy back (the last records it held may be missing from its trace)",
+        owner.describe(),
+        CAPTURE_STOP_WAIT.as_secs()
+    );
+    Ok(None)
+}
+
+/// Whether process `pid` runs `tlpx ... spy capture ...` (its command line, /proc/PID/cmdline).
+fn is_spy_capture(pid: u32) -> bool {
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let words: Vec<&[u8]> = raw.split(|b| *b == 0).filter(|w| !w.is_empty()).collect();
+    let is_tlpx = words.first().is_some_and(|w| w.rsplit(|b| *b == b'/').next() == Some(b"tlpx"));
+    is_tlpx && words.windows(2).any(|w| w[0] == b"spy" && w[1] == b"capture")
 }
 
 #[derive(Debug, Serialize)]
@@ -117,4 +179,16 @@ pub fn owners(_cmd: &OwnersCmd, device: &str, json: bool) -> anyhow::Result<Exit
     }
     crate::outln!("(lease left in card time; `tlpx stop BLOCK` takes a block back from its owner)");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_tlpx_spy_capture_is_asked_to_stop() {
+        // This test process is not one; nor is a PID that does not exist.
+        assert!(!is_spy_capture(std::process::id()));
+        assert!(!is_spy_capture(u32::MAX - 1));
+    }
 }

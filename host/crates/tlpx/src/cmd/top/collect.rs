@@ -1,7 +1,7 @@
-//! The collector: the only owner of the card. Every interval it lets card time pass
-//! (`Device::idle`: virtual time on the simulator, a sleep on hardware), reads the spy's
-//! counters, the latency histogram and the error counters, drains its own capture ring if it
-//! has one, and sends one [`Sample`] on the event channel.
+//! The collector: the only owner of the card. Every interval of wall time (a sleep: on the
+//! simulator top holds live time, so card time runs meanwhile; `Card::idle` on hardware, a
+//! sleep too) it reads the spy's counters, the latency histogram and the error counters,
+//! drains its own capture ring if it has one, and sends one [`Sample`] on the event channel.
 //!
 //! It never writes the spy's CLEAR and never touches a ring someone else set up: when another
 //! tool captures (`spy::is_capturing`), top shows counters only.
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tlpx_device::card::Card;
 use tlpx_device::spy::{self, SpyCounters};
-use tlpx_device::DeviceError;
+use tlpx_device::{DeviceError, TimeMode};
 use tlpx_regs::{generator as gen, request_path as rp, Register};
 use tlpx_trace::{log_line, Body, Direction as TraceDirection, Record, RECORD_SIZE};
 
@@ -27,6 +27,10 @@ pub const LATENCY_BUCKETS: usize = 32;
 /// Largest slice of card time one `idle` call lets pass, so that quitting stays prompt and
 /// the capture ring is drained often enough.
 const IDLE_SLICE: Duration = Duration::from_millis(2);
+/// Longest wall-time sleep between two drains of the ring and lease refreshes in live time
+/// (the simulator runs at most as fast as the card's clock, so this is at most 20 ms of card
+/// time: far inside the spy's 100 ms lease, and a ring drained often enough).
+const WALL_SLICE: Duration = Duration::from_millis(20);
 
 /// How the TLP classes are shown (the spy's order).
 pub const CLASS_LABELS: [&str; CLASS_COUNT] = ["MRd", "MWr", "Cpl", "CplD", "Msg", "Cfg", "IO", "other"];
@@ -153,10 +157,18 @@ pub struct Sample {
     pub index: u64,
     /// Card time of the reading (seconds since the card's cycle counter started).
     pub card_time_s: f64,
-    /// Card time since the previous reading.
+    /// Card time of the previous reading: the sample covers card time `card_start_s` to
+    /// `card_time_s`.
+    pub card_start_s: f64,
+    /// Card time since the previous reading (`card_time_s - card_start_s`).
     pub interval_s: f64,
     /// Wall time since top started.
     pub wall_s: f64,
+    /// Wall time since the previous reading: on the simulator far more than `interval_s`.
+    pub wall_interval_s: f64,
+    /// The clock of the card-time figures: `live` on the simulator (top holds live time),
+    /// `hardware` on a card.
+    pub time_mode: TimeMode,
     /// Host to card.
     pub down: DirectionRate,
     /// Card to host.
@@ -182,8 +194,11 @@ pub fn sample_between(index: u64, before: &Reading, now: &Reading, clock_hz: u32
     Sample {
         index,
         card_time_s: now.cycles as f64 / hz,
+        card_start_s: before.cycles as f64 / hz,
         interval_s,
         wall_s,
+        wall_interval_s: 0.0,
+        time_mode: TimeMode::Hardware,
         down: DirectionRate::between(&now.down, &before.down, interval_s),
         up: DirectionRate::between(&now.up, &before.up, interval_s),
         lost_delta: u64::from(lost_delta),
@@ -246,8 +261,13 @@ pub fn read_card(card: &mut Card) -> Result<Reading, DeviceError> {
 /// What the collector was asked to do.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// Card time (wall time on hardware) between samples.
+    /// Wall time between samples.
     pub interval: Duration,
+    /// The simulator in live time: wait in wall time (card time runs meanwhile), refreshing
+    /// leases between sleeps. Otherwise (hardware) `Card::idle`, a sleep there.
+    pub live: bool,
+    /// The clock of the figures, stated in every sample.
+    pub time_mode: TimeMode,
     /// Stop after this many samples.
     pub frames: Option<u64>,
     /// Start top's own capture when nobody else captures.
@@ -382,7 +402,7 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
     let result = (|| -> anyhow::Result<()> {
         let mut ring = if plan.capture { RingOwner::Other } else { RingOwner::Off };
         // Read lazily: starting a capture clears the spy, so the first reading comes after it.
-        let mut before: Option<Reading> = None;
+        let mut before: Option<(Reading, Instant)> = None;
         let mut index = 0;
         while plan.frames.is_none_or(|n| index < n) {
             // Capture only with a free spy: another tool's capture (or its lease) is left alone.
@@ -406,30 +426,53 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
                 // Starting a capture clears the spy's counters: measure from here.
                 before = None;
             }
-            let before_reading = match before.take() {
+            let (before_reading, read_at) = match before.take() {
                 Some(r) => r,
-                None => read_card(card)?,
+                None => (read_card(card)?, Instant::now()),
             };
             // Let the interval pass in slices, draining the ring between them.
-            let mut left = plan.interval;
-            while !left.is_zero() {
-                if stopping(stop) {
-                    return Ok(());
+            if plan.live {
+                // Wall time: card time runs live meanwhile, at whatever speed the simulator has.
+                let end = read_at + plan.interval;
+                loop {
+                    if stopping(stop) || tlpx_device::stop::requested() {
+                        return Ok(());
+                    }
+                    let left = end.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    // What Card::idle does between its slices: top's lease on the spy stays alive.
+                    card.keep_leases()?;
+                    std::thread::sleep(left.min(WALL_SLICE));
+                    if let Some(o) = own.as_mut() {
+                        o.drain(card, plan.recent, u64::from(clock_hz))?;
+                    }
                 }
-                let slice = left.min(IDLE_SLICE);
-                // Card::idle keeps top's lease on the spy alive; a stop request ends top.
-                match card.idle(slice) {
-                    Err(tlpx_device::DeviceError::Interrupted) => return Ok(()),
-                    other => other?,
-                }
-                left -= slice;
-                if let Some(o) = own.as_mut() {
-                    o.drain(card, plan.recent, u64::from(clock_hz))?;
+            } else {
+                let mut left = plan.interval;
+                while !left.is_zero() {
+                    if stopping(stop) {
+                        return Ok(());
+                    }
+                    let slice = left.min(IDLE_SLICE);
+                    // Card::idle keeps top's lease on the spy alive; a stop request ends top.
+                    match card.idle(slice) {
+                        Err(tlpx_device::DeviceError::Interrupted) => return Ok(()),
+                        other => other?,
+                    }
+                    left -= slice;
+                    if let Some(o) = own.as_mut() {
+                        o.drain(card, plan.recent, u64::from(clock_hz))?;
+                    }
                 }
             }
             let now = read_card(card)?;
+            let now_at = Instant::now();
             index += 1;
             let mut sample = sample_between(index, &before_reading, &now, clock_hz, started.elapsed().as_secs_f64());
+            sample.wall_interval_s = now_at.duration_since(read_at).as_secs_f64();
+            sample.time_mode = plan.time_mode;
             sample.ring = ring;
             if let Some(o) = own.as_mut() {
                 o.drain(card, plan.recent, u64::from(clock_hz))?;
@@ -440,7 +483,7 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
             if events.send(Event::Sample(Box::new(sample))).is_err() {
                 return Ok(());
             }
-            before = Some(now);
+            before = Some((now, now_at));
         }
         Ok(())
     })();

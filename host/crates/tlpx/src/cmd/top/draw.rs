@@ -9,6 +9,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Bar, BarChart, BarGroup, Block, Chart, Dataset, GraphType, Paragraph, Row, Table};
 use ratatui::Frame;
 
+use tlpx_device::TimeMode;
+
 use super::collect::{RingOwner, CLASS_COUNT, CLASS_LABELS};
 use super::state::{Panel, State};
 
@@ -94,6 +96,17 @@ fn draw_panel(frame: &mut Frame, state: &State, panel: Panel, area: Rect) {
 fn status_line(state: &State) -> Line<'static> {
     let mut spans = vec![Span::styled("tlpx top ", Style::new().add_modifier(Modifier::BOLD)), Span::raw(state.header.clone())];
     match &state.last {
+        // Live time on the simulator: a frame follows wall time and covers far less card time;
+        // say which span of card time it is.
+        Some(s) if state.time_mode != TimeMode::Hardware => spans.push(Span::raw(format!(
+            " | card time {:.6}..{:.6} s ({} in {} wall, {}) | frame {}",
+            s.card_start_s,
+            s.card_time_s,
+            span_label(s.interval_s),
+            span_label(s.wall_interval_s),
+            state.time_mode,
+            state.samples
+        ))),
         Some(s) => spans.push(Span::raw(format!(
             " | card time {:.3} s | sample {} every {} (last {})",
             s.card_time_s,
@@ -127,6 +140,17 @@ fn duration_label(seconds: f64) -> String {
         format!("{:.0} ms", seconds * 1e3)
     } else {
         format!("{:.0} us", seconds * 1e6)
+    }
+}
+
+/// A span of time with three decimals in its unit: "4.434 ms", "1.000 s", "12.5 us".
+fn span_label(seconds: f64) -> String {
+    if seconds >= 1.0 {
+        format!("{seconds:.3} s")
+    } else if seconds >= 1e-3 {
+        format!("{:.3} ms", seconds * 1e3)
+    } else {
+        format!("{:.1} us", seconds * 1e6)
     }
 }
 
@@ -170,7 +194,10 @@ fn draw_bandwidth(frame: &mut Frame, state: &State, area: Rect) {
     let down: Vec<(f64, f64)> = state.down_history.iter().map(|(t, v)| (*t, v / 1e6)).collect();
     let up: Vec<(f64, f64)> = state.up_history.iter().map(|(t, v)| (*t, v / 1e6)).collect();
     let x0 = down.first().map_or(0.0, |p| p.0);
-    let x1 = down.last().map_or(1.0, |p| p.0).max(x0 + state.interval_s);
+    // At least one frame's span of card time wide (on the simulator a frame of wall time
+    // covers far less card time than its interval).
+    let span = if state.time_mode == TimeMode::Hardware { state.interval_s } else { state.last.as_ref().map_or(0.0, |s| s.interval_s) };
+    let x1 = down.last().map_or(1.0, |p| p.0).max(x0 + span.max(1e-6));
     // Scale to what was seen, but never above the link's limit: the limit is in the text.
     let seen = (peak_down.max(peak_up) / 1e6).max(0.001);
     let y1 = nice_ceiling(seen * 1.1);
@@ -496,6 +523,19 @@ mod tests {
         state.apply(s);
         let text = render(&state, 120, 40);
         assert!(text.contains("another tool is capturing"), "{text}");
+    }
+
+    #[test]
+    fn a_live_frame_states_the_span_of_card_time_it_covers() {
+        let mut state = synthetic_state();
+        state.time_mode = TimeMode::Live;
+        state.interval_s = 1.0;
+        let mut s = state.last.clone().expect("sample");
+        s.wall_interval_s = 1.0;
+        state.apply(s);
+        let text = render(&state, 160, 40);
+        let status = text.lines().next().expect("status line");
+        assert!(status.contains("card time 0.004000..0.005000 s (1.000 ms in 1.000 s wall, live) | frame 6"), "{status}");
     }
 
     #[test]

@@ -12,9 +12,11 @@
 //! histogram, dropped records and error counters, and recent transactions from top's own
 //! small capture (only when nobody else captures: top never takes another tool's ring).
 //!
-//! Time is card time: on the simulator it passes only while some client waits, so the
-//! collector lets it pass with `Device::idle` between samples; another tlpx command can drive
-//! the same card at the same time (`tlpx bw` in another terminal).
+//! Frames come every `--interval` of wall time (1 s on the simulator, 100 ms on hardware);
+//! every figure is card time. On the simulator top holds live time for its whole life
+//! (docs/sim-protocol.md): card time runs on its own, never ahead of wall time and usually far
+//! slower, so each frame says the span of card time it covers; another tlpx command can drive
+//! the same card at the same time (`tlpx bw` in another terminal) and top sees it move.
 
 mod collect;
 mod draw;
@@ -39,13 +41,15 @@ use crate::session::Session;
 use crate::sizes::parse_duration;
 use collect::{Plan, Sample};
 use state::{Action, Limits, State};
+use tlpx_device::TimeMode;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
-    /// Time between samples: card time on the simulator (it passes while top waits), wall
-    /// time on hardware. E.g. 100ms, 2ms, 500us.
-    #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
-    pub interval: String,
+    /// Wall time between frames (1us..=60s), e.g. 1s, 100ms [default: 1s on the simulator,
+    /// 100ms on hardware]. On the simulator top holds live time: card time runs on its own,
+    /// slower than wall time, and each frame says the span of card time it covers.
+    #[arg(long, allow_hyphen_values = true)]
+    pub interval: Option<String>,
     /// Stop after this many samples (default: run until q or Ctrl-C; 1 with --snapshot).
     #[arg(long, value_parser = whole(1, u64::MAX), allow_negative_numbers = true)]
     pub frames: Option<u64>,
@@ -83,18 +87,32 @@ pub enum Event {
     Finished(Option<String>),
 }
 
+/// Wall time between frames on the simulator without --interval: a frame then covers some
+/// ms to tens of ms of card time (the simulator runs the card tens to hundreds of times slower
+/// than its clock), and top's own polling stays a small part of the traffic it shows.
+const SIM_INTERVAL: Duration = Duration::from_secs(1);
+/// Wall time between frames on hardware without --interval.
+const HARDWARE_INTERVAL: Duration = Duration::from_millis(100);
+
 /// The checked arguments.
 #[derive(Debug, Clone, PartialEq)]
 struct Options {
-    interval: Duration,
+    /// None: the default of the card's kind (known once it is open).
+    interval: Option<Duration>,
     frames: Option<u64>,
 }
 
 fn check(cmd: &Cmd, json: bool) -> Result<Options, String> {
-    let seconds = parse_duration("--interval", &cmd.interval)?;
-    if !(1e-6..=60.0).contains(&seconds) {
-        return Err(format!("--interval {} is outside 1us..=60s", cmd.interval));
-    }
+    let interval = match &cmd.interval {
+        Some(text) => {
+            let seconds = parse_duration("--interval", text)?;
+            if !(1e-6..=60.0).contains(&seconds) {
+                return Err(format!("--interval {text} is outside 1us..=60s"));
+            }
+            Some(Duration::from_secs_f64(seconds))
+        }
+        None => None,
+    };
     if cmd.frames == Some(0) {
         return Err("--frames 0: give at least 1 sample (or leave --frames out to run until q)".into());
     }
@@ -111,7 +129,7 @@ fn check(cmd: &Cmd, json: bool) -> Result<Options, String> {
         return Err(format!("--ring {}: the ring holds a power of two of records in {MIN_RING_RECORDS}..={MAX_RING_RECORDS}", cmd.ring));
     }
     let frames = cmd.frames.or(if cmd.snapshot { Some(1) } else { None });
-    Ok(Options { interval: Duration::from_secs_f64(seconds), frames })
+    Ok(Options { interval, frames })
 }
 
 /// The model's payload limits per direction for the link libpci reports.
@@ -141,15 +159,26 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if interactive && !std::io::stdout().is_terminal() {
         bail!("tlpx top draws on a terminal, but stdout is not one: use --snapshot for one frame as text, or --json for samples as JSON lines");
     }
-    let session = Session::open_observer(device)?;
+    let mut session = Session::open_observer(device)?;
     if !session.card.has_feature("spy") {
         let features = session.card.identity().features.join(", ");
         return Err(crate::exit::card_failure(format!("this card has no spy (its features: {features}), so tlpx top has nothing to show")));
     }
-    let mut state = State::new(header(&session), limits(&session), options.interval.as_secs_f64());
+    // On the simulator: live time for top's whole life, so the view moves while nothing else
+    // waits on the card, and frames follow wall time.
+    let live = session.environment.simulated;
+    if live {
+        session.hold_live_time()?;
+    }
+    let interval = options.interval.unwrap_or(if live { SIM_INTERVAL } else { HARDWARE_INTERVAL });
+    let time_mode = session.environment.time_mode_at_start().unwrap_or(TimeMode::Hardware);
+    let mut state = State::new(header(&session), limits(&session), interval.as_secs_f64());
     state.clock_hz = session.clock_hz;
+    state.time_mode = time_mode;
     let plan = Plan {
-        interval: options.interval,
+        interval,
+        live,
+        time_mode,
         frames: options.frames,
         capture: !cmd.no_capture,
         ring_records: cmd.ring,
@@ -284,18 +313,21 @@ mod tests {
     use super::*;
 
     fn cmd() -> Cmd {
-        Cmd { interval: "100ms".into(), frames: None, snapshot: false, width: 120, height: 40, recent: 64, ring: 16384, no_capture: false }
+        Cmd { interval: None, frames: None, snapshot: false, width: 120, height: 40, recent: 64, ring: 16384, no_capture: false }
     }
 
     #[test]
     fn arguments_are_checked_with_the_flag_named() {
         let o = check(&cmd(), false).expect("defaults");
-        assert_eq!((o.interval, o.frames), (Duration::from_millis(100), None));
+        assert_eq!((o.interval, o.frames), (None, None), "the interval's default depends on the card");
+        let o = check(&Cmd { interval: Some("250ms".into()), ..cmd() }, false).expect("interval");
+        assert_eq!(o.interval, Some(Duration::from_millis(250)));
+        assert!(check(&Cmd { interval: Some("90s".into()), ..cmd() }, false).expect_err("too long").contains("90s is outside 1us..=60s"));
         let snap = Cmd { snapshot: true, ..cmd() };
         assert_eq!(check(&snap, false).expect("snapshot").frames, Some(1));
         let e = check(&snap, true).expect_err("snapshot and json");
         assert!(e.contains("--snapshot and --json"), "{e}");
-        assert!(check(&Cmd { interval: "soon".into(), ..cmd() }, false).expect_err("interval").contains("--interval"));
+        assert!(check(&Cmd { interval: Some("soon".into()), ..cmd() }, false).expect_err("interval").contains("--interval"));
         assert!(check(&Cmd { frames: Some(0), ..cmd() }, false).expect_err("frames").contains("--frames 0"));
         assert!(check(&Cmd { ring: 1000, ..cmd() }, false).expect_err("ring").contains("--ring 1000"));
         assert!(check(&Cmd { width: 5, ..cmd() }, false).expect_err("width").contains("--width 5"));

@@ -5,6 +5,8 @@
 
 use std::collections::VecDeque;
 
+use tlpx_device::TimeMode;
+
 use super::collect::{ClassCount, GeneratorErrors, Reading, RequestPathErrors, RingOwner, Sample, CLASS_COUNT};
 
 /// Samples kept for the bandwidth history.
@@ -69,7 +71,11 @@ pub struct State {
     /// One line saying what card this is.
     pub header: String,
     pub limits: Limits,
+    /// Wall time between frames.
     pub interval_s: f64,
+    /// `Live` on the simulator: frames follow wall time and each states the card time it
+    /// covers. `Hardware`: card time is wall time.
+    pub time_mode: TimeMode,
     /// Card clock (cycles to time in the latency panel).
     pub clock_hz: u32,
     /// (card time s, payload bytes/s) per sample.
@@ -93,6 +99,7 @@ impl State {
             header,
             limits,
             interval_s,
+            time_mode: TimeMode::Hardware,
             clock_hz: 0,
             down_history: VecDeque::new(),
             up_history: VecDeque::new(),
