@@ -1,5 +1,8 @@
 //! Progress of a sweep on stderr, and Ctrl-C as a request to stop between points.
 //!
+//! The bar shows the time elapsed and an estimate of the time left (ETA, from the rate so
+//! far). It counts points when they cost about the same, or units of work (packets,
+//! interrupts, records) when they do not, so that the estimate follows where the time goes.
 //! The bar is drawn only when stderr is a terminal and the output is not JSON, so scripts
 //! and tests see clean streams. The first Ctrl-C asks the sweep to stop after the point in
 //! progress (the generator stops by itself at the end of each run, buffers are freed and
@@ -56,11 +59,22 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// A bar over `points` points of about equal cost.
     pub fn new(points: u64, json: bool) -> Progress {
+        Progress::with_template(points, json, "{pos}/{len}")
+    }
+
+    /// A bar over `total` units of work of unequal size (weighted packets), shown in percent.
+    pub fn work(total: u64, json: bool) -> Progress {
+        Progress::with_template(total, json, "{percent:>3}%")
+    }
+
+    fn with_template(len: u64, json: bool, count: &str) -> Progress {
         let visible = !json && std::io::stderr().is_terminal();
         let target = if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        let bar = ProgressBar::with_draw_target(Some(points), target);
-        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
+        let bar = ProgressBar::with_draw_target(Some(len), target);
+        let template = format!("{{spinner}} [{{elapsed_precise}}] {{bar:30}} {count} ETA {{eta}} {{msg}}");
+        if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style);
         }
         if visible {
@@ -76,6 +90,16 @@ impl Progress {
 
     pub fn done_one(&self) {
         self.bar.inc(1);
+    }
+
+    /// Moves the bar to `units` done (a point that ended early leaves its units behind).
+    pub fn set_done(&self, units: u64) {
+        self.bar.set_position(units);
+    }
+
+    /// True when nothing is drawn (JSON output, or stderr is not a terminal).
+    pub fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
     }
 
     /// Prints a line above the bar (text mode output while the bar runs).
