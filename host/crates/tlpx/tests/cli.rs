@@ -160,7 +160,7 @@ fn selftest_msi_latency_is_taken_on_one_clock() {
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or_else(|| panic!("no `N card cycles` in {detail:?}"));
     assert!(detail.contains("of card time, simulated"), "{detail}");
-    let mut dev = SimDevice::connect(&sim.socket()).expect("connect");
+    let mut dev = SimDevice::connect(sim.socket()).expect("connect");
     let bit = 1u64 << constants::MSI_SOFTWARE;
     dev.bar_write(0, pcie_msi::CLEAR.offset, Width::W32, bit).expect("clear");
     dev.bar_write(0, pcie_msi::ENABLE.offset, Width::W32, bit).expect("enable");
