@@ -69,6 +69,14 @@ impl Progress {
         Progress::with_template(total, json, "{percent:>3}%")
     }
 
+    /// A bar over `total` units of work named `unit` ("records", "interrupts"): advanced
+    /// with [`Progress::done_one`] or [`Progress::set_done`] (from the middle of a point too).
+    pub fn units(total: u64, unit: &str, json: bool) -> Progress {
+        // The unit is text of tlpx's, but braces would be read as template keys.
+        let unit: String = unit.chars().filter(|c| *c != '{' && *c != '}').collect();
+        Progress::with_template(total, json, &format!("{{pos}}/{{len}} {unit}"))
+    }
+
     fn with_template(len: u64, json: bool, count: &str) -> Progress {
         let visible = !json && std::io::stderr().is_terminal();
         let target = if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
@@ -111,6 +119,11 @@ impl Progress {
         }
     }
 
+    /// Runs `f` (which writes to the terminal) with the bar out of its way.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
@@ -134,5 +147,15 @@ mod tests {
         p.done_one();
         assert_eq!(p.bar.position(), 1);
         p.finish();
+    }
+
+    #[test]
+    fn units_count_in_the_middle_of_a_point() {
+        let p = Progress::units(100, "records {x}", true);
+        p.done_one();
+        assert_eq!(p.bar.position(), 1);
+        p.set_done(40);
+        assert_eq!(p.bar.position(), 40);
+        assert_eq!(p.bar.length(), Some(100));
     }
 }
