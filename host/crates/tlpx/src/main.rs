@@ -289,11 +289,12 @@ mod tests {
 
     #[test]
     fn defaults_that_depend_on_the_backend_are_in_the_help_as_the_commands_use_them() {
-        use crate::cmd::rule30;
+        use crate::cmd::{irq, rule30};
         let cases = [
             (&["rule30", "run"][..], "packets", rule30::RUN_PACKETS.help()),
             (&["rule30", "sweep"], "packets", rule30::SWEEP_PACKETS.help()),
             (&["rule30", "sweep"], "lengths", rule30::SWEEP_LENGTHS.help()),
+            (&["irq"], "samples", irq::SAMPLES.help()),
         ];
         for (path, long, wanted) in cases {
             let mut cmd = Cli::command();

@@ -70,7 +70,8 @@ impl Progress {
     }
 
     /// A bar over `total` units of work named `unit` ("records", "interrupts"): advanced
-    /// with [`Progress::done_one`] or [`Progress::set_done`] (from the middle of a point too).
+    /// with [`Progress::done_one`], [`Progress::set_done`] or a [`Ticker`] (from the middle
+    /// of a point too).
     pub fn units(total: u64, unit: &str, json: bool) -> Progress {
         // The unit is text of tlpx's, but braces would be read as template keys.
         let unit: String = unit.chars().filter(|c| *c != '{' && *c != '}').collect();
@@ -110,6 +111,11 @@ impl Progress {
         self.bar.is_hidden()
     }
 
+    /// A handle that advances this bar from another thread (the measuring thread of irq).
+    pub fn ticker(&self) -> Ticker {
+        Ticker(self.bar.clone())
+    }
+
     /// Prints a line above the bar (text mode output while the bar runs).
     pub fn println(&self, line: &str) {
         if self.bar.is_hidden() {
@@ -126,6 +132,16 @@ impl Progress {
 
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// Advances a [`Progress`] from the thread that does the work.
+#[derive(Clone)]
+pub struct Ticker(ProgressBar);
+
+impl Ticker {
+    pub fn advance(&self, n: u64) {
+        self.0.inc(n);
     }
 }
 
@@ -150,10 +166,12 @@ mod tests {
     }
 
     #[test]
-    fn units_count_in_the_middle_of_a_point() {
-        let p = Progress::units(100, "records {x}", true);
+    fn units_advance_from_a_ticker_and_from_the_main_thread() {
+        let p = Progress::units(100, "packets {x}", true);
+        let t = p.ticker();
+        std::thread::spawn(move || t.advance(30)).join().expect("ticker thread");
         p.done_one();
-        assert_eq!(p.bar.position(), 1);
+        assert_eq!(p.bar.position(), 31);
         p.set_done(40);
         assert_eq!(p.bar.position(), 40);
         assert_eq!(p.bar.length(), Some(100));

@@ -930,7 +930,11 @@ fn irq_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Fi
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for p in points {
-        let condition = p.text_at("condition")?;
+        let mut condition = p.text_at("condition")?;
+        // A run Ctrl-C cut short holds fewer interrupts than asked: its rows say so.
+        if p.opt("interrupted").is_some_and(|f| f.v == &Value::Bool(true)) {
+            condition = format!("{condition} (interrupted after {} interrupts)", p.text_at("interrupts_waited")?);
+        }
         let clock = p.num_at("clock_hz")?;
         for s in p.key("stages")?.arr()? {
             let stage = s.text_at("stage")?;
