@@ -1,7 +1,9 @@
 //! tlpx: drive a tlpx card (real or simulated) from the command line.
 
 mod args;
+mod checkpoint;
 mod cmd;
+mod defaults;
 mod exit;
 mod input;
 mod metrics;
@@ -282,6 +284,28 @@ mod tests {
             if let Err(e) = Cli::try_parse_from(&full) {
                 panic!("{argv:?}: {e}");
             }
+        }
+    }
+
+    #[test]
+    fn defaults_that_depend_on_the_backend_are_in_the_help_as_the_commands_use_them() {
+        use crate::cmd::{irq, rule30};
+        let cases = [
+            (&["rule30", "run"][..], "packets", rule30::RUN_PACKETS.help()),
+            (&["rule30", "sweep"], "packets", rule30::SWEEP_PACKETS.help()),
+            (&["rule30", "sweep"], "lengths", rule30::SWEEP_LENGTHS.help()),
+            (&["irq"], "samples", irq::SAMPLES.help()),
+        ];
+        for (path, long, wanted) in cases {
+            let mut cmd = Cli::command();
+            for name in path {
+                cmd = cmd.find_subcommand(name).unwrap_or_else(|| panic!("no subcommand {name}")).clone();
+            }
+            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long)).unwrap_or_else(|| panic!("{path:?} has no --{long}"));
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(help.contains(&wanted), "{path:?} --{long}: {help:?} does not say {wanted:?}");
+            // clap must not add a default of its own: the command picks it from the backend.
+            assert!(arg.get_default_values().is_empty(), "{path:?} --{long} has a clap default");
         }
     }
 

@@ -1,5 +1,8 @@
 //! Progress of a sweep on stderr, and Ctrl-C as a request to stop between points.
 //!
+//! The bar shows the time elapsed and an estimate of the time left (ETA, from the rate so
+//! far). It counts points when they cost about the same, or units of work (packets,
+//! interrupts, records) when they do not, so that the estimate follows where the time goes.
 //! The bar is drawn only when stderr is a terminal and the output is not JSON, so scripts
 //! and tests see clean streams. The first Ctrl-C asks the sweep to stop after the point in
 //! progress (the generator stops by itself at the end of each run, buffers are freed and
@@ -56,11 +59,31 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// A bar over `points` points of about equal cost.
     pub fn new(points: u64, json: bool) -> Progress {
+        Progress::with_template(points, json, "{pos}/{len}")
+    }
+
+    /// A bar over `total` units of work of unequal size (weighted packets), shown in percent.
+    pub fn work(total: u64, json: bool) -> Progress {
+        Progress::with_template(total, json, "{percent:>3}%")
+    }
+
+    /// A bar over `total` units of work named `unit` ("records", "interrupts"): advanced
+    /// with [`Progress::done_one`], [`Progress::set_done`] or a [`Ticker`] (from the middle
+    /// of a point too).
+    pub fn units(total: u64, unit: &str, json: bool) -> Progress {
+        // The unit is text of tlpx's, but braces would be read as template keys.
+        let unit: String = unit.chars().filter(|c| *c != '{' && *c != '}').collect();
+        Progress::with_template(total, json, &format!("{{pos}}/{{len}} {unit}"))
+    }
+
+    fn with_template(len: u64, json: bool, count: &str) -> Progress {
         let visible = !json && std::io::stderr().is_terminal();
         let target = if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        let bar = ProgressBar::with_draw_target(Some(points), target);
-        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
+        let bar = ProgressBar::with_draw_target(Some(len), target);
+        let template = format!("{{spinner}} [{{elapsed_precise}}] {{bar:30}} {count} ETA {{eta}} {{msg}}");
+        if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style);
         }
         if visible {
@@ -78,6 +101,21 @@ impl Progress {
         self.bar.inc(1);
     }
 
+    /// Moves the bar to `units` done (a point that ended early leaves its units behind).
+    pub fn set_done(&self, units: u64) {
+        self.bar.set_position(units);
+    }
+
+    /// True when nothing is drawn (JSON output, or stderr is not a terminal).
+    pub fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
+    }
+
+    /// A handle that advances this bar from another thread (the measuring thread of irq).
+    pub fn ticker(&self) -> Ticker {
+        Ticker(self.bar.clone())
+    }
+
     /// Prints a line above the bar (text mode output while the bar runs).
     pub fn println(&self, line: &str) {
         if self.bar.is_hidden() {
@@ -87,8 +125,23 @@ impl Progress {
         }
     }
 
+    /// Runs `f` (which writes to the terminal) with the bar out of its way.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// Advances a [`Progress`] from the thread that does the work.
+#[derive(Clone)]
+pub struct Ticker(ProgressBar);
+
+impl Ticker {
+    pub fn advance(&self, n: u64) {
+        self.0.inc(n);
     }
 }
 
@@ -110,5 +163,17 @@ mod tests {
         p.done_one();
         assert_eq!(p.bar.position(), 1);
         p.finish();
+    }
+
+    #[test]
+    fn units_advance_from_a_ticker_and_from_the_main_thread() {
+        let p = Progress::units(100, "packets {x}", true);
+        let t = p.ticker();
+        std::thread::spawn(move || t.advance(30)).join().expect("ticker thread");
+        p.done_one();
+        assert_eq!(p.bar.position(), 31);
+        p.set_done(40);
+        assert_eq!(p.bar.position(), 40);
+        assert_eq!(p.bar.length(), Some(100));
     }
 }

@@ -14,6 +14,7 @@
 //!   "model": { link, completion_split } | null,     the pcie-bench model configuration used
 //!   "points": [ ... ]  (or "table" + "points" for characterize)
 //!   "interrupted": false, "wall_seconds": 1.2, "notes": [ ... ],
+//!   "partial": { state, points_done, points_planned }   only when interrupted (absent otherwise)
 //!   "simulator_limits": [ { id, concerns, statement } ]   simulator only (absent otherwise)
 //! }
 //! ```
@@ -31,6 +32,11 @@
 //! another client held it: card-time figures are still exact in card cycles, the run is not
 //! reproducible; a `LIVE TIME:` note says so too) or `hardware`; null when no card was opened
 //! (`tlpx model` without a device, software-only runs).
+//! A document that holds less than its run planned has `"interrupted": true` and `partial`:
+//! `state` "interrupted" (stopped by Ctrl-C, SIGTERM or SIGHUP, written at the end with every
+//! finished point) or "checkpoint" (written after a finished point while the run went on: a
+//! file left so was killed mid-run, or is still being written), and how many points it holds
+//! of how many planned.
 //! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
 
 use std::path::Path;
@@ -70,6 +76,20 @@ impl SimLimit {
         format!("SIMULATED: {}", self.statement)
     }
 }
+
+/// How much of its run a partial document holds (`partial`, with `"interrupted": true`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Partial {
+    /// "interrupted": the run stopped on a signal and wrote this at its end; "checkpoint":
+    /// written after a finished point while the run went on (see the module's text).
+    pub state: &'static str,
+    /// Finished points the document holds (a point stopped in its middle is not one of them).
+    pub points_done: usize,
+    pub points_planned: usize,
+}
+
+/// The states of [`Partial`].
+pub const PARTIAL_STATES: &[&str] = &["interrupted", "checkpoint"];
 
 /// The machine and card a result was measured on.
 #[derive(Debug, Clone, Serialize)]
@@ -287,6 +307,9 @@ pub struct ResultDoc<P: Serialize, B: Serialize> {
     #[serde(flatten)]
     pub body: B,
     pub interrupted: bool,
+    /// With `interrupted`: how much of the run the document holds ([`Partial`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
     pub wall_seconds: f64,
     pub notes: Vec<String>,
     /// Host CPU counters of the run (`--pmc`); absent without it.
@@ -336,6 +359,7 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
             model,
             body,
             interrupted: false,
+            partial: None,
             wall_seconds,
             notes,
             pmc: crate::pmc::records(),
@@ -356,11 +380,17 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
 }
 
 impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
+    /// Records that the run stopped on a signal with `done` of its `planned` points finished.
+    pub fn stopped_at(&mut self, done: usize, planned: usize) {
+        self.interrupted = true;
+        self.partial = Some(Partial { state: "interrupted", points_done: done, points_planned: planned });
+    }
+
     /// The end of a measuring command: marks the document interrupted after Ctrl-C, writes it
     /// to `output` (if given) and to stdout (with `--json`), and gives the exit status:
     /// 130 after Ctrl-C, 1 when `failed` (a check of the run did not pass), 0 otherwise.
     pub fn emit(mut self, output: Option<&Path>, json: bool, failed: bool) -> anyhow::Result<std::process::ExitCode> {
-        self.interrupted = crate::progress::stop_requested();
+        self.interrupted |= crate::progress::stop_requested();
         if let Some(path) = output {
             write_json(path, &self)?;
         }
@@ -380,17 +410,29 @@ impl<P: Serialize, B: Serialize> ResultDoc<P, B> {
 /// Writes `doc` as pretty JSON to `path` (parent folders created) and says so on stderr.
 /// The document is checked against the schema first ([`check_document`]).
 pub fn write_json<T: Serialize>(path: &Path, doc: &T) -> anyhow::Result<()> {
-    let value = serde_json::to_value(doc)?;
-    if let Err(e) = check_document(&value) {
+    write_value(path, &serde_json::to_value(doc)?)?;
+    eprintln!("tlpx: wrote {}", path.display());
+    Ok(())
+}
+
+/// Writes a result document (checked first) to `path`, atomically: into a temporary file
+/// beside it, then renamed over it, so that a process killed in the middle of a write (a
+/// checkpoint's, crate::checkpoint) leaves the previous document whole, never half of one.
+pub fn write_value(path: &Path, value: &Value) -> anyhow::Result<()> {
+    if let Err(e) = check_document(value) {
         anyhow::bail!("internal error: the result document does not follow schema {SCHEMA} v{SCHEMA_VERSION}: {e}");
     }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }
-    let text = serde_json::to_string_pretty(&value)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing the result to {}", path.display()))?;
-    eprintln!("tlpx: wrote {}", path.display());
-    Ok(())
+    let text = serde_json::to_string_pretty(value)?;
+    let name = path.file_name().map_or_else(|| "result".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::write(&tmp, text + "\n").and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("writing the result to {}", path.display()))
 }
 
 /// Checks that `v` is a tlpx result document of this schema version: the common fields are
@@ -449,6 +491,19 @@ pub fn check_document(v: &Value) -> Result<(), String> {
     }
     if v.get("link").is_none() {
         return Err("field \"link\" is missing (null when unknown)".into());
+    }
+    if let Some(p) = v.get("partial") {
+        if v["interrupted"] != true {
+            return Err("\"partial\" in a document that is not interrupted".into());
+        }
+        let state = p["state"].as_str().unwrap_or_default();
+        if !PARTIAL_STATES.contains(&state) {
+            return Err(format!("partial.state is {}, expected one of {PARTIAL_STATES:?}", p["state"]));
+        }
+        match (p["points_done"].as_u64(), p["points_planned"].as_u64()) {
+            (Some(done), Some(planned)) if done <= planned => {}
+            _ => return Err("partial needs points_done <= points_planned (whole numbers)".into()),
+        }
     }
     if v.get("points").and_then(Value::as_array).is_none() {
         return Err("field \"points\" is missing or not an array".into());
@@ -701,6 +756,26 @@ mod tests {
         assert_eq!(check_document(&v), Ok(()));
         v["time_mode"] = "live".into();
         assert_eq!(check_document(&v), Ok(()));
+    }
+
+    #[test]
+    fn a_partial_document_is_interrupted_and_says_how_much_it_holds() {
+        let mut d = ResultDoc::new("bw", serde_json::json!({}), sim_env(), None, None, serde_json::json!({"points": []}), 0.0, vec![]);
+        d.stopped_at(2, 5);
+        let v = serde_json::to_value(&d).expect("serialises");
+        assert_eq!(v["interrupted"], true);
+        assert_eq!(v["partial"], serde_json::json!({"state": "interrupted", "points_done": 2, "points_planned": 5}));
+        assert_eq!(check_document(&v), Ok(()));
+        assert!(doc().get("partial").is_none(), "a whole run has no partial");
+        let mut bad = v.clone();
+        bad["interrupted"] = false.into();
+        assert!(check_document(&bad).is_err_and(|e| e.contains("not interrupted")));
+        let mut bad = v.clone();
+        bad["partial"]["state"] = "half".into();
+        assert!(check_document(&bad).is_err_and(|e| e.contains("partial.state")));
+        let mut bad = v;
+        bad["partial"]["points_done"] = 6.into();
+        assert!(check_document(&bad).is_err_and(|e| e.contains("points_done <= points_planned")));
     }
 
     #[test]

@@ -1043,7 +1043,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         session.notes.clone(),
     );
-    doc.interrupted = interrupted;
+    if interrupted {
+        doc.stopped_at(doc.body.points.len(), configs.len());
+    }
     for l in limits {
         doc.add_sim_limit(l);
     }

@@ -537,7 +537,11 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         notes,
     );
-    doc.interrupted = interrupted;
+    if interrupted {
+        let b = &doc.body;
+        let planned = dma_configs.len() + lat_configs.len() + doc.parameters.pio.widths.len();
+        doc.stopped_at(b.points.len() + b.latency.len() + b.pio.len(), planned);
+    }
     for l in limits {
         doc.add_sim_limit(l);
     }

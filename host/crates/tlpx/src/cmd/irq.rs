@@ -13,6 +13,13 @@
 //! (ping), which is part of every figure. `--load` runs CPU, memory and syscall load on
 //! chosen CPUs; `--compare idle,loaded` runs both and prints them side by side.
 //!
+//! A progress bar counts the interrupts (or the card time of --duration) with an estimate of
+//! the time left; Ctrl-C ends the run in progress at once, keeping its samples (the run is
+//! marked `"interrupted": true`), skips the runs not begun and writes the result (exit
+//! status 130). With --output the file is also written after each run (crate::checkpoint).
+//! On the simulator --samples defaults to fewer interrupts (crate::defaults): every one is
+//! simulated, and with `tlpx-sim --host-time real` every gap of the host is too.
+//!
 //! What the figures mean depends on where they come from (see docs/interrupts.md): on
 //! hardware the user stage is real host time; on the simulator in its default virtual time
 //! it is the modelled link and card only, and the output says so.
@@ -30,15 +37,24 @@ use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, 
 use tlpx_model::stats::Summary;
 
 use crate::args::{check_optional_output, whole};
+use crate::checkpoint::Checkpoints;
+use crate::defaults::{BackendDefault, DefaultsFor};
 use crate::plot::{Chart, Series, Style, XAxis};
+use crate::progress::{self, Progress, Ticker};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
 use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_duration;
 
+/// Interrupts per run when neither --samples nor --duration is given. On the simulator with
+/// `--host-time real` every interrupt costs the simulation of a host gap (up to 10 ms of card
+/// time): `--compare idle,loaded` took 120 s for 1000 (and 89 s for 200 on a machine loaded
+/// 6-fold), 11 s for 100; in virtual time 1000 take about a second.
+pub const SAMPLES: BackendDefault<u32> = BackendDefault { hardware: 1000, simulator: 100 };
+
 #[derive(Debug, Args)]
 pub struct Cmd {
-    /// Interrupts to measure per run.
+    /// Interrupts to measure per run [default: 1000 on hardware, 100 on the simulator].
     #[arg(long, conflicts_with = "duration", value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
     pub samples: Option<u32>,
     /// Measure for this long (card time) instead of a number of samples: 500ms, 2s.
@@ -92,6 +108,8 @@ pub struct Plan {
     #[serde(flatten)]
     pub placement: Placement,
     pub no_ack: u32,
+    /// Whose defaults applied to the options not given (crate::defaults).
+    pub defaults_for: DefaultsFor,
 }
 
 fn bad(msg: String) -> anyhow::Error {
@@ -100,12 +118,11 @@ fn bad(msg: String) -> anyhow::Error {
 
 impl Plan {
     /// Checks the arguments; every error names the bad value and what is accepted.
-    pub fn parse(cmd: &Cmd) -> anyhow::Result<Plan> {
+    pub fn parse(cmd: &Cmd, defaults_for: DefaultsFor) -> anyhow::Result<Plan> {
         let amount = match (&cmd.duration, cmd.samples) {
             (Some(d), _) => Amount::Seconds(parse_duration("--duration", d).map_err(bad)?),
             (None, Some(0)) => bail!("--samples must be at least 1, not 0"),
-            (None, Some(n)) => Amount::Samples(n),
-            (None, None) => Amount::Samples(1000),
+            (None, samples) => Amount::Samples(SAMPLES.pick(samples, defaults_for)),
         };
         let ns = |flag: &str, t: &str| parse_duration(flag, t).map(|s| s * 1e9).map_err(bad);
         let (interval_ns, periodic) = match &cmd.period {
@@ -127,7 +144,15 @@ impl Plan {
             }
         }
         let placement = Placement::parse(&cmd.placement)?;
-        Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack })
+        Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack, defaults_for })
+    }
+
+    /// The progress bar's units per run: interrupts, or ms of card time with --duration.
+    fn units_per_run(&self) -> u64 {
+        match self.amount {
+            Amount::Samples(n) => u64::from(n),
+            Amount::Seconds(s) => (s * 1e3).ceil() as u64,
+        }
     }
 
     fn timer_config(&self, clock_hz: u32) -> anyhow::Result<TimerConfig> {
@@ -227,6 +252,9 @@ pub struct RunReport {
     pub config: TimerConfig,
     pub clock_hz: u32,
     pub interrupts_waited: u64,
+    /// Ctrl-C ended this run before its end: its figures hold the interrupts that came until
+    /// then (interrupts_waited), fewer than asked.
+    pub interrupted: bool,
     /// Interrupts the host did not acknowledge on purpose (--no-ack).
     pub not_acknowledged: u32,
     pub counters: Counters,
@@ -269,8 +297,13 @@ fn wait_timeout(config: &TimerConfig, clock_hz: u32) -> Duration {
     Duration::from_secs_f64(s.max(0.02))
 }
 
-/// The measuring loop, in the measuring thread (which owns the card meanwhile).
-fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer::RunEnd, u64)> {
+/// What the measuring loop brings back: the samples, the run's end, the interrupts waited
+/// and whether a stop request ended it before its end.
+type Measured = (Vec<Sample>, irq_timer::RunEnd, u64, bool);
+
+/// The measuring loop, in the measuring thread (which owns the card meanwhile); `ticker`
+/// advances the progress bar by an interrupt (or by the ms of card time of --duration).
+fn measure(card: &mut Card, job: &Job, ticker: &Ticker) -> anyhow::Result<Measured> {
     let clock_hz = card.identity().clock_hz;
     let timeout = wait_timeout(&job.config, clock_hz);
     let ring = match job.amount {
@@ -283,9 +316,14 @@ fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer
     let started = Instant::now();
     let mut first_cycle = None;
     let mut skip = job.no_ack;
+    let mut ticked_ms = 0u64;
+    let mut stopped = false;
     let outcome: anyhow::Result<()> = (|| loop {
         let irq = match card.wait_interrupt(irq_timer::WAIT_MASK, timeout) {
-            Err(tlpx_device::DeviceError::Interrupted) => return Ok(()),
+            Err(tlpx_device::DeviceError::Interrupted) => {
+                stopped = true;
+                return Ok(());
+            }
             other => other?,
         };
         let Some(irq) = irq else {
@@ -304,16 +342,26 @@ fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer
         }
         waited += 1;
         let done = match job.amount {
-            Amount::Samples(n) => waited >= u64::from(n),
-            Amount::Seconds(s) => match irq.card_cycle {
-                Some(c) => {
-                    let first = *first_cycle.get_or_insert(c);
-                    (c - first) as f64 / f64::from(clock_hz.max(1)) >= s
-                }
-                None => started.elapsed().as_secs_f64() >= s,
-            },
+            Amount::Samples(n) => {
+                ticker.advance(1);
+                waited >= u64::from(n)
+            }
+            Amount::Seconds(s) => {
+                let elapsed = match irq.card_cycle {
+                    Some(c) => {
+                        let first = *first_cycle.get_or_insert(c);
+                        (c - first) as f64 / f64::from(clock_hz.max(1))
+                    }
+                    None => started.elapsed().as_secs_f64(),
+                };
+                let ms = ((elapsed.min(s)) * 1e3) as u64;
+                ticker.advance(ms.saturating_sub(ticked_ms));
+                ticked_ms = ticked_ms.max(ms);
+                elapsed >= s
+            }
         };
-        if done || crate::progress::stop_requested() {
+        if done || progress::stop_requested() {
+            stopped = !done;
             return Ok(());
         }
         if waited.is_multiple_of(32) {
@@ -322,7 +370,7 @@ fn measure(card: &mut Card, job: &Job) -> anyhow::Result<(Vec<Sample>, irq_timer
     })();
     let end = run.finish(card, true, &mut samples);
     outcome?;
-    Ok((samples, end?, waited))
+    Ok((samples, end?, waited, stopped))
 }
 
 fn stage_report(stage: Stage, samples: &[Sample], card: StageStats, clock_hz: u32) -> StageReport {
@@ -451,7 +499,7 @@ fn host_stage_stats(values: impl Iterator<Item = u32>) -> StageStats {
     }
 }
 
-fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> anyhow::Result<RunReport> {
+fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticker: &Ticker) -> anyhow::Result<RunReport> {
     let clock_hz = session.clock_hz;
     let config = plan.timer_config(clock_hz)?;
     let (ping_cycles, _) = irq_timer::ping_cost(&mut session.card, 9)?;
@@ -463,9 +511,9 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
     let hardware = realtime::basis_kind(session).0 == "hardware";
     let tracer = if hardware { Some(start_isr_trace(session, plan.amount)) } else { None };
     // A thread of its own measures with the session's card and hands it back when it ends.
-    let (result, mut notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job));
+    let (result, mut notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job, ticker));
     drop(load);
-    let (mut samples, end, waited) = result?;
+    let (mut samples, end, waited, interrupted) = result?;
     let (isr_trace, isr_missing) = match tracer {
         None => (None, "nothing on this backend writes ack_isr: no interrupt handler of tlpx runs in the kernel".to_string()),
         Some(Err(why)) => (None, format!("the kernel's irq_handler_entry could not be traced: {why}")),
@@ -526,6 +574,7 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
         config,
         clock_hz,
         interrupts_waited: waited,
+        interrupted,
         not_acknowledged: plan.no_ack,
         counters: end.counters,
         sequence,
@@ -545,9 +594,10 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition) -> an
 
 pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
     let mut out = vec![format!(
-        "{}: {} interrupts ({} fires), interval {}..{} card cycles ({}), ping (one posted write) {} card cycles = {}",
+        "{}: {} interrupts{} ({} fires), interval {}..{} card cycles ({}), ping (one posted write) {} card cycles = {}",
         realtime::condition_text(r.condition, &r.load, &r.load_cpus),
         r.interrupts_waited,
+        if r.interrupted { " (INTERRUPTED: stopped by Ctrl-C before the end of the run)" } else { "" },
         r.counters.fires,
         r.config.min_interval_cycles,
         r.config.max_interval_cycles,
@@ -640,16 +690,16 @@ fn histogram_chart(title: &str, runs: &[RunReport]) -> Chart {
 }
 
 #[derive(Debug, Serialize)]
-struct Body {
+struct Body<'a> {
     time_basis: TimeBasis,
     /// What comparing the runs shows on this time basis (with more than one run).
     comparison: Option<Comparison>,
-    points: Vec<RunReport>,
+    points: &'a [RunReport],
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(cmd)?;
+    let plan = Plan::parse(cmd, DefaultsFor::of_device(device)?)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
@@ -658,22 +708,39 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         return Err(crate::exit::card_failure(format!("this card has no interrupt latency timer (its features: {features})")));
     }
     plan.timer_config(session.clock_hz)?;
-    crate::progress::install_stop_handler();
+    progress::install_stop_handler();
     let basis = time_basis(&session);
     let width = cmd.bar_width as usize;
     if !json {
         realtime::print_header(&session, &basis);
     }
+    let conditions = plan.placement.conditions.clone();
+    let per_run = plan.units_per_run();
+    let unit = if matches!(plan.amount, Amount::Samples(_)) { "interrupts" } else { "ms of card time" };
+    let progress = Progress::units(per_run * conditions.len() as u64, unit, json);
+    let mut checkpoints = Checkpoints::new(cmd.output.as_deref());
     let mut runs = Vec::new();
-    for &condition in &plan.placement.conditions {
-        let r = run_condition(&mut session, &plan, condition)?;
+    for (i, &condition) in conditions.iter().enumerate() {
+        if progress::stop_requested() {
+            break;
+        }
+        progress.start(&format!("{} run ({} of {})", format!("{condition:?}").to_lowercase(), i + 1, conditions.len()));
+        progress.set_done(per_run * i as u64);
+        let r = match run_condition(&mut session, &plan, condition, &progress.ticker()) {
+            Ok(r) => r,
+            // Stopped before the run's measuring began (its ping, the timer's start).
+            Err(e) if progress::is_interrupt(&e) => break,
+            Err(e) => return Err(e),
+        };
         if !json {
             for line in run_text(&r, width) {
-                crate::outln!("{line}");
+                progress.println(&line);
             }
         }
         runs.push(r);
+        checkpoints.offer(runs.len(), conditions.len(), || document(&plan, &session, &basis, None, &runs, started))?;
     }
+    progress.finish();
     let cpus = session.environment.cpus;
     let comparison = (runs.len() > 1).then(|| {
         let mut c = realtime::comparison(&basis, cpus);
@@ -699,24 +766,46 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         realtime::write_svg(path, &session, &basis, title, |t| histogram_chart(&t, &runs))?;
     }
     let failed = runs.iter().any(RunReport::failed);
+    let mut doc = document(&plan, &session, &basis, comparison, &runs, started);
+    if progress::stop_requested() {
+        // A run cut short holds samples, but not the run asked for: only whole runs count.
+        let whole = runs.iter().filter(|r| !r.interrupted).count();
+        doc.stopped_at(whole, conditions.len());
+        if !json {
+            crate::outln!("interrupted: {whole} of {} runs measured to their end", conditions.len());
+        }
+    }
+    doc.emit(cmd.output.as_deref(), json, failed)
+}
+
+/// The result document of `runs` (a checkpoint's, or the final one).
+fn document<'a>(
+    plan: &'a Plan,
+    session: &Session,
+    basis: &TimeBasis,
+    comparison: Option<Comparison>,
+    runs: &'a [RunReport],
+    started: Instant,
+) -> ResultDoc<&'a Plan, Body<'a>> {
     let mut notes = session.notes.clone();
     notes.push(basis.statement.clone());
+    let cpus = session.environment.cpus;
     let limits: Vec<SimLimit> =
-        dispatch_limit(&basis, cpus).into_iter().chain(comparison.as_ref().and_then(|c| realtime::comparison_limit(&basis, c))).collect();
+        dispatch_limit(basis, cpus).into_iter().chain(comparison.as_ref().and_then(|c| realtime::comparison_limit(basis, c))).collect();
     let mut doc = ResultDoc::new(
         "irq",
         plan,
         session.environment.clone(),
         session.link.clone(),
         None,
-        Body { time_basis: basis, comparison, points: runs },
+        Body { time_basis: basis.clone(), comparison, points: runs },
         started.elapsed().as_secs_f64(),
         notes,
     );
     for l in limits {
         doc.add_sim_limit(l);
     }
-    doc.emit(cmd.output.as_deref(), json, failed)
+    doc
 }
 
 #[cfg(test)]

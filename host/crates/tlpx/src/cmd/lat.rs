@@ -335,7 +335,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         session.notes.clone(),
     );
     doc.parameters.measurements.dedup();
-    doc.interrupted = interrupted;
+    if interrupted {
+        doc.stopped_at(doc.body.points.len(), configs.len());
+    }
     for l in limits {
         doc.add_sim_limit(l);
     }

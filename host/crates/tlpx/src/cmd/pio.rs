@@ -442,7 +442,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         notes,
     );
-    doc.interrupted = interrupted;
+    if interrupted {
+        doc.stopped_at(doc.body.points.len(), doc.parameters.widths.len());
+    }
     for l in limits {
         doc.add_sim_limit(l);
     }

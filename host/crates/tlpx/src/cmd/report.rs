@@ -385,7 +385,9 @@ fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
     }
     body.push_str(&figs.html);
     body.push_str(&tables);
-    Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {}", kind_title(kind), file), body, figures: figs.count })
+    // A partial result says so in its heading (and the page's contents), not only in its badge.
+    let partial = if partial_text(&doc)?.is_some() { " (PARTIAL)" } else { "" };
+    Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {file}{partial}", kind_title(kind)), body, figures: figs.count })
 }
 
 /// The clock of card-measured figures in a document: its time basis's, else card time.
@@ -453,8 +455,8 @@ fn environment_html(doc: &Field) -> R<String> {
     } else {
         h.push_str("<p class=\"badge hw\">measured on hardware</p>");
     }
-    if doc.opt("interrupted").is_some_and(|f| f.v == &Value::Bool(true)) {
-        h.push_str("<p class=\"badge warn\">INTERRUPTED: the run was stopped before its end</p>");
+    if let Some(text) = partial_text(doc)? {
+        let _ = write!(h, "<p class=\"badge warn\">{}</p>", esc(&text));
     }
     let command = match doc.key("command")?.v {
         Value::Array(a) => a.iter().map(plain).collect::<Vec<_>>().join(" "),
@@ -540,6 +542,26 @@ fn environment_html(doc: &Field) -> R<String> {
         h.push_str("</ul>");
     }
     Ok(h)
+}
+
+/// What a document that holds less than its run planned says of itself (`interrupted`, and
+/// `partial` in documents of this tlpx); `None` for a whole run.
+fn partial_text(doc: &Field) -> R<Option<String>> {
+    if doc.opt("interrupted").is_none_or(|f| f.v != &Value::Bool(true)) {
+        return Ok(None);
+    }
+    let Some(p) = doc.opt("partial") else {
+        return Ok(Some("PARTIAL: the run was interrupted before its end; what it finished is below".into()));
+    };
+    let (done, planned) = (p.text_at("points_done")?, p.text_at("points_planned")?);
+    Ok(Some(if p.str_at("state")? == "checkpoint" {
+        format!(
+            "PARTIAL: {done} of {planned} points finished, written while the run went on (a checkpoint): the run was killed, \
+             or had not ended when this document was read"
+        )
+    } else {
+        format!("PARTIAL: {done} of {planned} points finished: the run was interrupted (Ctrl-C, SIGTERM or SIGHUP) and kept what it had finished")
+    }))
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -908,7 +930,11 @@ fn irq_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Fi
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for p in points {
-        let condition = p.text_at("condition")?;
+        let mut condition = p.text_at("condition")?;
+        // A run Ctrl-C cut short holds fewer interrupts than asked: its rows say so.
+        if p.opt("interrupted").is_some_and(|f| f.v == &Value::Bool(true)) {
+            condition = format!("{condition} (interrupted after {} interrupts)", p.text_at("interrupts_waited")?);
+        }
         let clock = p.num_at("clock_hz")?;
         for s in p.key("stages")?.arr()? {
             let stage = s.text_at("stage")?;
@@ -1390,6 +1416,21 @@ mod tests {
     fn log_ticks_cover_the_range() {
         assert_eq!(log_ticks(90.0, 1100.0, Ticks::Ns), vec![100.0, 200.0, 500.0, 1000.0]);
         assert_eq!(log_ticks(8.0, 256.0, Ticks::Plain), vec![8.0, 16.0, 32.0, 64.0, 128.0, 256.0]);
+    }
+
+    #[test]
+    fn partial_documents_say_how_much_they_hold() {
+        let text = |v: Value| partial_text(&Field::root(&v)).expect("readable");
+        assert_eq!(text(serde_json::json!({"interrupted": false})), None);
+        let old = text(serde_json::json!({"interrupted": true})).expect("partial");
+        assert!(old.starts_with("PARTIAL: the run was interrupted"), "{old}");
+        let p = |state: &str| serde_json::json!({"interrupted": true, "partial": {"state": state, "points_done": 3, "points_planned": 40}});
+        let stopped = text(p("interrupted")).expect("partial");
+        assert!(stopped.starts_with("PARTIAL: 3 of 40 points finished") && stopped.contains("Ctrl-C"), "{stopped}");
+        let checkpoint = text(p("checkpoint")).expect("partial");
+        assert!(checkpoint.contains("3 of 40 points") && checkpoint.contains("killed"), "{checkpoint}");
+        let bad = serde_json::json!({"interrupted": true, "partial": {"state": "checkpoint"}});
+        assert!(partial_text(&Field::root(&bad)).expect_err("no counts").contains("points_done"));
     }
 
     #[test]

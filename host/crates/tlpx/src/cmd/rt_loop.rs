@@ -12,6 +12,11 @@
 //! (idle, loaded); `--sweep` runs the whole matrix. Per point: min / p50 / p99 / p99.9 / max /
 //! mean and jitter of the loop time, a log2 histogram, what the DMA return's read cost, and the
 //! host's own compute time. The card checks every returned checksum.
+//!
+//! A progress bar counts the points with an estimate of the time left; Ctrl-C stops the
+//! point in progress (it is dropped) and writes the finished ones, marked
+//! `"interrupted": true` (exit status 130). With --output the file is also written as points
+//! finish (crate::checkpoint), so that a killed sweep leaves what it measured.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +29,9 @@ use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
 use tlpx_model::stats::Summary;
 
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
+use crate::checkpoint::Checkpoints;
 use crate::plot::{Chart, Series, Style, XAxis};
+use crate::progress::{self, Progress};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
 use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
@@ -424,13 +431,13 @@ fn chart(title: &str, points: &[Point], sweep: bool) -> Chart {
 }
 
 #[derive(Debug, Serialize)]
-struct Body {
+struct Body<'a> {
     time_basis: TimeBasis,
     /// What comparing idle and loaded points shows on this time basis (when both ran).
     comparison: Option<Comparison>,
     /// On the simulator with both detections: why irq against poll shows nothing about a host.
     detection: Option<String>,
-    points: Vec<Point>,
+    points: &'a [Point],
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -443,7 +450,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         let features = session.card.identity().features.join(", ");
         return Err(crate::exit::card_failure(format!("this card has no real-time loop (its features: {features})")));
     }
-    crate::progress::install_stop_handler();
+    progress::install_stop_handler();
     let poll_step_ns = plan.config(8, Detect::Poll, Return::Register).poll_step.as_nanos() as f64;
     let basis = time_basis(&session, poll_step_ns);
     let detect_timeout = (basis.kind == "sim_real_host_time").then_some(SIM_REAL_HOST_TIME_DETECT_TIMEOUT);
@@ -451,25 +458,42 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if !json {
         realtime::print_header(&session, &basis);
     }
-    let mut points = Vec::new();
-    'all: for &condition in &plan.placement.conditions {
+    let mut planned = Vec::new();
+    for &condition in &plan.placement.conditions {
         for &size in &plan.sizes {
             for &detect in &plan.detect {
                 for &ret in &plan.ret {
-                    if crate::progress::stop_requested() {
-                        break 'all;
-                    }
-                    let p = run_point(&mut session, &plan, (size, detect, ret, condition), detect_timeout)?;
-                    if !json {
-                        for line in point_text(&p, width, basis.clock) {
-                            crate::outln!("{line}");
-                        }
-                    }
-                    points.push(p);
+                    planned.push((size, detect, ret, condition));
                 }
             }
         }
     }
+    let progress = Progress::new(planned.len() as u64, json);
+    let mut checkpoints = Checkpoints::new(cmd.output.as_deref());
+    let mut points = Vec::new();
+    for &point in &planned {
+        if progress::stop_requested() {
+            break;
+        }
+        let (size, detect, ret, condition) = point;
+        progress.start(&format!("{size} B, {}/{}, {}", detect.name(), ret.name(), format!("{condition:?}").to_lowercase()));
+        let p = match run_point(&mut session, &plan, point, detect_timeout) {
+            Ok(p) => p,
+            // Stopped in the middle of the point: it is dropped, the finished ones kept.
+            Err(e) if progress::is_interrupt(&e) => break,
+            Err(e) => return Err(e),
+        };
+        if !json {
+            for line in point_text(&p, width, basis.clock) {
+                progress.println(&line);
+            }
+        }
+        points.push(p);
+        progress.done_one();
+        let basis = &basis;
+        checkpoints.offer(points.len(), planned.len(), || document(&plan, &session, basis, None, None, &points, started))?;
+    }
+    progress.finish();
     let both = |c: Condition| points.iter().any(|p| p.condition == c);
     let comparison = (both(Condition::Idle) && both(Condition::Loaded)).then(|| {
         let mut c = realtime::comparison(&basis, session.environment.cpus);
@@ -501,25 +525,45 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         realtime::write_svg(path, &session, &basis, "Real-time loop", |t| chart(&t, &points, plan.sweep || plan.sizes.len() > 1))?;
     }
     let failed = points.iter().any(|p| !p.verified);
+    let mut doc = document(&plan, &session, &basis, comparison, detection, &points, started);
+    if progress::stop_requested() {
+        doc.stopped_at(points.len(), planned.len());
+        if !json {
+            crate::outln!("interrupted: {} of {} points measured", points.len(), planned.len());
+        }
+    }
+    doc.emit(cmd.output.as_deref(), json, failed)
+}
+
+/// The result document of `points` (a checkpoint's, or the final one).
+fn document<'a>(
+    plan: &'a Plan,
+    session: &Session,
+    basis: &TimeBasis,
+    comparison: Option<Comparison>,
+    detection: Option<SimLimit>,
+    points: &'a [Point],
+    started: Instant,
+) -> ResultDoc<&'a Plan, Body<'a>> {
     let mut notes = session.notes.clone();
     notes.push(basis.statement.clone());
     notes.extend(points.iter().flat_map(|p| p.notes.iter().cloned()).take(1));
     let limits: Vec<SimLimit> =
-        comparison.as_ref().and_then(|c| realtime::comparison_limit(&basis, c)).into_iter().chain(detection.clone()).collect();
+        comparison.as_ref().and_then(|c| realtime::comparison_limit(basis, c)).into_iter().chain(detection.clone()).collect();
     let mut doc = ResultDoc::new(
         "loop",
         plan,
         session.environment.clone(),
         session.link.clone(),
         None,
-        Body { time_basis: basis, comparison, detection: detection.map(|d| d.statement), points },
+        Body { time_basis: basis.clone(), comparison, detection: detection.map(|d| d.statement), points },
         started.elapsed().as_secs_f64(),
         notes,
     );
     for l in limits {
         doc.add_sim_limit(l);
     }
-    doc.emit(cmd.output.as_deref(), json, failed)
+    doc
 }
 
 #[cfg(test)]

@@ -12,6 +12,14 @@
 //! the overhead table (Gedae style: accelerator busy time / total, overhead per operation), and
 //! draws the landscape, the zoom below 256 bits, the latency overlap and the jitter.
 //!
+//! Both show a progress bar with an estimate of the time left (weighted by packets and line
+//! length: on the simulator the hardware modes' register accesses and data words are where
+//! the time goes) and stop on Ctrl-C after the point in progress, keeping every finished
+//! point (`"interrupted": true`, exit status 130). The sweep's result file is also written
+//! as points finish (crate::checkpoint), so that a killed sweep leaves what it measured.
+//! Packets per point and the sweep's lengths have defaults of their own on the simulator
+//! (crate::defaults): the hardware ones would keep it busy for minutes (run) or a day (sweep).
+//!
 //! Software modes are timed with the host's clock (real CPU time on this host, always).
 //! Hardware modes are timed with the backend's clock (`Device::clock_ns`): the host's on
 //! hardware; the simulated card's on the simulator, where the figures are the modelled bus and
@@ -30,7 +38,10 @@ use tlpx_model::stats::Summary;
 use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant, CARD_WORDS};
 
 use crate::args::{check_optional_output, check_output_dir, whole};
+use crate::checkpoint::Checkpoints;
+use crate::defaults::{BackendDefault, DefaultsFor};
 use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::progress::{self, Progress};
 use crate::realtime::fmt_ns;
 use crate::results::{self, ResultDoc, SimLimit};
 use crate::session::Session;
@@ -38,6 +49,14 @@ use crate::sizes::parse_duration;
 
 /// Most generations the accelerator computes per start.
 pub const MAX_GENERATIONS: u32 = 65535;
+
+/// Packets per point of `run` (the help of --packets says the same; tested in main.rs).
+pub const RUN_PACKETS: BackendDefault<u32> = BackendDefault { hardware: 1000, simulator: 100 };
+/// Packets per point of `sweep`: a sweep measures a point per length, latency and mode.
+pub const SWEEP_PACKETS: BackendDefault<u32> = BackendDefault { hardware: 1000, simulator: 10 };
+/// Lengths of `sweep`: every 8 bits on hardware; the powers of two on the simulator (the
+/// crossovers and the zoom figure are below 256 bits, where they are dense).
+pub const SWEEP_LENGTHS: BackendDefault<&str> = BackendDefault { hardware: "8..1024/8", simulator: "8,16,32,64,128,256,512,1024" };
 
 /// A mode of `tlpx rule30 run` (serialised as its name: "sw-char", "hw-batch").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +149,6 @@ pub struct Common {
     /// Modes: sw-char, sw-bit, sw-fast, hw-irq, hw-poll, hw-syscall, hwo, hw-multi, hw-batch (or all, sw, hw).
     #[arg(long, default_value = "all")]
     pub mode: String,
-    /// Packets per point.
-    #[arg(long, default_value_t = 1000, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
-    pub packets: u32,
     /// Generations (lines) per packet (1..=65535, the accelerator's most per start).
     #[arg(long, default_value_t = 99, value_parser = whole(1, MAX_GENERATIONS), allow_negative_numbers = true)]
     pub generations: u32,
@@ -151,6 +167,9 @@ pub struct Common {
 pub struct RunArgs {
     #[command(flatten)]
     pub common: Common,
+    /// Packets per point [default: 1000 on hardware, 100 on the simulator].
+    #[arg(long, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
+    pub packets: Option<u32>,
     /// Packet length in bits (cells), 1..=1024.
     #[arg(long, default_value_t = 256, value_parser = whole(1, accel::MAX_LINE_LENGTH), allow_negative_numbers = true)]
     pub length: u32,
@@ -166,9 +185,13 @@ pub struct RunArgs {
 pub struct SweepArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Packet lengths in bits: a list (8,64,256) or a range FROM..TO/STEP (8..1024/8).
-    #[arg(long, default_value = "8..1024/8", allow_hyphen_values = true)]
-    pub lengths: String,
+    /// Packets per point [default: 1000 on hardware, 10 on the simulator].
+    #[arg(long, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
+    pub packets: Option<u32>,
+    /// Packet lengths in bits: a list (8,64,256) or a range FROM..TO/STEP (8..1024/8)
+    /// [default: 8..1024/8 on hardware, 8,16,32,64,128,256,512,1024 on the simulator].
+    #[arg(long, allow_hyphen_values = true)]
+    pub lengths: Option<String>,
     /// Accelerator latencies.
     #[arg(long, default_value = "1ns,10ns,100ns,1us,10us", allow_hyphen_values = true)]
     pub latencies: String,
@@ -189,6 +212,8 @@ pub struct Plan {
     pub verify: bool,
     pub lengths: Vec<u32>,
     pub latencies_ns: Vec<f64>,
+    /// Whose defaults applied to the options not given (crate::defaults).
+    pub defaults_for: DefaultsFor,
 }
 
 fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
@@ -238,9 +263,16 @@ fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
 
 impl Plan {
     /// `latency_flag` names the option `latencies` came from (`--latency` of run, `--latencies`
-    /// of sweep).
-    fn parse(common: &Common, lengths: &str, latencies: &str, latency_flag: &str) -> anyhow::Result<Plan> {
-        if common.packets == 0 {
+    /// of sweep); `packets` and `lengths` are the values used (given or the backend's default).
+    fn parse(
+        common: &Common,
+        packets: u32,
+        lengths: &str,
+        latencies: &str,
+        latency_flag: &str,
+        defaults_for: DefaultsFor,
+    ) -> anyhow::Result<Plan> {
+        if packets == 0 {
             bail!("--packets must be at least 1, not 0");
         }
         if common.generations == 0 {
@@ -265,15 +297,66 @@ impl Plan {
         }
         Ok(Plan {
             modes: Mode::parse(&common.mode)?,
-            packets: common.packets,
+            packets,
             generations: common.generations,
             rule: common.rule,
             seed: common.seed,
             verify: common.verify,
             lengths: parse_lengths(lengths)?,
             latencies_ns,
+            defaults_for,
         })
     }
+
+    fn has_hw(&self) -> bool {
+        self.modes.iter().any(|m| m.is_hw())
+    }
+
+    /// What one packet of `mode` at `length` weighs on the progress bar: with hardware modes
+    /// in the plan only theirs count (software points take milliseconds), growing with the
+    /// line (the words moved per packet).
+    fn packet_weight(&self, mode: Mode, length: u32) -> u64 {
+        if mode.is_hw() || !self.has_hw() {
+            128 + u64::from(length)
+        } else {
+            0
+        }
+    }
+}
+
+/// One point to measure: a mode at a length and (hardware modes) a latency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Task {
+    mode: Mode,
+    length: u32,
+    latency_ns: f64,
+}
+
+impl Task {
+    fn describe(&self) -> String {
+        if self.mode.is_hw() {
+            format!("{} bits, {} at {}", self.length, self.mode.name(), fmt_ns(self.latency_ns))
+        } else {
+            format!("{} bits, {}", self.length, self.mode.name())
+        }
+    }
+}
+
+/// The points of a sweep in the order measured: per length the software modes, then the
+/// hardware modes at each latency (`run` is the sweep of one length and one latency).
+fn tasks(plan: &Plan) -> Vec<Task> {
+    let mut out = Vec::new();
+    for &length in &plan.lengths {
+        for &mode in plan.modes.iter().filter(|m| !m.is_hw()) {
+            out.push(Task { mode, length, latency_ns: 0.0 });
+        }
+        for &latency_ns in &plan.latencies_ns {
+            for &mode in plan.modes.iter().filter(|m| m.is_hw()) {
+                out.push(Task { mode, length, latency_ns });
+            }
+        }
+    }
+    out
 }
 
 // Measurement --------------------------------------------------------------------------------
@@ -382,7 +465,16 @@ fn run_sw(plan: &Plan, variant: Variant, length: u32, work: &Workload) -> anyhow
     })
 }
 
-fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_ns: f64, work: &Workload) -> anyhow::Result<Point> {
+/// One hardware point; `tick(n)` says that `n` packets of it are done (the progress bar).
+fn run_hw(
+    session: &mut Session,
+    plan: &Plan,
+    mode: Mode,
+    length: u32,
+    latency_ns: f64,
+    work: &Workload,
+    tick: &dyn Fn(u64),
+) -> anyhow::Result<Point> {
     let clock_hz = session.clock_hz;
     let op = OpConfig { rule: plan.rule, line_length: length, latency_cycles: accel::latency_cycles(latency_ns, clock_hz)? };
     let card = &mut session.card;
@@ -413,11 +505,17 @@ fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_n
             let run = (|| -> anyhow::Result<(u64, u32)> {
                 let c0 = accel::counters(card)?;
                 for p in &work.packets {
+                    // A point of a thousand packets takes minutes on the simulator: Ctrl-C
+                    // ends it here, between packets (the point is then dropped, unfinished).
+                    if progress::stop_requested() {
+                        return Err(tlpx_device::DeviceError::Interrupted.into());
+                    }
                     let input = p.to_card_words();
                     let t0 = card.device().clock_ns()?;
                     let out = accel::run_packet(card, m, &op, &input, plan.generations, &mut per_line)?;
                     per_packet.push((card.device().clock_ns()? - t0) as f64);
                     outputs.push(out);
+                    tick(outputs.len() as u64);
                 }
                 let c1 = accel::counters(card)?;
                 Ok((c1.busy_cycles - c0.busy_cycles, c1.operations.wrapping_sub(c0.operations)))
@@ -433,6 +531,7 @@ fn run_hw(session: &mut Session, plan: &Plan, mode: Mode, length: u32, latency_n
             busy_cycles = r.busy_cycles;
             operations = r.operations;
             outputs = r.outputs;
+            tick(outputs.len() as u64);
         }
         Mode::Sw(_) => unreachable!("software modes are run by run_sw"),
     }
@@ -496,27 +595,48 @@ fn verify_outputs(golden: &[BitLine], outputs: &[[u32; CARD_WORDS]], length: u32
     Ok(Verification { verified, mismatches: mismatches + missing, missing })
 }
 
+/// Measures `tasks` in order with a progress bar; `each` sees the points so far after every
+/// finished one, and the session (checkpoints, the sweep's line per length). Stops on Ctrl-C after the point
+/// in progress, or within it for the hardware modes (that point is dropped); returns the
+/// finished points.
 fn measure(
-    session: &mut Session,
+    mut session: Option<&mut Session>,
     plan: &Plan,
-    length: u32,
-    latency_ns: f64,
-    modes: &[Mode],
-    work: &Workload,
+    tasks: &[Task],
+    progress: &Progress,
+    mut each: impl FnMut(&[Point], &Task, Option<&Session>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<Point>> {
-    let mut out = Vec::new();
-    for &m in modes {
-        if crate::progress::stop_requested() {
+    let mut points = Vec::new();
+    let mut work: Option<(u32, Workload)> = None;
+    let mut base = 0u64;
+    for (i, task) in tasks.iter().enumerate() {
+        if progress::stop_requested() {
             break;
         }
-        let p = match m {
-            Mode::Sw(v) => run_sw(plan, v, length, work)?,
-            _ => run_hw(session, plan, m, length, latency_ns, work)?,
+        progress.start(&format!("{} (point {} of {})", task.describe(), i + 1, tasks.len()));
+        if work.as_ref().is_none_or(|(l, _)| *l != task.length) {
+            work = Some((task.length, workload(plan, task.length)?));
+        }
+        let Some((_, w)) = &work else { unreachable!("made above") };
+        let weight = plan.packet_weight(task.mode, task.length);
+        let point = match (task.mode, session.as_deref_mut()) {
+            (Mode::Sw(v), _) => run_sw(plan, v, task.length, w),
+            (_, Some(s)) => run_hw(s, plan, task.mode, task.length, task.latency_ns, w, &|n| progress.set_done(base + n * weight)),
+            (_, None) => unreachable!("hardware modes open a session"),
         };
-        export_point(&p);
-        out.push(p);
+        match point {
+            Ok(p) => {
+                export_point(&p);
+                points.push(p);
+                base += u64::from(plan.packets) * weight;
+                progress.set_done(base);
+                each(&points, task, session.as_deref())?;
+            }
+            Err(e) if progress::is_interrupt(&e) => break,
+            Err(e) => return Err(e),
+        }
     }
-    Ok(out)
+    Ok(points)
 }
 
 /// Per mode, into the process's metrics (served with `--metrics-listen`): lines computed and
@@ -627,12 +747,12 @@ fn clock_statement(session: &Session) -> String {
 }
 
 #[derive(Debug, Serialize)]
-struct Body {
+struct Body<'a> {
     clock_statement: String,
     /// On the simulator with hardware modes: what comparing the modes' times across their two
     /// clocks can claim (crossovers above all); null otherwise.
     crossover_claim: Option<String>,
-    points: Vec<Point>,
+    points: &'a [Point],
     crossovers: Vec<Crossover>,
 }
 
@@ -791,66 +911,40 @@ fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
 
 fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(&a.common, &a.length.to_string(), &a.latency, "--latency")?;
+    let backend = DefaultsFor::of_device(device)?;
+    let packets = RUN_PACKETS.pick(a.packets, backend);
+    let plan = Plan::parse(&a.common, packets, &a.length.to_string(), &a.latency, "--latency", backend)?;
     check_optional_output("--output", a.output.as_deref())?;
     let mut session = open(&plan, device)?;
-    crate::progress::install_stop_handler();
-    let length = plan.lengths[0];
-    let latency = plan.latencies_ns[0];
-    let work = workload(&plan, length)?;
-    let points = match session.as_mut() {
-        Some(s) => measure(s, &plan, length, latency, &plan.modes, &work)?,
-        None => plan
-            .modes
-            .iter()
-            .map(|m| match m {
-                Mode::Sw(v) => run_sw(&plan, *v, length, &work).inspect(export_point),
-                _ => unreachable!("hardware modes open a session"),
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?,
-    };
-    finish("rule30", plan, session, points, Vec::new(), a.output.as_deref(), None, json, started)
+    progress::install_stop_handler();
+    let tasks = tasks(&plan);
+    let progress = progress_bar(&plan, &tasks, json);
+    let mut checkpoints = Checkpoints::new(a.output.as_deref());
+    let points = measure(session.as_mut(), &plan, &tasks, &progress, |points, _, s| {
+        checkpoints.offer(points.len(), tasks.len(), || document("rule30", &plan, s, points, Vec::new(), started))
+    })?;
+    progress.finish();
+    finish(&plan, session, points, tasks.len(), Vec::new(), a.output.as_deref(), None, json, started)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn finish(
+/// The progress bar of `tasks`: their packets, weighted (Plan::packet_weight).
+fn progress_bar(plan: &Plan, tasks: &[Task], json: bool) -> Progress {
+    let total = tasks.iter().map(|t| u64::from(plan.packets) * plan.packet_weight(t.mode, t.length)).sum();
+    Progress::work(total, json)
+}
+
+/// The result document of `points` (a checkpoint's, or the final one).
+fn document<'a>(
     kind: &'static str,
-    plan: Plan,
-    session: Option<Session>,
-    points: Vec<Point>,
+    plan: &'a Plan,
+    session: Option<&Session>,
+    points: &'a [Point],
     crossovers: Vec<Crossover>,
-    output: Option<&std::path::Path>,
-    figures: Option<&std::path::Path>,
-    json: bool,
     started: Instant,
-) -> anyhow::Result<ExitCode> {
-    let statement = session.as_ref().map_or("software modes only: host wall time on this host's CPU".into(), clock_statement);
-    let claim = session.as_ref().and_then(crossover_claim);
-    if !json {
-        if let Some(s) = &session {
-            crate::outln!("{}", s.describe());
-        }
-        crate::outln!("what these figures are: {statement}");
-        crate::outln!("{COLUMNS_NOTE}");
-        crate::outln!("{}", header());
-        for p in &points {
-            crate::outln!("{}", point_row(p));
-        }
-        if let (Some(c), false) = (&claim, crossovers.is_empty()) {
-            crate::outln!("what the crossovers can claim: {c}");
-        }
-        for line in crossover_table(&crossovers) {
-            crate::outln!("{line}");
-        }
-        for line in overhead_table(&points) {
-            crate::outln!("{line}");
-        }
-    }
-    if let Some(dir) = figures {
-        write_figures(dir, &points, &plan)?;
-    }
-    let failed = points.iter().any(|p| p.mismatches > 0);
-    let (environment, link) = match &session {
+) -> ResultDoc<&'a Plan, Body<'a>> {
+    let statement = session.map_or("software modes only: host wall time on this host's CPU".into(), clock_statement);
+    let claim = session.and_then(crossover_claim);
+    let (environment, link) = match session {
         Some(s) => (s.environment.clone(), s.link.clone()),
         None => (results::machine_environment(), None),
     };
@@ -867,44 +961,82 @@ fn finish(
     if let Some(c) = claim {
         doc.add_sim_limit(SimLimit::new("rule30_two_clocks", &["crossovers", "points[].per_line_ns", "points[].clock"], c));
     }
+    doc
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    plan: &Plan,
+    session: Option<Session>,
+    points: Vec<Point>,
+    planned: usize,
+    crossovers: Vec<Crossover>,
+    output: Option<&std::path::Path>,
+    figures: Option<&std::path::Path>,
+    json: bool,
+    started: Instant,
+) -> anyhow::Result<ExitCode> {
+    let mut doc = document("rule30", plan, session.as_ref(), &points, crossovers, started);
+    let interrupted = progress::stop_requested();
+    if interrupted {
+        doc.stopped_at(points.len(), planned);
+    }
+    if !json {
+        if let Some(s) = &session {
+            crate::outln!("{}", s.describe());
+        }
+        crate::outln!("what these figures are: {}", doc.body.clock_statement);
+        crate::outln!("{COLUMNS_NOTE}");
+        crate::outln!("{}", header());
+        for p in &points {
+            crate::outln!("{}", point_row(p));
+        }
+        if let (Some(c), false) = (&doc.body.crossover_claim, doc.body.crossovers.is_empty()) {
+            crate::outln!("what the crossovers can claim: {c}");
+        }
+        for line in crossover_table(&doc.body.crossovers) {
+            crate::outln!("{line}");
+        }
+        for line in overhead_table(&points) {
+            crate::outln!("{line}");
+        }
+        if interrupted {
+            crate::outln!("interrupted: {} of {planned} points measured", points.len());
+        }
+    }
+    if let Some(dir) = figures {
+        write_figures(dir, &points, plan)?;
+    }
+    let failed = points.iter().any(|p| p.mismatches > 0);
     doc.emit(output, json, failed)
 }
 
 fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(&a.common, &a.lengths, &a.latencies, "--latencies")?;
+    let backend = DefaultsFor::of_device(device)?;
+    let packets = SWEEP_PACKETS.pick(a.packets, backend);
+    let lengths = SWEEP_LENGTHS.pick(a.lengths.as_deref(), backend);
+    let plan = Plan::parse(&a.common, packets, lengths, &a.latencies, "--latencies", backend)?;
     // The result and the figures go there at the end of a long sweep: make sure of it first.
     check_output_dir("--out-dir", &a.out_dir)?;
-    let mut session = open(&plan, device)?;
-    crate::progress::install_stop_handler();
-    let sw: Vec<Mode> = plan.modes.iter().copied().filter(|m| !m.is_hw()).collect();
-    let hw: Vec<Mode> = plan.modes.iter().copied().filter(|m| m.is_hw()).collect();
-    let mut points = Vec::new();
-    for &length in &plan.lengths {
-        let work = workload(&plan, length)?;
-        for m in &sw {
-            if let Mode::Sw(v) = m {
-                let p = run_sw(&plan, *v, length, &work)?;
-                export_point(&p);
-                points.push(p);
-            }
-        }
-        if let Some(s) = session.as_mut() {
-            for &lat in &plan.latencies_ns {
-                points.extend(measure(s, &plan, length, lat, &hw, &work)?);
-            }
-        }
-        if !json {
-            eprintln!("tlpx: rule30 sweep: {length} bits done");
-        }
-        if crate::progress::stop_requested() {
-            break;
-        }
-    }
-    let crossovers = crossovers(&points, &plan.latencies_ns);
-    std::fs::create_dir_all(&a.out_dir).with_context(|| format!("creating {}", a.out_dir.display()))?;
     let out = a.out_dir.join("rule30-sweep.json");
-    finish("rule30", plan, session, points, crossovers, Some(&out), Some(&a.out_dir), json, started)
+    let mut session = open(&plan, device)?;
+    progress::install_stop_handler();
+    let tasks = tasks(&plan);
+    let progress = progress_bar(&plan, &tasks, json);
+    let mut checkpoints = Checkpoints::new(Some(&out));
+    let points = measure(session.as_mut(), &plan, &tasks, &progress, |points, task, s| {
+        // Without a bar (not a terminal), a line per length on stderr says how far it is.
+        let last_of_length = points.len() == tasks.len() || tasks[points.len()].length != task.length;
+        if !json && last_of_length && progress.is_hidden() {
+            eprintln!("tlpx: rule30 sweep: {} bits done ({} of {} points)", task.length, points.len(), tasks.len());
+        }
+        checkpoints
+            .offer(points.len(), tasks.len(), || document("rule30", &plan, s, points, crossovers(points, &plan.latencies_ns), started))
+    })?;
+    progress.finish();
+    let crossovers = crossovers(&points, &plan.latencies_ns);
+    finish(&plan, session, points, tasks.len(), crossovers, Some(&out), Some(&a.out_dir), json, started)
 }
 
 fn write_figures(dir: &std::path::Path, points: &[Point], plan: &Plan) -> anyhow::Result<()> {
@@ -1051,9 +1183,10 @@ mod tests {
 
     #[test]
     fn the_same_latency_twice_is_refused_however_written() {
-        let c = Common { mode: "sw-char".into(), packets: 1, generations: 1, rule: 30, seed: 1, verify: false };
-        assert_eq!(Plan::parse(&c, "8", "1us,10us", "--latencies").expect("two latencies").latencies_ns, vec![1000.0, 10000.0]);
-        let e = Plan::parse(&c, "8", "1us,1000ns", "--latencies").expect_err("the same").to_string();
+        let c = Common { mode: "sw-char".into(), generations: 1, rule: 30, seed: 1, verify: false };
+        let hw = DefaultsFor::Hardware;
+        assert_eq!(Plan::parse(&c, 1, "8", "1us,10us", "--latencies", hw).expect("two latencies").latencies_ns, vec![1000.0, 10000.0]);
+        let e = Plan::parse(&c, 1, "8", "1us,1000ns", "--latencies", hw).expect_err("the same").to_string();
         assert_eq!(e, "--latencies: \"1us\" and \"1000ns\" are the same latency; give each once");
         let e = Mode::parse("hw-fast").expect_err("unknown").to_string();
         assert!(e.contains("hw-fast") && e.contains("hw-batch"), "{e}");

@@ -14,6 +14,9 @@
 //! cannot be read (a script source is at most [`MAX_SOURCE_BYTES`], 1 MiB). `run` exits 0 when
 //! the script ended OK, 1 when it failed (an assert, an event timeout, a DMA limit, stopped by
 //! Ctrl-C), 2 on bad input (a script error, a script too large, no CPU).
+//!
+//! While a script runs, a progress bar counts its result records against those it sends
+//! when it runs to its end ([`expected_records`]), with an estimate of the time left.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,6 +25,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use tlpx_device::cpu::{SCRIPT_AREA, SCRIPT_AREA_LEN};
+use tlpx_script::image::Insn;
 use tlpx_script::{lex::parse_clock, AreaError, Diagnostic, Options, Program};
 
 use crate::input;
@@ -478,6 +482,9 @@ fn run_on_card(
         crate::outln!("{}", table_header(width));
     }
     crate::progress::install_stop_handler();
+    let expected = expected_records(&program);
+    let progress = crate::progress::Progress::units(expected, "records", json);
+    progress.start(&file);
     let mut records: Vec<RecordDoc> = Vec::new();
     let mut first_cycle = None;
     let mut console = Vec::new();
@@ -509,22 +516,24 @@ fn run_on_card(
                 let first = *first_cycle.get_or_insert(r.cycle);
                 let d = record_doc(&program, records.len() as u64, first, &r);
                 if !json {
-                    crate::outln!("{}", record_line(&d, width));
+                    progress.println(&record_line(&d, width));
                 }
                 records.push(d);
+                progress.done_one();
             },
             on_console: &mut |bytes| {
                 console.extend_from_slice(bytes);
                 if !json {
                     if let Some(end) = console[console_printed..].iter().rposition(|&b| b == b'\n') {
                         let lines = &console[console_printed..console_printed + end + 1];
-                        eprint!("{}", String::from_utf8_lossy(lines));
+                        progress.suspend(|| eprint!("{}", String::from_utf8_lossy(lines)));
                         console_printed += end + 1;
                     }
                 }
             },
         },
     );
+    progress.finish();
     if !json && console_printed < console.len() {
         eprintln!("{}", String::from_utf8_lossy(&console[console_printed..]));
     }
@@ -599,7 +608,8 @@ fn run_on_card(
         host_side,
     };
     // the common result fields (schema tlpx-result v1), kind "script"
-    let doc = crate::results::ResultDoc::new(
+    let records_came = body.points.len();
+    let mut doc = crate::results::ResultDoc::new(
         "script",
         parameters,
         session.environment.clone(),
@@ -609,13 +619,51 @@ fn run_on_card(
         started.elapsed().as_secs_f64(),
         session.notes.clone(),
     );
+    if crate::progress::stop_requested() {
+        // The records that came, of those a run to the end sends (more if the count is short).
+        doc.stopped_at(records_came, expected.max(records_came as u64) as usize);
+    }
     // 130 after Ctrl-C (the records that came are kept), 1 if the script failed, else 0.
     doc.emit(output, json, !ok)
+}
+
+/// The result records a run of `program` sends when it runs to its end: each recording
+/// instruction (mark, peek, check; a dma that waits, an event wait, with a slot) times the
+/// counts of the loops around it, and the end record. A script that fails or is stopped
+/// sends fewer; the progress bar then ends short of its length.
+pub fn expected_records(program: &Program) -> u64 {
+    // Loop counts multiply: the top of the stack is how often the present instruction runs.
+    let mut runs = vec![1u64];
+    let mut total = 1u64;
+    for insn in &program.insns {
+        let times = runs.last().copied().unwrap_or(1);
+        match insn {
+            Insn::Loop { count } => runs.push(times.saturating_mul(u64::from(*count))),
+            Insn::EndLoop { .. } if runs.len() > 1 => {
+                runs.pop();
+            }
+            Insn::Mark { .. } | Insn::Peek { .. } | Insn::Check { .. } => total = total.saturating_add(times),
+            Insn::Dma { slot: Some(_), nowait: false, .. } | Insn::WaitEvent { slot: Some(_), .. } => {
+                total = total.saturating_add(times);
+            }
+            _ => {}
+        }
+    }
+    total
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expected_records_count_loops_and_the_end_record() {
+        let p = |src: &str| tlpx_script::compile(src, &Options::default()).expect("compiles");
+        assert_eq!(expected_records(&p("mark a\nmark b\n")), 3);
+        assert_eq!(expected_records(&p("loop 4 {\n  mark a\n  loop 3 {\n    mark b\n  }\n}\nmark c\n")), 4 + 12 + 1 + 1);
+        // A dma that does not wait records nothing.
+        assert_eq!(expected_records(&p("dma write size=64B count=1 nowait\nmark a\n")), 2);
+    }
 
     #[test]
     fn serve_values_are_parsed_or_refused_by_name() {
