@@ -6,7 +6,8 @@
 # rule 30: sw-fast vs sw-char and the crossover on the simulated card (scripts/bench_rule30.sh),
 # and the simulator's speed with the soft CPU stopped and running (scripts/bench_cpu.sh); the
 # full card against the card without tlpx's blocks, interleaved, with callgrind instruction
-# counts (scripts/bench_sim.sh). The build levers alone: scripts/bench_levers.sh (not here).
+# counts (scripts/bench_sim.sh); what a user waits for: top beside bw, make demo, every README
+# command with its defaults (scripts/bench_user.sh). The build levers alone: scripts/bench_levers.sh (not here).
 # Writes build/bench/*.json and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,4 +44,6 @@ echo "== bench: rule-30 software references and the accelerator's crossover"
 scripts/bench_rule30.sh
 echo "== bench: the simulator with the soft CPU"
 scripts/bench_cpu.sh
+echo "== bench: what a user waits for (top under traffic, make demo, the README's commands)"
+scripts/bench_user.sh
 cat docs/performance.md

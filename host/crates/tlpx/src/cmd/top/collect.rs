@@ -404,6 +404,14 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
         // Read lazily: starting a capture clears the spy, so the first reading comes after it.
         let mut before: Option<(Reading, Instant)> = None;
         let mut index = 0;
+        // How long the last reading of the card took (wall time). In live time the frame's
+        // wait is shortened by it, so frames keep the interval's cadence: under heavy DMA
+        // each MMIO read of the simulated card queues behind the link's completions and a
+        // reading of ~120 registers takes a sizeable part of a second of wall time.
+        let mut read_cost = Duration::ZERO;
+        // When the next frame is due (live time): frames follow a fixed schedule, one per
+        // interval, so the slices' overheads do not add up from frame to frame.
+        let mut due: Option<Instant> = None;
         while plan.frames.is_none_or(|n| index < n) {
             // Capture only with a free spy: another tool's capture (or its lease) is left alone.
             if plan.capture
@@ -428,12 +436,23 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
             }
             let (before_reading, read_at) = match before.take() {
                 Some(r) => r,
-                None => (read_card(card)?, Instant::now()),
+                None => {
+                    let t = Instant::now();
+                    let r = read_card(card)?;
+                    read_cost = t.elapsed();
+                    (r, Instant::now())
+                }
             };
             // Let the interval pass in slices, draining the ring between them.
             if plan.live {
                 // Wall time: card time runs live meanwhile, at whatever speed the simulator has.
-                let end = read_at + plan.interval;
+                let next = match due {
+                    // Fallen behind (a reading longer than the interval): start again from now.
+                    Some(d) if d > read_at => d,
+                    _ => read_at + plan.interval,
+                };
+                due = Some(next + plan.interval);
+                let end = next.checked_sub(read_cost).unwrap_or(read_at);
                 loop {
                     if stopping(stop) || tlpx_device::stop::requested() {
                         return Ok(());
@@ -467,8 +486,10 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
                     }
                 }
             }
+            let read_start = Instant::now();
             let now = read_card(card)?;
             let now_at = Instant::now();
+            read_cost = now_at - read_start;
             index += 1;
             let mut sample = sample_between(index, &before_reading, &now, clock_hz, started.elapsed().as_secs_f64());
             sample.wall_interval_s = now_at.duration_since(read_at).as_secs_f64();
