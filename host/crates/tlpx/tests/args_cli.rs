@@ -6,24 +6,15 @@
 //! before the card is touched answers first; one that does not would meet the missing
 //! simulator instead (exit status 3, "no simulated card").
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{text, tlpx, tlpx_bin};
 
 /// A device selector naming a simulator that is not running.
 fn absent(dir: &Path) -> String {

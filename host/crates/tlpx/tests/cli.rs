@@ -4,17 +4,12 @@
 //!
 //! Each test starts its own simulator on a private socket, so tests run in parallel.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
+mod common;
+use common::tlpx;
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "tlpx failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -18,6 +18,9 @@ use tlpx_device::spy;
 use tlpx_script::FirmwareImage;
 use tlpx_testkit::SimProcess as Sim;
 
+mod common;
+use common::text;
+
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
@@ -38,10 +41,6 @@ fn cpu_sim() -> Sim {
 
 fn tlpx(device: &str, args: &[&str]) -> Output {
     Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn path_str(p: &Path) -> &str {

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::text;
+
 /// The address space a child may use: enough for tlpx and a capped input, far from what
 /// reading /dev/zero whole needs.
 const MEMORY_LIMIT: u64 = 1 << 30;
@@ -58,10 +61,6 @@ fn wait_quickly(mut child: Child, what: &str) -> Output {
 fn run(args: &[&str]) -> Output {
     let child = tlpx_command(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run tlpx");
     wait_quickly(child, &args.join(" "))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn s(p: &Path) -> &str {

@@ -14,12 +14,11 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
+mod common;
+use common::text;
+
 fn tlpx(device: &str, args: &[&str]) -> Output {
     Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn user_stage(point: &Value) -> &Value {

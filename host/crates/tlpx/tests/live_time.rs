@@ -9,25 +9,15 @@
 //!
 //! No assertion is on wall time: each step waits for a state (with a generous deadline).
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{text, tlpx, tlpx_bin};
 
 fn json_file(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("result")).expect("JSON")

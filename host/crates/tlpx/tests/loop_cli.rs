@@ -13,6 +13,9 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
+mod common;
+use common::text;
+
 fn tlpx_command(device: &str, args: &[&str]) -> Command {
     let mut c = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")));
     c.arg("--device").arg(device).args(args);
@@ -21,10 +24,6 @@ fn tlpx_command(device: &str, args: &[&str]) -> Command {
 
 fn tlpx(device: &str, args: &[&str]) -> Output {
     tlpx_command(device, args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn hist_sum(p: &Value) -> u64 {

@@ -9,20 +9,15 @@
 //! asked, efficiency against the model is there and plausible, errors are counted and the
 //! exit code says so, bad input is a clear error with exit code 2.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
+mod common;
+use common::{tlpx, tlpx_bin};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -19,14 +19,13 @@ use std::time::Duration;
 
 use tlpx_testkit::SimProcess as Sim;
 
+mod common;
+use common::text;
+
 fn tlpx_command(device: &str, args: &[&str]) -> Command {
     let mut c = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")));
     c.arg("--device").arg(device).args(args);
     c
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// A running `tlpx serve` and the address it printed.

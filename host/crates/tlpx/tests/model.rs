@@ -6,20 +6,14 @@
 //! tlpx-model's own tests recompute), so a change in the command's wiring (wrong field,
 //! wrong operation, lost flag) shows up here as a wrong number.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
+mod common;
+use common::tlpx;
 
 /// A device that is certainly not there, so the model falls back to its default link.
 const NO_DEVICE: &str = "sim:/nonexistent/tlpx-model-test.sock";
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "tlpx failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -8,20 +8,14 @@
 //! figures, and a killed `bw` left its job running under the next one.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::TraceReader;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
+mod common;
+use common::{text, tlpx, tlpx_bin};
 
 fn spawn(device: &str, args: &[&str]) -> Child {
     Command::new(tlpx_bin())
@@ -32,10 +26,6 @@ fn spawn(device: &str, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn json(out: &Output) -> serde_json::Value {

@@ -9,24 +9,15 @@
 //! as points finish, crate::checkpoint) appears: the signal is sent then, so no test depends
 //! on how fast this machine runs the simulator.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{text, tlpx, tlpx_bin};
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")

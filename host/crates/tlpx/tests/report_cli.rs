@@ -15,16 +15,15 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
+mod common;
+use common::text;
+
 fn tlpx(device: Option<&str>, args: &[&str]) -> Output {
     let mut c = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")));
     if let Some(d) = device {
         c.arg("--device").arg(d);
     }
     c.args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn s(p: &Path) -> &str {

@@ -6,13 +6,12 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+use common::text;
+
 fn tlpx(args: &[&str]) -> Output {
     // no simulator is started: scripts compile without a card
     Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn example(name: &str) -> String {

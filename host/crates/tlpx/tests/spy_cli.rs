@@ -3,24 +3,14 @@
 //!
 //!   tlpx spy capture ──► tlpx-sim (card + spy) ──ring──► cap.tlpx ──► tlpx spy convert
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::{Body, TraceReader};
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{text, tlpx, tlpx_bin};
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "tlpx failed: {}", text(&out.stderr));

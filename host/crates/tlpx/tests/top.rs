@@ -8,16 +8,14 @@
 //! frames (wall time), so it sees the traffic `bw` drives. Each frame says the span of card
 //! time it covers. No assertion is on wall time. Each test has its own sim.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_testkit::SimProcess as Sim;
 
-fn tlpx_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))
-}
+mod common;
+use common::{tlpx, tlpx_bin};
 
 /// Starts `tlpx bw` writing for `duration` of card time and returns once its first
 /// writes reached the root complex.
@@ -39,10 +37,6 @@ fn drive_writes(sim: &Sim, duration: &str) -> Child {
         std::thread::sleep(Duration::from_millis(10));
     }
     bw
-}
-
-fn tlpx(device: &str, args: &[&str]) -> Output {
-    Command::new(tlpx_bin()).arg("--device").arg(device).args(args).output().expect("run tlpx")
 }
 
 fn text(out: &Output) -> String {
