@@ -166,7 +166,10 @@ impl Card {
     /// note says so, [`Card::take_notes`]); one a live process owns is [`DeviceError::Busy`].
     pub fn claim(&mut self, block: Block) -> Result<(), DeviceError> {
         if self.holds(block) {
-            return Ok(());
+            // Still ours? `tlpx stop` from another process (or an expiry) takes a block back
+            // between two runs of a command; the next run must not start on a block this
+            // process no longer owns (one register read).
+            return self.verify_held(block);
         }
         let length = lease::lease_length(self.device.clock_source());
         let (held, taken_over) = lease::claim(self, block, length)?;
@@ -175,6 +178,20 @@ impl Card {
         }
         self.leases.push(held);
         Ok(())
+    }
+
+    /// [`DeviceError::LeaseLost`] (and the lease forgotten) when `block`, held by this
+    /// process, is no longer its own; Ok when it still is or was never held.
+    pub fn verify_held(&mut self, block: Block) -> Result<(), DeviceError> {
+        let Some(i) = self.leases.iter().position(|h| h.block == block) else {
+            return Ok(());
+        };
+        let held = self.leases[i].clone();
+        let result = lease::verify(self, &held);
+        if matches!(result, Err(DeviceError::LeaseLost { .. })) {
+            self.leases.remove(i);
+        }
+        result
     }
 
     /// Whether this process owns `block` through this card.

@@ -385,6 +385,11 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
         }
     }
     .to_string();
+    if ended_by == "stopped" {
+        // Not stopped by this process (it stops only on a timeout): `tlpx stop generator` or
+        // an expired lease ended the run, and the block is no longer ours.
+        card.verify_held(Block::Generator)?;
+    }
 
     let lat_count = card.read(gen::LAT_COUNT)?;
     let level = gen::lat_samples::LEVEL.get(card.read(gen::LAT_SAMPLES)?);

@@ -91,7 +91,9 @@ impl Block {
             Block::Spy => "the spy",
             Block::IrqTimer => "the interrupt timer",
             Block::RtLoop => "the real-time loop",
-            Block::Rule30Batch => "the rule-30 batch engine",
+            // One lease for the whole core: a batch and single operations (hw-poll, hw-irq,
+            // ...) share its registers, so a second user of either would corrupt the first.
+            Block::Rule30Batch => "the rule-30 accelerator",
             Block::Cpu => "the soft CPU",
         }
     }

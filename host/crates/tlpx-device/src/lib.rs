@@ -207,6 +207,10 @@ pub enum TimeMode {
     Live,
     /// A real card: time is the card's and the host's own, always live.
     Hardware,
+    /// The simulator started with `--host-time real` (or `--free-run`): the host's wall time
+    /// between a client's messages (or in-flight traffic with nobody waiting) becomes card
+    /// time, so the figures hold this machine's scheduling and are not reproducible.
+    RealHostTime,
 }
 
 impl TimeMode {
@@ -216,6 +220,7 @@ impl TimeMode {
             TimeMode::Virtual => "virtual",
             TimeMode::Live => "live",
             TimeMode::Hardware => "hardware",
+            TimeMode::RealHostTime => "real_host_time",
         }
     }
 }

@@ -100,6 +100,7 @@ pub fn check_output_file(flag: &str, path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         bail!("{flag} {shown}: that is a folder; give a file name");
     }
+    refuse_non_regular(flag, path)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("{flag} {shown}: cannot create the folder {}", parent.display()))?;
     }
@@ -114,6 +115,37 @@ pub fn check_output_file(flag: &str, path: &Path) -> anyhow::Result<()> {
         std::fs::remove_file(path).with_context(|| format!("{flag} {shown}: cannot remove the empty file made to check it"))?;
     }
     Ok(())
+}
+
+/// Refuses a `path` that exists and is not a regular file: a result is written into a file
+/// beside it and renamed over it (so that a killed run never leaves half a document), which
+/// would replace a symlink, a device node (as root, `/dev/null` or `/dev/full` itself), a FIFO
+/// or a socket by a regular file. A new name or a regular file is accepted.
+pub fn refuse_non_regular(flag: &str, path: &Path) -> anyhow::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Ok(());
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a folder"
+    } else {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() || t.is_block_device() {
+            "a device node"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        }
+    };
+    bail!(
+        "{flag} {}: that is {kind}; tlpx writes a result by replacing the file (atomically), which would replace it: give a regular file or a new name (without {flag}, nothing is written)",
+        path.display()
+    )
 }
 
 /// Checks that files can be written into the folder `dir` (given with `flag`) before a
@@ -194,6 +226,14 @@ mod tests {
         assert!(!dir.path().join("figures").exists(), "a folder made for the check is removed");
         std::fs::create_dir(dir.path().join("kept")).expect("mkdir");
         check_output_dir("--out-dir", &dir.path().join("kept")).expect("an existing folder");
+        // Not a regular file: refused, and left as it was.
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&file, &link).expect("symlink");
+        let e = format!("{:#}", check_output_file("--output", &link).expect_err("a symlink"));
+        assert!(e.contains("symbolic link") && e.contains("link.json"), "{e}");
+        assert!(std::fs::symlink_metadata(&link).expect("still there").file_type().is_symlink());
+        let e = format!("{:#}", check_output_file("--output", Path::new("/dev/null")).expect_err("a device"));
+        assert!(e.contains("/dev/null: that is a device node"), "{e}");
         assert_eq!(std::fs::read_dir(dir.path().join("kept")).expect("dir").count(), 0, "the probe is removed, the folder kept");
     }
 }

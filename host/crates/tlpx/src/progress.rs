@@ -49,8 +49,19 @@ pub fn stop_requested() -> bool {
 
 /// Whether `e` is a card wait that ended because a stop was requested: the point in progress
 /// is abandoned (its run stopped on the card), the sweep keeps what it measured.
+///
+/// A block taken back from this process (`tlpx stop BLOCK` from another terminal, or its lease
+/// expired) ends the run the same way, so the points measured before it are kept; that case
+/// is said on stderr here, once, as the sweep loops test for it.
 pub fn is_interrupt(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| matches!(c.downcast_ref::<tlpx_device::DeviceError>(), Some(tlpx_device::DeviceError::Interrupted)))
+    e.chain().any(|c| match c.downcast_ref::<tlpx_device::DeviceError>() {
+        Some(tlpx_device::DeviceError::Interrupted) => true,
+        Some(lost @ tlpx_device::DeviceError::LeaseLost { .. }) => {
+            eprintln!("tlpx: {lost}: stopping here, keeping the points measured before");
+            true
+        }
+        _ => false,
+    })
 }
 
 /// A progress bar over the points of a sweep (hidden for JSON or without a terminal).

@@ -318,7 +318,7 @@ impl Drop for Load {
 /// Which parts of the figures are real host time and which are modelled.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimeBasis {
-    /// "hardware", "sim_virtual" or "sim_real_host_time".
+    /// "hardware", "sim_virtual", "sim_live" or "sim_real_host_time".
     pub kind: &'static str,
     /// The simulator's `host_time` mode as its Hello gives it (absent in older simulators).
     pub sim_host_time: Option<String>,
@@ -333,6 +333,7 @@ pub fn basis_clock(kind: &str) -> &'static str {
     match kind {
         "hardware" => "card time",
         "sim_real_host_time" => "card time (simulated; this host's wall time between messages charged to it)",
+        "sim_live" => "card time (simulated, live: it ran on its own, at the simulator's speed, while tlpx worked)",
         _ => "card time (simulated, virtual: it runs only while tlpx waits on tlpx-sim)",
     }
 }
@@ -352,7 +353,7 @@ pub fn comparison(basis: &TimeBasis, cpus: usize) -> Comparison {
             shows_host_load: true,
             statement: "idle vs loaded: the same measurement without and with the --load threads on this host".into(),
         },
-        "sim_real_host_time" => Comparison {
+        "sim_real_host_time" | "sim_live" => Comparison {
             shows_host_load: false,
             statement: format!(
                 "idle vs loaded on the simulator with real host time is how this machine's {cpus} CPU(s) schedule tlpx-sim, \
@@ -373,7 +374,7 @@ pub fn comparison(basis: &TimeBasis, cpus: usize) -> Comparison {
 pub fn comparison_limit(basis: &TimeBasis, c: &Comparison) -> Option<crate::results::SimLimit> {
     let id = match basis.kind {
         "hardware" => return None,
-        "sim_real_host_time" => "idle_vs_loaded_is_this_machines_scheduling",
+        "sim_real_host_time" | "sim_live" => "idle_vs_loaded_is_this_machines_scheduling",
         _ => "idle_vs_loaded_identical_in_virtual_time",
     };
     Some(crate::results::SimLimit::new(id, &["points[].condition", "comparison"], c.statement.clone()))
@@ -420,7 +421,9 @@ impl HostGaps {
     }
 }
 
-/// Where the figures come from: "hardware", "sim_virtual" or "sim_real_host_time", and the
+/// Where the figures come from: "hardware", "sim_virtual", "sim_live" (another client holds
+/// the simulator's live time as the command starts: card time runs on its own, so the host's
+/// own time between messages passes on the card too) or "sim_real_host_time", and the
 /// simulator's `host_time` mode. Each command words its own statement from it.
 pub fn basis_kind(session: &Session) -> (&'static str, Option<String>) {
     let Some(sim) = &session.environment.sim else {
@@ -428,7 +431,17 @@ pub fn basis_kind(session: &Session) -> (&'static str, Option<String>) {
     };
     let mode = sim_host_time(&sim.socket);
     let real = mode.as_deref().is_some_and(|m| m.to_ascii_lowercase().contains("real"));
-    (if real { "sim_real_host_time" } else { "sim_virtual" }, mode)
+    let live = session.environment.time_mode_at_start() == Some(tlpx_device::TimeMode::Live);
+    (
+        if real {
+            "sim_real_host_time"
+        } else if live {
+            "sim_live"
+        } else {
+            "sim_virtual"
+        },
+        mode,
+    )
 }
 // Output -------------------------------------------------------------------------------------
 

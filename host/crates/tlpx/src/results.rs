@@ -9,7 +9,7 @@
 //!   "parameters": { ... },                          what was asked, after defaults
 //!   "environment": { tlpx_version, host_name, kernel, cpu_model, cpus, backend, device,
 //!                    pci_address, card, simulated, sim: { socket, link, seed, ... } | null },
-//!   "time_mode": "virtual" | "live" | "hardware" | null,  the clock that produced the figures
+//!   "time_mode": "virtual" | "live" | "real_host_time" | "hardware" | null,  the clock that produced the figures
 //!   "link": { source: "libpci", generation, lanes, mps, mrrs, rcb, ... } | null,
 //!   "model": { link, completion_split } | null,     the pcie-bench model configuration used
 //!   "points": [ ... ]  (or "table" + "points" for characterize)
@@ -30,7 +30,9 @@
 //! `time_mode` says which clock produced the figures: `virtual` (the simulator's
 //! deterministic time), `live` (the simulator ran in live time during the run, because this or
 //! another client held it: card-time figures are still exact in card cycles, the run is not
-//! reproducible; a `LIVE TIME:` note says so too) or `hardware`; null when no card was opened
+//! reproducible; a `LIVE TIME:` note says so too), `real_host_time` (a simulator started with
+//! `--host-time real` or `--free-run`: this machine's wall time became card time) or
+//! `hardware`; null when no card was opened
 //! (`tlpx model` without a device, software-only runs).
 //! A document that holds less than its run planned has `"interrupted": true` and `partial`:
 //! `state` "interrupted" (stopped by Ctrl-C, SIGTERM or SIGHUP, written at the end with every
@@ -128,12 +130,15 @@ pub struct TimeWatch {
     pub sim_socket: Option<String>,
     /// This command asked for live time itself (`spy capture`, `top`, `serve`).
     pub holds_live: bool,
+    /// The simulator charges the host's wall time as card time (`--host-time real`) or lets
+    /// traffic run with nobody waiting (`--free-run`): what would be virtual is not.
+    pub real_host_time: bool,
 }
 
 impl TimeWatch {
     /// A watch over a real card: time is always the hardware's.
     pub fn hardware() -> TimeWatch {
-        TimeWatch { start: TimeMark::Hardware, sim_socket: None, holds_live: false }
+        TimeWatch { start: TimeMark::Hardware, sim_socket: None, holds_live: false, real_host_time: false }
     }
 
     /// The mode time ran in from the start until now: `live` when the simulator ran any card
@@ -144,9 +149,19 @@ impl TimeWatch {
             return TimeMode::Live;
         }
         let Some(socket) = &self.sim_socket else { return TimeMode::Hardware };
-        match SimDevice::connect_as(socket, "tlpx (time mode)").and_then(|mut s| s.time_mark()) {
+        let mode = match SimDevice::connect_as(socket, "tlpx (time mode)").and_then(|mut s| s.time_mark()) {
             Ok(end) => end.mode_since(&self.start),
             Err(_) => self.start.mode_now(),
+        };
+        self.not_virtual_if_real(mode)
+    }
+
+    /// Virtual time on a simulator that charges real host time is real host time.
+    fn not_virtual_if_real(&self, mode: TimeMode) -> TimeMode {
+        if mode == TimeMode::Virtual && self.real_host_time {
+            TimeMode::RealHostTime
+        } else {
+            mode
         }
     }
 
@@ -156,7 +171,7 @@ impl TimeWatch {
         if self.holds_live {
             TimeMode::Live
         } else {
-            self.start.mode_now()
+            self.not_virtual_if_real(self.start.mode_now())
         }
     }
 }
@@ -178,6 +193,7 @@ impl Environment {
     pub fn card_clock(&self) -> &'static str {
         match (self.simulated, self.time_mode_at_start()) {
             (true, Some(TimeMode::Live)) => "card time (simulated, live)",
+            (true, Some(TimeMode::RealHostTime)) => "card time (simulated, with this host's real time charged)",
             (true, _) => "card time (simulated)",
             (false, _) => "card time",
         }
@@ -195,6 +211,10 @@ impl Environment {
         match clock.mode_at_start() {
             TimeMode::Hardware => None,
             TimeMode::Virtual => Some("virtual time (deterministic)".to_string()),
+            TimeMode::RealHostTime => Some(
+                "real host time (tlpx-sim --host-time real or --free-run: this machine's wall time between messages becomes card time; not reproducible)"
+                    .into(),
+            ),
             TimeMode::Live if clock.holds_live => {
                 Some("live time (this command asks for it: card time runs on its own, never ahead of wall time; not reproducible)".into())
             }
@@ -422,6 +442,8 @@ pub fn write_value(path: &Path, value: &Value) -> anyhow::Result<()> {
     if let Err(e) = check_document(value) {
         anyhow::bail!("internal error: the result document does not follow schema {SCHEMA} v{SCHEMA_VERSION}: {e}");
     }
+    // Checked again here (the command checked before measuring): the path may have changed.
+    crate::args::refuse_non_regular("the result file", path)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }
@@ -470,11 +492,11 @@ pub fn check_document(v: &Value) -> Result<(), String> {
     // must name a clock that fits the environment.
     match v.get("time_mode").map(|m| (m, m.as_str())) {
         None | Some((Value::Null, _)) => {}
-        Some((_, Some("virtual" | "live"))) if env["simulated"] == true => {}
+        Some((_, Some("virtual" | "live" | "real_host_time"))) if env["simulated"] == true => {}
         Some((_, Some("hardware"))) if env["simulated"] != true => {}
         Some((m, _)) => {
             return Err(format!(
-                "time_mode {m} does not fit the environment (simulated: {}): it must be \"virtual\" or \"live\" on the simulator, \"hardware\" on a card",
+                "time_mode {m} does not fit the environment (simulated: {}): it must be \"virtual\", \"live\" or \"real_host_time\" on the simulator, \"hardware\" on a card",
                 env["simulated"]
             ))
         }
@@ -730,6 +752,7 @@ mod tests {
             start: TimeMark::Simulator { live_cycles: 5, live_clients: 0 },
             sim_socket: Some("/nonexistent/tlpx-test.sock".into()),
             holds_live: false,
+            real_host_time: false,
         });
         let v = make(sim.clone());
         assert_eq!(v["time_mode"], "virtual");

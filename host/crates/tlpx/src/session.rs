@@ -129,7 +129,7 @@ impl Session {
                         Block::Generator => "the traffic generator (its DMA shares the link)",
                         Block::IrqTimer => "the interrupt timer (its MSIs and sample writes share the link)",
                         Block::RtLoop => "the real-time loop (its DMA shares the link)",
-                        Block::Rule30Batch => "a rule-30 batch (its DMA shares the link)",
+                        Block::Rule30Batch => "the rule-30 accelerator's user (a batch's DMA shares the link)",
                         Block::Cpu => "a script on the card's CPU (it drives the card's blocks)",
                     };
                     let text = format!("{what}, run by {}", owner.describe());
@@ -167,8 +167,12 @@ impl Session {
             Ok(mut sim) => {
                 let start = tlpx_device::Device::time_mark(&mut sim)
                     .unwrap_or(tlpx_device::TimeMark::Simulator { live_cycles: 0, live_clients: 0 });
-                environment.clock = Some(TimeWatch { start, sim_socket: Some(s.socket.clone()), holds_live: false });
-                SimEnvironment::from_hello(s.socket.clone(), sim.hello())
+                let hello = sim.hello();
+                // Host time charged as card time (or traffic running with nobody waiting):
+                // not the deterministic virtual time, whatever live time does.
+                let real_host_time = hello.free_run || hello.host_time != tlpx_sim_protocol::HostTime::Virtual;
+                environment.clock = Some(TimeWatch { start, sim_socket: Some(s.socket.clone()), holds_live: false, real_host_time });
+                SimEnvironment::from_hello(s.socket.clone(), hello)
             }
             Err(_) => SimEnvironment {
                 socket: s.socket.clone(),

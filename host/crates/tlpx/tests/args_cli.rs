@@ -59,6 +59,9 @@ fn negative_numbers_are_refused_naming_the_option_and_its_range() {
         (&["loop", "--load-cpus", "0,-1"], &["--load-cpus", "-1", "0..="]),
         (&["rule30", "run", "--length", "-8"], &["--length", "1..=1024"]),
         (&["rule30", "run", "--generations", "-1"], &["--generations", "1..=65535"]),
+        // Unbounded before: 4294967295 packets aborted allocating 103 GB.
+        (&["rule30", "run", "--packets", "4294967295"], &["--packets", "1..=1000000"]),
+        (&["rule30", "sweep", "--packets", "1000001"], &["--packets", "1..=1000000"]),
         (&["rule30", "sweep", "--lengths", "-8"], &["--lengths", "1..=1024"]),
         (&["rule30", "sweep", "--latencies", "-1us"], &["--latencies", "positive duration"]),
         (&["spy", "capture", "--ring", "-16"], &["--ring", "power of two in 16..=16777216"]),

@@ -121,3 +121,45 @@ fn a_live_client_that_dies_gives_live_time_up_and_the_simulator_goes_idle() {
     assert_eq!((b.cycles, b.live_cycles), (a.cycles, a.live_cycles), "the simulator kept running after its live client died");
     assert!(b.clients.iter().all(|c| !c.live), "{:?}", b.clients);
 }
+
+#[test]
+fn irq_and_loop_beside_a_live_capture_say_live_time_in_their_basis_not_virtual() {
+    // Before: the header said live time, the next line "virtual: card time runs only while
+    // tlpx waits ... NOT in these figures", and time_basis.kind was "sim_virtual".
+    let sim = Sim::start(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let capture = live_capture(&sim, "cap.tlpx");
+    for (cmd, args) in [("irq", vec!["irq", "--samples", "10"]), ("loop", vec!["loop", "--iterations", "10"])] {
+        let file = dir.path().join(format!("{cmd}.json"));
+        let mut args = args.clone();
+        args.extend(["--output", file.to_str().expect("path")]);
+        let out = tlpx(&sim.selector(), &args);
+        assert!(out.status.success(), "{cmd}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(!stdout.contains("simulator, virtual time"), "{cmd}: {stdout}");
+        assert!(stdout.contains("simulator, live time (another client holds it)"), "{cmd}: {stdout}");
+        let v = json_file(&file);
+        assert_eq!((v["time_mode"].as_str(), v["time_basis"]["kind"].as_str()), (Some("live"), Some("sim_live")), "{cmd}");
+    }
+    assert!(tlpx(&sim.selector(), &["spy", "stop"]).status.success());
+    assert!(capture.wait_with_output().expect("capture").status.success());
+}
+
+#[test]
+fn a_simulator_charging_real_host_time_gives_results_that_say_so() {
+    // Before: tlpx-sim --host-time real (or --free-run) gave time_mode "virtual" and the
+    // header "virtual time (deterministic)".
+    for flags in [&["--host-time", "real"][..], &["--free-run"][..]] {
+        let sim = Sim::start(flags);
+        let out = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "256", "--count", "20"]);
+        assert!(out.status.success(), "{flags:?}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(v["time_mode"], "real_host_time", "{flags:?}");
+        let out = tlpx(&sim.selector(), &["bw", "--op", "write", "--sizes", "256", "--count", "20"]);
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("real host time (tlpx-sim --host-time real or --free-run") && !stdout.contains("deterministic"),
+            "{stdout}"
+        );
+    }
+}

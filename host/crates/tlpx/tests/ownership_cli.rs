@@ -217,3 +217,74 @@ fn a_measurement_beside_another_tools_capture_says_it_is_perturbed() {
     let v = json(&tlpx(&dev, &["--json", "bw", "--op", "write", "--sizes", "1024", "--count", "20"]));
     assert_eq!(v["environment"]["perturbed_by"], serde_json::json!([]), "{v}");
 }
+
+#[test]
+fn single_rule30_operations_are_refused_while_another_process_runs_a_batch_and_the_batch_stays_right() {
+    // Before: hw-poll beside a running hw-batch rewrote the core's registers under it (20 of
+    // 20 packets wrong with --verify, the batch failed with "result record 0 ... is not this
+    // batch's"), and without --verify printed wrong figures with exit 0.
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let batch = spawn(&dev, &["--json", "rule30", "run", "--mode", "hw-batch", "--packets", "20000", "--verify"]);
+    wait_owned(&dev, "rule30_batch", batch.id());
+    for mode in ["hw-poll", "hw-irq"] {
+        let out = tlpx(&dev, &["rule30", "run", "--mode", mode, "--packets", "5", "--verify"]);
+        assert_eq!(out.status.code(), Some(3), "{mode}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains("busy: the rule-30 accelerator is owned by PID") && err.contains(&batch.id().to_string()), "{err}");
+    }
+    let out = batch.wait_with_output().expect("batch");
+    let v = json(&out);
+    let point = &v["points"][0];
+    assert_eq!((point["mismatches"].as_u64(), point["verified_packets"].as_u64()), (Some(0), Some(20000)), "{point}");
+    // Free again: a single operation runs and verifies.
+    let out = tlpx(&dev, &["rule30", "run", "--mode", "hw-poll", "--packets", "5", "--verify"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(owner_of(&dev, "rule30_batch"), None);
+}
+
+#[test]
+fn a_result_never_replaces_a_symlink_or_a_device_node() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let target = sim.path("target.txt");
+    std::fs::write(&target, "kept\n").expect("write");
+    let link = sim.path("link.json");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let out = tlpx(&dev, &["bw", "--op", "read", "--sizes", "4096", "--count", "10", "--output", link.to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("that is a symbolic link"), "{}", text(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link).expect("link").file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).expect("target"), "kept\n");
+    let out = tlpx(&dev, &["bw", "--op", "read", "--sizes", "4096", "--count", "10", "--output", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("/dev/null: that is a device node"), "{}", text(&out.stderr));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/null").expect("/dev/null").file_type().is_char_device());
+}
+
+#[test]
+fn tlpx_stop_generator_ends_a_multi_point_bw_with_its_finished_points_and_the_next_bw_is_clean() {
+    // Before: the stopped bw ran its remaining points on a generator it no longer owned (the
+    // next bw then counted UR errors it did not cause), and ended with exit 3 and no result.
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let file = sim.path("stopped.json");
+    let first = spawn(
+        &dev,
+        &["bw", "--op", "read,write", "--sizes", "64,256,1024,4096", "--count", "2000", "--output", file.to_str().expect("path")],
+    );
+    wait_owned(&dev, "generator", first.id());
+    let out = tlpx(&dev, &["stop", "generator"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = first.wait_with_output().expect("first bw");
+    let err = text(&out.stderr);
+    assert!(err.contains("is no longer this process's") && err.contains("keeping the points measured before"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("partial result")).expect("JSON");
+    assert_eq!(v["interrupted"], true, "{}", v["partial"]);
+    assert!(v["points"].as_array().expect("points").len() < 8, "{}", v["partial"]);
+    for _ in 0..3 {
+        let out = tlpx(&dev, &["--json", "bw", "--op", "read", "--sizes", "4096", "--count", "100"]);
+        assert_eq!(bw_figures(&out), (100, 0), "{}", text(&out.stdout));
+    }
+}

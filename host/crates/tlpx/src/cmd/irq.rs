@@ -183,6 +183,12 @@ pub fn time_basis(session: &Session) -> TimeBasis {
                         MSI and ack-write link time PLUS the real wake-up of this process on this host (socket, scheduler); \
                         the card, the link and the root complex are modelled, not hardware"
         }
+        "sim_live" => {
+            "simulator, live time (another client holds it): card time ran on its own while tlpx worked, so the user stage \
+                        is the modelled MSI and ack-write link time PLUS this process's wake-up and code on this host, passing \
+                        at the simulator's speed (slower than the card's clock: a wall microsecond is less than a card \
+                        microsecond); neither the deterministic virtual figures nor hardware ones; not reproducible"
+        }
         _ => {
             "simulator, virtual time: card time runs only while tlpx waits on the simulator, so the user stage is \
                         ONLY the modelled link and card time (MSI to the root complex, the ack write back); the host's \
@@ -197,7 +203,7 @@ pub fn time_basis(session: &Session) -> TimeBasis {
 pub fn dispatch_limit(basis: &TimeBasis, cpus: usize) -> Option<SimLimit> {
     let statement = match basis.kind {
         "hardware" => return None,
-        "sim_real_host_time" => format!(
+        "sim_real_host_time" | "sim_live" => format!(
             "the user stage is the modelled MSI and ack-write trips plus this machine's wall time from tlpx-sim's reply on its \
              Unix socket to tlpx's ack write, i.e. how its {cpus} CPU(s) schedule the simulator and tlpx: no interrupt \
              controller or kernel interrupt dispatch is in it; measure dispatch on hardware"
@@ -744,7 +750,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let cpus = session.environment.cpus;
     let comparison = (runs.len() > 1).then(|| {
         let mut c = realtime::comparison(&basis, cpus);
-        if basis.kind == "sim_real_host_time" {
+        if matches!(basis.kind, "sim_real_host_time" | "sim_live") {
             if let Some(o) = idle_slower_than_loaded(&runs) {
                 c.statement = format!("{}; {o}", c.statement);
             }

@@ -274,6 +274,11 @@ pub fn time_basis(session: &Session, poll_step_ns: f64) -> TimeBasis {
                        the socket wake-up), each gap capped; the card, link and root complex are modelled, not hardware; \
                        the host's own compute time (host_compute_ns) is real in every mode"
             .to_string(),
+        "sim_live" => "simulator, live time (another client holds it): card time ran on its own while tlpx worked, so the \
+                       loop time is the modelled card and link PLUS this host's detection, checksum and wake-up, passing at \
+                       the simulator's speed (slower than the card's clock); neither the deterministic virtual figures nor \
+                       hardware ones; not reproducible; host_compute_ns is real host time in every mode"
+            .to_string(),
         _ => format!(
             "simulator, virtual time: the loop time is ONLY the modelled card and link time (the buffer's write, the MSI, the \
              return path) plus the poll granularity ({poll_step_ns:.0} ns of card time per poll); the host's detection, \
@@ -288,11 +293,13 @@ pub fn time_basis(session: &Session, poll_step_ns: f64) -> TimeBasis {
 pub fn detection_limit(basis: &TimeBasis, poll_step_ns: f64) -> Option<SimLimit> {
     let statement = match basis.kind {
         "hardware" => return None,
-        "sim_real_host_time" => "irq against poll detection with real host time: an irq wait is one message to tlpx-sim, \
+        "sim_real_host_time" | "sim_live" => {
+            "irq against poll detection with real host time or live time: an irq wait is one message to tlpx-sim, \
                                  answered when the simulated MSI arrives, and a poll is a message per read of host memory; \
                                  neither is a host's interrupt path or a CPU polling a cache line, so which is faster here \
                                  says nothing about a PCIe host"
-            .to_string(),
+                .to_string()
+        }
         _ => format!(
             "irq against poll detection in virtual time: the MSI costs only its modelled trip (no interrupt controller, kernel \
              or thread wake-up) while polling is quantised to {poll_step_ns:.0} ns of card time per poll, so irq looks as fast \
@@ -453,7 +460,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     progress::install_stop_handler();
     let poll_step_ns = plan.config(8, Detect::Poll, Return::Register).poll_step.as_nanos() as f64;
     let basis = time_basis(&session, poll_step_ns);
-    let detect_timeout = (basis.kind == "sim_real_host_time").then_some(SIM_REAL_HOST_TIME_DETECT_TIMEOUT);
+    let detect_timeout = matches!(basis.kind, "sim_real_host_time" | "sim_live").then_some(SIM_REAL_HOST_TIME_DETECT_TIMEOUT);
     let width = cmd.bar_width as usize;
     if !json {
         realtime::print_header(&session, &basis);

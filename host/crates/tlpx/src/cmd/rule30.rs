@@ -32,6 +32,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use tlpx_device::lease::Block;
 use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
 use tlpx_device::{BarPath, ClockSource};
 use tlpx_model::stats::Summary;
@@ -163,12 +164,17 @@ pub struct Common {
     pub verify: bool,
 }
 
+/// Most packets a point takes: its inputs, outputs and per-line times are all kept (for the
+/// verification and the percentiles), about 1 KB per packet at 99 generations of 1024 bits.
+pub const MAX_PACKETS: u32 = 1_000_000;
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Packets per point [default: 1000 on hardware, 100 on the simulator].
-    #[arg(long, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
+    /// Packets per point, 1..=1000000 (a point keeps every packet's input, output and line
+    /// times in memory: up to ~1 GB at the limit) [default: 1000 on hardware, 100 on the simulator].
+    #[arg(long, value_parser = whole(1, MAX_PACKETS), allow_negative_numbers = true)]
     pub packets: Option<u32>,
     /// Packet length in bits (cells), 1..=1024.
     #[arg(long, default_value_t = 256, value_parser = whole(1, accel::MAX_LINE_LENGTH), allow_negative_numbers = true)]
@@ -185,8 +191,9 @@ pub struct RunArgs {
 pub struct SweepArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Packets per point [default: 1000 on hardware, 10 on the simulator].
-    #[arg(long, value_parser = whole(1, u32::MAX), allow_negative_numbers = true)]
+    /// Packets per point, 1..=1000000 (a point keeps every packet's input, output and line
+    /// times in memory: up to ~1 GB at the limit) [default: 1000 on hardware, 10 on the simulator].
+    #[arg(long, value_parser = whole(1, MAX_PACKETS), allow_negative_numbers = true)]
     pub packets: Option<u32>,
     /// Packet lengths in bits: a list (8,64,256) or a range FROM..TO/STEP (8..1024/8)
     /// [default: 8..1024/8 on hardware, 8,16,32,64,128,256,512,1024 on the simulator].
@@ -493,8 +500,15 @@ fn run_hw(
     let path;
     match mode {
         Mode::Hw(m) => {
+            // The core is one block with one owner: single operations rewrite the registers a
+            // batch (or another process's single operations) relies on. Claimed per point, as
+            // the batch engine's run does (accel::batch::run), and refreshed between packets.
+            card.claim(Block::Rule30Batch)?;
             let per_start = if m == HwMode::Multi { plan.generations } else { 1 };
-            accel::configure(card, &op, m, per_start)?;
+            if let Err(e) = accel::configure(card, &op, m, per_start) {
+                let _ = card.release(Block::Rule30Batch);
+                return Err(e.into());
+            }
             // hw-syscall: every access crosses the kernel (the seed's char driver) where the
             // backend has a mapping to avoid; the others use the backend's usual path.
             let usual = card.device().bar_path();
@@ -516,12 +530,17 @@ fn run_hw(
                     per_packet.push((card.device().clock_ns()? - t0) as f64);
                     outputs.push(out);
                     tick(outputs.len() as u64);
+                    // Outside the timed packet: a lease refresh when one is due.
+                    card.keep_leases()?;
                 }
                 let c1 = accel::counters(card)?;
                 Ok((c1.busy_cycles - c0.busy_cycles, c1.operations.wrapping_sub(c0.operations)))
             })();
-            card.device().set_bar_path(usual)?;
+            let restored = card.device().set_bar_path(usual);
+            let released = card.release(Block::Rule30Batch);
             (busy_cycles, operations) = run?;
+            restored?;
+            released?;
         }
         Mode::Batch => {
             path = Some(card.device().bar_path());

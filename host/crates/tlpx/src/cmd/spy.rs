@@ -547,6 +547,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             match summary.time_mode {
                 tlpx_device::TimeMode::Live => "live time: not reproducible",
                 tlpx_device::TimeMode::Virtual => "virtual time",
+                tlpx_device::TimeMode::RealHostTime => "real host time: not reproducible",
                 tlpx_device::TimeMode::Hardware => "hardware",
             },
             summary.wall_seconds,
