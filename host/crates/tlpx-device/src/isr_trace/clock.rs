@@ -533,6 +533,81 @@ mod tests {
         assert!(ClockCorrelation::fit(&too_many).expect_err("too many").to_string().contains("at most"));
     }
 
+    // Pairs recorded from the simulated card -------------------------------------------------
+
+    /// Where the recording lives (tests/fixtures/isr_trace/sim_pairs.txt: `t_a cycles t_b`
+    /// per line, host CLOCK_MONOTONIC_RAW ns and the sim card's timebase).
+    const SIM_PAIRS: &str = include_str!("../../tests/fixtures/isr_trace/sim_pairs.txt");
+
+    fn recorded_pairs() -> Vec<(u64, u64, u64)> {
+        SIM_PAIRS
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let v: Vec<u64> = l.split_whitespace().map(|x| x.parse().expect("a number")).collect();
+                (v[0], v[1], v[2])
+            })
+            .collect()
+    }
+
+    /// Re-records the fixture: real host times and real round trips over the sim's socket
+    /// (two correlations of 64 pairs, 50 ms apart), as `ClockCorrelation::measure` takes them.
+    /// `cargo test --release -p tlpx-device -- --ignored record_sim_pairs`
+    #[test]
+    #[ignore = "writes tests/fixtures/isr_trace/sim_pairs.txt; run by hand to re-record"]
+    fn record_sim_pairs() {
+        let sim = tlpx_testkit::SimProcess::start(&[]);
+        let dev = crate::backends::sim::SimDevice::connect(sim.socket()).expect("connect to the sim");
+        let mut card = Card::open(Box::new(dev)).expect("a tlpx card");
+        let mut text = String::from("# t_a cycles t_b: two correlations of 64 pairs against the simulated card, 50 ms apart\n");
+        for i in 0..2 {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            for (a, c, b) in ClockCorrelation::measure_pairs(&mut card, 64, Duration::ZERO, TraceClock::MonotonicRaw).expect("pairs") {
+                text.push_str(&format!("{a} {c} {b}\n"));
+            }
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/isr_trace/sim_pairs.txt");
+        std::fs::write(&path, text).expect("write the fixture");
+    }
+
+    /// The fit on pairs with real jitter: each used bracket agrees with the line within the
+    /// bound, the fastest half is used, and the figures are the ones the fit gave when the
+    /// pairs were recorded (a change of the fit shows here first).
+    #[test]
+    fn fits_of_pairs_recorded_from_the_simulated_card() {
+        let all = recorded_pairs();
+        assert_eq!(all.len(), 128);
+        let (before, after) = all.split_at(64);
+        let fits = [ClockCorrelation::fit(before).expect("before"), ClockCorrelation::fit(after).expect("after")];
+        for fit in &fits {
+            assert_eq!((fit.pairs_total, fit.pairs_used), (64, 32));
+            if fit.consistent {
+                let u = fit.uncertainty_cycles();
+                for &(a, c, b) in fit.used_pairs() {
+                    // The card latched c somewhere in [a, b]: some point of the bracket is
+                    // within the bound of the line.
+                    assert!(fit.cycles_since(a, c) <= 1.0 + u && fit.cycles_since(b, c) >= -u, "({a}, {c}, {b}) outside ±{u}: {fit:?}");
+                }
+            }
+        }
+        let run = ClockCorrelation::interpolate(&fits[0], &fits[1]).expect("interpolates");
+        assert_eq!(run.pairs_used, 64);
+        // In virtual time the card's counter stands still while no client waits, so across
+        // the 50 ms pause no straight line passes through every bracket: the fit must say so
+        // (and fall back to its non-rigorous bound) rather than claim a bound.
+        assert_eq!((fits[0].consistent, fits[1].consistent, run.consistent), (true, true, false));
+        let close = |got: f64, want: f64| (got - want).abs() <= 1e-9 * want.abs();
+        let figures =
+            [fits[0].cycles_per_ns, fits[0].bound_cycles, fits[1].cycles_per_ns, fits[1].bound_cycles, run.cycles_per_ns, run.bound_cycles];
+        let recorded =
+            [0.0009615976977789618, 11.419917591037134, 0.0013154804704962168, 13.031735687681664, 2.806991664294527e-5, 2529.101351712016];
+        assert!(figures.iter().zip(recorded).all(|(&g, w)| close(g, w)), "{figures:?} vs {recorded:?}");
+        let trips = [fits[0].round_trip_min_ns, fits[0].round_trip_limit_ns, fits[1].round_trip_min_ns, fits[1].round_trip_limit_ns];
+        assert_eq!(trips, [21860, 23179, 17123, 17358]);
+    }
+
     // The simulated card --------------------------------------------------------------------
 
     /// In the simulator card time is virtual: it moves only while the sim works for a

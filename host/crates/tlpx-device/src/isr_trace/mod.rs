@@ -22,10 +22,10 @@
 //! [`isr_stage_cycles`] pairs each fire with its handler entry.
 //!
 //! One file per concern. The pure ones are tested on recorded input (tests/fixtures/isr_trace:
-//! this machine's tracepoint format file, and a perf ring the kernel wrote whose live records
-//! wrap past its end) and on bytes and pairs built as the kernel and the card produce them;
-//! the clock fit and the pairing on pairs from a known clock, so their error can be checked
-//! against the truth (a recording has no truth to compare with):
+//! this machine's tracepoint format file, a perf ring the kernel wrote whose live records
+//! wrap past its end, clock pairs taken from the simulated card) and on bytes and pairs built
+//! as the kernel and the card produce them: the clock fit and the pairing are checked against
+//! pairs from a known clock, because only there is the true error known:
 //!
 //! | file | what | touches |
 //! |---|---|---|
