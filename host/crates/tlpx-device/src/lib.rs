@@ -18,6 +18,7 @@ pub mod lease;
 pub mod litepcie_dma;
 pub mod paths;
 pub mod pci;
+pub mod perf;
 pub mod pio;
 pub mod rt_loop;
 pub mod rule30;

@@ -16,13 +16,25 @@
 //! Virtual machines often expose no counters (the kernel answers ENOENT for hardware events),
 //! and `kernel.perf_event_paranoid` restricts unprivileged users: the refusal message names the
 //! cause, and callers carry on without counters.
+//!
+//! The kernel interface (the attr struct, the system call, the ioctls, the paranoid level and
+//! errno names) is `tlpx_device::perf`, shared with the ISR trace; this file keeps what is about
+//! CPU counters: which events, how they are grouped and scaled, and how a refusal of them and
+//! their counts are told.
 
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use serde::Serialize;
+#[cfg(test)]
+use tlpx_device::perf::PERF_TYPE_SOFTWARE;
+use tlpx_device::perf::{
+    self, PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL, PERF_ATTR_SIZE_VER1, PERF_COUNT_HW_CACHE_MISSES,
+    PERF_COUNT_HW_CACHE_REFERENCES, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC,
+    PERF_FORMAT_TOTAL_TIME_ENABLED, PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_IOC_FLAG_GROUP, PERF_TYPE_HARDWARE,
+};
 
 // Events and options -----------------------------------------------------------------------------
 
@@ -102,11 +114,12 @@ pub struct PmcOptions {
 // Refusals ---------------------------------------------------------------------------------------
 
 /// Where `perf_event_paranoid` is read from.
-pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
+pub use tlpx_device::perf::PARANOID_PATH;
 
-/// The current `kernel.perf_event_paranoid`, or `None` when it cannot be read.
+/// The current `kernel.perf_event_paranoid`, or `None` when it cannot be read (the messages
+/// here then say it could not be read, without the reason).
 pub fn read_paranoid() -> Option<i32> {
-    std::fs::read_to_string(PARANOID_PATH).ok()?.trim().parse().ok()
+    perf::read_paranoid().ok()
 }
 
 /// Why the kernel refused a counter, in words: a pure function of the `errno` of
@@ -172,22 +185,9 @@ fn permission_message(code: &str, paranoid: Option<i32>, scope: PmcScope) -> Str
     }
 }
 
+/// The errno's name for a message; `errno` for one perf never gives.
 fn errno_name(errno: i32) -> &'static str {
-    match errno {
-        libc::ENOENT => "ENOENT",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::ENODEV => "ENODEV",
-        libc::EACCES => "EACCES",
-        libc::EPERM => "EPERM",
-        libc::ENOSYS => "ENOSYS",
-        libc::EBUSY => "EBUSY",
-        libc::EMFILE => "EMFILE",
-        libc::ENFILE => "ENFILE",
-        libc::EINVAL => "EINVAL",
-        libc::E2BIG => "E2BIG",
-        libc::ESRCH => "ESRCH",
-        _ => "errno",
-    }
+    perf::errno_name(errno).unwrap_or("errno")
 }
 
 /// No counter could be opened. The message says why and what to do.
@@ -464,26 +464,23 @@ impl<E: Copy> CounterSet<E> {
     }
 
     fn start(&mut self) -> io::Result<()> {
-        self.for_leaders(PERF_EVENT_IOC_DISABLE)?;
-        self.for_leaders(PERF_EVENT_IOC_RESET)?;
+        self.for_leaders(perf::disable)?;
+        self.for_leaders(perf::reset)?;
         for counter in &mut self.counters {
             let [_, enabled, running] = read_counter(&counter.fd)?;
             counter.times_at_start = (enabled, running);
         }
-        self.for_leaders(PERF_EVENT_IOC_ENABLE)
+        self.for_leaders(perf::enable)
     }
 
     fn stop(&mut self) -> io::Result<()> {
-        self.for_leaders(PERF_EVENT_IOC_DISABLE)
+        self.for_leaders(perf::disable)
     }
 
-    fn for_leaders(&self, request: libc::c_ulong) -> io::Result<()> {
+    /// Applies `request` (enable, disable, reset) to each group as a whole, through its leader.
+    fn for_leaders(&self, request: fn(&OwnedFd, libc::c_ulong) -> io::Result<()>) -> io::Result<()> {
         for counter in self.counters.iter().filter(|c| c.leader) {
-            // SAFETY: an open perf event fd; these requests take an integer argument.
-            let rc = unsafe { libc::ioctl(counter.fd.as_raw_fd(), request as _, PERF_IOC_FLAG_GROUP) };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            request(&counter.fd, PERF_IOC_FLAG_GROUP)?;
         }
         Ok(())
     }
@@ -504,21 +501,10 @@ impl<E: Copy> CounterSet<E> {
 /// The value, time_enabled and time_running of one counter (read_format TOTAL_TIME_*).
 fn read_counter(fd: &OwnedFd) -> io::Result<[u64; 3]> {
     let mut values = [0u64; 3];
-    let size = std::mem::size_of_val(&values);
-    // SAFETY: reads at most `size` bytes into `values`, which is that large.
-    let got = unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), size) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if got as usize != size {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("perf counter read gave {got} bytes, expected {size}")));
-    }
+    perf::read_values(fd, &mut values)?;
     Ok(values)
 }
 
-// perf_event_open(2) -----------------------------------------------------------------------------
-
-const PERF_TYPE_HARDWARE: u32 = 0;
 // The CLI's shared facility (`tlpx --pmc ...`) ------------------------------------------------------
 
 /// One counted stretch of work, as it goes into a result document's `pmc` field.
@@ -650,43 +636,7 @@ pub fn say_main() {
     });
 }
 
-#[cfg(test)]
-const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
-const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-const PERF_COUNT_HW_CACHE_REFERENCES: u64 = 2;
-const PERF_COUNT_HW_CACHE_MISSES: u64 = 3;
-const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = 1 << 0;
-const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
-/// perf_event_attr flag bits (the C bitfield, LSB first).
-const ATTR_DISABLED: u64 = 1 << 0;
-const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
-const ATTR_EXCLUDE_HV: u64 = 1 << 6;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-/// _IO('$', 0), _IO('$', 1), _IO('$', 3).
-const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
-const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
-const PERF_EVENT_IOC_RESET: libc::c_ulong = 0x2403;
-const PERF_IOC_FLAG_GROUP: libc::c_ulong = 1;
-/// Size of the attribute layout below (PERF_ATTR_SIZE_VER1); every kernel since 2.6.39 takes it.
-const PERF_ATTR_SIZE_VER1: u32 = 72;
-
-/// `struct perf_event_attr` up to `config2` (include/uapi/linux/perf_event.h).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct PerfEventAttr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-}
+// perf_event_open(2) -----------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct EventSpec {
@@ -707,6 +657,7 @@ impl EventSpec {
         }
         PerfEventAttr {
             type_: self.type_,
+            // Every field set here is in VER1, which every kernel since 2.6.39 takes.
             size: PERF_ATTR_SIZE_VER1,
             config: self.config,
             read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
@@ -716,16 +667,10 @@ impl EventSpec {
     }
 }
 
-/// perf_event_open for the calling thread on any CPU; the errno on failure.
+/// perf_event_open for the calling thread on any CPU; the errno on failure (the messages
+/// here are chosen by errno, and the tests stand in for the kernel with errnos).
 fn perf_event_open(attr: &PerfEventAttr, group_fd: RawFd) -> Result<OwnedFd, i32> {
-    let (pid, cpu): (libc::pid_t, libc::c_int) = (0, -1);
-    // SAFETY: `attr` is a valid perf_event_attr of the size it declares, alive for the call.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const PerfEventAttr, pid, cpu, group_fd, PERF_FLAG_FD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL));
-    }
-    // SAFETY: the kernel returned a new file descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    perf::perf_event_open(attr, 0, -1, group_fd, PERF_FLAG_FD_CLOEXEC).map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))
 }
 
 #[cfg(test)]
@@ -876,7 +821,8 @@ mod tests {
 
     #[test]
     fn attributes_count_this_thread_in_the_requested_scope() {
-        assert_eq!(std::mem::size_of::<PerfEventAttr>(), PERF_ATTR_SIZE_VER1 as usize);
+        // The struct is the kernel's whole one now (tlpx_device::perf); what is sent is VER1.
+        assert!(std::mem::size_of::<PerfEventAttr>() >= PERF_ATTR_SIZE_VER1 as usize);
         let user = PmcEvent::Cycles.spec().attr(PmcScope::User, true);
         assert_eq!((user.type_, user.config, user.size), (PERF_TYPE_HARDWARE, 0, 72));
         assert_eq!(user.flags, ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV);
