@@ -50,11 +50,14 @@ from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE a
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
+from tlpx_gateware.cores.irq_timer import core as irq_timer_core
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
+from tlpx_gateware.cores.rt_loop import core as rt_loop_core
 from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
 from tlpx_gateware.cores.generator import core as generator_core
 from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, TAGS, CompletionDispatcher, Generator
+from tlpx_gateware.cores.pio import core as pio_core
 from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import DWSerializer, RequestPath
 from tlpx_gateware.cores.rule30.batch import BATCH_TAG, Rule30Batch
@@ -106,6 +109,12 @@ BLOCK_CONSTANTS = {
     "SPY_RECORD_FIFO_DEPTH":        spy_core.RECORD_FIFO_DEPTH,
     "SPY_LATENCY_BUCKETS":          spy_core.LATENCY_BUCKETS,
     "SPY_PAYLOAD_BUCKETS":          spy_core.PAYLOAD_BUCKETS,
+    "IRQ_TIMER_HISTOGRAM_BUCKETS":  irq_timer_core.HISTOGRAM_BUCKETS,
+    "PIO_MAX_READ_DELAY":           pio_core.MAX_READ_DELAY,
+    "PIO_SIZE_BUCKETS":             pio_core.SIZE_BUCKETS,
+    "RT_LOOP_MAX_BUFFER_BYTES":     rt_loop_core.MAX_BUFFER_BYTES,
+    "RT_LOOP_SAMPLE_FIFO_DEPTH":    rt_loop_core.SAMPLE_FIFO_DEPTH,
+    "RT_LOOP_HISTOGRAM_BUCKETS":    rt_loop_core.HISTOGRAM_BUCKETS,
     "RT_LOOP_TAG":                  LOOP_TAG,
     "RULE30_BATCH_TAG":             BATCH_TAG,
 }

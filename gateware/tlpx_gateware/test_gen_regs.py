@@ -150,6 +150,12 @@ COPIES = [
      "tlpx_regs::generator::config::{Operation, AddressPattern, DataPattern}"),
     ("host/crates/tlpx-device/src/spy.rs", r"\bconst (LATENCY_BUCKETS|PAYLOAD_BUCKETS|RECORD_FIFO_DEPTH)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::SPY_*"),
+    ("host/crates/tlpx-device/src/pio.rs", r"\bconst (SIZE_BUCKETS|MAX_READ_DELAY)\s*:\s*\w+\s*=\s*\d",
+     "tlpx_regs::constants::PIO_*"),
+    ("host/crates/tlpx-device/src/rt_loop.rs", r"\bconst (MAX_SIZE|CHUNK_ITERATIONS|HISTOGRAM_BUCKETS)\s*:\s*\w+\s*=\s*\d",
+     "tlpx_regs::constants::RT_LOOP_*"),
+    ("host/crates/tlpx-device/src/irq_timer.rs", r"\bconst HISTOGRAM_BUCKETS\s*:\s*\w+\s*=\s*\d",
+     "tlpx_regs::constants::IRQ_TIMER_HISTOGRAM_BUCKETS"),
     # host: the script compiler and its image
     ("host/crates/tlpx-script/src/compile.rs", r"\bconst (MAX_TRANSFER_BYTES|TAGS)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::GENERATOR_*"),

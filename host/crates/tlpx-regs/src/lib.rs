@@ -4175,6 +4175,7 @@ pub mod constants {
     pub const IDENT_MAGIC: u64 = 1414287448;
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
+    pub const IRQ_TIMER_HISTOGRAM_BUCKETS: u64 = 32;
     pub const MSI_GENERATOR: u64 = 3;
     pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
@@ -4182,8 +4183,13 @@ pub mod constants {
     pub const MSI_RT_LOOP: u64 = 5;
     pub const MSI_RULE30: u64 = 6;
     pub const MSI_SOFTWARE: u64 = 2;
+    pub const PIO_MAX_READ_DELAY: u64 = 4000;
+    pub const PIO_SIZE_BUCKETS: u64 = 13;
     pub const PIO_WINDOW_BASE: u64 = 65536;
     pub const PIO_WINDOW_SIZE: u64 = 65536;
+    pub const RT_LOOP_HISTOGRAM_BUCKETS: u64 = 32;
+    pub const RT_LOOP_MAX_BUFFER_BYTES: u64 = 4096;
+    pub const RT_LOOP_SAMPLE_FIFO_DEPTH: u64 = 1024;
     pub const RT_LOOP_TAG: u64 = 193;
     pub const RULE30_BATCH_TAG: u64 = 194;
     pub const RULE30_WINDOW_BASE: u64 = 131072;
