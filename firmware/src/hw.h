@@ -10,8 +10,8 @@
    -fno-delete-null-pointer-checks, so that GCC does not treat a read of it as a NULL
    dereference (it would put a trap there instead of the load). */
 
-/* BAR0 size (tlpx_regs::BAR_SIZE): the decoder's bound on script offsets. */
-#define BAR0_SIZE 0x100000u
+/* BAR0 size (generated, as tlpx_regs::BAR_SIZE): the decoder's bound on script offsets. */
+#define BAR0_SIZE TLPX_BAR_SIZE
 
 /* SRAM layout (docs/firmware.md, "Memory map") */
 #define FW_BASE          0x40000u

@@ -4,13 +4,14 @@
 #define TLPX_FW_SCRIPT_H
 
 #include "types.h"
+#include "tlpx_regs.h"
 
 /* Format limits (tlpx_script::image) */
 #define IMG_MAGIC        0x53584C54u /* "TLXS" as bytes */
 #define IMG_VERSION      1u
 #define IMG_HEADER_LEN   48u
 #define IMG_INSN_LEN     24u
-#define IMG_DMA_LEN      64u
+#define IMG_DMA_LEN      TLPX_GENERATOR_DESC_LEN /* generated: tlpx_regs.h */
 #define IMG_EVENT_LEN    8u
 #define IMG_SLOT_LEN     8u
 #define IMG_MAX_INSNS    16384u

@@ -28,6 +28,12 @@ def csr_json(width=64):
     return json.loads((BUILD / f"dw{width}" / "csr.json").read_text())
 
 
+def csr_map(width=64):
+    """The card's register map with names (fields, values, constants): tlpx_gateware.csr_map."""
+    from tlpx_gateware.csr_map import CsrMap
+    return CsrMap(csr_json(width))
+
+
 def reg(name, width=64):
     """BAR0 offset of register `region.register` from csr.json."""
     region, register = name.split(".", 1)

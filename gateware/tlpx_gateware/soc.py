@@ -50,15 +50,20 @@ from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE a
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
+from tlpx_gateware.cores.irq_timer import core as irq_timer_core
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
+from tlpx_gateware.cores.rt_loop import core as rt_loop_core
 from tlpx_gateware.cores.rt_loop.core import LOOP_TAG, RealTimeLoop
 from tlpx_gateware.cores.ident.core import MAGIC, VERSION_MAJOR, VERSION_MINOR, Identification
+from tlpx_gateware.cores.generator import core as generator_core
 from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, TAGS, CompletionDispatcher, Generator
+from tlpx_gateware.cores.pio import core as pio_core
 from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import DWSerializer, RequestPath
 from tlpx_gateware.cores.rule30.batch import BATCH_TAG, Rule30Batch
 from tlpx_gateware.cores.rule30.block import Rule30Block, window_region
 from tlpx_gateware.cores.rule30.core import WINDOW_BYTES as RULE30_WINDOW_SIZE
+from tlpx_gateware.cores.spy import core as spy_core
 from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.clocking import SimClocking, changed, core_enable_logic
@@ -91,6 +96,28 @@ RULE30_WINDOW_BASE = 0x20000
 
 # MSI sources, bit = index in pcie_msi's enable/vector registers.
 MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer", "rt_loop", "rule30"]
+
+# Constants of tlpx's blocks that the host and the firmware need, exported into csr.json's
+# constants (gateware/tools/gen_regs.py makes them tlpx_regs::constants and TLPX_CONST_* of the
+# firmware's header; it takes them from here when a card was built before one was exported).
+BLOCK_CONSTANTS = {
+    "GENERATOR_TAG_BASE":           TAG_BASE,
+    "GENERATOR_TAGS":               TAGS,
+    "GENERATOR_MAX_TRANSFER_BYTES": generator_core.MAX_TRANSFER_BYTES,
+    "GENERATOR_HISTOGRAM_BUCKETS":  generator_core.HISTOGRAM_BUCKETS,
+    "GENERATOR_SAMPLE_FIFO_DEPTH":  generator_core.SAMPLE_FIFO_DEPTH,
+    "SPY_RECORD_FIFO_DEPTH":        spy_core.RECORD_FIFO_DEPTH,
+    "SPY_LATENCY_BUCKETS":          spy_core.LATENCY_BUCKETS,
+    "SPY_PAYLOAD_BUCKETS":          spy_core.PAYLOAD_BUCKETS,
+    "IRQ_TIMER_HISTOGRAM_BUCKETS":  irq_timer_core.HISTOGRAM_BUCKETS,
+    "PIO_MAX_READ_DELAY":           pio_core.MAX_READ_DELAY,
+    "PIO_SIZE_BUCKETS":             pio_core.SIZE_BUCKETS,
+    "RT_LOOP_MAX_BUFFER_BYTES":     rt_loop_core.MAX_BUFFER_BYTES,
+    "RT_LOOP_SAMPLE_FIFO_DEPTH":    rt_loop_core.SAMPLE_FIFO_DEPTH,
+    "RT_LOOP_HISTOGRAM_BUCKETS":    rt_loop_core.HISTOGRAM_BUCKETS,
+    "RT_LOOP_TAG":                  LOOP_TAG,
+    "RULE30_BATCH_TAG":             BATCH_TAG,
+}
 
 # Platform -----------------------------------------------------------------------------------------
 
@@ -415,16 +442,14 @@ class TlpxCard(SoCMini):
             region=SoCRegion(origin=PIO_WINDOW_BASE, size=PIO_WINDOW_SIZE, cached=False))
         self.add_constant("PIO_WINDOW_BASE", PIO_WINDOW_BASE)
         self.add_constant("PIO_WINDOW_SIZE", PIO_WINDOW_SIZE)
-        self.add_constant("GENERATOR_TAG_BASE", TAG_BASE)
-        self.add_constant("GENERATOR_TAGS", TAGS)
-        self.add_constant("RT_LOOP_TAG", LOOP_TAG)
+        for name, value in BLOCK_CONSTANTS.items():
+            self.add_constant(name, value)
 
         # Rule-30 window ---------------------------------------------------------------------------
         self.bus.add_slave(name="rule30", slave=self.rule30.bus,
             region=SoCRegion(origin=RULE30_WINDOW_BASE, size=RULE30_WINDOW_SIZE, cached=False))
         self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
         self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
-        self.add_constant("RULE30_BATCH_TAG", BATCH_TAG)
 
 # Register map export ------------------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ ENDED_DURATION = 2
 ENDED_STOP     = 3
 
 SAMPLE_FIFO_DEPTH = 1024
+# The largest transfer_size the host may give (bytes), and the latency histogram's buckets.
+MAX_TRANSFER_BYTES = 65536
+HISTOGRAM_BUCKETS  = 32
 
 # Request engine (one for writes, one for reads) ---------------------------------------------------
 
@@ -449,19 +452,19 @@ class Generator(LiteXModule):
         ], description="Run control.")
         self.config = CSRStorage(fields=[
             CSRField("operation", size=2, values=[
-                ("0", "read",  "BW_RD / LAT_RD: the card reads host memory."),
-                ("1", "write", "BW_WR: the card writes host memory."),
-                ("2", "read_write", "BW_RDWR: both at once, independent streams."),
-                ("3", "write_then_read", "LAT_WRRD: write a transfer, read it back, repeat."),
+                (str(OP_READ), "read",  "BW_RD / LAT_RD: the card reads host memory."),
+                (str(OP_WRITE), "write", "BW_WR: the card writes host memory."),
+                (str(OP_READ_WRITE), "read_write", "BW_RDWR: both at once, independent streams."),
+                (str(OP_WRITE_READ), "write_then_read", "LAT_WRRD: write a transfer, read it back, repeat."),
             ], description="What the run does."),
             CSRField("address_pattern", size=2, values=[
-                ("0", "sequential", "transfer n at window offset (n << stride_log2)."),
-                ("1", "fixed", "every transfer at window offset 0."),
-                ("2", "random", "a stride slot chosen by an LFSR."),
+                (str(ADDR_SEQUENTIAL), "sequential", "transfer n at window offset (n << stride_log2)."),
+                (str(ADDR_FIXED), "fixed", "every transfer at window offset 0."),
+                (str(ADDR_RANDOM), "random", "a stride slot chosen by an LFSR."),
             ], description="Transfer addresses."),
             CSRField("data_pattern", size=1, values=[
-                ("0", "counter", "DW at byte address a = a/4 + seed."),
-                ("1", "prbs", "DW at byte address a = lowbias32(a/4 ^ seed)."),
+                (str(PATTERN_COUNTER), "counter", "DW at byte address a = a/4 + seed."),
+                (str(PATTERN_PRBS), "prbs", "DW at byte address a = lowbias32(a/4 ^ seed)."),
             ], description="Data written, and expected on reads."),
             CSRField("check_data", size=1, description="Check read data against the pattern (DW-aligned transfers only)."),
             CSRField("addr64", size=1, description="Force 4DW (64-bit) headers even below 4 GiB."),
@@ -469,7 +472,7 @@ class Generator(LiteXModule):
             CSRField("no_snoop", size=1, description="Set the No Snoop attribute."),
             CSRField("flush", size=1, description="End a run with writes with a 1-DW read of the buffer, so that its cycles cover every write reaching host memory."),
         ], description="Run configuration.")
-        self.transfer_size = CSRStorage(18, reset=4096, description="Bytes per transfer (1..65536).")
+        self.transfer_size = CSRStorage(18, reset=4096, description=f"Bytes per transfer (1..{MAX_TRANSFER_BYTES}).")
         self.count = CSRStorage(64, description="Transfers per engine; 0: until duration.")
         self.duration = CSRStorage(64, description="Card cycles the engines issue for; 0: until count.")
         self.request_size_log2 = CSRStorage(4, reset=9, description="log2 of the largest read request in bytes (<= MRRS).")
@@ -488,9 +491,9 @@ class Generator(LiteXModule):
             CSRField("running", size=1, description="A run is in progress."),
             CSRField("done", size=1, description="The last run has ended (cleared by start)."),
             CSRField("ended_by", size=2, values=[
-                ("1", "count", "the transfer count was reached."),
-                ("2", "duration", "the duration elapsed."),
-                ("3", "stop", "control.stop."),
+                (str(ENDED_COUNT), "count", "the transfer count was reached."),
+                (str(ENDED_DURATION), "duration", "the duration elapsed."),
+                (str(ENDED_STOP), "stop", "control.stop."),
             ], description="Why the last run ended."),
             CSRField("outstanding", size=8, offset=8, description="Reads in flight now."),
         ], description="Run status.")
@@ -519,7 +522,7 @@ class Generator(LiteXModule):
             csr = CSRStatus(width, name=name, description=description)
             setattr(self, name, csr)
             stat[name] = csr.status
-        self.lat_hist = Log2Histogram("lat_hist", 32, 32, "read latency (cycles)")
+        self.lat_hist = Log2Histogram("lat_hist", 32, HISTOGRAM_BUCKETS, "read latency (cycles)")
         self.lat_sample = CSRStatus(32, description="Oldest latency sample (cycles); reading it removes it from the FIFO.")
         self.lat_samples = CSRStatus(fields=[
             CSRField("level", size=16, description=f"Samples waiting in the FIFO (up to {SAMPLE_FIFO_DEPTH})."),

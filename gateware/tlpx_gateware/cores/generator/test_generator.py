@@ -9,17 +9,28 @@ poisoned data and lost completions must be counted while the engine finishes and
 usable. Widths 64, 128 and 256 bits.
 """
 
+import functools
+
 import pytest
 
 from tlpx_gateware import tlp
-from tlpx_gateware.conftest import reg
+from tlpx_gateware.conftest import csr_map, reg
 from tlpx_gateware.cores.common import pattern_word_py, PATTERN_COUNTER, PATTERN_PRBS
-from tlpx_gateware.cores.generator.core import (ADDR_FIXED, ADDR_RANDOM, ADDR_SEQUENTIAL, OP_READ, OP_READ_WRITE,
-                                                OP_WRITE, OP_WRITE_READ, TAG_BASE, TAGS)
+from tlpx_gateware.cores.generator.core import (ADDR_FIXED, ADDR_RANDOM, ADDR_SEQUENTIAL, HISTOGRAM_BUCKETS, OP_READ,
+                                                OP_READ_WRITE, OP_WRITE, OP_WRITE_READ, TAG_BASE, TAGS)
 from tlpx_gateware.sim.card import HostMemory
 
 BASE = 0x4000_0000
 SIZE = 1 << 16
+
+# Register values are encoded and decoded with the card's fields (csr.json), by name.
+@functools.cache
+def csr():
+    return csr_map()
+
+
+def ended_by(status, name):
+    return csr().get("generator.status.ended_by", status) == csr().value("generator.status.ended_by", name)
 
 
 class GeneratorDriver:
@@ -42,8 +53,9 @@ class GeneratorDriver:
     def run(self, op, transfer_size=1024, count=4, request_log2=9, payload_log2=8, outstanding=32,
             pattern=ADDR_SEQUENTIAL, window=SIZE, stride_log2=12, offset=0, data=PATTERN_COUNTER, check=1,
             addr64=0, ro=0, ns=0, seed=7, idle=0, timeout=5000, duration=0, max_cycles=200000, flush=0):
-        self.w("control", 0b100)  # clear
-        config = op | (pattern << 2) | (data << 4) | (check << 5) | (addr64 << 6) | (ro << 7) | (ns << 8) | (flush << 9)
+        self.w("control", csr().encode("generator.control", clear=1))
+        config = csr().encode("generator.config", operation=op, address_pattern=pattern, data_pattern=data, check_data=check,
+                            addr64=addr64, relaxed_ordering=ro, no_snoop=ns, flush=flush)
         for name, value in [("config", config), ("transfer_size", transfer_size), ("count", count),
                             ("duration", duration), ("request_size_log2", request_log2),
                             ("payload_size_log2", payload_log2), ("idle_cycles", idle),
@@ -55,11 +67,11 @@ class GeneratorDriver:
         from tlpx_gateware.soc import MSI_SOURCES
         self.card.write32(reg("pcie_msi.enable"), 1 << MSI_SOURCES.index("generator"))
         self.card.msis.clear()
-        self.w("control", 0b001)  # start
+        self.w("control", csr().encode("generator.control", start=1))
         self.card.run_until(lambda: self.card.msis, timeout=max_cycles)
         self.card.write32(reg("pcie_msi.clear"), 1 << MSI_SOURCES.index("generator"))
         c = self.counters()
-        assert c["status"] & 0b10, "the MSI came before status.done"
+        assert csr().get("generator.status.done", c["status"]), "the MSI came before status.done"
         return c
 
     def counters(self):
@@ -70,10 +82,10 @@ class GeneratorDriver:
         c = {n: self.r(n, 2) for n in names64}
         c.update({n: self.r(n) for n in names32})
         c["status"] = self.r("status")
-        level = self.r("lat_samples") & 0xFFFF
+        level = csr().get("generator.lat_samples.level", self.r("lat_samples"))
         c["samples"] = [self.r("lat_sample") for _ in range(level)]
         hist = []
-        for i in range(32):
+        for i in range(HISTOGRAM_BUCKETS):
             self.w("lat_hist_select", i)
             hist.append(self.r("lat_hist_count"))
         c["hist"] = hist
@@ -98,7 +110,7 @@ def test_write_lands_pattern_and_counts_match_host(gen):
     assert c["write_requests"] == len(writes) == 32
     assert c["write_bytes"] == sum(e["bytes"] for e in writes) == 8 * 1024
     assert all(e["bytes"] <= 256 and e["hdr_dws"] == 3 for e in writes)
-    assert c["transfers"] == 8 and (c["status"] >> 2) & 3 == 1  # ended by count
+    assert c["transfers"] == 8 and ended_by(c["status"], "count")
     for t in range(8):
         for off in range(0, 1024, 4):
             addr = BASE + t * 4096 + off
@@ -138,7 +150,7 @@ def test_error_completions_are_counted_and_engine_recovers(gen):
     c = gen.run(OP_READ, transfer_size=512, count=8, timeout=3000)
     # Poisoned: every completion of that read (512 B in 64-byte RCB pieces) carries EP.
     assert (c["err_ur"], c["err_ca"], c["err_poisoned"], c["err_timeouts"]) == (1, 1, 512 // 64, 1)
-    assert c["status"] & 0b10 and (c["status"] >> 8) & 0xFF == 0  # done, nothing outstanding
+    assert csr().get("generator.status.done", c["status"]) and csr().get("generator.status.outstanding", c["status"]) == 0
     assert c["lat_count"] == 8 - 3  # UR, CA and the dropped read are not measured
     # A late completion for the dropped read would be "unexpected"; the next run is clean.
     mem.faults = {}
@@ -206,7 +218,7 @@ def test_random_addresses_stay_in_window(gen):
 def test_fixed_address_and_duration(gen):
     mem = gen.card.memory
     c = gen.run(OP_WRITE, transfer_size=64, count=0, duration=3000, pattern=ADDR_FIXED)
-    assert (c["status"] >> 2) & 3 == 2  # ended by duration
+    assert ended_by(c["status"], "duration")
     assert {e["addr"] for e in mem.log} == {BASE}
     assert c["write_requests"] == len(mem.log) > 10
 

@@ -45,6 +45,8 @@ EVENT_IRQ_SAMPLE = 3
 MODE_RANDOM = 0
 MODE_PERIODIC = 1
 
+HISTOGRAM_BUCKETS = 32  # of each stage's log2 histogram
+
 
 class StageStats(LiteXModule):
     """min / max / sum / count and a log2 histogram of one stage's latency (cycles)."""
@@ -55,7 +57,7 @@ class StageStats(LiteXModule):
         self.min   = CSRStatus(32, name="min", description=f"Smallest {name} latency (cycles from the fire).")
         self.max   = CSRStatus(32, name="max", description=f"Largest {name} latency (cycles).")
         self.sum   = CSRStatus(64, name="sum", description=f"Sum of {name} latencies (cycles).")
-        self.hist  = Log2Histogram("hist", 32, 32, f"{name} latency (cycles)")
+        self.hist  = Log2Histogram("hist", 32, HISTOGRAM_BUCKETS, f"{name} latency (cycles)")
 
         # # #
 

@@ -17,6 +17,7 @@ from litex.soc.integration.doc import ModuleDoc
 from tlpx_gateware.cores.common import Log2Histogram
 
 MAX_READ_DELAY = 4000  # cycles; below the request path's bus timeout
+SIZE_BUCKETS = 13      # log2 buckets of the size histograms: 1 B .. 4 KiB
 
 
 class PIOWindow(LiteXModule):
@@ -40,8 +41,8 @@ class PIOWindow(LiteXModule):
         self.last_write  = CSRStatus(64, description="Card cycle at which the last counted write completed.")
         self.read_tlps   = CSRStatus(64, description="Read TLPs that hit the window.")
         self.read_bytes  = CSRStatus(64, description="Bytes read (enabled bytes).")
-        self.write_size = Log2Histogram("write_size", 13, 13, "write TLP payload bytes")
-        self.read_size  = Log2Histogram("read_size", 13, 13, "read TLP bytes")
+        self.write_size = Log2Histogram("write_size", 13, SIZE_BUCKETS, "write TLP payload bytes")
+        self.read_size  = Log2Histogram("read_size", 13, SIZE_BUCKETS, "read TLP bytes")
 
         # # #
 

@@ -42,6 +42,7 @@ from tlpx_gateware.cores.request_path.core import DWGatherer
 
 MAX_BUFFER_BYTES = 4096
 SAMPLE_FIFO_DEPTH = 1024
+HISTOGRAM_BUCKETS = 32
 # Tag of the DMA-return read (after the generator's tags and its flushing read).
 LOOP_TAG = 193
 
@@ -91,7 +92,7 @@ class RealTimeLoop(LiteXModule):
         self.loop_min = CSRStatus(32, description="Shortest loop (cycles from the buffer's first beat to the result's arrival).")
         self.loop_max = CSRStatus(32, description="Longest loop (cycles).")
         self.loop_sum = CSRStatus(64, description="Sum of loop times (cycles).")
-        self.loop_hist = Log2Histogram("loop_hist", 32, 32, "loop time (cycles)")
+        self.loop_hist = Log2Histogram("loop_hist", 32, HISTOGRAM_BUCKETS, "loop time (cycles)")
         self.sample = CSRStatus(32, description="Oldest loop-time sample (cycles); reading it removes it.")
         self.samples = CSRStatus(16, description=f"Samples waiting (up to {SAMPLE_FIFO_DEPTH}).")
         self.samples_dropped = CSRStatus(32, description="Samples not kept because the FIFO was full.")

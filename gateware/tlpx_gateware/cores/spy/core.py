@@ -30,6 +30,11 @@ from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter
 
 RECORD_VERSION = 1
+# Records the record FIFO holds (the most `pre` records of a start trigger, plus one), and the
+# buckets of the latency and payload-size histograms.
+RECORD_FIFO_DEPTH = 512
+LATENCY_BUCKETS   = 32
+PAYLOAD_BUCKETS   = 13
 
 # TLP classes for the live counters and the type filter (bit = class).
 CLASSES = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"]
@@ -179,7 +184,7 @@ class SpyFilter(LiteXModule):
 # Spy ----------------------------------------------------------------------------------------------
 
 class Spy(LiteXModule):
-    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=512,
+    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=RECORD_FIFO_DEPTH,
                  clock_hz=125e6):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
@@ -240,9 +245,9 @@ class Spy(LiteXModule):
         self.count_bytes = CSRStatus(64, description="Bytes of those TLPs on the datapath (header and payload DWs).")
         self.count_payload = CSRStatus(64, description="Payload bytes of those TLPs (Length DWs of TLPs with data).")
         self.count_wait = CSRStatus(64, description="Cycles those TLPs waited with valid high and ready low.")
-        self.latency_hist = Log2Histogram("latency_hist", 32, 32, "matched read latency, request to last completion (cycles)")
-        self.payload_hist_down = Log2Histogram("payload_hist_down", 13, 13, "payload bytes per host-to-card TLP with data")
-        self.payload_hist_up = Log2Histogram("payload_hist_up", 13, 13, "payload bytes per card-to-host TLP with data")
+        self.latency_hist = Log2Histogram("latency_hist", 32, LATENCY_BUCKETS, "matched read latency, request to last completion (cycles)")
+        self.payload_hist_down = Log2Histogram("payload_hist_down", 13, PAYLOAD_BUCKETS, "payload bytes per host-to-card TLP with data")
+        self.payload_hist_up = Log2Histogram("payload_hist_up", 13, PAYLOAD_BUCKETS, "payload bytes per card-to-host TLP with data")
 
         # # #
 

@@ -22,42 +22,14 @@ use crate::{DeviceError, DmaBuffer};
 /// Tags the generator may have outstanding (its tag range on the link is 128..128+TAGS).
 pub const TAGS: u32 = tlpx_regs::constants::GENERATOR_TAGS as u32;
 /// Largest transfer one descriptor moves.
-pub const MAX_TRANSFER_BYTES: u32 = 65536;
+pub const MAX_TRANSFER_BYTES: u32 = tlpx_regs::constants::GENERATOR_MAX_TRANSFER_BYTES as u32;
 /// Buckets of the log2 latency / size histograms (bucket k counts values in [2^k, 2^(k+1))).
-pub const HISTOGRAM_BUCKETS: usize = 32;
+pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::GENERATOR_HISTOGRAM_BUCKETS as usize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Operation {
-    /// BW_RD: the card reads host memory.
-    Read,
-    /// BW_WR: the card writes host memory.
-    Write,
-    /// BW_RDWR: both at once, independent streams over the same window.
-    ReadWrite,
-    /// LAT_WRRD: write a transfer, then read it back; latency from the write to the read's last completion.
-    WriteThenRead,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AddressPattern {
-    /// transfer n at window offset (n * stride) mod window.
-    Sequential,
-    /// every transfer at the same address.
-    Fixed,
-    /// a stride-aligned slot of the window chosen by an LFSR.
-    Random,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DataPattern {
-    /// DW at byte address a holds (a/4 + seed).
-    Counter,
-    /// DW at byte address a holds lowbias32(a/4 ^ seed): pseudo-random, checkable in any order.
-    Prbs,
-}
+/// What a run does, how it addresses the window, what data it moves: the generator's
+/// `config` field values, generated from the gateware's register map (serialized as the
+/// map's value names: `read`, `read_write`, `write_then_read`, `sequential`, `prbs`, ...).
+pub use tlpx_regs::generator::config::{AddressPattern, DataPattern, Operation};
 
 /// One generator run. Validated by [`GenConfig::validate`] against the link's MPS/MRRS.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -297,20 +269,9 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     config.validate(4096, 4096, buffer.len)?;
     card.claim(Block::Generator)?;
     let clock_hz = card.identity().clock_hz;
-    let op = match config.operation {
-        Operation::Read => 0,
-        Operation::Write => 1,
-        Operation::ReadWrite => 2,
-        Operation::WriteThenRead => 3,
-    };
-    let pattern = match config.address_pattern {
-        AddressPattern::Sequential => 0,
-        AddressPattern::Fixed => 1,
-        AddressPattern::Random => 2,
-    };
-    let cfg = gen::config::OPERATION.set(op)
-        | gen::config::ADDRESS_PATTERN.set(pattern)
-        | gen::config::DATA_PATTERN.set(u64::from(config.data_pattern == DataPattern::Prbs))
+    let cfg = gen::config::OPERATION.set(u64::from(config.operation.value()))
+        | gen::config::ADDRESS_PATTERN.set(u64::from(config.address_pattern.value()))
+        | gen::config::DATA_PATTERN.set(u64::from(config.data_pattern.value()))
         | gen::config::CHECK_DATA.set(u64::from(config.check_data))
         | gen::config::ADDR64.set(u64::from(config.addr64))
         | gen::config::RELAXED_ORDERING.set(u64::from(config.relaxed_ordering))
@@ -378,9 +339,9 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     let ended_by = if timed_out {
         "timeout"
     } else {
-        match gen::status::ENDED_BY.get(status) {
-            1 => "count",
-            2 => "duration",
+        match gen::status::EndedBy::try_from(gen::status::ENDED_BY.get(status) as u32) {
+            Ok(gen::status::EndedBy::Count) => "count",
+            Ok(gen::status::EndedBy::Duration) => "duration",
             _ => "stopped",
         }
     }
@@ -428,4 +389,22 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
         errors,
         ended_by,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_values_keep_their_json_names() -> Result<(), serde_json::Error> {
+        // Results and saved configurations carry these names: the generated enums must
+        // (de)serialize as the hand-written ones did.
+        let names = Operation::ALL.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?;
+        assert_eq!(names, ["\"read\"", "\"write\"", "\"read_write\"", "\"write_then_read\""]);
+        let names = AddressPattern::ALL.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?;
+        assert_eq!(names, ["\"sequential\"", "\"fixed\"", "\"random\""]);
+        assert_eq!(serde_json::to_string(&DataPattern::Prbs)?, "\"prbs\"");
+        assert_eq!(serde_json::from_str::<Operation>("\"write_then_read\"")?, Operation::WriteThenRead);
+        Ok(())
+    }
 }

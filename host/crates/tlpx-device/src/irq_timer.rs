@@ -35,7 +35,7 @@ use crate::{DeviceError, DmaBuffer};
 pub const RECORD_BYTES: usize = 32;
 /// Buckets of the per-stage log2 histograms (bucket k counts [2^k, 2^(k+1)) cycles; bucket
 /// 0 also counts 0).
-pub const HISTOGRAM_BUCKETS: usize = 32;
+pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::IRQ_TIMER_HISTOGRAM_BUCKETS as usize;
 /// Smallest ring (records).
 pub const MIN_RING_RECORDS: u32 = 16;
 /// Largest ring (records).

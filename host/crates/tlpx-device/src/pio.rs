@@ -33,9 +33,9 @@ pub struct PioStats {
 }
 
 /// Buckets of the size histograms (1 B .. 4 KiB).
-pub const SIZE_BUCKETS: usize = 13;
+pub const SIZE_BUCKETS: usize = tlpx_regs::constants::PIO_SIZE_BUCKETS as usize;
 /// Largest read delay the window accepts, in cycles.
-pub const MAX_READ_DELAY: u32 = 4000;
+pub const MAX_READ_DELAY: u32 = tlpx_regs::constants::PIO_MAX_READ_DELAY as u32;
 
 fn require_pio(card: &Card) -> Result<(), DeviceError> {
     if card.has_feature("generator") {

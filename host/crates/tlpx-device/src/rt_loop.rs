@@ -34,11 +34,11 @@ use crate::{DeviceError, DmaBuffer};
 /// Smallest buffer (bytes): the token and one data DW.
 pub const MIN_SIZE: u32 = 8;
 /// Largest buffer (bytes).
-pub const MAX_SIZE: u32 = 4096;
+pub const MAX_SIZE: u32 = tlpx_regs::constants::RT_LOOP_MAX_BUFFER_BYTES as u32;
 /// Iterations per chunk: the card's sample FIFO depth.
-pub const CHUNK_ITERATIONS: u32 = 1024;
+pub const CHUNK_ITERATIONS: u32 = tlpx_regs::constants::RT_LOOP_SAMPLE_FIFO_DEPTH as u32;
 /// Buckets of the card's loop-time log2 histogram.
-pub const HISTOGRAM_BUCKETS: usize = 32;
+pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::RT_LOOP_HISTOGRAM_BUCKETS as usize;
 /// Where the host stores the checksum for a DMA return: this far into the buffer allocation.
 const RESULT_OFFSET: usize = MAX_SIZE as usize;
 /// The interrupt mask for `Device::wait_interrupt` (LitePCIe's MSI block sends vector 0).

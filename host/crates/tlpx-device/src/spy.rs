@@ -38,11 +38,11 @@ pub const RECORD_VERSION: u16 = 1;
 /// TLP classes of the live counters and the type filters, in bit order.
 pub const CLASSES: [&str; 8] = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"];
 /// Buckets of the read-latency histogram (bucket k counts [2^k, 2^(k+1)) cycles).
-pub const LATENCY_BUCKETS: usize = 32;
+pub const LATENCY_BUCKETS: usize = tlpx_regs::constants::SPY_LATENCY_BUCKETS as usize;
 /// Buckets of the payload-size histograms (bucket k counts [2^k, 2^(k+1)) bytes).
-pub const PAYLOAD_BUCKETS: usize = 13;
+pub const PAYLOAD_BUCKETS: usize = tlpx_regs::constants::SPY_PAYLOAD_BUCKETS as usize;
 /// Records the spy's record FIFO holds: the most `pre` records of a start trigger.
-pub const RECORD_FIFO_DEPTH: u32 = 512;
+pub const RECORD_FIFO_DEPTH: u32 = tlpx_regs::constants::SPY_RECORD_FIFO_DEPTH as u32;
 /// Smallest ring (records).
 pub const MIN_RING_RECORDS: u32 = 16;
 /// Largest ring (records): 2^24 records = 512 MiB of host memory.

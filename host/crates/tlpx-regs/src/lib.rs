@@ -592,6 +592,147 @@ pub mod generator {
         pub const NO_SNOOP: Field = Field { shift: 8, width: 1 };
         /// End a run with writes with a 1-DW read of the buffer, so that its cycles cover every write reaching host memory.
         pub const FLUSH: Field = Field { shift: 9, width: 1 };
+
+        /// Values of `operation`: What the run does.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum Operation {
+            /// BW_RD / LAT_RD: the card reads host memory.
+            #[cfg_attr(feature = "serde", serde(rename = "read"))]
+            Read = 0,
+            /// BW_WR: the card writes host memory.
+            #[cfg_attr(feature = "serde", serde(rename = "write"))]
+            Write = 1,
+            /// BW_RDWR: both at once, independent streams.
+            #[cfg_attr(feature = "serde", serde(rename = "read_write"))]
+            ReadWrite = 2,
+            /// LAT_WRRD: write a transfer, read it back, repeat.
+            #[cfg_attr(feature = "serde", serde(rename = "write_then_read"))]
+            WriteThenRead = 3,
+        }
+
+        impl Operation {
+            /// Every value, in value order.
+            pub const ALL: [Operation; 4] = [Operation::Read, Operation::Write, Operation::ReadWrite, Operation::WriteThenRead];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Operation::Read => "read",
+                    Operation::Write => "write",
+                    Operation::ReadWrite => "read_write",
+                    Operation::WriteThenRead => "write_then_read",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for Operation {
+            /// The value that names no `operation`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(Operation::Read),
+                    1 => Ok(Operation::Write),
+                    2 => Ok(Operation::ReadWrite),
+                    3 => Ok(Operation::WriteThenRead),
+                    other => Err(other),
+                }
+            }
+        }
+
+        /// Values of `address_pattern`: Transfer addresses.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum AddressPattern {
+            /// transfer n at window offset (n << stride_log2).
+            #[cfg_attr(feature = "serde", serde(rename = "sequential"))]
+            Sequential = 0,
+            /// every transfer at window offset 0.
+            #[cfg_attr(feature = "serde", serde(rename = "fixed"))]
+            Fixed = 1,
+            /// a stride slot chosen by an LFSR.
+            #[cfg_attr(feature = "serde", serde(rename = "random"))]
+            Random = 2,
+        }
+
+        impl AddressPattern {
+            /// Every value, in value order.
+            pub const ALL: [AddressPattern; 3] = [AddressPattern::Sequential, AddressPattern::Fixed, AddressPattern::Random];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    AddressPattern::Sequential => "sequential",
+                    AddressPattern::Fixed => "fixed",
+                    AddressPattern::Random => "random",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for AddressPattern {
+            /// The value that names no `address_pattern`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(AddressPattern::Sequential),
+                    1 => Ok(AddressPattern::Fixed),
+                    2 => Ok(AddressPattern::Random),
+                    other => Err(other),
+                }
+            }
+        }
+
+        /// Values of `data_pattern`: Data written, and expected on reads.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum DataPattern {
+            /// DW at byte address a = a/4 + seed.
+            #[cfg_attr(feature = "serde", serde(rename = "counter"))]
+            Counter = 0,
+            /// DW at byte address a = lowbias32(a/4 ^ seed).
+            #[cfg_attr(feature = "serde", serde(rename = "prbs"))]
+            Prbs = 1,
+        }
+
+        impl DataPattern {
+            /// Every value, in value order.
+            pub const ALL: [DataPattern; 2] = [DataPattern::Counter, DataPattern::Prbs];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    DataPattern::Counter => "counter",
+                    DataPattern::Prbs => "prbs",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for DataPattern {
+            /// The value that names no `data_pattern`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(DataPattern::Counter),
+                    1 => Ok(DataPattern::Prbs),
+                    other => Err(other),
+                }
+            }
+        }
     }
 
     /// Bytes per transfer (1..65536).
@@ -738,6 +879,53 @@ pub mod generator {
         pub const ENDED_BY: Field = Field { shift: 2, width: 2 };
         /// Reads in flight now.
         pub const OUTSTANDING: Field = Field { shift: 8, width: 8 };
+
+        /// Values of `ended_by`: Why the last run ended.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum EndedBy {
+            /// the transfer count was reached.
+            #[cfg_attr(feature = "serde", serde(rename = "count"))]
+            Count = 1,
+            /// the duration elapsed.
+            #[cfg_attr(feature = "serde", serde(rename = "duration"))]
+            Duration = 2,
+            /// control.stop.
+            #[cfg_attr(feature = "serde", serde(rename = "stop"))]
+            Stop = 3,
+        }
+
+        impl EndedBy {
+            /// Every value, in value order.
+            pub const ALL: [EndedBy; 3] = [EndedBy::Count, EndedBy::Duration, EndedBy::Stop];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    EndedBy::Count => "count",
+                    EndedBy::Duration => "duration",
+                    EndedBy::Stop => "stop",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for EndedBy {
+            /// The value that names no `ended_by`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    1 => Ok(EndedBy::Count),
+                    2 => Ok(EndedBy::Duration),
+                    3 => Ok(EndedBy::Stop),
+                    other => Err(other),
+                }
+            }
+        }
     }
 
     /// Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes).
@@ -1066,6 +1254,41 @@ pub mod generator {
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
+
+    /// The exerciser script image's DMA descriptor (one generator run): byte offsets of its
+    /// little-endian words; 64-bit registers are two words, low first.
+    pub mod run_descriptor {
+        /// generator.config (1 word)
+        pub const CONFIG: usize = 0;
+        /// generator.transfer_size (1 word)
+        pub const TRANSFER_SIZE: usize = 4;
+        /// generator.count (2 words)
+        pub const COUNT: usize = 8;
+        /// generator.duration (2 words)
+        pub const DURATION: usize = 16;
+        /// generator.request_size_log2 (1 word)
+        pub const REQUEST_SIZE_LOG2: usize = 24;
+        /// generator.payload_size_log2 (1 word)
+        pub const PAYLOAD_SIZE_LOG2: usize = 28;
+        /// generator.idle_cycles (1 word)
+        pub const IDLE_CYCLES: usize = 32;
+        /// generator.max_outstanding (1 word)
+        pub const MAX_OUTSTANDING: usize = 36;
+        /// generator.window_mask (1 word)
+        pub const WINDOW_MASK: usize = 40;
+        /// generator.stride_log2 (1 word)
+        pub const STRIDE_LOG2: usize = 44;
+        /// generator.offset (1 word)
+        pub const OFFSET: usize = 48;
+        /// generator.seed (1 word)
+        pub const SEED: usize = 52;
+        /// generator.timeout (1 word)
+        pub const TIMEOUT: usize = 56;
+        /// the run's offset in the script's host buffer (generator.base = buffer + it) (1 word)
+        pub const BASE_OFFSET: usize = 60;
+        /// Bytes of one descriptor.
+        pub const LEN: usize = 64;
+    }
 }
 
 /// Region `pio` at BAR0 offset 0x3000.
@@ -1275,6 +1498,53 @@ pub mod spy {
         pub const CLASS_MASK: Field = Field { shift: 8, width: 8 };
         /// Directions that can trigger.
         pub const DIRECTION_MASK: Field = Field { shift: 16, width: 2 };
+
+        /// Values of `mode`: Trigger mode.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum Mode {
+            /// record continuously.
+            #[cfg_attr(feature = "serde", serde(rename = "off"))]
+            Off = 0,
+            /// keep the last `pre` records until the trigger matches, then record `post` records (the trigger's included) and stop.
+            #[cfg_attr(feature = "serde", serde(rename = "start"))]
+            Start = 1,
+            /// record continuously until the trigger matches, then `post` more records and stop.
+            #[cfg_attr(feature = "serde", serde(rename = "stop"))]
+            Stop = 2,
+        }
+
+        impl Mode {
+            /// Every value, in value order.
+            pub const ALL: [Mode; 3] = [Mode::Off, Mode::Start, Mode::Stop];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Mode::Off => "off",
+                    Mode::Start => "start",
+                    Mode::Stop => "stop",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for Mode {
+            /// The value that names no `mode`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(Mode::Off),
+                    1 => Ok(Mode::Start),
+                    2 => Ok(Mode::Stop),
+                    other => Err(other),
+                }
+            }
+        }
     }
 
     /// The trigger matches requests whose (address & mask) == (base & mask).
@@ -1640,6 +1910,48 @@ pub mod irq_timer {
         use super::Field;
         /// Interval between a fire and the next.
         pub const MODE: Field = Field { shift: 0, width: 1 };
+
+        /// Values of `mode`: Interval between a fire and the next.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum Mode {
+            /// the interval is drawn uniformly in [min_interval, max_interval] by an LFSR.
+            #[cfg_attr(feature = "serde", serde(rename = "random"))]
+            Random = 0,
+            /// the interval is always min_interval.
+            #[cfg_attr(feature = "serde", serde(rename = "periodic"))]
+            Periodic = 1,
+        }
+
+        impl Mode {
+            /// Every value, in value order.
+            pub const ALL: [Mode; 2] = [Mode::Random, Mode::Periodic];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Mode::Random => "random",
+                    Mode::Periodic => "periodic",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for Mode {
+            /// The value that names no `mode`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(Mode::Random),
+                    1 => Ok(Mode::Periodic),
+                    other => Err(other),
+                }
+            }
+        }
     }
 
     /// Shortest interval between fires (cycles, >= 1).
@@ -2807,6 +3119,115 @@ pub mod cpu_ctrl {
         pub const STATE: Field = Field { shift: 0, width: 2 };
         /// Why the last image was refused.
         pub const REASON: Field = Field { shift: 2, width: 3 };
+
+        /// Values of `state`: CPU state.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum State {
+            /// held in reset
+            #[cfg_attr(feature = "serde", serde(rename = "stopped"))]
+            Stopped = 0,
+            /// the card reads the image back and computes its CRC
+            #[cfg_attr(feature = "serde", serde(rename = "checking"))]
+            Checking = 1,
+            /// the CPU runs the image
+            #[cfg_attr(feature = "serde", serde(rename = "running"))]
+            Running = 2,
+            /// the image was refused (see reason); the CPU is in reset
+            #[cfg_attr(feature = "serde", serde(rename = "refused"))]
+            Refused = 3,
+        }
+
+        impl State {
+            /// Every value, in value order.
+            pub const ALL: [State; 4] = [State::Stopped, State::Checking, State::Running, State::Refused];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    State::Stopped => "stopped",
+                    State::Checking => "checking",
+                    State::Running => "running",
+                    State::Refused => "refused",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for State {
+            /// The value that names no `state`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(State::Stopped),
+                    1 => Ok(State::Checking),
+                    2 => Ok(State::Running),
+                    3 => Ok(State::Refused),
+                    other => Err(other),
+                }
+            }
+        }
+
+        /// Values of `reason`: Why the last image was refused.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum Reason {
+            /// not refused
+            #[cfg_attr(feature = "serde", serde(rename = "none"))]
+            None = 0,
+            /// image_length is 0
+            #[cfg_attr(feature = "serde", serde(rename = "empty"))]
+            Empty = 1,
+            /// image_length is larger than sram_size
+            #[cfg_attr(feature = "serde", serde(rename = "too_long"))]
+            TooLong = 2,
+            /// image_length is not a multiple of 4
+            #[cfg_attr(feature = "serde", serde(rename = "unaligned"))]
+            Unaligned = 3,
+            /// the CRC the card computed differs from image_crc
+            #[cfg_attr(feature = "serde", serde(rename = "crc"))]
+            Crc = 4,
+        }
+
+        impl Reason {
+            /// Every value, in value order.
+            pub const ALL: [Reason; 5] = [Reason::None, Reason::Empty, Reason::TooLong, Reason::Unaligned, Reason::Crc];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Reason::None => "none",
+                    Reason::Empty => "empty",
+                    Reason::TooLong => "too_long",
+                    Reason::Unaligned => "unaligned",
+                    Reason::Crc => "crc",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for Reason {
+            /// The value that names no `reason`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(Reason::None),
+                    1 => Ok(Reason::Empty),
+                    2 => Ok(Reason::TooLong),
+                    3 => Ok(Reason::Unaligned),
+                    4 => Ok(Reason::Crc),
+                    other => Err(other),
+                }
+            }
+        }
     }
 
     /// CRC-32 the card computed over the last image it checked.
@@ -3741,15 +4162,20 @@ pub const ALL: &[Register] = &[
     rule30::OVERHEAD_CYCLES,
 ];
 
-/// Constants the gateware exported with the map (MSI source numbers and such).
+/// Constants the gateware exported with the map (MSI source numbers, the blocks' limits, FIFO
+/// depths and histogram sizes).
 pub mod constants {
     pub const CPU_SRAM_BASE: u64 = 262144;
     pub const CPU_SRAM_SIZE: u64 = 65536;
+    pub const GENERATOR_HISTOGRAM_BUCKETS: u64 = 32;
+    pub const GENERATOR_MAX_TRANSFER_BYTES: u64 = 65536;
+    pub const GENERATOR_SAMPLE_FIFO_DEPTH: u64 = 1024;
     pub const GENERATOR_TAGS: u64 = 64;
     pub const GENERATOR_TAG_BASE: u64 = 128;
     pub const IDENT_MAGIC: u64 = 1414287448;
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
+    pub const IRQ_TIMER_HISTOGRAM_BUCKETS: u64 = 32;
     pub const MSI_GENERATOR: u64 = 3;
     pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
@@ -3757,10 +4183,18 @@ pub mod constants {
     pub const MSI_RT_LOOP: u64 = 5;
     pub const MSI_RULE30: u64 = 6;
     pub const MSI_SOFTWARE: u64 = 2;
+    pub const PIO_MAX_READ_DELAY: u64 = 4000;
+    pub const PIO_SIZE_BUCKETS: u64 = 13;
     pub const PIO_WINDOW_BASE: u64 = 65536;
     pub const PIO_WINDOW_SIZE: u64 = 65536;
+    pub const RT_LOOP_HISTOGRAM_BUCKETS: u64 = 32;
+    pub const RT_LOOP_MAX_BUFFER_BYTES: u64 = 4096;
+    pub const RT_LOOP_SAMPLE_FIFO_DEPTH: u64 = 1024;
     pub const RT_LOOP_TAG: u64 = 193;
     pub const RULE30_BATCH_TAG: u64 = 194;
     pub const RULE30_WINDOW_BASE: u64 = 131072;
     pub const RULE30_WINDOW_SIZE: u64 = 512;
+    pub const SPY_LATENCY_BUCKETS: u64 = 32;
+    pub const SPY_PAYLOAD_BUCKETS: u64 = 13;
+    pub const SPY_RECORD_FIFO_DEPTH: u64 = 512;
 }

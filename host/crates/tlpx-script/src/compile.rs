@@ -11,8 +11,11 @@ use crate::{Diagnostic, Options};
 
 /// Statement keywords.
 pub const KEYWORDS: [&str; 9] = ["let", "dma", "poke", "peek", "wait", "loop", "mark", "assert", "compare"];
-/// DMA operations.
+/// DMA operations: the script's word for each of the generator's operations, in [`DMA_OP_VALUES`]' order.
 pub const DMA_OPS: [&str; 4] = ["read", "write", "readwrite", "writeread"];
+/// The generator's operation (generated from the register map) each word of [`DMA_OPS`] runs.
+pub const DMA_OP_VALUES: [gcfg::Operation; 4] =
+    [gcfg::Operation::Read, gcfg::Operation::Write, gcfg::Operation::ReadWrite, gcfg::Operation::WriteThenRead];
 /// DMA parameters.
 pub const DMA_PARAMS: [&str; 19] = [
     "size",
@@ -38,8 +41,8 @@ pub const DMA_PARAMS: [&str; 19] = [
 /// DMA parameters outside the generator's registers.
 pub const DMA_RUN_PARAMS: [&str; 2] = ["limit", "nowait"];
 
-/// Largest transfer the generator moves (generator.rs MAX_TRANSFER_BYTES).
-pub const MAX_TRANSFER_BYTES: u64 = 65536;
+/// Largest transfer the generator moves (the gateware's, as tlpx-device's generator::MAX_TRANSFER_BYTES).
+pub const MAX_TRANSFER_BYTES: u64 = tlpx_regs::constants::GENERATOR_MAX_TRANSFER_BYTES;
 /// Reads in flight at most (the generator's tags).
 pub const TAGS: u64 = tlpx_regs::constants::GENERATOR_TAGS;
 /// Largest window (and base + window): 2 GiB.
@@ -703,7 +706,7 @@ impl Compiler<'_> {
             if seen.contains_key("size") {
                 return self.dma_errors(errors);
             }
-            errors.push(Diagnostic::new(self.line, dma_col, "dma needs size= (bytes per transfer, 1..=65536)".to_string()));
+            errors.push(Diagnostic::new(self.line, dma_col, format!("dma needs size= (bytes per transfer, 1..={MAX_TRANSFER_BYTES})")));
             return self.dma_errors(errors);
         };
         if p.count == 0 && p.duration == 0 {
@@ -736,16 +739,11 @@ impl Compiler<'_> {
         if !errors.is_empty() {
             return self.dma_errors(errors);
         }
-        let op = match operation.as_str() {
-            "read" => 0,
-            "write" => 1,
-            "readwrite" => 2,
-            _ => 3,
-        };
-        let flush = p.flush && op != 3;
-        let config = gcfg::OPERATION.set(op)
-            | gcfg::ADDRESS_PATTERN.set(p.address)
-            | gcfg::DATA_PATTERN.set(u64::from(p.prbs))
+        let op = DMA_OPS.iter().position(|o| *o == operation).map_or(gcfg::Operation::WriteThenRead, |i| DMA_OP_VALUES[i]);
+        let flush = p.flush && op != gcfg::Operation::WriteThenRead;
+        let config = gcfg::OPERATION.set(u64::from(op.value()))
+            | gcfg::ADDRESS_PATTERN.set(u64::from(p.address.value()))
+            | gcfg::DATA_PATTERN.set(u64::from(p.pattern.value()))
             | gcfg::CHECK_DATA.set(u64::from(p.check))
             | gcfg::ADDR64.set(u64::from(p.addr64))
             | gcfg::RELAXED_ORDERING.set(u64::from(p.relaxed))
@@ -853,8 +851,10 @@ impl Compiler<'_> {
                 p.idle = self.cycles_of(q, col, "idle (after each request)", u64::from(u32::MAX))?;
             }
             "outstanding" => p.outstanding = self.int(l, "outstanding (reads in flight)", 1, TAGS)?.0,
-            "address" => p.address = choice(l, self, &["sequential", "fixed", "random"])? as u64,
-            "pattern" => p.prbs = choice(l, self, &["counter", "prbs"])? == 1,
+            "address" => {
+                p.address = gcfg::AddressPattern::ALL[choice(l, self, &gcfg::AddressPattern::ALL.map(gcfg::AddressPattern::name))?]
+            }
+            "pattern" => p.pattern = gcfg::DataPattern::ALL[choice(l, self, &gcfg::DataPattern::ALL.map(gcfg::DataPattern::name))?],
             "window" => {
                 let (v, col) = self.int(l, "window (bytes)", 64, MAX_WINDOW)?;
                 if !v.is_power_of_two() {
@@ -913,11 +913,11 @@ struct DmaParams {
     payload: u64,
     idle: u64,
     outstanding: u64,
-    address: u64,
+    address: gcfg::AddressPattern,
     window: Option<(u64, usize)>,
     offset: u64,
     base: Option<(u64, usize)>,
-    prbs: bool,
+    pattern: gcfg::DataPattern,
     seed: u64,
     check: bool,
     addr64: bool,
@@ -940,11 +940,11 @@ impl Default for DmaParams {
             payload: 256,
             idle: 0,
             outstanding: 32,
-            address: 0,
+            address: gcfg::AddressPattern::Sequential,
             window: None,
             offset: 0,
             base: None,
-            prbs: false,
+            pattern: gcfg::DataPattern::Counter,
             seed: 1,
             check: true,
             addr64: false,

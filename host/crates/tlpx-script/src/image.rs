@@ -12,6 +12,7 @@
 use std::fmt;
 
 use serde::Serialize;
+use tlpx_regs::generator::run_descriptor as desc;
 
 /// "TLXS" in the first four bytes of an image.
 pub const MAGIC: [u8; 4] = *b"TLXS";
@@ -21,8 +22,10 @@ pub const FORMAT_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 48;
 /// Bytes of one instruction.
 pub const INSN_LEN: usize = 24;
-/// Bytes of one DMA descriptor (16 words, generator register order).
-pub const DMA_LEN: usize = 64;
+/// Bytes of one DMA descriptor (the generator's registers for one run, in register order, then
+/// the offset in the host buffer: its layout is generated, `tlpx_regs::generator::run_descriptor`,
+/// and the firmware replays it with the same offsets, `TLPX_GENERATOR_DESC_*`).
+pub const DMA_LEN: usize = desc::LEN;
 /// Bytes of one event entry.
 pub const EVENT_LEN: usize = 8;
 /// Bytes of one result slot entry.
@@ -204,43 +207,46 @@ pub struct DmaDescriptor {
 }
 
 impl DmaDescriptor {
-    fn words(&self) -> [u32; 16] {
-        [
-            self.config,
-            self.transfer_size,
-            self.count as u32,
-            (self.count >> 32) as u32,
-            self.duration as u32,
-            (self.duration >> 32) as u32,
-            self.request_size_log2,
-            self.payload_size_log2,
-            self.idle_cycles,
-            self.max_outstanding,
-            self.window_mask,
-            self.stride_log2,
-            self.offset,
-            self.seed,
-            self.timeout,
-            self.base_offset,
-        ]
+    /// The descriptor's bytes, each field at its generated offset (little-endian, 64-bit
+    /// values as two words, low first).
+    fn to_bytes(self) -> [u8; DMA_LEN] {
+        let mut b = [0u8; DMA_LEN];
+        let mut put = |at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(desc::CONFIG, &self.config.to_le_bytes());
+        put(desc::TRANSFER_SIZE, &self.transfer_size.to_le_bytes());
+        put(desc::COUNT, &self.count.to_le_bytes());
+        put(desc::DURATION, &self.duration.to_le_bytes());
+        put(desc::REQUEST_SIZE_LOG2, &self.request_size_log2.to_le_bytes());
+        put(desc::PAYLOAD_SIZE_LOG2, &self.payload_size_log2.to_le_bytes());
+        put(desc::IDLE_CYCLES, &self.idle_cycles.to_le_bytes());
+        put(desc::MAX_OUTSTANDING, &self.max_outstanding.to_le_bytes());
+        put(desc::WINDOW_MASK, &self.window_mask.to_le_bytes());
+        put(desc::STRIDE_LOG2, &self.stride_log2.to_le_bytes());
+        put(desc::OFFSET, &self.offset.to_le_bytes());
+        put(desc::SEED, &self.seed.to_le_bytes());
+        put(desc::TIMEOUT, &self.timeout.to_le_bytes());
+        put(desc::BASE_OFFSET, &self.base_offset.to_le_bytes());
+        b
     }
 
-    fn from_words(w: [u32; 16]) -> DmaDescriptor {
+    fn from_bytes(b: &[u8; DMA_LEN]) -> DmaDescriptor {
+        let w = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let d = |at: usize| u64::from(w(at)) | u64::from(w(at + 4)) << 32;
         DmaDescriptor {
-            config: w[0],
-            transfer_size: w[1],
-            count: u64::from(w[2]) | u64::from(w[3]) << 32,
-            duration: u64::from(w[4]) | u64::from(w[5]) << 32,
-            request_size_log2: w[6],
-            payload_size_log2: w[7],
-            idle_cycles: w[8],
-            max_outstanding: w[9],
-            window_mask: w[10],
-            stride_log2: w[11],
-            offset: w[12],
-            seed: w[13],
-            timeout: w[14],
-            base_offset: w[15],
+            config: w(desc::CONFIG),
+            transfer_size: w(desc::TRANSFER_SIZE),
+            count: d(desc::COUNT),
+            duration: d(desc::DURATION),
+            request_size_log2: w(desc::REQUEST_SIZE_LOG2),
+            payload_size_log2: w(desc::PAYLOAD_SIZE_LOG2),
+            idle_cycles: w(desc::IDLE_CYCLES),
+            max_outstanding: w(desc::MAX_OUTSTANDING),
+            window_mask: w(desc::WINDOW_MASK),
+            stride_log2: w(desc::STRIDE_LOG2),
+            offset: w(desc::OFFSET),
+            seed: w(desc::SEED),
+            timeout: w(desc::TIMEOUT),
+            base_offset: w(desc::BASE_OFFSET),
         }
     }
 
@@ -397,9 +403,7 @@ impl Program {
             insn.encode(&mut body);
         }
         for d in &self.dmas {
-            for w in d.words() {
-                put32(&mut body, w);
-            }
+            body.extend_from_slice(&d.to_bytes());
         }
         for e in &self.events {
             put32(&mut body, e.offset);
@@ -571,11 +575,7 @@ pub fn decode(image: &[u8], map_hash: u32) -> Result<Program, DecodeError> {
     }
     let mut dmas = Vec::with_capacity(usize::from(h.dma_count));
     for _ in 0..h.dma_count {
-        let mut w = [0u32; 16];
-        for x in &mut w {
-            *x = r.u32();
-        }
-        dmas.push(DmaDescriptor::from_words(w));
+        dmas.push(DmaDescriptor::from_bytes(&r.bytes::<DMA_LEN>()));
     }
     let mut events = Vec::with_capacity(usize::from(h.event_count));
     for i in 0..h.event_count {
