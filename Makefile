@@ -199,7 +199,7 @@ litepcie-driver: setup
 # vplat-root: QEMU 11.1 in a Debian trixie root under build/vplat (mmdebstrap, once: the script's
 # stamp is build/vplat/root.manifest, checked against the root itself, so a second run only
 # checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
-# (VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd; default the stand-in device), PASS/FAIL per check.
+# (default the card: tlpx-sim --vfio-user; VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd for another), PASS/FAIL per check.
 .PHONY: vplat vplat-root vplat-guest
 vplat-root: | $(STAMPS)/apt
 	@scripts/vplat_root.sh

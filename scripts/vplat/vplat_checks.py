@@ -38,9 +38,31 @@ AT_MOST_ONCE = ["TLPX-PCI"]
 # The checks scripts/vplat/init runs, in its order. They grow with the device server: a check
 # the guest adds must be listed here (an unlisted one is refused as unknown).
 GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_version", "tlpx_list_runs",
-                "tlpx_list_shows_device"]
+                "tlpx_list_shows_device", "tlpx_list_marks_card"]
 # Checks made here, on the records and on what the run script saw.
-HOST_CHECKS = ["kernel_boots", "device_config_space", "guest_finished", "qemu_exit", "server_ran"]
+HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "guest_finished", "qemu_exit", "server_ran"]
+
+
+def card_lspci(lines, link):
+    """The card's `lspci -vv` in the guest against what tlpx-sim presents: BAR0 (1 MiB, 32-bit
+    memory), the MSI capability (64-bit, one vector), a PCIe Endpoint whose LnkCap and LnkSta
+    both say `link` ("5GT/s x1"), and MPS/MRRS in Device Control. -> (ok, detail)."""
+    text = "\n".join(lines)
+    speed, width = link.split() if link else ("?", "?")
+    wants = [
+        ("BAR0 1M 32-bit memory", r"Region 0: Memory at [0-9a-f]+ \(32-bit, non-prefetchable\) \[size=1M\]"),
+        ("MSI capability", r"Capabilities: \[[0-9a-f]+\] MSI: Enable[+-] Count=1/1 Maskable- 64bit\+"),
+        ("PCIe Endpoint", r"Capabilities: \[[0-9a-f]+\] Express \(v2\) Endpoint"),
+        (f"LnkCap {speed} {width}", rf"LnkCap:\s+Port #\d+, Speed {re.escape(speed)}, Width {re.escape(width)}\b"),
+        (f"LnkSta {speed} {width}", rf"LnkSta:\s+Speed {re.escape(speed)}(?: \(\w+\))?, Width {re.escape(width)}\b"),
+        ("MPS/MRRS", r"MaxPayload \d+ bytes, MaxReadReq \d+ bytes"),
+    ]
+    missing = [what for what, rx in wants if not re.search(rx, text)]
+    if not lines:
+        return False, "no `lspci -vv` lines for the device"
+    found = [m.group(0) for rx in (r"Region 0: [^\n]*", r"LnkSta:\s+[^\n]*", r"MaxPayload \d+ bytes, MaxReadReq \d+ bytes")
+             for m in [re.search(rx, text)] if m]
+    return not missing, ("; ".join(found) + (f"; missing: {', '.join(missing)}" if missing else ""))
 
 
 def evaluate(data, want):
@@ -119,6 +141,9 @@ def evaluate(data, want):
              f"{addr}: config space (sysfs, {len(cfg)} bytes) decoded here: IDs {got}, command {cfg[4] | cfg[5] << 8:#06x}, "
              f"class {cfg[0x0b]:02x}{cfg[0x0a]:02x}{cfg[0x09]:02x}, driver {m.group(2)} (want {want.get('id')} at {want.get('addr')})")
 
+    ok, detail = card_lspci(facts["lspci"], want.get("link"))
+    host("card_lspci", ok, detail)
+
     done = by_kind.get("TLPX-DONE")
     host("guest_finished", bool(done),
          f"TLPX-DONE at {facts['done_uptime_s']} s of uptime" if done else "no TLPX-DONE: the guest did not finish its checks")
@@ -141,22 +166,33 @@ def evaluate(data, want):
     return checks, facts, problems
 
 
-def good_channel(addr="0000:01:00.0", ids=(0x1234, 0x7070)):
-    """A well-formed channel, for the self-test."""
+CARD_LSPCI = [
+    "0000:01:00.0 Signal processing controller [1180]: Xilinx Corporation Device [10ee:7c01] (rev 01)",
+    "   Region 0: Memory at fe600000 (32-bit, non-prefetchable) [size=1M]",
+    "   Capabilities: [50] MSI: Enable- Count=1/1 Maskable- 64bit+",
+    "   Capabilities: [70] Express (v2) Endpoint, MSI 00",
+    "     MaxPayload 128 bytes, MaxReadReq 512 bytes",
+    "    LnkCap: Port #0, Speed 5GT/s, Width x1, ASPM not supported",
+    "    LnkSta: Speed 5GT/s, Width x1",
+]
+
+
+def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01)):
+    """A well-formed channel of the card, for the self-test."""
     cfg = bytearray(256)
     cfg[0:4] = ids[0].to_bytes(2, "little") + ids[1].to_bytes(2, "little")
     lines = [b"TLPX-BOOT kernel 6.1.0-56-amd64 uptime 2.41"]
     lines += [f"TLPX-CHECK {c} PASS fine".encode() for c in GUEST_CHECKS if c != "tlpx_version"]
-    lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode(),
-              b"TLPX-LSPCI 0000:01:00.0 Unassigned class [ff00]: Device [1234:7070] (rev 01)", b"TLPX-LSPCI     Control: I/O-",
-              b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
+    lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode()]
+    lines += [f"TLPX-LSPCI {l}".encode() for l in CARD_LSPCI]
+    lines += [b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
     return b"\n".join(lines) + b"\n"
 
 
 def self_test():
     """The parser refuses what it must; exits non-zero (naming the case) if it does not."""
-    want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "1234:7070", "tlpx_version": "tlpx 0.1.0",
-            "qemu_status": 0, "server": "exit 0", "timeout": 300}
+    want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "tlpx_version": "tlpx 0.1.0",
+            "qemu_status": 0, "server": "exit 0", "timeout": 300, "link": "5GT/s x1"}
     failures = []
     checks, _, problems = evaluate(good_channel(), want)
     if problems or len(checks) != len(GUEST_CHECKS) + len(HOST_CHECKS):
@@ -178,7 +214,10 @@ def self_test():
         "BOOT twice": (lambda l: l[:1] + l, "TLPX-BOOT must appear once"),
         "records after DONE": (lambda l: l[:-1] + [b"TLPX-LIST x", b""], "records after TLPX-DONE"),
         "not UTF-8": (lambda l: [x + b"\xff" if x.startswith(b"TLPX-LIST") else x for x in l], "not UTF-8"),
-        "wrong IDs in config space": (lambda l: [x.replace(b"34127070", b"34127170") for x in l], "IDs 1234:7071"),
+        "wrong IDs in config space": (lambda l: [x.replace(b"ee10017c", b"ee10027c") for x in l], "IDs 10ee:7c02"),
+        "card link narrower": (lambda l: [x.replace(b"LnkSta: Speed 5GT/s, Width x1", b"LnkSta: Speed 5GT/s, Width x0") for x in l],
+                               "missing: LnkSta 5GT/s x1"),
+        "no MSI capability": (lambda l: [x for x in l if b"MSI: Enable" not in x], "missing: MSI capability"),
         "stale tlpx": (lambda l: [x.replace(b"tlpx 0.1.0", b"tlpx 0.0.9") for x in l], "a stale binary"),
     }
     for what, (mutate, must_say) in cases.items():
@@ -187,7 +226,8 @@ def self_test():
             failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
     for what, change, must_say in (("QEMU timed out", {"qemu_status": 124}, "did not finish within 300 s"),
                                    ("server crashed", {"server": "signal 11"}, "ended with signal 11"),
-                                   ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12")):
+                                   ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12"),
+                                   ("other link wanted", {"link": "8GT/s x4"}, "missing: LnkCap 8GT/s x4")):
         _, _, problems = evaluate(good_channel(), dict(want, **change))
         if not any(must_say in p for p in problems):
             failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
@@ -196,7 +236,7 @@ def self_test():
         failures.append(f"an empty channel gave {problems}")
     for f in failures:
         print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
-    print(f"vplat_checks self-test: {len(cases) + 4} bad channels, {len(failures)} not refused")
+    print(f"vplat_checks self-test: {len(cases) + 5} bad channels, {len(failures)} not refused")
     return 1 if failures else 0
 
 
@@ -217,6 +257,8 @@ def main():
     ap.add_argument("--qemu", help="QEMU's version")
     ap.add_argument("--qemu-seconds", type=float)
     ap.add_argument("--total-seconds", type=float)
+    ap.add_argument("--link", help="the link the card's lspci must show, e.g. '5GT/s x1'")
+    ap.add_argument("--server-log", help="the device server's log (server.log): its stop line")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
@@ -227,7 +269,8 @@ def main():
         data = b""
         print(f"vplat: cannot read the checks channel: {err}")
     want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
-            "timeout": a.timeout, "server": a.server}
+            "timeout": a.timeout, "server": a.server, "link": a.link,
+            "server_log": open(a.server_log, errors="replace").read() if a.server_log and os.path.exists(a.server_log) else ""}
     checks, facts, problems = evaluate(data, want)
 
     if facts["lspci"]:
