@@ -119,12 +119,13 @@ done
 echo "== QEMU ($qemu_version, TCG, timeout ${TIMEOUT}s) with the device at $ADDR ($ID)"
 # Why each option: docs/virtual-platform.md, "The QEMU command line".
 qemu_args=(
-    -machine q35,memory-backend=mem -accel tcg -cpu max -smp 1 -m 512M
+    -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 512M
     -object memory-backend-memfd,id=mem,size=512M,share=on
     -nodefaults -nic none -display none -monitor none -no-reboot
     -serial "file:$IN_ROOT/console.log" -serial "file:$IN_ROOT/checks.log"
     -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
-    -append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
+    -append "console=ttyS0 panic=-1 loglevel=4 intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
+    -device intel-iommu,intremap=on,caching-mode=on
     -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
     -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"}}"
 )

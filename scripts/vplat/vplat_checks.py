@@ -38,7 +38,7 @@ AT_MOST_ONCE = ["TLPX-PCI"]
 # The checks scripts/vplat/init runs, in its order. They grow with the device server: a check
 # the guest adds must be listed here (an unlisted one is refused as unknown).
 GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_version", "tlpx_list_runs",
-                "tlpx_list_shows_device", "tlpx_list_marks_card"]
+                "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest"]
 # Checks made here, on the records and on what the run script saw.
 HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "guest_finished", "qemu_exit", "server_ran"]
 
