@@ -11,6 +11,7 @@
 //! holds the read lock for the whole of one TLP ([`GuestMemory::view`]), so DMA_UNMAP (the
 //! write lock) waits for the TLP in progress and no access ever touches an unmapped page.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::{RwLock, RwLockReadGuard};
@@ -38,10 +39,19 @@ impl Drop for Mapping {
     }
 }
 
-/// The mappings. Pointers into MAP_SHARED memory are used only under the lock.
+/// The mappings by IOVA (disjoint). Pointers into MAP_SHARED memory are used only under the
+/// lock. A map, not a list: with the guest's IOMMU QEMU maps page by page, thousands of them.
 #[derive(Debug, Default)]
 struct Table {
-    maps: Vec<Mapping>,
+    maps: BTreeMap<u64, Mapping>,
+}
+
+impl Table {
+    /// The mapping that holds `addr`, if any (mappings are disjoint: only the last one that
+    /// starts at or below it can).
+    fn at(&self, addr: u64) -> Option<&Mapping> {
+        self.maps.range(..=addr).next_back().map(|(_, m)| m).filter(|m| addr < m.iova + m.len)
+    }
 }
 
 // SAFETY: the raw pointers point into shared mappings owned by the table; every access goes
@@ -90,7 +100,8 @@ impl GuestMemory {
         let size = usize::try_from(len).map_err(|_| format!("DMA_MAP of {len:#x} bytes does not fit this process's address space"))?;
         let off = libc::off_t::try_from(file_offset).map_err(|_| format!("DMA_MAP file offset {file_offset:#x} is too large"))?;
         let mut t = self.write_table();
-        if let Some(m) = t.maps.iter().find(|m| iova < m.iova + m.len && m.iova < iova + len) {
+        let overlap = t.maps.range(..iova + len).next_back().map(|(_, m)| m).filter(|m| m.iova + m.len > iova);
+        if let Some(m) = overlap {
             return Err(format!(
                 "DMA_MAP {iova:#x}..{:#x} overlaps the live mapping {:#x}..{:#x}: unmap it first",
                 iova + len,
@@ -108,7 +119,7 @@ impl GuestMemory {
                 std::io::Error::last_os_error()
             ));
         }
-        t.maps.push(Mapping { iova, len, ptr: p.cast(), writable });
+        t.maps.insert(iova, Mapping { iova, len, ptr: p.cast(), writable });
         Ok(())
     }
 
@@ -118,16 +129,14 @@ impl GuestMemory {
         let end = iova.saturating_add(len);
         let mut t = self.write_table();
         let before = t.maps.len();
-        t.maps.retain(|m| !(all || (m.iova >= iova && m.iova + m.len <= end)));
+        t.maps.retain(|_, m| !(all || (m.iova >= iova && m.iova + m.len <= end)));
         before - t.maps.len()
     }
 
-    /// Live mappings as (iova, len, writable), sorted.
+    /// Live mappings as (iova, len, writable), by IOVA.
     pub fn regions(&self) -> Vec<(u64, u64, bool)> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<_> = t.maps.iter().map(|m| (m.iova, m.len, m.writable)).collect();
-        v.sort_unstable();
-        v
+        t.maps.values().map(|m| (m.iova, m.len, m.writable)).collect()
     }
 
     /// Read-locks the table for one card access.
@@ -140,7 +149,7 @@ impl GuestView<'_> {
     /// The mapping that holds all of `addr..addr+len` (a writable one if `write`); None is
     /// a refusal. A zero-length access needs a mapping that holds `addr`.
     pub fn find(&self, addr: u64, len: u64, write: bool) -> Option<Span> {
-        self.table.maps.iter().find(|m| m.holds(addr, len.max(1)) && (m.writable || !write)).map(|m| Span {
+        self.table.at(addr).filter(|m| m.holds(addr, len.max(1)) && (m.writable || !write)).map(|m| Span {
             iova: m.iova,
             len: m.len,
             ptr: m.ptr,
