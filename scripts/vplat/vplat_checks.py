@@ -30,17 +30,34 @@ RECORDS = {
     "TLPX-LSPCI": re.compile(r"(.*)"),
     "TLPX-LIST": re.compile(r"(.*)"),
     "TLPX-UPTIME": re.compile(r"([0-9]+\.[0-9]+)"),
+    # the bus address the guest made the card read, which no DMA mapping covers
+    "TLPX-REFUSED": re.compile(r"(0x[0-9a-f]+)"),
     "TLPX-DONE": re.compile(r""),
 }
 ONCE = ["TLPX-BOOT", "TLPX-UPTIME", "TLPX-DONE"]
-AT_MOST_ONCE = ["TLPX-PCI"]
+AT_MOST_ONCE = ["TLPX-PCI", "TLPX-REFUSED"]
 
 # The checks scripts/vplat/init runs, in its order. They grow with the device server: a check
 # the guest adds must be listed here (an unlisted one is refused as unknown).
 GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_version", "tlpx_list_runs",
-                "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest"]
+                "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest", "vfio_bw", "vfio_dma_unmapped_refused"]
 # Checks made here, on the records and on what the run script saw.
-HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "guest_finished", "qemu_exit", "server_ran"]
+HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "dma_refused_counted", "guest_finished", "qemu_exit",
+               "server_ran"]
+
+
+def dma_refused(log, addr):
+    """The server's log: the card's read at `addr` refused as outside every DMA mapping (the
+    engine's fault line) and counted in the stop line. -> (ok, detail)."""
+    if not addr:
+        return False, "no TLPX-REFUSED record: the guest did not point the card at an unmapped address"
+    fault = re.search(rf"IOMMU fault at card cycle \d+: card DMA read of \d+ bytes at bus address {re.escape(addr)}: "
+                      r"outside every region[^\n]*answered with UR", log)
+    stop = re.search(r"refused DMA: (\d+) reads (\d+) writes", log)
+    reads = int(stop.group(1)) if stop else 0
+    ok = bool(fault) and reads >= 1
+    return ok, (f"server log: {fault.group(0) if fault else f'no refused read at {addr}'}; stop line: "
+                f"{stop.group(0) if stop else 'missing'}")
 
 
 def card_lspci(lines, link):
@@ -143,6 +160,9 @@ def evaluate(data, want):
 
     ok, detail = card_lspci(facts["lspci"], want.get("link"))
     host("card_lspci", ok, detail)
+    refused_at = by_kind.get("TLPX-REFUSED", [(0, None)])[0][1]
+    ok, detail = dma_refused(want.get("server_log") or "", refused_at.group(1) if refused_at else None)
+    host("dma_refused_counted", ok, detail)
 
     done = by_kind.get("TLPX-DONE")
     host("guest_finished", bool(done),
@@ -177,6 +197,12 @@ CARD_LSPCI = [
 ]
 
 
+GOOD_SERVER_LOG = (
+    "tlpx-sim: IOMMU fault at card cycle 123: card DMA read of 512 bytes at bus address 0xdead0000: outside every region the "
+    "guest DMA-mapped (vfio-user DMA_MAP), or a write to a read-only one; answered with UR\n"
+    "tlpx-sim vfio-user: stopped (the client closed the connection) at card cycle 9: refused DMA: 2 reads 0 writes; x\n")
+
+
 def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01)):
     """A well-formed channel of the card, for the self-test."""
     cfg = bytearray(256)
@@ -185,14 +211,14 @@ def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01)):
     lines += [f"TLPX-CHECK {c} PASS fine".encode() for c in GUEST_CHECKS if c != "tlpx_version"]
     lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode()]
     lines += [f"TLPX-LSPCI {l}".encode() for l in CARD_LSPCI]
-    lines += [b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
+    lines += [b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-REFUSED 0xdead0000", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
     return b"\n".join(lines) + b"\n"
 
 
 def self_test():
     """The parser refuses what it must; exits non-zero (naming the case) if it does not."""
     want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "tlpx_version": "tlpx 0.1.0",
-            "qemu_status": 0, "server": "exit 0", "timeout": 300, "link": "5GT/s x1"}
+            "qemu_status": 0, "server": "exit 0", "timeout": 300, "link": "5GT/s x1", "server_log": GOOD_SERVER_LOG}
     failures = []
     checks, _, problems = evaluate(good_channel(), want)
     if problems or len(checks) != len(GUEST_CHECKS) + len(HOST_CHECKS):
@@ -227,7 +253,11 @@ def self_test():
     for what, change, must_say in (("QEMU timed out", {"qemu_status": 124}, "did not finish within 300 s"),
                                    ("server crashed", {"server": "signal 11"}, "ended with signal 11"),
                                    ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12"),
-                                   ("other link wanted", {"link": "8GT/s x4"}, "missing: LnkCap 8GT/s x4")):
+                                   ("other link wanted", {"link": "8GT/s x4"}, "missing: LnkCap 8GT/s x4"),
+                                   ("no refusal in the server log", {"server_log": GOOD_SERVER_LOG.replace("0xdead0000", "0x1000")},
+                                    "no refused read at 0xdead0000"),
+                                   ("refusal not counted", {"server_log": GOOD_SERVER_LOG.replace("2 reads", "0 reads")},
+                                    "dma_refused_counted failed")):
         _, _, problems = evaluate(good_channel(), dict(want, **change))
         if not any(must_say in p for p in problems):
             failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
@@ -236,7 +266,7 @@ def self_test():
         failures.append(f"an empty channel gave {problems}")
     for f in failures:
         print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
-    print(f"vplat_checks self-test: {len(cases) + 5} bad channels, {len(failures)} not refused")
+    print(f"vplat_checks self-test: {len(cases) + 7} bad channels, {len(failures)} not refused")
     return 1 if failures else 0
 
 
