@@ -40,7 +40,7 @@ AT_MOST_ONCE = ["TLPX-PCI", "TLPX-REFUSED"]
 # The checks scripts/vplat/init runs, in its order. They grow with the device server: a check
 # the guest adds must be listed here (an unlisted one is refused as unknown).
 GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_version", "tlpx_list_runs",
-                "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest", "vfio_bw", "vfio_dma_unmapped_refused",
+                "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest", "vfio_bw", "vfio_dma_unmapped_refused", "vfio_pio", "vfio_irq", "vfio_rule30_poll_syscall",
                 "litepcie_bind", "litepcie_info", "litepcie_selftest"]
 # Checks made here, on the records and on what the run script saw.
 HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "dma_refused_counted", "guest_finished", "qemu_exit",
@@ -271,9 +271,41 @@ def self_test():
     return 1 if failures else 0
 
 
+def assert_results(path):
+    """`make vplat-test`: results.json of the run just made must have passed, with every
+    check expected here present and passing, from the card's own server."""
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError) as err:
+        print(f"vplat-test: FAIL: cannot read {path}: {err}")
+        return 1
+    problems = []
+    by_name = {c.get("name"): c for c in doc.get("checks", [])}
+    for name in GUEST_CHECKS + HOST_CHECKS:
+        c = by_name.get(name)
+        if c is None:
+            problems.append(f"check {name} is missing")
+        elif not c.get("pass"):
+            problems.append(f"check {name} failed: {c.get('detail')}")
+    extra = sorted(set(by_name) - set(GUEST_CHECKS + HOST_CHECKS))
+    if extra:
+        problems.append(f"checks not expected here: {', '.join(extra)}")
+    if not str(doc.get("server_command", "")).endswith("tlpx-sim --vfio-user"):
+        problems.append(f"the server was {doc.get('server_command')!r}, not the card's (tlpx-sim --vfio-user)")
+    if not doc.get("pass"):
+        problems.append(f"the run did not pass: {doc.get('problems')}")
+    for p in problems:
+        print(f"vplat-test: FAIL: {p}")
+    n = len(GUEST_CHECKS) + len(HOST_CHECKS)
+    print(f"vplat-test: {'FAILED' if problems else 'PASSED'}: {n - sum(1 for p in problems if p.startswith('check '))} of {n} "
+          f"checks pass ({path}; QEMU {doc.get('qemu_seconds')} s, the run {doc.get('total_seconds')} s)")
+    return 1 if problems else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--assert-results", metavar="RESULTS_JSON", help="make vplat-test: every check of that run passed")
     ap.add_argument("--checks", help="the checks channel (checks.log)")
     ap.add_argument("--console", help="the guest's console (console.log), shown when the guest did not finish")
     ap.add_argument("--out", help="results.json to write")
@@ -293,6 +325,8 @@ def main():
     a = ap.parse_args()
     if a.self_test:
         return self_test()
+    if a.assert_results:
+        return assert_results(a.assert_results)
 
     try:
         data = open(a.checks, "rb").read()
