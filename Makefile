@@ -199,8 +199,10 @@ litepcie-driver: setup
 # vplat-root: QEMU 11.1 in a Debian trixie root under build/vplat (mmdebstrap, once: the script's
 # stamp is build/vplat/root.manifest, checked against the root itself, so a second run only
 # checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
-# (VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd; default the stand-in device), PASS/FAIL per check.
-.PHONY: vplat vplat-root vplat-guest
+# (default the card: tlpx-sim --vfio-user; VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd for another), PASS/FAIL per check.
+# vplat-test: the run with the card's server (VPLAT_SERVER and VPLAT_ID cleared), then every
+# check asserted from its results.json (not yet part of `make test`: docs/virtual-platform.md).
+.PHONY: vplat vplat-root vplat-guest vplat-test
 vplat-root: | $(STAMPS)/apt
 	@scripts/vplat_root.sh
 
@@ -209,6 +211,10 @@ vplat-guest: setup host
 
 vplat: setup host vplat-root
 	@scripts/vplat.sh
+
+vplat-test: setup gateware host vplat-root
+	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK scripts/vplat.sh
+	@python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json
 
 sim: setup gateware host
 	$(HOST_BIN)/tlpx-sim --data-width $(DATA_WIDTH) $(if $(CPU_SUFFIX),--with-cpu,)

@@ -6,27 +6,25 @@
 # Prints PASS/FAIL per check; exits non-zero on any FAIL, missing or malformed check, or the
 # timeout.
 #
-#   scripts/vplat.sh                       the stand-in device (see below)
+#   scripts/vplat.sh                       the card: `tlpx-sim --vfio-user SOCKET` (host/target/release)
 #   VPLAT_SERVER='CMD ARGS' VPLAT_ID=VVVV:DDDD scripts/vplat.sh
 #                                          another server: run as `CMD ARGS SOCKET` (words split on
 #                                          spaces, no shell quoting), it must listen on the Unix
 #                                          socket SOCKET; VPLAT_ID is the vendor:device it presents
+#                                          (e.g. VPLAT_SERVER='host/target/release/tlpx-sim --gen 3
+#                                          --lanes 4 --vfio-user' VPLAT_LINK='8GT/s x4')
+#   VPLAT_LINK='5GT/s x1'                  the link the card's lspci must show (tlpx-sim's default:
+#                                          Gen2, x1 for the 64-bit card)
 #   VPLAT_TIMEOUT=300                      wall-clock limit of the QEMU run (s)
 #   VPLAT_SERVER_WAIT=30                   how long the server may take to create its socket (s)
 #
-# The server contract (the card's server will be started the same way): it is started before
-# QEMU with the socket path as its last argument and must create the socket within
-# VPLAT_SERVER_WAIT s; it serves one connection (QEMU's); it may exit 0 when QEMU closes the
-# connection, or keep running (it is then sent SIGTERM 5 s after QEMU has ended); any other end
-# (non-zero exit, a signal, an exit before QEMU's end) fails the run. Its stdout and stderr go
-# to build/vplat/run/server.log. The device appears in the guest at 0000:01:00.0, behind a PCIe
-# root port at 0000:00:04.0.
-#
-# The stand-in device (until the card's vfio-user server exists): the probe server of
-# ../shared/vplat/probe-server (a 1234:7070 function on the vfio_user crate: BAR0, MSI, DMA
-# through the memfd), built into build/vplat/standin/. It is not the card: it only shows that
-# the platform boots a guest around a vfio-user device and checks it. VPLAT_STANDIN_SRC names
-# another copy of its source.
+# The server contract: it is started before QEMU with the socket path as its last argument and
+# must create the socket within VPLAT_SERVER_WAIT s; it serves one connection (QEMU's); it may
+# exit 0 when QEMU closes the connection, or keep running (it is then sent SIGTERM 5 s after
+# QEMU has ended); any other end (non-zero exit, a signal, an exit before QEMU's end) fails the
+# run. Its stdout and stderr go to build/vplat/run/server.log. The device appears in the guest at
+# 0000:01:00.0, behind a PCIe root port at 0000:00:04.0. The checks are the card's (its IDs,
+# capabilities, registers, DMA, MSI): another server must serve the card.
 #
 # Files (build/vplat/run, fresh each run): console.log (ttyS0, the kernel console), checks.log
 # (ttyS1, the records), server.log, qemu-stderr.log, qemu-cmdline.txt, results.json.
@@ -75,17 +73,16 @@ if [ -n "${VPLAT_SERVER:-}" ]; then
     ID=$VPLAT_ID
     command -v "${server_cmd[0]}" >/dev/null || die "VPLAT_SERVER's command ${server_cmd[0]} is not there or not executable"
 else
-    STANDIN_SRC=${VPLAT_STANDIN_SRC:-$ROOT/../shared/vplat/probe-server}
-    [ -f "$STANDIN_SRC/Cargo.toml" ] ||
-        die "no stand-in device source at $STANDIN_SRC (Cargo.toml): set VPLAT_STANDIN_SRC to the probe server's directory, or VPLAT_SERVER and VPLAT_ID to a device server"
+    # The card: tlpx-sim's vfio-user mode, with the card library it finds (build/card/dw64).
+    [ -f "$ROOT/build/card/dw64/libtlpxcard.so" ] ||
+        die "no card library at build/card/dw64/libtlpxcard.so: build it with 'make gateware'"
     [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
-    say "the STAND-IN device (not the card): cargo build $STANDIN_SRC -> build/vplat/standin"
-    CARGO_TARGET_DIR=$VPLAT/standin/target "$CARGO" build --release -q --locked --manifest-path "$STANDIN_SRC/Cargo.toml" ||
-        die "cargo could not build the stand-in device from $STANDIN_SRC"
-    install -m 0755 "$VPLAT/standin/target/release/vplat-probe-server" "$VPLAT/standin/vplat-standin-device"
-    server_cmd=("$VPLAT/standin/vplat-standin-device")
-    ID=${VPLAT_ID:-1234:7070}
+    (cd host && "$CARGO" build --release -q -p tlpx-sim --bin tlpx-sim) || die "cargo could not build tlpx-sim"
+    server_cmd=("$ROOT/host/target/release/tlpx-sim" --vfio-user)
+    ID=${VPLAT_ID:-10ee:7c01}
 fi
+LINK=${VPLAT_LINK:-5GT/s x1}
+[[ "$LINK" =~ ^[0-9.]+GT/s\ x[0-9]+$ ]] || die "VPLAT_LINK must be 'SPEED WIDTH' as lspci prints them (like '5GT/s x1'), not '$LINK'"
 [[ "$ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_ID must be vendor:device in lower-case hex (like 1234:7070), not '$ID'"
 
 # One run at a time: a second would remove this run's files and socket.
@@ -122,12 +119,13 @@ done
 echo "== QEMU ($qemu_version, TCG, timeout ${TIMEOUT}s) with the device at $ADDR ($ID)"
 # Why each option: docs/virtual-platform.md, "The QEMU command line".
 qemu_args=(
-    -machine q35,memory-backend=mem -accel tcg -cpu max -smp 1 -m 512M
+    -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 512M
     -object memory-backend-memfd,id=mem,size=512M,share=on
     -nodefaults -nic none -display none -monitor none -no-reboot
     -serial "file:$IN_ROOT/console.log" -serial "file:$IN_ROOT/checks.log"
     -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
-    -append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
+    -append "console=ttyS0 panic=-1 loglevel=4 intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
+    -device intel-iommu,intremap=on,caching-mode=on
     -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
     -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"}}"
 )
@@ -168,4 +166,5 @@ total_seconds=$(python3 -c "import time; print(round(time.time() - $started, 1))
 python3 "$CHECKER" --checks "$RUN/checks.log" --console "$RUN/console.log" --out "$RUN/results.json" \
     --release "$release" --addr "$ADDR" --id "$ID" --tlpx-version "$tlpx_version" \
     --qemu-status "$qemu_status" --timeout "$TIMEOUT" --server "$server_end" --server-command "${server_cmd[*]}" \
-    --qemu "$qemu_version" --qemu-seconds "$qemu_seconds" --total-seconds "$total_seconds"
+    --qemu "$qemu_version" --qemu-seconds "$qemu_seconds" --total-seconds "$total_seconds" \
+    --link "$LINK" --server-log "$RUN/server.log"

@@ -5,6 +5,8 @@
 #   initramfs.cpio   busybox (static), pciutils' lspci with its libraries and pci.ids, LitePCIe's
 #                    stock driver built for the card against that kernel (scripts/litepcie_driver.sh;
 #                    /lib/modules/<release>/extra/litepcie.ko, indexed by depmod),
+#                    the kernel's vfio-pci and vfio_iommu_type1 with the modules they depend on
+#                    (tlpx's vfio backend in the guest, through its emulated IOMMU),
 #                    tlpx from host/target/release with the libraries ldd lists, and
 #                    scripts/vplat/init (the checks)
 #   release          the kernel release (one line)
@@ -25,7 +27,7 @@ INIT=scripts/vplat/init
 say() { echo "vplat-guest: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
-for tool in busybox cpio lspci ldd sha256sum strip depmod python3; do
+for tool in busybox cpio lspci ldd sha256sum strip depmod modinfo python3; do
     command -v "$tool" >/dev/null ||
         die "$tool is missing: apt-get install busybox-static cpio pciutils binutils kmod python3 (make setup does)"
 done
@@ -73,9 +75,29 @@ libs() {
 }
 LIBS=$(libs "$TLPX" "$LSPCI")
 
+# Kernel modules: vfio-pci and vfio_iommu_type1 with everything they depend on (modinfo's
+# `depends`), as scripts/qemu_vfio_test.sh takes them; builtins are skipped.
+MODSRC=$ROOT/build/kernel/root/lib/modules/$release
+declare -A seen=()
+KMODS=()
+want=(vfio-pci vfio_iommu_type1)
+find_module() { find "$MODSRC/kernel" \( -name "$1.ko" -o -name "$(echo "$1" | tr _ -).ko" -o -name "$(echo "$1" | tr - _).ko" \) | head -1; }
+while [ ${#want[@]} -gt 0 ]; do
+    m=${want[0]}; want=("${want[@]:1}")
+    [ -n "${seen[$m]:-}" ] && continue
+    seen[$m]=1
+    ko=$(find_module "$m")
+    if [ -z "$ko" ]; then
+        grep -q "/$m.ko\|/$(echo "$m" | tr _ -).ko" "$MODSRC/modules.builtin" && continue
+        die "kernel module $m not found under $MODSRC"
+    fi
+    KMODS+=("$ko")
+    for d in $(modinfo -F depends "$ko" | tr ',' ' '); do want+=("$d"); done
+done
+
 key=$( {
     echo "release $release"
-    sha256sum "$VMLINUZ" "$INIT" scripts/vplat_guest.sh "$KO" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS"
+    sha256sum "$VMLINUZ" "$INIT" scripts/vplat_guest.sh "$KO" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
     for lib in $LIBS; do sha256sum "$(readlink -f "$lib")" | sed "s#  .*#  $lib#"; done
 } )
 if [ -f "$OUT/inputs.sha256" ] && [ -f "$OUT/initramfs.cpio" ] && [ -f "$OUT/vmlinuz" ] &&
@@ -98,6 +120,11 @@ install -m 0755 "$INIT" "$STAGE/init"
 MODDIR=$STAGE/lib/modules/$release
 mkdir -p "$MODDIR/extra"
 cp "$KO" "$MODDIR/extra/litepcie.ko"
+for ko in "${KMODS[@]}"; do
+    rel=${ko#"$MODSRC/"}
+    mkdir -p "$MODDIR/$(dirname "$rel")"
+    cp "$ko" "$MODDIR/$rel"
+done
 for f in modules.order modules.builtin modules.builtin.modinfo; do
     cp "$ROOT/build/kernel/root/lib/modules/$release/$f" "$MODDIR/$f" || die "the kernel tree lacks $f"
 done
@@ -115,5 +142,5 @@ mv "$OUT/initramfs.cpio.tmp" "$OUT/initramfs.cpio"
 cp "$VMLINUZ" "$OUT/vmlinuz"
 echo "$release" > "$OUT/release"
 echo "$key" > "$OUT/inputs.sha256"
-say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, busybox; libraries: $(echo $LIBS))"
+say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
 echo "$OUT"

@@ -30,17 +30,57 @@ RECORDS = {
     "TLPX-LSPCI": re.compile(r"(.*)"),
     "TLPX-LIST": re.compile(r"(.*)"),
     "TLPX-UPTIME": re.compile(r"([0-9]+\.[0-9]+)"),
+    # the bus address the guest made the card read, which no DMA mapping covers
+    "TLPX-REFUSED": re.compile(r"(0x[0-9a-f]+)"),
     "TLPX-DONE": re.compile(r""),
 }
 ONCE = ["TLPX-BOOT", "TLPX-UPTIME", "TLPX-DONE"]
-AT_MOST_ONCE = ["TLPX-PCI"]
+AT_MOST_ONCE = ["TLPX-PCI", "TLPX-REFUSED"]
 
 # The checks scripts/vplat/init runs, in its order. They grow with the device server: a check
 # the guest adds must be listed here (an unlisted one is refused as unknown).
 GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_version", "tlpx_list_runs",
-                "tlpx_list_shows_device"]
+                "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest", "vfio_bw", "vfio_dma_unmapped_refused", "vfio_pio", "vfio_irq", "vfio_rule30_poll_syscall",
+                "litepcie_bind", "litepcie_info", "litepcie_selftest"]
 # Checks made here, on the records and on what the run script saw.
-HOST_CHECKS = ["kernel_boots", "device_config_space", "guest_finished", "qemu_exit", "server_ran"]
+HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "dma_refused_counted", "guest_finished", "qemu_exit",
+               "server_ran"]
+
+
+def dma_refused(log, addr):
+    """The server's log: the card's read at `addr` refused as outside every DMA mapping (the
+    engine's fault line) and counted in the stop line. -> (ok, detail)."""
+    if not addr:
+        return False, "no TLPX-REFUSED record: the guest did not point the card at an unmapped address"
+    fault = re.search(rf"IOMMU fault at card cycle \d+: card DMA read of \d+ bytes at bus address {re.escape(addr)}: "
+                      r"outside every region[^\n]*answered with UR", log)
+    stop = re.search(r"refused DMA: (\d+) reads (\d+) writes", log)
+    reads = int(stop.group(1)) if stop else 0
+    ok = bool(fault) and reads >= 1
+    return ok, (f"server log: {fault.group(0) if fault else f'no refused read at {addr}'}; stop line: "
+                f"{stop.group(0) if stop else 'missing'}")
+
+
+def card_lspci(lines, link):
+    """The card's `lspci -vv` in the guest against what tlpx-sim presents: BAR0 (1 MiB, 32-bit
+    memory), the MSI capability (64-bit, one vector), a PCIe Endpoint whose LnkCap and LnkSta
+    both say `link` ("5GT/s x1"), and MPS/MRRS in Device Control. -> (ok, detail)."""
+    text = "\n".join(lines)
+    speed, width = link.split() if link else ("?", "?")
+    wants = [
+        ("BAR0 1M 32-bit memory", r"Region 0: Memory at [0-9a-f]+ \(32-bit, non-prefetchable\) \[size=1M\]"),
+        ("MSI capability", r"Capabilities: \[[0-9a-f]+\] MSI: Enable[+-] Count=1/1 Maskable- 64bit\+"),
+        ("PCIe Endpoint", r"Capabilities: \[[0-9a-f]+\] Express \(v2\) Endpoint"),
+        (f"LnkCap {speed} {width}", rf"LnkCap:\s+Port #\d+, Speed {re.escape(speed)}, Width {re.escape(width)}\b"),
+        (f"LnkSta {speed} {width}", rf"LnkSta:\s+Speed {re.escape(speed)}(?: \(\w+\))?, Width {re.escape(width)}\b"),
+        ("MPS/MRRS", r"MaxPayload \d+ bytes, MaxReadReq \d+ bytes"),
+    ]
+    missing = [what for what, rx in wants if not re.search(rx, text)]
+    if not lines:
+        return False, "no `lspci -vv` lines for the device"
+    found = [m.group(0) for rx in (r"Region 0: [^\n]*", r"LnkSta:\s+[^\n]*", r"MaxPayload \d+ bytes, MaxReadReq \d+ bytes")
+             for m in [re.search(rx, text)] if m]
+    return not missing, ("; ".join(found) + (f"; missing: {', '.join(missing)}" if missing else ""))
 
 
 def evaluate(data, want):
@@ -119,6 +159,12 @@ def evaluate(data, want):
              f"{addr}: config space (sysfs, {len(cfg)} bytes) decoded here: IDs {got}, command {cfg[4] | cfg[5] << 8:#06x}, "
              f"class {cfg[0x0b]:02x}{cfg[0x0a]:02x}{cfg[0x09]:02x}, driver {m.group(2)} (want {want.get('id')} at {want.get('addr')})")
 
+    ok, detail = card_lspci(facts["lspci"], want.get("link"))
+    host("card_lspci", ok, detail)
+    refused_at = by_kind.get("TLPX-REFUSED", [(0, None)])[0][1]
+    ok, detail = dma_refused(want.get("server_log") or "", refused_at.group(1) if refused_at else None)
+    host("dma_refused_counted", ok, detail)
+
     done = by_kind.get("TLPX-DONE")
     host("guest_finished", bool(done),
          f"TLPX-DONE at {facts['done_uptime_s']} s of uptime" if done else "no TLPX-DONE: the guest did not finish its checks")
@@ -141,22 +187,39 @@ def evaluate(data, want):
     return checks, facts, problems
 
 
-def good_channel(addr="0000:01:00.0", ids=(0x1234, 0x7070)):
-    """A well-formed channel, for the self-test."""
+CARD_LSPCI = [
+    "0000:01:00.0 Signal processing controller [1180]: Xilinx Corporation Device [10ee:7c01] (rev 01)",
+    "   Region 0: Memory at fe600000 (32-bit, non-prefetchable) [size=1M]",
+    "   Capabilities: [50] MSI: Enable- Count=1/1 Maskable- 64bit+",
+    "   Capabilities: [70] Express (v2) Endpoint, MSI 00",
+    "     MaxPayload 128 bytes, MaxReadReq 512 bytes",
+    "    LnkCap: Port #0, Speed 5GT/s, Width x1, ASPM not supported",
+    "    LnkSta: Speed 5GT/s, Width x1",
+]
+
+
+GOOD_SERVER_LOG = (
+    "tlpx-sim: IOMMU fault at card cycle 123: card DMA read of 512 bytes at bus address 0xdead0000: outside every region the "
+    "guest DMA-mapped (vfio-user DMA_MAP), or a write to a read-only one; answered with UR\n"
+    "tlpx-sim vfio-user: stopped (the client closed the connection) at card cycle 9: refused DMA: 2 reads 0 writes; x\n")
+
+
+def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01)):
+    """A well-formed channel of the card, for the self-test."""
     cfg = bytearray(256)
     cfg[0:4] = ids[0].to_bytes(2, "little") + ids[1].to_bytes(2, "little")
     lines = [b"TLPX-BOOT kernel 6.1.0-56-amd64 uptime 2.41"]
     lines += [f"TLPX-CHECK {c} PASS fine".encode() for c in GUEST_CHECKS if c != "tlpx_version"]
-    lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode(),
-              b"TLPX-LSPCI 0000:01:00.0 Unassigned class [ff00]: Device [1234:7070] (rev 01)", b"TLPX-LSPCI     Control: I/O-",
-              b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
+    lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode()]
+    lines += [f"TLPX-LSPCI {l}".encode() for l in CARD_LSPCI]
+    lines += [b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-REFUSED 0xdead0000", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
     return b"\n".join(lines) + b"\n"
 
 
 def self_test():
     """The parser refuses what it must; exits non-zero (naming the case) if it does not."""
-    want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "1234:7070", "tlpx_version": "tlpx 0.1.0",
-            "qemu_status": 0, "server": "exit 0", "timeout": 300}
+    want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "tlpx_version": "tlpx 0.1.0",
+            "qemu_status": 0, "server": "exit 0", "timeout": 300, "link": "5GT/s x1", "server_log": GOOD_SERVER_LOG}
     failures = []
     checks, _, problems = evaluate(good_channel(), want)
     if problems or len(checks) != len(GUEST_CHECKS) + len(HOST_CHECKS):
@@ -178,7 +241,10 @@ def self_test():
         "BOOT twice": (lambda l: l[:1] + l, "TLPX-BOOT must appear once"),
         "records after DONE": (lambda l: l[:-1] + [b"TLPX-LIST x", b""], "records after TLPX-DONE"),
         "not UTF-8": (lambda l: [x + b"\xff" if x.startswith(b"TLPX-LIST") else x for x in l], "not UTF-8"),
-        "wrong IDs in config space": (lambda l: [x.replace(b"34127070", b"34127170") for x in l], "IDs 1234:7071"),
+        "wrong IDs in config space": (lambda l: [x.replace(b"ee10017c", b"ee10027c") for x in l], "IDs 10ee:7c02"),
+        "card link narrower": (lambda l: [x.replace(b"LnkSta: Speed 5GT/s, Width x1", b"LnkSta: Speed 5GT/s, Width x0") for x in l],
+                               "missing: LnkSta 5GT/s x1"),
+        "no MSI capability": (lambda l: [x for x in l if b"MSI: Enable" not in x], "missing: MSI capability"),
         "stale tlpx": (lambda l: [x.replace(b"tlpx 0.1.0", b"tlpx 0.0.9") for x in l], "a stale binary"),
     }
     for what, (mutate, must_say) in cases.items():
@@ -187,7 +253,12 @@ def self_test():
             failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
     for what, change, must_say in (("QEMU timed out", {"qemu_status": 124}, "did not finish within 300 s"),
                                    ("server crashed", {"server": "signal 11"}, "ended with signal 11"),
-                                   ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12")):
+                                   ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12"),
+                                   ("other link wanted", {"link": "8GT/s x4"}, "missing: LnkCap 8GT/s x4"),
+                                   ("no refusal in the server log", {"server_log": GOOD_SERVER_LOG.replace("0xdead0000", "0x1000")},
+                                    "no refused read at 0xdead0000"),
+                                   ("refusal not counted", {"server_log": GOOD_SERVER_LOG.replace("2 reads", "0 reads")},
+                                    "dma_refused_counted failed")):
         _, _, problems = evaluate(good_channel(), dict(want, **change))
         if not any(must_say in p for p in problems):
             failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
@@ -196,13 +267,45 @@ def self_test():
         failures.append(f"an empty channel gave {problems}")
     for f in failures:
         print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
-    print(f"vplat_checks self-test: {len(cases) + 4} bad channels, {len(failures)} not refused")
+    print(f"vplat_checks self-test: {len(cases) + 7} bad channels, {len(failures)} not refused")
     return 1 if failures else 0
+
+
+def assert_results(path):
+    """`make vplat-test`: results.json of the run just made must have passed, with every
+    check expected here present and passing, from the card's own server."""
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError) as err:
+        print(f"vplat-test: FAIL: cannot read {path}: {err}")
+        return 1
+    problems = []
+    by_name = {c.get("name"): c for c in doc.get("checks", [])}
+    for name in GUEST_CHECKS + HOST_CHECKS:
+        c = by_name.get(name)
+        if c is None:
+            problems.append(f"check {name} is missing")
+        elif not c.get("pass"):
+            problems.append(f"check {name} failed: {c.get('detail')}")
+    extra = sorted(set(by_name) - set(GUEST_CHECKS + HOST_CHECKS))
+    if extra:
+        problems.append(f"checks not expected here: {', '.join(extra)}")
+    if not str(doc.get("server_command", "")).endswith("tlpx-sim --vfio-user"):
+        problems.append(f"the server was {doc.get('server_command')!r}, not the card's (tlpx-sim --vfio-user)")
+    if not doc.get("pass"):
+        problems.append(f"the run did not pass: {doc.get('problems')}")
+    for p in problems:
+        print(f"vplat-test: FAIL: {p}")
+    n = len(GUEST_CHECKS) + len(HOST_CHECKS)
+    print(f"vplat-test: {'FAILED' if problems else 'PASSED'}: {n - sum(1 for p in problems if p.startswith('check '))} of {n} "
+          f"checks pass ({path}; QEMU {doc.get('qemu_seconds')} s, the run {doc.get('total_seconds')} s)")
+    return 1 if problems else 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--assert-results", metavar="RESULTS_JSON", help="make vplat-test: every check of that run passed")
     ap.add_argument("--checks", help="the checks channel (checks.log)")
     ap.add_argument("--console", help="the guest's console (console.log), shown when the guest did not finish")
     ap.add_argument("--out", help="results.json to write")
@@ -217,9 +320,13 @@ def main():
     ap.add_argument("--qemu", help="QEMU's version")
     ap.add_argument("--qemu-seconds", type=float)
     ap.add_argument("--total-seconds", type=float)
+    ap.add_argument("--link", help="the link the card's lspci must show, e.g. '5GT/s x1'")
+    ap.add_argument("--server-log", help="the device server's log (server.log): its stop line")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
+    if a.assert_results:
+        return assert_results(a.assert_results)
 
     try:
         data = open(a.checks, "rb").read()
@@ -227,7 +334,8 @@ def main():
         data = b""
         print(f"vplat: cannot read the checks channel: {err}")
     want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
-            "timeout": a.timeout, "server": a.server}
+            "timeout": a.timeout, "server": a.server, "link": a.link,
+            "server_log": open(a.server_log, errors="replace").read() if a.server_log and os.path.exists(a.server_log) else ""}
     checks, facts, problems = evaluate(data, want)
 
     if facts["lspci"]:

@@ -277,6 +277,36 @@ impl Card {
         }
     }
 
+    /// Waits for an interrupt of `vector_mask` for at most `budget` of **card time**.
+    ///
+    /// On the simulator a backend's timeout is card time already. On a hardware backend it is
+    /// wall time, which is card time only for a card that runs at its clock: the Verilated
+    /// card behind vfio-user (the virtual platform, docs/virtual-platform.md) runs 15-30 times
+    /// slower than wall time, and a guest under TCG takes milliseconds to deliver an MSI, so a
+    /// budget meant for the card's work is measured there by the card's own cycle counter,
+    /// between slices of wall-time waiting. A wall-time cap (100 times the budget, plus 1 s)
+    /// still ends the wait if the counter stops (a card that hangs).
+    pub fn wait_interrupt_card_time(&mut self, vector_mask: u32, budget: Duration) -> Result<Option<Interrupt>, DeviceError> {
+        if self.device.clock_source() == ClockSource::SimulatedCard {
+            return self.wait_interrupt(vector_mask, budget);
+        }
+        let budget_cycles = (budget.as_secs_f64() * f64::from(self.identity.clock_hz.max(1))).ceil() as u64;
+        let start = self.cycles()?;
+        let cap = budget.saturating_mul(100) + Duration::from_secs(1);
+        let t0 = std::time::Instant::now();
+        // Short slices (at most the budget, at most 10 ms): on real hardware the wait ends as
+        // soon after the budget as before, one counter read per slice.
+        let slice = budget.clamp(Duration::from_micros(100), Duration::from_millis(10));
+        loop {
+            if let Some(irq) = self.wait_interrupt(vector_mask, slice)? {
+                return Ok(Some(irq));
+            }
+            if self.cycles()?.wrapping_sub(start) >= budget_cycles || t0.elapsed() >= cap {
+                return Ok(None);
+            }
+        }
+    }
+
     /// `Device::idle`, in slices.
     pub fn idle(&mut self, duration: Duration) -> Result<(), DeviceError> {
         let slice = self.wait_slice();

@@ -17,7 +17,7 @@ use tlpx_regs::{generator as gen, pcie_msi, Register};
 
 use crate::card::Card;
 use crate::lease::Block;
-use crate::{DeviceError, DmaBuffer};
+use crate::{ClockSource, DeviceError, DmaBuffer};
 
 /// Tags the generator may have outstanding (its tag range on the link is 128..128+TAGS).
 pub const TAGS: u32 = tlpx_regs::constants::GENERATOR_TAGS as u32;
@@ -259,7 +259,8 @@ fn require_generator(card: &Card) -> Result<(), DeviceError> {
 ///
 /// The card becomes this process's owner of the generator (a lease, [`crate::lease`]) if it
 /// is not yet: another live owner makes this [`DeviceError::Busy`].
-/// `timeout` bounds the run in card time (on the simulator) or wall time (hardware): when it
+/// `timeout` bounds the run in card time (the simulator's clock, or the card's cycle counter on
+/// a hardware backend, where card time is wall time for a card at its clock): when it
 /// passes, the run is stopped, outstanding reads are left to complete or time out, and the
 /// result says `ended_by: "timeout"`. A stop request ([`crate::stop`]) stops the run the same
 /// way and returns [`DeviceError::Interrupted`]. The caller validates `config` against the link's MPS
@@ -305,9 +306,22 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
     // Every source of the card shares one MSI vector (and another process's block may be
     // running): an interrupt ends the wait only when the generator says it is done.
     let deadline = card.device().clock_ns()?.saturating_add(timeout.as_nanos() as u64);
+    // On a hardware backend the budget is card time too, measured by the card's counter: a
+    // card slower than its clock (the Verilated card behind vfio-user) gets its budget in its
+    // own time (Card::wait_interrupt_card_time). The simulator's clock is card time already.
+    let host_clock = card.device().clock_source() == ClockSource::Host;
+    let (start_cycle, budget_cycles) =
+        if host_clock { (card.cycles()?, (timeout.as_secs_f64() * f64::from(clock_hz.max(1))) as u64) } else { (0, 0) };
     let (timed_out, interrupted) = loop {
-        let left = Duration::from_nanos(deadline.saturating_sub(card.device().clock_ns()?));
-        match card.wait_interrupt(1, left) {
+        let waited = if host_clock {
+            let used = card.cycles()?.wrapping_sub(start_cycle);
+            let left = card.cycles_to_duration(budget_cycles.saturating_sub(used));
+            card.wait_interrupt_card_time(1, left)
+        } else {
+            let left = Duration::from_nanos(deadline.saturating_sub(card.device().clock_ns()?));
+            card.wait_interrupt(1, left)
+        };
+        match waited {
             Ok(Some(_)) if gen::status::DONE.get(card.read(gen::STATUS)?) == 0 => continue,
             Ok(irq) => break (irq.is_none(), false),
             Err(DeviceError::Interrupted) => break (true, true),
@@ -321,7 +335,11 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
         // Stop issuing; what is outstanding completes or times out within the completion
         // timeout (1 ms), so the run is done well within 5 ms.
         card.write(gen::CONTROL, gen::control::STOP.set(1))?;
-        card.device().wait_interrupt(1, Duration::from_millis(5))?;
+        if host_clock {
+            card.wait_interrupt_card_time(1, Duration::from_millis(5))?;
+        } else {
+            card.device().wait_interrupt(1, Duration::from_millis(5))?;
+        }
     }
     card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
     card.write(pcie_msi::ENABLE, 0)?;

@@ -52,7 +52,7 @@ pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
 }
 
 /// Copies `src` to `dst` through the card (reader -> loopback -> writer) and waits up to
-/// `timeout` (card time on the simulator) for the writer's interrupt. Leaves the engines
+/// `timeout` of card time (the card's counter on a hardware backend) for the writer's interrupt. Leaves the engines
 /// stopped.
 pub fn loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, timeout: Duration) -> Result<Loopback, DeviceError> {
     if src.len != dst.len {
@@ -78,7 +78,8 @@ pub fn loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, timeout: Dura
     let start = card.cycles()?;
     card.write(pcie_dma0::WRITER_ENABLE, 1)?;
     card.write(pcie_dma0::READER_ENABLE, 1)?;
-    let irq = card.device().wait_interrupt(1, timeout)?;
+    // `timeout` is card time (the loopback's own work), whatever the backend's clock.
+    let irq = card.wait_interrupt_card_time(1, timeout)?;
     let end = card.cycles()?;
     card.write(pcie_msi::CLEAR, 1 << writer_bit)?;
     stop(card)?;

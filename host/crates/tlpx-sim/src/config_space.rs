@@ -14,7 +14,10 @@ pub const SIZE: usize = 4096;
 pub const VENDOR_ID: u16 = 0x10EE;
 pub const DEVICE_ID: u16 = 0x7C01;
 pub const CLASS_CODE: u32 = 0x11_80_00; // Signal processing controller, other
-pub const REVISION: u8 = 1;
+/// Revision 0, as LitePCIe's hard-IP wrappers present the card (the 7-series IP's default
+/// Revision_ID, cfg_rev_id tied to 0 on US/US+), and as LitePCIe's stock driver requires: its
+/// probe refuses any other revision (docs/litepcie-driver.md, docs/virtual-platform.md).
+pub const REVISION: u8 = 0;
 pub const SUBSYSTEM_VENDOR_ID: u16 = 0x10EE;
 pub const SUBSYSTEM_ID: u16 = 0x0007;
 
@@ -269,6 +272,7 @@ mod tests {
         let b = c.bytes();
         assert_eq!(&b[0..4], &[0xEE, 0x10, 0x01, 0x7C]);
         assert_eq!(&b[9..12], &[0x00, 0x80, 0x11]);
+        assert_eq!(b[8], 0, "revision 0: LitePCIe's stock driver probes nothing else");
         let caps: Vec<u8> = decode::capabilities(b).iter().map(|c| c.id).collect();
         assert_eq!(caps, vec![0x01, 0x05, 0x10]);
         let v = c.view();

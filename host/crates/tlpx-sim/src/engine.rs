@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tlpx_model::link::LinkConfig;
@@ -23,6 +24,7 @@ use tlpx_sim_protocol::{
 use crate::card::{Card, CardInputs, CardOutputs, MAX_DWORDS};
 use crate::completer::{ReadCompleter, ReadOutcome};
 use crate::config_space::{CardView, ConfigSpace};
+use crate::guestmem::GuestMemory;
 use crate::hostmem::{AllocError, HostMemory};
 use crate::link::{Link, RX_BUFFER_TLPS, TX_BUFFER_TLPS};
 use crate::rc::{self, ReadCollector};
@@ -276,6 +278,9 @@ pub struct Sim {
     live_paced: Duration,
     /// Live time started or ended during a batch: the batch stops so the pacing sees it.
     live_changed: bool,
+    /// vfio-user (`--vfio-user`): the card's DMA goes to the guest's DMA_MAP'd memory instead
+    /// of `mem`'s allocations.
+    guest: Option<Arc<GuestMemory>>,
 }
 
 /// What the pacing of live time allows now: `now` card cycles, live time having started at
@@ -356,9 +361,16 @@ impl Sim {
             live_cycles_done: 0,
             live_paced: Duration::ZERO,
             live_changed: false,
+            guest: None,
         };
         sim.apply_view();
         sim
+    }
+
+    /// Sends the card's DMA to `guest` (the vfio-user server) instead of host memory's
+    /// allocations: same BME check, same counting of refusals, another translation.
+    pub fn set_guest_memory(&mut self, guest: Arc<GuestMemory>) {
+        self.guest = Some(guest);
     }
 
     /// Card cycles since the card was created.
@@ -740,6 +752,10 @@ impl Sim {
     fn card_read(&mut self, t: &[u32]) {
         let (start, count) = rc::read_range(t);
         self.c.traffic.card_reads.add(t[0], u64::from(count));
+        if self.guest.is_some() {
+            self.card_read_guest(t, start, count);
+            return;
+        }
         // The IOMMU: the read must lie in one live allocation (a zero-length read reads nothing).
         let target = if self.view.bus_master_enable { self.mem.translate(start, u64::from(count)) } else { None };
         let readable = self.view.bus_master_enable && (count == 0 || target.is_some());
@@ -773,6 +789,20 @@ impl Sim {
             return;
         }
         let Some((lo, hi)) = range else { return };
+        if let Some(guest) = &self.guest {
+            // vfio-user: the guest's DMA_MAP'd memory, locked for this TLP (DMA_UNMAP waits).
+            let view = guest.view();
+            let target = if self.view.bus_master_enable { view.find(lo, hi - lo, true) } else { None };
+            let Some(s) = target else {
+                drop(view);
+                self.c.stats.dma_write_faults += 1;
+                self.iommu_fault(false, lo, hi - lo);
+                return;
+            };
+            self.c.stats.dma_write_bytes += hi - lo;
+            rc::for_each_written_byte(t, |addr, b| view.write_byte(&s, addr, b));
+            return;
+        }
         let target = if self.view.bus_master_enable { self.mem.translate(lo, hi - lo) } else { None };
         let Some(a) = target else {
             self.c.stats.dma_write_faults += 1;
@@ -784,12 +814,43 @@ impl Sim {
         rc::for_each_written_byte(t, |addr, b| mem.write_byte(&a, addr, b));
     }
 
+    /// A card read of guest memory (vfio-user): as [`Sim::card_read`], through the DMA_MAP'd
+    /// regions instead of the allocations, read-locked while the completion's data is taken.
+    fn card_read_guest(&mut self, t: &[u32], start: u64, count: u32) {
+        let Some(guest) = &self.guest else { return };
+        let view = guest.view();
+        let target = if self.view.bus_master_enable { view.find(start, u64::from(count), false) } else { None };
+        let readable = self.view.bus_master_enable && (count == 0 || target.is_some());
+        let outcome = self.completer.read(
+            self.now,
+            self.link.config(),
+            t,
+            readable,
+            |addr, buf| match &target {
+                Some(s) => view.read(s, addr, buf),
+                None => buf.fill(0),
+            },
+            &mut self.c.traffic.faults,
+        );
+        drop(view);
+        match outcome {
+            ReadOutcome::Completed { bytes, .. } => self.c.stats.dma_read_bytes += u64::from(bytes),
+            ReadOutcome::Refused => {
+                self.c.stats.dma_read_faults += 1;
+                self.iommu_fault(true, start, u64::from(count));
+            }
+            ReadOutcome::Injected(_) => {}
+        }
+    }
+
     /// Counts a card read (`read`) or write that the IOMMU refused, already counted as a
     /// fault, as one to freed memory when it is, and logs the first few, as an IOMMU's fault
     /// log would.
     fn iommu_fault(&mut self, read: bool, addr: u64, len: u64) {
         let why = if !self.view.bus_master_enable {
             "bus mastering is off"
+        } else if self.guest.is_some() {
+            "outside every region the guest DMA-mapped (vfio-user DMA_MAP), or a write to a read-only one"
         } else if self.mem.alloc.was_freed(addr, len) {
             if read {
                 self.c.stats.dma_read_faults_freed += 1;

@@ -86,6 +86,11 @@ struct Cli {
     /// charged as, in µs (1..10000000); longer gaps are counted in Stats (host_time.capped_gaps).
     #[arg(long, default_value_t = 10_000, value_name = "US")]
     host_time_cap_us: u64,
+    /// Serve the card as a vfio-user device on this socket (for QEMU's `vfio-user-pci`) instead
+    /// of serving tlpx clients: one connection; config space, BAR0 and MSI as tlpx-sim presents
+    /// them, the card's DMA into the guest's DMA-mapped memory (docs/virtual-platform.md).
+    #[arg(long, value_name = "SOCKET", conflicts_with = "socket")]
+    vfio_user: Option<PathBuf>,
     /// Print only errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -174,7 +179,11 @@ fn main() -> ExitCode {
         host_time_cap_us: cli.host_time_cap_us,
         quiet: cli.quiet,
     };
-    match serve(&opts) {
+    let served = match &cli.vfio_user {
+        Some(path) => tlpx_sim::vfu::serve_vfio_user(&opts, path),
+        None => serve(&opts),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tlpx-sim: error: {e}");

@@ -98,7 +98,7 @@ impl RuntimeFiles {
     }
 
     /// The name of `path` in the runtime directory.
-    fn name(path: &Path) -> Result<&str, SimError> {
+    pub(crate) fn name(path: &Path) -> Result<&str, SimError> {
         path.file_name()
             .and_then(|n| n.to_str())
             .ok_or_else(|| SimError::Invalid(format!("--socket {} must end in a file name of UTF-8 characters", path.display())))
@@ -212,7 +212,7 @@ impl RuntimeFiles {
 
 /// Blocks the termination signals in this thread and every thread it spawns afterwards, and
 /// returns the set so one thread can sigwait on it.
-fn block_signals() -> libc::sigset_t {
+pub(crate) fn block_signals() -> libc::sigset_t {
     // SAFETY: plain libc calls on a local sigset.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -225,7 +225,7 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
-fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>) {
+pub(crate) fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>) {
     std::thread::spawn(move || loop {
         let mut sig: libc::c_int = 0;
         // SAFETY: set is a valid sigset; sig is a valid out pointer.
@@ -414,8 +414,22 @@ pub fn iova_window(dma_base: u64, host_mem_bytes: u64) -> Result<u64, String> {
     Ok(size)
 }
 
-/// Loads the card, sets everything up, serves clients until shutdown, removes the files.
-pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
+/// What both servers (`serve`, the tlpx-sim socket, and `vfu::serve_vfio_user`) build from
+/// the options before they differ: the card, its link and clock, and its config space — one
+/// source for what the card presents, whoever asks.
+pub struct Prepared {
+    pub lib: Arc<CardLibrary>,
+    pub card: crate::card::Card,
+    pub link: LinkConfig,
+    pub clock_hz: f64,
+    pub config: ConfigSpace,
+    pub host_mem_bytes: u64,
+    pub iova_size: u64,
+    pub completion_timeout_cycles: u64,
+}
+
+/// Checks the options, loads and instantiates the card, builds its config space.
+pub fn prepare(opts: &SimOptions) -> Result<Prepared, SimError> {
     let (lib, lanes, warning) = choose_card(opts)?;
     let lib = Arc::new(lib);
     if let Some(w) = warning {
@@ -457,6 +471,64 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         }
     }
     let card = lib.instantiate()?;
+    let completion_timeout_cycles = ((opts.completion_timeout_us as f64) * clock_hz / 1e6).ceil() as u64;
+    Ok(Prepared { lib, card, link, clock_hz, config, host_mem_bytes, iova_size, completion_timeout_cycles })
+}
+
+/// HelloOk's fields for this run (without the per-client ones).
+pub fn hello_info(p: &Prepared, opts: &SimOptions, files: &RuntimeFiles) -> HelloInfo {
+    let (domain, bus, dev, func) = PCI_ADDRESS;
+    HelloInfo {
+        protocol_version: PROTOCOL_VERSION,
+        sim_version: env!("CARGO_PKG_VERSION").to_string(),
+        card_build_info: p.lib.build_info().to_string(),
+        card_library: p.lib.path().display().to_string(),
+        data_width: p.lib.data_width(),
+        card_clock_hz: p.clock_hz.round() as u64,
+        link: p.link,
+        pci_address: format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"),
+        bar_sizes: vec![Some(BAR0_SIZE), None, None, None, None, None],
+        config_dump_path: files.dump.display().to_string(),
+        host_memory_path: files.host_memory.display().to_string(),
+        host_memory_size: p.host_mem_bytes,
+        host_memory_bus_base: opts.dma_base,
+        iova_window_size: p.iova_size,
+        seed: opts.seed,
+        dma_latency_ns: opts.dma_latency_ns,
+        dma_jitter_ns: opts.dma_jitter_ns,
+        completion_timeout_cycles: p.completion_timeout_cycles,
+        free_run: opts.free_run,
+        host_time: opts.host_time,
+        host_time_cap_ns: opts.host_time_cap_us * 1000,
+        client_id: 0,
+    }
+}
+
+/// The engine's parameters for this run.
+pub fn engine_params(p: &Prepared, opts: &SimOptions, hello: HelloInfo, dump: RewrittenFile) -> EngineParams {
+    EngineParams {
+        link: p.link,
+        clock_hz: p.clock_hz,
+        dma_latency_ns: opts.dma_latency_ns,
+        dma_jitter_ns: opts.dma_jitter_ns,
+        seed: opts.seed,
+        completion_timeout_cycles: p.completion_timeout_cycles,
+        corrupt_read: opts.corrupt_read.clone(),
+        dma_faults: opts.dma_faults,
+        free_run: opts.free_run,
+        host_time: opts.host_time,
+        host_time_cap: std::time::Duration::from_micros(opts.host_time_cap_us),
+        quiet: opts.quiet,
+        dump,
+        hello,
+        pci_address: PCI_ADDRESS,
+    }
+}
+
+/// Loads the card, sets everything up, serves clients until shutdown, removes the files.
+pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
+    let p = prepare(opts)?;
+    let (host_mem_bytes, iova_size, clock_hz) = (p.host_mem_bytes, p.iova_size, p.clock_hz);
 
     let files = RuntimeFiles::for_socket(&opts.socket);
     let dir = Arc::new(files.open_dir()?);
@@ -474,53 +546,13 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     pid_file.write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(io(format!("cannot write {}", files.pid.display())))?;
     drop(lock);
 
-    let completion_timeout_cycles = ((opts.completion_timeout_us as f64) * clock_hz / 1e6).ceil() as u64;
-    let (domain, bus, dev, func) = PCI_ADDRESS;
-    let hello = HelloInfo {
-        protocol_version: PROTOCOL_VERSION,
-        sim_version: env!("CARGO_PKG_VERSION").to_string(),
-        card_build_info: lib.build_info().to_string(),
-        card_library: lib.path().display().to_string(),
-        data_width: lib.data_width(),
-        card_clock_hz: clock_hz.round() as u64,
-        link,
-        pci_address: format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"),
-        bar_sizes: vec![Some(BAR0_SIZE), None, None, None, None, None],
-        config_dump_path: files.dump.display().to_string(),
-        host_memory_path: files.host_memory.display().to_string(),
-        host_memory_size: host_mem_bytes,
-        host_memory_bus_base: opts.dma_base,
-        iova_window_size: iova_size,
-        seed: opts.seed,
-        dma_latency_ns: opts.dma_latency_ns,
-        dma_jitter_ns: opts.dma_jitter_ns,
-        completion_timeout_cycles,
-        free_run: opts.free_run,
-        host_time: opts.host_time,
-        host_time_cap_ns: opts.host_time_cap_us * 1000,
-        client_id: 0,
-    };
+    let hello = hello_info(&p, opts, &files);
     if !opts.quiet {
         print_banner(&hello, &files, clock_hz, opts);
     }
-    let params = EngineParams {
-        link,
-        clock_hz,
-        dma_latency_ns: opts.dma_latency_ns,
-        dma_jitter_ns: opts.dma_jitter_ns,
-        seed: opts.seed,
-        completion_timeout_cycles,
-        corrupt_read: opts.corrupt_read.clone(),
-        dma_faults: opts.dma_faults,
-        free_run: opts.free_run,
-        host_time: opts.host_time,
-        host_time_cap: std::time::Duration::from_micros(opts.host_time_cap_us),
-        quiet: opts.quiet,
-        dump: RewrittenFile::new(dir.clone(), RuntimeFiles::name(&files.dump)?),
-        hello,
-        pci_address: PCI_ADDRESS,
-    };
-    let mut sim = Sim::new(card, lib.data_width(), config, mem, params);
+    let params = engine_params(&p, opts, hello, RewrittenFile::new(dir.clone(), RuntimeFiles::name(&files.dump)?));
+    let data_width = p.lib.data_width();
+    let mut sim = Sim::new(p.card, data_width, p.config, mem, params);
 
     let set = block_signals();
     let (tx, rx) = mpsc::channel();

@@ -297,7 +297,7 @@ struct Job {
     no_ack: u32,
 }
 
-/// Per-wait timeout: four longest intervals, at least 20 ms.
+/// Per-wait timeout in card time: four longest intervals, at least 20 ms.
 fn wait_timeout(config: &TimerConfig, clock_hz: u32) -> Duration {
     let s = 4.0 * f64::from(config.max_interval_cycles) / f64::from(clock_hz.max(1));
     Duration::from_secs_f64(s.max(0.02))
@@ -325,7 +325,11 @@ fn measure(card: &mut Card, job: &Job, ticker: &Ticker) -> anyhow::Result<Measur
     let mut ticked_ms = 0u64;
     let mut stopped = false;
     let outcome: anyhow::Result<()> = (|| loop {
-        let irq = match card.wait_interrupt(irq_timer::WAIT_MASK, timeout) {
+        // The timeout is card time (four of the timer's intervals): on a hardware backend
+        // the card's counter measures it (the same as wall time on a card at its clock; the
+        // Verilated card behind vfio-user in a TCG guest is far slower). On the simulator this
+        // is Card::wait_interrupt, as before.
+        let irq = match card.wait_interrupt_card_time(irq_timer::WAIT_MASK, timeout) {
             Err(tlpx_device::DeviceError::Interrupted) => {
                 stopped = true;
                 return Ok(());
