@@ -155,7 +155,7 @@ host: $(STAMPS)/rust
 demo: setup gateware $(CPU_CARD_LIB) firmware host
 	@scripts/demo.sh
 
-test: setup gateware-all check-regs firmware host
+test: setup gateware-all check-regs firmware host vplat-root
 	@scripts/test.sh
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
@@ -201,7 +201,7 @@ litepcie-driver: setup
 # checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
 # (default the card: tlpx-sim --vfio-user; VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd for another), PASS/FAIL per check.
 # vplat-test: the run with the card's server (VPLAT_SERVER and VPLAT_ID cleared), then every
-# check asserted from its results.json (not yet part of `make test`: docs/virtual-platform.md).
+# check asserted from its results.json; part of `make test` (scripts/test.sh runs it last).
 .PHONY: vplat vplat-root vplat-guest vplat-test
 vplat-root: | $(STAMPS)/apt
 	@scripts/vplat_root.sh

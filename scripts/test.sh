@@ -45,3 +45,7 @@ echo "demo: $(grep -c . build/demo/demo.log) lines of output, ended with: $(grep
 
 echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
 scripts/qemu_vfio_test.sh
+
+echo "== the card on a real Linux PCI bus: the Verilated card served over vfio-user to a QEMU guest (scripts/vplat.sh)"
+env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK scripts/vplat.sh
+python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json
