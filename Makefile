@@ -152,7 +152,8 @@ host: $(STAMPS)/rust
 
 # Main jobs -------------------------------------------------------------------------------------
 
-demo: setup gateware $(CPU_CARD_LIB) firmware host
+# VPLAT=1: the demo ends with the card in a QEMU guest (needs the trixie root: vplat-root).
+demo: setup gateware $(CPU_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
 test: setup gateware-all check-regs firmware host vplat-root

@@ -58,6 +58,8 @@ pub fn is_interrupt(e: &anyhow::Error) -> bool {
         Some(tlpx_device::DeviceError::Interrupted) => true,
         Some(lost @ tlpx_device::DeviceError::LeaseLost { .. }) => {
             eprintln!("tlpx: {lost}: stopping here, keeping the points measured before");
+            // As a Ctrl-C: the command stops, and its result says it was interrupted.
+            STOP.store(true, Ordering::SeqCst);
             true
         }
         _ => false,
