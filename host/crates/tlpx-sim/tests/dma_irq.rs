@@ -10,28 +10,17 @@
 
 mod common;
 
+use common::litepcie::{
+    IRQ_DISABLE, LOOPBACK_ENABLE, MSI_CLEAR, MSI_ENABLE, MSI_VECTOR, READER_ENABLE, READER_LOOP_PROG_N, READER_RESET, READER_VALUE,
+    READER_WE, WRITER_ENABLE, WRITER_LOOP_PROG_N, WRITER_RESET, WRITER_VALUE, WRITER_WE,
+};
+
 use std::time::Duration;
 
 use common::Sim;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::{Device, Width};
 
-// LitePCIe DMA and MSI registers (offsets from the generated tlpx-regs crate).
-const MSI_ENABLE: u64 = 0x1800;
-const MSI_CLEAR: u64 = 0x1804;
-const MSI_VECTOR: u64 = 0x1808;
-const WRITER_ENABLE: u64 = 0x2000;
-const WRITER_VALUE: u64 = 0x2004;
-const WRITER_WE: u64 = 0x200c;
-const WRITER_LOOP_PROG_N: u64 = 0x2010;
-const WRITER_RESET: u64 = 0x201c;
-const READER_ENABLE: u64 = 0x2020;
-const READER_VALUE: u64 = 0x2024;
-const READER_WE: u64 = 0x202c;
-const READER_LOOP_PROG_N: u64 = 0x2030;
-const READER_RESET: u64 = 0x203c;
-const LOOPBACK_ENABLE: u64 = 0x2040;
-const IRQ_DISABLE: u32 = 1 << 24;
 const MSI_WRITER: u32 = 0;
 const MSI_SOFTWARE: u32 = 2;
 

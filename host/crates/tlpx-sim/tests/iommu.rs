@@ -12,6 +12,11 @@
 
 mod common;
 
+use common::litepcie::{
+    IRQ_DISABLE, LOOPBACK_ENABLE, READER_ENABLE, READER_LOOP_PROG_N, READER_RESET, READER_VALUE, READER_WE, WRITER_ENABLE,
+    WRITER_LOOP_PROG_N, WRITER_RESET, WRITER_VALUE, WRITER_WE,
+};
+
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -21,18 +26,6 @@ use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::{Device, Width};
 use tlpx_sim_protocol::{encode_frame, read_frame, DmaAllocation, Reply, Request, BAR0_SIZE, PROTOCOL_VERSION};
 
-const WRITER_ENABLE: u64 = 0x2000;
-const WRITER_VALUE: u64 = 0x2004;
-const WRITER_WE: u64 = 0x200c;
-const WRITER_LOOP_PROG_N: u64 = 0x2010;
-const WRITER_RESET: u64 = 0x201c;
-const READER_ENABLE: u64 = 0x2020;
-const READER_VALUE: u64 = 0x2024;
-const READER_WE: u64 = 0x202c;
-const READER_LOOP_PROG_N: u64 = 0x2030;
-const READER_RESET: u64 = 0x203c;
-const LOOPBACK_ENABLE: u64 = 0x2040;
-const IRQ_DISABLE: u32 = 1 << 24;
 const BAR0_BUS: u64 = 0xF000_0000;
 
 fn w(dev: &mut SimDevice, off: u64, v: u32) {

@@ -10,25 +10,16 @@
 
 mod common;
 
+use common::litepcie::{
+    IRQ_DISABLE, LOOPBACK_ENABLE, MSI_ENABLE, READER_ENABLE, READER_LOOP_PROG_N, READER_RESET, READER_VALUE, READER_WE, WRITER_ENABLE,
+    WRITER_LOOP_PROG_N, WRITER_RESET, WRITER_VALUE, WRITER_WE,
+};
+
 use std::time::Duration;
 
 use common::{Sim, MAGIC};
 use tlpx_device::backends::sim::{DmaFaults, SimDevice, TrafficStats};
 use tlpx_device::{Device, Width};
-
-const WRITER_ENABLE: u64 = 0x2000;
-const WRITER_VALUE: u64 = 0x2004;
-const WRITER_WE: u64 = 0x200c;
-const WRITER_LOOP_PROG_N: u64 = 0x2010;
-const WRITER_RESET: u64 = 0x201c;
-const READER_ENABLE: u64 = 0x2020;
-const READER_VALUE: u64 = 0x2024;
-const READER_WE: u64 = 0x202c;
-const READER_LOOP_PROG_N: u64 = 0x2030;
-const READER_RESET: u64 = 0x203c;
-const LOOPBACK_ENABLE: u64 = 0x2040;
-const MSI_ENABLE: u64 = 0x1800;
-const IRQ_DISABLE: u32 = 1 << 24;
 
 /// The 16 register writes that start a loopback of `len` bytes; the writer raises an MSI.
 fn start_loopback(dev: &mut SimDevice, src: u64, dst: u64, len: u32) {

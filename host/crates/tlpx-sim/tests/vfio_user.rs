@@ -7,6 +7,11 @@
 
 mod common;
 
+use common::litepcie::{
+    IRQ_DISABLE, LOOPBACK_ENABLE, MSI_ENABLE, READER_ENABLE, READER_LOOP_PROG_N, READER_RESET, READER_VALUE, READER_WE, WRITER_ENABLE,
+    WRITER_LOOP_PROG_N, WRITER_RESET, WRITER_VALUE, WRITER_WE,
+};
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -20,21 +25,6 @@ const CONFIG: u32 = 7;
 const BAR0: u32 = 0;
 const MSI_INDEX: u32 = 1;
 const MSI_CONTROL: u64 = 0x52;
-
-// LitePCIe DMA and MSI registers (as tests/dma_irq.rs).
-const MSI_ENABLE: u64 = 0x1800;
-const WRITER_ENABLE: u64 = 0x2000;
-const WRITER_VALUE: u64 = 0x2004;
-const WRITER_WE: u64 = 0x200c;
-const WRITER_LOOP_PROG_N: u64 = 0x2010;
-const WRITER_RESET: u64 = 0x201c;
-const READER_ENABLE: u64 = 0x2020;
-const READER_VALUE: u64 = 0x2024;
-const READER_WE: u64 = 0x202c;
-const READER_LOOP_PROG_N: u64 = 0x2030;
-const READER_RESET: u64 = 0x203c;
-const LOOPBACK_ENABLE: u64 = 0x2040;
-const IRQ_DISABLE: u32 = 1 << 24;
 
 /// Guest RAM of the test: a memfd, mapped for the card at IOVA `RAM_IOVA`.
 const RAM_IOVA: u64 = 0x10_0000;

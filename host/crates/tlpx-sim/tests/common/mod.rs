@@ -153,3 +153,27 @@ pub fn run_failing(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tlpx-sim")).args(args).stdin(Stdio::null()).output().expect("run tlpx-sim");
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// LitePCIe's DMA and MSI registers as the tests drive them, from the generated map (one
+/// source: the card's csr.json through tlpx-regs), not copied by hand into each test.
+pub mod litepcie {
+    use tlpx_regs::{pcie_dma0 as dma, pcie_msi as msi};
+
+    pub const MSI_ENABLE: u64 = msi::ENABLE.offset;
+    pub const MSI_CLEAR: u64 = msi::CLEAR.offset;
+    pub const MSI_VECTOR: u64 = msi::VECTOR.offset;
+    pub const WRITER_ENABLE: u64 = dma::WRITER_ENABLE.offset;
+    pub const WRITER_VALUE: u64 = dma::WRITER_TABLE_VALUE.offset;
+    pub const WRITER_WE: u64 = dma::WRITER_TABLE_WE.offset;
+    pub const WRITER_LOOP_PROG_N: u64 = dma::WRITER_TABLE_LOOP_PROG_N.offset;
+    pub const WRITER_RESET: u64 = dma::WRITER_TABLE_RESET.offset;
+    pub const READER_ENABLE: u64 = dma::READER_ENABLE.offset;
+    pub const READER_VALUE: u64 = dma::READER_TABLE_VALUE.offset;
+    pub const READER_WE: u64 = dma::READER_TABLE_WE.offset;
+    pub const READER_LOOP_PROG_N: u64 = dma::READER_TABLE_LOOP_PROG_N.offset;
+    pub const READER_RESET: u64 = dma::READER_TABLE_RESET.offset;
+    pub const LOOPBACK_ENABLE: u64 = dma::LOOPBACK_ENABLE.offset;
+    /// The descriptor's IRQ_DISABLE bit in its high 32-bit word (the register is 64 bits wide,
+    /// written as two words).
+    pub const IRQ_DISABLE: u32 = 1 << (dma::writer_table_value::IRQ_DISABLE.shift - 32);
+}
