@@ -8,6 +8,10 @@
 #                                     file, and main.c's descriptor writes following the card's CSR
 #                                     word order (see below). Copy it to the card's machine and
 #                                     `make` there (against /lib/modules/$(uname -r)/build).
+#   build/litepcie-driver/user/       LitePCIe's user tools (the stock litepcie_util.c, litepcie_test.c,
+#                                     liblitepcie/ and Makefile), built static for the card:
+#                                     user/litepcie_util, user/litepcie_test (they run in any Linux
+#                                     user space, the virtual platform's busybox initramfs included)
 #   build/litepcie-driver/kernels/<release>/litepcie.ko
 #                                     the module built against Debian's kernel headers
 #                                     (scripts/debian_kernel.sh), and against the running kernel's
@@ -85,7 +89,50 @@ generated for the tlpx card (DATA_WIDTH=$DATA_WIDTH) by scripts/litepcie_driver.
 EOF
 say "driver tree in $OUT (LitePCIe $version)"
 
-# 2. Builds ------------------------------------------------------------------------------------
+# 2. The user tools ----------------------------------------------------------------------------
+# LitePCIe's litepcie_util (info, scratch_test, dma_test) and litepcie_test (record, play), from
+# the installed LitePCIe's sources, built with its own Makefile. What changes, and why:
+#   CFLAGS  the stock ones, with the driver tree above in place of ../kernel (it holds the card's
+#           csr.h/soc.h next to litepcie.h and config.h), and tlpx_user_compat.h included first:
+#           the card's tlpx_compat.h plus CSR_CTRL_SCRATCH_ADDR (scratch_test), which the card has
+#           as ident.scratch (gateware/tools/gen_driver_headers.py says why it is a separate file);
+#   LDFLAGS -static: one file each, no libc to match in the guest or on a card's machine.
+USER_SRC=$(dirname "$SRC")/user
+USER_OUT=$OUT/user
+for f in litepcie_util.c litepcie_test.c Makefile liblitepcie/liblitepcie.h liblitepcie/litepcie_dma.c \
+         liblitepcie/litepcie_dma.h liblitepcie/litepcie_flash.c liblitepcie/litepcie_flash.h \
+         liblitepcie/litepcie_helpers.c liblitepcie/litepcie_helpers.h; do
+    [ -f "$USER_SRC/$f" ] || die "the installed LitePCIe's user tools lack $f ($USER_SRC)"
+    mkdir -p "$(dirname "$USER_OUT/$f")"
+    cp "$USER_SRC/$f" "$USER_OUT/$f.new"
+    cmp -s "$USER_OUT/$f.new" "$USER_OUT/$f" 2>/dev/null && rm "$USER_OUT/$f.new" || mv "$USER_OUT/$f.new" "$USER_OUT/$f"
+done
+command -v gcc >/dev/null || die "gcc is missing: apt-get install gcc libc6-dev (make setup does)"
+say "building LitePCIe's user tools for the card (static) in $USER_OUT"
+user_log=$ROOT/$USER_OUT/build.log
+# make's dependency files (-MMD) rebuild what a changed header affects; a current build is a no-op.
+if ! make -C "$USER_OUT" litepcie_util litepcie_test \
+        CFLAGS="-O2 -Wall -g -I$ROOT/$OUT -Iliblitepcie -MMD -fPIC -include $ROOT/$OUT/tlpx_user_compat.h" \
+        LDFLAGS="-g -static" >"$user_log" 2>&1; then
+    tail -40 "$user_log" >&2
+    die "LitePCIe's user tools do not build for the card (whole log: $user_log)"
+fi
+if grep -E "warning:" "$user_log" >&2; then
+    say "(compiler warnings above, from $user_log: the stock sources' own)"
+fi
+for tool in litepcie_util litepcie_test; do
+    bin=$USER_OUT/$tool
+    [ -x "$bin" ] || die "no $bin after building the user tools ($user_log)"
+    # Static: no program interpreter (a dynamic executable names its loader in PT_INTERP).
+    if readelf -l "$bin" | grep -q INTERP; then die "$bin is dynamically linked (the build did not take -static)"; fi
+    # It runs: without a command both print their usage and exit 1.
+    rc=0; usage=$("$bin" 2>&1) || rc=$?
+    [ "$rc" = 1 ] && grep -q "^usage: $tool " <<<"$usage" ||
+        die "$bin does not run here (exit $rc, expected its usage and exit 1): $(head -3 <<<"$usage")"
+done
+say "OK $USER_OUT/litepcie_util, $USER_OUT/litepcie_test (static)"
+
+# 3. Builds ------------------------------------------------------------------------------------
 # build_against RELEASE HEADERS [MAKEFILE]: copies the tree to kernels/RELEASE and builds it there.
 build_against() {
     local release=$1 headers=$2 makefile=${3:-}
