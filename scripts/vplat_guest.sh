@@ -4,7 +4,9 @@
 #   vmlinuz          the Debian kernel of scripts/debian_kernel.sh
 #   initramfs.cpio   busybox (static), pciutils' lspci with its libraries and pci.ids, LitePCIe's
 #                    stock driver built for the card against that kernel (scripts/litepcie_driver.sh;
-#                    /lib/modules/<release>/extra/litepcie.ko, indexed by depmod),
+#                    /lib/modules/<release>/extra/litepcie.ko, indexed by depmod) and LitePCIe's
+#                    own user tools built static for the card by the same script
+#                    (/usr/bin/litepcie_util, /usr/bin/litepcie_test),
 #                    the kernel's vfio-pci and vfio_iommu_type1 with the modules they depend on
 #                    (tlpx's vfio backend in the guest, through its emulated IOMMU),
 #                    tlpx from host/target/release with the libraries ldd lists, and
@@ -12,8 +14,9 @@
 #   release          the kernel release (one line)
 #
 # Cached: every input is hashed (build/vplat/guest/inputs.sha256) and an unchanged image is not
-# packed again. The LitePCIe driver is rebuilt only when it is missing or older than its
-# generator or the gateware; tlpx is built with cargo (a no-op when it is current).
+# packed again. The LitePCIe driver and user tools are rebuilt only when one is missing or the
+# module is older than its generator or the gateware; tlpx is built with cargo (a no-op when it
+# is current).
 #
 #   scripts/vplat_guest.sh          prints the image's directory on stdout, the rest on stderr
 set -euo pipefail
@@ -48,15 +51,19 @@ VMLINUZ=$ROOT/build/kernel/root/boot/vmlinuz-$release
 [ -f "$VMLINUZ" ] || die "no $VMLINUZ after scripts/debian_kernel.sh"
 
 KO=$ROOT/build/litepcie-driver/kernels/$release/litepcie.ko
+LITEPCIE_UTIL=$ROOT/build/litepcie-driver/user/litepcie_util
+LITEPCIE_TEST=$ROOT/build/litepcie-driver/user/litepcie_test
 driver_inputs=(scripts/litepcie_driver.sh gateware/tools/gen_driver_headers.py gateware/tlpx_gateware)
-if [ ! -f "$KO" ] || [ -n "$(find "${driver_inputs[@]}" -newer "$KO" -name '*.py' -o -newer "$KO" -name '*.sh' | head -1)" ]; then
+if [ ! -f "$KO" ] || [ ! -x "$LITEPCIE_UTIL" ] || [ ! -x "$LITEPCIE_TEST" ] || [ -n "$(find "${driver_inputs[@]}" -newer "$KO" -name '*.py' -o -newer "$KO" -name '*.sh' | head -1)" ]; then
     say "building LitePCIe's driver for the card against $release (scripts/litepcie_driver.sh)"
     mkdir -p "$ROOT/build/vplat"
     KERNEL_RELEASE=$release scripts/litepcie_driver.sh >"$ROOT/build/vplat/litepcie-driver.log" 2>&1 || {
         tail -20 "$ROOT/build/vplat/litepcie-driver.log" >&2
         die "scripts/litepcie_driver.sh failed (log: build/vplat/litepcie-driver.log)"
     }
-    [ -f "$KO" ] || die "$KO was not built (see build/vplat/litepcie-driver.log)"
+    for f in "$KO" "$LITEPCIE_UTIL" "$LITEPCIE_TEST"; do
+        [ -f "$f" ] || die "$f was not built (see build/vplat/litepcie-driver.log)"
+    done
 fi
 
 [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
@@ -97,7 +104,7 @@ done
 
 key=$( {
     echo "release $release"
-    sha256sum "$VMLINUZ" "$INIT" scripts/vplat_guest.sh "$KO" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
+    sha256sum "$VMLINUZ" "$INIT" scripts/vplat_guest.sh "$KO" "$LITEPCIE_UTIL" "$LITEPCIE_TEST" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
     for lib in $LIBS; do sha256sum "$(readlink -f "$lib")" | sed "s#  .*#  $lib#"; done
 } )
 if [ -f "$OUT/inputs.sha256" ] && [ -f "$OUT/initramfs.cpio" ] && [ -f "$OUT/vmlinuz" ] &&
@@ -132,6 +139,9 @@ depmod -b "$STAGE" "$release" || die "depmod -b $STAGE $release failed"
 cp "$LSPCI" "$STAGE/usr/bin/lspci"
 cp "$PCI_IDS" "$STAGE/usr/share/misc/pci.ids"
 strip --strip-debug -o "$STAGE/usr/bin/tlpx" "$TLPX"
+# Static (scripts/litepcie_driver.sh checks): no libraries to carry.
+strip --strip-debug -o "$STAGE/usr/bin/litepcie_util" "$LITEPCIE_UTIL"
+strip --strip-debug -o "$STAGE/usr/bin/litepcie_test" "$LITEPCIE_TEST"
 for lib in $LIBS; do
     mkdir -p "$STAGE$(dirname "$lib")"
     cp -L "$lib" "$STAGE$lib"
@@ -142,5 +152,5 @@ mv "$OUT/initramfs.cpio.tmp" "$OUT/initramfs.cpio"
 cp "$VMLINUZ" "$OUT/vmlinuz"
 echo "$release" > "$OUT/release"
 echo "$key" > "$OUT/inputs.sha256"
-say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
+say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, litepcie_util, litepcie_test, $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
 echo "$OUT"
