@@ -124,7 +124,7 @@ qemu_args=(
     -nodefaults -nic none -display none -monitor none -no-reboot
     -serial "file:$IN_ROOT/console.log" -serial "file:$IN_ROOT/checks.log"
     -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
-    -append "console=ttyS0 panic=-1 loglevel=4 intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
+    -append "console=ttyS0 panic=-1 loglevel=4 no_timer_check intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
     -device intel-iommu,intremap=on,caching-mode=on
     -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
     -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"}}"
