@@ -4,8 +4,8 @@
 #ifndef TLPX_REGS_H
 #define TLPX_REGS_H
 
-#define TLPX_MAP_HASH     0x48a5646au  /* the card without the CPU */
-#define TLPX_MAP_HASH_CPU 0xb79fc139u  /* the card with it (this map) */
+#define TLPX_MAP_HASH     0x1234dcebu  /* the card without the CPU */
+#define TLPX_MAP_HASH_CPU 0x25b8ac00u  /* the card with it (this map) */
 #define TLPX_BAR_SIZE 0x100000u  /* bytes of BAR0, the registers' BAR */
 #define TLPX_SRAM_BASE 0x40000u
 #define TLPX_SRAM_SIZE 0x10000u
@@ -382,13 +382,15 @@
 /* spy */
 #define TLPX_REGION_SPY_BASE 0x03800u
 #define TLPX_SPY_CONTROL 0x03800u
-#define TLPX_SPY_CONTROL_BITS 3u
+#define TLPX_SPY_CONTROL_BITS 4u
 #define TLPX_SPY_CONTROL_ENABLE_SHIFT 0u
 #define TLPX_SPY_CONTROL_ENABLE_WIDTH 1u
 #define TLPX_SPY_CONTROL_CLEAR_SHIFT 1u
 #define TLPX_SPY_CONTROL_CLEAR_WIDTH 1u
 #define TLPX_SPY_CONTROL_INCLUDE_OWN_SHIFT 2u
 #define TLPX_SPY_CONTROL_INCLUDE_OWN_WIDTH 1u
+#define TLPX_SPY_CONTROL_TO_DMA_WRITER_SHIFT 3u
+#define TLPX_SPY_CONTROL_TO_DMA_WRITER_WIDTH 1u
 #define TLPX_SPY_DIRECTION_MASK 0x03804u
 #define TLPX_SPY_DIRECTION_MASK_BITS 2u
 #define TLPX_SPY_CLASS_MASK 0x03808u
@@ -492,6 +494,8 @@
 #define TLPX_SPY_LEASE_EXPIRIES_BITS 32u
 #define TLPX_SPY_LEASE_REFUSALS 0x038d4u
 #define TLPX_SPY_LEASE_REFUSALS_BITS 32u
+#define TLPX_SPY_PAD 0x038d8u
+#define TLPX_SPY_PAD_BITS 16u
 
 /* irq_timer */
 #define TLPX_REGION_IRQ_TIMER_BASE 0x04000u

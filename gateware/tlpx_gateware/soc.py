@@ -256,7 +256,12 @@ class TlpxCard(SoCMini):
         self.bus.add_master(name="request_path", master=self.request_path.bus)
         if tlpx_blocks:
             # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
-            self.comb += self.spy_own_tx.eq(self.request_path.arbiter.grant == 2 + tx_sources.index(self.spy_tx_source))
+            # The spy's own TLPs: its ring writes, or, while its records go through LitePCIe's DMA
+            # writer, LitePCIe's DMA traffic (master 0: with loopback off the writer carries
+            # nothing but the records), so that a capture does not record its own transport.
+            grant = self.request_path.arbiter.grant
+            self.comb += self.spy_own_tx.eq((grant == 2 + tx_sources.index(self.spy_tx_source)) |
+                                            (self.spy.control.fields.to_dma_writer & (grant == 0)))
             self._add_windows(phy)
 
         # Soft CPU (optional) ----------------------------------------------------------------------
@@ -306,6 +311,20 @@ class TlpxCard(SoCMini):
             ]
             ClockDomainsRenamer("dma")(endpoint.crossbar)
             ClockDomainsRenamer("dma")(dma)
+
+        if tlpx_blocks:
+            # The spy's records into the DMA writer (spy control.to_dma_writer; the writer takes
+            # its sink while loopback is off): 32-byte records as datapath-wide words, lowest
+            # DW first, so a record lands in the driver's buffer as it does in the spy's ring.
+            self.spy_to_dma = conv = stream.Converter(256, dma.data_width)
+            self.comb += [
+                conv.sink.valid.eq(self.spy_records.valid),
+                conv.sink.data.eq(self.spy_records.record),
+                self.spy_records.ready.eq(conv.sink.ready),
+                dma.sink.valid.eq(conv.source.valid),
+                dma.sink.data.eq(conv.source.data),
+                conv.source.ready.eq(dma.sink.ready),
+            ]
 
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,
@@ -419,7 +438,9 @@ class TlpxCard(SoCMini):
             [gen.wr_source, gen.rd_source, gen.fl_source])
         wr_bound, rd_bound, _ = gen.tx_boundaries
         self.comb += [gen.wr_sent.eq(wr_bound.sent_first), gen.rd_sent.eq(rd_bound.sent_last)]
-        tx_sources += isolated("spy", self.spy, [phy.source.valid, phy.sink.valid], [self.spy.source])
+        spy_tlps, self.spy_records = isolated("spy", self.spy, [phy.source.valid, phy.sink.valid],
+            [self.spy.source, self.spy.record_source])
+        tx_sources += [spy_tlps]
         tx_sources += isolated("irqtimer", self.irq_timer, [], [self.irq_timer.source])
         tx_sources += isolated("rtloop", self.rt_loop, [self.rt_loop.cpl_sink.valid, self.rt_loop.sent], [self.rt_loop.source])
         self.comb += self.rt_loop.sent.eq(self.rt_loop.tx_boundaries[0].sent_first)

@@ -27,7 +27,7 @@ from litepcie.common import phy_layout
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram
 from tlpx_gateware.cores.lease import Lease
-from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter
+from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter, record_layout
 
 RECORD_VERSION = 1
 # Records the record FIFO holds (the most `pre` records of a start trigger, plus one), and the
@@ -183,6 +183,19 @@ class SpyFilter(LiteXModule):
 
 # Spy ----------------------------------------------------------------------------------------------
 
+class _FifoView(Module):
+    """What RecordRingWriter uses of a record FIFO (level, sink, source), with a `ready` of its
+    own: the spy decides whether the ring writer or the DMA writer path pops the FIFO."""
+    def __init__(self, fifo):
+        self.level = fifo.level
+        self.sink = fifo.sink
+        self.source = stream.Endpoint(record_layout())
+        self.comb += [
+            self.source.valid.eq(fifo.source.valid),
+            self.source.record.eq(fifo.source.record),
+        ]
+
+
 class Spy(LiteXModule):
     def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=RECORD_FIFO_DEPTH,
                  clock_hz=125e6):
@@ -199,12 +212,17 @@ class Spy(LiteXModule):
         next ``control.clear``.
         """)
         self.source = stream.Endpoint(phy_layout(data_width))  # the ring writer's MWr TLPs
+        # Records for LitePCIe's DMA writer (control.to_dma_writer): the path for a host whose
+        # driver owns the DMA buffers and gives user space no bus address (LitePCIe's stock
+        # driver): the driver's writer ring takes the records, the host reads its buffers.
+        self.record_source = stream.Endpoint(record_layout())
         self.irq    = Signal()
 
         self.control = CSRStorage(fields=[
             CSRField("enable", size=1, description="Capture records (counters and histograms run regardless)."),
             CSRField("clear", size=1, offset=1, pulse=True, description="Write 1 to zero counters, histograms, sequence and ring indices, and to re-arm the trigger."),
-            CSRField("include_own", size=1, offset=2, description="Also record the spy's own ring writes."),
+            CSRField("include_own", size=1, offset=2, description="Also record the spy's own ring writes (with ``to_dma_writer``: LitePCIe's DMA TLPs, which carry the records)."),
+            CSRField("to_dma_writer", size=1, offset=3, description="Send the records into LitePCIe's DMA writer (pcie_dma0, loopback off) instead of the ring: for a driver that owns the DMA buffers. ``wr_index`` then counts records (and pad records) handed to the writer."),
         ], description="Spy control.")
         self.direction_mask = CSRStorage(2, reset=0b11, description="Directions to record: bit 0 down (host to card), bit 1 up (card to host).")
         self.class_mask = CSRStorage(8, reset=0xFF, description="TLP classes to record, bit per class: " + ", ".join(f"{i} {c}" for i, c in enumerate(CLASSES)) + ".")
@@ -308,6 +326,8 @@ class Spy(LiteXModule):
 
         # Lease: a capture whose owner is gone halts ---------------------------------------------
         self.lease = Lease(cycles, clock_hz)
+        # After the lease: a register added last moves no existing address.
+        self.pad = CSRStorage(16, description="Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only.")
         halted = Signal()
         self.sync += If(clear, halted.eq(0)).Elif(self.lease.stop, halted.eq(1))
 
@@ -554,14 +574,44 @@ class Spy(LiteXModule):
             self.status.fields.records.eq(record_fifo.level),
         ]
 
-        # Ring writer ------------------------------------------------------------------------------
-        self.ring = ring = RecordRingWriter(data_width, requester_id, record_fifo,
+        # Ring writer, or LitePCIe's DMA writer ------------------------------------------------------
+        # The ring writer sees the FIFO through a view whose `ready` only it drives; in
+        # to_dma_writer mode it holds every record (it still discards the oldest before a start
+        # trigger) and the records leave through record_source instead, then `pad` zero records.
+        to_writer = self.control.fields.to_dma_writer
+        ring_view = _FifoView(record_fifo)
+        self.submodules += ring_view
+        self.ring = ring = RecordRingWriter(data_width, requester_id, ring_view,
             ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
             payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
-            rd_index=self.rd_index.storage, clear=clear, hold=holding, discard=drop_oldest, halt=halted)
+            rd_index=self.rd_index.storage, clear=clear, hold=holding | to_writer, discard=drop_oldest, halt=halted)
+        record_ready = Signal()   # a record (not a pad) can go to the DMA writer
+        pad_left = Signal(16)
+        streamed = Signal(32)
+        rs = self.record_source
+        self.comb += [
+            record_ready.eq(record_fifo.source.valid & ~holding),
+            rs.valid.eq(to_writer & ~halted & (record_ready | (pad_left != 0))),
+            rs.record.eq(Mux(record_ready, record_fifo.source.record, 0)),
+            record_fifo.source.ready.eq(ring_view.source.ready | (to_writer & record_ready & rs.ready & ~halted)),
+        ]
+        self.sync += [
+            If(clear | halted,
+                pad_left.eq(0),
+            ).Elif(self.pad.re,
+                pad_left.eq(self.pad.storage),
+            ).Elif(rs.valid & rs.ready & ~record_ready,
+                pad_left.eq(pad_left - 1),
+            ),
+            If(clear,
+                streamed.eq(0),
+            ).Elif(rs.valid & rs.ready,
+                streamed.eq(streamed + 1),
+            ),
+        ]
         self.comb += [
             ring.source.connect(self.source),
-            self.wr_index.status.eq(ring.wr_index),
+            self.wr_index.status.eq(Mux(to_writer, streamed, ring.wr_index)),
             self.irq.eq(0),
         ]
 
@@ -570,4 +620,4 @@ class Spy(LiteXModule):
         self.busy = Signal()
         self.comb += self.busy.eq(down.active | up.active | down_fifo.source.valid | up_fifo.source.valid |
             builder_in.valid | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") | (pending_reads != 0) |
-            self.lease.held | self.source.valid)
+            self.lease.held | self.source.valid | (pad_left != 0) | rs.valid)

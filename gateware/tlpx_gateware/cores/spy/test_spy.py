@@ -22,10 +22,14 @@ RING = BASE + 0x8000
 RING_LOG2 = 10  # 1024 records = 32 KiB (the generator's window is the first 32 KiB)
 
 
-def spy_w(card, name, value, words=1):
-    off = reg(f"spy.{name}")
+def write_reg(card, name, value, words=1):
+    off = reg(name)
     for i in range(words):
         card.write32(off + 4 * i, (value >> (32 * i)) & 0xFFFFFFFF)
+
+
+def spy_w(card, name, value, words=1):
+    write_reg(card, f"spy.{name}", value, words)
 
 
 def spy_r(card, name):
@@ -230,3 +234,84 @@ def test_live_counters_count_every_tlp(card):
     # Counters run even with capture off: the 7 writes, the set-up writes and the select.
     assert counts["tlps"] >= 8
     assert counts["payload"] == 4 * counts["tlps"] and counts["bytes"] == 16 * counts["tlps"]
+
+
+# The records through LitePCIe's DMA writer (control.to_dma_writer), as with LitePCIe's stock
+# driver: four 1 KiB buffers (32 records each) in loop mode, as the driver's 256 of 8 KiB.
+WRITER_BUF = BASE + 0x4000
+WRITER_BUFS, WRITER_BUF_RECORDS = 4, 32
+
+
+def start_writer(card):
+    for name, value in (("writer_enable", 0), ("loopback_enable", 0), ("writer_table_reset", 1),
+                        ("writer_table_loop_prog_n", 0)):
+        write_reg(card, f"pcie_dma0.{name}", value)
+    for k in range(WRITER_BUFS):
+        write_reg(card, "pcie_dma0.writer_table_value", (WRITER_BUF + 32 * WRITER_BUF_RECORDS * k) | ((32 * WRITER_BUF_RECORDS) << 32), 2)
+        write_reg(card, "pcie_dma0.writer_table_we", 0)
+    write_reg(card, "pcie_dma0.writer_table_loop_prog_n", 1)
+    write_reg(card, "pcie_dma0.writer_enable", 1)
+
+
+def writer_slots(card, first, n):
+    slots = WRITER_BUFS * WRITER_BUF_RECORDS
+    out = []
+    for i in range(first, first + n):
+        off = WRITER_BUF - BASE + 32 * (i % slots)
+        out.append(bytes(card.memory.data[off:off + 32]))
+    return out
+
+
+def test_records_through_litepcie_dma_writer_are_the_links_tlps_without_their_transport(card):
+    card.memory = HostMemory(BASE, SIZE)
+    setup(card)
+    start_writer(card)
+    spy_w(card, "control", 0b1001)  # enable, to_dma_writer
+    start = card.cycles
+    for i in range(30):  # 60 TLPs down, 30 up: more than the four buffers hold before the last pad
+        card.write32(reg("ident.scratch"), i)
+        card.read32(reg("ident.scratch"))
+    spy_w(card, "control", 0b1000)  # capture off, records still to the writer
+    stop = card.cycles
+    card.run(400)
+    n = spy_r(card, "wr_index")
+    pad = (WRITER_BUF_RECORDS - n % WRITER_BUF_RECORDS) % WRITER_BUF_RECORDS
+    spy_w(card, "pad", pad)
+    card.run(3000)
+    assert spy_r(card, "wr_index") == n + pad
+    # The ring went round: only the last WRITER_BUFS buffers' worth is still there, in order.
+    kept = min(n, WRITER_BUFS * WRITER_BUF_RECORDS - pad)
+    recs = [decode(raw) for raw in writer_slots(card, n - kept, kept)]
+    assert [r["seq"] for r in recs] == list(range(n - kept, n))
+    assert all(raw == bytes(32) for raw in writer_slots(card, n, pad)), "pad records are zero"
+    # The writer's MWr that carry the records are not recorded (they are the capture's own).
+    writes = {e["cycle"] for e in card.memory.log if e["kind"] == "write"
+              and WRITER_BUF <= e["addr"] < WRITER_BUF + 32 * WRITER_BUF_RECORDS * WRITER_BUFS}
+    assert writes, "the DMA writer wrote no buffer"
+    link = [(d, dw0) for (c, d, dw0) in card.link_log if start < c <= stop and not (d == 1 and c in writes)]
+    assert n == len(link) and spy_r(card, "lost") == 0
+    for d in (0, 1):
+        got = [r["dw0"] & 0xFF0003FF for r in recs if r["dir"] == d]
+        want = [dw0 & 0xFF0003FF for dd, dw0 in link if dd == d]
+        assert got == want[len(want) - len(got):], d
+    assert not any(r["dir"] == 1 and r["fmt"] & 2 and WRITER_BUF <= (r["address"] or 0) < WRITER_BUF + 0x1000 for r in recs)
+    write_reg(card, "pcie_dma0.writer_enable", 0)
+    spy_w(card, "control", 0b10)
+
+
+def test_ring_mode_sends_nothing_to_the_dma_writer(card):
+    """Without to_dma_writer, pad does nothing and the records go to the ring only."""
+    card.memory = HostMemory(BASE, SIZE)
+    setup(card)
+    start_writer(card)
+    enable(card)
+    for i in range(5):
+        card.write32(reg("ident.scratch"), i)
+    enable(card, False)
+    spy_w(card, "pad", 7)
+    recs = ring_records(card)
+    # The five writes and the one that disabled capture (recorded: see link_between).
+    assert len(recs) == 6 and spy_r(card, "wr_index") == 6
+    assert all(raw == bytes(32) for raw in writer_slots(card, 0, WRITER_BUF_RECORDS))
+    write_reg(card, "pcie_dma0.writer_enable", 0)
+    spy_w(card, "control", 0b10)

@@ -402,16 +402,31 @@ pub struct CaptureEnd {
     pub remaining: Vec<[u8; RECORD_BYTES]>,
 }
 
-/// A running capture: owns the ring (a [`DmaBuffer`]) and the host's read index.
+/// A running capture: owns where the records go and the host's read position.
 #[derive(Debug)]
 pub struct Capture {
-    ring: DmaBuffer,
+    transport: Transport,
     ring_records: u32,
-    rd_index: u32,
     delivered: u64,
     include_own: bool,
     trigger_mode: TriggerMode,
     scratch: Vec<u8>,
+}
+
+/// Where a capture's records go.
+#[derive(Debug)]
+enum Transport {
+    /// The spy's own ring in a [`DmaBuffer`]: the spy writes it, the host hands space back
+    /// through `rd_index` (every backend that gives bus addresses: sim, vfio).
+    Ring { ring: DmaBuffer, rd_index: u32 },
+    /// LitePCIe's DMA writer, through its driver's rings (the litepcie backend: the driver owns
+    /// the buffers and keeps their bus addresses): the spy hands records to the writer
+    /// (`control.to_dma_writer`), which fills the driver's buffers in loop mode, record `k` of
+    /// the capture in slot `k` modulo the ring. The writer does not wait for the host, so the
+    /// host zeroes a slot once read and takes a slot as written when it is no longer zero (no
+    /// record is all zero: its word 3 holds the TLP's format and type); records the writer
+    /// went round the ring past before the host read them are lost, and counted.
+    DriverWriter { buffers: u32, buffer_records: u32, consumed: u64, streamed: u64, overwritten: u64 },
 }
 
 /// Largest ring write the spy may make for a link of Max Payload Size `mps`.
@@ -464,26 +479,83 @@ impl Capture {
                     .into(),
             ));
         }
-        let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
+        if card.device().try_as_driver_dma().is_some() {
+            return match Capture::start_driver_writer(card, filters, trigger) {
+                Ok(c) => Ok(c),
+                Err(e) => {
+                    let _ = card.release(Block::Spy);
+                    Err(e)
+                }
+            };
+        }
+        let ring = match card.device().alloc_dma(ring_records as usize * RECORD_BYTES) {
+            Ok(ring) => ring,
+            Err(e) => {
+                let _ = card.release(Block::Spy);
+                return Err(e);
+            }
+        };
         if ring.bus_addr % RECORD_BYTES as u64 != 0 {
             let bus = ring.bus_addr;
             card.device().free_dma(ring)?;
             return Err(DeviceError::Backend(format!("the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs")));
         }
-        let programmed = program(card, &ring, ring_records, payload, filters, trigger);
+        let programmed = program(card, Some((&ring, ring_records, payload)), filters, trigger);
         if let Err(e) = programmed {
             let _ = card.device().free_dma(ring);
             return Err(e);
         }
         Ok(Capture {
-            ring,
+            transport: Transport::Ring { ring, rd_index: 0 },
             ring_records,
-            rd_index: 0,
             delivered: 0,
             include_own: filters.include_own,
             trigger_mode: trigger.mode,
             scratch: Vec::new(),
         })
+    }
+
+    /// The capture through LitePCIe's DMA writer (see [`Transport::DriverWriter`]): the
+    /// driver's writer ring zeroed, loopback off, the writer started (the driver programs its
+    /// buffers into the card's table, first buffer first), then the spy enabled.
+    fn start_driver_writer(card: &mut Card, filters: &Filters, trigger: &Trigger) -> Result<Capture, DeviceError> {
+        use crate::backends::litepcie::Engine;
+        let d = card.device().try_as_driver_dma().ok_or_else(|| DeviceError::Backend("no driver DMA".into()))?;
+        let l = d.layout()?;
+        let (buffers, size) = (l.dma_rx_buf_count as usize, l.dma_rx_buf_size as usize);
+        if buffers == 0 || size == 0 || size % RECORD_BYTES != 0 {
+            return Err(DeviceError::Backend(format!(
+                "the LitePCIe driver's writer ring ({buffers} buffers of {size} bytes) cannot hold whole 32-byte records"
+            )));
+        }
+        let zeros = vec![0u8; size];
+        for k in 0..buffers {
+            d.write_buffer(Engine::Writer, k, 0, &zeros)?;
+        }
+        d.set_loopback(false)?;
+        d.set_enabled(Engine::Writer, true)?;
+        let programmed = program(card, None, filters, trigger);
+        if let Err(e) = programmed {
+            if let Some(d) = card.device().try_as_driver_dma() {
+                let _ = d.set_enabled(Engine::Writer, false);
+            }
+            return Err(e);
+        }
+        let buffer_records = (size / RECORD_BYTES) as u32;
+        Ok(Capture {
+            transport: Transport::DriverWriter { buffers: buffers as u32, buffer_records, consumed: 0, streamed: 0, overwritten: 0 },
+            ring_records: buffers as u32 * buffer_records,
+            delivered: 0,
+            include_own: filters.include_own,
+            trigger_mode: trigger.mode,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Whether the records go through LitePCIe's DMA writer (the driver's rings) rather than
+    /// the spy's own ring.
+    pub fn through_driver_writer(&self) -> bool {
+        matches!(self.transport, Transport::DriverWriter { .. })
     }
 
     /// Ring capacity in records.
@@ -500,8 +572,12 @@ impl Capture {
     /// hands their ring space back, and returns how many were copied. One MMIO read when
     /// nothing is new; one read and one write otherwise.
     pub fn poll(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<usize, DeviceError> {
+        if self.through_driver_writer() {
+            return self.poll_driver_writer(card, out, None);
+        }
+        let Transport::Ring { ring, rd_index } = &mut self.transport else { unreachable!() };
         let wr = card.read(regs::WR_INDEX)? as u32;
-        let n = wr.wrapping_sub(self.rd_index);
+        let n = wr.wrapping_sub(*rd_index);
         if n == 0 {
             return Ok(0);
         }
@@ -509,40 +585,80 @@ impl Capture {
             return Err(DeviceError::Backend(format!(
                 "the spy's write index {wr} is {n} records past the host's read index {} in a ring of {}: \
                  the spy was cleared or another capture took over",
-                self.rd_index, self.ring_records
+                rd_index, self.ring_records
             )));
         }
         let mask = self.ring_records - 1;
-        let first = self.rd_index & mask;
+        let first = *rd_index & mask;
         let contiguous = n.min(self.ring_records - first);
-        self.copy(first, contiguous, out)?;
+        let bytes = n as usize * RECORD_BYTES;
+        self.scratch.resize(bytes, 0);
+        let split = contiguous as usize * RECORD_BYTES;
+        ring.read_bytes(first as usize * RECORD_BYTES, &mut self.scratch[..split])?;
         if contiguous < n {
-            self.copy(0, n - contiguous, out)?;
+            ring.read_bytes(0, &mut self.scratch[split..])?;
         }
-        self.rd_index = wr;
+        out.extend(self.scratch.chunks_exact(RECORD_BYTES).map(record));
+        *rd_index = wr;
         self.delivered += u64::from(n);
         card.write(regs::RD_INDEX, u64::from(wr))?;
         Ok(n as usize)
     }
 
-    fn copy(&mut self, slot: u32, count: u32, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<(), DeviceError> {
-        let bytes = count as usize * RECORD_BYTES;
-        self.scratch.resize(bytes, 0);
-        self.ring.read_bytes(slot as usize * RECORD_BYTES, &mut self.scratch)?;
-        out.extend(self.scratch.chunks_exact(RECORD_BYTES).map(|c| {
-            let mut r = [0u8; RECORD_BYTES];
-            r.copy_from_slice(c);
-            r
-        }));
-        Ok(())
+    /// Copies the records the DMA writer has put in the driver's buffers since the last poll,
+    /// zeroing each slot it read. `upto`: the number of records (pads excluded) the capture
+    /// handed to the writer, once known (at the end); until then, up to the spy's count.
+    fn poll_driver_writer(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>, upto: Option<u64>) -> Result<usize, DeviceError> {
+        use crate::backends::litepcie::Engine;
+        let Transport::DriverWriter { buffers, buffer_records, consumed, streamed, overwritten } = &mut self.transport else {
+            unreachable!()
+        };
+        let wr = card.read(regs::WR_INDEX)? as u32;
+        // The spy's count of items handed to the writer, widened (it wraps at 2^32).
+        *streamed += u64::from(wr.wrapping_sub(*streamed as u32));
+        let limit = upto.unwrap_or(*streamed);
+        let capacity = u64::from(*buffers) * u64::from(*buffer_records);
+        if limit > *consumed + capacity {
+            // The writer went round the whole ring past records the host had not read: their
+            // slots hold later records now. Skip to a full ring behind the writer.
+            let skip = limit - capacity - *consumed;
+            *overwritten += skip;
+            *consumed += skip;
+        }
+        let d = card.device().try_as_driver_dma().ok_or_else(|| DeviceError::Backend("no driver DMA".into()))?;
+        let mut got = 0;
+        while *consumed < limit {
+            let slot = *consumed % capacity;
+            let (buffer, first) = ((slot / u64::from(*buffer_records)) as usize, (slot % u64::from(*buffer_records)) as usize);
+            let n = ((limit - *consumed) as usize).min(*buffer_records as usize - first);
+            self.scratch.resize(n * RECORD_BYTES, 0);
+            d.read_buffer(Engine::Writer, buffer, first * RECORD_BYTES, &mut self.scratch)?;
+            let written = self.scratch.chunks_exact(RECORD_BYTES).take_while(|r| r.iter().any(|&b| b != 0)).count();
+            out.extend(self.scratch[..written * RECORD_BYTES].chunks_exact(RECORD_BYTES).map(record));
+            self.scratch[..written * RECORD_BYTES].fill(0);
+            d.write_buffer(Engine::Writer, buffer, first * RECORD_BYTES, &self.scratch[..written * RECORD_BYTES])?;
+            *consumed += written as u64;
+            got += written;
+            if written < n {
+                break; // the writer has not reached this slot yet
+            }
+        }
+        self.delivered += got as u64;
+        Ok(got)
     }
 
     /// Stops the capture: disables it, lets card time pass until the spy has written every
     /// record it still holds (copying them into `out`), reads the final counters and frees
     /// the ring. The disabling write is itself recorded.
     pub fn stop_into(mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<CaptureEnd, DeviceError> {
-        let result = self.drain(card, out);
-        let freed = card.device().free_dma(self.ring);
+        let result = if self.through_driver_writer() { self.drain_driver_writer(card, out) } else { self.drain(card, out) };
+        let freed = match self.transport {
+            Transport::Ring { ring, .. } => card.device().free_dma(ring),
+            Transport::DriverWriter { .. } => match card.device().try_as_driver_dma() {
+                Some(d) => d.set_enabled(crate::backends::litepcie::Engine::Writer, false).map(|_| ()),
+                None => Ok(()),
+            },
+        };
         // The ring is gone: the spy must not own one any more (the release halts it).
         let released = card.release(Block::Spy);
         let end = result?;
@@ -566,31 +682,71 @@ impl Capture {
                 // Nothing left in the FIFO; one more round after the last ring write lands.
                 quiet_rounds = if got == 0 { quiet_rounds + 1 } else { 0 };
                 if quiet_rounds >= 2 {
-                    let sequence = card.read(regs::SEQUENCE)? as u32;
-                    let lost = card.read(regs::LOST)? as u32;
-                    return Ok(CaptureEnd {
-                        records_created: u64::from(sequence),
-                        records_lost: u64::from(lost),
-                        records_delivered: self.delivered,
-                        records_held: if holding { waiting } else { 0 },
-                        next_sequence: sequence,
-                        triggered: regs::status::TRIGGERED.get(status) != 0,
-                        stopped: regs::status::STOPPED.get(status) != 0,
-                        remaining: Vec::new(),
-                    });
+                    return capture_end(card, status, holding, self.delivered, 0);
                 }
             } else {
                 quiet_rounds = 0;
             }
             if Instant::now() > deadline {
                 return Err(DeviceError::Backend(format!(
-                    "the spy still holds {waiting} records after 10 s of draining (write index {}, read index {})",
+                    "the spy still holds {waiting} records after 10 s of draining (write index {}, {} delivered)",
                     card.read(regs::WR_INDEX)?,
-                    self.rd_index
+                    self.delivered
                 )));
             }
             card.device().idle(settle)?;
         }
+    }
+
+    /// The end of a capture through the DMA writer: capture off; once the spy's FIFO is empty
+    /// (or holds only a start trigger's unmatched records), zero records complete the driver's
+    /// current buffer (the writer sends whole requests only), and the host reads up to the
+    /// last record. Wall-time bounded: the driver's writer may have been stopped under us.
+    fn drain_driver_writer(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<CaptureEnd, DeviceError> {
+        let control = regs::control::TO_DMA_WRITER.set(1) | regs::control::INCLUDE_OWN.set(u64::from(self.include_own));
+        card.write(regs::CONTROL, control)?;
+        let settle = card.cycles_to_duration(u64::from(FLUSH_CYCLES) * 2 + 64);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (status, holding) = loop {
+            self.poll_driver_writer(card, out, None)?;
+            let status = card.read(regs::STATUS)?;
+            let holding = self.trigger_mode == TriggerMode::Start && regs::status::TRIGGERED.get(status) == 0;
+            if regs::status::RECORDS.get(status) == 0 || holding {
+                break (status, holding);
+            }
+            if Instant::now() > deadline {
+                return Err(DeviceError::Backend(format!(
+                    "the spy still holds {} records after 10 s: LitePCIe's DMA writer does not take them (stopped by another user of the driver?)",
+                    regs::status::RECORDS.get(status)
+                )));
+            }
+            card.device().idle(settle)?;
+        };
+        let records = {
+            let Transport::DriverWriter { streamed, .. } = &mut self.transport else { unreachable!() };
+            let wr = card.read(regs::WR_INDEX)? as u32;
+            *streamed += u64::from(wr.wrapping_sub(*streamed as u32));
+            *streamed
+        };
+        let Transport::DriverWriter { buffer_records, .. } = self.transport else { unreachable!() };
+        let pad = (u64::from(buffer_records) - records % u64::from(buffer_records)) % u64::from(buffer_records);
+        card.write(regs::PAD, pad)?;
+        loop {
+            self.poll_driver_writer(card, out, Some(records))?;
+            let Transport::DriverWriter { consumed, .. } = self.transport else { unreachable!() };
+            if consumed >= records {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(DeviceError::Backend(format!(
+                    "{} of the capture's {records} records did not reach the LitePCIe driver's buffers within 10 s",
+                    records - consumed
+                )));
+            }
+            card.device().idle(settle)?;
+        }
+        let Transport::DriverWriter { overwritten, .. } = self.transport else { unreachable!() };
+        capture_end(card, status, holding, self.delivered, overwritten)
     }
 
     /// Stops the capture (see [`Capture::stop_into`]); the records drained from the ring
@@ -603,18 +759,39 @@ impl Capture {
     }
 }
 
-fn program(
-    card: &mut Card,
-    ring: &DmaBuffer,
-    ring_records: u32,
-    payload_log2: u32,
-    filters: &Filters,
-    trigger: &Trigger,
-) -> Result<(), DeviceError> {
+/// How a capture ended, from the spy's final counters and `status` (read once it held nothing
+/// more to write): `holding`, a start trigger never matched (its FIFO keeps what it holds);
+/// `host_lost`, records the host side lost on top of the spy's count.
+fn capture_end(card: &mut Card, status: u64, holding: bool, delivered: u64, host_lost: u64) -> Result<CaptureEnd, DeviceError> {
+    let sequence = card.read(regs::SEQUENCE)? as u32;
+    let lost = card.read(regs::LOST)? as u32;
+    Ok(CaptureEnd {
+        records_created: u64::from(sequence),
+        records_lost: u64::from(lost) + host_lost,
+        records_delivered: delivered,
+        records_held: if holding { regs::status::RECORDS.get(status) } else { 0 },
+        next_sequence: sequence,
+        triggered: regs::status::TRIGGERED.get(status) != 0,
+        stopped: regs::status::STOPPED.get(status) != 0,
+        remaining: Vec::new(),
+    })
+}
+
+fn record(bytes: &[u8]) -> [u8; RECORD_BYTES] {
+    let mut r = [0u8; RECORD_BYTES];
+    r.copy_from_slice(bytes);
+    r
+}
+
+/// Programs and enables a capture: into `ring` (its bus address, size in records and the log2
+/// of its largest write), or, without one, into LitePCIe's DMA writer.
+fn program(card: &mut Card, ring: Option<(&DmaBuffer, u32, u32)>, filters: &Filters, trigger: &Trigger) -> Result<(), DeviceError> {
     card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
-    card.write(regs::RING_BASE, ring.bus_addr)?;
-    card.write(regs::RING_SIZE_LOG2, u64::from(ring_records.trailing_zeros()))?;
-    card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(payload_log2))?;
+    if let Some((ring, ring_records, payload_log2)) = ring {
+        card.write(regs::RING_BASE, ring.bus_addr)?;
+        card.write(regs::RING_SIZE_LOG2, u64::from(ring_records.trailing_zeros()))?;
+        card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(payload_log2))?;
+    }
     card.write(regs::FLUSH_CYCLES, u64::from(FLUSH_CYCLES))?;
     card.write(regs::RD_INDEX, 0)?;
     card.write(regs::DIRECTION_MASK, direction_mask(filters.down, filters.up))?;
@@ -649,7 +826,12 @@ fn program(
     if sequence != 0 {
         return Err(DeviceError::Backend(format!("the spy did not clear: its sequence counter reads {sequence} after the clear")));
     }
-    card.write(regs::CONTROL, regs::control::ENABLE.set(1) | regs::control::INCLUDE_OWN.set(u64::from(filters.include_own)))
+    card.write(
+        regs::CONTROL,
+        regs::control::ENABLE.set(1)
+            | regs::control::INCLUDE_OWN.set(u64::from(filters.include_own))
+            | regs::control::TO_DMA_WRITER.set(u64::from(ring.is_none())),
+    )
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
-pub const MAP_HASH: u32 = 0x48a5646a;
+pub const MAP_HASH: u32 = 0x1234dceb;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
-pub const MAP_HASH_CPU: u32 = 0xb79fc139;
+pub const MAP_HASH_CPU: u32 = 0x25b8ac00;
 /// Regions only the card with the soft CPU has.
 pub const CPU_REGIONS: &[&str] = &["cpu_ctrl", "uart"];
 /// BAR holding the registers.
@@ -1414,7 +1414,7 @@ pub mod spy {
 
     /// Spy control.
     pub const CONTROL: Register =
-        Register { region: "spy", name: "control", offset: 0x3800, size_bits: 3, writable: true, description: "Spy control." };
+        Register { region: "spy", name: "control", offset: 0x3800, size_bits: 4, writable: true, description: "Spy control." };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -1422,8 +1422,10 @@ pub mod spy {
         pub const ENABLE: Field = Field { shift: 0, width: 1 };
         /// Write 1 to zero counters, histograms, sequence and ring indices, and to re-arm the trigger.
         pub const CLEAR: Field = Field { shift: 1, width: 1 };
-        /// Also record the spy's own ring writes.
+        /// Also record the spy's own ring writes (with ``to_dma_writer``: LitePCIe's DMA TLPs, which carry the records).
         pub const INCLUDE_OWN: Field = Field { shift: 2, width: 1 };
+        /// Send the records into LitePCIe's DMA writer (pcie_dma0, loopback off) instead of the ring: for a driver that owns the DMA buffers. ``wr_index`` then counts records (and pad records) handed to the writer.
+        pub const TO_DMA_WRITER: Field = Field { shift: 3, width: 1 };
     }
 
     /// Directions to record: bit 0 down (host to card), bit 1 up (card to host).
@@ -1879,6 +1881,9 @@ pub mod spy {
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
+
+    /// Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only.
+    pub const PAD: Register = Register { region: "spy", name: "pad", offset: 0x38d8, size_bits: 16, writable: true, description: "Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only." };
 }
 
 /// Region `irq_timer` at BAR0 offset 0x4000.
@@ -3982,6 +3987,7 @@ pub const ALL: &[Register] = &[
     spy::LEASE_TIME,
     spy::LEASE_EXPIRIES,
     spy::LEASE_REFUSALS,
+    spy::PAD,
     irq_timer::CONTROL,
     irq_timer::CONFIG,
     irq_timer::MIN_INTERVAL,

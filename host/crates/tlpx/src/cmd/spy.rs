@@ -435,15 +435,17 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         (None, None) => "until Ctrl-C, SIGTERM or `tlpx spy stop`".to_string(),
     };
     sink.say(format_args!("{}", session.describe()));
-    sink.say(format_args!(
-        "capturing to {} (ring {} records) {until}; times are card time, dur/lat in cycles",
-        a.output.display(),
-        plan.ring
-    ));
-    sink.say(format_args!("{}", tlpx_trace::log_title()));
     progress::install_stop_handler();
     let card = &mut session.card;
     let mut cap = Capture::start_with_mps(card, plan.ring, mps, &plan.filters, &plan.trigger)?;
+    let transport = if cap.through_driver_writer() {
+        // LitePCIe's driver owns the DMA buffers: the records travel in its writer ring.
+        format!("through LitePCIe's DMA writer into its driver's ring of {} records; --ring does not apply", cap.ring_records())
+    } else {
+        format!("ring {} records", cap.ring_records())
+    };
+    sink.say(format_args!("capturing to {} ({transport}) {until}; times are card time, dur/lat in cycles", a.output.display()));
+    sink.say(format_args!("{}", tlpx_trace::log_title()));
     let poll = Duration::from_secs_f64(plan.poll_s);
     // Card time from the device's clock (the simulator's cycle count, which moves no TLP; the
     // host's on hardware, where they are the same time): in live time card time runs while
