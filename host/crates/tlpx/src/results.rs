@@ -54,7 +54,7 @@ use tlpx_model::link::{CompletionSplit, LinkConfig};
 pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds of result this tlpx writes.
-pub const KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
+pub const KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
 
 /// Something the simulator fixes by construction or cannot model, recorded in a result next
 /// to the figures it concerns (docs/simulator-limits.md has the whole list).

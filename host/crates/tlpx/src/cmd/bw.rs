@@ -986,6 +986,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     check_optional_output("--output", cmd.output.as_deref())?;
 
     let mut session = Session::open(device)?;
+    if session.card.device().try_as_driver_dma().is_some() {
+        // LitePCIe's driver owns the DMA buffers: its own DMA runs instead of the generator.
+        return super::bw_driver::run(cmd, session, json, started);
+    }
     let (mps, mrrs) = session.mps_mrrs();
     let configs = build_configs(&ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
     require_generator(&session)?;

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bw;
+pub mod bw_driver;
 pub mod characterize;
 pub mod fw;
 pub mod info;
