@@ -93,6 +93,11 @@ impl Mode {
         v
     }
 
+    /// Which of `modes` (parsed from `text`) the list names one by one, not through a group.
+    fn named_alone(text: &str, modes: &[Mode]) -> Vec<Mode> {
+        modes.iter().copied().filter(|m| text.split(',').any(|t| t.trim() == m.name())).collect()
+    }
+
     fn parse(text: &str) -> anyhow::Result<Vec<Mode>> {
         let mut out = Vec::new();
         // Which word of the list named each mode, for the message about a duplicate.
@@ -212,6 +217,9 @@ pub struct SweepArgs {
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub modes: Vec<Mode>,
+    /// The modes named one by one in --mode (not through all, sw or hw): a device that cannot
+    /// run one of these refuses the command; one the groups brought in is left out, said so.
+    pub named_modes: Vec<Mode>,
     pub packets: u32,
     pub generations: u32,
     pub rule: u8,
@@ -302,8 +310,11 @@ impl Plan {
         if latencies_ns.is_empty() {
             bail!("no latency given");
         }
+        let modes = Mode::parse(&common.mode)?;
+        let named_modes = Mode::named_alone(&common.mode, &modes);
         Ok(Plan {
-            modes: Mode::parse(&common.mode)?,
+            modes,
+            named_modes,
             packets,
             generations: common.generations,
             rule: common.rule,
@@ -915,7 +926,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
+fn open(plan: &mut Plan, device: &str, json: bool) -> anyhow::Result<Option<Session>> {
     if !plan.modes.iter().any(|m| m.is_hw()) {
         return Ok(None);
     }
@@ -925,16 +936,47 @@ fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
         return Err(crate::exit::card_failure(format!("this card has no rule-30 accelerator (its features: {features})")));
     }
     accel::info(&mut session.card)?;
+    if session.card.device().try_as_driver_dma().is_some() {
+        leave_out_driver_less_modes(plan, &mut session, json)?;
+    }
     Ok(Some(session))
+}
+
+/// Through LitePCIe's stock driver two modes cannot run: hw-irq waits for the core's MSI, which
+/// the driver's handler neither reports nor clears, and hw-batch needs DMA buffers whose bus
+/// address user space knows, which the driver keeps in the kernel. A mode named alone is
+/// refused; one that all or hw brought in is left out, with a note.
+fn leave_out_driver_less_modes(plan: &mut Plan, session: &mut Session, json: bool) -> anyhow::Result<()> {
+    let why = |m: Mode| match m {
+        Mode::Hw(HwMode::Irq) => Some("it waits for the rule-30 core's MSI, which LitePCIe's driver neither reports nor clears"),
+        Mode::Batch => Some("it needs DMA buffers whose bus address user space knows, which LitePCIe's driver keeps in the kernel"),
+        _ => None,
+    };
+    if let Some((m, w)) = plan.named_modes.iter().find_map(|&m| why(m).map(|w| (m, w))) {
+        bail!("--mode {}: not through LitePCIe's driver: {w}; use the vfio backend (--device vfio:ADDRESS) for it", m.name());
+    }
+    let (left, kept): (Vec<Mode>, Vec<Mode>) = plan.modes.iter().partition(|&&m| why(m).is_some());
+    if kept.iter().all(|m| !m.is_hw()) {
+        bail!("no hardware mode of --mode can run through LitePCIe's driver (hw-irq and hw-batch cannot); use hw-poll, hw-syscall, hwo or hw-multi");
+    }
+    for m in left {
+        let note = format!("{} left out: {}", m.name(), why(m).unwrap_or_default());
+        if !json {
+            crate::outln!("note: {note}");
+        }
+        session.notes.push(note);
+    }
+    plan.modes = kept;
+    Ok(())
 }
 
 fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let backend = DefaultsFor::of_device(device)?;
     let packets = RUN_PACKETS.pick(a.packets, backend);
-    let plan = Plan::parse(&a.common, packets, &a.length.to_string(), &a.latency, "--latency", backend)?;
+    let mut plan = Plan::parse(&a.common, packets, &a.length.to_string(), &a.latency, "--latency", backend)?;
     check_optional_output("--output", a.output.as_deref())?;
-    let mut session = open(&plan, device)?;
+    let mut session = open(&mut plan, device, json)?;
     progress::install_stop_handler();
     let tasks = tasks(&plan);
     let progress = progress_bar(&plan, &tasks, json);
@@ -1035,11 +1077,11 @@ fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let backend = DefaultsFor::of_device(device)?;
     let packets = SWEEP_PACKETS.pick(a.packets, backend);
     let lengths = SWEEP_LENGTHS.pick(a.lengths.as_deref(), backend);
-    let plan = Plan::parse(&a.common, packets, lengths, &a.latencies, "--latencies", backend)?;
+    let mut plan = Plan::parse(&a.common, packets, lengths, &a.latencies, "--latencies", backend)?;
     // The result and the figures go there at the end of a long sweep: make sure of it first.
     check_output_dir("--out-dir", &a.out_dir)?;
     let out = a.out_dir.join("rule30-sweep.json");
-    let mut session = open(&plan, device)?;
+    let mut session = open(&mut plan, device, json)?;
     progress::install_stop_handler();
     let tasks = tasks(&plan);
     let progress = progress_bar(&plan, &tasks, json);
@@ -1178,6 +1220,14 @@ mod tests {
         assert_eq!(e, "--mode: sw-char is given twice (\"sw\" and \"sw-char\"); give each mode once");
         let e = Mode::parse("hw-irq,hw-irq").expect_err("hw-irq twice").to_string();
         assert!(e.contains("hw-irq is given twice (\"hw-irq\" twice)"), "{e}");
+    }
+
+    #[test]
+    fn modes_named_alone_are_told_from_those_a_group_brought() {
+        let named = |text: &str| Mode::named_alone(text, &Mode::parse(text).expect("valid"));
+        assert!(named("all").is_empty());
+        assert_eq!(named("sw, hw-batch"), vec![Mode::Batch]);
+        assert_eq!(named("hw-irq,hw-poll"), vec![Mode::Hw(HwMode::Irq), Mode::Hw(HwMode::Poll)]);
     }
 
     #[test]
