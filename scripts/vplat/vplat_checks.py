@@ -43,7 +43,7 @@ GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_ve
                 "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest", "vfio_bw", "vfio_dma_unmapped_refused", "vfio_pio", "vfio_irq", "vfio_rule30_poll_syscall",
                 "vfio_rule30_all_modes", "vfio_spy_capture",
                 "litepcie_bind", "litepcie_info", "litepcie_selftest", "litepcie_rule30_verify", "litepcie_rule30_batch_refused",
-                "litepcie_bw", "litepcie_spy_capture",
+                "litepcie_bw", "litepcie_spy_capture", "litepcie_dma_busy",
                 # LitePCIe's own user tools (litepcie_util), built static for the card
                 "litepcie_util_info", "litepcie_util_scratch", "litepcie_util_dma_test"]
 # Checks made here, on the records and on what the run script saw.

@@ -528,6 +528,8 @@ impl Capture {
                 "the LitePCIe driver's writer ring ({buffers} buffers of {size} bytes) cannot hold whole 32-byte records"
             )));
         }
+        // The ring is the writer's: take it before touching its buffers.
+        d.claim(Engine::Writer)?;
         let zeros = vec![0u8; size];
         for k in 0..buffers {
             d.write_buffer(Engine::Writer, k, 0, &zeros)?;

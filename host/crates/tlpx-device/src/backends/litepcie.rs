@@ -397,6 +397,10 @@ pub trait DriverDma {
     fn layout(&mut self) -> Result<abi::MmapDmaInfo, DeviceError>;
     /// Turns the card's DMA loopback (reader -> writer) on or off.
     fn set_loopback(&mut self, on: bool) -> Result<(), DeviceError>;
+    /// Takes the driver's lock on an engine (and with it its ring) for this handle, or says who
+    /// holds it: take it before touching the engine's buffers, which another process's running
+    /// engine may be using. Released when the engine is stopped or the handle closed.
+    fn claim(&mut self, engine: Engine) -> Result<(), DeviceError>;
     /// Starts (taking the driver's lock on the engine first) or stops an engine. Starting
     /// programs all the driver's buffers into the card's table and enables the engine's MSI.
     fn set_enabled(&mut self, engine: Engine, on: bool) -> Result<DmaCounts, DeviceError>;
@@ -709,25 +713,30 @@ impl DriverDma for LitePcieDevice {
         self.ioctl("DMA loopback", abi::LITEPCIE_IOCTL_DMA, &mut m)
     }
 
+    fn claim(&mut self, engine: Engine) -> Result<(), DeviceError> {
+        let locked = match engine {
+            Engine::Writer => self.locked_writer,
+            Engine::Reader => self.locked_reader,
+        };
+        if !locked {
+            if !self.lock(engine, true)? {
+                return Err(DeviceError::Backend(format!(
+                    "the LitePCIe driver's DMA {} of {} is locked by another process: stop it first",
+                    engine.name(),
+                    self.node.display()
+                )));
+            }
+            match engine {
+                Engine::Writer => self.locked_writer = true,
+                Engine::Reader => self.locked_reader = true,
+            }
+        }
+        Ok(())
+    }
+
     fn set_enabled(&mut self, engine: Engine, on: bool) -> Result<DmaCounts, DeviceError> {
         if on {
-            let locked = match engine {
-                Engine::Writer => self.locked_writer,
-                Engine::Reader => self.locked_reader,
-            };
-            if !locked {
-                if !self.lock(engine, true)? {
-                    return Err(DeviceError::Backend(format!(
-                        "the LitePCIe driver's DMA {} of {} is locked by another process: stop it first",
-                        engine.name(),
-                        self.node.display()
-                    )));
-                }
-                match engine {
-                    Engine::Writer => self.locked_writer = true,
-                    Engine::Reader => self.locked_reader = true,
-                }
-            }
+            self.claim(engine)?;
         }
         let counts = self.engine_ioctl(engine, on)?;
         match engine {

@@ -123,6 +123,9 @@ fn run_once(session: &mut Session, target: u64, seed: u32, check: bool) -> anyho
     if n == 0 || size == 0 || l.dma_rx_buf_count as usize != n || l.dma_rx_buf_size as usize != size {
         anyhow::bail!("the LitePCIe driver's rings differ or are empty: {l:?}");
     }
+    // Both rings are the engines': take them before touching their buffers.
+    d.claim(Engine::Writer)?;
+    d.claim(Engine::Reader)?;
     for k in 0..n {
         d.write_buffer(Engine::Reader, k, 0, &pattern(seed, k, size))?;
         d.write_buffer(Engine::Writer, k, 0, &vec![0u8; size])?;

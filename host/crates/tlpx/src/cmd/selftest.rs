@@ -309,6 +309,10 @@ fn driver_loopback(card: &mut Card, seed: u64, msi: bool) -> CheckResult {
     if n == 0 || size == 0 || l.dma_rx_buf_count as usize != n || l.dma_rx_buf_size as usize != size {
         return Ok(Err(format!("the driver's rings differ or are empty: {l:?}")));
     }
+    // Both rings are the engines': take them before touching their buffers (another
+    // process's running DMA may be using them).
+    d.claim(Engine::Writer)?;
+    d.claim(Engine::Reader)?;
     for k in 0..n {
         d.write_buffer(Engine::Reader, k, 0, &ring_pattern(seed, k, size))?;
     }
