@@ -34,8 +34,8 @@ pub const HELP: &str = "Exit status:
   130  interrupted by Ctrl-C, SIGTERM or SIGHUP (the partial result is kept)
   141  standard output closed under tlpx (| head): what it ran on the card was stopped";
 
-/// An error of the card that no `tlpx_device` error type carries: a card without the block
-/// a command needs, an interrupt that never came. Exit status 3.
+/// An error of the card that no `tlpx_device` error type carries: an interrupt that never
+/// came, a reading that failed in the middle of a command. Exit status 3.
 #[derive(Debug)]
 pub struct CardFailure(pub String);
 
@@ -98,6 +98,7 @@ pub fn status_of(e: &anyhow::Error) -> u8 {
 mod tests {
     use super::*;
     use anyhow::Context;
+    use tlpx_device::card::Feature;
 
     #[test]
     fn device_errors_are_3_wherever_they_are_in_the_chain() {
@@ -110,6 +111,8 @@ mod tests {
         assert_eq!(status_of(&card_failure("this card has no spy").context("tlpx top")), DEVICE);
         let no_cpu = anyhow::Error::new(CpuError::NoCpu { features: 0, map_hash: 0 });
         assert_eq!(status_of(&no_cpu), DEVICE);
+        let no_block = DeviceError::MissingBlock { block: "spy".into(), feature: Feature::Spy, features: "msi".into() };
+        assert_eq!(status_of(&anyhow::Error::new(no_block).context("tlpx top")), DEVICE, "a card without the block: 3, not 2");
     }
 
     #[test]

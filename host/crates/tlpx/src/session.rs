@@ -157,7 +157,7 @@ impl Session {
             clock_hz: id.clock_hz,
             map_hash: id.map_hash,
             version: format!("{}.{}", id.version_major, id.version_minor),
-            features: id.features.clone(),
+            features: id.feature_names(),
         });
         environment.simulated = opened.sim.is_some();
         environment.clock = Some(TimeWatch::hardware());

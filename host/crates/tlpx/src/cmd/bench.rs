@@ -209,7 +209,7 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
         card_build_info: serde_json::from_str(&hello.card_build_info).unwrap_or(serde_json::Value::String(hello.card_build_info.clone())),
         map_hash: format!("0x{:08x}", identity.map_hash),
         map_known,
-        features: identity.features.clone(),
+        features: identity.feature_names(),
         link: hello.link.to_string(),
         data_width: hello.data_width,
         clock_hz: hello.card_clock_hz,

@@ -77,7 +77,7 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         id.map_hash
     );
     crate::outln!("datapath    {} bits at {:.1} MHz", id.data_width, f64::from(id.clock_hz) / 1e6);
-    crate::outln!("features    {}", id.features.join(", "));
+    crate::outln!("features    {}", id.feature_list());
     if let Some(size) = info.bar0_size {
         crate::outln!("bar0        {}", bytes(size));
     }

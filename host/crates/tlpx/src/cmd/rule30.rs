@@ -32,6 +32,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
 use tlpx_device::{BarPath, ClockSource};
@@ -920,10 +921,7 @@ fn open(plan: &Plan, device: &str) -> anyhow::Result<Option<Session>> {
         return Ok(None);
     }
     let mut session = Session::open(device)?;
-    if !session.card.has_feature("rule30") {
-        let features = session.card.identity().features.join(", ");
-        return Err(crate::exit::card_failure(format!("this card has no rule-30 accelerator (its features: {features})")));
-    }
+    session.card.require(Feature::Rule30, "rule-30 accelerator")?;
     accel::info(&mut session.card)?;
     Ok(Some(session))
 }
