@@ -6,9 +6,9 @@ use clap::Args;
 use serde::Serialize;
 use tlpx_device::card::{Card, Identity};
 use tlpx_device::pci::{MsiInfo, PcieInfo};
+use tlpx_device::selector::{self, SimSummary};
 
 use crate::output::{bytes, print_json};
-use crate::selector::{self, SimSummary};
 
 #[derive(Debug, Args)]
 pub struct Cmd {}
