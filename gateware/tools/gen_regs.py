@@ -8,8 +8,8 @@ CSR_JSON is the card without the soft CPU, CPU_CSR_JSON the card with it: a supe
 same registers at the same offsets, plus the CPU's regions and ident.features' cpu bit),
 checked here. The files describe the superset and carry both map hashes: MAP_HASH (the card
 without CPU) and MAP_HASH_CPU. The Rust crate gives every register's BAR0 offset, every
-field's shift/width, every field value as an enum (`TryFrom<u32>`, `value()`), the
-identification constants and the blocks' constants; docs/registers.md is the register
+field's shift/width, every field value as an enum (`TryFrom<u32>`, `value()`), ident.features'
+bits as the enum `Feature`, the identification constants and the blocks' constants; docs/registers.md is the register
 reference; the C header is the same map for the card's firmware (CPU address == BAR0 offset),
 with the field values and the constants as defines. Python users (the gateware tests) read
 csr.json itself through tlpx_gateware.csr_map.
@@ -42,6 +42,11 @@ RUN_DESCRIPTOR_REGION = "generator"
 RUN_DESCRIPTOR_REGISTERS = ["config", "transfer_size", "count", "duration", "request_size_log2", "payload_size_log2",
                             "idle_cycles", "max_outstanding", "window_mask", "stride_log2", "offset", "seed", "timeout"]
 RUN_DESCRIPTOR_EXTRA = [("base_offset", 1, "the run's offset in the script's host buffer (generator.base = buffer + it)")]
+
+# The register whose one-bit fields say which blocks a card carries: its fields also become one
+# enum (`Feature` in the Rust crate), so the host names a block by a generated value, never by a
+# string matched against a hand-kept list of the bits.
+FEATURES_REGISTER = ("ident", "features")
 
 
 def rust_ident(name):
@@ -138,6 +143,39 @@ def render_rust_enum(field, indent):
             f"{pad}        match value {{"]
     out += [f"{pad}            {v} => Ok({enum}::{camel(n)})," for v, n, _ in vals]
     out += [f"{pad}            other => Err(other),", f"{pad}        }}", f"{pad}    }}", f"{pad}}}"]
+    return out
+
+
+def render_rust_feature_enum(register, indent):
+    """`Feature`: one value per one-bit field of `register` (ident.features), in bit order."""
+    fields = sorted(register["fields"], key=lambda f: f["offset"])
+    wide = [f["name"] for f in fields if f["size"] != 1]
+    if wide:
+        raise MapError(f"ident.{register['name']} must hold one-bit fields only, but {', '.join(wide)} are wider")
+    pad = " " * indent
+    names = [camel(f["name"]) for f in fields]
+    out = ["", f"{pad}/// A block a card can carry: one bit of `{register['name']}`, in bit order.",
+           f"{pad}/// (with the `serde` feature: (de)serialized as its name)",
+           f"{pad}#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]",
+           f'{pad}#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]',
+           f"{pad}pub enum Feature {{"]
+    for f, name in zip(fields, names):
+        out += [f"{pad}    /// {doc_line(f['description']) or f['name']}",
+                f'{pad}    #[cfg_attr(feature = "serde", serde(rename = {json.dumps(f["name"])}))]', f"{pad}    {name},"]
+    out += [f"{pad}}}", "", f"{pad}impl Feature {{",
+            f"{pad}    /// Every feature, in bit order.",
+            f"{pad}    pub const ALL: [Feature; {len(fields)}] = [{', '.join(f'Feature::{n}' for n in names)}];",
+            f"{pad}    /// The feature's bit in `{register['name']}`.",
+            f"{pad}    pub const fn field(self) -> Field {{", f"{pad}        match self {{"]
+    out += [f"{pad}            Feature::{n} => {rust_ident(f['name'])}," for f, n in zip(fields, names)]
+    out += [f"{pad}        }}", f"{pad}    }}",
+            f"{pad}    /// The feature's name in the register map.",
+            f"{pad}    pub const fn name(self) -> &'static str {{", f"{pad}        match self {{"]
+    out += [f"{pad}            Feature::{n} => {json.dumps(f['name'])}," for f, n in zip(fields, names)]
+    out += [f"{pad}        }}", f"{pad}    }}",
+            f"{pad}    /// Whether a `{register['name']}` value has this feature's bit set.",
+            f"{pad}    pub const fn is_in(self, {register['name']}: u64) -> bool {{",
+            f"{pad}        self.field().get({register['name']}) != 0", f"{pad}    }}", f"{pad}}}"]
     return out
 
 
@@ -238,6 +276,8 @@ def render_rust(regmap):
                 for f in reg["fields"]:
                     if f["values"]:
                         out += render_rust_enum(f, 8)
+                if (rname, reg["name"]) == FEATURES_REGISTER:
+                    out += render_rust_feature_enum(reg, 8)
                 out.append("    }")
         if rname == RUN_DESCRIPTOR_REGION:
             fields, length = regmap["run_descriptor"]

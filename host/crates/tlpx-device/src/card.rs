@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
+pub use tlpx_regs::ident::features::Feature;
 use tlpx_regs::{ident, timebase, Register};
 
 use crate::lease::{self, Block, Held};
@@ -19,15 +20,25 @@ pub struct Identity {
     pub magic: u32,
     pub version_major: u16,
     pub version_minor: u16,
-    pub features: Vec<&'static str>,
+    /// The blocks `feature_bits` names, in bit order.
+    pub features: Vec<Feature>,
     pub feature_bits: u32,
     pub map_hash: u32,
     pub data_width: u32,
     pub clock_hz: u32,
 }
 
-/// Names of the feature bits, in bit order (ident.features).
-pub const FEATURE_NAMES: &[&str] = &["request_path", "msi", "dma_loopback", "generator", "spy", "irq_timer", "rule30", "rt_loop", "cpu"];
+impl Identity {
+    /// The features' names in the register map, in bit order.
+    pub fn feature_names(&self) -> Vec<&'static str> {
+        self.features.iter().map(|f| f.name()).collect()
+    }
+
+    /// The features' names as a list for people: `request_path, msi, generator`.
+    pub fn feature_list(&self) -> String {
+        self.feature_names().join(", ")
+    }
+}
 
 /// Reads the identification block without judging it.
 pub fn read_identity(device: &mut dyn Device) -> Result<Identity, DeviceError> {
@@ -39,7 +50,7 @@ pub fn read_identity(device: &mut dyn Device) -> Result<Identity, DeviceError> {
     let map_hash = r(ident::MAP_HASH)?;
     let data_width = r(ident::DATA_WIDTH)?;
     let clock_hz = r(ident::CLOCK_HZ)?;
-    let features = FEATURE_NAMES.iter().enumerate().filter(|(i, _)| feature_bits & (1 << i) != 0).map(|(_, n)| *n).collect();
+    let features = Feature::ALL.into_iter().filter(|f| f.is_in(u64::from(feature_bits))).collect();
     Ok(Identity {
         magic,
         version_major: (version >> 16) as u16,
@@ -122,8 +133,18 @@ impl Card {
         self.device.as_mut()
     }
 
-    pub fn has_feature(&self, name: &str) -> bool {
-        self.identity.features.contains(&name)
+    pub fn has_feature(&self, feature: Feature) -> bool {
+        self.identity.features.contains(&feature)
+    }
+
+    /// [`DeviceError::MissingBlock`] unless the card carries `feature`; `block` names what the
+    /// caller needs of it for the message (`"spy"`, `"PIO window"`), so that every command and
+    /// driver refuses a card without it alike, and callers can tell this refusal from others.
+    pub fn require(&self, feature: Feature, block: &str) -> Result<(), DeviceError> {
+        if self.has_feature(feature) {
+            return Ok(());
+        }
+        Err(DeviceError::MissingBlock { block: block.to_string(), feature, features: self.identity.feature_list() })
     }
 
     /// Reads a register. A 64-bit register is one 2-DW read when it is 8-byte aligned (the
@@ -354,5 +375,111 @@ impl Drop for Card {
         for held in std::mem::take(&mut self.leases) {
             let _ = lease::release(self, &held);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DeviceDescription, DmaBuffer};
+
+    /// A card that is only its identification block, with `features`: every other register
+    /// reads 0 and writes go nowhere. Enough to see how the drivers treat a missing block.
+    struct IdentOnly {
+        features: u64,
+    }
+
+    impl Device for IdentOnly {
+        fn description(&self) -> DeviceDescription {
+            DeviceDescription {
+                backend: "ident-only".into(),
+                location: "test".into(),
+                pci_address: "0000:00:00.0".into(),
+                bar_sizes: vec![Some(tlpx_regs::BAR_SIZE)],
+            }
+        }
+        fn bar_read(&mut self, _bar: u8, offset: u64, _width: Width) -> Result<u64, DeviceError> {
+            Ok(match offset {
+                o if o == ident::MAGIC.offset => tlpx_regs::constants::IDENT_MAGIC,
+                o if o == ident::FEATURES.offset => self.features,
+                o if o == ident::MAP_HASH.offset => u64::from(tlpx_regs::MAP_HASH),
+                _ => 0,
+            })
+        }
+        fn bar_write(&mut self, _bar: u8, _offset: u64, _width: Width, _value: u64) -> Result<(), DeviceError> {
+            Ok(())
+        }
+        fn config_read(&mut self, _offset: u16, len: u16) -> Result<Vec<u8>, DeviceError> {
+            Ok(vec![0; usize::from(len)])
+        }
+        fn config_write(&mut self, _offset: u16, _data: &[u8]) -> Result<(), DeviceError> {
+            Ok(())
+        }
+        fn alloc_dma(&mut self, _len: usize) -> Result<DmaBuffer, DeviceError> {
+            Err(DeviceError::Unsupported { backend: "ident-only".into(), what: "allocate DMA memory".into(), instead: "none".into() })
+        }
+        fn free_dma(&mut self, _buffer: DmaBuffer) -> Result<(), DeviceError> {
+            Ok(())
+        }
+        fn wait_interrupt(&mut self, _vector_mask: u32, _timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {
+            Ok(None)
+        }
+        fn idle(&mut self, _duration: Duration) -> Result<(), DeviceError> {
+            Ok(())
+        }
+    }
+
+    fn card_with(features: &[Feature]) -> Card {
+        let bits = features.iter().fold(0, |bits, f| bits | f.field().set(1));
+        Card::open(Box::new(IdentOnly { features: bits })).expect("an identification block that checks")
+    }
+
+    #[test]
+    fn features_are_the_generated_bits_in_bit_order() {
+        let card = card_with(&[Feature::Spy, Feature::Generator]);
+        assert_eq!(card.identity().features, [Feature::Generator, Feature::Spy]);
+        assert_eq!(card.identity().feature_bits, 0b1_1000, "generator is bit 3, spy bit 4 (ident.features)");
+        assert_eq!(card.identity().feature_list(), "generator, spy");
+        assert!(card.has_feature(Feature::Spy) && !card.has_feature(Feature::IrqTimer));
+        assert_eq!(serde_json::to_value(card.identity()).expect("json")["features"], serde_json::json!(["generator", "spy"]));
+    }
+
+    /// Every driver refuses a card without its block with the same typed error, naming the
+    /// block and what the card has: a caller can tell it from a bad argument (exit status 3,
+    /// not 2, in the CLI).
+    #[test]
+    fn a_missing_block_is_one_typed_error_naming_the_block_and_the_features() {
+        let mut card = card_with(&[Feature::RequestPath, Feature::Msi]);
+        let refusals = [
+            (crate::spy::counters(&mut card).err(), Feature::Spy, "spy"),
+            (crate::generator::counters(&mut card).err(), Feature::Generator, "traffic generator"),
+            (crate::pio::reset(&mut card).err(), Feature::Generator, "PIO window"),
+            (crate::irq_timer::counters(&mut card).err(), Feature::IrqTimer, "interrupt latency timer"),
+            (crate::rule30::info(&mut card).err(), Feature::Rule30, "rule-30 accelerator"),
+            (crate::rt_loop::Responder::attach(&mut card, 64).err(), Feature::RtLoop, "real-time loop"),
+            (crate::lease::expiries(&mut card, Block::RtLoop).err(), Feature::RtLoop, "real-time loop"),
+        ];
+        for (error, feature, name) in refusals {
+            match error {
+                Some(DeviceError::MissingBlock { block, feature: missing, features }) => {
+                    assert_eq!((block.as_str(), missing, features.as_str()), (name, feature, "request_path, msi"));
+                }
+                other => panic!("{name}: expected MissingBlock, got {other:?}"),
+            }
+        }
+        let message = crate::spy::counters(&mut card).expect_err("no spy").to_string();
+        assert_eq!(
+            message,
+            "this card has no spy (its features: request_path, msi); build the card with the spy block \
+             (make gateware; then restart tlpx-sim for a simulated card)"
+        );
+    }
+
+    #[test]
+    fn a_block_the_card_has_passes_the_check() {
+        let mut card = card_with(&[Feature::Generator]);
+        let counters = crate::generator::counters(&mut card).expect("the generator is there");
+        assert!(!counters.running && counters.errors == crate::generator::ErrorCounts::default());
+        assert!(card.require(Feature::Generator, "traffic generator").is_ok());
     }
 }

@@ -2,6 +2,9 @@
 
 use thiserror::Error;
 
+use crate::card::Feature;
+use crate::lease::Block;
+
 #[derive(Debug, Error)]
 pub enum DeviceError {
     #[error("invalid argument: {0}")]
@@ -25,14 +28,21 @@ pub enum DeviceError {
     #[error("{0}")]
     Backend(String),
     /// A block another live process owns (a lease on the card, `tlpx_device::lease`).
-    #[error("busy: {block} is owned by {owner}; wait for it to finish, or take it back with `{command}`")]
-    Busy { block: String, owner: String, command: String },
+    #[error("busy: {} is owned by {owner}; wait for it to finish, or take it back with `tlpx stop {}`", .block.title(), .block.name())]
+    Busy { block: Block, owner: String },
     /// A block this process owned is no longer its own: the card stopped its job.
     #[error("{block} is no longer this process's: {detail}; the card stopped its job")]
     LeaseLost { block: String, detail: String },
     /// The user asked to stop (Ctrl-C, SIGTERM, SIGHUP, or the output went away) during a wait.
     #[error("stopped on request")]
     Interrupted,
+    /// The card lacks the block an operation needs: its identification block has no bit for
+    /// `feature`. (Not [`DeviceError::Unsupported`]: that is the backend's, this the card's.)
+    #[error("this card has no {block} (its features: {features}); build the card with the {} block (make gateware; then restart tlpx-sim for a simulated card)", .feature.name())]
+    MissingBlock { block: String, feature: Feature, features: String },
+    /// A block refused to start the job it was given (its error register says why).
+    #[error("{block} refused the start ({detail})")]
+    StartRefused { block: String, detail: String },
     /// A capability this backend does not have: never a wrong figure instead.
     #[error("the {backend} backend cannot {what}: {instead}")]
     Unsupported { backend: String, what: String, instead: String },

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use tlpx_regs::{generator as gen, pcie_msi, Register};
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::lease::Block;
 use crate::{ClockSource, DeviceError, DmaBuffer};
 
@@ -88,7 +88,7 @@ pub struct LatencyStats {
 }
 
 /// Error and anomaly counters of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ErrorCounts {
     pub unsupported_request: u64,
     pub completer_abort: u64,
@@ -97,6 +97,28 @@ pub struct ErrorCounts {
     pub completion_timeouts: u64,
     pub unexpected_completions: u64,
     pub data_mismatches: u64,
+}
+
+/// The generator's state and counters as they stand, for a monitor that watches runs others
+/// start (`tlpx serve`): they restart with every run and stay put after one ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GenCounters {
+    pub running: bool,
+    pub done: bool,
+    /// Read requests waiting for their completions.
+    pub outstanding_reads: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub read_requests: u64,
+    pub write_requests: u64,
+    pub completions: u64,
+    pub transfers: u64,
+    /// Card cycles of the run so far.
+    pub cycles: u64,
+    pub errors: ErrorCounts,
+    /// Latency samples taken, and the sum of their cycles.
+    pub latency_count: u64,
+    pub latency_sum: u64,
 }
 
 /// What a run measured (all from the card's hardware counters).
@@ -244,15 +266,52 @@ pub(crate) fn read_histogram(card: &mut Card, select: Register, count: Register,
     histogram(card, select, count, buckets)
 }
 
-fn require_generator(card: &Card) -> Result<(), DeviceError> {
-    if card.has_feature("generator") {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument(format!(
-            "this card has no traffic generator (its features: {})",
-            card.identity().features.join(", ")
-        )))
-    }
+/// Reads the generator's state and counters without touching a run (no lease needed).
+pub fn counters(card: &mut Card) -> Result<GenCounters, DeviceError> {
+    card.require(Feature::Generator, "traffic generator")?;
+    let status = card.read(gen::STATUS)?;
+    let mut r = |reg: Register| card.read(reg);
+    let (read_bytes, write_bytes, read_requests, write_requests) =
+        (r(gen::READ_BYTES)?, r(gen::WRITE_BYTES)?, r(gen::READ_REQUESTS)?, r(gen::WRITE_REQUESTS)?);
+    let (completions, transfers, cycles) = (r(gen::COMPLETIONS)?, r(gen::TRANSFERS)?, r(gen::CYCLES)?);
+    let errors = error_counts(card)?;
+    Ok(GenCounters {
+        running: gen::status::RUNNING.get(status) != 0,
+        done: gen::status::DONE.get(status) != 0,
+        outstanding_reads: gen::status::OUTSTANDING.get(status),
+        read_bytes,
+        write_bytes,
+        read_requests,
+        write_requests,
+        completions,
+        transfers,
+        cycles,
+        errors,
+        latency_count: card.read(gen::LAT_COUNT)?,
+        latency_sum: card.read(gen::LAT_SUM)?,
+    })
+}
+
+/// Reads the error and anomaly counters of the current (or last) run.
+pub fn error_counts(card: &mut Card) -> Result<ErrorCounts, DeviceError> {
+    card.require(Feature::Generator, "traffic generator")?;
+    Ok(ErrorCounts {
+        unsupported_request: card.read(gen::ERR_UR)?,
+        completer_abort: card.read(gen::ERR_CA)?,
+        other_status: card.read(gen::ERR_OTHER)?,
+        poisoned: card.read(gen::ERR_POISONED)?,
+        completion_timeouts: card.read(gen::ERR_TIMEOUTS)?,
+        unexpected_completions: card.read(gen::ERR_UNEXPECTED)?,
+        data_mismatches: card.read(gen::ERR_MISMATCHES)?,
+    })
+}
+
+/// Reads the latency histogram of the current (or last) run: [`HISTOGRAM_BUCKETS`] log2
+/// buckets of cycles. Selecting a bucket is a register write: a monitor reads it once a run
+/// has ended.
+pub fn latency_histogram(card: &mut Card) -> Result<Vec<u64>, DeviceError> {
+    card.require(Feature::Generator, "traffic generator")?;
+    histogram(card, gen::LAT_HIST_SELECT, gen::LAT_HIST_COUNT, HISTOGRAM_BUCKETS)
 }
 
 /// Runs the generator on `card` over `buffer` and returns what the card measured.
@@ -266,7 +325,7 @@ fn require_generator(card: &Card) -> Result<(), DeviceError> {
 /// way and returns [`DeviceError::Interrupted`]. The caller validates `config` against the link's MPS
 /// and MRRS with [`GenConfig::validate`]; here it is checked against the card's limits.
 pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Duration) -> Result<GenResult, DeviceError> {
-    require_generator(card)?;
+    card.require(Feature::Generator, "traffic generator")?;
     config.validate(4096, 4096, buffer.len)?;
     card.claim(Block::Generator)?;
     let clock_hz = card.identity().clock_hz;
@@ -385,15 +444,7 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Dur
         samples,
         samples_dropped: card.read(gen::LAT_SAMPLES_DROPPED)?,
     };
-    let errors = ErrorCounts {
-        unsupported_request: card.read(gen::ERR_UR)?,
-        completer_abort: card.read(gen::ERR_CA)?,
-        other_status: card.read(gen::ERR_OTHER)?,
-        poisoned: card.read(gen::ERR_POISONED)?,
-        completion_timeouts: card.read(gen::ERR_TIMEOUTS)?,
-        unexpected_completions: card.read(gen::ERR_UNEXPECTED)?,
-        data_mismatches: card.read(gen::ERR_MISMATCHES)?,
-    };
+    let errors = error_counts(card)?;
     Ok(GenResult {
         cycles: card.read(gen::CYCLES)?,
         clock_hz,

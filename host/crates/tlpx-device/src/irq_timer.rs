@@ -27,7 +27,7 @@ use serde::Serialize;
 use tlpx_regs::irq_timer as regs;
 use tlpx_regs::pcie_msi;
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
@@ -294,20 +294,9 @@ pub struct Counters {
     pub done: bool,
 }
 
-fn require_timer(card: &Card) -> Result<(), DeviceError> {
-    if card.has_feature("irq_timer") {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument(format!(
-            "this card has no interrupt latency timer (its features: {}); build the card with it (make gateware)",
-            card.identity().features.join(", ")
-        )))
-    }
-}
-
 /// Reads the counters and state.
 pub fn counters(card: &mut Card) -> Result<Counters, DeviceError> {
-    require_timer(card)?;
+    card.require(Feature::IrqTimer, "interrupt latency timer")?;
     let status = card.read(regs::STATUS)?;
     let mut r = |reg| card.read(reg).map(|v| v as u32);
     Ok(Counters {
@@ -326,7 +315,7 @@ pub fn counters(card: &mut Card) -> Result<Counters, DeviceError> {
 
 /// Reads the card's statistics and histogram of `stage`.
 pub fn stage_stats(card: &mut Card, stage: Stage) -> Result<StageStats, DeviceError> {
-    require_timer(card)?;
+    card.require(Feature::IrqTimer, "interrupt latency timer")?;
     let (count, min, max, sum, select, hist) = match stage {
         Stage::Isr => (regs::ISR_COUNT, regs::ISR_MIN, regs::ISR_MAX, regs::ISR_SUM, regs::ISR_HIST_SELECT, regs::ISR_HIST_COUNT),
         Stage::User => (regs::USER_COUNT, regs::USER_MIN, regs::USER_MAX, regs::USER_SUM, regs::USER_HIST_SELECT, regs::USER_HIST_COUNT),
@@ -360,7 +349,7 @@ pub fn ack_isr(card: &mut Card, fire: u32) -> Result<(), DeviceError> {
 /// cycles between their arrivals (`ping_delta`). The read that fetches it also makes sure
 /// both writes arrived.
 pub fn ping(card: &mut Card) -> Result<u32, DeviceError> {
-    require_timer(card)?;
+    card.require(Feature::IrqTimer, "interrupt latency timer")?;
     card.write(regs::PING, 1)?;
     card.write(regs::PING, 1)?;
     Ok(card.read(regs::PING_DELTA)? as u32)
@@ -417,7 +406,7 @@ impl Run {
     /// 16..=2^24), programs `config` and the ring, enables the timer's MSI and starts firing.
     /// The card becomes this process's owner of the timer (a lease, [`crate::lease`]).
     pub fn start(card: &mut Card, config: &TimerConfig, ring_records: u32) -> Result<Run, DeviceError> {
-        require_timer(card)?;
+        card.require(Feature::IrqTimer, "interrupt latency timer")?;
         config.validate()?;
         if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
             return Err(DeviceError::InvalidArgument(format!(
@@ -614,7 +603,7 @@ impl Responder {
     /// Clears the timer (stopped), allocates a ring of `ring_records` records and programs it
     /// and the MSI.
     pub fn attach(card: &mut Card, ring_records: u32) -> Result<Responder, DeviceError> {
-        require_timer(card)?;
+        card.require(Feature::IrqTimer, "interrupt latency timer")?;
         if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
             return Err(DeviceError::InvalidArgument(format!(
                 "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"

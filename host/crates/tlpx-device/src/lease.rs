@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tlpx_regs::Register;
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::DeviceError;
 
 /// A block of the card that acts on its own and therefore has an owner.
@@ -99,15 +99,20 @@ impl Block {
     }
 
     /// The identification feature the card has when it carries the block.
-    pub fn feature(self) -> &'static str {
+    pub fn feature(self) -> Feature {
         match self {
-            Block::Generator => "generator",
-            Block::Spy => "spy",
-            Block::IrqTimer => "irq_timer",
-            Block::RtLoop => "rt_loop",
-            Block::Rule30Batch => "rule30",
-            Block::Cpu => "cpu",
+            Block::Generator => Feature::Generator,
+            Block::Spy => Feature::Spy,
+            Block::IrqTimer => Feature::IrqTimer,
+            Block::RtLoop => Feature::RtLoop,
+            Block::Rule30Batch => Feature::Rule30,
+            Block::Cpu => Feature::Cpu,
         }
+    }
+
+    /// [`DeviceError::MissingBlock`] unless `card` carries the block.
+    pub fn require_on(self, card: &Card) -> Result<(), DeviceError> {
+        card.require(self.feature(), self.title().trim_start_matches("the "))
     }
 
     /// Parses a block name (`generator`, `spy`, `irq_timer`/`irq`, `rt_loop`/`loop`,
@@ -196,7 +201,7 @@ impl Owner {
 
 /// Reads who holds `block`; `None` when it is free.
 pub fn owner(card: &mut Card, block: Block) -> Result<Option<Owner>, DeviceError> {
-    require(card, block)?;
+    block.require_on(card)?;
     let r = block.regs();
     let token = card.read(r.owner)? as u32;
     if token == 0 {
@@ -213,20 +218,8 @@ pub fn owner(card: &mut Card, block: Block) -> Result<Option<Owner>, DeviceError
 
 /// Leases expired on the card since it started (the block stopped by itself each time).
 pub fn expiries(card: &mut Card, block: Block) -> Result<u64, DeviceError> {
-    require(card, block)?;
+    block.require_on(card)?;
     card.read(block.regs().expiries)
-}
-
-fn require(card: &Card, block: Block) -> Result<(), DeviceError> {
-    if card.has_feature(block.feature()) {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument(format!(
-            "this card has no {} (its features: {})",
-            block.title().trim_start_matches("the "),
-            card.identity().features.join(", ")
-        )))
-    }
 }
 
 /// A lease this process holds.
@@ -257,16 +250,12 @@ pub(crate) fn lease_length(source: crate::ClockSource) -> Duration {
 /// over (its job stopped first), `Ok(None)` when it was free, [`DeviceError::Busy`] when a
 /// live owner holds it.
 pub(crate) fn claim(card: &mut Card, block: Block, length: Duration) -> Result<(Held, Option<Owner>), DeviceError> {
-    require(card, block)?;
+    block.require_on(card)?;
     let r = block.regs();
     let mut taken_over = None;
     if let Some(previous) = owner(card, block)? {
         if previous.process != OwnerProcess::Gone {
-            return Err(DeviceError::Busy {
-                block: block.title().to_string(),
-                owner: previous.describe(),
-                command: format!("tlpx stop {}", block.name()),
-            });
+            return Err(DeviceError::Busy { block, owner: previous.describe() });
         }
         take_back(card, block, Some(&previous))?;
         taken_over = Some(previous);
@@ -280,9 +269,8 @@ pub(crate) fn claim(card: &mut Card, block: Block, length: Duration) -> Result<(
     if now != token {
         let winner = owner(card, block)?;
         return Err(DeviceError::Busy {
-            block: block.title().to_string(),
+            block,
             owner: winner.map_or_else(|| "another process (it released it at once)".to_string(), |o| o.describe()),
-            command: format!("tlpx stop {}", block.name()),
         });
     }
     card.write(r.pid, u64::from(std::process::id()))?;

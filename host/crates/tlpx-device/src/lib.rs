@@ -4,6 +4,7 @@
 //! - `sim`: the simulated card in a `tlpx-sim` process (Unix socket + shared host memory);
 //! - `vfio` and `litepcie`: a real card through /dev/vfio or LitePCIe's driver.
 //!
+//! `selector` turns a `--device` text into an open `Device` and lists what can be opened.
 //! Callers hold a `Box<dyn Device>` and never learn which backend they drive. Optional
 //! capabilities that only some backends have are reached through `try_as_*` methods.
 
@@ -22,6 +23,7 @@ pub mod perf;
 pub mod pio;
 pub mod rt_loop;
 pub mod rule30;
+pub mod selector;
 pub mod spy;
 pub mod stop;
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use tlpx_regs::pio;
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::DeviceError;
 
 /// Offset of the PIO window in BAR0.
@@ -37,23 +37,15 @@ pub const SIZE_BUCKETS: usize = tlpx_regs::constants::PIO_SIZE_BUCKETS as usize;
 /// Largest read delay the window accepts, in cycles.
 pub const MAX_READ_DELAY: u32 = tlpx_regs::constants::PIO_MAX_READ_DELAY as u32;
 
-fn require_pio(card: &Card) -> Result<(), DeviceError> {
-    if card.has_feature("generator") {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument("this card has no PIO window (it comes with the generator feature)".to_string()))
-    }
-}
-
 /// Clears the window's counters.
 pub fn reset(card: &mut Card) -> Result<(), DeviceError> {
-    require_pio(card)?;
+    card.require(Feature::Generator, "PIO window")?;
     card.write(pio::CONTROL, pio::control::CLEAR.set(1))
 }
 
 /// Sets how many card cycles the window waits before answering a read (0..=MAX_READ_DELAY).
 pub fn set_read_delay(card: &mut Card, cycles: u32) -> Result<(), DeviceError> {
-    require_pio(card)?;
+    card.require(Feature::Generator, "PIO window")?;
     if cycles > MAX_READ_DELAY {
         return Err(DeviceError::InvalidArgument(format!("PIO read delay must be 0..={MAX_READ_DELAY} cycles, not {cycles}")));
     }
@@ -62,7 +54,7 @@ pub fn set_read_delay(card: &mut Card, cycles: u32) -> Result<(), DeviceError> {
 
 /// Reads the window's counters.
 pub fn stats(card: &mut Card) -> Result<PioStats, DeviceError> {
-    require_pio(card)?;
+    card.require(Feature::Generator, "PIO window")?;
     Ok(PioStats {
         write_tlps: card.read(pio::WRITE_TLPS)?,
         write_bytes: card.read(pio::WRITE_BYTES)?,

@@ -26,7 +26,7 @@ use serde::Serialize;
 use tlpx_regs::pcie_msi;
 use tlpx_regs::rt_loop as regs;
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::generator::{pattern_word, DataPattern};
 use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
@@ -216,17 +216,6 @@ impl LoopRun {
     }
 }
 
-fn require_loop(card: &Card) -> Result<(), DeviceError> {
-    if card.has_feature("rt_loop") {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument(format!(
-            "this card has no real-time loop (its features: {}); build the card with it (make gateware)",
-            card.identity().features.join(", ")
-        )))
-    }
-}
-
 /// Which MSI bit of `pcie_msi` the loop raises.
 pub fn msi_bit() -> u32 {
     tlpx_regs::constants::MSI_RT_LOOP as u32
@@ -251,7 +240,7 @@ pub fn data_matches(buffer: &DmaBuffer, size_bytes: u32, token: u32) -> Result<b
 /// Runs the loop: `config.iterations` round trips, in chunks, and reads what the card measured.
 /// The calling thread serves every iteration (pin it and set its priority before calling).
 pub fn run(card: &mut Card, config: &LoopConfig) -> Result<LoopRun, DeviceError> {
-    require_loop(card)?;
+    card.require(Feature::RtLoop, "real-time loop")?;
     config.validate()?;
     card.claim(Block::RtLoop)?;
     refuse_ownerless_run(card)?;
@@ -449,7 +438,7 @@ pub struct Responder {
 impl Responder {
     /// Clears the loop and programs a buffer of `size_bytes` (token included) for it.
     pub fn attach(card: &mut Card, size_bytes: u32) -> Result<Responder, DeviceError> {
-        require_loop(card)?;
+        card.require(Feature::RtLoop, "real-time loop")?;
         let config = LoopConfig::new(size_bytes, 1, Detect::Poll, Return::Register);
         config.validate()?;
         card.claim(Block::RtLoop)?;

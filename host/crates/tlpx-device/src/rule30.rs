@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tlpx_regs::pcie_msi;
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::{DeviceError, Width};
 
 /// Byte offset of the accelerator's window in BAR0.
@@ -139,17 +139,6 @@ pub fn latency_cycles(ns: f64, clock_hz: u32) -> Result<u32, DeviceError> {
     Ok(c as u32)
 }
 
-fn require(card: &Card) -> Result<(), DeviceError> {
-    if card.has_feature("rule30") {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument(format!(
-            "this card has no rule-30 accelerator (its features: {}); build the card with it (make gateware)",
-            card.identity().features.join(", ")
-        )))
-    }
-}
-
 /// Reads a window register.
 pub fn read(card: &mut Card, offset: u64) -> Result<u32, DeviceError> {
     Ok(card.device().bar_read(0, WINDOW_BASE + offset, Width::W32)? as u32)
@@ -192,7 +181,7 @@ pub struct CoreInfo {
 }
 
 pub fn info(card: &mut Card) -> Result<CoreInfo, DeviceError> {
-    require(card)?;
+    card.require(Feature::Rule30, "rule-30 accelerator")?;
     Ok(CoreInfo {
         version: read(card, reg::VERSION)?,
         irq_num: read(card, reg::IRQ_NUM)?,
@@ -204,7 +193,7 @@ pub fn info(card: &mut Card) -> Result<CoreInfo, DeviceError> {
 /// Resets the core and programs an operation: rule, length, latency, generations per start,
 /// control (interrupt, hwo); enables or disables the core's MSI.
 pub fn configure(card: &mut Card, op: &OpConfig, mode: HwMode, generations_per_start: u32) -> Result<(), DeviceError> {
-    require(card)?;
+    card.require(Feature::Rule30, "rule-30 accelerator")?;
     op.validate()?;
     write(card, reg::RESET, 1)?;
     write(card, reg::RULE_SET, u32::from(op.rule))?;
@@ -282,9 +271,10 @@ fn refused(card: &mut Card) -> Result<DeviceError, DeviceError> {
     let errors = read(card, reg::ERRORS)?;
     let length = read(card, reg::LINE_LENGTH)?;
     let generations = read(card, reg::GENERATIONS)?;
-    Ok(DeviceError::Backend(format!(
-        "the rule-30 accelerator refused the start (errors 0x{errors:x}: line_length {length}, generations {generations})"
-    )))
+    Ok(DeviceError::StartRefused {
+        block: crate::lease::Block::Rule30Batch.title().to_string(),
+        detail: format!("errors 0x{errors:x}: line_length {length}, generations {generations}"),
+    })
 }
 
 /// One packet through the accelerator in `mode`: `generations` lines, each the previous one's

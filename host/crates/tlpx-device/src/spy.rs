@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use tlpx_regs::spy as regs;
 
-use crate::card::Card;
+use crate::card::{Card, Feature};
 use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
@@ -174,23 +174,12 @@ impl SpyCounters {
     }
 }
 
-fn require_spy(card: &Card) -> Result<(), DeviceError> {
-    if card.has_feature("spy") {
-        Ok(())
-    } else {
-        Err(DeviceError::InvalidArgument(format!(
-            "this card has no spy (its features: {}); build the card with the spy feature (make gateware)",
-            card.identity().features.join(", ")
-        )))
-    }
-}
-
 /// Reads the live counters, sequence, loss and capture state.
 ///
 /// This is 16 counter selections of 5 register accesses each: on a card under capture these
 /// MMIO accesses are TLPs the spy records too.
 pub fn counters(card: &mut Card) -> Result<SpyCounters, DeviceError> {
-    require_spy(card)?;
+    card.require(Feature::Spy, "spy")?;
     let mut sets: Vec<ClassCounters> = Vec::with_capacity(16);
     for select in 0..16u64 {
         card.write(regs::COUNTER_SELECT, select)?;
@@ -221,13 +210,13 @@ pub fn counters(card: &mut Card) -> Result<SpyCounters, DeviceError> {
 /// The matched-read latency histogram (request to last completion, card cycles), 32 log2
 /// buckets.
 pub fn latency_histogram(card: &mut Card) -> Result<Vec<u64>, DeviceError> {
-    require_spy(card)?;
+    card.require(Feature::Spy, "spy")?;
     crate::generator::read_histogram(card, regs::LATENCY_HIST_SELECT, regs::LATENCY_HIST_COUNT, LATENCY_BUCKETS)
 }
 
 /// Payload bytes per TLP with data, (down, up), 13 log2 buckets (1 B .. 4 KiB).
 pub fn payload_histograms(card: &mut Card) -> Result<(Vec<u64>, Vec<u64>), DeviceError> {
-    require_spy(card)?;
+    card.require(Feature::Spy, "spy")?;
     let down = crate::generator::read_histogram(card, regs::PAYLOAD_HIST_DOWN_SELECT, regs::PAYLOAD_HIST_DOWN_COUNT, PAYLOAD_BUCKETS)?;
     let up = crate::generator::read_histogram(card, regs::PAYLOAD_HIST_UP_SELECT, regs::PAYLOAD_HIST_UP_COUNT, PAYLOAD_BUCKETS)?;
     Ok((down, up))
@@ -237,7 +226,7 @@ pub fn payload_histograms(card: &mut Card) -> Result<(Vec<u64>, Vec<u64>), Devic
 /// Also turns capture off (it writes the whole control register): do not call it while
 /// another tool captures (see [`is_capturing`]).
 pub fn clear(card: &mut Card) -> Result<(), DeviceError> {
-    require_spy(card)?;
+    card.require(Feature::Spy, "spy")?;
     card.write(regs::CONTROL, regs::control::CLEAR.set(1))
 }
 
@@ -245,14 +234,14 @@ pub fn clear(card: &mut Card) -> Result<(), DeviceError> {
 /// without stopping (its ring buffer is gone; records still in the spy stay there until the
 /// next capture clears them).
 pub fn force_stop(card: &mut Card) -> Result<Option<crate::lease::Owner>, DeviceError> {
-    require_spy(card)?;
+    card.require(Feature::Spy, "spy")?;
     crate::lease::force_stop(card, Block::Spy)
 }
 
 /// Whether a capture is on (`control.enable`, and its lease has not ended), e.g. started by
 /// another tlpx process.
 pub fn is_capturing(card: &mut Card) -> Result<bool, DeviceError> {
-    require_spy(card)?;
+    card.require(Feature::Spy, "spy")?;
     let enabled = regs::control::ENABLE.get(card.read(regs::CONTROL)?) != 0;
     Ok(enabled && regs::status::HALTED.get(card.read(regs::STATUS)?) == 0)
 }
@@ -460,7 +449,7 @@ impl Capture {
         filters: &Filters,
         trigger: &Trigger,
     ) -> Result<Capture, DeviceError> {
-        require_spy(card)?;
+        card.require(Feature::Spy, "spy")?;
         if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
             return Err(DeviceError::InvalidArgument(format!(
                 "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"

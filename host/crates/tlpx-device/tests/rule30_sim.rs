@@ -7,6 +7,7 @@ use std::time::Duration;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::rule30::{self as accel, reg, HwMode, OpConfig};
+use tlpx_device::DeviceError;
 use tlpx_testkit::SimProcess;
 
 fn open(sim: &SimProcess) -> Card {
@@ -64,8 +65,10 @@ fn bad_line_lengths_are_refused_and_a_start_while_busy_is_ignored() {
         let before = accel::counters(&mut card).expect("counters");
         accel::write(&mut card, reg::LINE_LENGTH, bad).expect("length");
         accel::write(&mut card, reg::START_COMPUTE, 1).expect("start");
-        let e = accel::wait_complete(&mut card, HwMode::Poll, Duration::from_secs(1)).expect_err("refused").to_string();
-        assert!(e.contains("refused") && e.contains(&format!("line_length {bad}")), "{e}");
+        let e = accel::wait_complete(&mut card, HwMode::Poll, Duration::from_secs(1)).expect_err("refused");
+        assert!(matches!(e, DeviceError::StartRefused { .. }), "a refused start, typed: {e:?}");
+        let e = e.to_string();
+        assert!(e.starts_with("the rule-30 accelerator refused the start") && e.contains(&format!("line_length {bad}")), "{e}");
         let after = accel::counters(&mut card).expect("counters");
         assert_eq!(after.refused_starts, before.refused_starts + 1);
         assert_eq!(after.operations, before.operations, "nothing computed");

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::generator::{self, DataPattern, GenConfig, Operation};
+use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Filters, Trigger, TriggerMode};
+use tlpx_device::DeviceError;
 use tlpx_regs::{ident, pio, spy as regs};
 use tlpx_sim_protocol::TrafficStats;
 use tlpx_trace::{Body, Record};
@@ -475,6 +477,7 @@ fn counters_and_capture_state_for_a_second_tool() {
     assert!(spy::is_capturing(&mut other).expect("state"));
     let e = Capture::start(&mut other, 64, &Filters::default(), &Trigger::default()).expect_err("second capture");
     let pid = format!("PID {}", std::process::id());
+    assert!(matches!(e, DeviceError::Busy { block: Block::Spy, .. }), "busy, typed: {e:?}");
     assert!(e.to_string().starts_with("busy: the spy is owned by") && e.to_string().contains(&pid), "{e}");
     assert!(e.to_string().contains("`tlpx stop spy`"), "{e}");
     cap.stop(&mut card).expect("stop");

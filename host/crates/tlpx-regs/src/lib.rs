@@ -110,6 +110,87 @@ pub mod ident {
         pub const RT_LOOP: Field = Field { shift: 7, width: 1 };
         /// Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000.
         pub const CPU: Field = Field { shift: 8, width: 1 };
+
+        /// A block a card can carry: one bit of `features`, in bit order.
+        /// (with the `serde` feature: (de)serialized as its name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        pub enum Feature {
+            /// Every host request answered (UR for unsupported ones) and counted.
+            #[cfg_attr(feature = "serde", serde(rename = "request_path"))]
+            RequestPath,
+            /// MSI interrupts (LitePCIe MSI block).
+            #[cfg_attr(feature = "serde", serde(rename = "msi"))]
+            Msi,
+            /// LitePCIe scatter-gather DMA reader and writer with internal loopback.
+            #[cfg_attr(feature = "serde", serde(rename = "dma_loopback"))]
+            DmaLoopback,
+            /// Traffic generator (DMA/PIO).
+            #[cfg_attr(feature = "serde", serde(rename = "generator"))]
+            Generator,
+            /// Passive transaction spy.
+            #[cfg_attr(feature = "serde", serde(rename = "spy"))]
+            Spy,
+            /// Interrupt latency timer.
+            #[cfg_attr(feature = "serde", serde(rename = "irq_timer"))]
+            IrqTimer,
+            /// Rule-30 accelerator.
+            #[cfg_attr(feature = "serde", serde(rename = "rule30"))]
+            Rule30,
+            /// Real-time loop (DataMover): card-to-host buffer, host result, loop time.
+            #[cfg_attr(feature = "serde", serde(rename = "rt_loop"))]
+            RtLoop,
+            /// Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000.
+            #[cfg_attr(feature = "serde", serde(rename = "cpu"))]
+            Cpu,
+        }
+
+        impl Feature {
+            /// Every feature, in bit order.
+            pub const ALL: [Feature; 9] = [
+                Feature::RequestPath,
+                Feature::Msi,
+                Feature::DmaLoopback,
+                Feature::Generator,
+                Feature::Spy,
+                Feature::IrqTimer,
+                Feature::Rule30,
+                Feature::RtLoop,
+                Feature::Cpu,
+            ];
+            /// The feature's bit in `features`.
+            pub const fn field(self) -> Field {
+                match self {
+                    Feature::RequestPath => REQUEST_PATH,
+                    Feature::Msi => MSI,
+                    Feature::DmaLoopback => DMA_LOOPBACK,
+                    Feature::Generator => GENERATOR,
+                    Feature::Spy => SPY,
+                    Feature::IrqTimer => IRQ_TIMER,
+                    Feature::Rule30 => RULE30,
+                    Feature::RtLoop => RT_LOOP,
+                    Feature::Cpu => CPU,
+                }
+            }
+            /// The feature's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Feature::RequestPath => "request_path",
+                    Feature::Msi => "msi",
+                    Feature::DmaLoopback => "dma_loopback",
+                    Feature::Generator => "generator",
+                    Feature::Spy => "spy",
+                    Feature::IrqTimer => "irq_timer",
+                    Feature::Rule30 => "rule30",
+                    Feature::RtLoop => "rt_loop",
+                    Feature::Cpu => "cpu",
+                }
+            }
+            /// Whether a `features` value has this feature's bit set.
+            pub const fn is_in(self, features: u64) -> bool {
+                self.field().get(features) != 0
+            }
+        }
     }
 
     /// FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.

@@ -9,8 +9,7 @@
 //! `parameters`, and `parameters.defaults_for` says which defaults applied.
 
 use serde::Serialize;
-
-use crate::selector::Selector;
+use tlpx_device::selector::Selector;
 
 /// Which backend's defaults a run used (`parameters.defaults_for`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

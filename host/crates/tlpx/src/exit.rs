@@ -14,6 +14,7 @@
 
 use tlpx_device::card::CardError;
 use tlpx_device::cpu::CpuError;
+use tlpx_device::selector::OpenError;
 use tlpx_device::DeviceError;
 
 /// Measured, but a check of the run failed.
@@ -34,8 +35,8 @@ pub const HELP: &str = "Exit status:
   130  interrupted by Ctrl-C, SIGTERM or SIGHUP (the partial result is kept)
   141  standard output closed under tlpx (| head): what it ran on the card was stopped";
 
-/// An error of the card that no `tlpx_device` error type carries: a card without the block
-/// a command needs, an interrupt that never came. Exit status 3.
+/// An error of the card that no `tlpx_device` error type carries: an interrupt that never
+/// came, a reading that failed in the middle of a command. Exit status 3.
 #[derive(Debug)]
 pub struct CardFailure(pub String);
 
@@ -87,6 +88,16 @@ pub fn status_of(e: &anyhow::Error) -> u8 {
                 _ => DEVICE,
             };
         }
+        if let Some(o) = cause.downcast_ref::<OpenError>() {
+            return match o {
+                // A `--device` text that names nothing: what the user typed.
+                OpenError::Selector(_) => BAD_INPUT,
+                // No backend reaches the function: the device side, as when a backend itself
+                // cannot open it.
+                OpenError::UnusableDriver { .. } | OpenError::NoDriver { .. } => DEVICE,
+                OpenError::Device(d) | OpenError::ConfigSpace { source: d, .. } => device_status(d),
+            };
+        }
         if cause.is::<CardFailure>() {
             return DEVICE;
         }
@@ -98,6 +109,7 @@ pub fn status_of(e: &anyhow::Error) -> u8 {
 mod tests {
     use super::*;
     use anyhow::Context;
+    use tlpx_device::card::Feature;
 
     #[test]
     fn device_errors_are_3_wherever_they_are_in_the_chain() {
@@ -110,6 +122,14 @@ mod tests {
         assert_eq!(status_of(&card_failure("this card has no spy").context("tlpx top")), DEVICE);
         let no_cpu = anyhow::Error::new(CpuError::NoCpu { features: 0, map_hash: 0 });
         assert_eq!(status_of(&no_cpu), DEVICE);
+        let no_block = DeviceError::MissingBlock { block: "spy".into(), feature: Feature::Spy, features: "msi".into() };
+        assert_eq!(status_of(&anyhow::Error::new(no_block).context("tlpx top")), DEVICE, "a card without the block: 3, not 2");
+        let no_driver = OpenError::NoDriver { address: "0000:03:00.0".into(), ids: "10ee:7c01".into() };
+        assert_eq!(status_of(&anyhow::Error::new(no_driver)), DEVICE);
+        let sim = OpenError::Device(DeviceError::SimNotRunning { path: "x".into(), reason: "absent".into() });
+        assert_eq!(status_of(&anyhow::Error::new(sim)), DEVICE);
+        let dump = OpenError::ConfigSpace { context: "reading".into(), source: DeviceError::Pci("gone".into()) };
+        assert_eq!(status_of(&anyhow::Error::new(dump)), DEVICE);
     }
 
     #[test]
@@ -119,6 +139,8 @@ mod tests {
         let card_arg = anyhow::Error::new(CardError::Device(DeviceError::InvalidArgument("width".into())));
         assert_eq!(status_of(&card_arg), BAD_INPUT);
         assert_eq!(status_of(&anyhow::Error::new(CpuError::Invalid("payload".into()))), BAD_INPUT);
+        let selector = tlpx_device::selector::open("bogus").err().expect("not a selector");
+        assert_eq!(status_of(&anyhow::Error::new(selector)), BAD_INPUT);
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
         assert_eq!(status_of(&anyhow::Error::new(io).context("writing the result")), BAD_INPUT);
     }

@@ -13,7 +13,6 @@ mod pmc;
 mod progress;
 mod realtime;
 mod results;
-mod selector;
 mod session;
 mod sizes;
 

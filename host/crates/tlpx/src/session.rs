@@ -5,10 +5,10 @@ use anyhow::Context;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::lease::{self, Block, OwnerProcess};
-use tlpx_device::pci::{self, decode, PciFunction, PciSource};
+use tlpx_device::pci::{decode, PciFunction};
+use tlpx_device::selector::{self, Located, Selector};
 
 use crate::results::{self, CardEnvironment, Environment, LinkReport, SimEnvironment, TimeWatch};
-use crate::selector::{self, Selector};
 
 /// Offset of Link Control in the PCI Express capability (PCIe 5.0, 7.5.3.7); bit 3 is the
 /// Read Completion Boundary (0: 64 bytes, 1: 128 bytes).
@@ -37,23 +37,8 @@ pub fn link_report(function: &PciFunction) -> Option<LinkReport> {
 /// The link of the device `--device` names, through libpci only (no card access): the
 /// simulator's config dump, or this machine's sysfs for a PCI address.
 pub fn device_link(device: &str) -> anyhow::Result<DeviceLink> {
-    let (function, location, sim) = match Selector::parse(device)? {
-        Selector::Sim(path) => {
-            let path = path.unwrap_or_else(selector::default_sim_socket);
-            let sim = SimDevice::connect(&path)?;
-            let hello = sim.hello();
-            let dump = std::path::PathBuf::from(&hello.config_dump_path);
-            let f = pci::find(&PciSource::DumpFile(dump), &hello.pci_address)?;
-            let env = SimEnvironment::from_hello(path.display().to_string(), hello);
-            (f, format!("sim:{}", path.display()), Some(env))
-        }
-        Selector::Pci(address) | Selector::Vfio(address) => (pci::find(&PciSource::System, &address)?, address, None),
-        Selector::LitePcie(node) => {
-            let device = tlpx_device::backends::litepcie::LitePcieDevice::open(&node)?;
-            let address = tlpx_device::Device::description(&device).pci_address;
-            (pci::find(&PciSource::System, &address)?, format!("litepcie:{}", node.display()), None)
-        }
-    };
+    let Located { function, location, sim } = Selector::parse(device)?.locate()?;
+    let sim = sim.map(|(socket, hello)| SimEnvironment::from_hello(socket.display().to_string(), &hello));
     match link_report(&function) {
         Some(link) => Ok(DeviceLink { link, location, pci_address: function.address(), sim }),
         None => Err(crate::exit::card_failure(format!(
@@ -157,7 +142,7 @@ impl Session {
             clock_hz: id.clock_hz,
             map_hash: id.map_hash,
             version: format!("{}.{}", id.version_major, id.version_minor),
-            features: id.features.clone(),
+            features: id.feature_names(),
         });
         environment.simulated = opened.sim.is_some();
         environment.clock = Some(TimeWatch::hardware());

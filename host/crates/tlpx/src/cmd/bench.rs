@@ -17,6 +17,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::{read_identity, Card};
+use tlpx_device::selector::{self, Selector};
 use tlpx_device::{litepcie_dma, Width};
 use tlpx_model::stats::Summary;
 use tlpx_regs::ident;
@@ -24,7 +25,6 @@ use tlpx_regs::ident;
 use crate::args::{whole, whole_as};
 use crate::cmd::selftest::DMA_BYTES;
 use crate::output::print_json;
-use crate::selector::{self, Selector};
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -161,9 +161,9 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
     if a.dma_repeats == 0 || a.mmio_count == 0 {
         bail!("--dma-repeats and --mmio-count must be at least 1");
     }
-    let socket = match Selector::parse(device)? {
-        Selector::Sim(path) => path.unwrap_or_else(selector::default_sim_socket),
-        other => bail!("`tlpx bench sim` measures the simulator; {other} is a real card (use `tlpx bench mmio` on real cards)"),
+    let selector = Selector::parse(device)?;
+    let Some(socket) = selector.sim_socket() else {
+        bail!("`tlpx bench sim` measures the simulator; {selector} is a real card (use `tlpx bench mmio` on real cards)");
     };
     // Idle speed: one client asks for N cycles of nothing.
     let mut sim = SimDevice::connect(&socket)?;
@@ -209,7 +209,7 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
         card_build_info: serde_json::from_str(&hello.card_build_info).unwrap_or(serde_json::Value::String(hello.card_build_info.clone())),
         map_hash: format!("0x{:08x}", identity.map_hash),
         map_known,
-        features: identity.features.clone(),
+        features: identity.feature_names(),
         link: hello.link.to_string(),
         data_width: hello.data_width,
         clock_hz: hello.card_clock_hz,

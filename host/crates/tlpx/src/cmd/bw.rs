@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use tlpx_device::card::Feature;
 use tlpx_device::generator::{self, AddressPattern, DataPattern, ErrorCounts, GenConfig, GenResult, Operation, MAX_TRANSFER_BYTES, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self, CompletionSplit, LinkConfig};
@@ -154,8 +155,8 @@ pub struct Cmd {
     /// Operations: read, write, rdwr (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "read,write,rdwr")]
     pub op: Vec<BwOp>,
-    /// Transfer sizes: 64,256,4K or 64..4096 (doubling) or 64..512+64 (step); 1..65536 bytes.
-    #[arg(long, default_value = "64..4096", allow_hyphen_values = true)]
+    // Help from sizes_help(): the limit is the generator's, from the register map.
+    #[arg(long, default_value = "64..4096", allow_hyphen_values = true, help = sizes_help())]
     pub sizes: String,
     /// Reads in flight at most: 1..=64 (the default keeps all the card's tags available).
     #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
@@ -165,6 +166,14 @@ pub struct Cmd {
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
+}
+
+/// `--sizes`' help, with the largest transfer the generator moves (tlpx_regs' constant).
+fn sizes_help() -> &'static str {
+    static HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("Transfer sizes: 64,256,4K or 64..4096 (doubling) or 64..512+64 (step); 1..{MAX_TRANSFER_BYTES} bytes.")
+    });
+    HELP.as_str()
 }
 
 /// The generator options after parsing, checked against everything but the link.
@@ -748,17 +757,6 @@ impl Buffers {
     }
 }
 
-/// Fails with a clear message when the card has no traffic generator.
-pub fn require_generator(session: &Session) -> anyhow::Result<()> {
-    if !session.card.has_feature("generator") {
-        let features = session.card.identity().features.join(", ");
-        return Err(crate::exit::card_failure(format!(
-            "this card has no traffic generator (its identification block lists: {features}); build the gateware with the generator block (make gateware) and restart tlpx-sim"
-        )));
-    }
-    Ok(())
-}
-
 /// Runs `configs` in order with a progress bar: `measure` runs one point (buffers of the
 /// window size are allocated once and all freed at the end, also on errors), `each` sees every
 /// point as it completes. Stops early on Ctrl-C; returns the points and whether it did.
@@ -992,7 +990,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     let (mps, mrrs) = session.mps_mrrs();
     let configs = build_configs(&ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
-    require_generator(&session)?;
+    session.card.require(Feature::Generator, "traffic generator")?;
     progress::install_stop_handler();
 
     let model = session_model(&session, common.addr64);
@@ -1133,6 +1131,20 @@ mod tests {
         assert!(err_of(a).contains("--repeat"));
         assert!(check_sizes("--sizes", &[0]).is_err_and(|e| e.contains("--sizes: 0")));
         assert!(check_sizes("--sizes", &[65537]).is_err_and(|e| e.contains("65537") && e.contains("1..=65536")));
+    }
+
+    #[test]
+    fn the_sizes_help_names_the_generators_limit() {
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Bw {
+            #[command(flatten)]
+            cmd: Cmd,
+        }
+        let command = Bw::command();
+        let sizes = command.get_arguments().find(|a| a.get_id() == "sizes").expect("--sizes");
+        let help = sizes.get_help().expect("help").to_string();
+        assert!(help.ends_with(&format!("; 1..{} bytes.", tlpx_regs::constants::GENERATOR_MAX_TRANSFER_BYTES)), "{help}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
+use tlpx_device::card::Feature;
 use tlpx_device::generator::{GenConfig, Operation, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self as model_link, CompletionSplit, LinkConfig};
@@ -383,7 +384,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
     let lat_configs: Vec<GenConfig> = lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, mps, mrrs, session.clock_hz)
         .map_err(anyhow::Error::msg)?;
-    bw::require_generator(&session)?;
+    session.card.require(Feature::Generator, "traffic generator")?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     progress::install_stop_handler();
     let model = bw::session_model(&session, cmd.addr64);

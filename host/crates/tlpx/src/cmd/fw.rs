@@ -72,7 +72,7 @@ pub(crate) fn refuse(message: String) -> anyhow::Error {
 
 /// Opens the card `device` names and its CPU; a card without one is refused with how to get it.
 pub(crate) fn open_cpu(device: &str) -> anyhow::Result<(Card, Cpu)> {
-    let opened = crate::selector::open(device)?;
+    let opened = tlpx_device::selector::open(device)?;
     let mut card = Card::open(opened.device).context("opening the card")?;
     let cpu = Cpu::open(&mut card)?;
     Ok((card, cpu))

@@ -6,9 +6,9 @@ use clap::Args;
 use serde::Serialize;
 use tlpx_device::card::{Card, Identity};
 use tlpx_device::pci::{MsiInfo, PcieInfo};
+use tlpx_device::selector::{self, SimSummary};
 
 use crate::output::{bytes, print_json};
-use crate::selector::{self, SimSummary};
 
 #[derive(Debug, Args)]
 pub struct Cmd {}
@@ -77,7 +77,7 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         id.map_hash
     );
     crate::outln!("datapath    {} bits at {:.1} MHz", id.data_width, f64::from(id.clock_hz) / 1e6);
-    crate::outln!("features    {}", id.features.join(", "));
+    crate::outln!("features    {}", id.feature_list());
     if let Some(size) = info.bar0_size {
         crate::outln!("bar0        {}", bytes(size));
     }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use clap::Args;
 use serde::Serialize;
-use tlpx_device::card::Card;
+use tlpx_device::card::{Card, Feature};
 use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
 use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, TraceOptions};
 use tlpx_model::stats::Summary;
@@ -713,10 +713,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
-    if !session.card.has_feature("irq_timer") {
-        let features = session.card.identity().features.join(", ");
-        return Err(crate::exit::card_failure(format!("this card has no interrupt latency timer (its features: {features})")));
-    }
+    session.card.require(Feature::IrqTimer, "interrupt latency timer")?;
     plan.timer_config(session.clock_hz)?;
     progress::install_stop_handler();
     let basis = time_basis(&session);

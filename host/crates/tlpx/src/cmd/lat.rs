@@ -16,6 +16,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use tlpx_device::card::Feature;
 use tlpx_device::generator::{ErrorCounts, GenConfig, Operation};
 use tlpx_device::DmaBuffer;
 use tlpx_model::stats::Summary;
@@ -283,7 +284,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
     let configs = build_configs(&cmd.op, &sizes, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
-    bw::require_generator(&session)?;
+    session.card.require(Feature::Generator, "traffic generator")?;
     progress::install_stop_handler();
     let limits: Vec<SimLimit> = if session.environment.simulated {
         bw::read_latency_limit(&session.environment).into_iter().chain(bw::knob_limits(&common)).collect()

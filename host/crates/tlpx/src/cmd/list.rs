@@ -4,15 +4,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde::Serialize;
-use tlpx_device::backends::sim::SimDevice;
-use tlpx_device::pci::{self, PciFunction, PciSource};
+use tlpx_device::pci::PciFunction;
+use tlpx_device::selector::{self, Listed, Selector};
 
 use crate::output::print_json;
-use crate::selector::{self, Selector};
-
-/// PCI IDs a tlpx card presents (the simulated card and the board targets).
-pub const TLPX_VENDOR_ID: u16 = 0x10ee;
-pub const TLPX_DEVICE_ID: u16 = 0x7c01;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -114,61 +109,31 @@ impl Link {
     }
 }
 
-fn entry(f: &PciFunction, source: &str, selector: Option<String>) -> Entry {
-    let driver = if source == "system" { selector::bound_driver(&f.address()) } else { None };
+fn entry(listed: &Listed) -> Entry {
+    let f = &listed.function;
     let description = match (&f.vendor_name, &f.device_name) {
         (Some(v), Some(d)) => format!("{v} {d}"),
         (Some(v), None) => format!("{v} device {:04x}", f.device_id),
         _ => format!("device {:04x}:{:04x}", f.vendor_id, f.device_id),
     };
     Entry {
-        source: source.to_string(),
+        source: listed.source.name().to_string(),
         address: f.address(),
         vendor_id: format!("{:04x}", f.vendor_id),
         device_id: format!("{:04x}", f.device_id),
         class: f.class_name.clone().unwrap_or_else(|| format!("class {:06x}", f.class)),
         description,
-        driver,
+        driver: listed.driver.clone(),
         link: Link::of(f),
-        tlpx_card: f.vendor_id == TLPX_VENDOR_ID && f.device_id == TLPX_DEVICE_ID,
-        selector,
+        tlpx_card: listed.is_tlpx_card(),
+        selector: Some(listed.selector.clone()),
     }
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let mut entries = Vec::new();
-    let mut notes = Vec::new();
-
-    // This machine's bus, through libpci's default access method (sysfs on Linux).
-    match pci::scan(&PciSource::System) {
-        Ok(functions) => {
-            for f in &functions {
-                let sel = Some(f.address());
-                entries.push(entry(f, "system", sel));
-            }
-        }
-        Err(e) => notes.push(format!("this machine's PCI bus could not be read: {e}")),
-    }
-
-    // The simulated card, through libpci's dump access method on the sim's config dump.
-    let socket = match Selector::parse(device)? {
-        Selector::Sim(Some(path)) => path,
-        _ => selector::default_sim_socket(),
-    };
-    match SimDevice::connect(&socket) {
-        Ok(sim) => {
-            let dump = sim.hello().config_dump_path.clone();
-            match pci::scan(&PciSource::DumpFile(dump.clone().into())) {
-                Ok(functions) => {
-                    for f in &functions {
-                        entries.push(entry(f, "sim", Some(format!("sim:{}", socket.display()))));
-                    }
-                }
-                Err(e) => notes.push(format!("the simulator's config dump {dump} could not be read: {e}")),
-            }
-        }
-        Err(e) => notes.push(format!("no simulated card: {e}")),
-    }
+    let listed = selector::list_devices(&Selector::parse(device)?);
+    let mut entries: Vec<Entry> = listed.functions.iter().map(entry).collect();
+    let notes = listed.notes;
 
     if cmd.cards_only {
         entries.retain(|e| e.tlpx_card);

@@ -25,6 +25,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use tlpx_device::card::Feature;
 use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
 use tlpx_model::stats::Summary;
 
@@ -453,10 +454,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
-    if !session.card.has_feature("rt_loop") {
-        let features = session.card.identity().features.join(", ");
-        return Err(crate::exit::card_failure(format!("this card has no real-time loop (its features: {features})")));
-    }
+    session.card.require(Feature::RtLoop, "real-time loop")?;
     progress::install_stop_handler();
     let poll_step_ns = plan.config(8, Detect::Poll, Return::Register).poll_step.as_nanos() as f64;
     let basis = time_basis(&session, poll_step_ns);

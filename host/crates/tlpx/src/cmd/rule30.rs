@@ -32,6 +32,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
 use tlpx_device::{BarPath, ClockSource};
@@ -931,10 +932,7 @@ fn open(plan: &mut Plan, device: &str, json: bool) -> anyhow::Result<Option<Sess
         return Ok(None);
     }
     let mut session = Session::open(device)?;
-    if !session.card.has_feature("rule30") {
-        let features = session.card.identity().features.join(", ");
-        return Err(crate::exit::card_failure(format!("this card has no rule-30 accelerator (its features: {features})")));
-    }
+    session.card.require(Feature::Rule30, "rule-30 accelerator")?;
     accel::info(&mut session.card)?;
     if session.card.device().try_as_driver_dma().is_some() {
         leave_out_driver_less_modes(plan, &mut session, json)?;

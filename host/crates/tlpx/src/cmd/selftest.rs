@@ -28,7 +28,7 @@ use crate::output::print_json;
 
 /// What --dma-bytes accepts (one LitePCIe DMA descriptor).
 pub const DMA_BYTES: &str = "a multiple of 4 in 4..=16777212";
-use crate::selector;
+use tlpx_device::selector;
 
 #[derive(Debug, Args)]
 pub struct Cmd {

@@ -26,9 +26,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use tlpx_device::backends::sim::SimDevice;
-use tlpx_device::card::Card;
+use tlpx_device::card::{Card, Feature};
 use tlpx_device::{generator, irq_timer, rule30, spy};
-use tlpx_regs::generator as gen_regs;
 
 use crate::metrics::{self, HistogramValue, Registry};
 use crate::progress;
@@ -369,7 +368,7 @@ impl Collector {
             ("version".to_string(), format!("{}.{}", id.version_major, id.version_minor)),
             ("map_hash".to_string(), format!("0x{:08x}", id.map_hash)),
             ("data_width".to_string(), id.data_width.to_string()),
-            ("features".to_string(), id.features.join(",")),
+            ("features".to_string(), id.feature_names().join(",")),
             ("simulated".to_string(), env.simulated.to_string()),
         ];
         info.append(&mut extra);
@@ -421,16 +420,16 @@ impl Collector {
     fn collect(&mut self, r: &Registry) {
         self.readings += 1;
         let result = (|| -> anyhow::Result<()> {
-            if self.card.has_feature("spy") {
+            if self.card.has_feature(Feature::Spy) {
                 self.collect_spy(r)?;
             }
-            if self.card.has_feature("generator") {
+            if self.card.has_feature(Feature::Generator) {
                 self.collect_generator(r)?;
             }
-            if self.card.has_feature("irq_timer") {
+            if self.card.has_feature(Feature::IrqTimer) {
                 self.collect_irq(r)?;
             }
-            if self.card.has_feature("rule30") {
+            if self.card.has_feature(Feature::Rule30) {
                 self.collect_rule30(r)?;
             }
             Ok(())
@@ -479,32 +478,29 @@ impl Collector {
     }
 
     fn collect_generator(&mut self, r: &Registry) -> anyhow::Result<()> {
-        let card = &mut self.card;
-        let status = card.read(gen_regs::STATUS)?;
-        let running = gen_regs::status::RUNNING.get(status) != 0;
-        let done = gen_regs::status::DONE.get(status) != 0;
-        let regs = [
-            gen_regs::READ_BYTES,
-            gen_regs::WRITE_BYTES,
-            gen_regs::READ_REQUESTS,
-            gen_regs::WRITE_REQUESTS,
-            gen_regs::COMPLETIONS,
-            gen_regs::TRANSFERS,
-            gen_regs::CYCLES,
-            gen_regs::ERR_UR,
-            gen_regs::ERR_CA,
-            gen_regs::ERR_OTHER,
-            gen_regs::ERR_POISONED,
-            gen_regs::ERR_TIMEOUTS,
-            gen_regs::ERR_UNEXPECTED,
-            gen_regs::ERR_MISMATCHES,
-            gen_regs::LAT_COUNT,
-            gen_regs::LAT_SUM,
+        let c = generator::counters(&mut self.card)?;
+        let (running, done) = (c.running, c.done);
+        let e = c.errors;
+        // In this order: the first 14 are the run's monotonic counters, then the latency
+        // sample count and sum.
+        let reading = vec![
+            c.read_bytes,
+            c.write_bytes,
+            c.read_requests,
+            c.write_requests,
+            c.completions,
+            c.transfers,
+            c.cycles,
+            e.unsupported_request,
+            e.completer_abort,
+            e.other_status,
+            e.poisoned,
+            e.completion_timeouts,
+            e.unexpected_completions,
+            e.data_mismatches,
+            c.latency_count,
+            c.latency_sum,
         ];
-        let mut reading = Vec::with_capacity(regs.len());
-        for reg in regs {
-            reading.push(card.read(reg)?);
-        }
         // A finished run's counters no longer move: any change after one is a new run.
         let unchanged = self.generator_last.as_deref() == Some(&reading[..]);
         let new_run = self.generator_done && !unchanged;
@@ -521,11 +517,7 @@ impl Collector {
         // The histogram of a run, once, after it ended and stayed put for an interval.
         if done && !running && unchanged && !self.read_latency.taken {
             if reading[14] > 0 {
-                let mut buckets = Vec::with_capacity(generator::HISTOGRAM_BUCKETS);
-                for k in 0..generator::HISTOGRAM_BUCKETS as u64 {
-                    self.card.write(gen_regs::LAT_HIST_SELECT, k)?;
-                    buckets.push(self.card.read(gen_regs::LAT_HIST_COUNT)?);
-                }
+                let buckets = generator::latency_histogram(&mut self.card)?;
                 self.read_latency.add(&buckets, reading[15]);
             } else {
                 self.read_latency.taken = true;
@@ -554,7 +546,7 @@ impl Collector {
             self.counter(r, "tlpx_generator_errors_total", &[("kind", kind)], t[7 + i] as f64);
         }
         self.gauge(r, "tlpx_generator_running", &[], f64::from(u8::from(running)));
-        self.gauge(r, "tlpx_generator_outstanding_reads", &[], gen_regs::status::OUTSTANDING.get(status) as f64);
+        self.gauge(r, "tlpx_generator_outstanding_reads", &[], c.outstanding_reads as f64);
         let h = self.read_latency.value(self.clock_hz);
         self.with_labels(&[], |l| r.histogram_set("tlpx_generator_read_latency_seconds", l, h));
         Ok(())

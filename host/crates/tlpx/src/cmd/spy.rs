@@ -23,6 +23,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
+use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Direction, Filters, Trigger, TriggerMode, CLASSES, RECORD_BYTES};
 use tlpx_trace::{CardInfo, Footer, GapDetector, HeaderInfo, LinkInfo, Record, TraceReader, TraceWriter};
@@ -383,9 +384,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     let mut session = Session::open_observer(device)?;
     let (mps, _) = session.mps_mrrs();
     let id = session.card.identity().clone();
-    if !session.card.has_feature("spy") {
-        bail!("this card has no spy (its features: {}); build the card with the spy feature (make gateware)", id.features.join(", "));
-    }
+    session.card.require(Feature::Spy, "spy")?;
     // Live time for the whole capture (it ends with this process's connection): the traffic
     // another process starts while this one sleeps between polls runs and is recorded.
     session.hold_live_time()?;

@@ -74,12 +74,11 @@ pub fn stop_blocks(device: &str, blocks: &[Block], json: bool) -> anyhow::Result
     let card = &mut session.card;
     let mut done = Vec::new();
     for &block in blocks {
-        if !card.has_feature(block.feature()) {
-            if blocks.len() == Block::ALL.len() {
-                continue;
-            }
-            bail!("this card has no {} (its features: {})", block.name(), card.identity().features.join(", "));
+        // `all` skips the blocks this card lacks; one named on its own must be there.
+        if blocks.len() == Block::ALL.len() && !card.has_feature(block.feature()) {
+            continue;
         }
+        block.require_on(card)?;
         if block == Block::Spy {
             if let Some(owner) = ask_capture_to_stop(card)? {
                 done.push(Stopped { block, taken_from: Some(owner), ended_by_owner: true });

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tlpx_device::card::Card;
+use tlpx_device::card::{Card, Feature};
+use tlpx_device::generator;
 use tlpx_device::spy::{self, SpyCounters};
 use tlpx_device::{DeviceError, TimeMode};
 use tlpx_regs::{generator as gen, request_path as rp, Register};
@@ -22,8 +23,8 @@ use super::Event;
 
 /// Number of TLP classes the spy counts (mrd, mwr, cpl, cpld, msg, cfg, io, other).
 pub const CLASS_COUNT: usize = 8;
-/// log2 buckets of the spy's latency histogram.
-pub const LATENCY_BUCKETS: usize = 32;
+/// log2 buckets of the spy's latency histogram (the generated constant, through the driver).
+pub use tlpx_device::spy::LATENCY_BUCKETS;
 /// Largest slice of card time one `idle` call lets pass, so that quitting stays prompt and
 /// the capture ring is drained often enough.
 const IDLE_SLICE: Duration = Duration::from_millis(2);
@@ -72,16 +73,7 @@ pub struct RequestPathErrors {
 }
 
 /// The generator's error counters (they restart with every generator run).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct GeneratorErrors {
-    pub unsupported_request: u64,
-    pub completer_abort: u64,
-    pub other_status: u64,
-    pub poisoned: u64,
-    pub completion_timeouts: u64,
-    pub unexpected_completions: u64,
-    pub data_mismatches: u64,
-}
+pub use tlpx_device::generator::ErrorCounts as GeneratorErrors;
 
 /// Who uses the spy's capture ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -231,21 +223,7 @@ pub fn read_card(card: &mut Card) -> Result<Reading, DeviceError> {
         bus_errors: r(rp::BUS_ERRORS)?,
         malformed: r(rp::MALFORMED)?,
     };
-    let has_generator = card.has_feature("generator");
-    let generator = if has_generator {
-        let mut r = |reg: Register| card.read(reg);
-        GeneratorErrors {
-            unsupported_request: r(gen::ERR_UR)?,
-            completer_abort: r(gen::ERR_CA)?,
-            other_status: r(gen::ERR_OTHER)?,
-            poisoned: r(gen::ERR_POISONED)?,
-            completion_timeouts: r(gen::ERR_TIMEOUTS)?,
-            unexpected_completions: r(gen::ERR_UNEXPECTED)?,
-            data_mismatches: r(gen::ERR_MISMATCHES)?,
-        }
-    } else {
-        GeneratorErrors::default()
-    };
+    let generator = if card.has_feature(Feature::Generator) { generator::error_counts(card)? } else { GeneratorErrors::default() };
     Ok(Reading {
         cycles,
         down: std::array::from_fn(|i| class_count(&counters.down[i])),

@@ -41,6 +41,7 @@ use crate::session::Session;
 use crate::sizes::parse_duration;
 use collect::{Plan, Sample};
 use state::{Action, Limits, State};
+use tlpx_device::card::Feature;
 use tlpx_device::TimeMode;
 
 #[derive(Debug, Args)]
@@ -160,10 +161,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         bail!("tlpx top draws on a terminal, but stdout is not one: use --snapshot for one frame as text, or --json for samples as JSON lines");
     }
     let mut session = Session::open_observer(device)?;
-    if !session.card.has_feature("spy") {
-        let features = session.card.identity().features.join(", ");
-        return Err(crate::exit::card_failure(format!("this card has no spy (its features: {features}), so tlpx top has nothing to show")));
-    }
+    session.card.require(Feature::Spy, "spy")?;
     // On the simulator: live time for top's whole life, so the view moves while nothing else
     // waits on the card, and frames follow wall time.
     let live = session.environment.simulated;
