@@ -88,7 +88,7 @@ pub struct LatencyStats {
 }
 
 /// Error and anomaly counters of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ErrorCounts {
     pub unsupported_request: u64,
     pub completer_abort: u64,
