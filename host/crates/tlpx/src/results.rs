@@ -53,8 +53,8 @@ use tlpx_model::link::{CompletionSplit, LinkConfig};
 
 mod kinds;
 mod read;
-pub use kinds::{AnyResult, Points, SpyStats};
-pub use read::{check_version, document_from_value, read_document, read_value, ReadError, READ_VERSIONS};
+pub use kinds::{AnyResult, SpyStats};
+pub use read::{check_version, read_value};
 
 pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;

@@ -95,11 +95,6 @@ impl AnyResult {
     pub fn kind(&self) -> &'static str {
         each!(self, d => d.kind)
     }
-
-    /// The document as JSON again.
-    pub fn to_value(&self) -> serde_json::Result<Value> {
-        each!(self, d => serde_json::to_value(d))
-    }
 }
 
 #[cfg(test)]
@@ -113,6 +108,7 @@ mod tests {
     //! `script run` of a 16-write, 16-read script on the card with the CPU); tests/report_cli.rs
     //! renders them too.
     use super::*;
+    use crate::results::read::{NoBody, ENVELOPE};
     use crate::results::{check_document, check_version, KINDS};
 
     const FIXTURES: &[(&str, &str)] = &[
@@ -151,7 +147,7 @@ mod tests {
             assert_eq!(check_version(&v), Ok(()), "{kind}");
             let typed = AnyResult::from_value(v.clone()).expect("a kind tlpx writes").unwrap_or_else(|e| panic!("{kind}: {e}"));
             assert_eq!(typed.kind(), *kind);
-            let again = typed.to_value().expect("serialises");
+            let again = each!(&typed, d => serde_json::to_value(d)).expect("serialises");
             assert_eq!(again, v, "{kind}: the document read and written again differs");
         }
     }
@@ -197,10 +193,9 @@ mod tests {
         v["partial"] = serde_json::json!({"state": "interrupted", "points_done": 1, "points_planned": 2});
         v["interrupted"] = true.into();
         v["pmc"] = serde_json::json!([{"label": "main thread", "reading": null, "note": "none"}]);
-        let d: ResultDoc<Value, super::super::read::NoBody> =
-            document_from_value(v).unwrap_or_else(|e| panic!("{e}"));
+        let d: ResultDoc<Value, NoBody> = document_from_value(v).unwrap_or_else(|e| panic!("{e}"));
         let fields: Vec<String> = serde_json::to_value(&d).expect("value").as_object().expect("object").keys().cloned().collect();
-        let mut envelope: Vec<String> = super::super::read::ENVELOPE.iter().map(ToString::to_string).collect();
+        let mut envelope: Vec<String> = ENVELOPE.iter().map(ToString::to_string).collect();
         envelope.sort();
         assert_eq!(fields, envelope);
     }

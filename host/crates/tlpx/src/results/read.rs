@@ -57,7 +57,9 @@ pub fn read_value(path: &Path, max_bytes: u64) -> Result<Value, String> {
 }
 
 /// Reads the result document of kind `kind` in `path` into its types: the schema version is
-/// checked first, then the kind, then every field. Errors name the file.
+/// checked first, then the kind, then every field. Errors name the file. (`tlpx report`
+/// reads documents of any kind, through [`super::AnyResult`]; this is the reader of one kind.)
+#[allow(dead_code)]
 pub fn read_document<P, B>(path: &Path, kind: &str, max_bytes: u64) -> Result<ResultDoc<P, B>, String>
 where
     P: Serialize + Deserialize<'static>,
@@ -540,6 +542,9 @@ mod tests {
         broken["points"][1].as_object_mut().expect("point").remove("read_wall_ns");
         let path = file("broken.json", &broken);
         let e = read_document::<Value, crate::cmd::pio::Body>(&path, "pio", 1 << 20).expect_err("a field missing");
-        assert_eq!(e, format!("{}: this \"pio\" result is incomplete or malformed: field points[1].read_wall_ns is missing", path.display()));
+        assert_eq!(
+            e,
+            format!("{}: this \"pio\" result is incomplete or malformed: field points[1].read_wall_ns is missing", path.display())
+        );
     }
 }
