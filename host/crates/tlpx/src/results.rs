@@ -40,6 +40,13 @@
 //! file left so was killed mid-run, or is still being written), and how many points it holds
 //! of how many planned.
 //! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
+//!
+//! Documents are read back into the types that wrote them ([`AnyResult`], `read.rs`): every
+//! body type derives `Deserialize` too. Names the writers pick from fixed tables are
+//! `&'static str`, which serde reads only from input that lives as long: `read.rs`'s
+//! deserializer interns them. serde sees a `&'static str` field by itself; a struct that holds
+//! one only inside a list or another struct says so with
+//! `#[serde(bound(deserialize = "'de: 'static"))]`.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
