@@ -88,7 +88,7 @@ pub struct LatencyStats {
 }
 
 /// Error and anomaly counters of a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ErrorCounts {
     pub unsupported_request: u64,
     pub completer_abort: u64,

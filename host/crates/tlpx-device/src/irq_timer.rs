@@ -49,7 +49,7 @@ const KIND_TYPE: u32 = 3;
 const NOT_ACKED: u32 = 0xFFFF_FFFF;
 
 /// How the interval between two fires is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Uniform in [min, max] (an LFSR on the card), so samples cover the host's activity.
@@ -59,7 +59,7 @@ pub enum Mode {
 }
 
 /// What the timer is asked to do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TimerConfig {
     pub mode: Mode,
     /// Shortest interval between fires (card cycles, >= 1).
@@ -214,7 +214,7 @@ pub fn histogram_of(values: impl IntoIterator<Item = u32>) -> Vec<u64> {
 }
 
 /// Where the sequence numbers of a sample stream jump.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SequenceCheck {
     /// (expected, found) at each jump.
     pub gaps: Vec<(u32, u32)>,
@@ -237,7 +237,7 @@ pub fn check_sequence(samples: &[Sample], first: u32) -> SequenceCheck {
 }
 
 /// The stages the card timestamps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Fire to `ack_isr` (written by an interrupt handler).
@@ -258,7 +258,7 @@ impl Stage {
 }
 
 /// The card's statistics of one stage (every sample, lost records included).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StageStats {
     pub count: u64,
     /// `None` when count is 0.
@@ -276,7 +276,7 @@ impl StageStats {
 }
 
 /// The timer's counters and state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Counters {
     pub fires: u32,
     /// Fires while the previous one still waited for `ack_user`.

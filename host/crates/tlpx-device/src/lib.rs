@@ -164,7 +164,7 @@ pub struct Interrupt {
 
 /// How BAR accesses reach the card: the difference between the seed's mmap driver (rule
 /// 30's hw-poll) and its char driver (hw-syscall).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BarPath {
     /// CPU loads and stores on a mapping of the BAR (vfio's region mmap).

@@ -19,7 +19,7 @@ pub const WINDOW_OFFSET: u64 = tlpx_regs::constants::PIO_WINDOW_BASE;
 pub const WINDOW_SIZE: u64 = tlpx_regs::constants::PIO_WINDOW_SIZE;
 
 /// What the card saw of host accesses to the window since the last [`reset`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct PioStats {
     pub write_tlps: u64,
     pub write_bytes: u64,

@@ -45,7 +45,7 @@ const RESULT_OFFSET: usize = MAX_SIZE as usize;
 pub const WAIT_MASK: u32 = 1;
 
 /// How the host notices a new buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Detect {
     /// Read the buffer's first DW until it holds the token.
@@ -55,7 +55,7 @@ pub enum Detect {
 }
 
 /// How the host gives the checksum back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Return {
     /// A posted write of the checksum to the card's `result` register.
@@ -141,7 +141,7 @@ impl LoopConfig {
 }
 
 /// The card's statistics over a run (summed over chunks).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CardStats {
     /// Iterations the card completed.
     pub count: u64,

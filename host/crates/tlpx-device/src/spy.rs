@@ -122,7 +122,7 @@ pub fn class_names(mask: u8) -> Vec<&'static str> {
 
 /// Live counters of one direction and class (all TLPs: filters do not apply; the spy's own
 /// ring writes are counted only while a capture includes them).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ClassCounters {
     pub tlps: u64,
     /// Header and payload bytes on the datapath.
@@ -133,7 +133,7 @@ pub struct ClassCounters {
 }
 
 /// Everything the spy counts, and where its capture stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SpyCounters {
     /// Host to card, index = class (see [`CLASSES`]).
     pub down: [ClassCounters; 8],

@@ -387,7 +387,7 @@ impl fmt::Display for LinkConfig {
 // Bandwidth ----------------------------------------------------------------------
 
 /// Payload bandwidth of a workload on a link.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bandwidth {
     /// Payload bytes per second (per direction for read+write).
     pub bytes_per_second: f64,
@@ -437,7 +437,7 @@ pub enum CompletionSplit {
 
 /// The full result of the model for one workload, for tools that print
 /// where the limit comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Analysis {
     /// What the device does.
     pub operation: Operation,

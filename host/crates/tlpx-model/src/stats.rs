@@ -1,9 +1,9 @@
 //! Sample summaries as every tlpx result reports them: count, min, median, p99, p99.9, max.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Summary of a set of samples. Percentiles use the nearest-rank method on sorted samples.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub count: usize,
     pub min: f64,

@@ -8,11 +8,11 @@
 //! simulator, everything else hardware. The result records what was used in its
 //! `parameters`, and `parameters.defaults_for` says which defaults applied.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::selector::Selector;
 
 /// Which backend's defaults a run used (`parameters.defaults_for`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DefaultsFor {
     Hardware,

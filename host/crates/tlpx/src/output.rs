@@ -52,6 +52,50 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Formats nanoseconds with a unit that fits: "740 ns", "12.5 ns", "3.20 µs", "1.05 ms", "2.00 s";
+/// "–" when not finite.
+pub fn ns_text(ns: f64) -> String {
+    let a = ns.abs();
+    if !ns.is_finite() {
+        "–".into()
+    } else if a >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else if a >= 10.0 || ns.fract() == 0.0 {
+        format!("{ns:.0} ns")
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+/// Escapes text for XML and HTML element content and attribute values.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// At most `n` characters of `s`, with "…" when cut.
+pub fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() > n {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
 /// Formats a byte count as "4 KiB", "256 B".
 pub fn bytes(n: u64) -> String {
     if n >= 1 << 20 && n.is_multiple_of(1 << 20) {

@@ -1,8 +1,16 @@
-//! SVG figures of results (plotters, SVG backend only: no font or image libraries needed).
+//! SVG figures of results: every chart tlpx draws, for its commands' `--svg` files and for
+//! `tlpx report`.
 //!
-//! Two kinds of figure: bandwidth against transfer size (log2 x axis) with the model's line
-//! on the same axes, and latency CDFs. A chart is a list of series; a series is drawn as a
-//! line, as points, or both.
+//! - [`render_svg`] (plotters, SVG backend only: no font or image libraries needed): bandwidth
+//!   against transfer size (log2 x axis) with the model's line on the same axes, and latency
+//!   CDFs ([`cdf_points`]) on linear axes. A chart is a list of series; a series is drawn as a
+//!   line, as points, or both.
+//! - [`render_log_svg`] ([`logscale`]): log-log charts, histogram bars over log2 buckets
+//!   and lines with points, several series with a legend.
+
+mod logscale;
+
+pub use logscale::{render_log_svg, LogChart, LogSeries, Mark, Ticks};
 
 use plotters::prelude::*;
 

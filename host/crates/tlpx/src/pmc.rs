@@ -27,7 +27,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use tlpx_device::perf::PERF_TYPE_SOFTWARE;
 use tlpx_device::perf::{
@@ -84,7 +84,7 @@ impl fmt::Display for PmcEvent {
 }
 
 /// Which privilege levels are counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PmcScope {
     /// User space only: allowed to unprivileged users up to `perf_event_paranoid` 2.
     #[default]
@@ -235,7 +235,7 @@ fn refusals_text(refused: &[(PmcEvent, i32)], paranoid: Option<i32>, scope: PmcS
 
 /// One reading of the counters. Counts are scaled for multiplexing; `None` is an event this
 /// machine did not count (see [`Pmc::missing`]) or that was never scheduled.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PmcReading {
     pub scope: PmcScope,
     pub instructions: Option<u64>,
@@ -508,7 +508,7 @@ fn read_counter(fd: &OwnedFd) -> io::Result<[u64; 3]> {
 // The CLI's shared facility (`tlpx --pmc ...`) ------------------------------------------------------
 
 /// One counted stretch of work, as it goes into a result document's `pmc` field.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PmcRecord {
     /// What was counted: "main thread", "measuring thread (tlpx-loop)".
     pub label: String,

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_model::stats::Summary;
@@ -18,7 +18,7 @@ use crate::args::{refuse_duplicate_values, refuse_duplicates, whole};
 use crate::session::Session;
 
 /// Kinds of load the built-in load generator runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadKind {
     /// Integer arithmetic in a tight loop.
@@ -30,7 +30,7 @@ pub enum LoadKind {
 }
 
 /// The runs `--compare` can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Condition {
     /// No load from tlpx.
@@ -61,7 +61,7 @@ pub struct PlacementArgs {
 }
 
 /// The checked placement.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Placement {
     pub cpu: Option<usize>,
     pub fifo: Option<i32>,
@@ -316,7 +316,7 @@ impl Drop for Load {
 // Time basis ---------------------------------------------------------------------------------
 
 /// Which parts of the figures are real host time and which are modelled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimeBasis {
     /// "hardware", "sim_virtual", "sim_live" or "sim_real_host_time".
     pub kind: &'static str,
@@ -339,7 +339,7 @@ pub fn basis_clock(kind: &str) -> &'static str {
 }
 
 /// What an idle/loaded comparison can show on a time basis, in the output and the result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Comparison {
     /// False where the load cannot change the figures as it would a PCIe host's.
     pub shows_host_load: bool,
@@ -400,7 +400,7 @@ pub fn sim_host_time_stats(session: &Session) -> Option<tlpx_sim_protocol::HostT
 }
 
 /// Gaps the simulator charged between two readings, and how many of them it capped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostGaps {
     pub gaps: u64,
     pub capped_gaps: u64,

@@ -40,16 +40,28 @@
 //! file left so was killed mid-run, or is still being written), and how many points it holds
 //! of how many planned.
 //! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
+//!
+//! Documents are read back into the types that wrote them ([`AnyResult`], `read.rs`): every
+//! body type derives `Deserialize` too. Names the writers pick from fixed tables are
+//! `&'static str`, which serde reads only from input that lives as long: `read.rs`'s
+//! deserializer interns them. serde sees a `&'static str` field by itself; a struct that holds
+//! one only inside a list or another struct says so with
+//! `#[serde(bound(deserialize = "'de: 'static"))]`.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::{Device, TimeMark, TimeMode};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
+
+mod kinds;
+mod read;
+pub use kinds::{AnyResult, SpyStats};
+pub use read::{check_version, read_value};
 
 pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -58,7 +70,7 @@ pub const KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "m
 
 /// Something the simulator fixes by construction or cannot model, recorded in a result next
 /// to the figures it concerns (docs/simulator-limits.md has the whole list).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimLimit {
     /// Stable name, e.g. "efficiency_paced_by_the_model".
     pub id: &'static str,
@@ -80,7 +92,7 @@ impl SimLimit {
 }
 
 /// How much of its run a partial document holds (`partial`, with `"interrupted": true`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Partial {
     /// "interrupted": the run stopped on a signal and wrote this at its end; "checkpoint":
     /// written after a finished point while the run went on (see the module's text).
@@ -94,7 +106,8 @@ pub struct Partial {
 pub const PARTIAL_STATES: &[&str] = &["interrupted", "checkpoint"];
 
 /// The machine and card a result was measured on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct Environment {
     pub tlpx_version: String,
     pub host_name: Option<String>,
@@ -224,7 +237,8 @@ impl Environment {
 }
 
 /// What the card's identification block says.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct CardEnvironment {
     pub data_width: u32,
     pub clock_hz: u32,
@@ -234,7 +248,7 @@ pub struct CardEnvironment {
 }
 
 /// The simulator's own description of what it models.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SimEnvironment {
     pub socket: String,
     /// The link model the simulator applies (its own configuration, next to what libpci reads).
@@ -274,7 +288,7 @@ impl SimEnvironment {
 }
 
 /// The link as libpci reports it from the card's PCI Express capability.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkReport {
     /// Where the figures come from: "libpci" (config space of the card).
     pub source: String,
@@ -303,14 +317,14 @@ impl std::fmt::Display for LinkReport {
 }
 
 /// The model configuration a result compares against.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelConfig {
     pub link: LinkConfig,
     pub completion_split: CompletionSplit,
 }
 
 /// One result document; `body` is flattened next to the common fields (its `points`, ...).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ResultDoc<P: Serialize, B: Serialize> {
     pub schema: &'static str,
     pub schema_version: u32,
@@ -333,11 +347,11 @@ pub struct ResultDoc<P: Serialize, B: Serialize> {
     pub wall_seconds: f64,
     pub notes: Vec<String>,
     /// Host CPU counters of the run (`--pmc`); absent without it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pmc: Vec<crate::pmc::PmcRecord>,
     /// What the simulator fixes by construction or cannot model for these figures and knobs
     /// (only on the simulator; absent otherwise). Add with [`ResultDoc::add_sim_limit`].
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub simulator_limits: Vec<SimLimit>,
 }
 

@@ -227,3 +227,66 @@ fn a_known_kind_missing_a_field_is_refused_with_the_field_named() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("environment") && text(&o.stderr).contains(s(&broken)), "{}", text(&o.stderr));
 }
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results");
+    ["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"]
+        .iter()
+        .map(|k| dir.join(format!("{k}.json")))
+        .collect()
+}
+
+#[test]
+fn the_fixtures_of_every_kind_are_drawn_with_their_figures() {
+    // Documents of every kind, written by the commands on the simulated card (src/results/kinds.rs
+    // says with which arguments); read through their types, drawn through crate::plot.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let html_path = dir.path().join("report.html");
+    let inputs = fixtures();
+    let mut args = vec!["--json", "report", "--output", s(&html_path)];
+    args.extend(inputs.iter().map(|p| s(p)));
+    let o = tlpx(None, &args);
+    assert!(o.status.success(), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let summary: Value = serde_json::from_slice(&o.stdout).expect("JSON summary");
+    let figures_of = |k: &str| {
+        summary["sections"].as_array().expect("sections").iter().find(|x| x["kind"] == k).expect("a section")["figures"]
+            .as_u64()
+            .expect("n")
+    };
+    // bw: read, write, rdwr; characterize: its three bandwidths, the CDF and PIO; irq: the
+    // histogram; loop: medians and a histogram per (condition, detection, return).
+    let expected = [("bw", 3), ("lat", 1), ("pio", 1), ("characterize", 5), ("model", 1), ("irq", 1), ("loop", 3), ("rule30", 1)];
+    for (kind, n) in expected {
+        assert_eq!(figures_of(kind), n, "{kind}");
+    }
+    assert_eq!(figures_of("script"), 1);
+    assert!(figures_of("spy") <= 1);
+    let html = std::fs::read_to_string(&html_path).expect("report written");
+    assert_eq!(html.matches("<section").count(), inputs.len());
+    assert_eq!(html.matches("<svg").count() as u64, summary["figures"].as_u64().expect("figures"));
+    for needle in
+        ["Read latency seen by the spy", "TLPs seen by the spy", "Model: payload bandwidth", "Script: DMA runs", "Maximum sustained"]
+    {
+        assert!(html.contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn a_schema_version_this_tlpx_does_not_read_is_refused_with_the_versions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&fixtures()[0]).expect("read")).expect("JSON");
+    doc["schema_version"] = 2.into();
+    let newer = dir.path().join("newer.json");
+    std::fs::write(&newer, serde_json::to_string(&doc).expect("JSON")).expect("write");
+    refused(&[s(&newer)], &newer, "a newer version");
+    let o = tlpx(None, &["report", "-o", s(&dir.path().join("x.html")), s(&newer)]);
+    let err = text(&o.stderr);
+    assert!(err.contains("\"schema_version\" is 2; this tlpx reads version 1"), "{err}");
+
+    doc.as_object_mut().expect("doc").remove("schema_version");
+    let unversioned = dir.path().join("unversioned.json");
+    std::fs::write(&unversioned, serde_json::to_string(&doc).expect("JSON")).expect("write");
+    refused(&[s(&unversioned)], &unversioned, "no version");
+    let o = tlpx(None, &["report", "-o", s(&dir.path().join("x.html")), s(&unversioned)]);
+    assert!(text(&o.stderr).contains("without \"schema_version\"; this tlpx reads version 1"), "{}", text(&o.stderr));
+}

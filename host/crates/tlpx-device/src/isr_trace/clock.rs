@@ -24,7 +24,7 @@ pub struct ClockCorrelation;
 ///
 /// Cycle positions are continuous: the counter reads `c` while the card's time is in
 /// [c, c+1). [`ClockFit::host_ns_to_cycles`] gives the integer the counter would have read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ClockFit {
     /// Host time the line is anchored at (ns, the clock of the pairs).
     pub ref_host_ns: u64,

@@ -40,7 +40,7 @@ pub const MAX_REPEAT: u32 = 1000;
 
 // Arguments ------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BwOp {
     /// BW_RD: the card reads host memory.
@@ -61,7 +61,7 @@ impl BwOp {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PatternArg {
     /// Transfer n at (n × slot) mod window.
@@ -82,7 +82,7 @@ impl PatternArg {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DataArg {
     /// DW at byte address a holds a/4 + seed.
@@ -177,7 +177,7 @@ fn sizes_help() -> &'static str {
 }
 
 /// The generator options after parsing, checked against everything but the link.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Common {
     pub windows: Vec<u64>,
     pub offsets: Vec<u32>,
@@ -388,7 +388,7 @@ pub fn model_operation(op: Operation) -> Option<link::Operation> {
 // Data check ---------------------------------------------------------------------------
 
 /// What the host found in the buffer after the card wrote it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct HostCheck {
     /// Bytes examined (the whole window).
     pub checked_bytes: u64,
@@ -603,7 +603,7 @@ pub fn run_once(
 }
 
 /// One run as the point keeps it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RunRecord {
     pub cycles: u64,
     pub bytes_per_second: f64,
@@ -612,7 +612,7 @@ pub struct RunRecord {
 }
 
 /// One point of a bandwidth sweep.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct BwPoint {
     pub operation: &'static str,
     pub transfer_size: u32,

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
 use tlpx_device::generator::{GenConfig, Operation, TAGS};
 use tlpx_device::DmaBuffer;
@@ -77,7 +77,7 @@ pub struct Cmd {
 }
 
 /// One row of the Pamette table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TableRow {
     /// "dma_write", "dma_read", "dma_read_write", "pio_write", "pio_read".
     pub what: &'static str,
@@ -259,29 +259,30 @@ fn pio_chart(title: &str, points: &[PioPoint]) -> Chart {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct Parameters {
-    sizes: Vec<u32>,
-    count: u64,
-    duration_seconds: Option<f64>,
-    window: u64,
-    outstanding: u32,
-    repeat: u32,
-    addr64: bool,
-    lat_sizes: Vec<u32>,
-    lat_count: u64,
-    pio: PioPlan,
-    out_dir: String,
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Parameters {
+    pub sizes: Vec<u32>,
+    pub count: u64,
+    pub duration_seconds: Option<f64>,
+    pub window: u64,
+    pub outstanding: u32,
+    pub repeat: u32,
+    pub addr64: bool,
+    pub lat_sizes: Vec<u32>,
+    pub lat_count: u64,
+    pub pio: PioPlan,
+    pub out_dir: String,
 }
 
-#[derive(Debug, Serialize)]
-struct Body {
-    table: Vec<TableRow>,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Body {
+    pub table: Vec<TableRow>,
     /// The DMA bandwidth points (kind "bw" points).
-    points: Vec<BwPoint>,
-    latency: Vec<LatPoint>,
-    pio: Vec<PioPoint>,
-    figures: Vec<String>,
+    pub points: Vec<BwPoint>,
+    pub latency: Vec<LatPoint>,
+    pub pio: Vec<PioPoint>,
+    pub figures: Vec<String>,
 }
 
 fn mb(v: Option<f64>) -> String {

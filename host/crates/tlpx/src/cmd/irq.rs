@@ -24,13 +24,14 @@
 //! hardware the user stage is real host time; on the simulator in its default virtual time
 //! it is the modelled link and card only, and the output says so.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::card::{Card, Feature};
 use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
 use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, TraceOptions};
@@ -89,7 +90,7 @@ pub struct Cmd {
 }
 
 /// How long to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Amount {
     Samples(u32),
@@ -98,7 +99,7 @@ pub enum Amount {
 }
 
 /// The checked arguments.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub amount: Amount,
     /// Interval in ns: (min, max); equal when periodic.
@@ -232,7 +233,7 @@ pub fn idle_slower_than_loaded(runs: &[RunReport]) -> Option<String> {
 // Measurement --------------------------------------------------------------------------------
 
 /// One stage of one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageReport {
     pub stage: Stage,
     /// Whether anything acknowledged this stage.
@@ -250,7 +251,7 @@ pub struct StageReport {
 }
 
 /// One run (idle or loaded).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
     pub condition: Condition,
     pub load: Vec<LoadKind>,
@@ -405,7 +406,7 @@ fn stage_report(stage: Stage, samples: &[Sample], card: StageStats, clock_hz: u3
 /// How the ISR stage of a run on a real card was taken: the kernel's `irq_handler_entry`
 /// for the card's MSIs, converted to card cycles by a clock correlation made before and
 /// after the run (tlpx_device::isr_trace; docs/interrupts.md, last section).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IsrTraceReport {
     /// The card's interrupt numbers, from /proc/interrupts.
     pub irqs: Vec<u32>,
@@ -699,12 +700,14 @@ fn histogram_chart(title: &str, runs: &[RunReport]) -> Chart {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct Body<'a> {
-    time_basis: TimeBasis,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Body<'a> {
+    pub time_basis: TimeBasis,
     /// What comparing the runs shows on this time basis (with more than one run).
-    comparison: Option<Comparison>,
-    points: &'a [RunReport],
+    pub comparison: Option<Comparison>,
+    /// Borrowed when written, owned when read back.
+    pub points: Cow<'a, [RunReport]>,
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -805,7 +808,7 @@ fn document<'a>(
         session.environment.clone(),
         session.link.clone(),
         None,
-        Body { time_basis: basis.clone(), comparison, points: runs },
+        Body { time_basis: basis.clone(), comparison, points: Cow::Borrowed(runs) },
         started.elapsed().as_secs_f64(),
         notes,
     );

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
 use tlpx_device::generator::{ErrorCounts, GenConfig, Operation};
 use tlpx_device::DmaBuffer;
@@ -69,7 +69,7 @@ pub struct Cmd {
 }
 
 /// The card's own latency counters, converted to ns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HardwareLatency {
     pub count: u64,
     pub min_ns: f64,
@@ -80,7 +80,7 @@ pub struct HardwareLatency {
 }
 
 /// One latency measurement point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LatPoint {
     /// "LAT_RD" or "LAT_WRRD".
     pub measurement: &'static str,
@@ -253,17 +253,19 @@ pub fn point_text(p: &LatPoint, cdf_rows: usize, clock: &str) -> Vec<String> {
     out
 }
 
-#[derive(Debug, Serialize)]
-struct Parameters {
-    measurements: Vec<&'static str>,
-    sizes: Vec<u32>,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Parameters {
+    pub measurements: Vec<&'static str>,
+    pub sizes: Vec<u32>,
     #[serde(flatten)]
-    common: Common,
+    pub common: Common,
 }
 
-#[derive(Debug, Serialize)]
-struct Body {
-    points: Vec<LatPoint>,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Body {
+    pub points: Vec<LatPoint>,
 }
 
 /// Builds the latency configurations: one request in flight, for every op and size.

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_model::link::{self, Analysis, CompletionSplit, LinkConfig};
 
 use crate::args::{check_optional_output, whole, whole_as};
@@ -101,7 +101,7 @@ fn parse_lanes(s: &str) -> Result<u8, String> {
 }
 
 /// One line of the model's output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelPoint {
     pub operation: link::Operation,
     pub transfer_size: u64,
@@ -112,20 +112,21 @@ pub struct ModelPoint {
     pub analysis: Analysis,
 }
 
-#[derive(Debug, Serialize)]
-struct Parameters {
-    sizes: Vec<u64>,
-    operations: Vec<&'static str>,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Parameters {
+    pub sizes: Vec<u64>,
+    pub operations: Vec<&'static str>,
     /// Where the link came from: "libpci (DEVICE)" or "default (...)"; "command line" fields listed.
-    link_source: String,
-    overridden: Vec<&'static str>,
+    pub link_source: String,
+    pub overridden: Vec<&'static str>,
 }
 
-#[derive(Debug, Serialize)]
-struct Body {
-    raw_bytes_per_second: f64,
-    tlp_bytes_per_second: f64,
-    points: Vec<ModelPoint>,
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Body {
+    pub raw_bytes_per_second: f64,
+    pub tlp_bytes_per_second: f64,
+    pub points: Vec<ModelPoint>,
 }
 
 /// The model for `op` at `size` on `cfg`.

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::card::Card;
 use tlpx_device::generator::lowbias32;
 use tlpx_device::pio::{self, PioStats, WINDOW_OFFSET, WINDOW_SIZE};
@@ -64,7 +64,7 @@ pub struct Cmd {
 }
 
 /// The checked arguments.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PioPlan {
     pub widths: Vec<u32>,
     pub count: u32,
@@ -94,7 +94,7 @@ impl PioPlan {
 }
 
 /// One histogram bucket as printed: TLP payload sizes in [low, 2 × low).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizeBucket {
     pub low_bytes: u64,
     pub tlps: u64,
@@ -105,7 +105,7 @@ fn buckets(histogram: &[u64]) -> Vec<SizeBucket> {
 }
 
 /// One width's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PioPoint {
     pub width: u32,
     pub accesses: u32,
@@ -389,10 +389,10 @@ pub fn measure(
     Ok((points, interrupted))
 }
 
-#[derive(Debug, Serialize)]
-struct Body {
-    mapping: &'static str,
-    points: Vec<PioPoint>,
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Body {
+    pub mapping: &'static str,
+    pub points: Vec<PioPoint>,
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {

@@ -1,16 +1,18 @@
 //! `tlpx report RESULTS...`: one self-contained HTML page from result documents (issue 7).
 //!
 //! ```text
-//!   bw.json lat.json irq.json ... ──► read + check (schema, kind, fields) ──► one section each
-//!        parameters, environment, SIMULATED badge, compact tables, inline SVG figures ──► report.html
+//!   bw.json lat.json irq.json ... ──► read + check (schema, version, kind) ──► the kind's own
+//!        types (results::AnyResult: the structs the commands wrote the documents from)
+//!        ──► one section each: parameters, environment, SIMULATED badge, compact tables,
+//!            inline SVG figures (crate::plot) ──► report.html
 //! ```
 //!
-//! The page loads nothing: CSS and SVG are inline, links are in-page anchors only. Figures
-//! that are plain x/y charts (bandwidth with the model's line, latency CDFs) come from
-//! [`crate::plot`]; log-scale histograms and the rule-30 landscape (log-log axes, which
-//! plot.rs does not draw) are built here by hand. Every string from a document is escaped.
-//! Documents are read as JSON values, not through the writers' structs, so that a document
-//! missing a field is refused with that field's path instead of a serde message.
+//! The page loads nothing: CSS and SVG are inline, links are in-page anchors only. Every
+//! figure comes from [`crate::plot`]: the plain x/y charts (bandwidth with the model's line,
+//! latency CDFs) from [`plot::render_svg`], the log-scale histograms and the rule-30
+//! landscape from [`plot::render_log_svg`]. Every string from a document is escaped. A
+//! document is read into the types that wrote it; one missing a field is refused with that
+//! field's path (results::read).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,12 +25,19 @@ use serde::Serialize;
 use serde_json::Value;
 use tlpx_device::generator::Operation;
 use tlpx_model::link::LinkConfig;
+use tlpx_model::stats::Summary as Stats;
 
-use crate::cmd::characterize;
+use crate::cmd::bw::BwPoint;
+use crate::cmd::characterize::{self, TableRow};
+use crate::cmd::irq::RunReport;
+use crate::cmd::lat::LatPoint;
+use crate::cmd::pio::PioPoint;
+use crate::cmd::{model, rt_loop, rule30, script};
 use crate::input;
-use crate::output::{bytes, print_json};
-use crate::plot::{self, Chart, Series, Style, XAxis};
-use crate::results::{self, SCHEMA, SCHEMA_VERSION};
+use crate::output::{bytes, ns_text as fmt_ns, print_json, truncate, xml_escape as esc};
+use crate::plot::{self, Chart, LogChart, LogSeries, Mark, Series, Style, Ticks, XAxis};
+use crate::realtime::Comparison;
+use crate::results::{self, AnyResult, ResultDoc, SpyStats, SCHEMA};
 
 /// The kinds this report draws (every kind tlpx writes).
 const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
@@ -74,7 +83,7 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     let mut errors = Vec::new();
     for path in &cmd.results {
         match load(path) {
-            Ok(v) => docs.push((path.display().to_string(), v)),
+            Ok(d) => docs.push((path.display().to_string(), d)),
             Err(e) => errors.push(e),
         }
     }
@@ -83,10 +92,9 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     }
     let mut sections = Vec::new();
     let mut summaries = Vec::new();
-    for (i, (file, v)) in docs.iter().enumerate() {
-        let kind = v["kind"].as_str().unwrap_or_default();
-        let section =
-            render_section(i + 1, file, kind, v).map_err(|e| anyhow::anyhow!("{file}: this {kind:?} result is incomplete: {e}"))?;
+    for (i, (file, d)) in docs.iter().enumerate() {
+        let kind = d.kind();
+        let section = render_section(i + 1, file, d).map_err(|e| anyhow::anyhow!("{file}: this {kind:?} result cannot be drawn: {e}"))?;
         summaries.push(SectionSummary { file: file.clone(), kind: kind.to_string(), figures: section.figures });
         sections.push(section);
     }
@@ -105,24 +113,21 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads and checks one document; the error names the file and what is accepted.
-fn load(path: &Path) -> Result<Value, String> {
+/// Reads and checks one document into its kind's types; the error names the file and what is
+/// accepted.
+fn load(path: &Path) -> Result<AnyResult, String> {
     let name = path.display();
     let what = format!(
         "tlpx report reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {}; at most {} each)",
         REPORT_KINDS.join(", "),
         input::size_text(MAX_RESULT_BYTES)
     );
-    let text = input::read_capped(path, MAX_RESULT_BYTES).map_err(|e| format!("{name}: cannot read it: {e}; {what}"))?;
-    let v: Value = serde_json::from_slice(&text).map_err(|e| format!("{name}: not JSON ({e}); {what}"))?;
-    drop(text);
+    let v = results::read_value(path, MAX_RESULT_BYTES).map_err(|e| format!("{e}; {what}"))?;
     if !v.is_object() || v.get("schema").and_then(Value::as_str) != Some(SCHEMA) {
         let found = v.get("schema").map_or("no \"schema\" field".to_string(), |s| format!("\"schema\" is {s}"));
         return Err(format!("{name}: not a tlpx result ({found}); {what}"));
     }
-    if v["schema_version"] != SCHEMA_VERSION {
-        return Err(format!("{name}: \"schema_version\" is {}, this tlpx reads version {SCHEMA_VERSION}", v["schema_version"]));
-    }
+    results::check_version(&v).map_err(|e| format!("{name}: {e}"))?;
     let kind = match v.get("kind") {
         Some(Value::String(k)) => k.as_str(),
         Some(other) => return Err(format!("{name}: \"kind\" is {other}, not a string; accepted kinds: {}", REPORT_KINDS.join(", "))),
@@ -131,92 +136,23 @@ fn load(path: &Path) -> Result<Value, String> {
     if !REPORT_KINDS.contains(&kind) {
         return Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", REPORT_KINDS.join(", ")));
     }
+    let kind = kind.to_string();
     results::check_document(&v).map_err(|e| format!("{name}: this {kind:?} result is incomplete or malformed: {e}"))?;
-    Ok(v)
+    match AnyResult::from_value(v) {
+        Some(Ok(d)) => Ok(d),
+        Some(Err(e)) => Err(format!("{name}: this {kind:?} result is incomplete: {e}")),
+        None => Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", REPORT_KINDS.join(", "))),
+    }
 }
 
-// Field access -------------------------------------------------------------------------
+// Values as text ---------------------------------------------------------------------------
 
 type R<T> = Result<T, String>;
 
-/// A value inside a document with its path (`points[2].latency_ns`), so that a missing
-/// field is reported by name.
-struct Field<'a> {
-    v: &'a Value,
-    path: String,
-}
-
-impl<'a> Field<'a> {
-    fn root(v: &'a Value) -> Self {
-        Field { v, path: String::new() }
-    }
-    fn join(&self, k: &str) -> String {
-        if self.path.is_empty() {
-            k.to_string()
-        } else {
-            format!("{}.{k}", self.path)
-        }
-    }
-    /// A required field (present, may be null).
-    fn key(&self, k: &str) -> R<Field<'a>> {
-        match self.v.get(k) {
-            Some(v) => Ok(Field { v, path: self.join(k) }),
-            None => Err(format!("field {} is missing", self.join(k))),
-        }
-    }
-    /// A field that may be absent or null.
-    fn opt(&self, k: &str) -> Option<Field<'a>> {
-        self.v.get(k).filter(|v| !v.is_null()).map(|v| Field { v, path: self.join(k) })
-    }
-    fn num(&self) -> R<f64> {
-        self.v.as_f64().ok_or_else(|| format!("field {} is not a number ({})", self.path, short(self.v)))
-    }
-    fn str(&self) -> R<&'a str> {
-        self.v.as_str().ok_or_else(|| format!("field {} is not a string ({})", self.path, short(self.v)))
-    }
-    fn arr(&self) -> R<Vec<Field<'a>>> {
-        let a = self.v.as_array().ok_or_else(|| format!("field {} is not a list ({})", self.path, short(self.v)))?;
-        Ok(a.iter().enumerate().map(|(i, v)| Field { v, path: format!("{}[{i}]", self.path) }).collect())
-    }
-    fn num_at(&self, k: &str) -> R<f64> {
-        self.key(k)?.num()
-    }
-    fn str_at(&self, k: &str) -> R<&'a str> {
-        self.key(k)?.str()
-    }
-    /// A text for a table cell: strings as they are, other values as compact JSON.
-    fn text_at(&self, k: &str) -> R<String> {
-        Ok(plain(self.key(k)?.v))
-    }
-    fn summary_at(&self, k: &str) -> R<Stats> {
-        let s = self.key(k)?;
-        Ok(Stats {
-            count: s.num_at("count")?,
-            min: s.num_at("min")?,
-            median: s.num_at("median")?,
-            p99: s.num_at("p99")?,
-            p999: s.num_at("p999")?,
-            max: s.num_at("max")?,
-        })
-    }
-    fn opt_summary_at(&self, k: &str) -> R<Option<Stats>> {
-        match self.opt(k) {
-            Some(_) => self.summary_at(k).map(Some),
-            None => {
-                self.key(k)?;
-                Ok(None)
-            }
-        }
-    }
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.chars().count() > 40 {
-        format!("{}…", s.chars().take(40).collect::<String>())
-    } else {
-        s
-    }
+/// A value as a table cell shows it: what it is in the document, strings without quotes,
+/// null as "–", anything else as compact JSON.
+fn text<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_value(v).map_or_else(|e| format!("({e})"), |v| plain(&v))
 }
 
 fn plain(v: &Value) -> String {
@@ -227,33 +163,7 @@ fn plain(v: &Value) -> String {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Stats {
-    count: f64,
-    min: f64,
-    median: f64,
-    p99: f64,
-    p999: f64,
-    max: f64,
-}
-
 // HTML ---------------------------------------------------------------------------------
-
-/// Escapes text for HTML element content and attribute values.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 struct Section {
     anchor: String,
@@ -280,30 +190,13 @@ fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     t
 }
 
-fn fmt_ns(ns: f64) -> String {
-    let a = ns.abs();
-    if !ns.is_finite() {
-        "–".into()
-    } else if a >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.2} µs", ns / 1e3)
-    } else if a >= 10.0 || ns.fract() == 0.0 {
-        format!("{ns:.0} ns")
-    } else {
-        format!("{ns:.1} ns")
-    }
-}
-
 fn mbs(bps: f64) -> String {
     format!("{:.1}", bps / 1e6)
 }
 
-fn stats_cells(s: Option<Stats>, f: fn(f64) -> String) -> Vec<String> {
+fn stats_cells(s: Option<&Stats>, f: fn(f64) -> String) -> Vec<String> {
     match s {
-        Some(s) => vec![format!("{:.0}", s.count), f(s.min), f(s.median), f(s.p99), f(s.p999), f(s.max)],
+        Some(s) => vec![s.count.to_string(), f(s.min), f(s.median), f(s.p99), f(s.p999), f(s.max)],
         None => vec!["0".into(), "–".into(), "–".into(), "–".into(), "–".into(), "–".into()],
     }
 }
@@ -348,66 +241,69 @@ impl Figures {
         let has = chart.series.iter().any(|s| !s.points.is_empty());
         self.add(caption, has, || plot::render_svg(chart).map_err(|e| format!("{e:#}")))
     }
+    fn log_chart(&mut self, caption: &str, chart: &LogChart) -> R<()> {
+        let has = chart.series.iter().any(LogSeries::has_data);
+        self.add(caption, has, || Ok(plot::render_log_svg(chart)))
+    }
 }
 
 // Sections -----------------------------------------------------------------------------
 
-fn render_section(n: usize, file: &str, kind: &str, v: &Value) -> R<Section> {
-    let doc = Field::root(v);
-    let mut body = String::new();
-    body.push_str(&environment_html(&doc)?);
+fn render_section(n: usize, file: &str, d: &AnyResult) -> R<Section> {
     let mut figs = Figures::new();
     let mut tables = String::new();
-    let sim = doc.key("environment")?.key("simulated")?.v == &Value::Bool(true);
-    match kind {
-        "bw" => bw_section(&doc, &doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?,
-        "lat" => lat_section(&doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?,
-        "pio" => pio_section(&doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?,
-        "characterize" => {
-            characterize_table(&doc.key("table")?.arr()?, sim, &mut tables)?;
-            bw_section(&doc, &doc.key("points")?.arr()?, sim, &mut tables, &mut figs)?;
-            lat_section(&doc.key("latency")?.arr()?, sim, &mut tables, &mut figs)?;
-            pio_section(&doc.key("pio")?.arr()?, sim, &mut tables, &mut figs)?;
+    let (environment, partial) = match d {
+        AnyResult::Bw(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Lat(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Pio(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Characterize(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Model(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Irq(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Loop(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Rule30(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Spy(d) => (environment_html(d), partial_text(d)),
+        AnyResult::Script(d) => (environment_html(d), partial_text(d)),
+    };
+    match d {
+        AnyResult::Bw(d) => bw_section(d.model.as_ref().map(|m| &m.link), &d.body.points, d.environment.simulated, &mut tables, &mut figs)?,
+        AnyResult::Lat(d) => lat_section(&d.body.points, d.environment.simulated, &mut tables, &mut figs)?,
+        AnyResult::Pio(d) => pio_section(&d.body.points, d.environment.simulated, &mut tables, &mut figs)?,
+        AnyResult::Characterize(d) => {
+            let (sim, b) = (d.environment.simulated, &d.body);
+            characterize_table(&b.table, sim, &mut tables);
+            bw_section(d.model.as_ref().map(|m| &m.link), &b.points, sim, &mut tables, &mut figs)?;
+            lat_section(&b.latency, sim, &mut tables, &mut figs)?;
+            pio_section(&b.pio, sim, &mut tables, &mut figs)?;
         }
-        "model" => model_section(&doc, &mut tables, &mut figs)?,
-        "irq" => {
-            comparison_html(&doc, &mut tables)?;
-            irq_section(&doc.key("points")?.arr()?, &clock_of(&doc, sim), &mut tables, &mut figs)?
+        AnyResult::Model(d) => model_section(&d.body, &mut tables, &mut figs)?,
+        AnyResult::Irq(d) => {
+            comparison_html(d.body.comparison.as_ref(), None, &mut tables);
+            irq_section(&d.body.points, d.body.time_basis.clock, &mut tables, &mut figs)?
         }
-        "loop" => {
-            comparison_html(&doc, &mut tables)?;
-            loop_section(&doc.key("points")?.arr()?, &clock_of(&doc, sim), &mut tables, &mut figs)?
+        AnyResult::Loop(d) => {
+            comparison_html(d.body.comparison.as_ref(), d.body.detection.as_deref(), &mut tables);
+            loop_section(&d.body.points, d.body.time_basis.clock, &mut tables, &mut figs)?
         }
-        "rule30" => rule30_section(&doc, &mut tables, &mut figs)?,
-        "spy" => spy_section(&doc.key("points")?.arr()?, &mut tables, &mut figs)?,
-        "script" => script_section(&doc, &mut tables, &mut figs)?,
-        other => return Err(format!("unknown kind {other:?}")),
+        AnyResult::Rule30(d) => rule30_section(&d.body, &mut tables, &mut figs)?,
+        AnyResult::Spy(d) => spy_section(&d.body.points, &mut tables, &mut figs)?,
+        AnyResult::Script(d) => script_section(&d.parameters, &d.body, &mut tables, &mut figs)?,
     }
+    let mut body = environment?;
     body.push_str(&figs.html);
     body.push_str(&tables);
     // A partial result says so in its heading (and the page's contents), not only in its badge.
-    let partial = if partial_text(&doc)?.is_some() { " (PARTIAL)" } else { "" };
-    Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {file}{partial}", kind_title(kind)), body, figures: figs.count })
-}
-
-/// The clock of card-measured figures in a document: its time basis's, else card time.
-fn clock_of(doc: &Field, sim: bool) -> String {
-    match doc.opt("time_basis").and_then(|b| b.opt("clock")) {
-        Some(c) => plain(c.v),
-        None if sim => "card time (simulated)".into(),
-        None => "card time".into(),
-    }
+    let partial = if partial.is_some() { " (PARTIAL)" } else { "" };
+    Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {file}{partial}", kind_title(d.kind())), body, figures: figs.count })
 }
 
 /// An irq or loop document's statements of what its comparisons show (when it has them).
-fn comparison_html(doc: &Field, tables: &mut String) -> R<()> {
-    if let Some(c) = doc.opt("comparison") {
-        let _ = write!(tables, "<p class=\"note\"><b>Idle vs loaded:</b> {}</p>", esc(c.str_at("statement")?));
+fn comparison_html(comparison: Option<&Comparison>, detection: Option<&str>, tables: &mut String) {
+    if let Some(c) = comparison {
+        let _ = write!(tables, "<p class=\"note\"><b>Idle vs loaded:</b> {}</p>", esc(&c.statement));
     }
-    if let Some(d) = doc.opt("detection") {
-        let _ = write!(tables, "<p class=\"note\"><b>irq vs poll:</b> {}</p>", esc(d.str()?));
+    if let Some(d) = detection {
+        let _ = write!(tables, "<p class=\"note\"><b>irq vs poll:</b> {}</p>", esc(d));
     }
-    Ok(())
 }
 
 /// An efficiency fraction as the report shows it: "99.9 %".
@@ -436,108 +332,89 @@ fn kind_title(kind: &str) -> &'static str {
     }
 }
 
-fn environment_html(doc: &Field) -> R<String> {
-    let env = doc.key("environment")?;
+fn environment_html<P: Serialize, B: Serialize>(doc: &ResultDoc<P, B>) -> R<String> {
+    let env = &doc.environment;
     let mut h = String::new();
-    let simulated = env.key("simulated")?.v == &Value::Bool(true);
-    if simulated {
-        let sim = env.key("sim")?;
-        let lm = sim.key("link_model")?;
-        let link =
-            format!("Gen{} x{}, MPS {}, MRRS {}", lm.text_at("generation")?, lm.text_at("lanes")?, lm.text_at("mps")?, lm.text_at("mrrs")?);
+    if env.simulated {
+        let sim = env.sim.as_ref().ok_or("a simulated result without environment.sim")?;
+        let lm = &sim.link_model;
+        let link = format!("Gen{} x{}, MPS {}, MRRS {}", lm.generation, lm.lanes, lm.mps, lm.mrrs);
         let _ = write!(
             h,
             "<p class=\"badge sim\">SIMULATED (link model {}; host time {}; seed {}): card-time figures come from the simulator, not hardware</p>",
             esc(&link),
-            esc(&sim.text_at("host_time")?),
-            esc(&sim.opt("seed").map_or("–".into(), |s| plain(s.v)))
+            esc(&sim.host_time),
+            esc(&sim.seed.to_string())
         );
     } else {
         h.push_str("<p class=\"badge hw\">measured on hardware</p>");
     }
-    if let Some(text) = partial_text(doc)? {
+    if let Some(text) = partial_text(doc) {
         let _ = write!(h, "<p class=\"badge warn\">{}</p>", esc(&text));
     }
-    let command = match doc.key("command")?.v {
-        Value::Array(a) => a.iter().map(plain).collect::<Vec<_>>().join(" "),
-        other => plain(other),
-    };
     let mut rows = vec![
-        vec!["created".to_string(), doc.text_at("created")?],
-        vec!["command".into(), command],
-        vec!["host".into(), env.text_at("host_name")?],
-        vec!["kernel".into(), env.text_at("kernel")?],
-        vec!["CPU".into(), format!("{} ({} CPUs)", env.text_at("cpu_model")?, env.opt("cpus").map_or("?".into(), |c| plain(c.v)))],
-        vec!["backend".into(), env.text_at("backend")?],
-        vec!["device".into(), env.text_at("device")?],
-        vec!["tlpx".into(), env.text_at("tlpx_version")?],
+        vec!["created".to_string(), doc.created.clone()],
+        vec!["command".into(), doc.command.join(" ")],
+        vec!["host".into(), text(&env.host_name)],
+        vec!["kernel".into(), text(&env.kernel)],
+        vec!["CPU".into(), format!("{} ({} CPUs)", text(&env.cpu_model), env.cpus)],
+        vec!["backend".into(), text(&env.backend)],
+        vec!["device".into(), text(&env.device)],
+        vec!["tlpx".into(), env.tlpx_version.clone()],
     ];
-    if let Some(card) = env.opt("card") {
-        let features = card.opt("features").map_or(String::new(), |f| match f.v {
-            Value::Array(a) => a.iter().map(plain).collect::<Vec<_>>().join(", "),
-            other => plain(other),
-        });
+    if let Some(card) = &env.card {
         rows.push(vec![
             "card".into(),
             format!(
-                "version {}, {}-bit data path at {} Hz; features: {features}",
-                card.opt("version").map_or("?".into(), |x| plain(x.v)),
-                card.opt("data_width").map_or("?".into(), |x| plain(x.v)),
-                card.opt("clock_hz").map_or("?".into(), |x| plain(x.v)),
+                "version {}, {}-bit data path at {} Hz; features: {}",
+                card.version,
+                card.data_width,
+                card.clock_hz,
+                card.features.join(", ")
             ),
         ]);
     }
-    if let Some(link) = doc.opt("link") {
+    if let Some(link) = &doc.link {
         rows.push(vec![
             "link".into(),
             format!(
                 "Gen{} x{} ({} GT/s), MPS {}, MRRS {}, RCB {} (from {})",
-                link.opt("generation").map_or("?".into(), |x| plain(x.v)),
-                link.opt("lanes").map_or("?".into(), |x| plain(x.v)),
-                link.opt("speed_gt_s").map_or("?".into(), |x| plain(x.v)),
-                link.opt("mps").map_or("?".into(), |x| plain(x.v)),
-                link.opt("mrrs").map_or("?".into(), |x| plain(x.v)),
-                link.opt("rcb").map_or("?".into(), |x| plain(x.v)),
-                link.opt("source").map_or("?".into(), |x| plain(x.v)),
+                link.generation,
+                link.lanes,
+                text(&link.speed_gt_s),
+                link.mps,
+                link.mrrs,
+                link.rcb,
+                link.source,
             ),
         ]);
     }
-    if let Some(w) = doc.opt("wall_seconds") {
-        rows.push(vec!["wall time".into(), format!("{:.2} s", w.num()?)]);
-    }
+    rows.push(vec!["wall time".into(), format!("{:.2} s", doc.wall_seconds)]);
     h.push_str("<div class=\"cols\"><div><h3>Environment</h3>");
     h.push_str(&table(&["", ""], &rows));
     h.push_str("</div><div><h3>Parameters</h3>");
-    let params: Vec<Vec<String>> = match doc.key("parameters")?.v {
+    let params: Vec<Vec<String>> = match serde_json::to_value(&doc.parameters).map_err(|e| e.to_string())? {
         Value::Object(m) => m.iter().map(|(k, v)| vec![k.clone(), truncate(&plain(v), 160)]).collect(),
-        other => vec![vec!["".into(), plain(other)]],
+        other => vec![vec!["".into(), plain(&other)]],
     };
     h.push_str(&table(&["", ""], &params));
     h.push_str("</div></div>");
     // What the simulator fixes by construction for these figures (documents of this tlpx;
     // older ones have none): a box of its own, and not repeated among the notes.
     let mut limit_notes = Vec::new();
-    if let Some(limits) = doc.opt("simulator_limits") {
+    if !doc.simulator_limits.is_empty() {
         h.push_str("<div class=\"limits\"><h3>What the simulator fixes here (not findings)</h3><ul>");
-        for l in limits.arr()? {
-            let statement = l.str_at("statement")?;
-            let concerns = match l.key("concerns")?.v {
-                Value::Array(a) => a.iter().map(plain).collect::<Vec<_>>().join(", "),
-                other => plain(other),
-            };
-            let _ = write!(h, "<li>{} <span class=\"concerns\">({})</span></li>", esc(statement), esc(&concerns));
-            limit_notes.push(format!("SIMULATED: {statement}"));
+        for l in &doc.simulator_limits {
+            let _ = write!(h, "<li>{} <span class=\"concerns\">({})</span></li>", esc(&l.statement), esc(&l.concerns.join(", ")));
+            limit_notes.push(l.note());
         }
         h.push_str("</ul></div>");
     }
-    let notes: Vec<String> = match doc.key("notes")?.v {
-        Value::Array(a) => a.iter().map(plain).filter(|n| !limit_notes.contains(n)).collect(),
-        _ => Vec::new(),
-    };
+    let notes: Vec<&String> = doc.notes.iter().filter(|n| !limit_notes.contains(n)).collect();
     if !notes.is_empty() {
         h.push_str("<ul class=\"notes\">");
         for n in notes {
-            let _ = write!(h, "<li>{}</li>", esc(&n));
+            let _ = write!(h, "<li>{}</li>", esc(n));
         }
         h.push_str("</ul>");
     }
@@ -546,40 +423,22 @@ fn environment_html(doc: &Field) -> R<String> {
 
 /// What a document that holds less than its run planned says of itself (`interrupted`, and
 /// `partial` in documents of this tlpx); `None` for a whole run.
-fn partial_text(doc: &Field) -> R<Option<String>> {
-    if doc.opt("interrupted").is_none_or(|f| f.v != &Value::Bool(true)) {
-        return Ok(None);
+fn partial_text<P: Serialize, B: Serialize>(doc: &ResultDoc<P, B>) -> Option<String> {
+    if !doc.interrupted {
+        return None;
     }
-    let Some(p) = doc.opt("partial") else {
-        return Ok(Some("PARTIAL: the run was interrupted before its end; what it finished is below".into()));
+    let Some(p) = &doc.partial else {
+        return Some("PARTIAL: the run was interrupted before its end; what it finished is below".into());
     };
-    let (done, planned) = (p.text_at("points_done")?, p.text_at("points_planned")?);
-    Ok(Some(if p.str_at("state")? == "checkpoint" {
+    let (done, planned) = (p.points_done, p.points_planned);
+    Some(if p.state == "checkpoint" {
         format!(
             "PARTIAL: {done} of {planned} points finished, written while the run went on (a checkpoint): the run was killed, \
              or had not ended when this document was read"
         )
     } else {
         format!("PARTIAL: {done} of {planned} points finished: the run was interrupted (Ctrl-C, SIGTERM or SIGHUP) and kept what it had finished")
-    }))
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() > n {
-        format!("{}…", s.chars().take(n).collect::<String>())
-    } else {
-        s.to_string()
-    }
-}
-
-fn generator_operation(name: &str) -> Option<Operation> {
-    match name {
-        "read" => Some(Operation::Read),
-        "write" => Some(Operation::Write),
-        "read_write" | "rdwr" => Some(Operation::ReadWrite),
-        "write_then_read" | "wrrd" => Some(Operation::WriteThenRead),
-        _ => None,
-    }
+    })
 }
 
 fn op_label(name: &str) -> &str {
@@ -592,67 +451,66 @@ fn op_label(name: &str) -> &str {
     }
 }
 
-fn bw_section(doc: &Field, points: &[Field], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
-    let model: Option<LinkConfig> = match doc.opt("model") {
-        Some(m) => {
-            let link = m.key("link")?;
-            Some(serde_json::from_value(link.v.clone()).map_err(|e| format!("field {} is not a link configuration: {e}", link.path))?)
-        }
-        None => None,
-    };
-    // Per operation: series per (pattern, window, offset); the model line from the document's model.
-    let mut by_op: BTreeMap<String, BTreeMap<String, Vec<(f64, f64)>>> = BTreeMap::new();
-    let mut model_pts: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+/// One operation's measured series of a bandwidth figure.
+#[derive(Default)]
+struct OpSeries {
+    operation: Option<Operation>,
+    /// Per (pattern, window, offset): (transfer size, median MB/s).
+    measured: BTreeMap<String, Vec<(f64, f64)>>,
+    /// The document's model figure at each measured size, MB/s.
+    model: Vec<(f64, f64)>,
+}
+
+fn bw_section(model: Option<&LinkConfig>, points: &[BwPoint], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
+    // Per operation (by its name in the document): series per (pattern, window, offset); the
+    // model line from the document's model.
+    let mut by_op: BTreeMap<String, OpSeries> = BTreeMap::new();
     let mut rows = Vec::new();
     for p in points {
-        let config = p.key("config")?;
-        let op = config.str_at("operation")?.to_string();
-        let size = p.num_at("transfer_size")?;
-        let a = p.summary_at("achieved_bytes_per_second")?;
-        let pattern = p.text_at("pattern")?;
-        let window = p.num_at("window")?;
-        let offset = p.num_at("offset")?;
-        let model_bps = p.opt("model_bytes_per_second").map(|m| m.num()).transpose()?;
-        let errors = p.text_at("card_error_total")?;
-        let series = format!("{pattern}, window {}, offset {offset}", bytes(window as u64));
-        by_op.entry(op.clone()).or_default().entry(series).or_default().push((size, a.median / 1e6));
-        if let Some(m) = model_bps {
-            model_pts.entry(op.clone()).or_default().push((size, m / 1e6));
+        let op = text(&p.config.operation);
+        let size = f64::from(p.transfer_size);
+        let a = &p.achieved_bytes_per_second;
+        let series = format!("{}, window {}, offset {}", p.pattern, bytes(p.window), p.offset);
+        let entry = by_op.entry(op.clone()).or_default();
+        entry.operation = Some(p.config.operation);
+        entry.measured.entry(series).or_default().push((size, a.median / 1e6));
+        if let Some(m) = p.model_bytes_per_second {
+            entry.model.push((size, m / 1e6));
         }
+        let model_bps = p.model_bytes_per_second;
         rows.push(vec![
             op_label(&op).to_string(),
-            bytes(size as u64),
-            pattern,
-            bytes(window as u64),
+            bytes(u64::from(p.transfer_size)),
+            p.pattern.to_string(),
+            bytes(p.window),
             mbs(a.min),
             mbs(a.median),
             mbs(a.max),
             model_bps.map_or("–".into(), mbs),
             model_bps.map_or("–".into(), |m| if m > 0.0 { percent(a.median / m) } else { "–".into() }),
-            p.text_at("transfers")?,
-            errors,
+            p.transfers.to_string(),
+            p.card_error_total.to_string(),
         ]);
     }
-    for (op, series) in &by_op {
-        let lo = series.values().flatten().map(|p| p.0).fold(f64::MAX, f64::min).max(1.0) as u64;
-        let hi = series.values().flatten().map(|p| p.0).fold(0.0, f64::max) as u64;
+    for (op, s) in &by_op {
+        let lo = s.measured.values().flatten().map(|p| p.0).fold(f64::MAX, f64::min).max(1.0) as u64;
+        let hi = s.measured.values().flatten().map(|p| p.0).fold(0.0, f64::max) as u64;
         let mut chart_series = Vec::new();
-        let model_line = match (&model, generator_operation(op)) {
+        let model_line = match (model, s.operation) {
             (Some(m), Some(gop)) => characterize::model_series(m, gop, lo, hi.max(lo)),
             _ => None,
         };
         match model_line {
             Some(s) => chart_series.push(s),
-            None => {
-                if let Some(mp) = model_pts.get(op) {
-                    let mut mp = mp.clone();
-                    mp.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    chart_series.push(Series { label: "model (at the measured sizes)".into(), points: mp, style: Style::Line });
-                }
+            None if !s.model.is_empty() => {
+                let mut mp = s.model.clone();
+                mp.sort_by(|a, b| a.0.total_cmp(&b.0));
+                chart_series.push(Series { label: "model (at the measured sizes)".into(), points: mp, style: Style::Line });
             }
+            None => {}
         }
-        let single = series.len() == 1;
-        for (label, pts) in series {
+        let single = s.measured.len() == 1;
+        for (label, pts) in &s.measured {
             let mut pts = pts.clone();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart_series.push(Series {
@@ -688,20 +546,17 @@ fn bw_section(doc: &Field, points: &[Field], sim: bool, tables: &mut String, fig
     Ok(())
 }
 
-fn lat_section(points: &[Field], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
+fn lat_section(points: &[LatPoint], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
     let clock = if sim { "card time, simulated" } else { "card time" };
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for p in points {
-        let measurement = p.str_at("measurement")?;
-        let size = p.num_at("transfer_size")?;
-        let clock = p.num_at("clock_hz")?.max(1.0);
-        let samples: Vec<f64> = p.key("samples_cycles")?.arr()?.iter().map(|c| c.num().map(|c| c * 1e9 / clock)).collect::<R<_>>()?;
-        let label = format!("{measurement} {}", bytes(size as u64));
-        let s = p.opt_summary_at("latency_ns")?;
+        let clock = f64::from(p.clock_hz).max(1.0);
+        let samples: Vec<f64> = p.samples_cycles.iter().map(|&c| f64::from(c) * 1e9 / clock).collect();
+        let label = format!("{} {}", p.measurement, bytes(u64::from(p.transfer_size)));
         let mut row = vec![label.clone()];
-        row.extend(stats_cells(s, fmt_ns));
-        row.push(p.text_at("samples_dropped")?);
+        row.extend(stats_cells(p.latency_ns.as_ref(), fmt_ns));
+        row.push(p.samples_dropped.to_string());
         rows.push(row);
         series.push(Series { label, points: plot::cdf_points(&samples, 400), style: Style::Line });
     }
@@ -721,19 +576,22 @@ fn lat_section(points: &[Field], sim: bool, tables: &mut String, figs: &mut Figu
     Ok(())
 }
 
-fn pio_section(points: &[Field], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
+fn pio_section(points: &[PioPoint], sim: bool, tables: &mut String, figs: &mut Figures) -> R<()> {
     let (mut wr, mut rd) = (Vec::new(), Vec::new());
     let mut rows = Vec::new();
     for p in points {
-        let width = p.num_at("width")?;
-        let cw = p.num_at("card_write_bytes_per_second")?;
-        let cr = p.num_at("card_read_bytes_per_second")?;
-        wr.push((width, cw / 1e6));
+        let width = f64::from(p.width);
+        // A card that saw no write has no write bandwidth: no point, "–" in its row.
+        let cw = p.card_write_bytes_per_second;
+        let cr = p.card_read_bytes_per_second;
+        if let Some(cw) = cw {
+            wr.push((width, cw / 1e6));
+        }
         rd.push((width, cr / 1e6));
-        for (dir, key, card) in [("write", "write_wall_ns", cw), ("read", "read_wall_ns", cr)] {
-            let mut row = vec![format!("{dir} {}", bytes(width as u64))];
-            row.extend(stats_cells(p.opt_summary_at(key)?, fmt_ns));
-            row.push(mbs(card));
+        for (dir, wall, card) in [("write", &p.write_wall_ns, cw), ("read", &p.read_wall_ns, Some(cr))] {
+            let mut row = vec![format!("{dir} {}", bytes(u64::from(p.width)))];
+            row.extend(stats_cells(Some(wall), fmt_ns));
+            row.push(card.map_or("–".into(), mbs));
             rows.push(row);
         }
     }
@@ -763,20 +621,22 @@ fn pio_section(points: &[Field], sim: bool, tables: &mut String, figs: &mut Figu
     Ok(())
 }
 
-fn characterize_table(rows_in: &[Field], sim: bool, tables: &mut String) -> R<()> {
-    let opt_mb = |f: &Field, k: &str| -> R<String> { Ok(f.opt(k).map(|v| v.num()).transpose()?.map_or("–".into(), mbs)) };
-    let mut rows = Vec::new();
-    for r in rows_in {
-        rows.push(vec![
-            r.text_at("label")?,
-            opt_mb(r, "best_bytes_per_second")?,
-            r.opt("at_bytes").map(|v| v.num()).transpose()?.map_or("–".into(), |b| bytes(b as u64)),
-            opt_mb(r, "model_at_size_bytes_per_second")?,
-            r.opt("efficiency").map(|v| v.num()).transpose()?.map_or("–".into(), percent),
-            opt_mb(r, "model_best_bytes_per_second")?,
-            r.text_at("how")?,
-        ]);
-    }
+fn characterize_table(rows_in: &[TableRow], sim: bool, tables: &mut String) {
+    let mb = |v: Option<f64>| v.map_or("–".into(), mbs);
+    let rows: Vec<Vec<String>> = rows_in
+        .iter()
+        .map(|r| {
+            vec![
+                r.label.to_string(),
+                mb(r.best_bytes_per_second),
+                r.at_bytes.map_or("–".into(), bytes),
+                mb(r.model_at_size_bytes_per_second),
+                r.efficiency.map_or("–".into(), percent),
+                mb(r.model_best_bytes_per_second),
+                r.how.clone(),
+            ]
+        })
+        .collect();
     tables.push_str(if sim {
         "<h3>Maximum sustained bandwidth (payload MB/s of card time, simulated)</h3>"
     } else {
@@ -786,18 +646,16 @@ fn characterize_table(rows_in: &[Field], sim: bool, tables: &mut String) -> R<()
     if sim {
         let _ = write!(tables, "<p class=\"note\">{}</p>", esc(SIM_EFFICIENCY_NOTE));
     }
-    Ok(())
 }
 
-fn model_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> {
+fn model_section(body: &model::Body, tables: &mut String, figs: &mut Figures) -> R<()> {
     let mut by_op: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut rows = Vec::new();
-    for p in doc.key("points")?.arr()? {
-        let op = p.text_at("operation")?;
-        let size = p.num_at("transfer_size")?;
-        let bps = p.num_at("bytes_per_second")?;
-        by_op.entry(op.clone()).or_default().push((size, bps / 1e6));
-        rows.push(vec![op, bytes(size as u64), mbs(bps), percent(p.num_at("efficiency")?)]);
+    for p in &body.points {
+        let op = text(&p.operation);
+        let size = p.transfer_size as f64;
+        by_op.entry(op.clone()).or_default().push((size, p.bytes_per_second / 1e6));
+        rows.push(vec![op, bytes(p.transfer_size), mbs(p.bytes_per_second), percent(p.efficiency)]);
     }
     let series: Vec<Series> = by_op
         .into_iter()
@@ -821,46 +679,43 @@ fn model_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> 
 }
 
 /// Log2 buckets of card cycles as (from ns, to ns, count), empty buckets left out.
-fn hist_buckets(hist: &Field, clock_hz: f64) -> R<Vec<(f64, f64, f64)>> {
-    let ns = 1e9 / clock_hz.max(1.0);
+fn hist_buckets(hist: &[u64], clock_hz: u32) -> Vec<(f64, f64, f64)> {
+    let ns = 1e9 / f64::from(clock_hz).max(1.0);
     let mut out = Vec::new();
-    for (k, c) in hist.arr()?.iter().enumerate() {
-        let c = c.num()?;
-        if c > 0.0 {
+    for (k, &c) in hist.iter().enumerate() {
+        if c > 0 {
             let from = if k == 0 { 0.5 } else { (1u64 << k.min(62)) as f64 };
-            out.push((from * ns, (1u64 << (k + 1).min(63)) as f64 * ns, c));
+            out.push((from * ns, (1u64 << (k + 1).min(63)) as f64 * ns, c as f64));
         }
     }
-    Ok(out)
+    out
 }
 
 /// `tlpx script run`: the records the firmware wrote (card-cycle timestamps), and the DMA
 /// runs' durations along card time.
-fn script_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> {
-    let params = doc.key("parameters")?;
-    let clock = params.num_at("clock_hz")?;
-    let end = doc.key("end")?;
+fn script_section(params: &script::RunParameters, body: &script::RunBody, tables: &mut String, figs: &mut Figures) -> R<()> {
+    let clock = f64::from(params.clock_hz);
+    let end = &body.end;
     tables.push_str(&table(
         &["script", "end status", "records", "instructions executed"],
-        &[vec![params.text_at("file")?, end.text_at("status_name")?, end.text_at("records")?, end.text_at("instructions")?]],
+        &[vec![params.file.clone(), end.status_name.to_string(), end.records.to_string(), end.instructions.to_string()]],
     ));
-    let points = doc.key("points")?.arr()?;
     let mut rows = Vec::new();
     let mut dma = Vec::new();
-    for p in &points {
-        let delta = p.num_at("delta_cycles")?;
+    for p in &body.points {
+        let delta = p.delta_cycles as f64;
         rows.push(vec![
-            p.text_at("index")?,
-            p.text_at("name")?,
-            p.text_at("kind")?,
-            p.text_at("status_name")?,
+            p.index.to_string(),
+            p.name.clone(),
+            p.kind.clone(),
+            p.status_name.to_string(),
             format!("{delta:.0}"),
             format!("{:.3}", delta / clock * 1e6),
-            p.text_at("value")?,
-            p.text_at("aux")?,
+            p.value.to_string(),
+            p.aux.to_string(),
         ]);
-        if p.str_at("kind")? == "dma" {
-            dma.push((delta / clock * 1e6, p.num_at("value")? / clock * 1e6));
+        if p.kind == "dma" {
+            dma.push((delta / clock * 1e6, p.value as f64 / clock * 1e6));
         }
     }
     figs.chart(
@@ -879,23 +734,20 @@ fn script_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()>
     Ok(())
 }
 
-fn spy_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<()> {
+fn spy_section(points: &[SpyStats], tables: &mut String, figs: &mut Figures) -> R<()> {
     for p in points {
-        let clock = p.num_at("clock_hz")?;
-        let classes: Vec<String> = p.key("classes")?.arr()?.iter().map(|c| c.str().map(str::to_string)).collect::<R<_>>()?;
-        let c = p.key("counters")?;
+        let c = &p.counters;
         let mut rows = Vec::new();
-        for dir in ["down", "up"] {
-            for (i, cls) in c.key(dir)?.arr()?.iter().enumerate() {
-                let tlps = cls.num_at("tlps")?;
-                if tlps > 0.0 {
+        for (dir, classes) in [("down", &c.down), ("up", &c.up)] {
+            for (i, cls) in classes.iter().enumerate() {
+                if cls.tlps > 0 {
                     rows.push(vec![
                         dir.to_string(),
-                        classes.get(i).cloned().unwrap_or_else(|| i.to_string()),
-                        format!("{tlps:.0}"),
-                        bytes(cls.num_at("bytes")? as u64),
-                        bytes(cls.num_at("payload_bytes")? as u64),
-                        format!("{:.0}", cls.num_at("wait_cycles")?),
+                        p.classes.get(i).cloned().unwrap_or_else(|| i.to_string()),
+                        cls.tlps.to_string(),
+                        bytes(cls.bytes),
+                        bytes(cls.payload_bytes),
+                        cls.wait_cycles.to_string(),
                     ]);
                 }
             }
@@ -904,67 +756,61 @@ fn spy_section(points: &[Field], tables: &mut String, figs: &mut Figures) -> R<(
         tables.push_str(&table(&["direction", "type", "TLPs", "bytes", "payload", "wait cycles"], &rows));
         tables.push_str(&table(
             &["records numbered", "lost", "written to the ring"],
-            &[vec![format!("{:.0}", c.num_at("sequence")?), format!("{:.0}", c.num_at("lost")?), format!("{:.0}", c.num_at("wr_index")?)]],
+            &[vec![c.sequence.to_string(), c.lost.to_string(), c.wr_index.to_string()]],
         ));
         let series = vec![LogSeries {
             label: "matched reads".into(),
-            kind: Mark::Bars(hist_buckets(&p.key("latency_histogram")?, clock)?),
+            kind: Mark::Bars(hist_buckets(&p.latency_histogram, p.clock_hz)),
             points: Vec::new(),
         }];
-        let has = series.iter().any(|s| s.has_data());
-        figs.add("Read latency seen by the spy, request to last completion: log2 buckets of card cycles, log count", has, || {
-            Ok(log_chart(&LogChart {
+        figs.log_chart(
+            "Read latency seen by the spy, request to last completion: log2 buckets of card cycles, log count",
+            &LogChart {
                 title: "Spy: read latency histogram".into(),
                 x_label: "latency (log scale)".into(),
                 y_label: "reads (log scale)".into(),
                 x_ticks: Ticks::Ns,
                 y_ticks: Ticks::Count,
                 series,
-            }))
-        })?;
+            },
+        )?;
     }
     Ok(())
 }
 
-fn irq_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
+fn irq_section(points: &[RunReport], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for p in points {
-        let mut condition = p.text_at("condition")?;
+        let mut condition = text(&p.condition);
         // A run Ctrl-C cut short holds fewer interrupts than asked: its rows say so.
-        if p.opt("interrupted").is_some_and(|f| f.v == &Value::Bool(true)) {
-            condition = format!("{condition} (interrupted after {} interrupts)", p.text_at("interrupts_waited")?);
+        if p.interrupted {
+            condition = format!("{condition} (interrupted after {} interrupts)", p.interrupts_waited);
         }
-        let clock = p.num_at("clock_hz")?;
-        for s in p.key("stages")?.arr()? {
-            let stage = s.text_at("stage")?;
-            let measured = s.key("measured")?.v == &Value::Bool(true);
-            if !measured {
-                continue;
-            }
-            let label = format!("{condition} {stage}");
+        for s in p.stages.iter().filter(|s| s.measured) {
+            let label = format!("{condition} {}", text(&s.stage));
             let mut row = vec![label.clone()];
-            row.extend(stats_cells(s.opt_summary_at("latency_ns")?, fmt_ns));
+            row.extend(stats_cells(s.latency_ns.as_ref(), fmt_ns));
             rows.push(row);
-            series.push(LogSeries { label, kind: Mark::Bars(hist_buckets(&s.key("card")?.key("histogram")?, clock)?), points: Vec::new() });
+            series.push(LogSeries { label, kind: Mark::Bars(hist_buckets(&s.card.histogram, p.clock_hz)), points: Vec::new() });
         }
     }
-    let has = series.iter().any(|s| s.has_data());
     let caption = if clock.contains("simulated") {
         "Interrupt latency per stage and condition (SIMULATED: no interrupt controller or kernel dispatch in it): log2 buckets of card cycles, log count"
     } else {
         "Interrupt dispatch latency per stage and condition: log2 buckets of card cycles, log count"
     };
-    figs.add(caption, has, || {
-        Ok(log_chart(&LogChart {
+    figs.log_chart(
+        caption,
+        &LogChart {
             title: "Interrupt latency histogram".into(),
             x_label: "latency (log scale)".into(),
             y_label: "interrupts (log scale)".into(),
             x_ticks: Ticks::Ns,
             y_ticks: Ticks::Count,
             series,
-        }))
-    })?;
+        },
+    )?;
     if !rows.is_empty() {
         let _ = write!(tables, "<h3>Interrupt latency ({})</h3>", esc(clock));
         tables.push_str(&table(&with_stats_head(&["condition, stage"]), &rows));
@@ -972,27 +818,24 @@ fn irq_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Fi
     Ok(())
 }
 
-fn loop_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
+fn loop_section(points: &[rt_loop::Point], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     // One histogram per (condition, detection, return), one series per size.
     let mut groups: BTreeMap<String, Vec<LogSeries>> = BTreeMap::new();
     let mut rows = Vec::new();
     let mut medians: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for p in points {
-        let group = format!("{}, {}, {} return", p.text_at("condition")?, p.text_at("detect")?, p.text_at("return")?);
-        let size = p.num_at("size_bytes")?;
-        let clock = p.num_at("clock_hz")?;
-        let s = p.opt_summary_at("loop_ns")?;
-        let hc = p.opt_summary_at("host_compute_ns")?;
-        let mut row = vec![group.clone(), bytes(size as u64)];
-        row.extend(stats_cells(s, fmt_ns));
-        row.push(hc.map_or("–".into(), |h| fmt_ns(h.median)));
+        let group = format!("{}, {}, {} return", text(&p.condition), text(&p.detect), text(&p.ret));
+        let size = f64::from(p.size_bytes);
+        let mut row = vec![group.clone(), bytes(u64::from(p.size_bytes))];
+        row.extend(stats_cells(p.loop_ns.as_ref(), fmt_ns));
+        row.push(p.host_compute_ns.as_ref().map_or("–".into(), |h| fmt_ns(h.median)));
         rows.push(row);
-        if let Some(s) = s {
+        if let Some(s) = &p.loop_ns {
             medians.entry(group.clone()).or_default().push((size, s.median));
         }
         groups.entry(group).or_default().push(LogSeries {
-            label: bytes(size as u64),
-            kind: Mark::Bars(hist_buckets(&p.key("card")?.key("histogram")?, clock)?),
+            label: bytes(u64::from(p.size_bytes)),
+            kind: Mark::Bars(hist_buckets(&p.card.histogram, p.clock_hz)),
             points: Vec::new(),
         });
     }
@@ -1000,7 +843,7 @@ fn loop_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut F
         let series: Vec<LogSeries> =
             medians.into_iter().map(|(label, pts)| LogSeries { label, kind: Mark::LinePoints, points: pts }).collect();
         figs.add("Loop time (median) against buffer size", true, || {
-            Ok(log_chart(&LogChart {
+            Ok(plot::render_log_svg(&LogChart {
                 title: "Real-time loop: median loop time against size".into(),
                 x_label: "buffer size (log scale)".into(),
                 y_label: "loop time (log scale)".into(),
@@ -1011,17 +854,17 @@ fn loop_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut F
         })?;
     }
     for (group, series) in groups {
-        let has = series.iter().any(|s| s.has_data());
-        figs.add(&format!("Loop time histogram ({group}): log2 buckets of card cycles, log count"), has, || {
-            Ok(log_chart(&LogChart {
+        figs.log_chart(
+            &format!("Loop time histogram ({group}): log2 buckets of card cycles, log count"),
+            &LogChart {
                 title: format!("Loop time: {group}"),
                 x_label: "loop time (log scale)".into(),
                 y_label: "iterations (log scale)".into(),
                 x_ticks: Ticks::Ns,
                 y_ticks: Ticks::Count,
                 series,
-            }))
-        })?;
+            },
+        )?;
     }
     if !rows.is_empty() {
         let _ = write!(tables, "<h3>Loop time ({})</h3>", esc(clock));
@@ -1036,21 +879,18 @@ fn loop_section(points: &[Field], clock: &str, tables: &mut String, figs: &mut F
     Ok(())
 }
 
-fn rule30_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()> {
+fn rule30_section(body: &rule30::Body, tables: &mut String, figs: &mut Figures) -> R<()> {
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut rows = Vec::new();
-    for p in doc.key("points")?.arr()? {
-        let mode = p.str_at("mode")?;
-        let clock = p.str_at("clock")?;
-        let latency = p.num_at("latency_ns")?;
-        let length = p.num_at("length_bits")?;
-        let s = p.summary_at("per_line_ns")?;
-        let label = if mode.starts_with("hw") { format!("{mode}, latency {}", fmt_ns(latency)) } else { mode.to_string() };
-        series.entry(label.clone()).or_default().push((length, s.median));
-        let mut row = vec![label, format!("{length:.0}"), clock.to_string()];
+    for p in body.points.iter() {
+        let mode = p.mode.name();
+        let s = &p.per_line_ns;
+        let label = if p.mode.is_hw() { format!("{mode}, latency {}", fmt_ns(p.latency_ns)) } else { mode.to_string() };
+        series.entry(label.clone()).or_default().push((f64::from(p.length_bits), s.median));
+        let mut row = vec![label, p.length_bits.to_string(), p.clock.to_string()];
         row.extend(stats_cells(Some(s), fmt_ns));
-        row.push(format!("{:.2}", p.num_at("jitter")?));
-        row.push(p.text_at("mismatches")?);
+        row.push(format!("{:.2}", p.jitter));
+        row.push(p.mismatches.to_string());
         rows.push(row);
     }
     let series: Vec<LogSeries> = series
@@ -1060,22 +900,20 @@ fn rule30_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()>
             LogSeries { label, kind: Mark::LinePoints, points: pts }
         })
         .collect();
-    let has = series.iter().any(|s| s.has_data());
-    figs.add("The rule-30 landscape: time per line (median) against line length, per mode", has, || {
-        Ok(log_chart(&LogChart {
+    figs.log_chart(
+        "The rule-30 landscape: time per line (median) against line length, per mode",
+        &LogChart {
             title: "Rule 30: time per line against length".into(),
             x_label: "line length, bits (log scale)".into(),
             y_label: "time per line (log scale)".into(),
             x_ticks: Ticks::Plain,
             y_ticks: Ticks::Ns,
             series,
-        }))
-    })?;
-    if let Some(c) = doc.opt("clock_statement") {
-        let _ = write!(tables, "<p class=\"note\">{}</p>", esc(&plain(c.v)));
-    }
-    if let Some(c) = doc.opt("crossover_claim") {
-        let _ = write!(tables, "<p class=\"note\"><b>Two clocks:</b> {}</p>", esc(&plain(c.v)));
+        },
+    )?;
+    let _ = write!(tables, "<p class=\"note\">{}</p>", esc(&body.clock_statement));
+    if let Some(c) = &body.crossover_claim {
+        let _ = write!(tables, "<p class=\"note\"><b>Two clocks:</b> {}</p>", esc(c));
     }
     if !rows.is_empty() {
         tables.push_str("<h3>Time per line</h3>");
@@ -1084,274 +922,27 @@ fn rule30_section(doc: &Field, tables: &mut String, figs: &mut Figures) -> R<()>
             &rows,
         ));
     }
-    if let Some(cs) = doc.opt("crossovers") {
-        let mut rows = Vec::new();
-        // Documents before the clocks were recorded have no hw_clock / sw_clock: "–".
-        let clock = |c: &Field, k: &str| c.opt(k).map_or("–".to_string(), |v| plain(v.v));
-        for c in cs.arr()? {
-            rows.push(vec![
-                c.text_at("hw_mode")?,
-                clock(&c, "hw_clock"),
-                c.text_at("sw_mode")?,
-                clock(&c, "sw_clock"),
-                fmt_ns(c.num_at("latency_ns")?),
-                c.opt("length_bits").map_or("never".into(), |l| plain(l.v)),
-            ]);
-        }
-        if !rows.is_empty() {
-            tables.push_str("<h3>Crossovers: hardware faster from this length on (each mode in its own clock)</h3>");
-            tables.push_str(&table(&["hardware mode", "its clock", "software mode", "its clock", "latency", "length (bits)"], &rows));
-        }
+    // Documents before the clocks were recorded have no hw_clock / sw_clock: "–".
+    let clock = |c: &str| if c.is_empty() { "–".to_string() } else { c.to_string() };
+    let rows: Vec<Vec<String>> = body
+        .crossovers
+        .iter()
+        .map(|c| {
+            vec![
+                c.hw_mode.to_string(),
+                clock(c.hw_clock),
+                c.sw_mode.to_string(),
+                clock(c.sw_clock),
+                fmt_ns(c.latency_ns),
+                c.length_bits.map_or("never".into(), |l| l.to_string()),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        tables.push_str("<h3>Crossovers: hardware faster from this length on (each mode in its own clock)</h3>");
+        tables.push_str(&table(&["hardware mode", "its clock", "software mode", "its clock", "latency", "length (bits)"], &rows));
     }
     Ok(())
-}
-
-// Hand-built log-scale charts ----------------------------------------------------------
-
-/// How a series is drawn.
-enum Mark {
-    /// Histogram bars over [from, to) with a count: outlined, translucent fill.
-    Bars(Vec<(f64, f64, f64)>),
-    /// A line through the points, with a circle on each.
-    LinePoints,
-}
-
-struct LogSeries {
-    label: String,
-    kind: Mark,
-    points: Vec<(f64, f64)>,
-}
-
-impl LogSeries {
-    fn has_data(&self) -> bool {
-        match &self.kind {
-            Mark::Bars(b) => !b.is_empty(),
-            Mark::LinePoints => self.points.iter().any(|(x, y)| *x > 0.0 && *y > 0.0),
-        }
-    }
-}
-
-/// How the labels of a log axis read.
-#[derive(Clone, Copy)]
-enum Ticks {
-    Ns,
-    Bytes,
-    Count,
-    Plain,
-}
-
-struct LogChart {
-    title: String,
-    x_label: String,
-    y_label: String,
-    x_ticks: Ticks,
-    y_ticks: Ticks,
-    series: Vec<LogSeries>,
-}
-
-const COLOURS: [&str; 12] =
-    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939"];
-
-/// Software modes of rule 30 are dashed, so that they stand apart from the hardware ones.
-fn dash(label: &str) -> &'static str {
-    if label.starts_with("sw-") {
-        " stroke-dasharray=\"6 4\""
-    } else {
-        ""
-    }
-}
-
-fn tick_label(v: f64, t: Ticks) -> String {
-    match t {
-        // Tick values are 1-2-5 steps: "1 µs", not "1.00 µs".
-        Ticks::Ns => {
-            let f = fmt_ns(v);
-            f.replace(".00 ", " ").replace(".0 ", " ")
-        }
-        Ticks::Bytes => bytes(v.round() as u64),
-        Ticks::Count | Ticks::Plain => {
-            if v >= 1e6 {
-                format!("{v:.0e}")
-            } else {
-                format!("{v:.0}")
-            }
-        }
-    }
-}
-
-/// Tick values in [lo, hi] on a log axis: 1-2-5 per decade, or powers of two for bytes and bits.
-fn log_ticks(lo: f64, hi: f64, t: Ticks) -> Vec<f64> {
-    let mut out = Vec::new();
-    if matches!(t, Ticks::Bytes | Ticks::Plain) {
-        let mut k = lo.log2().ceil() as i32;
-        while f64::from(k).exp2() <= hi * 1.0001 {
-            out.push(f64::from(k).exp2());
-            k += 1;
-        }
-        if out.len() > 12 {
-            let step = out.len().div_ceil(12);
-            out = out.into_iter().step_by(step).collect();
-        }
-        return out;
-    }
-    let mut decade = lo.log10().floor() as i32;
-    while 10f64.powi(decade) <= hi * 1.0001 {
-        for m in [1.0, 2.0, 5.0] {
-            let v = m * 10f64.powi(decade);
-            if v >= lo * 0.9999 && v <= hi * 1.0001 {
-                out.push(v);
-            }
-        }
-        decade += 1;
-    }
-    if matches!(t, Ticks::Count) {
-        out.retain(|v| *v >= 1.0);
-    }
-    if out.len() > 10 {
-        out.retain(|v| (v.log10() - v.log10().round()).abs() < 1e-9);
-    }
-    out
-}
-
-/// A log-log chart as an SVG element (no namespace needed inline in HTML).
-fn log_chart(c: &LogChart) -> String {
-    const W: f64 = 900.0;
-    const H: f64 = 440.0;
-    let (l, r, t, b) = (90.0, 230.0, 40.0, 60.0);
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for s in &c.series {
-        match &s.kind {
-            Mark::Bars(bars) => {
-                for &(from, to, n) in bars {
-                    x0 = x0.min(from);
-                    x1 = x1.max(to);
-                    y1 = y1.max(n);
-                }
-                y0 = y0.min(0.5);
-            }
-            Mark::LinePoints => {
-                for &(x, y) in s.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0) {
-                    x0 = x0.min(x);
-                    x1 = x1.max(x);
-                    y0 = y0.min(y);
-                    y1 = y1.max(y);
-                }
-            }
-        }
-    }
-    if x0 > x1 {
-        (x0, x1) = (1.0, 10.0);
-    }
-    if y0 > y1 {
-        (y0, y1) = (1.0, 10.0);
-    }
-    // Some room around the data, and never a zero-width range.
-    let (lx0, mut lx1) = ((x0 / 1.3).log10(), (x1 * 1.3).log10());
-    let (ly0, mut ly1) = ((y0 / 1.5).log10(), (y1 * 1.5).log10());
-    if lx1 - lx0 < 0.3 {
-        lx1 = lx0 + 0.3;
-    }
-    if ly1 - ly0 < 0.3 {
-        ly1 = ly0 + 0.3;
-    }
-    let px = |x: f64| l + (x.max(1e-300).log10() - lx0) / (lx1 - lx0) * (W - l - r);
-    let py = |y: f64| H - b - (y.max(1e-300).log10() - ly0) / (ly1 - ly0) * (H - t - b);
-    let mut s = String::new();
-    let _ = write!(s, "<svg class=\"chart\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\">");
-    let _ = write!(s, "<rect x=\"0\" y=\"0\" width=\"{W}\" height=\"{H}\" fill=\"#ffffff\"/>");
-    let _ = write!(
-        s,
-        "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"18\" font-family=\"sans-serif\">{}</text>",
-        (l + W - r) / 2.0,
-        esc(&c.title)
-    );
-    // Grid, ticks and labels.
-    for v in log_ticks(10f64.powf(lx0), 10f64.powf(lx1), c.x_ticks) {
-        let x = px(v);
-        let _ = write!(s, "<line x1=\"{x:.1}\" y1=\"{t}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", H - b);
-        let _ = write!(
-            s,
-            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
-            H - b + 18.0,
-            esc(&tick_label(v, c.x_ticks))
-        );
-    }
-    for v in log_ticks(10f64.powf(ly0), 10f64.powf(ly1), c.y_ticks) {
-        let y = py(v);
-        let _ = write!(s, "<line x1=\"{l}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", W - r);
-        let _ = write!(
-            s,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
-            l - 6.0,
-            y + 4.0,
-            esc(&tick_label(v, c.y_ticks))
-        );
-    }
-    let _ = write!(s, "<rect x=\"{l}\" y=\"{t}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#000\"/>", W - l - r, H - t - b);
-    let _ = write!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{}</text>",
-        (l + W - r) / 2.0,
-        H - 14.0,
-        esc(&c.x_label)
-    );
-    let _ = write!(
-        s,
-        "<text x=\"18\" y=\"{0}\" transform=\"rotate(-90 18 {0})\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{1}</text>",
-        (t + H - b) / 2.0,
-        esc(&c.y_label)
-    );
-    // Data.
-    let base = py(10f64.powf(ly0));
-    for (i, series) in c.series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        match &series.kind {
-            Mark::Bars(bars) => {
-                let mut d = String::new();
-                for &(from, to, n) in bars {
-                    let (xa, xb, y) = (px(from), px(to), py(n));
-                    let _ = write!(d, "M{xa:.1},{base:.1}V{y:.1}H{xb:.1}V{base:.1}Z");
-                }
-                if !d.is_empty() {
-                    let _ = write!(
-                        s,
-                        "<path class=\"data\" d=\"{d}\" fill=\"{colour}\" fill-opacity=\"0.3\" stroke=\"{colour}\" stroke-width=\"1.5\"/>"
-                    );
-                }
-            }
-            Mark::LinePoints => {
-                let pts: Vec<(f64, f64)> =
-                    series.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0).map(|&(x, y)| (px(x), py(y))).collect();
-                if pts.len() > 1 {
-                    let list: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-                    let _ = write!(
-                        s,
-                        "<polyline class=\"data\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{}/>",
-                        list.join(" "),
-                        dash(&series.label)
-                    );
-                }
-                for (x, y) in pts {
-                    let _ = write!(s, "<circle class=\"data\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"/>");
-                }
-            }
-        }
-    }
-    // Legend, right of the plot.
-    for (i, series) in c.series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let y = t + 10.0 + 18.0 * i as f64;
-        let x = W - r + 12.0;
-        let _ = write!(s, "<rect x=\"{x}\" y=\"{}\" width=\"14\" height=\"10\" fill=\"{colour}\"/>", y - 9.0);
-        let _ = write!(
-            s,
-            "<text x=\"{}\" y=\"{y}\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
-            x + 20.0,
-            esc(&truncate(&series.label, 30))
-        );
-    }
-    s.push_str("</svg>");
-    s
 }
 
 // Page ---------------------------------------------------------------------------------
@@ -1413,32 +1004,46 @@ mod tests {
     }
 
     #[test]
-    fn log_ticks_cover_the_range() {
-        assert_eq!(log_ticks(90.0, 1100.0, Ticks::Ns), vec![100.0, 200.0, 500.0, 1000.0]);
-        assert_eq!(log_ticks(8.0, 256.0, Ticks::Plain), vec![8.0, 16.0, 32.0, 64.0, 128.0, 256.0]);
-    }
-
-    #[test]
     fn partial_documents_say_how_much_they_hold() {
-        let text = |v: Value| partial_text(&Field::root(&v)).expect("readable");
-        assert_eq!(text(serde_json::json!({"interrupted": false})), None);
-        let old = text(serde_json::json!({"interrupted": true})).expect("partial");
+        let fixture: Value = serde_json::from_str(include_str!("../../tests/fixtures/results/pio.json")).expect("JSON");
+        let text = |change: &dyn Fn(&mut Value)| {
+            let mut v = fixture.clone();
+            change(&mut v);
+            let Some(Ok(AnyResult::Pio(d))) = AnyResult::from_value(v) else { panic!("a pio document") };
+            partial_text(&d)
+        };
+        assert_eq!(text(&|_| {}), None);
+        let old = text(&|v| v["interrupted"] = true.into()).expect("partial");
         assert!(old.starts_with("PARTIAL: the run was interrupted"), "{old}");
-        let p = |state: &str| serde_json::json!({"interrupted": true, "partial": {"state": state, "points_done": 3, "points_planned": 40}});
-        let stopped = text(p("interrupted")).expect("partial");
+        let p = |state: &'static str| {
+            move |v: &mut Value| {
+                v["interrupted"] = true.into();
+                v["partial"] = serde_json::json!({"state": state, "points_done": 3, "points_planned": 40});
+            }
+        };
+        let stopped = text(&p("interrupted")).expect("partial");
         assert!(stopped.starts_with("PARTIAL: 3 of 40 points finished") && stopped.contains("Ctrl-C"), "{stopped}");
-        let checkpoint = text(p("checkpoint")).expect("partial");
+        let checkpoint = text(&p("checkpoint")).expect("partial");
         assert!(checkpoint.contains("3 of 40 points") && checkpoint.contains("killed"), "{checkpoint}");
-        let bad = serde_json::json!({"interrupted": true, "partial": {"state": "checkpoint"}});
-        assert!(partial_text(&Field::root(&bad)).expect_err("no counts").contains("points_done"));
     }
 
     #[test]
-    fn missing_fields_are_named() {
-        let v = serde_json::json!({"points": [{"latency_ns": {"count": 1}}]});
-        let f = Field::root(&v);
-        let p = &f.key("points").expect("points").arr().expect("an array")[0];
-        assert_eq!(p.summary_at("latency_ns").expect_err("no min"), "field points[0].latency_ns.min is missing");
-        assert_eq!(p.num_at("width").expect_err("no width"), "field points[0].width is missing");
+    fn a_point_missing_a_field_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut v: Value = serde_json::from_str(include_str!("../../tests/fixtures/results/loop.json")).expect("JSON");
+        v["points"][1]["card"].as_object_mut().expect("card").remove("histogram");
+        let path = dir.path().join("loop.json");
+        std::fs::write(&path, serde_json::to_string(&v).expect("JSON")).expect("write");
+        let e = load(&path).expect_err("no histogram");
+        assert!(e.starts_with(&format!("{}: ", path.display())), "{e}");
+        assert!(e.ends_with("field points[1].card.histogram is missing"), "{e}");
+    }
+
+    #[test]
+    fn values_read_as_they_stand_in_the_document() {
+        assert_eq!(text(&Some(8.0_f64)), "8.0");
+        assert_eq!(text(&None::<String>), "–");
+        assert_eq!(text(&tlpx_device::generator::Operation::ReadWrite), "read_write");
+        assert_eq!(hist_buckets(&[0, 2, 0, 1], 1_000_000_000), vec![(2.0, 4.0, 2.0), (8.0, 16.0, 1.0)]);
     }
 }

@@ -18,13 +18,14 @@
 //! `"interrupted": true` (exit status 130). With --output the file is also written as points
 //! finish (crate::checkpoint), so that a killed sweep leaves what it measured.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
 use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
 use tlpx_model::stats::Summary;
@@ -95,7 +96,7 @@ pub struct Cmd {
 }
 
 /// The checked arguments.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub iterations: u32,
     pub sizes: Vec<u32>,
@@ -155,7 +156,7 @@ impl Plan {
 }
 
 /// One point: one size, detection, return and condition.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Point {
     pub size_bytes: u32,
     pub detect: Detect,
@@ -438,14 +439,16 @@ fn chart(title: &str, points: &[Point], sweep: bool) -> Chart {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct Body<'a> {
-    time_basis: TimeBasis,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Body<'a> {
+    pub time_basis: TimeBasis,
     /// What comparing idle and loaded points shows on this time basis (when both ran).
-    comparison: Option<Comparison>,
+    pub comparison: Option<Comparison>,
     /// On the simulator with both detections: why irq against poll shows nothing about a host.
-    detection: Option<String>,
-    points: &'a [Point],
+    pub detection: Option<String>,
+    /// Borrowed when written, owned when read back.
+    pub points: Cow<'a, [Point]>,
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -561,7 +564,7 @@ fn document<'a>(
         session.environment.clone(),
         session.link.clone(),
         None,
-        Body { time_basis: basis.clone(), comparison, detection: detection.map(|d| d.statement), points },
+        Body { time_basis: basis.clone(), comparison, detection: detection.map(|d| d.statement), points: Cow::Borrowed(points) },
         started.elapsed().as_secs_f64(),
         notes,
     );

@@ -25,13 +25,14 @@
 //! hardware; the simulated card's on the simulator, where the figures are the modelled bus and
 //! card (plus real host gaps with `tlpx-sim --host-time real`), never hardware figures.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
@@ -71,6 +72,16 @@ pub enum Mode {
 impl Serialize for Mode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        Mode::all().into_iter().find(|m| m.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Mode::all().iter().map(|m| m.name()).collect();
+            serde::de::Error::custom(format!("unknown rule-30 mode {name:?}; the modes are {}", names.join(", ")))
+        })
     }
 }
 
@@ -215,7 +226,7 @@ pub struct SweepArgs {
 
 // Checked arguments --------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub modes: Vec<Mode>,
     /// The modes named one by one in --mode (not through all, sw or hw): a device that cannot
@@ -381,7 +392,7 @@ fn tasks(plan: &Plan) -> Vec<Task> {
 // Measurement --------------------------------------------------------------------------------
 
 /// One mode at one length and latency.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Point {
     pub mode: Mode,
     pub length_bits: u32,
@@ -777,24 +788,29 @@ fn clock_statement(session: &Session) -> String {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct Body<'a> {
-    clock_statement: String,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Body<'a> {
+    pub clock_statement: String,
     /// On the simulator with hardware modes: what comparing the modes' times across their two
     /// clocks can claim (crossovers above all); null otherwise.
-    crossover_claim: Option<String>,
-    points: &'a [Point],
-    crossovers: Vec<Crossover>,
+    pub crossover_claim: Option<String>,
+    /// Borrowed when written, owned when read back.
+    pub points: Cow<'a, [Point]>,
+    pub crossovers: Vec<Crossover>,
 }
 
 /// Where a hardware mode starts beating a software mode, per line.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Crossover {
     pub hw_mode: &'static str,
     pub sw_mode: &'static str,
     /// The clocks the two modes were timed with (the points' `clock`): on the simulator
-    /// "simulated_card" against "host", two different clocks (see `crossover_claim`).
+    /// "simulated_card" against "host", two different clocks (see `crossover_claim`); empty
+    /// when read from a document written before they were recorded.
+    #[serde(default)]
     pub hw_clock: &'static str,
+    #[serde(default)]
     pub sw_clock: &'static str,
     pub latency_ns: f64,
     /// The shortest length from which the hardware mode is faster at every longer length
@@ -1013,7 +1029,7 @@ fn document<'a>(
         environment,
         link,
         None,
-        Body { clock_statement: statement.clone(), crossover_claim: claim.clone(), points, crossovers },
+        Body { clock_statement: statement.clone(), crossover_claim: claim.clone(), points: Cow::Borrowed(points), crossovers },
         started.elapsed().as_secs_f64(),
         vec![statement],
     );

@@ -1,0 +1,380 @@
+//! Log-log charts: histogram bars over log2 buckets and lines with points, on log axes, several
+//! series each with a legend entry (the report's interrupt, loop, spy and rule-30 figures).
+//!
+//! ```text
+//!   LogChart { series: [LogSeries { Mark::Bars([(from, to, count)]) | Mark::LinePoints, points }] }
+//!      ──render_log_svg──► <svg class="chart">: title, 1-2-5 (or power-of-two) ticks, bars
+//!                          from the bottom edge, polylines with circles, legend at the right
+//! ```
+//!
+//! Drawn by hand rather than with plotters (plot.rs's linear and log2-bytes charts): plotters'
+//! SVG backend has no log-scaled bars, and these figures must look the same as before the move.
+//! Values at or below zero have no place on a log axis and are left out.
+
+use std::fmt::Write as _;
+
+use crate::output::{bytes, ns_text, truncate, xml_escape};
+
+/// How a series is drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mark {
+    /// Histogram bars over [from, to) with a count: outlined, translucent fill.
+    Bars(Vec<(f64, f64, f64)>),
+    /// A line through the points, with a circle on each.
+    LinePoints,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogSeries {
+    pub label: String,
+    pub kind: Mark,
+    pub points: Vec<(f64, f64)>,
+}
+
+impl LogSeries {
+    /// True when the series has something to draw.
+    pub fn has_data(&self) -> bool {
+        match &self.kind {
+            Mark::Bars(b) => !b.is_empty(),
+            Mark::LinePoints => self.points.iter().any(|(x, y)| *x > 0.0 && *y > 0.0),
+        }
+    }
+}
+
+/// How the labels of a log axis read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ticks {
+    Ns,
+    Bytes,
+    Count,
+    Plain,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_ticks: Ticks,
+    pub y_ticks: Ticks,
+    pub series: Vec<LogSeries>,
+}
+
+const COLOURS: [&str; 12] =
+    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939"];
+
+/// Software modes of rule 30 are dashed, so that they stand apart from the hardware ones.
+fn dash(label: &str) -> &'static str {
+    if label.starts_with("sw-") {
+        " stroke-dasharray=\"6 4\""
+    } else {
+        ""
+    }
+}
+
+pub fn tick_label(v: f64, t: Ticks) -> String {
+    match t {
+        // Tick values are 1-2-5 steps: "1 µs", not "1.00 µs".
+        Ticks::Ns => {
+            let f = ns_text(v);
+            f.replace(".00 ", " ").replace(".0 ", " ")
+        }
+        Ticks::Bytes => bytes(v.round() as u64),
+        Ticks::Count | Ticks::Plain => {
+            if v >= 1e6 {
+                format!("{v:.0e}")
+            } else {
+                format!("{v:.0}")
+            }
+        }
+    }
+}
+
+/// Tick values in [lo, hi] on a log axis: 1-2-5 per decade, or powers of two for bytes and bits.
+pub fn log_ticks(lo: f64, hi: f64, t: Ticks) -> Vec<f64> {
+    let mut out = Vec::new();
+    if matches!(t, Ticks::Bytes | Ticks::Plain) {
+        let mut k = lo.log2().ceil() as i32;
+        while f64::from(k).exp2() <= hi * 1.0001 {
+            out.push(f64::from(k).exp2());
+            k += 1;
+        }
+        if out.len() > 12 {
+            let step = out.len().div_ceil(12);
+            out = out.into_iter().step_by(step).collect();
+        }
+        return out;
+    }
+    let mut decade = lo.log10().floor() as i32;
+    while 10f64.powi(decade) <= hi * 1.0001 {
+        for m in [1.0, 2.0, 5.0] {
+            let v = m * 10f64.powi(decade);
+            if v >= lo * 0.9999 && v <= hi * 1.0001 {
+                out.push(v);
+            }
+        }
+        decade += 1;
+    }
+    if matches!(t, Ticks::Count) {
+        out.retain(|v| *v >= 1.0);
+    }
+    if out.len() > 10 {
+        out.retain(|v| (v.log10() - v.log10().round()).abs() < 1e-9);
+    }
+    out
+}
+
+/// A log-log chart as an SVG element (no namespace needed inline in HTML).
+pub fn render_log_svg(c: &LogChart) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 440.0;
+    let (l, r, t, b) = (90.0, 230.0, 40.0, 60.0);
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for s in &c.series {
+        match &s.kind {
+            Mark::Bars(bars) => {
+                for &(from, to, n) in bars {
+                    x0 = x0.min(from);
+                    x1 = x1.max(to);
+                    y1 = y1.max(n);
+                }
+                y0 = y0.min(0.5);
+            }
+            Mark::LinePoints => {
+                for &(x, y) in s.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0) {
+                    x0 = x0.min(x);
+                    x1 = x1.max(x);
+                    y0 = y0.min(y);
+                    y1 = y1.max(y);
+                }
+            }
+        }
+    }
+    if x0 > x1 {
+        (x0, x1) = (1.0, 10.0);
+    }
+    if y0 > y1 {
+        (y0, y1) = (1.0, 10.0);
+    }
+    // Some room around the data, and never a zero-width range.
+    let (lx0, mut lx1) = ((x0 / 1.3).log10(), (x1 * 1.3).log10());
+    let (ly0, mut ly1) = ((y0 / 1.5).log10(), (y1 * 1.5).log10());
+    if lx1 - lx0 < 0.3 {
+        lx1 = lx0 + 0.3;
+    }
+    if ly1 - ly0 < 0.3 {
+        ly1 = ly0 + 0.3;
+    }
+    let px = |x: f64| l + (x.max(1e-300).log10() - lx0) / (lx1 - lx0) * (W - l - r);
+    let py = |y: f64| H - b - (y.max(1e-300).log10() - ly0) / (ly1 - ly0) * (H - t - b);
+    let mut s = String::new();
+    let _ = write!(s, "<svg class=\"chart\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\">");
+    let _ = write!(s, "<rect x=\"0\" y=\"0\" width=\"{W}\" height=\"{H}\" fill=\"#ffffff\"/>");
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"18\" font-family=\"sans-serif\">{}</text>",
+        (l + W - r) / 2.0,
+        xml_escape(&c.title)
+    );
+    // Grid, ticks and labels.
+    for v in log_ticks(10f64.powf(lx0), 10f64.powf(lx1), c.x_ticks) {
+        let x = px(v);
+        let _ = write!(s, "<line x1=\"{x:.1}\" y1=\"{t}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", H - b);
+        let _ = write!(
+            s,
+            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
+            H - b + 18.0,
+            xml_escape(&tick_label(v, c.x_ticks))
+        );
+    }
+    for v in log_ticks(10f64.powf(ly0), 10f64.powf(ly1), c.y_ticks) {
+        let y = py(v);
+        let _ = write!(s, "<line x1=\"{l}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", W - r);
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
+            l - 6.0,
+            y + 4.0,
+            xml_escape(&tick_label(v, c.y_ticks))
+        );
+    }
+    let _ = write!(s, "<rect x=\"{l}\" y=\"{t}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#000\"/>", W - l - r, H - t - b);
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{}</text>",
+        (l + W - r) / 2.0,
+        H - 14.0,
+        xml_escape(&c.x_label)
+    );
+    let _ = write!(
+        s,
+        "<text x=\"18\" y=\"{0}\" transform=\"rotate(-90 18 {0})\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{1}</text>",
+        (t + H - b) / 2.0,
+        xml_escape(&c.y_label)
+    );
+    // Data.
+    let base = py(10f64.powf(ly0));
+    for (i, series) in c.series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        match &series.kind {
+            Mark::Bars(bars) => {
+                let mut d = String::new();
+                for &(from, to, n) in bars {
+                    let (xa, xb, y) = (px(from), px(to), py(n));
+                    let _ = write!(d, "M{xa:.1},{base:.1}V{y:.1}H{xb:.1}V{base:.1}Z");
+                }
+                if !d.is_empty() {
+                    let _ = write!(
+                        s,
+                        "<path class=\"data\" d=\"{d}\" fill=\"{colour}\" fill-opacity=\"0.3\" stroke=\"{colour}\" stroke-width=\"1.5\"/>"
+                    );
+                }
+            }
+            Mark::LinePoints => {
+                let pts: Vec<(f64, f64)> =
+                    series.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0).map(|&(x, y)| (px(x), py(y))).collect();
+                if pts.len() > 1 {
+                    let list: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+                    let _ = write!(
+                        s,
+                        "<polyline class=\"data\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{}/>",
+                        list.join(" "),
+                        dash(&series.label)
+                    );
+                }
+                for (x, y) in pts {
+                    let _ = write!(s, "<circle class=\"data\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"/>");
+                }
+            }
+        }
+    }
+    // Legend, right of the plot.
+    for (i, series) in c.series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let y = t + 10.0 + 18.0 * i as f64;
+        let x = W - r + 12.0;
+        let _ = write!(s, "<rect x=\"{x}\" y=\"{}\" width=\"14\" height=\"10\" fill=\"{colour}\"/>", y - 9.0);
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{y}\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
+            x + 20.0,
+            xml_escape(&truncate(&series.label, 30))
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The numbers of an attribute of every element `tag` of `svg` with class "data".
+    fn attr_values<'a>(svg: &'a str, tag: &str, attr: &str) -> Vec<&'a str> {
+        svg.split(&format!("<{tag} class=\"data\""))
+            .skip(1)
+            .filter_map(|e| e.split(&format!(" {attr}=\"")).nth(1))
+            .map(|v| v.split('"').next().unwrap_or_default())
+            .collect()
+    }
+
+    fn chart(series: Vec<LogSeries>) -> LogChart {
+        LogChart { title: "t <&>".into(), x_label: "x".into(), y_label: "y".into(), x_ticks: Ticks::Ns, y_ticks: Ticks::Count, series }
+    }
+
+    #[test]
+    fn log_ticks_are_1_2_5_per_decade_or_powers_of_two() {
+        assert_eq!(log_ticks(90.0, 1100.0, Ticks::Ns), vec![100.0, 200.0, 500.0, 1000.0]);
+        assert_eq!(log_ticks(8.0, 256.0, Ticks::Plain), vec![8.0, 16.0, 32.0, 64.0, 128.0, 256.0]);
+        assert_eq!(log_ticks(3.0, 70.0, Ticks::Bytes), vec![4.0, 8.0, 16.0, 32.0, 64.0]);
+        // Counts below one are no counts.
+        assert_eq!(log_ticks(0.3, 60.0, Ticks::Count), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0]);
+        // Many decades: the decades alone.
+        assert_eq!(log_ticks(1.0, 1e6, Ticks::Ns), vec![1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]);
+        // Many powers of two: at most 12, evenly thinned.
+        let many = log_ticks(1.0, 1048576.0, Ticks::Bytes);
+        assert!(many.len() <= 12 && many.first() == Some(&1.0), "{many:?}");
+        assert!(many.windows(2).all(|w| w[1] / w[0] == 4.0), "{many:?}");
+    }
+
+    #[test]
+    fn tick_labels_read_as_their_unit() {
+        assert_eq!(tick_label(1000.0, Ticks::Ns), "1 µs");
+        assert_eq!(tick_label(2e6, Ticks::Ns), "2 ms");
+        assert_eq!(tick_label(500.0, Ticks::Ns), "500 ns");
+        assert_eq!(tick_label(4096.0, Ticks::Bytes), "4 KiB");
+        assert_eq!(tick_label(20.0, Ticks::Count), "20");
+        assert_eq!(tick_label(1e7, Ticks::Count), "1e7");
+    }
+
+    #[test]
+    fn bars_stand_on_the_bottom_edge_and_span_their_buckets() {
+        // Two buckets [100, 200) and [200, 400) ns with 10 and 1000 samples.
+        let c = chart(vec![LogSeries {
+            label: "a".into(),
+            kind: Mark::Bars(vec![(100.0, 200.0, 10.0), (200.0, 400.0, 1000.0)]),
+            points: vec![],
+        }]);
+        let svg = render_log_svg(&c);
+        let paths = attr_values(&svg, "path", "d");
+        assert_eq!(paths.len(), 1, "one path per series");
+        // "M{x0},{base}V{top}H{x1}V{base}Z" per bar.
+        let bars: Vec<Vec<f64>> = paths[0]
+            .split('Z')
+            .filter(|b| !b.is_empty())
+            .map(|b| b.split(['M', ',', 'V', 'H']).filter(|t| !t.is_empty()).map(|t| t.parse().expect("a number")).collect())
+            .collect();
+        assert_eq!(bars.len(), 2);
+        let (a, b) = (&bars[0], &bars[1]);
+        // Both stand on the same base line, the taller count reaching higher (SVG y grows down).
+        assert_eq!(a[1], a[4]);
+        assert_eq!(a[1], b[1]);
+        assert!(b[2] < a[2] && a[2] < a[1], "{a:?} {b:?}");
+        // Adjacent buckets share an edge, and a doubling is as wide as the next (log x).
+        assert_eq!(a[3], b[0]);
+        assert!(((a[3] - a[0]) - (b[3] - b[0])).abs() < 0.2, "{a:?} {b:?}");
+        // The count axis is logarithmic from a third of 1 (the room below the bars' 0.5): the
+        // bar of 10 is 1 + log10(3) decades tall, the bar of 1000 two decades taller.
+        let (ha, hb) = (a[1] - a[2], b[1] - b[2]);
+        let decade = (hb - ha) / 2.0;
+        assert!((ha / (1.0 + 3f64.log10()) - decade).abs() < 0.3, "{ha} {hb}");
+        // The data sit inside the plot area (90..670 x, 40..380 y).
+        for bar in &bars {
+            assert!(bar[0] >= 90.0 && bar[3] <= 670.0 && bar[2] >= 40.0 && bar[1] <= 380.0, "{bar:?}");
+        }
+    }
+
+    #[test]
+    fn lines_leave_out_what_a_log_axis_cannot_show_and_every_series_has_a_legend_entry() {
+        let c = chart(vec![
+            LogSeries {
+                label: "hw-poll".into(),
+                kind: Mark::LinePoints,
+                points: vec![(8.0, 100.0), (0.0, 5.0), (64.0, -1.0), (256.0, 400.0)],
+            },
+            LogSeries { label: "sw-char".into(), kind: Mark::LinePoints, points: vec![(8.0, 50.0), (256.0, 5000.0)] },
+            LogSeries { label: "empty".into(), kind: Mark::Bars(vec![]), points: vec![] },
+        ]);
+        assert!(c.series[0].has_data() && !c.series[2].has_data());
+        let svg = render_log_svg(&c);
+        assert!(svg.starts_with("<svg class=\"chart\"") && svg.ends_with("</svg>"));
+        // Two points each (zero and negative values have no place on a log axis).
+        assert_eq!(attr_values(&svg, "circle", "cx").len(), 4);
+        let lines = attr_values(&svg, "polyline", "points");
+        assert_eq!(lines.len(), 2);
+        assert!(lines.iter().all(|l| l.split(' ').count() == 2), "{lines:?}");
+        // Software modes are dashed; hardware ones are not.
+        assert_eq!(svg.matches("stroke-dasharray").count(), 1);
+        // A legend entry per series, the title escaped.
+        for label in ["hw-poll", "sw-char", "empty"] {
+            assert!(svg.contains(&format!(">{label}</text>")), "{label}");
+        }
+        assert!(svg.contains("t &lt;&amp;&gt;"));
+    }
+
+    #[test]
+    fn an_empty_chart_still_has_axes() {
+        let svg = render_log_svg(&chart(vec![]));
+        assert!(svg.contains("<rect") && svg.contains(">x</text>") && !svg.contains("class=\"data\""));
+    }
+}
