@@ -81,8 +81,8 @@ pub struct Card {
 impl Card {
     /// Opens `device` as a tlpx card whose map hash must be `tlpx_regs::MAP_HASH` (the card
     /// without the soft CPU) or `tlpx_regs::MAP_HASH_CPU` (with it: a superset of the same map).
-    /// The identification block is read once (no more register reads than before the CPU
-    /// card existed: the spy's golden trace depends on the card time an open takes).
+    /// The identification block is read once. (The spy's golden trace does not depend on the
+    /// card time an open takes: it compares times from the scenario's first record.)
     pub fn open(device: Box<dyn Device>) -> Result<Card, CardError> {
         Card::open_accepting(device, &[tlpx_regs::MAP_HASH, tlpx_regs::MAP_HASH_CPU])
     }
