@@ -22,6 +22,7 @@ from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import PATTERN_COUNTER, PATTERN_PRBS, pattern_word_py
 from tlpx_gateware.cores.generator.checker import COUNTERS, CompletionChecker
 from tlpx_gateware.cores.generator.test_tags import TagMemory
+from tlpx_gateware.sim.stream import put_beat, tlp_beats
 
 TAG_BASE, TAGS = 128, 64
 FLUSH_TAG = TAG_BASE + TAGS
@@ -97,16 +98,6 @@ class Reference:
         return t, events
 
 
-def beats(dws, n):
-    """A TLP's DWs as (dat, be, first, last) beats of n DWs."""
-    out = []
-    for i in range(0, len(dws), n):
-        chunk = dws[i:i + n]
-        dat = sum(d << (32 * j) for j, d in enumerate(chunk))
-        out.append((dat, (1 << (4 * len(chunk))) - 1, int(i == 0), int(i + n >= len(dws))))
-    return out
-
-
 def checker_bench(dut, mem, n, rng, check, reads):
     pattern, seed = rng.choice([PATTERN_COUNTER, PATTERN_PRBS]), rng.getrandbits(32)
     ref = Reference(check, pattern, seed)
@@ -178,12 +169,9 @@ def checker_bench(dut, mem, n, rng, check, reads):
         for _ in range(idle(0.5)):
             yield dut.sink.valid.eq(0)
             yield
-        for dat, be, first, last in beats(dws, n):
-            yield dut.sink.valid.eq(1)
-            yield dut.sink.dat.eq(dat)
-            yield dut.sink.be.eq(be)
-            yield dut.sink.first.eq(first)
-            yield dut.sink.last.eq(last)
+        for beat in tlp_beats(dws, n):
+            last = beat[3]
+            yield from put_beat(dut.sink, beat)
             yield
             assert (yield dut.sink.ready), "the checker back-pressured the link"
             if not last:

@@ -17,6 +17,7 @@ from migen import run_simulation
 
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, CompletionDispatcher
+from tlpx_gateware.sim.stream import put_beat, stretches, tlp_beats
 
 ROUTES = {"generator": (TAG_BASE, FLUSH_TAG), "rt_loop": (0x20, 0x23)}
 
@@ -33,22 +34,7 @@ def random_tlp(rng, n):
     dws = [tlp.dw0(tlp.FMT_3DW_DATA if length else tlp.FMT_3DW_NO_DATA, tlp.TYPE_CPL, length),
            rng.getrandbits(32), (rng.getrandbits(16) << 16) | (tag << 8) | rng.getrandbits(7)]
     dws += [rng.getrandbits(32) for _ in range(length)]
-    beats = []
-    for i in range(0, len(dws), n):
-        chunk = dws[i:i + n]
-        beats.append((sum(d << (32 * j) for j, d in enumerate(chunk)), (1 << (4 * len(chunk))) - 1,
-                      int(i == 0), int(i + n >= len(dws))))
-    return tag, beats
-
-
-def stretches(rng, p_start, longest):
-    """Runs of True (idle or back-pressure) of random length, as an inserter makes them."""
-    left = 0
-    while True:
-        if left == 0 and rng.random() < p_start:
-            left = rng.randint(1, longest)
-        yield left > 0
-        left = max(left - 1, 0)
+    return tag, tlp_beats(dws, n)
 
 
 @pytest.mark.parametrize("data_width", [64, 128, 256], ids=["dw64", "dw128", "dw256"])
@@ -66,16 +52,12 @@ def test_dispatcher_routes_every_tlp_intact_under_idle_and_backpressure(data_wid
     def source():
         idle = stretches(rng, 0.1, 6)
         for _, beats in tlps:
-            for dat, be, first, last in beats:
+            for beat in beats:
                 while next(idle):
                     yield dut.sink.valid.eq(0)
                     yield
-                    idle_inside[0] += not first
-                yield dut.sink.valid.eq(1)
-                yield dut.sink.dat.eq(dat)
-                yield dut.sink.be.eq(be)
-                yield dut.sink.first.eq(first)
-                yield dut.sink.last.eq(last)
+                    idle_inside[0] += not beat[2]
+                yield from put_beat(dut.sink, beat)
                 yield
                 for stalled in range(10_000):
                     if (yield dut.sink.ready):
