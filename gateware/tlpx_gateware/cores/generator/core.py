@@ -636,6 +636,9 @@ class Generator(LiteXModule):
             checker.flush_expected.eq(flush_pending),
             *[stat[name].eq(getattr(checker, name)) for name, _ in CHECKER_COUNTERS],
         ]
+        # The checker's counters are the CSRs' registers: the widths must agree (no silent truncation).
+        for name, width in CHECKER_COUNTERS:
+            assert len(stat[name]) == width, f"counter {name}: CSR of {len(stat[name])} bits, checker's of {width}"
         self.comb += [
             scan.active.eq(tags.busy != 0),
             scan.now.eq(cycles),
