@@ -9,10 +9,14 @@ error completions, poisoned data and completion timeouts.
 ```
  CSRs ──► WriteEngine ──MWr beats──► TX arbiter ──► PHY
       ──► ReadEngine  ──MRd beats──►
-                 ▲ tags, issue times
- PHY ──► CompletionDispatcher ──(tags TAG_BASE..)──► CompletionChecker ──► counters,
-                              └─(other tags)──► LitePCIe            latency min/max/sum,
-                                                                    log2 histogram, sample FIFO
+           free tag ▲ │ issue (tag, address, stamp)
+                    │ ▼
+                  TagTable ◄──── TimeoutScan (one tag per cycle)          tags.py
+                    ▲ │ lookup by tag; release / advance
+                    │ ▼
+ PHY ──► CompletionDispatcher ──(tags TAG_BASE..)──► CompletionChecker ──► counters,  checker.py
+                              └─(other tags)──► LitePCIe       latency min/max/sum,
+                                                               log2 histogram, sample FIFO
 ```
 
 Transfers: transfer n starts at base + ((i(n) << stride_log2) & window_mask) + offset, where
@@ -35,6 +39,8 @@ from litepcie.common import phy_layout
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram, pattern_word, PATTERN_COUNTER, PATTERN_PRBS
 from tlpx_gateware.cores.lease import Lease
+from tlpx_gateware.cores.generator.checker import COUNTERS as CHECKER_COUNTERS, CompletionChecker
+from tlpx_gateware.cores.generator.tags import TagTable, TimeoutScan
 
 TAG_BASE  = 128
 TAGS      = 64
@@ -591,102 +597,58 @@ class Generator(LiteXModule):
             reader.hand_addr.eq(hand_addr),
         ]
 
-        # Tags ------------------------------------------------------------------------------------
-        busy        = Signal(TAGS)
-        issue_time  = Array(Signal(64, name=f"issue_time{i}") for i in range(TAGS))
-        next_dw     = Array(Signal(32, name=f"next_dw{i}") for i in range(TAGS))
-        req_bytes   = Array(Signal(13, name=f"req_bytes{i}") for i in range(TAGS))
-        outstanding = Signal(8)
-        free_tag    = Signal(max=TAGS)
-        any_free    = Signal()
-        self.comb += [
-            free_tag.eq(0), any_free.eq(0),
-            *[If(~busy[i], free_tag.eq(i), any_free.eq(1)) for i in reversed(range(TAGS))],
-            reader.free_tag.eq(free_tag),
-            reader.tag_free.eq(any_free & (outstanding < self.max_outstanding.storage)),
-        ]
-
-        # Completion checker ----------------------------------------------------------------------
-        sink = self.cpl_sink
-        self.comb += sink.ready.eq(1)  # never backpressures the link
-        beat      = Signal(10)
-        c_dw0     = Signal(32)
-        c_dw1     = Signal(32)
-        c_tag_reg = Signal(8)
-        c_lower_reg = Signal(7)
-        if n >= 4:
-            dw0_now = sink.dat[0:32]
-            dw1_now = sink.dat[32:64]
-            dw2_now = sink.dat[64:96]
-            c_dw0_v = Mux(sink.first, dw0_now, c_dw0)
-            c_dw1_v = Mux(sink.first, dw1_now, c_dw1)
-            c_tag   = Mux(sink.first, dw2_now[8:16], c_tag_reg)
-            c_lower = Mux(sink.first, dw2_now[0:7], c_lower_reg)
-            tag_known = C(1, 1)
-        else:
-            c_dw0_v = Mux(sink.first, sink.dat[0:32], c_dw0)
-            c_dw1_v = Mux(sink.first, sink.dat[32:64], c_dw1)
-            c_tag   = Mux(beat == 1, sink.dat[8:16], c_tag_reg)
-            c_lower = Mux(beat == 1, sink.dat[0:7], c_lower_reg)
-            tag_known = (beat != 0)
-        self.sync += If(sink.valid,
-            If(sink.first, c_dw0.eq(sink.dat[0:32]), c_dw1.eq(sink.dat[32:64])),
-            c_tag_reg.eq(c_tag), c_lower_reg.eq(c_lower),
-            beat.eq(Mux(sink.last, 0, beat + 1)),
-        )
-        c_length = Signal(11)
-        c_status = Signal(3)
-        c_ep     = Signal()
-        c_bc     = Signal(13)
-        self.comb += [
-            c_length.eq(Mux(c_dw0_v[:10] == 0, 1024, c_dw0_v[:10])),
-            c_ep.eq(c_dw0_v[14]),
-            c_status.eq(c_dw1_v[13:16]),
-            c_bc.eq(Mux(c_dw1_v[:12] == 0, 4096, c_dw1_v[:12])),
-        ]
-        t = Signal(max=TAGS)
-        self.comb += t.eq((c_tag - TAG_BASE)[:len(t)])
-        c_ours = Signal()
-        c_flush = Signal()
+        # Tags, completions, timeouts -------------------------------------------------------------
+        self.tags = tags = TagTable(TAGS)
+        self.checker = checker = CompletionChecker(data_width, TAG_BASE, TAGS, FLUSH_TAG)
+        self.timeout_scan = scan = TimeoutScan(TAGS)
         flush_pending = Signal()  # the flushing read is outstanding (below)
+        outstanding = tags.outstanding
         self.comb += [
-            c_flush.eq(tag_known & (c_tag == FLUSH_TAG)),
-            c_ours.eq((busy >> t)[0] & ~c_flush),
+            # Byte enables left out: the checker does not look at them (completion data is whole
+            # DWs), and an input the block reads costs a register in its isolation (cores/isolate.py).
+            self.cpl_sink.connect(checker.sink, omit={"be"}),
+            checker.cpl.connect(tags.cpl),
+            scan.port.connect(tags.scan),
         ]
-        # Data check: DW p of the completion is expected to be pattern(next_dw[t] + p).
-        mismatches = Signal(max=n + 1)
-        check = Signal()
-        self.comb += check.eq(self.config.fields.check_data & (cfg.offset[:2] == 0) &
-                              (cfg.transfer_size[:2] == 0) & ~c_ep & (c_status == tlp.CPL_SC))
-        mismatch_bits = []
-        for j in range(n):
-            p = Signal(12, name=f"cpl_p{j}")
-            self.comb += p.eq(beat * n + j - 3)
-            bad = Signal(name=f"cpl_bad{j}")
-            self.comb += bad.eq(sink.valid & tag_known & c_ours & check & (beat * n + j >= 3) & (p < c_length) &
-                (sink.dat[32*j:32*(j+1)] != pattern_word(cfg.data_pattern, cfg.seed, (next_dw[t] + p)[:32])))
-            mismatch_bits.append(bad)
-        self.comb += mismatches.eq(sum(mismatch_bits))
-
-        # End of a completion: update the tag, and on the request's last completion measure it.
-        cpl_end    = Signal()
-        req_end    = Signal()
-        latency    = Signal(64)
+        # A read takes the engine's lowest free tag. It is timed from the link (rd_sent), except
+        # a write-then-read's read: from its write's first TLP (wrrd_start).
         self.comb += [
-            cpl_end.eq(sink.valid & sink.last),
-            # Last completion of its request: the remaining Byte Count fits in it (2.3.1.1).
-            req_end.eq((c_status != tlp.CPL_SC) | (c_bc + c_lower[:2] <= (c_length << 2))),
-            latency.eq(cycles - issue_time[t]),
+            reader.free_tag.eq(tags.free_tag),
+            reader.tag_free.eq(tags.can_issue),
+            tags.max_outstanding.eq(self.max_outstanding.storage),
+            tags.issue.eq(reader.issued),
+            tags.issue_tag.eq(reader.issued_tag),
+            tags.issue_time.eq(Mux(wrrd, wrrd_start, cycles)),
+            tags.issue_dw.eq(reader.issued_addr[2:34]),
+            tags.issue_bytes.eq(reader.issued_bytes),
+            tags.issue_waits_for_link.eq(~wrrd),
+            tags.sent.eq(self.rd_sent),
+            tags.restart.eq(start),
+            tags.now.eq(cycles),
         ]
-
-        # Timeout scan: one tag per cycle.
-        scan = Signal(max=TAGS)
-        timed_out = Signal()
-        self.comb += timed_out.eq((busy >> scan)[0] & ((cycles - issue_time[scan]) > self.timeout.storage) &
-                                  ~(cpl_end & c_ours & (t == scan)))
-        # The scan moves only while a read is outstanding: nothing in an idle generator runs
-        # (cores/isolate.py).
-        self.sync += If(busy != 0, scan.eq(scan + 1))
+        # Data is checked only when every DW of the run is whole (DW-aligned offset and size).
+        self.comb += [
+            checker.check.eq(self.config.fields.check_data & (cfg.offset[:2] == 0) & (cfg.transfer_size[:2] == 0)),
+            checker.data_pattern.eq(cfg.data_pattern),
+            checker.seed.eq(cfg.seed),
+            checker.now.eq(cycles),
+            checker.clear.eq(clear),
+            checker.flush_expected.eq(flush_pending),
+            *[stat[name].eq(getattr(checker, name)) for name, _ in CHECKER_COUNTERS],
+        ]
+        # The checker's counters are the CSRs' registers: the widths must agree (no silent truncation).
+        for name, width in CHECKER_COUNTERS:
+            assert len(stat[name]) == width, f"counter {name}: CSR of {len(stat[name])} bits, checker's of {width}"
+        self.comb += [
+            scan.active.eq(tags.busy != 0),
+            scan.now.eq(cycles),
+            scan.timeout.eq(self.timeout.storage),
+            scan.completing.eq(checker.end & checker.ours),
+            scan.completing_tag.eq(checker.cpl.tag),
+        ]
+        latency = checker.latency
+        measured = checker.measured
+        timed_out = scan.timed_out
 
         # Sample FIFO.
         self.sample_fifo = fifo = stream.SyncFIFO([("data", 32)], SAMPLE_FIFO_DEPTH, buffered=True)
@@ -698,71 +660,20 @@ class Generator(LiteXModule):
             fifo.source.ready.eq(self.lat_sample.we),
             self.lat_samples.fields.level.eq(fifo.level),
         ]
-        measured = Signal()
         self.comb += [
-            measured.eq(cpl_end & c_ours & req_end & (c_status == tlp.CPL_SC)),
             fifo.sink.valid.eq(measured),
             self.lat_hist.add.eq(measured),
             self.lat_hist.value.eq(Mux(latency[32:] != 0, 0xFFFFFFFF, latency[:32])),
             self.lat_hist.clear.eq(clear),
         ]
 
-        # Tag bookkeeping. A request is stamped when it goes to the link (rd_sent: its TLPs leave
-        # in the order they were issued, the tags wait here meanwhile); until then its stamp is
-        # its issue (the completion timeout counts from there).
-        freed = Signal()
-        self.comb += freed.eq(cpl_end & c_ours & req_end)
-        self.sent_tags = sent_tags = stream.SyncFIFO([("tag", len(t))], 16)
-        sent_tags = ResetInserter()(sent_tags)
-        self.comb += [
-            sent_tags.reset.eq(start),
-            sent_tags.sink.valid.eq(reader.issued & ~wrrd),
-            sent_tags.sink.tag.eq(reader.issued_tag),
-            sent_tags.source.ready.eq(self.rd_sent),
-        ]
-        self.sync += [
-            If(self.rd_sent & sent_tags.source.valid & (busy >> sent_tags.source.tag)[0],
-                issue_time[sent_tags.source.tag].eq(cycles),
-            ),
-            If(reader.issued,
-                issue_time[reader.issued_tag].eq(Mux(wrrd, wrrd_start, cycles)),
-                next_dw[reader.issued_tag].eq(reader.issued_addr[2:34]),
-                req_bytes[reader.issued_tag].eq(reader.issued_bytes),
-            ),
-            If(cpl_end & c_ours & ~req_end,
-                next_dw[t].eq(next_dw[t] + c_length),
-            ),
-        ]
-        # busy is a vector: clear bits by mask (issue and free never hit the same tag).
-        free_mask = Signal(TAGS)
-        self.comb += free_mask.eq(Mux(freed, 1 << t, 0) | Mux(timed_out, 1 << scan, 0))
-        set_mask = Signal(TAGS)
-        self.comb += set_mask.eq(Mux(reader.issued, 1 << reader.issued_tag, 0))
-        self.sync += busy.eq((busy | set_mask) & ~free_mask)
-        self.sync += outstanding.eq(outstanding + reader.issued - freed - timed_out)
-
-        # Counters --------------------------------------------------------------------------------
+        # Counters (the checker keeps those of the completions) ------------------------------------
+        own = [s for name, s in stat.items() if name not in dict(CHECKER_COUNTERS)]
         self.sync += [
             If(clear,
-                *[s.eq(0) for s in stat.values()],
-                stat["lat_min"].eq(0xFFFFFFFF),
+                *[s.eq(0) for s in own],
             ).Else(
-                If(sink.valid & sink.last, stat["completions"].eq(stat["completions"] + 1)),
-                If(cpl_end & ~c_ours & ~(c_flush & flush_pending), stat["err_unexpected"].eq(stat["err_unexpected"] + 1)),
-                If(cpl_end & c_ours & (c_status == tlp.CPL_UR), stat["err_ur"].eq(stat["err_ur"] + 1)),
-                If(cpl_end & c_ours & (c_status == tlp.CPL_CA), stat["err_ca"].eq(stat["err_ca"] + 1)),
-                If(cpl_end & c_ours & (c_status != tlp.CPL_SC) & (c_status != tlp.CPL_UR) & (c_status != tlp.CPL_CA),
-                    stat["err_other"].eq(stat["err_other"] + 1)),
-                If(cpl_end & c_ours & c_ep, stat["err_poisoned"].eq(stat["err_poisoned"] + 1)),
                 If(timed_out, stat["err_timeouts"].eq(stat["err_timeouts"] + 1)),
-                stat["err_mismatches"].eq(stat["err_mismatches"] + mismatches),
-                If(measured,
-                    stat["read_bytes"].eq(stat["read_bytes"] + req_bytes[t]),
-                    stat["lat_count"].eq(stat["lat_count"] + 1),
-                    stat["lat_sum"].eq(stat["lat_sum"] + latency),
-                    If(latency < stat["lat_min"], stat["lat_min"].eq(latency)),
-                    If(latency > stat["lat_max"], stat["lat_max"].eq(latency)),
-                ),
                 If(fifo.sink.valid & ~fifo.sink.ready,
                     self.lat_samples_dropped.status.eq(self.lat_samples_dropped.status + 1)),
             ),
@@ -854,12 +765,12 @@ class Generator(LiteXModule):
                 flush_pending.eq(0), flush_sent.eq(0), flush_beat.eq(0),
             ).Elif(writes_done & needs_flush & ~flush_pending,
                 flush_pending.eq(1),
-            ).Elif(cpl_end & c_flush,
+            ).Elif(checker.flush_returned,
                 flush_pending.eq(0),
             ),
         ]
         flushed = Signal()
-        self.comb += flushed.eq(~needs_flush | (cpl_end & c_flush & flush_pending))
+        self.comb += flushed.eq(~needs_flush | (checker.flush_returned & flush_pending))
         self.sync += [
             If(start,
                 running.eq(1), done.eq(0), run_start.eq(cycles),
@@ -884,7 +795,7 @@ class Generator(LiteXModule):
         # Busy: every state in which a register of the generator can change without a CSR
         # access or a completion arriving (cores/isolate.py gates the block on it).
         self.busy = Signal()
-        self.comb += self.busy.eq(running | engines_busy | (outstanding != 0) | (busy != 0) | flush_pending |
-            sent_tags.source.valid | wrrd_first_pending |
+        self.comb += self.busy.eq(running | engines_busy | (outstanding != 0) | (tags.busy != 0) | flush_pending |
+            tags.waiting | wrrd_first_pending |
             self.lease.held | (done != done_d) | hand_valid | wrrd_reading |
-            self.wr_source.valid | self.rd_source.valid | fl.valid | sink.valid)
+            self.wr_source.valid | self.rd_source.valid | fl.valid | self.cpl_sink.valid)

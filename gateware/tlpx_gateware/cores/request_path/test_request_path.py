@@ -21,6 +21,7 @@ from tlpx_gateware import tlp
 from tlpx_gateware.conftest import reg
 from tlpx_gateware.cores.request_path.core import RequestPath
 from tlpx_gateware.sim.card import completion_fields
+from tlpx_gateware.sim.stream import put_beat, tlp_beats
 
 HOST = 0x0000
 
@@ -179,17 +180,6 @@ class RequestPathBench(Module):
         self.submodules.mem = wishbone.SRAM(4 * words, bus=self.dut.bus, init=[0] * words)
 
 
-def beats_of(dwords, data_width):
-    n = data_width // 32
-    out = []
-    for i in range(0, len(dwords), n):
-        chunk = dwords[i:i + n]
-        dat = sum(d << (32 * j) for j, d in enumerate(chunk))
-        be = sum(0xF << (4 * j) for j in range(len(chunk)))
-        out.append((dat, be, i == 0, i + n >= len(dwords)))
-    return out
-
-
 @pytest.mark.parametrize("data_width", [64, 128, 256])
 def test_random_writes_and_reads_match_reference_memory(data_width):
     rng = random.Random(data_width)
@@ -217,12 +207,8 @@ def test_random_writes_and_reads_match_reference_memory(data_width):
     def host():
         phy = bench.phy
         for dws in requests:
-            for dat, be, first, last in beats_of(dws, data_width):
-                yield phy.source.valid.eq(1)
-                yield phy.source.dat.eq(dat)
-                yield phy.source.be.eq(be)
-                yield phy.source.first.eq(first)
-                yield phy.source.last.eq(last)
+            for beat in tlp_beats(dws, data_width // 32):
+                yield from put_beat(phy.source, beat)
                 yield
                 while not (yield phy.source.ready):
                     yield

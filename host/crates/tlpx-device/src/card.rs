@@ -92,8 +92,10 @@ pub struct Card {
 impl Card {
     /// Opens `device` as a tlpx card whose map hash must be `tlpx_regs::MAP_HASH` (the card
     /// without the soft CPU) or `tlpx_regs::MAP_HASH_CPU` (with it: a superset of the same map).
-    /// The identification block is read once (no more register reads than before the CPU
-    /// card existed: the spy's golden trace depends on the card time an open takes).
+    /// The identification block is read once. The spy's golden trace compares times from its
+    /// scenario's first record, so the card time an open takes does not matter to it; the number
+    /// of reads still does (modulo 256): the simulated root complex tags the host's reads in
+    /// turn from its start, and the trace records those tags.
     pub fn open(device: Box<dyn Device>) -> Result<Card, CardError> {
         Card::open_accepting(device, &[tlpx_regs::MAP_HASH, tlpx_regs::MAP_HASH_CPU])
     }

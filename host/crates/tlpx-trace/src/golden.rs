@@ -1,5 +1,8 @@
 //! Golden traces: a capture test compares its trace with one stored in traces/golden/,
-//! record by record, field by field. Only the header's `created_utc` and `tool` may differ.
+//! record by record, field by field. Only the header's `created_utc` and `tool` may differ,
+//! and times count from the scenario's first record: a capture that starts N card cycles
+//! later (the host did more before it) matches, one whose records are spaced differently
+//! does not.
 //!
 //! ```no_run
 //! // In a capture test:
@@ -27,7 +30,8 @@ pub const UPDATE_ENV: &str = "TLPX_UPDATE_GOLDEN";
 pub const IGNORED_HEADER_KEYS: &[&str] = &["created_utc", "tool"];
 
 /// Compares the trace at `actual_path` with the golden trace at `golden_path`; the error
-/// describes the first difference (header key, record count, or record and fields).
+/// describes the first difference (header key, record count, or record and fields). Each
+/// record's timestamp is compared as the cycles since the trace's first timed record.
 pub fn compare(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> Result<(), String> {
     let (actual_path, golden_path) = (actual_path.as_ref(), golden_path.as_ref());
     let mut actual = TraceReader::open(actual_path).map_err(|e| format!("cannot read actual trace {}: {e}", actual_path.display()))?;
@@ -54,10 +58,13 @@ pub fn compare(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> 
     }
     let clock_hz = golden.clock_hz();
 
+    let (mut actual_origin, mut golden_origin) = (None, None);
     let mut index = 0u64;
     loop {
         let a = actual.next_raw().transpose().map_err(|e| format!("actual trace: {e}"))?;
         let g = golden.next_raw().transpose().map_err(|e| format!("golden trace: {e}"))?;
+        let a = a.map(|(offset, raw)| (offset, relative(&raw, &mut actual_origin)));
+        let g = g.map(|(offset, raw)| (offset, relative(&raw, &mut golden_origin)));
         match (a, g) {
             (None, None) => break,
             (Some((offset, a)), Some((_, g))) => {
@@ -111,6 +118,20 @@ pub fn check(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> Re
     compare(actual_path, golden_path)
 }
 
+/// `raw` with its timestamp made the cycles since `origin`, the card cycle of the trace's first
+/// timed record (set by the first call that sees one). Absolute card cycles depend on what the
+/// host did before the capture (opening the card, setting it up), which the golden trace does
+/// not pin. Records without a time (and unreadable ones) are returned as they are.
+fn relative(raw: &RawRecord, origin: &mut Option<u64>) -> RawRecord {
+    let Some(time) = Record::from_raw_at(raw, 0).ok().and_then(|r| r.timestamp()) else {
+        return *raw;
+    };
+    let origin = *origin.get_or_insert(time);
+    let mut rel = *raw;
+    rel.set64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI, time.wrapping_sub(origin));
+    rel
+}
+
 fn footer_text(r: Option<&Record>) -> String {
     match r {
         Some(Record { sequence, body: Body::Footer(ft) }) => {
@@ -139,15 +160,26 @@ fn applies(raw: &RawRecord, field: &FieldSpec) -> bool {
     }
 }
 
+/// The differing fields of two records whose timestamps are relative (see [`relative`]); the
+/// records are shown with their times from the first record.
 fn describe_difference(a: &RawRecord, g: &RawRecord, clock_hz: u64) -> String {
     let kind_changed = a.get(&f::FMT) != g.get(&f::FMT) || a.get(&f::TYPE) != g.get(&f::TYPE);
-    let fields: Vec<String> = FIELDS
-        .iter()
-        .filter(|field| field.get(&a.words) != field.get(&g.words))
-        .filter(|field| kind_changed || applies(g, field))
-        .map(|field| format!("{} is {:#x} (golden {:#x})", field.name, field.get(&a.words), field.get(&g.words)))
+    let is_time = |field: &FieldSpec| field.name == f::TIMESTAMP_LO.name || field.name == f::TIMESTAMP_HI.name;
+    let (time_a, time_g) = (a.get64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI), g.get64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI));
+    let timed = Record::from_raw_at(g, 0).ok().and_then(|r| r.timestamp()).is_some();
+    let time = (timed && time_a != time_g).then(|| format!("cycles since the first record are {time_a} (golden {time_g})"));
+    let fields: Vec<String> = time
+        .into_iter()
+        .chain(
+            FIELDS
+                .iter()
+                .filter(|field| !(timed && is_time(field)))
+                .filter(|field| field.get(&a.words) != field.get(&g.words))
+                .filter(|field| kind_changed || applies(g, field))
+                .map(|field| format!("{} is {:#x} (golden {:#x})", field.name, field.get(&a.words), field.get(&g.words))),
+        )
         .collect();
-    format!("{}\n  actual: {}\n  golden: {}", fields.join(", "), render(a, clock_hz), render(g, clock_hz))
+    format!("{}\n  actual: {}\n  golden: {}\n  (times from the first record)", fields.join(", "), render(a, clock_hz), render(g, clock_hz))
 }
 
 /// First difference between two JSON values, as `key.path: actual X, golden Y`.

@@ -1,9 +1,12 @@
-//! Golden comparison: identical captures pass whatever their creation time and tool;
-//! any other difference fails with a message naming the first difference.
+//! Golden comparison: identical captures pass whatever their creation time and tool, and
+//! whatever card cycle they started at (times count from the first record); any other
+//! difference, the spacing of the records in time included, fails with a message naming
+//! the first difference.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use tlpx_trace::golden::compare;
@@ -137,4 +140,46 @@ fn unreadable_files_are_reported_not_panicked() {
     std::fs::write(&junk, b"not a trace at all").unwrap();
     let msg = compare(&junk, &f.golden).unwrap_err();
     assert!(msg.contains("cannot read actual trace") && msg.contains("wrong magic"), "{msg}");
+}
+
+/// `records` with `by` card cycles added (wrapping) to the time of those in `range`.
+fn shifted(records: &[Record], range: Range<usize>, by: u64) -> Vec<Record> {
+    let mut out = records.to_vec();
+    for r in &mut out[range] {
+        match &mut r.body {
+            Body::Request(x) => x.timing.timestamp = x.timing.timestamp.wrapping_add(by),
+            Body::Completion(x) => x.timing.timestamp = x.timing.timestamp.wrapping_add(by),
+            Body::Timeout(x) => x.timestamp = x.timestamp.wrapping_add(by),
+            Body::Footer(_) => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn the_same_scenario_started_at_another_card_cycle_matches() {
+    // The host did more (or less) before the scenario: every record N cycles later or earlier,
+    // across the 32-bit boundary of the timestamp's two words too.
+    let f = fixture();
+    for by in [1, 12_345, 1 << 32, (1 << 32) - 1, u64::MAX] {
+        let actual = write(&f.dir, "shifted.tlpx", &common::header(), &shifted(&f.records, 0..f.records.len(), by), Some(f.footer));
+        compare(&actual, &f.golden).unwrap_or_else(|e| panic!("shifted by {by}: {e}"));
+    }
+}
+
+#[test]
+fn a_changed_gap_between_two_records_is_reported_with_times_from_the_first_record() {
+    let f = fixture();
+    let time = |i: usize| f.records[i].timestamp().unwrap() - f.records[0].timestamp().unwrap();
+    // Records 5.. one cycle later (the gap between records 4 and 5 grew), the whole trace
+    // later as well: the first difference is record 5, in time only.
+    let later = shifted(&shifted(&f.records, 5..f.records.len(), 1), 0..f.records.len(), 1000);
+    let actual = write(&f.dir, "gap.tlpx", &common::header(), &later, Some(f.footer));
+    let msg = compare(&actual, &f.golden).unwrap_err();
+    expect_diff(&f, &actual, &["record #5", &format!("cycles since the first record are {} (golden {})", time(5) + 1, time(5))]);
+    assert!(!msg.contains("timestamp_lo") && !msg.contains("timestamp_hi"), "{msg}");
+    // Only the first record later: every other one is closer to it, record 1 first.
+    let first_later = shifted(&f.records, 0..1, 3);
+    let actual = write(&f.dir, "first.tlpx", &common::header(), &first_later, Some(f.footer));
+    expect_diff(&f, &actual, &["record #1", &format!("cycles since the first record are {} (golden {})", time(1) - 3, time(1))]);
 }
