@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlpx_device::backends::litepcie::Engine;
 use tlpx_device::DeviceError;
 use tlpx_model::stats::Summary;
@@ -32,39 +32,42 @@ pub const DEFAULT_BUFFERS: u64 = 512;
 /// The driver raises an MSI every this many buffers (its DMA_BUFFER_PER_IRQ).
 const BUFFERS_PER_IRQ: u64 = 32;
 
-#[derive(Debug, Clone, Serialize)]
-struct Parameters {
-    engine: &'static str,
-    direction: &'static str,
-    buffer_bytes: u64,
-    ring_buffers: u64,
-    buffers_per_run: u64,
-    repeat: u32,
-    seed: u32,
-    check: bool,
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Parameters {
+    /// "litepcie_driver_dma": LitePCIe's DMA through its driver.
+    pub engine: String,
+    /// "rdwr": reader and writer together, in the card's loopback.
+    pub direction: String,
+    pub buffer_bytes: u64,
+    pub ring_buffers: u64,
+    pub buffers_per_run: u64,
+    pub repeat: u32,
+    pub seed: u32,
+    pub check: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct Run {
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
     /// Buffers the driver counted for each direction (its writer's count; the reader's runs
     /// ahead by the loopback's depth).
-    buffers: u64,
-    bytes_per_direction: u64,
-    host_seconds: f64,
-    host_mb_per_s_per_direction: f64,
-    card_cycles: u64,
-    card_mb_per_s_per_direction: f64,
+    pub buffers: u64,
+    pub bytes_per_direction: u64,
+    pub host_seconds: f64,
+    pub host_mb_per_s_per_direction: f64,
+    pub card_cycles: u64,
+    pub card_mb_per_s_per_direction: f64,
     /// Writer buffers compared with their reader buffers, and how many differed.
-    checked_buffers: u64,
-    bad_buffers: u64,
+    pub checked_buffers: u64,
+    pub bad_buffers: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct Body {
-    runs: Vec<Run>,
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Body {
+    /// One per run, in order.
+    pub points: Vec<Run>,
     /// Over the runs: card-clock and host-clock MB/s per direction.
-    card_mb_per_s: Option<Summary>,
-    host_mb_per_s: Option<Summary>,
+    pub card_mb_per_s: Option<Summary>,
+    pub host_mb_per_s: Option<Summary>,
 }
 
 /// The options of `bw` that choose the generator's traffic and mean nothing to the driver's
@@ -200,8 +203,8 @@ pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> any
     let layout = session.card.device().try_as_driver_dma().ok_or_else(|| anyhow::anyhow!("this device has no driver DMA"))?.layout()?;
     crate::progress::install_stop_handler();
     let params = Parameters {
-        engine: "litepcie_driver_dma",
-        direction: "rdwr",
+        engine: "litepcie_driver_dma".into(),
+        direction: "rdwr".into(),
         buffer_bytes: layout.dma_tx_buf_size,
         ring_buffers: layout.dma_tx_buf_count,
         buffers_per_run: target,
@@ -263,12 +266,12 @@ pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> any
     let body = Body {
         card_mb_per_s: Summary::of(&runs.iter().map(|r| r.card_mb_per_s_per_direction).collect::<Vec<_>>()),
         host_mb_per_s: Summary::of(&runs.iter().map(|r| r.host_mb_per_s_per_direction).collect::<Vec<_>>()),
-        runs,
+        points: runs,
     };
-    if let (false, true, Some(c), Some(h)) = (json, body.runs.len() > 1, &body.card_mb_per_s, &body.host_mb_per_s) {
+    if let (false, true, Some(c), Some(h)) = (json, body.points.len() > 1, &body.card_mb_per_s, &body.host_mb_per_s) {
         crate::outln!(
             "over {} runs, MB/s per direction: card min {:.1} median {:.1} max {:.1}; host min {:.1} median {:.1} max {:.1}",
-            body.runs.len(),
+            body.points.len(),
             c.min,
             c.median,
             c.max,

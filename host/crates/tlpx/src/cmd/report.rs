@@ -32,7 +32,7 @@ use crate::cmd::characterize::{self, TableRow};
 use crate::cmd::irq::RunReport;
 use crate::cmd::lat::LatPoint;
 use crate::cmd::pio::PioPoint;
-use crate::cmd::{model, rt_loop, rule30, script};
+use crate::cmd::{bw_driver, model, rt_loop, rule30, script};
 use crate::input;
 use crate::output::{bytes, ns_text as fmt_ns, print_json, truncate, xml_escape as esc};
 use crate::plot::{self, Chart, LogChart, LogSeries, Mark, Series, Style, Ticks, XAxis};
@@ -40,7 +40,7 @@ use crate::realtime::Comparison;
 use crate::results::{self, AnyResult, ResultDoc, SpyStats, SCHEMA};
 
 /// The kinds this report draws (every kind tlpx writes).
-const REPORT_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
+const REPORT_KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
 
 /// Largest result document read (bytes). The format has no bound of its own, so this is a
 /// generous one: tlpx's largest documents hold per-request samples, and a `lat` point at
@@ -254,6 +254,7 @@ fn render_section(n: usize, file: &str, d: &AnyResult) -> R<Section> {
     let mut tables = String::new();
     let (environment, partial) = match d {
         AnyResult::Bw(d) => (environment_html(d), partial_text(d)),
+        AnyResult::BwDriver(d) => (environment_html(d), partial_text(d)),
         AnyResult::Lat(d) => (environment_html(d), partial_text(d)),
         AnyResult::Pio(d) => (environment_html(d), partial_text(d)),
         AnyResult::Characterize(d) => (environment_html(d), partial_text(d)),
@@ -266,6 +267,7 @@ fn render_section(n: usize, file: &str, d: &AnyResult) -> R<Section> {
     };
     match d {
         AnyResult::Bw(d) => bw_section(d.model.as_ref().map(|m| &m.link), &d.body.points, d.environment.simulated, &mut tables, &mut figs)?,
+        AnyResult::BwDriver(d) => bw_driver_section(&d.parameters, &d.body, &mut tables),
         AnyResult::Lat(d) => lat_section(&d.body.points, d.environment.simulated, &mut tables, &mut figs)?,
         AnyResult::Pio(d) => pio_section(&d.body.points, d.environment.simulated, &mut tables, &mut figs)?,
         AnyResult::Characterize(d) => {
@@ -693,6 +695,33 @@ fn hist_buckets(hist: &[u64], clock_hz: u32) -> Vec<(f64, f64, f64)> {
 
 /// `tlpx script run`: the records the firmware wrote (card-cycle timestamps), and the DMA
 /// runs' durations along card time.
+/// `tlpx bw` through LitePCIe's driver: its DMA in loopback, one row per run, both clocks.
+fn bw_driver_section(params: &bw_driver::Parameters, body: &bw_driver::Body, tables: &mut String) {
+    tables.push_str(&format!(
+        "<h3>Bandwidth through LitePCIe's driver: its DMA in loopback over the driver's {} buffers of {} bytes, \
+         both directions at once (figures per direction; host MB/s in host wall time, card MB/s in card cycles)</h3>",
+        params.ring_buffers, params.buffer_bytes
+    ));
+    let rows: Vec<Vec<String>> = body
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            vec![
+                (i + 1).to_string(),
+                r.buffers.to_string(),
+                r.bytes_per_direction.to_string(),
+                format!("{:.3}", r.host_seconds),
+                format!("{:.1}", r.host_mb_per_s_per_direction),
+                r.card_cycles.to_string(),
+                format!("{:.1}", r.card_mb_per_s_per_direction),
+                if !params.check { "not checked".into() } else { format!("{} of {} buffers differ", r.bad_buffers, r.checked_buffers) },
+            ]
+        })
+        .collect();
+    tables.push_str(&table(&["run", "buffers", "bytes/dir", "host s", "host MB/s", "card cycles", "card MB/s", "check"], &rows));
+}
+
 fn script_section(params: &script::RunParameters, body: &script::RunBody, tables: &mut String, figs: &mut Figures) -> R<()> {
     let clock = f64::from(params.clock_hz);
     let end = &body.end;

@@ -231,6 +231,8 @@ pub struct Plan {
     pub modes: Vec<Mode>,
     /// The modes named one by one in --mode (not through all, sw or hw): a device that cannot
     /// run one of these refuses the command; one the groups brought in is left out, said so.
+    /// How the list was written, not a parameter of the measurement: not in results.
+    #[serde(skip)]
     pub named_modes: Vec<Mode>,
     pub packets: u32,
     pub generations: u32,

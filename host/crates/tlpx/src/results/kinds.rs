@@ -17,7 +17,7 @@ use tlpx_device::spy::SpyCounters;
 use super::read::{document_from_value, ReadError};
 use super::ResultDoc;
 use crate::cmd::bw::BwPoint;
-use crate::cmd::{characterize, irq, lat, model, pio, rt_loop, rule30, script};
+use crate::cmd::{bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script};
 
 /// A body that is a list of points (the shape of `bw`'s).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -43,6 +43,7 @@ pub struct SpyStats {
 #[derive(Debug)]
 pub enum AnyResult {
     Bw(ResultDoc<Value, Points<BwPoint>>),
+    BwDriver(ResultDoc<bw_driver::Parameters, bw_driver::Body>),
     Lat(ResultDoc<lat::Parameters, lat::Body>),
     Pio(ResultDoc<pio::PioPlan, pio::Body>),
     Characterize(ResultDoc<characterize::Parameters, characterize::Body>),
@@ -59,6 +60,7 @@ macro_rules! each {
     ($any:expr, $d:ident => $f:expr) => {
         match $any {
             AnyResult::Bw($d) => $f,
+            AnyResult::BwDriver($d) => $f,
             AnyResult::Lat($d) => $f,
             AnyResult::Pio($d) => $f,
             AnyResult::Characterize($d) => $f,
@@ -79,6 +81,7 @@ impl AnyResult {
         let kind = v.get("kind").and_then(Value::as_str)?;
         Some(match kind {
             "bw" => document_from_value(v).map(AnyResult::Bw),
+            "bw_driver" => document_from_value(v).map(AnyResult::BwDriver),
             "lat" => document_from_value(v).map(AnyResult::Lat),
             "pio" => document_from_value(v).map(AnyResult::Pio),
             "characterize" => document_from_value(v).map(AnyResult::Characterize),
@@ -105,7 +108,8 @@ mod tests {
     //! `loop --size 8,256 --detect poll,irq --iterations 5`, `rule30 sweep --packets 2
     //! --generations 3 --lengths 8,64,256 --latencies 10ns`, `spy stats`, `characterize
     //! --sizes 64,4096 --count 100 --lat-count 100 --widths 4,64 --pio-count 20`, `model`, and
-    //! `script run` of a 16-write, 16-read script on the card with the CPU); tests/report_cli.rs
+    //! `script run` of a 16-write, 16-read script on the card with the CPU; and `bw --count 256`
+    //! through LitePCIe's stock driver in the virtual platform's guest, scripts/vplat/init); tests/report_cli.rs
     //! renders them too.
     use super::*;
     use crate::results::read::{NoBody, ENVELOPE};
@@ -113,6 +117,7 @@ mod tests {
 
     const FIXTURES: &[(&str, &str)] = &[
         ("bw", include_str!("../../tests/fixtures/results/bw.json")),
+        ("bw_driver", include_str!("../../tests/fixtures/results/bw_driver.json")),
         ("lat", include_str!("../../tests/fixtures/results/lat.json")),
         ("pio", include_str!("../../tests/fixtures/results/pio.json")),
         ("characterize", include_str!("../../tests/fixtures/results/characterize.json")),
