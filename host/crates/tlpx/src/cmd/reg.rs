@@ -152,7 +152,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         Action::Dump { region } => {
             let mut session = Session::open_as_is(device)?;
-            let cpu = session.card.has_feature("cpu");
+            let cpu = tlpx_regs::ident::features::CPU.get(u64::from(session.card.identity().feature_bits)) != 0;
             // The map is the CPU card's superset: a card without the CPU has no CPU regions.
             let rows: Vec<Register> = tlpx_regs::ALL
                 .iter()
