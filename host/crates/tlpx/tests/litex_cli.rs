@@ -306,3 +306,41 @@ fn litex_server_refuses_a_bad_listen_address() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--listen \"127.0.0.1\" has no port"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn litex_bridge_closes_a_stalled_message_and_caps_its_clients() {
+    let sim = Sim::start(&[]);
+    let bridge = Bridge::start(&sim);
+
+    // Part of a message, then nothing: closed after the bridge's 10 s, not held for ever.
+    let started = Instant::now();
+    let mut stalled = bridge.connect();
+    stalled.write_all(&read_message(&[0x0])[..5]).expect("send");
+    assert_closed(&mut stalled, "a stalled message");
+    assert!(started.elapsed() >= Duration::from_secs(9), "closed after {:?}, before the timeout", started.elapsed());
+
+    // Four clients at once (idle ones may stay); a fifth is closed before any server information.
+    let idle: Vec<TcpStream> = (0..4).map(|_| bridge.connect()).collect();
+    let mut fifth = TcpStream::connect(("127.0.0.1", bridge.port)).expect("connect");
+    fifth.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    assert_closed(&mut fifth, "a fifth client");
+    drop(idle);
+    // Once they have gone, litex_cli is served again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new(litex_cli_bin())
+            .args(["--host", "127.0.0.1", "--port", &bridge.port.to_string(), "--csr-csv"])
+            .arg(litex_csv())
+            .args(["--read", "ident_magic"])
+            .output()
+            .expect("run litex_cli");
+        if out.status.success() && text(&out.stdout).trim() == "0x00000000 : 0x544c5058" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "litex_cli after the idle clients left: {}{}", text(&out.stdout), text(&out.stderr));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = bridge.stderr();
+    assert!(log.contains("nothing for 10 s"), "{log}");
+    assert!(log.contains("4 clients are connected already"), "{log}");
+}
