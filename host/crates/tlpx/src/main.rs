@@ -4,6 +4,7 @@ mod args;
 mod checkpoint;
 mod cmd;
 mod defaults;
+mod etherbone;
 mod exit;
 mod input;
 mod metrics;
@@ -98,6 +99,9 @@ enum Command {
     Fw(cmd::fw::Cmd),
     /// Serve the card's live measurements as Prometheus metrics.
     Serve(cmd::serve::Cmd),
+    /// Serve the card's BAR0 to LiteX's tools (litex_cli, RemoteClient): Etherbone over TCP,
+    /// as litex_server does.
+    LitexServer(cmd::litex_server::Cmd),
     /// Turn result documents (bw, lat, pio, spy, irq, loop, rule30) into one HTML report.
     Report(cmd::report::Cmd),
     /// Bind a PCI function to vfio-pci, give it back, or show its driver and IOMMU group.
@@ -168,6 +172,7 @@ fn main() -> ExitCode {
         Command::Script(c) => cmd::script::run(c, &cli.device, cli.json),
         Command::Fw(c) => cmd::fw::run(c, &cli.device, cli.json),
         Command::Serve(c) => cmd::serve::run(c, &cli.device, cli.json, cli.metrics_listen.as_deref()),
+        Command::LitexServer(c) => cmd::litex_server::run(c, &cli.device),
         Command::Report(c) => cmd::report::run(c, cli.json),
         Command::Vfio(c) => cmd::vfio::run(c, cli.json),
     };

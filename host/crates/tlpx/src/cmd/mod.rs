@@ -9,6 +9,7 @@ pub mod info;
 pub mod irq;
 pub mod lat;
 pub mod list;
+pub mod litex_server;
 pub mod model;
 pub mod pio;
 pub mod reg;

@@ -5,10 +5,12 @@
 //! tlpx reg read 0x2000
 //! tlpx reg write ident.scratch 0x1234
 //! tlpx reg list spy                     # the registers of a region, with offsets
+//! tlpx reg dump ident                    # every register of a region and its value
 //! ```
 //!
 //! Names come from the generated map (tlpx-regs). Some registers act when read (a FIFO's
-//! head register pops it): `read` does what a read does, `list` reads nothing.
+//! head register pops it): `read` does what a read does, `list` reads nothing, `dump` reads
+//! every register but those ([`READ_ACTS`]), which it names without reading.
 
 use std::process::ExitCode;
 
@@ -44,6 +46,43 @@ enum Action {
         /// A region name (ident, generator, spy, ...); all regions without it.
         region: Option<String>,
     },
+    /// Read every register of a region (or of the card) and print `region.register value`,
+    /// one a line; registers whose read acts on the card (pops a FIFO, latches a half) are
+    /// named, not read.
+    Dump {
+        /// A region name; all regions the card has without it.
+        region: Option<String>,
+    },
+}
+
+/// Registers whose read changes the card, and what it does: `dump` does not read them (one
+/// dump must not eat a FIFO's sample or break another reader's two-word sequence). From the
+/// registers' descriptions in the map; `reg_dump_read_acts_names_exist` keeps the names real.
+pub const READ_ACTS: &[(&str, &str)] = &[
+    ("timebase.cycles_lo", "latches cycles_hi"),
+    ("generator.lat_sample", "pops the latency sample FIFO"),
+    ("rt_loop.sample", "pops the loop-time sample FIFO"),
+    ("rule30.busy_cycles_lo", "latches busy_cycles_hi"),
+    ("uart.rxtx", "pops the console's receive FIFO"),
+];
+
+fn read_acts(reg: &Register) -> Option<&'static str> {
+    READ_ACTS.iter().find(|(name, _)| name.split_once('.') == Some((reg.region, reg.name))).map(|&(_, what)| what)
+}
+
+/// A register's value as hex digits (its width, most significant first); registers wider
+/// than 64 bits (the rule-30 lines) are read a word at a time.
+fn read_hex(card: &mut tlpx_device::card::Card, reg: Register) -> anyhow::Result<String> {
+    let digits = (reg.size_bits as usize).div_ceil(4);
+    if reg.size_bits <= 64 {
+        let v = card.read(reg)?;
+        return Ok(format!("{v:#0width$x}", width = digits + 2));
+    }
+    let mut words = Vec::new();
+    for i in 0..u64::from(reg.size_bits.div_ceil(32)) {
+        words.push(card.device().bar_read(tlpx_regs::BAR, reg.offset + 4 * i, tlpx_device::Width::W32)?);
+    }
+    Ok(format!("0x{}", words.iter().rev().map(|w| format!("{w:08x}")).collect::<String>()))
 }
 
 fn parse_number(text: &str) -> anyhow::Result<u64> {
@@ -111,6 +150,48 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Action::Dump { region } => {
+            let mut session = Session::open_as_is(device)?;
+            let cpu = tlpx_regs::ident::features::CPU.get(u64::from(session.card.identity().feature_bits)) != 0;
+            // The map is the CPU card's superset: a card without the CPU has no CPU regions.
+            let rows: Vec<Register> = tlpx_regs::ALL
+                .iter()
+                .copied()
+                .filter(|r| region.as_deref().is_none_or(|want| r.region == want))
+                .filter(|r| cpu || !tlpx_regs::CPU_REGIONS.contains(&r.region))
+                .collect();
+            if rows.is_empty() {
+                bail!("no region {:?} on this card (`tlpx reg list` lists them)", region.as_deref().unwrap_or(""));
+            }
+            let mut out = Vec::new();
+            for r in rows {
+                let name = format!("{}.{}", r.region, r.name);
+                // Ok(value), or Err(what its read would do) for a register not read.
+                let value = match read_acts(&r) {
+                    Some(what) => Err(what),
+                    None => Ok(read_hex(&mut session.card, r)?),
+                };
+                out.push((name, r.offset, value));
+            }
+            if json {
+                let v: Vec<_> = out
+                    .iter()
+                    .map(|(name, offset, value)| match value {
+                        Ok(v) => serde_json::json!({"name": name, "offset": offset, "value": v}),
+                        Err(what) => serde_json::json!({"name": name, "offset": offset, "value": null, "not_read": what}),
+                    })
+                    .collect();
+                print_json(&v)?;
+            } else {
+                for (name, _, value) in out {
+                    match value {
+                        Ok(v) => crate::outln!("{name} {v}"),
+                        Err(what) => crate::outln!("{name} (not read: reading it {what})"),
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Action::Read { register } => {
             let reg = resolve(register)?;
             let mut session = Session::open_as_is(device)?;
@@ -137,6 +218,21 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             // A read so the posted write has reached the card when this returns.
             session.card.read(tlpx_regs::ident::MAGIC)?;
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reg_dump_read_acts_names_exist() {
+        for (name, _) in READ_ACTS {
+            assert!(
+                tlpx_regs::ALL.iter().any(|r| Some((r.region, r.name)) == name.split_once('.')),
+                "{name} is not in the register map: update READ_ACTS"
+            );
         }
     }
 }
