@@ -93,9 +93,9 @@ impl Card {
     /// Opens `device` as a tlpx card whose map hash must be `tlpx_regs::MAP_HASH` (the card
     /// without the soft CPU) or `tlpx_regs::MAP_HASH_CPU` (with it: a superset of the same map).
     /// The identification block is read once. The spy's golden trace compares times from its
-    /// scenario's first record, so the card time an open takes does not matter to it; the number
-    /// of reads still does (modulo 256): the simulated root complex tags the host's reads in
-    /// turn from its start, and the trace records those tags.
+    /// scenario's first record and the host's read tags from its first one (the simulated root
+    /// complex tags the host's reads in turn from its start), so neither the card time an open
+    /// takes nor the number of reads it makes matters to it.
     pub fn open(device: Box<dyn Device>) -> Result<Card, CardError> {
         Card::open_accepting(device, &[tlpx_regs::MAP_HASH, tlpx_regs::MAP_HASH_CPU])
     }

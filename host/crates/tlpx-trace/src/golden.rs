@@ -1,8 +1,9 @@
 //! Golden traces: a capture test compares its trace with one stored in traces/golden/,
 //! record by record, field by field. Only the header's `created_utc` and `tool` may differ,
-//! and times count from the scenario's first record: a capture that starts N card cycles
-//! later (the host did more before it) matches, one whose records are spaced differently
-//! does not.
+//! times count from the scenario's first record and the host's tags from its first one: a
+//! capture that starts N card cycles later, after the host made M more reads (opening the card,
+//! setting it up), matches; one whose records are spaced, ordered or tagged differently does
+//! not.
 //!
 //! ```no_run
 //! // In a capture test:
@@ -58,7 +59,7 @@ pub fn compare(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> 
     }
     let clock_hz = golden.clock_hz();
 
-    let (mut actual_origin, mut golden_origin) = (None, None);
+    let (mut actual_origin, mut golden_origin) = (Origin::default(), Origin::default());
     let mut index = 0u64;
     loop {
         let a = actual.next_raw().transpose().map_err(|e| format!("actual trace: {e}"))?;
@@ -118,17 +119,43 @@ pub fn check(actual_path: impl AsRef<Path>, golden_path: impl AsRef<Path>) -> Re
     compare(actual_path, golden_path)
 }
 
-/// `raw` with its timestamp made the cycles since `origin`, the card cycle of the trace's first
-/// timed record (set by the first call that sees one). Absolute card cycles depend on what the
-/// host did before the capture (opening the card, setting it up), which the golden trace does
-/// not pin. Records without a time (and unreadable ones) are returned as they are.
-fn relative(raw: &RawRecord, origin: &mut Option<u64>) -> RawRecord {
-    let Some(time) = Record::from_raw_at(raw, 0).ok().and_then(|r| r.timestamp()) else {
+/// Where a trace's relative values count from: the card cycle of its first timed record, and
+/// the tag of its first record that carries a host-issued tag (each set by the first record
+/// that has one).
+#[derive(Default)]
+struct Origin {
+    time: Option<u64>,
+    host_tag: Option<u32>,
+}
+
+/// `raw` with its timestamp made the cycles since the trace's first timed record, and a tag
+/// the host's root complex gave made the tags since its first one (modulo 256). Both depend on
+/// what the host did before the capture (opening the card, setting it up: its reads used
+/// tags in turn), which the golden trace does not pin; the card's own tags, and the order and
+/// spacing of everything, stay strict. Records without a time (and unreadable ones) are
+/// returned as they are.
+fn relative(raw: &RawRecord, origin: &mut Origin) -> RawRecord {
+    let Ok(record) = Record::from_raw_at(raw, 0) else {
         return *raw;
     };
-    let origin = *origin.get_or_insert(time);
+    let Some(time) = record.timestamp() else {
+        return *raw;
+    };
     let mut rel = *raw;
-    rel.set64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI, time.wrapping_sub(origin));
+    let t0 = *origin.time.get_or_insert(time);
+    rel.set64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI, time.wrapping_sub(t0));
+    // The host's tags: on its reads (down, no data: a posted write's tag means nothing and the
+    // root complex does not number it) and on the card's completions to them (up).
+    let host_tagged = match record.body {
+        Body::Request(_) => raw.get(&f::DIRECTION) == 0 && raw.get(&f::FMT) & 0b10 == 0,
+        Body::Completion(_) => raw.get(&f::DIRECTION) == 1,
+        _ => false,
+    };
+    if host_tagged {
+        let tag = raw.get(&f::TAG);
+        let tag0 = *origin.host_tag.get_or_insert(tag);
+        rel.set(&f::TAG, tag.wrapping_sub(tag0) & 0xFF);
+    }
     rel
 }
 

@@ -183,3 +183,50 @@ fn a_changed_gap_between_two_records_is_reported_with_times_from_the_first_recor
     let actual = write(&f.dir, "first.tlpx", &common::header(), &first_later, Some(f.footer));
     expect_diff(&f, &actual, &["record #1", &format!("cycles since the first record are {} (golden {})", time(1) - 3, time(1))]);
 }
+
+/// `records` with `by` added (modulo 256) to the tags of the host's reads (down, no data) and
+/// of the card's completions to them (up), as when the host made more reads before the
+/// scenario; `card: true` shifts the card's own tags instead (its reads up, their completions
+/// down).
+fn tags_shifted(records: &[Record], by: u8, card: bool) -> Vec<Record> {
+    let mut out = records.to_vec();
+    for r in &mut out {
+        match &mut r.body {
+            Body::Request(x) if (x.direction == tlpx_trace::Direction::Down) != card && x.fmt & 0b10 == 0 => x.tag = x.tag.wrapping_add(by),
+            Body::Completion(x) if (x.direction == tlpx_trace::Direction::Up) != card => x.tag = x.tag.wrapping_add(by),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn the_host_reading_more_before_the_scenario_matches() {
+    // The root complex numbers the host's read tags in turn: M more reads before the scenario
+    // shift every host tag by M (modulo 256), together with the time.
+    let f = fixture();
+    for by in [1u8, 6, 200, 255] {
+        let records = shifted(&tags_shifted(&f.records, by, false), 0..f.records.len(), 777);
+        let actual = write(&f.dir, "host-tags.tlpx", &common::header(), &records, Some(f.footer));
+        compare(&actual, &f.golden).unwrap_or_else(|e| panic!("host tags shifted by {by}: {e}"));
+    }
+}
+
+#[test]
+fn the_cards_own_tags_and_a_broken_host_tag_order_are_still_reported() {
+    let f = fixture();
+    // The card's tags are its own design: a shift is a difference.
+    let actual = write(&f.dir, "card-tags.tlpx", &common::header(), &tags_shifted(&f.records, 1, true), Some(f.footer));
+    expect_diff(&f, &actual, &["tag is"]);
+    // One host read's tag out of turn (its completion keeps the old one): reported.
+    let mut records = f.records.clone();
+    let i = records
+        .iter()
+        .rposition(|r| matches!(&r.body, Body::Request(x) if x.direction == tlpx_trace::Direction::Down && x.fmt & 0b10 == 0))
+        .expect("a host read in the scenario");
+    if let Body::Request(x) = &mut records[i].body {
+        x.tag = x.tag.wrapping_add(1);
+    }
+    let actual = write(&f.dir, "host-tag-order.tlpx", &common::header(), &records, Some(f.footer));
+    expect_diff(&f, &actual, &[&format!("record #{i}"), "tag is"]);
+}
