@@ -415,7 +415,27 @@ enum Transport {
     /// host zeroes a slot once read and takes a slot as written when it is no longer zero (no
     /// record is all zero: its word 3 holds the TLP's format and type); records the writer
     /// went round the ring past before the host read them are lost, and counted.
-    DriverWriter { buffers: u32, buffer_records: u32, consumed: u64, streamed: u64, overwritten: u64 },
+    DriverWriter(DriverRing),
+}
+
+/// The host's side of a capture through the driver's ring (see [`Transport::DriverWriter`]).
+#[derive(Debug)]
+struct DriverRing {
+    buffers: u32,
+    buffer_records: u32,
+    /// Records taken (or skipped) so far: the next one is in slot `consumed` modulo the ring.
+    consumed: u64,
+    /// Items (records and pad records) the spy has handed to the writer, widened from wr_index.
+    streamed: u64,
+    /// Records the writer went round the ring past before the host read them.
+    overwritten: u64,
+    /// The smallest sequence number the next record can carry: one more than the last taken's,
+    /// plus one per slot skipped. A slot holding an older one holds the previous lap's record.
+    next_sequence: u32,
+    /// The newest record seen, not yet taken: a record is taken once a later one is seen, or
+    /// when it reads the same in two polls (a DMA write and the host's read of the same slot
+    /// can overlap: the first read may catch it half written).
+    held: Option<[u8; RECORD_BYTES]>,
 }
 
 /// Largest ring write the spy may make for a link of Max Payload Size `mps`.
@@ -517,8 +537,19 @@ impl Capture {
                 "the LitePCIe driver's writer ring ({buffers} buffers of {size} bytes) cannot hold whole 32-byte records"
             )));
         }
-        // The ring is the writer's: take it before touching its buffers.
+        // The ring is the writer's: take it before touching its buffers; and the reader too, as
+        // the loopback (which the capture turns off) and the DMA TLPs the capture counts as its
+        // own are both engines'.
         d.claim(Engine::Writer)?;
+        d.claim(Engine::Reader)?;
+        if size / RECORD_BYTES > usize::from(u16::MAX) {
+            // spy.pad is 16 bits: a buffer of more records could not be completed at the end.
+            return Err(DeviceError::Backend(format!(
+                "the LitePCIe driver's writer buffers hold {} records each; the spy can complete at most {} (its pad register)",
+                size / RECORD_BYTES,
+                u16::MAX
+            )));
+        }
         let zeros = vec![0u8; size];
         for k in 0..buffers {
             d.write_buffer(Engine::Writer, k, 0, &zeros)?;
@@ -529,12 +560,21 @@ impl Capture {
         if let Err(e) = programmed {
             if let Some(d) = card.device().try_as_driver_dma() {
                 let _ = d.set_enabled(Engine::Writer, false);
+                let _ = d.set_enabled(Engine::Reader, false);
             }
             return Err(e);
         }
         let buffer_records = (size / RECORD_BYTES) as u32;
         Ok(Capture {
-            transport: Transport::DriverWriter { buffers: buffers as u32, buffer_records, consumed: 0, streamed: 0, overwritten: 0 },
+            transport: Transport::DriverWriter(DriverRing {
+                buffers: buffers as u32,
+                buffer_records,
+                consumed: 0,
+                streamed: 0,
+                overwritten: 0,
+                next_sequence: 0,
+                held: None,
+            }),
             ring_records: buffers as u32 * buffer_records,
             delivered: 0,
             include_own: filters.include_own,
@@ -597,45 +637,61 @@ impl Capture {
     }
 
     /// Copies the records the DMA writer has put in the driver's buffers since the last poll,
-    /// zeroing each slot it read. `upto`: the number of records (pads excluded) the capture
+    /// zeroing each slot it took. `upto`: the number of records (pads excluded) the capture
     /// handed to the writer, once known (at the end); until then, up to the spy's count.
+    ///
+    /// A slot holds the next record when it is not zero and its sequence number is not older
+    /// than the next one can be (an older one is the previous lap's: the writer has not reached
+    /// the slot yet, its request still gathering data on the card). The newest record is taken
+    /// only once a later one is seen or it reads the same twice ([`DriverRing::held`]).
     fn poll_driver_writer(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>, upto: Option<u64>) -> Result<usize, DeviceError> {
         use crate::backends::litepcie::Engine;
-        let Transport::DriverWriter { buffers, buffer_records, consumed, streamed, overwritten } = &mut self.transport else {
-            unreachable!()
-        };
+        let Transport::DriverWriter(ring) = &mut self.transport else { unreachable!() };
         let wr = card.read(regs::WR_INDEX)? as u32;
-        // The spy's count of items handed to the writer, widened (it wraps at 2^32).
-        *streamed += u64::from(wr.wrapping_sub(*streamed as u32));
-        let limit = upto.unwrap_or(*streamed);
-        let capacity = u64::from(*buffers) * u64::from(*buffer_records);
-        if limit > *consumed + capacity {
+        ring.streamed += u64::from(wr.wrapping_sub(ring.streamed as u32));
+        let limit = upto.unwrap_or(ring.streamed);
+        let per_buffer = u64::from(ring.buffer_records);
+        let capacity = u64::from(ring.buffers) * per_buffer;
+        if limit > ring.consumed + capacity {
             // The writer went round the whole ring past records the host had not read: their
             // slots hold later records now. Skip to a full ring behind the writer.
-            let skip = limit - capacity - *consumed;
-            *overwritten += skip;
-            *consumed += skip;
+            let skip = limit - capacity - ring.consumed;
+            ring.overwritten += skip;
+            ring.consumed += skip;
+            ring.next_sequence = ring.next_sequence.wrapping_add(skip as u32);
+            ring.held = None;
         }
+        // Read every slot from the next record up to the limit (at most the ring: 2 MiB).
+        let want = (limit - ring.consumed) as usize;
+        self.scratch.resize(want * RECORD_BYTES, 0);
         let d = card.device().try_as_driver_dma().ok_or_else(|| DeviceError::Backend("no driver DMA".into()))?;
-        let mut got = 0;
-        while *consumed < limit {
-            let slot = *consumed % capacity;
-            let (buffer, first) = ((slot / u64::from(*buffer_records)) as usize, (slot % u64::from(*buffer_records)) as usize);
-            let n = ((limit - *consumed) as usize).min(*buffer_records as usize - first);
-            self.scratch.resize(n * RECORD_BYTES, 0);
-            d.read_buffer(Engine::Writer, buffer, first * RECORD_BYTES, &mut self.scratch)?;
-            let written = self.scratch.chunks_exact(RECORD_BYTES).take_while(|r| r.iter().any(|&b| b != 0)).count();
-            out.extend(self.scratch[..written * RECORD_BYTES].chunks_exact(RECORD_BYTES).map(record));
-            self.scratch[..written * RECORD_BYTES].fill(0);
-            d.write_buffer(Engine::Writer, buffer, first * RECORD_BYTES, &self.scratch[..written * RECORD_BYTES])?;
-            *consumed += written as u64;
-            got += written;
-            if written < n {
-                break; // the writer has not reached this slot yet
-            }
+        let mut at = 0;
+        while at < want {
+            let slot = (ring.consumed + at as u64) % capacity;
+            let (buffer, first) = ((slot / per_buffer) as usize, (slot % per_buffer) as usize);
+            let n = (want - at).min(per_buffer as usize - first);
+            d.read_buffer(Engine::Writer, buffer, first * RECORD_BYTES, &mut self.scratch[at * RECORD_BYTES..(at + n) * RECORD_BYTES])?;
+            at += n;
         }
-        self.delivered += got as u64;
-        Ok(got)
+        let take = records_to_take(&self.scratch, ring.next_sequence, &mut ring.held);
+        let mut zeros = Vec::new();
+        let mut done = 0;
+        while done < take {
+            let slot = (ring.consumed + done as u64) % capacity;
+            let (buffer, first) = ((slot / per_buffer) as usize, (slot % per_buffer) as usize);
+            let n = (take - done).min(per_buffer as usize - first);
+            zeros.resize(n * RECORD_BYTES, 0);
+            d.write_buffer(Engine::Writer, buffer, first * RECORD_BYTES, &zeros)?;
+            done += n;
+        }
+        out.extend(self.scratch[..take * RECORD_BYTES].chunks_exact(RECORD_BYTES).map(record));
+        if take > 0 {
+            let last = &self.scratch[(take - 1) * RECORD_BYTES..take * RECORD_BYTES];
+            ring.next_sequence = u32::from_le_bytes([last[0], last[1], last[2], last[3]]).wrapping_add(1);
+        }
+        ring.consumed += take as u64;
+        self.delivered += take as u64;
+        Ok(take)
     }
 
     /// Stops the capture: disables it, lets card time pass until the spy has written every
@@ -645,8 +701,12 @@ impl Capture {
         let result = if self.through_driver_writer() { self.drain_driver_writer(card, out) } else { self.drain(card, out) };
         let freed = match self.transport {
             Transport::Ring { ring, .. } => card.device().free_dma(ring),
-            Transport::DriverWriter { .. } => match card.device().try_as_driver_dma() {
-                Some(d) => d.set_enabled(crate::backends::litepcie::Engine::Writer, false).map(|_| ()),
+            Transport::DriverWriter(_) => match card.device().try_as_driver_dma() {
+                Some(d) => {
+                    let writer = d.set_enabled(crate::backends::litepcie::Engine::Writer, false).map(|_| ());
+                    let reader = d.set_enabled(crate::backends::litepcie::Engine::Reader, false).map(|_| ());
+                    writer.and(reader)
+                }
                 None => Ok(()),
             },
         };
@@ -690,54 +750,70 @@ impl Capture {
     }
 
     /// The end of a capture through the DMA writer: capture off; once the spy's FIFO is empty
-    /// (or holds only a start trigger's unmatched records), zero records complete the driver's
-    /// current buffer (the writer sends whole requests only), and the host reads up to the
-    /// last record. Wall-time bounded: the driver's writer may have been stopped under us.
+    /// (or holds only a start trigger's unmatched records) and its count of records handed to
+    /// the writer has not moved for two rounds (a record can still be on its way to the FIFO),
+    /// zero records complete the driver's current buffer (the writer sends whole requests only)
+    /// and the host reads up to the last record. Wall-time bounded.
     fn drain_driver_writer(&mut self, card: &mut Card, out: &mut Vec<[u8; RECORD_BYTES]>) -> Result<CaptureEnd, DeviceError> {
         let control = regs::control::TO_DMA_WRITER.set(1) | regs::control::INCLUDE_OWN.set(u64::from(self.include_own));
         card.write(regs::CONTROL, control)?;
         let settle = card.cycles_to_duration(u64::from(FLUSH_CYCLES) * 2 + 64);
         let deadline = Instant::now() + Duration::from_secs(10);
-        let (status, holding) = loop {
+        let (mut quiet_rounds, mut last_wr) = (0, None);
+        let (status, holding, records) = loop {
             self.poll_driver_writer(card, out, None)?;
             let status = card.read(regs::STATUS)?;
             let holding = self.trigger_mode == TriggerMode::Start && regs::status::TRIGGERED.get(status) == 0;
-            if regs::status::RECORDS.get(status) == 0 || holding {
-                break (status, holding);
+            let wr = card.read(regs::WR_INDEX)? as u32;
+            let empty = regs::status::RECORDS.get(status) == 0 || holding;
+            quiet_rounds = if empty && last_wr == Some(wr) { quiet_rounds + 1 } else { 0 };
+            last_wr = Some(wr);
+            if quiet_rounds >= 2 {
+                let Transport::DriverWriter(ring) = &mut self.transport else { unreachable!() };
+                ring.streamed += u64::from(wr.wrapping_sub(ring.streamed as u32));
+                break (status, holding, ring.streamed);
             }
             if Instant::now() > deadline {
-                return Err(DeviceError::Backend(format!(
-                    "the spy still holds {} records after 10 s: LitePCIe's DMA writer does not take them (stopped by another user of the driver?)",
-                    regs::status::RECORDS.get(status)
-                )));
+                return Err(
+                    self.writer_stalled(card, &format!("the spy still holds {} records after 10 s", regs::status::RECORDS.get(status)))
+                );
             }
             card.device().idle(settle)?;
         };
-        let records = {
-            let Transport::DriverWriter { streamed, .. } = &mut self.transport else { unreachable!() };
-            let wr = card.read(regs::WR_INDEX)? as u32;
-            *streamed += u64::from(wr.wrapping_sub(*streamed as u32));
-            *streamed
-        };
-        let Transport::DriverWriter { buffer_records, .. } = self.transport else { unreachable!() };
-        let pad = (u64::from(buffer_records) - records % u64::from(buffer_records)) % u64::from(buffer_records);
+        let Transport::DriverWriter(ring) = &self.transport else { unreachable!() };
+        let per_buffer = u64::from(ring.buffer_records);
+        let pad = (per_buffer - records % per_buffer) % per_buffer;
         card.write(regs::PAD, pad)?;
         loop {
             self.poll_driver_writer(card, out, Some(records))?;
-            let Transport::DriverWriter { consumed, .. } = self.transport else { unreachable!() };
-            if consumed >= records {
+            let Transport::DriverWriter(ring) = &self.transport else { unreachable!() };
+            if ring.consumed >= records {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(DeviceError::Backend(format!(
-                    "{} of the capture's {records} records did not reach the LitePCIe driver's buffers within 10 s",
-                    records - consumed
-                )));
+                let left = records - ring.consumed;
+                return Err(self.writer_stalled(
+                    card,
+                    &format!("{left} of the capture's {records} records did not reach the LitePCIe driver's buffers within 10 s"),
+                ));
             }
             card.device().idle(settle)?;
         }
-        let Transport::DriverWriter { overwritten, .. } = self.transport else { unreachable!() };
-        capture_end(card, status, holding, self.delivered, overwritten)
+        let Transport::DriverWriter(ring) = &self.transport else { unreachable!() };
+        capture_end(card, status, holding, self.delivered, ring.overwritten)
+    }
+
+    /// The error of a capture whose records stopped reaching the driver's ring: `what`, and
+    /// why when the card tells (the driver's writer-enable ioctl takes no lock: another user
+    /// of the node can stop the writer under the capture, which then discards its input).
+    fn writer_stalled(&self, card: &mut Card, what: &str) -> DeviceError {
+        match card.read(tlpx_regs::pcie_dma0::WRITER_ENABLE) {
+            Ok(enable) if enable & 1 == 0 => DeviceError::Backend(format!(
+                "{what}: LitePCIe's DMA writer was stopped by another user of the driver (its writer ioctl takes no \
+                 lock); the records after the last one delivered are lost"
+            )),
+            _ => DeviceError::Backend(format!("{what}: LitePCIe's DMA writer is on but does not take them")),
+        }
     }
 
     /// Stops the capture (see [`Capture::stop_into`]); the records drained from the ring
@@ -766,6 +842,37 @@ fn capture_end(card: &mut Card, status: u64, holding: bool, delivered: u64, host
         stopped: regs::status::STOPPED.get(status) != 0,
         remaining: Vec::new(),
     })
+}
+
+/// How many of `slots` (records read from the driver's ring, from the next one on) to take:
+/// the prefix of written ones (not zero, sequence not older than `next_sequence` and rising),
+/// all but the newest, which is taken when it reads as `held` (the last poll's newest) and held
+/// otherwise. A record is never all zero (it carries its card time); an older sequence number
+/// is the previous lap's record in a slot the writer has not reached.
+fn records_to_take(slots: &[u8], next_sequence: u32, held: &mut Option<[u8; RECORD_BYTES]>) -> usize {
+    let mut next = next_sequence;
+    let written = slots
+        .chunks_exact(RECORD_BYTES)
+        .take_while(|r| {
+            let sequence = u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
+            let present = r.iter().any(|&b| b != 0) && (sequence.wrapping_sub(next) as i32) >= 0;
+            if present {
+                next = sequence.wrapping_add(1);
+            }
+            present
+        })
+        .count();
+    if written == 0 {
+        return 0;
+    }
+    let newest = record(&slots[(written - 1) * RECORD_BYTES..written * RECORD_BYTES]);
+    if *held == Some(newest) {
+        *held = None;
+        written
+    } else {
+        *held = Some(newest);
+        written - 1
+    }
 }
 
 fn record(bytes: &[u8]) -> [u8; RECORD_BYTES] {
@@ -836,6 +943,52 @@ mod tests {
         assert_eq!(class_names(0b1001), vec!["mrd", "cpld"]);
         let e = class_mask(&["mrw"]).expect_err("invalid").to_string();
         assert!(e.contains("\"mrw\"") && e.contains("mrd, mwr"), "{e}");
+    }
+
+    /// A slot as the DMA writer leaves it: sequence `seq`, a non-zero time, `fill` elsewhere.
+    fn slot(seq: u32, fill: u8) -> [u8; RECORD_BYTES] {
+        let mut r = [fill; RECORD_BYTES];
+        r[..4].copy_from_slice(&seq.to_le_bytes());
+        r[4] = 1;
+        r
+    }
+
+    fn slots(records: &[[u8; RECORD_BYTES]]) -> Vec<u8> {
+        records.concat()
+    }
+
+    #[test]
+    fn the_newest_record_is_taken_once_it_reads_the_same_twice() {
+        let mut held = None;
+        let s = slots(&[slot(0, 7), slot(1, 7), [0; RECORD_BYTES]]);
+        assert_eq!(records_to_take(&s, 0, &mut held), 1, "record 1 is the newest: held");
+        assert_eq!(held, Some(slot(1, 7)));
+        // Half written the first time (the rest landed since): held again, not taken.
+        let mut held = Some(slot(1, 0));
+        assert_eq!(records_to_take(&s[RECORD_BYTES..], 1, &mut held), 0);
+        // Read the same again: taken.
+        assert_eq!(records_to_take(&s[RECORD_BYTES..], 1, &mut held), 1);
+        assert_eq!(held, None);
+        // A later record makes it no longer the newest: taken at once.
+        let mut held = None;
+        assert_eq!(records_to_take(&slots(&[slot(1, 7), slot(2, 7)]), 1, &mut held), 1);
+    }
+
+    #[test]
+    fn a_slot_the_writer_has_not_reached_ends_the_records() {
+        let mut held = None;
+        // The previous lap's record (sequence older than the next one can be) is not new.
+        let s = slots(&[slot(100, 1), slot(101, 1), slot(37, 1), slot(102, 1)]);
+        assert_eq!(records_to_take(&s, 100, &mut held), 1);
+        assert_eq!(held, Some(slot(101, 1)));
+        // A zero slot too; and a gap (the spy lost records) is a record all the same.
+        let mut held = None;
+        let s = slots(&[slot(5, 1), slot(9, 1), [0; RECORD_BYTES], slot(10, 1)]);
+        assert_eq!(records_to_take(&s, 5, &mut held), 1);
+        assert_eq!(records_to_take(&slots(&[slot(4, 1)]), 5, &mut None), 0);
+        // Sequence numbers wrap.
+        let s = slots(&[slot(u32::MAX, 1), slot(0, 1), slot(1, 1)]);
+        assert_eq!(records_to_take(&s, u32::MAX, &mut None), 2);
     }
 
     #[test]

@@ -200,7 +200,11 @@ pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> any
     if target == 0 {
         anyhow::bail!("--count 0: a run through the driver moves at least one buffer (1..=1000000000)");
     }
-    let layout = session.card.device().try_as_driver_dma().ok_or_else(|| anyhow::anyhow!("this device has no driver DMA"))?.layout()?;
+    let d = session.card.device().try_as_driver_dma().ok_or_else(|| anyhow::anyhow!("this device has no driver DMA"))?;
+    // The engines first: a second user is refused before anything is printed or touched.
+    d.claim(Engine::Writer)?;
+    d.claim(Engine::Reader)?;
+    let layout = d.layout()?;
     crate::progress::install_stop_handler();
     let params = Parameters {
         engine: "litepcie_driver_dma".into(),

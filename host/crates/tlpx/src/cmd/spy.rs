@@ -34,6 +34,9 @@ use crate::progress;
 use crate::session::Session;
 use crate::sizes::parse_duration;
 
+/// `spy capture --ring` when not given (records).
+const DEFAULT_RING_RECORDS: u32 = 4096;
+
 #[derive(Debug, Args)]
 pub struct Cmd {
     #[command(subcommand)]
@@ -73,7 +76,7 @@ pub struct CaptureArgs {
     /// Ring size in records (a power of two, 16..=16777216; 32 bytes each).
     #[arg(
         long,
-        default_value_t = 4096,
+        default_value_t = DEFAULT_RING_RECORDS,
         value_parser = whole_as(spy::MIN_RING_RECORDS, spy::MAX_RING_RECORDS, "a power of two in 16..=16777216 records"),
         allow_negative_numbers = true
     )]
@@ -284,6 +287,9 @@ impl Plan {
 #[derive(Debug, Serialize)]
 struct CaptureSummary {
     output: String,
+    /// The records travelled through LitePCIe's DMA writer into its driver's ring (the
+    /// litepcie backend), not through the spy's own ring.
+    through_driver_writer: bool,
     records_written: u64,
     records_created: u64,
     records_lost: u64,
@@ -438,7 +444,15 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     let card = &mut session.card;
     let mut cap = Capture::start_with_mps(card, plan.ring, mps, &plan.filters, &plan.trigger)?;
     let transport = if cap.through_driver_writer() {
-        // LitePCIe's driver owns the DMA buffers: the records travel in its writer ring.
+        // LitePCIe's driver owns the DMA buffers: the records travel in its writer ring. Said
+        // on stderr too when --ring was given, which does not apply there (-q or not).
+        if a.ring != DEFAULT_RING_RECORDS {
+            eprintln!(
+                "tlpx: note: --ring {} does not apply through LitePCIe's driver: the records go into its ring of {} records",
+                a.ring,
+                cap.ring_records()
+            );
+        }
         format!("through LitePCIe's DMA writer into its driver's ring of {} records; --ring does not apply", cap.ring_records())
     } else {
         format!("ring {} records", cap.ring_records())
@@ -485,6 +499,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     })();
     // Stop in any case, so the card is not left capturing into a freed ring; whatever went
     // wrong, what was received is flushed to the trace (without footer if the capture failed).
+    let through_driver_writer = cap.through_driver_writer();
     let end = cap.stop_into(card, &mut batch).context("stopping the capture");
     elapsed = card.device().clock_ns().map_or(elapsed, |t| Duration::from_nanos(t.saturating_sub(t0)));
     let (ended_by, end): (EndedBy, CaptureEnd) = match (result, end) {
@@ -513,6 +528,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     let interrupted = planned_end && matches!(ended_by, EndedBy::Signal | EndedBy::SpyStop);
     let summary = CaptureSummary {
         output: a.output.display().to_string(),
+        through_driver_writer,
         records_written: written,
         records_created: end.records_created,
         records_lost: end.records_lost,
@@ -563,9 +579,10 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         }
         if summary.records_lost > 0 {
             eprintln!(
-                "tlpx: {} records lost ({} sequence gaps): the ring was full; use a larger --ring, a shorter --poll, or filters",
+                "tlpx: {} records lost ({} sequence gaps): the ring was full; use {}a shorter --poll, or filters",
                 summary.records_lost,
-                summary.sequence_gaps.len()
+                summary.sequence_gaps.len(),
+                if summary.through_driver_writer { "" } else { "a larger --ring, " }
             );
         }
     }
