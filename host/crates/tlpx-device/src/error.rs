@@ -47,3 +47,10 @@ pub enum DeviceError {
     #[error("the {backend} backend cannot {what}: {instead}")]
     Unsupported { backend: String, what: String, instead: String },
 }
+
+/// A generator configuration that cannot run is a bad argument: its message names the value.
+impl From<tlpx_blocks::generator::GenConfigError> for DeviceError {
+    fn from(e: tlpx_blocks::generator::GenConfigError) -> DeviceError {
+        DeviceError::InvalidArgument(e.to_string())
+    }
+}
