@@ -14,6 +14,7 @@
 //! ("parse, don't validate"), so a driver never checks again.
 
 pub mod generator;
+pub mod run_descriptor;
 
 use tlpx_regs::Register;
 
