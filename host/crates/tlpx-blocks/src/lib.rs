@@ -15,6 +15,7 @@
 
 pub mod generator;
 pub mod run_descriptor;
+pub mod spy;
 
 use tlpx_regs::Register;
 

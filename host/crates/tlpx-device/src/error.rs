@@ -54,3 +54,10 @@ impl From<tlpx_blocks::generator::GenConfigError> for DeviceError {
         DeviceError::InvalidArgument(e.to_string())
     }
 }
+
+/// A spy capture that cannot be programmed is a bad argument: its message names the value.
+impl From<tlpx_blocks::spy::SpyConfigError> for DeviceError {
+    fn from(e: tlpx_blocks::spy::SpyConfigError) -> DeviceError {
+        DeviceError::InvalidArgument(e.to_string())
+    }
+}
