@@ -14,6 +14,7 @@
 //! ("parse, don't validate"), so a driver never checks again.
 
 pub mod generator;
+pub mod irq_timer;
 pub mod run_descriptor;
 pub mod spy;
 

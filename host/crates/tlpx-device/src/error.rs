@@ -61,3 +61,10 @@ impl From<tlpx_blocks::spy::SpyConfigError> for DeviceError {
         DeviceError::InvalidArgument(e.to_string())
     }
 }
+
+/// A timer schedule or ring that cannot be programmed is a bad argument.
+impl From<tlpx_blocks::irq_timer::IrqTimerError> for DeviceError {
+    fn from(e: tlpx_blocks::irq_timer::IrqTimerError) -> DeviceError {
+        DeviceError::InvalidArgument(e.to_string())
+    }
+}
