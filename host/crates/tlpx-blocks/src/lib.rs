@@ -15,6 +15,7 @@
 
 pub mod generator;
 pub mod irq_timer;
+pub mod rt_loop;
 pub mod run_descriptor;
 pub mod spy;
 

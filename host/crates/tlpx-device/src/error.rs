@@ -68,3 +68,10 @@ impl From<tlpx_blocks::irq_timer::IrqTimerError> for DeviceError {
         DeviceError::InvalidArgument(e.to_string())
     }
 }
+
+/// A loop run that cannot be programmed is a bad argument.
+impl From<tlpx_blocks::rt_loop::LoopConfigError> for DeviceError {
+    fn from(e: tlpx_blocks::rt_loop::LoopConfigError) -> DeviceError {
+        DeviceError::InvalidArgument(e.to_string())
+    }
+}
