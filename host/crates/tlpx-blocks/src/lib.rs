@@ -16,6 +16,7 @@
 pub mod generator;
 pub mod irq_timer;
 pub mod rt_loop;
+pub mod rule30;
 pub mod run_descriptor;
 pub mod spy;
 

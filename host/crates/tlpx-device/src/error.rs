@@ -75,3 +75,10 @@ impl From<tlpx_blocks::rt_loop::LoopConfigError> for DeviceError {
         DeviceError::InvalidArgument(e.to_string())
     }
 }
+
+/// A rule-30 operation or batch that cannot be programmed is a bad argument.
+impl From<tlpx_blocks::rule30::Rule30Error> for DeviceError {
+    fn from(e: tlpx_blocks::rule30::Rule30Error) -> DeviceError {
+        DeviceError::InvalidArgument(e.to_string())
+    }
+}
