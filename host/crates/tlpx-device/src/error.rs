@@ -48,37 +48,22 @@ pub enum DeviceError {
     Unsupported { backend: String, what: String, instead: String },
 }
 
-/// A generator configuration that cannot run is a bad argument: its message names the value.
-impl From<tlpx_blocks::generator::GenConfigError> for DeviceError {
-    fn from(e: tlpx_blocks::generator::GenConfigError) -> DeviceError {
-        DeviceError::InvalidArgument(e.to_string())
-    }
+/// A block configuration that cannot be programmed (tlpx-blocks' errors) is a bad argument:
+/// its message names the value and what is accepted.
+macro_rules! invalid_argument_from {
+    ($($error:ty),* $(,)?) => {
+        $(impl From<$error> for DeviceError {
+            fn from(e: $error) -> DeviceError {
+                DeviceError::InvalidArgument(e.to_string())
+            }
+        })*
+    };
 }
 
-/// A spy capture that cannot be programmed is a bad argument: its message names the value.
-impl From<tlpx_blocks::spy::SpyConfigError> for DeviceError {
-    fn from(e: tlpx_blocks::spy::SpyConfigError) -> DeviceError {
-        DeviceError::InvalidArgument(e.to_string())
-    }
-}
-
-/// A timer schedule or ring that cannot be programmed is a bad argument.
-impl From<tlpx_blocks::irq_timer::IrqTimerError> for DeviceError {
-    fn from(e: tlpx_blocks::irq_timer::IrqTimerError) -> DeviceError {
-        DeviceError::InvalidArgument(e.to_string())
-    }
-}
-
-/// A loop run that cannot be programmed is a bad argument.
-impl From<tlpx_blocks::rt_loop::LoopConfigError> for DeviceError {
-    fn from(e: tlpx_blocks::rt_loop::LoopConfigError) -> DeviceError {
-        DeviceError::InvalidArgument(e.to_string())
-    }
-}
-
-/// A rule-30 operation or batch that cannot be programmed is a bad argument.
-impl From<tlpx_blocks::rule30::Rule30Error> for DeviceError {
-    fn from(e: tlpx_blocks::rule30::Rule30Error) -> DeviceError {
-        DeviceError::InvalidArgument(e.to_string())
-    }
-}
+invalid_argument_from!(
+    tlpx_blocks::generator::GenConfigError,
+    tlpx_blocks::spy::SpyConfigError,
+    tlpx_blocks::irq_timer::IrqTimerError,
+    tlpx_blocks::rt_loop::LoopConfigError,
+    tlpx_blocks::rule30::Rule30Error,
+);
