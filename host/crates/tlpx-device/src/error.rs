@@ -47,3 +47,23 @@ pub enum DeviceError {
     #[error("the {backend} backend cannot {what}: {instead}")]
     Unsupported { backend: String, what: String, instead: String },
 }
+
+/// A block configuration that cannot be programmed (tlpx-blocks' errors) is a bad argument:
+/// its message names the value and what is accepted.
+macro_rules! invalid_argument_from {
+    ($($error:ty),* $(,)?) => {
+        $(impl From<$error> for DeviceError {
+            fn from(e: $error) -> DeviceError {
+                DeviceError::InvalidArgument(e.to_string())
+            }
+        })*
+    };
+}
+
+invalid_argument_from!(
+    tlpx_blocks::generator::GenConfigError,
+    tlpx_blocks::spy::SpyConfigError,
+    tlpx_blocks::irq_timer::IrqTimerError,
+    tlpx_blocks::rt_loop::LoopConfigError,
+    tlpx_blocks::rule30::Rule30Error,
+);

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use tlpx_regs::{generator as gen, pcie_msi, Register};
 
@@ -19,58 +19,13 @@ use crate::card::{Card, Feature};
 use crate::lease::Block;
 use crate::{ClockSource, DeviceError, DmaBuffer};
 
-/// Tags the generator may have outstanding (its tag range on the link is 128..128+TAGS).
-pub const TAGS: u32 = tlpx_regs::constants::GENERATOR_TAGS as u32;
-/// Largest transfer one descriptor moves.
-pub const MAX_TRANSFER_BYTES: u32 = tlpx_regs::constants::GENERATOR_MAX_TRANSFER_BYTES as u32;
-/// Buckets of the log2 latency / size histograms (bucket k counts values in [2^k, 2^(k+1))).
-pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::GENERATOR_HISTOGRAM_BUCKETS as usize;
-
-/// What a run does, how it addresses the window, what data it moves: the generator's
-/// `config` field values, generated from the gateware's register map (serialized as the
-/// map's value names: `read`, `read_write`, `write_then_read`, `sequential`, `prbs`, ...).
-pub use tlpx_regs::generator::config::{AddressPattern, DataPattern, Operation};
-
-/// One generator run. Validated by [`GenConfig::validate`] against the link's MPS/MRRS.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GenConfig {
-    pub operation: Operation,
-    /// Bytes per transfer: 1..=MAX_TRANSFER_BYTES.
-    pub transfer_size: u32,
-    /// Transfers to do (per direction for ReadWrite); 0 = until `duration_cycles`.
-    pub count: u64,
-    /// Stop after this many card cycles; 0 = until `count`.
-    pub duration_cycles: u64,
-    /// Largest read request in bytes (power of two, 4..=MRRS).
-    pub request_size: u32,
-    /// Largest write payload in bytes (power of two, 4..=MPS).
-    pub payload_size: u32,
-    /// Idle card cycles after each request.
-    pub idle_cycles: u32,
-    /// Reads in flight at most: 1..=TAGS (1 = LAT_RD).
-    pub max_outstanding: u32,
-    pub address_pattern: AddressPattern,
-    /// Bytes of the buffer the transfers move in (power of two, >= stride).
-    pub window: u64,
-    /// Byte offset of each transfer within its stride slot (the offset in a cache line).
-    pub offset: u32,
-    /// Force 4DW (64-bit) headers even below 4 GiB.
-    pub addr64: bool,
-    pub data_pattern: DataPattern,
-    /// Check read data against the pattern.
-    pub check_data: bool,
-    pub relaxed_ordering: bool,
-    pub no_snoop: bool,
-    pub seed: u32,
-    /// End runs with writes with a flushing 1-DW read, so that the measured time covers every
-    /// write reaching host memory (not only leaving the card). On by default.
-    #[serde(default = "default_true")]
-    pub flush_writes: bool,
-}
-
-fn default_true() -> bool {
-    true
-}
+/// The generator's configuration, limits and encoding live in the pure block crate; the
+/// driver runs what it encodes.
+pub use tlpx_blocks::generator::{
+    lowbias32, pattern_word, AddressPattern, DataPattern, GenConfig, GenConfigError, Operation, TransferSize, ValidGenConfig,
+    HISTOGRAM_BUCKETS, MAX_TRANSFER_BYTES, TAGS,
+};
+pub use tlpx_blocks::LinkLimits;
 
 /// Read-latency statistics as the hardware keeps them (card cycles).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -150,25 +105,6 @@ impl GenResult {
     }
 }
 
-/// lowbias32 (Chris Wellons): the PRBS pattern's mixing function, the same in the gateware.
-pub fn lowbias32(mut x: u32) -> u32 {
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7feb_352d);
-    x ^= x >> 15;
-    x = x.wrapping_mul(0x846c_a68b);
-    x ^= x >> 16;
-    x
-}
-
-/// The pattern's DW at bus address `bus_addr` (DW aligned).
-pub fn pattern_word(pattern: DataPattern, seed: u32, bus_addr: u64) -> u32 {
-    let index = (bus_addr >> 2) as u32;
-    match pattern {
-        DataPattern::Counter => index.wrapping_add(seed),
-        DataPattern::Prbs => lowbias32(index ^ seed),
-    }
-}
-
 /// Fills `buffer` with the pattern the card checks (and writes).
 pub fn fill_pattern(buffer: &DmaBuffer, pattern: DataPattern, seed: u32) -> Result<(), DeviceError> {
     let mut bytes = Vec::with_capacity(buffer.len);
@@ -187,69 +123,6 @@ pub fn pattern_mismatches(buffer: &DmaBuffer, pattern: DataPattern, seed: u32) -
         .enumerate()
         .filter(|(i, c)| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != pattern_word(pattern, seed, buffer.bus_addr + 4 * *i as u64))
         .count() as u64)
-}
-
-impl GenConfig {
-    /// A sensible start: sequential 4 KiB writes, counter pattern, 32 reads in flight.
-    pub fn new(operation: Operation, transfer_size: u32, count: u64) -> GenConfig {
-        GenConfig {
-            operation,
-            transfer_size,
-            count,
-            duration_cycles: 0,
-            request_size: 512,
-            payload_size: 256,
-            idle_cycles: 0,
-            max_outstanding: 32,
-            address_pattern: AddressPattern::Sequential,
-            window: 1 << 20,
-            offset: 0,
-            addr64: false,
-            data_pattern: DataPattern::Counter,
-            check_data: true,
-            relaxed_ordering: false,
-            no_snoop: false,
-            seed: 1,
-            flush_writes: true,
-        }
-    }
-
-    /// Slot size of one transfer: the power of two >= max(64, offset + transfer_size).
-    pub fn stride(&self) -> u64 {
-        u64::from((self.offset + self.transfer_size).max(64)).next_power_of_two()
-    }
-
-    /// Checks every parameter against the card and the link (MPS, MRRS); errors name the value.
-    pub fn validate(&self, mps: u32, mrrs: u32, buffer_len: usize) -> Result<(), DeviceError> {
-        let bad = |m: String| Err(DeviceError::InvalidArgument(m));
-        if self.transfer_size == 0 || self.transfer_size > MAX_TRANSFER_BYTES {
-            return bad(format!("transfer size must be 1..={MAX_TRANSFER_BYTES} bytes, not {}", self.transfer_size));
-        }
-        if !self.request_size.is_power_of_two() || !(4..=mrrs).contains(&self.request_size) {
-            return bad(format!("request size must be a power of two in 4..={mrrs} (the link's MRRS), not {}", self.request_size));
-        }
-        if !self.payload_size.is_power_of_two() || !(4..=mps).contains(&self.payload_size) {
-            return bad(format!("payload size must be a power of two in 4..={mps} (the link's MPS), not {}", self.payload_size));
-        }
-        if !(1..=TAGS).contains(&self.max_outstanding) {
-            return bad(format!("outstanding reads must be 1..={TAGS}, not {}", self.max_outstanding));
-        }
-        if self.offset > 63 {
-            return bad(format!("offset within a cache line must be 0..=63 bytes, not {}", self.offset));
-        }
-        if !self.window.is_power_of_two() || self.window < self.stride() || self.window > buffer_len as u64 {
-            return bad(format!(
-                "window must be a power of two from {} (one transfer slot) to {} (the buffer), not {}",
-                self.stride(),
-                buffer_len,
-                self.window
-            ));
-        }
-        if self.count == 0 && self.duration_cycles == 0 {
-            return bad("give a transfer count or a duration (both are 0)".to_string());
-        }
-        Ok(())
-    }
 }
 
 fn histogram(card: &mut Card, select: Register, count: Register, buckets: usize) -> Result<Vec<u64>, DeviceError> {
@@ -322,37 +195,16 @@ pub fn latency_histogram(card: &mut Card) -> Result<Vec<u64>, DeviceError> {
 /// a hardware backend, where card time is wall time for a card at its clock): when it
 /// passes, the run is stopped, outstanding reads are left to complete or time out, and the
 /// result says `ended_by: "timeout"`. A stop request ([`crate::stop`]) stops the run the same
-/// way and returns [`DeviceError::Interrupted`]. The caller validates `config` against the link's MPS
-/// and MRRS with [`GenConfig::validate`]; here it is checked against the card's limits.
-pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &GenConfig, timeout: Duration) -> Result<GenResult, DeviceError> {
+/// way and returns [`DeviceError::Interrupted`]. `config` was validated against the link by
+/// the caller ([`GenConfig::validate`]); here only its window is checked against `buffer`.
+pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout: Duration) -> Result<GenResult, DeviceError> {
     card.require(Feature::Generator, "traffic generator")?;
-    config.validate(4096, 4096, buffer.len)?;
+    config.check_buffer(buffer.len as u64)?;
     card.claim(Block::Generator)?;
     let clock_hz = card.identity().clock_hz;
-    let cfg = gen::config::OPERATION.set(u64::from(config.operation.value()))
-        | gen::config::ADDRESS_PATTERN.set(u64::from(config.address_pattern.value()))
-        | gen::config::DATA_PATTERN.set(u64::from(config.data_pattern.value()))
-        | gen::config::CHECK_DATA.set(u64::from(config.check_data))
-        | gen::config::ADDR64.set(u64::from(config.addr64))
-        | gen::config::RELAXED_ORDERING.set(u64::from(config.relaxed_ordering))
-        | gen::config::NO_SNOOP.set(u64::from(config.no_snoop))
-        | gen::config::FLUSH.set(u64::from(config.flush_writes && config.operation != Operation::WriteThenRead));
-    card.write(gen::CONTROL, gen::control::CLEAR.set(1))?;
-    card.write(gen::CONFIG, cfg)?;
-    card.write(gen::TRANSFER_SIZE, u64::from(config.transfer_size))?;
-    card.write(gen::COUNT, config.count)?;
-    card.write(gen::DURATION, config.duration_cycles)?;
-    card.write(gen::REQUEST_SIZE_LOG2, u64::from(config.request_size.trailing_zeros()))?;
-    card.write(gen::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size.trailing_zeros()))?;
-    card.write(gen::IDLE_CYCLES, u64::from(config.idle_cycles))?;
-    card.write(gen::MAX_OUTSTANDING, u64::from(config.max_outstanding))?;
-    card.write(gen::BASE, buffer.bus_addr)?;
-    card.write(gen::WINDOW_MASK, config.window - 1)?;
-    card.write(gen::STRIDE_LOG2, u64::from(config.stride().trailing_zeros()))?;
-    card.write(gen::OFFSET, u64::from(config.offset))?;
-    card.write(gen::SEED, u64::from(config.seed))?;
-    // Completion timeout: 1 ms of card time (PCIe's range A starts at 50 us; 1 ms is generous).
-    card.write(gen::TIMEOUT, u64::from(clock_hz / 1000))?;
+    for w in config.register_writes(buffer.bus_addr, clock_hz) {
+        card.write(w.register, w.value)?;
+    }
 
     let irq_bit = tlpx_regs::constants::MSI_GENERATOR;
     card.write(pcie_msi::CLEAR, 1 << irq_bit)?;

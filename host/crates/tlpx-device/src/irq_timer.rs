@@ -36,101 +36,16 @@ pub const RECORD_BYTES: usize = 32;
 /// Buckets of the per-stage log2 histograms (bucket k counts [2^k, 2^(k+1)) cycles; bucket
 /// 0 also counts 0).
 pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::IRQ_TIMER_HISTOGRAM_BUCKETS as usize;
-/// Smallest ring (records).
-pub const MIN_RING_RECORDS: u32 = 16;
-/// Largest ring (records).
-pub const MAX_RING_RECORDS: u32 = 1 << 24;
-/// Idle cycles after which the timer writes a partial batch of records to the ring.
-pub const FLUSH_CYCLES: u32 = 256;
+/// The timer's schedule, its checks and its register writes live in the pure block crate;
+/// the driver programs what it encodes.
+pub use tlpx_blocks::irq_timer::{
+    ns_to_cycles, IrqTimerError, Mode, TimerConfig, ValidTimerConfig, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
+};
 /// Record kind bits (w3 bits 8:1): fmt 7, type 3.
 const KIND_FMT: u32 = 7;
 const KIND_TYPE: u32 = 3;
 /// The stage value of a stage that was not acknowledged.
 const NOT_ACKED: u32 = 0xFFFF_FFFF;
-
-/// How the interval between two fires is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Uniform in [min, max] (an LFSR on the card), so samples cover the host's activity.
-    Random,
-    /// Always `min`.
-    Periodic,
-}
-
-/// What the timer is asked to do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct TimerConfig {
-    pub mode: Mode,
-    /// Shortest interval between fires (card cycles, >= 1).
-    pub min_interval_cycles: u32,
-    /// Longest interval (card cycles, >= min); equal to min when periodic.
-    pub max_interval_cycles: u32,
-    /// Fires to make; 0: until stopped.
-    pub count: u32,
-    /// Seed of the interval LFSR (0 is taken as 1 by the card).
-    pub seed: u32,
-}
-
-/// Converts a time in ns to card cycles at `clock_hz`, rounding to the nearest cycle.
-pub fn ns_to_cycles(what: &str, ns: f64, clock_hz: u32) -> Result<u32, DeviceError> {
-    let cycles = (ns * f64::from(clock_hz) / 1e9).round();
-    if !cycles.is_finite() || cycles < 1.0 || cycles > f64::from(u32::MAX) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "{what} of {ns} ns is {cycles} cycles of the card's {:.0} MHz clock: it must be 1..={} cycles",
-            f64::from(clock_hz) / 1e6,
-            u32::MAX
-        )));
-    }
-    Ok(cycles as u32)
-}
-
-impl TimerConfig {
-    /// Random intervals in [min_ns, max_ns].
-    pub fn random_ns(min_ns: f64, max_ns: f64, count: u32, seed: u32, clock_hz: u32) -> Result<TimerConfig, DeviceError> {
-        if max_ns < min_ns {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the interval is inverted: minimum {min_ns} ns is above maximum {max_ns} ns; give min <= max"
-            )));
-        }
-        let c = TimerConfig {
-            mode: Mode::Random,
-            min_interval_cycles: ns_to_cycles("the minimum interval", min_ns, clock_hz)?,
-            max_interval_cycles: ns_to_cycles("the maximum interval", max_ns, clock_hz)?,
-            count,
-            seed,
-        };
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// A fire every `period_ns`.
-    pub fn periodic_ns(period_ns: f64, count: u32, seed: u32, clock_hz: u32) -> Result<TimerConfig, DeviceError> {
-        let p = ns_to_cycles("the period", period_ns, clock_hz)?;
-        let c = TimerConfig { mode: Mode::Periodic, min_interval_cycles: p, max_interval_cycles: p, count, seed };
-        c.validate()?;
-        Ok(c)
-    }
-
-    pub fn validate(&self) -> Result<(), DeviceError> {
-        if self.min_interval_cycles == 0 {
-            return Err(DeviceError::InvalidArgument("the minimum interval must be at least 1 card cycle, not 0".into()));
-        }
-        if self.max_interval_cycles < self.min_interval_cycles {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the interval is inverted: minimum {} cycles is above maximum {} cycles; give min <= max",
-                self.min_interval_cycles, self.max_interval_cycles
-            )));
-        }
-        if self.mode == Mode::Periodic && self.max_interval_cycles != self.min_interval_cycles {
-            return Err(DeviceError::InvalidArgument(format!(
-                "a periodic timer has one interval, but min is {} and max {} cycles",
-                self.min_interval_cycles, self.max_interval_cycles
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// One fire, as its 32-byte record tells it (traces/FORMAT.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -407,12 +322,8 @@ impl Run {
     /// The card becomes this process's owner of the timer (a lease, [`crate::lease`]).
     pub fn start(card: &mut Card, config: &TimerConfig, ring_records: u32) -> Result<Run, DeviceError> {
         card.require(Feature::IrqTimer, "interrupt latency timer")?;
-        config.validate()?;
-        if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
-            )));
-        }
+        let config = ValidTimerConfig::new(config)?;
+        let ring_records = tlpx_blocks::irq_timer::ring_records(ring_records)?;
         card.claim(Block::IrqTimer)?;
         refuse_ownerless_run(card)?;
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
@@ -421,7 +332,7 @@ impl Run {
             card.device().free_dma(ring)?;
             return Err(DeviceError::Backend(format!("the ring's bus address 0x{bus:x} is not 32-byte aligned")));
         }
-        if let Err(e) = program(card, &ring, ring_records, config) {
+        if let Err(e) = program(card, &ring, ring_records, &config) {
             let _ = card.device().free_dma(ring);
             return Err(e);
         }
@@ -551,29 +462,19 @@ fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
     Ok(())
 }
 
-fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &TimerConfig) -> Result<(), DeviceError> {
-    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
-    let mode = match config.mode {
-        Mode::Random => 0,
-        Mode::Periodic => 1,
-    };
-    card.write(regs::CONFIG, regs::config::MODE.set(mode))?;
-    card.write(regs::MIN_INTERVAL, u64::from(config.min_interval_cycles))?;
-    card.write(regs::MAX_INTERVAL, u64::from(config.max_interval_cycles))?;
-    card.write(regs::COUNT, u64::from(config.count))?;
-    card.write(regs::SEED, u64::from(config.seed))?;
+fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &ValidTimerConfig) -> Result<(), DeviceError> {
+    for w in config.config_writes() {
+        card.write(w.register, w.value)?;
+    }
     program_ring_and_msi(card, ring, ring_records)?;
     card.write(regs::CONTROL, regs::control::START.set(1))
 }
 
 /// The sample ring and the timer's MSI (after a clear), with the interrupt queue emptied.
 fn program_ring_and_msi(card: &mut Card, ring: &DmaBuffer, ring_records: u32) -> Result<(), DeviceError> {
-    card.write(regs::RING_BASE, ring.bus_addr)?;
-    card.write(regs::RING_SIZE_LOG2, u64::from(ring_records.trailing_zeros()))?;
-    // 128 bytes: PCIe's smallest Max Payload Size, valid on every link.
-    card.write(regs::PAYLOAD_SIZE_LOG2, 7)?;
-    card.write(regs::FLUSH_CYCLES, u64::from(FLUSH_CYCLES))?;
-    card.write(regs::RD_INDEX, 0)?;
+    for w in tlpx_blocks::irq_timer::ring_writes(ring.bus_addr, ring_records) {
+        card.write(w.register, w.value)?;
+    }
     let bit = 1u64 << msi_bit();
     card.write(pcie_msi::CLEAR, bit)?;
     card.write(pcie_msi::ENABLE, bit)?;
@@ -604,11 +505,7 @@ impl Responder {
     /// and the MSI.
     pub fn attach(card: &mut Card, ring_records: u32) -> Result<Responder, DeviceError> {
         card.require(Feature::IrqTimer, "interrupt latency timer")?;
-        if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
-            )));
-        }
+        let ring_records = tlpx_blocks::irq_timer::ring_records(ring_records)?;
         card.claim(Block::IrqTimer)?;
         refuse_ownerless_run(card)?;
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;

@@ -31,114 +31,16 @@ use crate::generator::{pattern_word, DataPattern};
 use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
-/// Smallest buffer (bytes): the token and one data DW.
-pub const MIN_SIZE: u32 = 8;
-/// Largest buffer (bytes).
-pub const MAX_SIZE: u32 = tlpx_regs::constants::RT_LOOP_MAX_BUFFER_BYTES as u32;
+use tlpx_blocks::rt_loop::{chunk_writes, RESULT_OFFSET};
+/// The loop's configuration, its checks and its register writes live in the pure block crate;
+/// the driver programs what it encodes.
+pub use tlpx_blocks::rt_loop::{Detect, LoopConfig, LoopConfigError, Return, ValidLoopConfig, MAX_SIZE, MIN_SIZE};
 /// Iterations per chunk: the card's sample FIFO depth.
 pub const CHUNK_ITERATIONS: u32 = tlpx_regs::constants::RT_LOOP_SAMPLE_FIFO_DEPTH as u32;
 /// Buckets of the card's loop-time log2 histogram.
 pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::RT_LOOP_HISTOGRAM_BUCKETS as usize;
-/// Where the host stores the checksum for a DMA return: this far into the buffer allocation.
-const RESULT_OFFSET: usize = MAX_SIZE as usize;
 /// The interrupt mask for `Device::wait_interrupt` (LitePCIe's MSI block sends vector 0).
 pub const WAIT_MASK: u32 = 1;
-
-/// How the host notices a new buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Detect {
-    /// Read the buffer's first DW until it holds the token.
-    Poll,
-    /// Wait for the card's MSI (raised once the token is written).
-    Irq,
-}
-
-/// How the host gives the checksum back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Return {
-    /// A posted write of the checksum to the card's `result` register.
-    Register,
-    /// The checksum in host memory, a `doorbell` write, and the card's DMA read of it.
-    Dma,
-}
-
-impl Detect {
-    pub fn name(self) -> &'static str {
-        match self {
-            Detect::Poll => "poll",
-            Detect::Irq => "irq",
-        }
-    }
-}
-
-impl Return {
-    pub fn name(self) -> &'static str {
-        match self {
-            Return::Register => "register",
-            Return::Dma => "dma",
-        }
-    }
-}
-
-/// What one loop run does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LoopConfig {
-    /// Buffer bytes, token included: a multiple of 4 in [`MIN_SIZE`]..=[`MAX_SIZE`].
-    pub size_bytes: u32,
-    /// Iterations (>= 1).
-    pub iterations: u32,
-    /// Token of the first iteration (then +1 each).
-    pub seed: u32,
-    pub detect: Detect,
-    pub ret: Return,
-    /// Also check every data DW against the pattern, on the host, inside the timed loop.
-    pub verify_data: bool,
-    /// log2 of the card's largest write payload (7 = 128 bytes, valid on every link).
-    pub payload_size_log2: u8,
-    /// Longest the host waits for one buffer (wall time) before giving up.
-    pub detect_timeout: Duration,
-    /// Card time let pass between two polls on a backend where time only runs when asked
-    /// (the simulator); ignored on hardware, where the poll is a plain spin.
-    pub poll_step: Duration,
-}
-
-impl LoopConfig {
-    pub fn new(size_bytes: u32, iterations: u32, detect: Detect, ret: Return) -> LoopConfig {
-        LoopConfig {
-            size_bytes,
-            iterations,
-            seed: 1,
-            detect,
-            ret,
-            verify_data: false,
-            payload_size_log2: 7,
-            detect_timeout: Duration::from_secs(5),
-            poll_step: Duration::from_nanos(200),
-        }
-    }
-
-    /// Checks the values; errors name the bad value and what is accepted.
-    pub fn validate(&self) -> Result<(), DeviceError> {
-        if !(MIN_SIZE..=MAX_SIZE).contains(&self.size_bytes) || !self.size_bytes.is_multiple_of(4) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the loop buffer must be a multiple of 4 bytes in {MIN_SIZE}..={MAX_SIZE} (the token and at least one data DW), not {}",
-                self.size_bytes
-            )));
-        }
-        if self.iterations == 0 {
-            return Err(DeviceError::InvalidArgument("the loop needs at least 1 iteration, not 0".into()));
-        }
-        if !(7..=12).contains(&self.payload_size_log2) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the payload size must be 2^7..2^12 bytes, not 2^{}",
-                self.payload_size_log2
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// The card's statistics over a run (summed over chunks).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -241,11 +143,11 @@ pub fn data_matches(buffer: &DmaBuffer, size_bytes: u32, token: u32) -> Result<b
 /// The calling thread serves every iteration (pin it and set its priority before calling).
 pub fn run(card: &mut Card, config: &LoopConfig) -> Result<LoopRun, DeviceError> {
     card.require(Feature::RtLoop, "real-time loop")?;
-    config.validate()?;
+    let config = ValidLoopConfig::new(config)?;
     card.claim(Block::RtLoop)?;
     refuse_ownerless_run(card)?;
     let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
-    let result = run_with(card, config, &buffer);
+    let result = run_with(card, &config, &buffer);
     let stopped = stop(card);
     let freed = card.device().free_dma(buffer);
     let released = card.release(Block::RtLoop);
@@ -256,7 +158,8 @@ pub fn run(card: &mut Card, config: &LoopConfig) -> Result<LoopRun, DeviceError>
     Ok(r)
 }
 
-fn run_with(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer) -> Result<LoopRun, DeviceError> {
+fn run_with(card: &mut Card, valid: &ValidLoopConfig, buffer: &DmaBuffer) -> Result<LoopRun, DeviceError> {
+    let config = valid.config();
     let clock_hz = card.identity().clock_hz;
     let mut out = LoopRun {
         config: config.clone(),
@@ -265,14 +168,9 @@ fn run_with(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer) -> Result<
         loop_cycles: Vec::with_capacity(config.iterations as usize),
         host: HostStats::default(),
     };
-    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
-    card.write(regs::BUFFER_BASE, buffer.bus_addr)?;
-    card.write(regs::SIZE, u64::from(config.size_bytes))?;
-    card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size_log2))?;
-    card.write(regs::RESULT_ADDRESS, buffer.bus_addr + RESULT_OFFSET as u64)?;
-    let cfg =
-        regs::config::IRQ.set(u64::from(config.detect == Detect::Irq)) | regs::config::DMA_RETURN.set(u64::from(config.ret == Return::Dma));
-    card.write(regs::CONFIG, cfg)?;
+    for w in valid.setup_writes(buffer.bus_addr) {
+        card.write(w.register, w.value)?;
+    }
     let bit = 1u64 << msi_bit();
     card.write(pcie_msi::CLEAR, bit)?;
     card.write(pcie_msi::ENABLE, if config.detect == Detect::Irq { bit } else { 0 })?;
@@ -282,8 +180,9 @@ fn run_with(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer) -> Result<
         let seed = config.seed.wrapping_add(done);
         // The token slot must not hold this chunk's first token already (a stale buffer).
         buffer.write_u32(0, seed.wrapping_sub(1))?;
-        card.write(regs::ITERATIONS, u64::from(n))?;
-        card.write(regs::SEED, u64::from(seed))?;
+        for w in chunk_writes(n, seed) {
+            card.write(w.register, w.value)?;
+        }
         // A read so every write above has arrived, then drop interrupts queued before.
         card.read(regs::STATUS)?;
         while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
@@ -439,18 +338,15 @@ impl Responder {
     /// Clears the loop and programs a buffer of `size_bytes` (token included) for it.
     pub fn attach(card: &mut Card, size_bytes: u32) -> Result<Responder, DeviceError> {
         card.require(Feature::RtLoop, "real-time loop")?;
-        let config = LoopConfig::new(size_bytes, 1, Detect::Poll, Return::Register);
-        config.validate()?;
+        // A responder's loop: polled, checksum by register (the all-zero config).
+        let config = ValidLoopConfig::new(&LoopConfig::new(size_bytes, 1, Detect::Poll, Return::Register))?;
         card.claim(Block::RtLoop)?;
         refuse_ownerless_run(card)?;
         let buffer = card.device().alloc_dma(RESULT_OFFSET + 64)?;
         let programmed = (|| {
-            card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
-            card.write(regs::BUFFER_BASE, buffer.bus_addr)?;
-            card.write(regs::SIZE, u64::from(size_bytes))?;
-            card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(config.payload_size_log2))?;
-            card.write(regs::RESULT_ADDRESS, buffer.bus_addr + RESULT_OFFSET as u64)?;
-            card.write(regs::CONFIG, 0)?;
+            for w in config.setup_writes(buffer.bus_addr) {
+                card.write(w.register, w.value)?;
+            }
             let bit = 1u64 << msi_bit();
             let enabled = card.read(pcie_msi::ENABLE)?;
             card.write(pcie_msi::ENABLE, enabled & !bit)

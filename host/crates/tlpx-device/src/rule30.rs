@@ -30,10 +30,8 @@ use crate::{DeviceError, Width};
 
 /// Byte offset of the accelerator's window in BAR0.
 pub const WINDOW_BASE: u64 = tlpx_regs::rule30::REGION_OFFSET;
-/// Longest line, in cells.
-pub const MAX_LINE_LENGTH: u32 = 1024;
-/// Register words of `input` and `output`.
-pub const WORDS: usize = 32;
+/// The operation, its checks and the batch mode's descriptors live in the pure block crate.
+pub use tlpx_blocks::rule30::{latency_cycles, OpConfig, Rule30Error, MAX_LINE_LENGTH, WORDS};
 
 /// Register offsets in the window (the seed's Figure 5, then tlpx's extensions), from the
 /// generated register map (`tlpx_regs::rule30`, the card's csr.json).
@@ -99,44 +97,6 @@ impl HwMode {
             HwMode::Multi => "hw-multi",
         }
     }
-}
-
-/// What an operation computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct OpConfig {
-    /// Elementary rule, Wolfram's bit encoding.
-    pub rule: u8,
-    /// Cells, 1..=1024.
-    pub line_length: u32,
-    /// Extra card cycles per operation (the emulated hardware's latency).
-    pub latency_cycles: u32,
-}
-
-impl OpConfig {
-    pub fn validate(&self) -> Result<(), DeviceError> {
-        if !(1..=MAX_LINE_LENGTH).contains(&self.line_length) {
-            return Err(DeviceError::InvalidArgument(format!("line length must be 1..={MAX_LINE_LENGTH} cells, not {}", self.line_length)));
-        }
-        Ok(())
-    }
-
-    /// Register words a line of this length uses.
-    pub fn words(&self) -> usize {
-        (self.line_length as usize).div_ceil(32)
-    }
-}
-
-/// Converts a latency in ns to card cycles (rounded to the nearest, at least 0).
-pub fn latency_cycles(ns: f64, clock_hz: u32) -> Result<u32, DeviceError> {
-    let c = (ns * f64::from(clock_hz) / 1e9).round();
-    if !c.is_finite() || c < 0.0 || c > f64::from(u32::MAX) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "a latency of {ns} ns is {c} cycles of the card's {:.0} MHz clock: it must be 0..={} cycles",
-            f64::from(clock_hz) / 1e6,
-            u32::MAX
-        )));
-    }
-    Ok(c as u32)
 }
 
 /// Reads a window register.
@@ -330,11 +290,8 @@ pub mod batch {
     use crate::card::Card;
     use crate::DeviceError;
 
-    /// Packets per batch at most (one interrupt each).
-    pub const MAX_BATCH: usize = 256;
-    /// Generations one descriptor can ask for.
-    pub const MAX_GENERATIONS: u32 = 4095;
-    const CHAIN_BIT: u32 = 1 << 11;
+    use tlpx_blocks::rule30::batch::{batch_writes, setup_writes};
+    pub use tlpx_blocks::rule30::batch::{descriptor, MAX_BATCH, MAX_GENERATIONS};
     const STATUS_COMPLETE: u32 = 1 << 24;
 
     /// What a run of batches measured.
@@ -354,17 +311,6 @@ pub mod batch {
         pub outputs: Vec<[u32; WORDS]>,
     }
 
-    /// The descriptor of one packet: header and input words.
-    pub fn descriptor(op: &OpConfig, generations: u32, input: Option<&[u32; WORDS]>) -> Vec<u32> {
-        let header =
-            (op.line_length & 0x7ff) | if input.is_none() { CHAIN_BIT } else { 0 } | u32::from(op.rule) << 12 | (generations & 0xfff) << 20;
-        let mut d = vec![header];
-        if let Some(words) = input {
-            d.extend_from_slice(&words[..op.words()]);
-        }
-        d
-    }
-
     fn to_bytes(dws: &[u32]) -> Vec<u8> {
         dws.iter().flat_map(|d| d.to_le_bytes()).collect()
     }
@@ -372,11 +318,7 @@ pub mod batch {
     /// Runs `inputs` through the card in batches of up to [`MAX_BATCH`], each packet for
     /// `generations` generations, and reads every result back.
     pub fn run(card: &mut Card, op: &OpConfig, inputs: &[[u32; WORDS]], generations: u32) -> Result<BatchRun, DeviceError> {
-        if !(1..=MAX_GENERATIONS).contains(&generations) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "a batch descriptor holds 1..={MAX_GENERATIONS} generations, not {generations}"
-            )));
-        }
+        tlpx_blocks::rule30::batch::generations(generations)?;
         card.claim(crate::lease::Block::Rule30Batch)?;
         configure(card, op, HwMode::Poll, 1)?;
         let n = op.words();
@@ -416,8 +358,9 @@ pub mod batch {
     ) -> Result<BatchRun, DeviceError> {
         let n = op.words();
         let bit = 1u64 << super::msi_bit();
-        card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
-        card.write(regs::CONFIG, regs::config::IRQ.set(1))?;
+        for w in setup_writes() {
+            card.write(w.register, w.value)?;
+        }
         card.write(pcie_msi::CLEAR, bit)?;
         card.write(pcie_msi::ENABLE, bit)?;
         let mut run = BatchRun::default();
@@ -426,10 +369,9 @@ pub mod batch {
             descs.write_bytes(0, &to_bytes(&list))?;
             let record = (n + 1) * 4;
             results.write_bytes(0, &vec![0u8; record * chunk.len()])?;
-            card.write(regs::DESCRIPTOR_BASE, descs.bus_addr)?;
-            card.write(regs::DESCRIPTOR_BYTES, (list.len() * 4) as u64)?;
-            card.write(regs::COUNT, chunk.len() as u64)?;
-            card.write(regs::RESULT_BASE, results.bus_addr)?;
+            for w in batch_writes(descs.bus_addr, (list.len() * 4) as u64, chunk.len() as u64, results.bus_addr) {
+                card.write(w.register, w.value)?;
+            }
             card.read(regs::STATUS)?;
             while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
             let t0 = card.device().clock_ns()?;

@@ -35,20 +35,16 @@ use crate::{DeviceError, DmaBuffer};
 pub const RECORD_BYTES: usize = 32;
 /// Record format version the spy writes and this driver reads.
 pub const RECORD_VERSION: u16 = 1;
-/// TLP classes of the live counters and the type filters, in bit order.
-pub const CLASSES: [&str; 8] = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"];
 /// Buckets of the read-latency histogram (bucket k counts [2^k, 2^(k+1)) cycles).
 pub const LATENCY_BUCKETS: usize = tlpx_regs::constants::SPY_LATENCY_BUCKETS as usize;
 /// Buckets of the payload-size histograms (bucket k counts [2^k, 2^(k+1)) bytes).
 pub const PAYLOAD_BUCKETS: usize = tlpx_regs::constants::SPY_PAYLOAD_BUCKETS as usize;
-/// Records the spy's record FIFO holds: the most `pre` records of a start trigger.
-pub const RECORD_FIFO_DEPTH: u32 = tlpx_regs::constants::SPY_RECORD_FIFO_DEPTH as u32;
-/// Smallest ring (records).
-pub const MIN_RING_RECORDS: u32 = 16;
-/// Largest ring (records): 2^24 records = 512 MiB of host memory.
-pub const MAX_RING_RECORDS: u32 = 1 << 24;
-/// Idle cycles after which the spy writes a partial batch of records to the ring.
-pub const FLUSH_CYCLES: u32 = 256;
+/// The capture's configuration, its checks and its register writes live in the pure block
+/// crate; the driver programs what it encodes.
+pub use tlpx_blocks::spy::{
+    Filters, Ring, SpyConfig, SpyConfigError, Trigger, TriggerMode, CLASSES, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
+    RECORD_FIFO_DEPTH,
+};
 
 /// Direction of a TLP on the link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
@@ -246,127 +242,6 @@ pub fn is_capturing(card: &mut Card) -> Result<bool, DeviceError> {
     Ok(enabled && regs::status::HALTED.get(card.read(regs::STATUS)?) == 0)
 }
 
-fn direction_mask(down: bool, up: bool) -> u64 {
-    u64::from(down) | u64::from(up) << 1
-}
-
-/// What to record. The default records everything except the spy's own ring writes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Filters {
-    /// Record host-to-card TLPs.
-    pub down: bool,
-    /// Record card-to-host TLPs.
-    pub up: bool,
-    /// Classes to record, bit per class of [`CLASSES`].
-    pub class_mask: u8,
-    /// Requests are recorded when `(address & address_mask) == (address_base & address_mask)`
-    /// (completions carry no address and always pass).
-    pub address_base: u64,
-    pub address_mask: u64,
-    /// Requests and completions are recorded when their requester ID matches under the mask.
-    pub requester_id: u16,
-    pub requester_mask: u16,
-    /// Also record the spy's own ring writes.
-    pub include_own: bool,
-}
-
-impl Default for Filters {
-    fn default() -> Self {
-        Filters {
-            down: true,
-            up: true,
-            class_mask: 0xFF,
-            address_base: 0,
-            address_mask: 0,
-            requester_id: 0,
-            requester_mask: 0,
-            include_own: false,
-        }
-    }
-}
-
-impl Filters {
-    pub fn validate(&self) -> Result<(), DeviceError> {
-        if !self.down && !self.up {
-            return Err(DeviceError::InvalidArgument("the filters select no direction: record down, up or both".into()));
-        }
-        if self.class_mask == 0 {
-            return Err(DeviceError::InvalidArgument(format!("the filters select no TLP type: choose some of {}", CLASSES.join(", "))));
-        }
-        Ok(())
-    }
-}
-
-/// Trigger modes (the spy's `trigger.mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TriggerMode {
-    /// Record continuously.
-    Off,
-    /// Keep the last `pre` records until the trigger matches, then `post` records (the
-    /// trigger's included) and stop.
-    Start,
-    /// Record continuously until the trigger matches, then `post` records (the trigger's
-    /// included) and stop.
-    Stop,
-}
-
-/// When to start or stop recording. Only records that passed the filters can trigger.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Trigger {
-    pub mode: TriggerMode,
-    /// Classes that can trigger.
-    pub class_mask: u8,
-    /// Directions that can trigger.
-    pub down: bool,
-    pub up: bool,
-    /// Requests trigger when `(address & address_mask) == (address_base & address_mask)`;
-    /// completions match any address.
-    pub address_base: u64,
-    pub address_mask: u64,
-    /// Records kept before the trigger (start mode): 0..=511.
-    pub pre: u16,
-    /// Records kept from the trigger on, the trigger's included: >= 1.
-    pub post: u32,
-}
-
-impl Default for Trigger {
-    fn default() -> Self {
-        Trigger { mode: TriggerMode::Off, class_mask: 0xFF, down: true, up: true, address_base: 0, address_mask: 0, pre: 0, post: 1 }
-    }
-}
-
-impl Trigger {
-    pub fn validate(&self) -> Result<(), DeviceError> {
-        if self.mode == TriggerMode::Off {
-            return Ok(());
-        }
-        if u32::from(self.pre) >= RECORD_FIFO_DEPTH {
-            return Err(DeviceError::InvalidArgument(format!(
-                "pre-trigger records must be 0..={} (the spy's record FIFO), not {}",
-                RECORD_FIFO_DEPTH - 1,
-                self.pre
-            )));
-        }
-        if self.pre > 0 && self.mode == TriggerMode::Stop {
-            return Err(DeviceError::InvalidArgument(format!(
-                "pre-trigger records ({}) only apply to a start trigger: a stop trigger records everything before it",
-                self.pre
-            )));
-        }
-        if self.post == 0 {
-            return Err(DeviceError::InvalidArgument("post-trigger records must be at least 1 (the trigger itself), not 0".into()));
-        }
-        if !self.down && !self.up {
-            return Err(DeviceError::InvalidArgument("the trigger matches no direction: choose down, up or both".into()));
-        }
-        if self.class_mask == 0 {
-            return Err(DeviceError::InvalidArgument(format!("the trigger matches no TLP type: choose some of {}", CLASSES.join(", "))));
-        }
-        Ok(())
-    }
-}
-
 /// How a capture ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CaptureEnd {
@@ -438,15 +313,6 @@ struct DriverRing {
     held: Option<[u8; RECORD_BYTES]>,
 }
 
-/// Largest ring write the spy may make for a link of Max Payload Size `mps`.
-fn payload_log2(mps: u32) -> Result<u32, DeviceError> {
-    if !mps.is_power_of_two() || !(128..=4096).contains(&mps) {
-        return Err(DeviceError::InvalidArgument(format!("Max Payload Size must be a power of two in 128..=4096 bytes, not {mps}")));
-    }
-    // Up to 256 bytes (8 records per TLP): larger writes gain little and delay delivery.
-    Ok(mps.min(256).trailing_zeros())
-}
-
 impl Capture {
     /// Starts a capture into a new ring of `ring_records` records (a power of two in
     /// 16..=2^24), with ring writes of 128 bytes (valid for every link: 128 is PCIe's
@@ -470,14 +336,8 @@ impl Capture {
         trigger: &Trigger,
     ) -> Result<Capture, DeviceError> {
         card.require(Feature::Spy, "spy")?;
-        if !ring_records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&ring_records) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {ring_records}"
-            )));
-        }
-        let payload = payload_log2(mps)?;
-        filters.validate()?;
-        trigger.validate()?;
+        let ring_config = Ring::new(ring_records, mps)?;
+        let config = SpyConfig::new(filters, trigger)?;
         card.claim(Block::Spy)?;
         if is_capturing(card)? {
             // On, yet nobody held its lease: started by the card's firmware or by hand.
@@ -489,7 +349,7 @@ impl Capture {
             ));
         }
         if card.device().try_as_driver_dma().is_some() {
-            return match Capture::start_driver_writer(card, filters, trigger) {
+            return match Capture::start_driver_writer(card, &config) {
                 Ok(c) => Ok(c),
                 Err(e) => {
                     let _ = card.release(Block::Spy);
@@ -509,7 +369,7 @@ impl Capture {
             card.device().free_dma(ring)?;
             return Err(DeviceError::Backend(format!("the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs")));
         }
-        let programmed = program(card, Some((&ring, ring_records, payload)), filters, trigger);
+        let programmed = program(card, Some((&ring, ring_config)), &config);
         if let Err(e) = programmed {
             let _ = card.device().free_dma(ring);
             return Err(e);
@@ -518,8 +378,8 @@ impl Capture {
             transport: Transport::Ring { ring, rd_index: 0 },
             ring_records,
             delivered: 0,
-            include_own: filters.include_own,
-            trigger_mode: trigger.mode,
+            include_own: config.filters().include_own,
+            trigger_mode: config.trigger().mode,
             scratch: Vec::new(),
         })
     }
@@ -527,7 +387,7 @@ impl Capture {
     /// The capture through LitePCIe's DMA writer (see [`Transport::DriverWriter`]): the
     /// driver's writer ring zeroed, loopback off, the writer started (the driver programs its
     /// buffers into the card's table, first buffer first), then the spy enabled.
-    fn start_driver_writer(card: &mut Card, filters: &Filters, trigger: &Trigger) -> Result<Capture, DeviceError> {
+    fn start_driver_writer(card: &mut Card, config: &SpyConfig) -> Result<Capture, DeviceError> {
         use crate::backends::litepcie::Engine;
         let d = card.device().try_as_driver_dma().ok_or_else(|| DeviceError::Backend("no driver DMA".into()))?;
         let l = d.layout()?;
@@ -556,7 +416,7 @@ impl Capture {
         }
         d.set_loopback(false)?;
         d.set_enabled(Engine::Writer, true)?;
-        let programmed = program(card, None, filters, trigger);
+        let programmed = program(card, None, config);
         if let Err(e) = programmed {
             if let Some(d) = card.device().try_as_driver_dma() {
                 let _ = d.set_enabled(Engine::Writer, false);
@@ -577,8 +437,8 @@ impl Capture {
             }),
             ring_records: buffers as u32 * buffer_records,
             delivered: 0,
-            include_own: filters.include_own,
-            trigger_mode: trigger.mode,
+            include_own: config.filters().include_own,
+            trigger_mode: config.trigger().mode,
             scratch: Vec::new(),
         })
     }
@@ -881,42 +741,13 @@ fn record(bytes: &[u8]) -> [u8; RECORD_BYTES] {
     r
 }
 
-/// Programs and enables a capture: into `ring` (its bus address, size in records and the log2
-/// of its largest write), or, without one, into LitePCIe's DMA writer.
-fn program(card: &mut Card, ring: Option<(&DmaBuffer, u32, u32)>, filters: &Filters, trigger: &Trigger) -> Result<(), DeviceError> {
-    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
-    if let Some((ring, ring_records, payload_log2)) = ring {
-        card.write(regs::RING_BASE, ring.bus_addr)?;
-        card.write(regs::RING_SIZE_LOG2, u64::from(ring_records.trailing_zeros()))?;
-        card.write(regs::PAYLOAD_SIZE_LOG2, u64::from(payload_log2))?;
+/// Programs and enables a capture: into `ring` (the spy's own, with its size and largest
+/// write), or, without one, into LitePCIe's DMA writer.
+fn program(card: &mut Card, ring: Option<(&DmaBuffer, Ring)>, config: &SpyConfig) -> Result<(), DeviceError> {
+    let clock_hz = card.identity().clock_hz;
+    for w in config.program_writes(ring.map(|(buffer, r)| (buffer.bus_addr, r)), clock_hz) {
+        card.write(w.register, w.value)?;
     }
-    card.write(regs::FLUSH_CYCLES, u64::from(FLUSH_CYCLES))?;
-    card.write(regs::RD_INDEX, 0)?;
-    card.write(regs::DIRECTION_MASK, direction_mask(filters.down, filters.up))?;
-    card.write(regs::CLASS_MASK, u64::from(filters.class_mask))?;
-    card.write(regs::ADDRESS_BASE, filters.address_base)?;
-    card.write(regs::ADDRESS_MASK, filters.address_mask)?;
-    card.write(regs::REQUESTER_ID, u64::from(filters.requester_id))?;
-    card.write(regs::REQUESTER_MASK, u64::from(filters.requester_mask))?;
-    let mode = match trigger.mode {
-        TriggerMode::Off => 0,
-        TriggerMode::Start => 1,
-        TriggerMode::Stop => 2,
-    };
-    card.write(
-        regs::TRIGGER,
-        regs::trigger::MODE.set(mode)
-            | regs::trigger::CLASS_MASK.set(u64::from(trigger.class_mask))
-            | regs::trigger::DIRECTION_MASK.set(direction_mask(trigger.down, trigger.up)),
-    )?;
-    card.write(regs::TRIGGER_ADDRESS_BASE, trigger.address_base)?;
-    card.write(regs::TRIGGER_ADDRESS_MASK, trigger.address_mask)?;
-    card.write(regs::TRIGGER_PRE, u64::from(trigger.pre))?;
-    card.write(regs::TRIGGER_POST, u64::from(trigger.post.max(1)))?;
-    // Completion timeout: 1 ms of card time, as the generator's.
-    card.write(regs::TIMEOUT, u64::from(card.identity().clock_hz / 1000))?;
-    // Clear again: the programming writes above were counted by the live counters.
-    card.write(regs::CONTROL, regs::control::CLEAR.set(1))?;
     // A read, so that every write above has reached the card (posted writes are ordered
     // before it) and the capture starts with the enabling write alone: that write is not
     // recorded, and on the simulator it is the only one still on its way when this returns.
@@ -924,12 +755,7 @@ fn program(card: &mut Card, ring: Option<(&DmaBuffer, u32, u32)>, filters: &Filt
     if sequence != 0 {
         return Err(DeviceError::Backend(format!("the spy did not clear: its sequence counter reads {sequence} after the clear")));
     }
-    card.write(
-        regs::CONTROL,
-        regs::control::ENABLE.set(1)
-            | regs::control::INCLUDE_OWN.set(u64::from(filters.include_own))
-            | regs::control::TO_DMA_WRITER.set(u64::from(ring.is_none())),
-    )
+    card.write(regs::CONTROL, config.enable_word(ring.is_none()))
 }
 
 #[cfg(test)]
@@ -993,14 +819,14 @@ mod tests {
 
     #[test]
     fn trigger_and_filter_validation_names_the_value() {
+        // As a capture reports them: the block crate's errors as invalid arguments.
         let t = Trigger { mode: TriggerMode::Start, pre: 600, ..Trigger::default() };
-        assert!(t.validate().expect_err("invalid").to_string().contains("not 600"));
+        let e = DeviceError::from(t.validate().expect_err("invalid"));
+        assert!(e.to_string().starts_with("invalid argument: ") && e.to_string().contains("not 600"), "{e}");
         let t = Trigger { mode: TriggerMode::Stop, post: 0, ..Trigger::default() };
         assert!(t.validate().expect_err("invalid").to_string().contains("not 0"));
         let f = Filters { down: false, up: false, ..Filters::default() };
         assert!(f.validate().is_err());
-        assert!(payload_log2(100).expect_err("invalid").to_string().contains("not 100"));
-        assert_eq!(payload_log2(512).expect("valid"), 8);
-        assert_eq!(payload_log2(128).expect("valid"), 7);
+        assert!(Ring::new(64, 100).expect_err("invalid").to_string().contains("not 100"));
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
-use tlpx_device::generator::{self, AddressPattern, DataPattern, GenConfig, Operation};
+use tlpx_device::generator::{self, AddressPattern, DataPattern, GenConfig, LinkLimits, Operation, ValidGenConfig};
 use tlpx_device::pio;
 use tlpx_sim_protocol::DmaFaults;
 use tlpx_testkit::SimProcess as Sim;
@@ -25,6 +25,12 @@ fn control(sim: &Sim) -> SimDevice {
 }
 
 const TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The run as the driver takes it: validated against the largest link (the driver does not
+/// know the link; the CLI validates against the one libpci reports).
+fn valid(cfg: &GenConfig, buffer: &tlpx_device::DmaBuffer) -> ValidGenConfig {
+    cfg.validate(LinkLimits::LARGEST, buffer.len as u64).expect("a valid generator configuration")
+}
 
 fn config(op: Operation, size: u32, count: u64) -> GenConfig {
     let mut c = GenConfig::new(op, size, count);
@@ -49,7 +55,7 @@ fn generator_counts_equal_what_the_root_complex_saw() {
         cfg.relaxed_ordering = ro;
         cfg.no_snoop = ns;
         let before = control.stats().expect("stats").traffic;
-        let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("run");
+        let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), TIMEOUT).expect("run");
         let seen = control.stats().expect("stats").traffic.since(&before);
         assert_eq!(r.ended_by, "count", "{op:?}");
         assert_eq!(r.write_requests, seen.card_writes.tlps, "{op:?} MWr TLPs");
@@ -94,7 +100,7 @@ fn corrupted_host_data_is_counted_by_the_card() {
         let v = buffer.read_u32(offset).expect("read");
         buffer.write_u32(offset, !v).expect("write");
     }
-    let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("run");
+    let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), TIMEOUT).expect("run");
     assert_eq!(r.errors.data_mismatches, 3);
     card.device().free_dma(buffer).expect("free");
 }
@@ -109,7 +115,7 @@ fn injected_error_completions_are_counted_and_the_engine_recovers() {
     control.set_dma_faults(DmaFaults { ur_every: 5, ca_every: 7, poison_every: 11, drop_every: 13 }).expect("faults");
     let before = control.stats().expect("stats").traffic;
     let cfg = config(Operation::Read, 512, 60);
-    let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("run");
+    let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), TIMEOUT).expect("run");
     let seen = control.stats().expect("stats").traffic.since(&before);
     assert_eq!(r.ended_by, "count");
     assert!(seen.faults.ur > 0 && seen.faults.ca > 0 && seen.faults.poisoned > 0 && seen.faults.dropped > 0, "{seen:?}");
@@ -122,7 +128,7 @@ fn injected_error_completions_are_counted_and_the_engine_recovers() {
     assert_eq!(r.latency.count, 60 - failed);
     // Recovery: the same engine, faults off, runs clean.
     control.set_dma_faults(DmaFaults::default()).expect("faults off");
-    let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("run again");
+    let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), TIMEOUT).expect("run again");
     assert_eq!(r.ended_by, "count");
     assert_eq!(r.errors, generator::ErrorCounts::default());
     assert_eq!(r.latency.count, 60);
@@ -137,7 +143,7 @@ fn latency_and_write_then_read() {
     let mut cfg = config(Operation::Read, 64, 50);
     cfg.max_outstanding = 1;
     generator::fill_pattern(&buffer, DataPattern::Prbs, 0x1234).expect("fill");
-    let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("LAT_RD");
+    let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), TIMEOUT).expect("LAT_RD");
     assert_eq!(r.latency.count, 50);
     assert_eq!(r.latency.samples.len(), 50);
     let clock = f64::from(r.clock_hz);
@@ -147,7 +153,7 @@ fn latency_and_write_then_read() {
     assert_eq!(r.latency.histogram.iter().sum::<u64>(), 50);
     cfg.operation = Operation::WriteThenRead;
     cfg.address_pattern = AddressPattern::Random;
-    let r = generator::run(&mut card, &buffer, &cfg, TIMEOUT).expect("LAT_WRRD");
+    let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), TIMEOUT).expect("LAT_WRRD");
     assert_eq!((r.write_requests, r.read_requests, r.latency.count), (50, 50, 50));
     assert_eq!(r.errors.data_mismatches, 0);
     card.device().free_dma(buffer).expect("free");

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
-use tlpx_device::generator::{self, DataPattern, GenConfig, Operation};
+use tlpx_device::generator::{self, DataPattern, GenConfig, LinkLimits, Operation, ValidGenConfig};
 use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Filters, Trigger, TriggerMode};
 use tlpx_device::DeviceError;
@@ -80,6 +80,12 @@ impl Drop for Sim {
 }
 
 const GEN_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The run as the driver takes it: validated against the largest link (the driver does not
+/// know the link; the CLI validates against the one libpci reports).
+fn valid(cfg: &GenConfig, buffer: &tlpx_device::DmaBuffer) -> ValidGenConfig {
+    cfg.validate(LinkLimits::LARGEST, buffer.len as u64).expect("a valid generator configuration")
+}
 
 fn decode(raw: &[[u8; 32]]) -> Vec<Record> {
     raw.iter().enumerate().map(|(i, r)| Record::from_bytes(r).unwrap_or_else(|e| panic!("record #{i}: {e}"))).collect()
@@ -225,7 +231,7 @@ fn record_count_equals_link_tlps_under_generator_traffic() {
         cfg.max_outstanding = 8;
         let mut result = None;
         let (records, end, link) = captured_window(&mut card, &mut control, 4096, |card| {
-            let r = generator::run(card, &buffer, &cfg, GEN_TIMEOUT).expect("generator run");
+            let r = generator::run(card, &buffer, &valid(&cfg, &buffer), GEN_TIMEOUT).expect("generator run");
             let w = r.write_requests;
             result = Some(r);
             w
@@ -264,7 +270,7 @@ fn latencies_agree_with_the_generators_counters() {
         let mut cfg = GenConfig::new(Operation::Read, 256, 16);
         cfg.window = 1 << 16;
         cfg.max_outstanding = 1;
-        let r = generator::run(&mut card, &buffer, &cfg, GEN_TIMEOUT).expect("run");
+        let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), GEN_TIMEOUT).expect("run");
         let end = cap.stop(&mut card).expect("stop");
         let records = decode(&end.remaining);
         assert_eq!(r.latency.samples.len(), 16);
@@ -354,7 +360,7 @@ fn filters_pick_exactly_the_matching_records() {
         let mut cfg = GenConfig::new(Operation::Read, 64, 3);
         cfg.window = 1 << 14;
         cfg.check_data = false;
-        generator::run(&mut card, &buffer, &cfg, GEN_TIMEOUT).expect("run");
+        generator::run(&mut card, &buffer, &valid(&cfg, &buffer), GEN_TIMEOUT).expect("run");
         let records = decode(&cap.stop(&mut card).expect("stop").remaining);
         assert_eq!(records.len(), 3);
         records[0].requester_id().expect("rid")
@@ -364,7 +370,7 @@ fn filters_pick_exactly_the_matching_records() {
     let mut cfg = GenConfig::new(Operation::Read, 128, 5);
     cfg.window = 1 << 14;
     cfg.check_data = false;
-    generator::run(&mut card, &buffer, &cfg, GEN_TIMEOUT).expect("run");
+    generator::run(&mut card, &buffer, &valid(&cfg, &buffer), GEN_TIMEOUT).expect("run");
     let records = decode(&cap.stop(&mut card).expect("stop").remaining);
     // The card's reads and the host's completions of them (their requester is the card);
     // none of the host's MMIO (requester: the root port) nor the card's completions to it.
@@ -505,7 +511,7 @@ fn golden_scenario(card: &mut Card) -> (Vec<[u8; 32]>, CaptureEnd) {
     cfg.window = 1 << 14;
     cfg.offset = 4;
     cfg.seed = 7;
-    generator::run(card, &buffer, &cfg, GEN_TIMEOUT).expect("run");
+    generator::run(card, &buffer, &valid(&cfg, &buffer), GEN_TIMEOUT).expect("run");
     let end = cap.stop_into(card, &mut raw).expect("stop");
     (raw, end)
 }
@@ -584,7 +590,7 @@ fn bench_spy_sustained_rate_and_host_ingest() {
             cfg.idle_cycles = idle;
             cfg.flush_writes = false;
             let cap = Capture::start(&mut card, 1 << 17, &Filters::default(), &Trigger::default()).expect("start");
-            let r = generator::run(&mut card, &buffer, &cfg, Duration::from_secs(1)).expect("run");
+            let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), Duration::from_secs(1)).expect("run");
             let end = cap.stop(&mut card).expect("stop");
             let secs = r.cycles as f64 / clock;
             let tlps_per_s = r.write_requests as f64 / secs;
@@ -610,7 +616,7 @@ fn bench_spy_sustained_rate_and_host_ingest() {
         cfg.window = 1 << 16;
         cfg.payload_size = 4;
         cfg.idle_cycles = 64;
-        generator::run(&mut card, &buffer, &cfg, Duration::from_secs(1)).expect("run");
+        generator::run(&mut card, &buffer, &valid(&cfg, &buffer), Duration::from_secs(1)).expect("run");
         card.device().idle(Duration::from_micros(50)).expect("idle");
         let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("spy_bench.tlpx");
         let info = tlpx_trace::HeaderInfo::new("bench", tlpx_trace::CardInfo::new(clock as u64));

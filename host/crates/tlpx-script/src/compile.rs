@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use tlpx_blocks::generator::GenConfig;
+use tlpx_blocks::LinkLimits;
 use tlpx_regs::generator::config as gcfg;
 
 use crate::image::{self, CmpOp, DmaDescriptor, Event, Insn, Program, Slot, SlotKind};
@@ -52,7 +54,8 @@ pub const MAX_WINDOW: u64 = 1 << 31;
 pub const DEFAULT_EVENT_TIMEOUT_PS: u128 = 1_000_000_000_000;
 /// Default time a blocking `dma` may run before the script fails: 1 s of card time.
 pub const DEFAULT_DMA_LIMIT_PS: u128 = 1_000_000_000_000;
-/// Default completion timeout of the generator's reads: 1 ms (as generator.rs).
+/// Default completion timeout of the generator's reads: 1 ms (as the host programs it,
+/// tlpx_blocks::generator::completion_timeout_cycles).
 pub const DEFAULT_COMPLETION_TIMEOUT_PS: u128 = 1_000_000_000;
 
 enum Name {
@@ -712,8 +715,30 @@ impl Compiler<'_> {
         if p.count == 0 && p.duration == 0 {
             errors.push(Diagnostic::new(self.line, dma_col, "dma needs count= (transfers) or duration= (a time): both are 0".to_string()));
         }
-        let stride = u64::from(p.offset as u32 + size as u32).max(64).next_power_of_two();
         let (window, window_col) = p.window.unwrap_or((1 << 20, dma_col));
+        let op = DMA_OPS.iter().position(|o| *o == operation).map_or(gcfg::Operation::WriteThenRead, |i| DMA_OP_VALUES[i]);
+        // The run as tlpx bw would ask for it.
+        let run = GenConfig {
+            operation: op,
+            transfer_size: size as u32,
+            count: p.count,
+            duration_cycles: p.duration,
+            request_size: p.request as u32,
+            payload_size: p.payload as u32,
+            idle_cycles: p.idle as u32,
+            max_outstanding: p.outstanding as u32,
+            address_pattern: p.address,
+            window,
+            offset: p.offset as u32,
+            addr64: p.addr64,
+            data_pattern: p.pattern,
+            check_data: p.check,
+            relaxed_ordering: p.relaxed,
+            no_snoop: p.nosnoop,
+            seed: p.seed as u32,
+            flush_writes: p.flush,
+        };
+        let stride = run.stride();
         if window < stride {
             errors.push(Diagnostic::new(
                 self.line,
@@ -739,37 +764,20 @@ impl Compiler<'_> {
         if !errors.is_empty() {
             return self.dma_errors(errors);
         }
-        let op = DMA_OPS.iter().position(|o| *o == operation).map_or(gcfg::Operation::WriteThenRead, |i| DMA_OP_VALUES[i]);
-        let flush = p.flush && op != gcfg::Operation::WriteThenRead;
-        let config = gcfg::OPERATION.set(u64::from(op.value()))
-            | gcfg::ADDRESS_PATTERN.set(u64::from(p.address.value()))
-            | gcfg::DATA_PATTERN.set(u64::from(p.pattern.value()))
-            | gcfg::CHECK_DATA.set(u64::from(p.check))
-            | gcfg::ADDR64.set(u64::from(p.addr64))
-            | gcfg::RELAXED_ORDERING.set(u64::from(p.relaxed))
-            | gcfg::NO_SNOOP.set(u64::from(p.nosnoop))
-            | gcfg::FLUSH.set(u64::from(flush));
         let clock = self.opts.clock_hz;
         let cyc = |q: Option<Qty>, default_ps: u128| -> u64 {
             let c = q.unwrap_or(Qty::Time(default_ps)).cycles(clock).unwrap_or(0);
             c.min(u128::from(u64::MAX)) as u64
         };
-        let desc = DmaDescriptor {
-            config: config as u32,
-            transfer_size: size as u32,
-            count: p.count,
-            duration: p.duration,
-            request_size_log2: p.request.trailing_zeros(),
-            payload_size_log2: p.payload.trailing_zeros(),
-            idle_cycles: p.idle as u32,
-            max_outstanding: p.outstanding as u32,
-            window_mask: (window - 1) as u32,
-            stride_log2: stride.trailing_zeros(),
-            offset: p.offset as u32,
-            seed: p.seed as u32,
-            timeout: cyc(p.timeout, DEFAULT_COMPLETION_TIMEOUT_PS).min(u64::from(u32::MAX)) as u32,
-            base_offset: base as u32,
+        // Validated and encoded by the block crate: the checks above name the script's columns;
+        // this one cannot fail after them (the card's own limits, against the largest link: the
+        // card caps sizes at the link's at run time).
+        let run = match run.validate(LinkLimits::LARGEST, MAX_WINDOW) {
+            Ok(run) => run,
+            Err(e) => return self.err(dma_col, format!("this dma cannot run: {e}")),
         };
+        let timeout = cyc(p.timeout, DEFAULT_COMPLETION_TIMEOUT_PS).min(u64::from(u32::MAX)) as u32;
+        let desc = DmaDescriptor::of(&run, base as u32, timeout);
         let limit_cycles = cyc(p.limit, DEFAULT_DMA_LIMIT_PS);
         let index = match self.dmas.iter().position(|d| *d == desc) {
             Some(i) => i,
@@ -930,7 +938,7 @@ struct DmaParams {
 }
 
 impl Default for DmaParams {
-    /// generator.rs's GenConfig::new defaults.
+    /// GenConfig::new's defaults (tlpx_blocks::generator).
     fn default() -> Self {
         DmaParams {
             size: None,

@@ -12,7 +12,6 @@
 use std::fmt;
 
 use serde::Serialize;
-use tlpx_regs::generator::run_descriptor as desc;
 
 /// "TLXS" in the first four bytes of an image.
 pub const MAGIC: [u8; 4] = *b"TLXS";
@@ -25,7 +24,7 @@ pub const INSN_LEN: usize = 24;
 /// Bytes of one DMA descriptor (the generator's registers for one run, in register order, then
 /// the offset in the host buffer: its layout is generated, `tlpx_regs::generator::run_descriptor`,
 /// and the firmware replays it with the same offsets, `TLPX_GENERATOR_DESC_*`).
-pub const DMA_LEN: usize = desc::LEN;
+pub const DMA_LEN: usize = tlpx_blocks::run_descriptor::LEN;
 /// Bytes of one event entry.
 pub const EVENT_LEN: usize = 8;
 /// Bytes of one result slot entry.
@@ -186,75 +185,9 @@ pub struct Event {
     pub bit: u8,
 }
 
-/// The generator's registers for one run, in register order; the firmware writes them as they
-/// are, except `base_offset`, added to the bus address of the script's host buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct DmaDescriptor {
-    pub config: u32,
-    pub transfer_size: u32,
-    pub count: u64,
-    pub duration: u64,
-    pub request_size_log2: u32,
-    pub payload_size_log2: u32,
-    pub idle_cycles: u32,
-    pub max_outstanding: u32,
-    pub window_mask: u32,
-    pub stride_log2: u32,
-    pub offset: u32,
-    pub seed: u32,
-    pub timeout: u32,
-    pub base_offset: u32,
-}
-
-impl DmaDescriptor {
-    /// The descriptor's bytes, each field at its generated offset (little-endian, 64-bit
-    /// values as two words, low first).
-    fn to_bytes(self) -> [u8; DMA_LEN] {
-        let mut b = [0u8; DMA_LEN];
-        let mut put = |at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
-        put(desc::CONFIG, &self.config.to_le_bytes());
-        put(desc::TRANSFER_SIZE, &self.transfer_size.to_le_bytes());
-        put(desc::COUNT, &self.count.to_le_bytes());
-        put(desc::DURATION, &self.duration.to_le_bytes());
-        put(desc::REQUEST_SIZE_LOG2, &self.request_size_log2.to_le_bytes());
-        put(desc::PAYLOAD_SIZE_LOG2, &self.payload_size_log2.to_le_bytes());
-        put(desc::IDLE_CYCLES, &self.idle_cycles.to_le_bytes());
-        put(desc::MAX_OUTSTANDING, &self.max_outstanding.to_le_bytes());
-        put(desc::WINDOW_MASK, &self.window_mask.to_le_bytes());
-        put(desc::STRIDE_LOG2, &self.stride_log2.to_le_bytes());
-        put(desc::OFFSET, &self.offset.to_le_bytes());
-        put(desc::SEED, &self.seed.to_le_bytes());
-        put(desc::TIMEOUT, &self.timeout.to_le_bytes());
-        put(desc::BASE_OFFSET, &self.base_offset.to_le_bytes());
-        b
-    }
-
-    fn from_bytes(b: &[u8; DMA_LEN]) -> DmaDescriptor {
-        let w = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let d = |at: usize| u64::from(w(at)) | u64::from(w(at + 4)) << 32;
-        DmaDescriptor {
-            config: w(desc::CONFIG),
-            transfer_size: w(desc::TRANSFER_SIZE),
-            count: d(desc::COUNT),
-            duration: d(desc::DURATION),
-            request_size_log2: w(desc::REQUEST_SIZE_LOG2),
-            payload_size_log2: w(desc::PAYLOAD_SIZE_LOG2),
-            idle_cycles: w(desc::IDLE_CYCLES),
-            max_outstanding: w(desc::MAX_OUTSTANDING),
-            window_mask: w(desc::WINDOW_MASK),
-            stride_log2: w(desc::STRIDE_LOG2),
-            offset: w(desc::OFFSET),
-            seed: w(desc::SEED),
-            timeout: w(desc::TIMEOUT),
-            base_offset: w(desc::BASE_OFFSET),
-        }
-    }
-
-    /// Bytes of the host buffer this run touches: base_offset + window.
-    pub fn buffer_end(&self) -> u64 {
-        u64::from(self.base_offset) + u64::from(self.window_mask) + 1
-    }
-}
+/// The generator's registers for one run: the block crate's descriptor, encoded there from a
+/// validated generator configuration (tlpx_blocks::run_descriptor).
+pub use tlpx_blocks::run_descriptor::DmaDescriptor;
 
 /// A compiled program: what the image holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -17,7 +17,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tlpx_device::card::Feature;
-use tlpx_device::generator::{self, AddressPattern, DataPattern, ErrorCounts, GenConfig, GenResult, Operation, MAX_TRANSFER_BYTES, TAGS};
+use tlpx_device::generator::{
+    self, AddressPattern, DataPattern, ErrorCounts, GenConfig, GenResult, LinkLimits, Operation, TransferSize, ValidGenConfig,
+    MAX_TRANSFER_BYTES, TAGS,
+};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self, CompletionSplit, LinkConfig};
 use tlpx_model::stats::Summary;
@@ -268,30 +271,33 @@ pub fn transfer_sizes(flag: &str, text: &str) -> Result<Vec<u32>, String> {
     check_sizes(flag, &parse_size_list(flag, text, &format!("1..={MAX_TRANSFER_BYTES} bytes"))?)
 }
 
-/// Checks transfer sizes given in `flag`.
+/// Checks transfer sizes given in `flag` (the range is the block crate's [`TransferSize`]).
 pub fn check_sizes(flag: &str, sizes: &[u64]) -> Result<Vec<u32>, String> {
     sizes
         .iter()
         .map(|&s| {
-            u32::try_from(s)
-                .ok()
-                .filter(|s| (1..=MAX_TRANSFER_BYTES).contains(s))
-                .ok_or_else(|| format!("{flag}: {s} is not a transfer size the generator moves: use 1..={MAX_TRANSFER_BYTES} bytes"))
+            TransferSize::new(s)
+                .map(TransferSize::get)
+                .map_err(|_| format!("{flag}: {s} is not a transfer size the generator moves: use 1..={MAX_TRANSFER_BYTES} bytes"))
         })
         .collect()
 }
 
 /// Builds and validates one generator configuration per point of the sweep, in the order
-/// op, window, offset, pattern, size. `mps`/`mrrs` are the link's; `clock_hz` the card's.
+/// op, window, offset, pattern, size. `link` is the link's MPS/MRRS; `clock_hz` the card's.
+///
+/// Commands call it twice: before opening the card with [`LinkLimits::LARGEST`] and a 1 Hz
+/// clock, so that every mistake that does not depend on the link is reported before the card is
+/// touched (a long sweep must not fail at its first point), then with the link libpci reports.
 pub fn build_configs(
     ops: &[Operation],
     sizes: &[u32],
     outstanding: u32,
     c: &Common,
-    mps: u32,
-    mrrs: u32,
+    link: LinkLimits,
     clock_hz: u32,
-) -> Result<Vec<GenConfig>, String> {
+) -> Result<Vec<ValidGenConfig>, String> {
+    let LinkLimits { mps, mrrs } = link;
     if !(1..=TAGS).contains(&outstanding) {
         return Err(format!("--outstanding must be 1..={TAGS} (the card's tags), not {outstanding}"));
     }
@@ -336,9 +342,15 @@ pub fn build_configs(
                                 bytes(g.stride()).replace(' ', "").replace("iB", "")
                             ));
                         }
-                        g.validate(mps, mrrs, window as usize)
-                            .map_err(|e| format!("{} of {size} bytes, window {window}, offset {offset}: {e}", op_label(op)))?;
-                        out.push(g);
+                        // As the driver's InvalidArgument says it ("invalid argument: ...").
+                        let valid = g.validate(link, window).map_err(|e| {
+                            format!(
+                                "{} of {size} bytes, window {window}, offset {offset}: {}",
+                                op_label(op),
+                                tlpx_device::DeviceError::from(e)
+                            )
+                        })?;
+                        out.push(valid);
                     }
                 }
             }
@@ -570,7 +582,7 @@ pub fn run_timeout(cfg: &GenConfig, model_bytes_per_second: Option<f64>, clock_h
 pub fn run_once(
     session: &mut Session,
     buffer: &DmaBuffer,
-    cfg: &GenConfig,
+    cfg: &ValidGenConfig,
     timeout: Duration,
 ) -> anyhow::Result<(GenResult, Option<HostCheck>)> {
     let window = cfg.window as usize;
@@ -659,7 +671,7 @@ pub fn session_model(session: &Session, addr64: bool) -> Option<LinkConfig> {
 }
 
 /// Runs one point `repeat` times and summarises it.
-pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig, repeat: u32) -> anyhow::Result<BwPoint> {
+pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenConfig, repeat: u32) -> anyhow::Result<BwPoint> {
     let model = session_model(session, cfg.addr64).and_then(|m| {
         model_operation(cfg.operation)
             .map(|op| link::analyse(&m, op, u64::from(cfg.transfer_size), CompletionSplit::Mps).bandwidth.bytes_per_second)
@@ -704,7 +716,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig,
         window: cfg.window,
         offset: cfg.offset,
         pattern: pattern_short(cfg.address_pattern),
-        config: cfg.clone(),
+        config: cfg.config().clone(),
         achieved_bytes_per_second: achieved,
         model_bytes_per_second: model,
         efficiency,
@@ -762,9 +774,9 @@ impl Buffers {
 /// point as it completes. Stops early on Ctrl-C; returns the points and whether it did.
 pub fn sweep<T>(
     session: &mut Session,
-    configs: &[GenConfig],
+    configs: &[ValidGenConfig],
     progress: &Progress,
-    mut measure: impl FnMut(&mut Session, &DmaBuffer, &GenConfig) -> anyhow::Result<T>,
+    mut measure: impl FnMut(&mut Session, &DmaBuffer, &ValidGenConfig) -> anyhow::Result<T>,
     mut each: impl FnMut(&T),
 ) -> anyhow::Result<(Vec<T>, bool)> {
     let mut buffers = Buffers::default();
@@ -980,7 +992,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let ops: Vec<Operation> = cmd.op.iter().map(|o| o.operation()).collect();
     // Everything that does not need the link is checked before touching the card, the output
     // path included (a long sweep must not end in "cannot write").
-    build_configs(&ops, &sizes, cmd.outstanding, &common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
+    build_configs(&ops, &sizes, cmd.outstanding, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     check_optional_output("--output", cmd.output.as_deref())?;
 
     let mut session = Session::open(device)?;
@@ -989,7 +1001,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         return super::bw_driver::run(cmd, session, json, started);
     }
     let (mps, mrrs) = session.mps_mrrs();
-    let configs = build_configs(&ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
+    let configs =
+        build_configs(&ops, &sizes, cmd.outstanding, &common, LinkLimits { mps, mrrs }, session.clock_hz).map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
     progress::install_stop_handler();
 
@@ -1017,7 +1030,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     let progress = Progress::new(configs.len() as u64, json);
     let repeat = common.repeat;
-    let measure = |s: &mut Session, b: &DmaBuffer, c: &GenConfig| measure_point(s, b, c, repeat);
+    let measure = |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| measure_point(s, b, c, repeat);
     let (points, interrupted) = sweep(&mut session, &configs, &progress, measure, |p: &BwPoint| {
         if !json {
             progress.println(&point_line(p));
@@ -1103,7 +1116,9 @@ mod tests {
     fn defaults_give_1000_transfers_over_1_mib() {
         let c = Common::parse(&args()).expect("valid");
         assert_eq!((c.windows.as_slice(), c.count, c.check), (&[1u64 << 20][..], DEFAULT_COUNT, true));
-        let cfgs = build_configs(&[Operation::Read, Operation::Write], &[64, 4096], 32, &c, 256, 512, 125_000_000).expect("valid");
+        let cfgs =
+            build_configs(&[Operation::Read, Operation::Write], &[64, 4096], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000)
+                .expect("valid");
         assert_eq!(cfgs.len(), 4);
         assert_eq!((cfgs[0].request_size, cfgs[0].payload_size), (512, 256));
         assert_eq!((cfgs[3].operation, cfgs[3].transfer_size), (Operation::Write, 4096));
@@ -1151,19 +1166,19 @@ mod tests {
     fn link_limits_are_checked_with_the_link_named() {
         let mut c = Common::parse(&args()).expect("valid");
         c.request_size = Some(1024);
-        let e = build_configs(&[Operation::Read], &[64], 32, &c, 256, 512, 1).expect_err("above MRRS");
+        let e = build_configs(&[Operation::Read], &[64], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("above MRRS");
         assert!(e.contains("--request-size 1024") && e.contains("MRRS of 512"), "{e}");
         let mut c = Common::parse(&args()).expect("valid");
         c.payload_size = Some(512);
-        let e = build_configs(&[Operation::Write], &[64], 32, &c, 256, 512, 1).expect_err("above MPS");
+        let e = build_configs(&[Operation::Write], &[64], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("above MPS");
         assert!(e.contains("--payload-size 512") && e.contains("MPS of 256"), "{e}");
         let c = Common::parse(&args()).expect("valid");
-        let e = build_configs(&[Operation::Read], &[64], 65, &c, 256, 512, 1).expect_err("tags");
+        let e = build_configs(&[Operation::Read], &[64], 65, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("tags");
         assert!(e.contains("--outstanding must be 1..=64") && e.contains("65"), "{e}");
         let mut a = args();
         a.window = "1K".into();
         let c = Common::parse(&a).expect("valid");
-        let e = build_configs(&[Operation::Read], &[4096], 32, &c, 256, 512, 1).expect_err("window");
+        let e = build_configs(&[Operation::Read], &[4096], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("window");
         assert!(e.contains("--window 1024") && e.contains("4096") && e.contains("--window 4K"), "{e}");
     }
 
@@ -1187,7 +1202,7 @@ mod tests {
         a.duration = Some("2ms".into());
         let c = Common::parse(&a).expect("valid");
         assert_eq!(c.count, 0);
-        let cfgs = build_configs(&[Operation::Write], &[256], 32, &c, 256, 512, 125_000_000).expect("valid");
+        let cfgs = build_configs(&[Operation::Write], &[256], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000).expect("valid");
         assert_eq!(cfgs[0].duration_cycles, 250_000);
         assert_eq!(cfgs[0].count, 0);
     }

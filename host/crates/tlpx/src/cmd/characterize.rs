@@ -16,7 +16,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
-use tlpx_device::generator::{GenConfig, Operation, TAGS};
+use tlpx_device::generator::{LinkLimits, Operation, ValidGenConfig, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self as model_link, CompletionSplit, LinkConfig};
 
@@ -372,8 +372,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let lat_common = Common { count: cmd.lat_count, duration_seconds: None, repeat: 1, ..common.clone() };
     let pio_plan = PioPlan::parse(&cmd.widths, cmd.pio_count, 0, None).map_err(|e| anyhow::anyhow!(e.replace("--count", "--pio-count")))?;
     let dma_ops = [Operation::Write, Operation::Read, Operation::ReadWrite];
-    bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
-    lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
+    bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
+    lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     let out_dir = cmd.out_dir.clone().unwrap_or_else(|| PathBuf::from("results").join(results::utc_now().1));
     // The folder and the extra result file are made sure of before the card is touched.
     check_output_dir("--out-dir", &out_dir)?;
@@ -381,10 +381,11 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
-    let dma_configs =
-        bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
-    let lat_configs: Vec<GenConfig> = lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, mps, mrrs, session.clock_hz)
+    let dma_configs = bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits { mps, mrrs }, session.clock_hz)
         .map_err(anyhow::Error::msg)?;
+    let lat_configs: Vec<ValidGenConfig> =
+        lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits { mps, mrrs }, session.clock_hz)
+            .map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     progress::install_stop_handler();
@@ -422,7 +423,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         &mut session,
         &dma_configs,
         &progress,
-        |s: &mut Session, b: &DmaBuffer, c: &GenConfig| bw::measure_point(s, b, c, repeat),
+        |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| bw::measure_point(s, b, c, repeat),
         |p: &BwPoint| {
             if !json {
                 progress.println(&bw::point_line(p));
@@ -440,7 +441,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             &mut session,
             &lat_configs,
             &progress,
-            |s: &mut Session, b: &DmaBuffer, c: &GenConfig| lat::measure_point(s, b, c, 1),
+            |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| lat::measure_point(s, b, c, 1),
             |p: &LatPoint| {
                 if !json {
                     let line = match &p.latency_ns {
@@ -578,7 +579,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tlpx_device::generator::ErrorCounts;
+    use tlpx_device::generator::{ErrorCounts, GenConfig};
     use tlpx_model::stats::Summary;
 
     fn summarise(rates: &[f64]) -> Option<Summary> {

@@ -162,11 +162,12 @@ impl Plan {
             Amount::Seconds(_) => 0,
         };
         let c = if self.periodic {
-            TimerConfig::periodic_ns(self.interval_ns.0, count, self.seed, clock_hz)?
+            TimerConfig::periodic_ns(self.interval_ns.0, count, self.seed, clock_hz)
         } else {
-            TimerConfig::random_ns(self.interval_ns.0, self.interval_ns.1, count, self.seed, clock_hz)?
+            TimerConfig::random_ns(self.interval_ns.0, self.interval_ns.1, count, self.seed, clock_hz)
         };
-        Ok(c)
+        // Worded as the driver's refusal ("invalid argument: ...").
+        Ok(c.map_err(tlpx_device::DeviceError::from)?)
     }
 }
 

@@ -17,7 +17,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
-use tlpx_device::generator::{ErrorCounts, GenConfig, Operation};
+use tlpx_device::generator::{ErrorCounts, GenConfig, LinkLimits, Operation, ValidGenConfig};
 use tlpx_device::DmaBuffer;
 use tlpx_model::stats::Summary;
 
@@ -119,7 +119,7 @@ impl LatPoint {
 }
 
 /// Runs one latency point `repeat` times; samples of all runs are pooled.
-pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig, repeat: u32) -> anyhow::Result<LatPoint> {
+pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenConfig, repeat: u32) -> anyhow::Result<LatPoint> {
     let timeout = bw::run_timeout(cfg, None, session.clock_hz);
     let mut samples = Vec::new();
     let mut dropped = 0;
@@ -179,7 +179,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &GenConfig,
         measurement,
         operation: bw::op_short(cfg.operation),
         transfer_size: cfg.transfer_size,
-        config: cfg.clone(),
+        config: cfg.config().clone(),
         clock_hz,
         latency_ns: Summary::of(&samples_ns),
         hardware: HardwareLatency {
@@ -269,9 +269,15 @@ pub struct Body {
 }
 
 /// Builds the latency configurations: one request in flight, for every op and size.
-pub fn build_configs(ops: &[LatOp], sizes: &[u32], common: &Common, mps: u32, mrrs: u32, clock_hz: u32) -> Result<Vec<GenConfig>, String> {
+pub fn build_configs(
+    ops: &[LatOp],
+    sizes: &[u32],
+    common: &Common,
+    link: LinkLimits,
+    clock_hz: u32,
+) -> Result<Vec<ValidGenConfig>, String> {
     let ops: Vec<Operation> = ops.iter().map(|o| o.operation()).collect();
-    bw::build_configs(&ops, sizes, 1, common, mps, mrrs, clock_hz)
+    bw::build_configs(&ops, sizes, 1, common, link, clock_hz)
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -279,13 +285,13 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
     let sizes = bw::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
-    build_configs(&cmd.op, &sizes, &common, 4096, 4096, 1).map_err(anyhow::Error::msg)?;
+    build_configs(&cmd.op, &sizes, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
-    let configs = build_configs(&cmd.op, &sizes, &common, mps, mrrs, session.clock_hz).map_err(anyhow::Error::msg)?;
+    let configs = build_configs(&cmd.op, &sizes, &common, LinkLimits { mps, mrrs }, session.clock_hz).map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
     progress::install_stop_handler();
     let limits: Vec<SimLimit> = if session.environment.simulated {
@@ -310,7 +316,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         &mut session,
         &configs,
         &progress,
-        |s: &mut Session, b: &DmaBuffer, c: &GenConfig| measure_point(s, b, c, repeat),
+        |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| measure_point(s, b, c, repeat),
         |p: &LatPoint| {
             if !json {
                 for line in point_text(p, rows, clock) {
@@ -435,7 +441,7 @@ mod tests {
             repeat: 1,
         };
         let c = Common::parse(&a).expect("valid");
-        let cfgs = build_configs(&[LatOp::Read, LatOp::Wrrd], &[64], &c, 256, 512, 125_000_000).expect("valid");
+        let cfgs = build_configs(&[LatOp::Read, LatOp::Wrrd], &[64], &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000).expect("valid");
         assert!(cfgs.iter().all(|c| c.max_outstanding == 1));
         assert_eq!(cfgs[1].operation, Operation::WriteThenRead);
         let svg = plot::render_svg(&cdf_chart("t", &[point((1..=100).collect())])).expect("svg");

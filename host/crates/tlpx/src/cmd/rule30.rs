@@ -508,7 +508,9 @@ fn run_hw(
     tick: &dyn Fn(u64),
 ) -> anyhow::Result<Point> {
     let clock_hz = session.clock_hz;
-    let op = OpConfig { rule: plan.rule, line_length: length, latency_cycles: accel::latency_cycles(latency_ns, clock_hz)? };
+    // Worded as the driver's refusal ("invalid argument: ...").
+    let latency_cycles = accel::latency_cycles(latency_ns, clock_hz).map_err(tlpx_device::DeviceError::from)?;
+    let op = OpConfig { rule: plan.rule, line_length: length, latency_cycles };
     let card = &mut session.card;
     let clock = match card.device().clock_source() {
         ClockSource::Host => "host",

@@ -257,8 +257,8 @@ impl Plan {
                 trigger.post = a.post.unwrap_or(if trigger.mode == TriggerMode::Start { u32::MAX } else { 1 });
             }
         }
-        filters.validate().map_err(|e| anyhow!("{e}"))?;
-        trigger.validate().map_err(|e| anyhow!("{e}"))?;
+        // Checked before the card is touched, worded as the capture's own refusal would be.
+        spy::SpyConfig::new(&filters, &trigger).map_err(|e| anyhow!("{}", tlpx_device::DeviceError::from(e)))?;
         if !a.ring.is_power_of_two() || !(spy::MIN_RING_RECORDS..=spy::MAX_RING_RECORDS).contains(&a.ring) {
             bail!("--ring: must be a power of two in {}..={} records, not {}", spy::MIN_RING_RECORDS, spy::MAX_RING_RECORDS, a.ring);
         }
