@@ -116,14 +116,18 @@ impl Card {
         let location = device.description().location;
         let expected_magic = tlpx_regs::constants::IDENT_MAGIC as u32;
         // tlpx's map at BAR0 0, or relocated: then every access through the card is.
-        let (mut device, tlpx_base) = match relocate::locate(device.as_mut())? {
+        let mut identity = read_identity(device.as_mut())?;
+        let (device, tlpx_base) = match relocate::locate_given(device.as_mut(), identity.magic)? {
             Located::At(0) => (device, 0),
-            Located::At(base) => (Box::new(Relocated::new(device, base)) as Box<dyn Device>, base),
+            Located::At(base) => {
+                let mut relocated = Box::new(Relocated::new(device, base)) as Box<dyn Device>;
+                identity = read_identity(relocated.as_mut())?;
+                (relocated, base)
+            }
             Located::Nowhere { at_zero, .. } => {
                 return Err(CardError::NotATlpxCard { location, found: at_zero, expected: expected_magic });
             }
         };
-        let identity = read_identity(device.as_mut())?;
         if !accepted.contains(&identity.map_hash) {
             return Err(CardError::UnknownRegisterMap {
                 location,
