@@ -2907,7 +2907,7 @@ pub mod rule30_batch {
     /// Fields of `config`.
     pub mod config {
         use super::Field;
-        /// Raise the ``rule30`` MSI once at the end of each batch (also one that ends in error).
+        /// Raise the ``slot`` MSI (rule 30 is in the accelerator slot) once at the end of each batch (also one that ends in error).
         pub const IRQ: Field = Field { shift: 0, width: 1 };
     }
 
@@ -3921,7 +3921,7 @@ pub mod rule30 {
     /// Fields of `control`.
     pub mod control {
         use super::Field;
-        /// Pulse the rule30 MSI at completion (and at a refused start).
+        /// Pulse the slot MSI (rule 30 is in the accelerator slot) at completion (and at a refused start).
         pub const IRQ_ENABLE: Field = Field { shift: 0, width: 1 };
         /// At completion, copy output to input (the seed's hwo latch).
         pub const HWO: Field = Field { shift: 1, width: 1 };
