@@ -195,3 +195,10 @@ def test_build_with_a_missing_manifest_names_it(tmp_path, capsys):
     assert build.main(["--dut", str(missing), "--output-root", str(tmp_path), "--no-verilate"]) == 1
     err = capsys.readouterr().err
     assert "tlpx_gateware.build: error:" in err and ("no-such-dut.toml" in err or "verilog.py" in err), err
+
+
+def test_a_module_user_joins_the_card_once(built):
+    output, _ = built
+    tree = (output / "tlpx_card.v").read_text().split("*/")[0]
+    assert tree.count("(RegisterSlotUser)") == 1, "the user is the card's submodule slot_user, once"
+    assert "└─── slot_user (RegisterSlotUser)" in tree
