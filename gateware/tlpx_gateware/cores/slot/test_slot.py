@@ -83,6 +83,8 @@ def test_map_hash_split_card_hash_independent_of_the_dut(built):
     assert regmap["dut"] == {"name": "slot_test", "version": "2.3", "map_hash": regmap["dut"]["map_hash"],
                              "placement": "bar0", "window_bytes": WINDOW}
     assert {r["name"]: r["owner"] for r in rule30["regions"] if r["owner"] == "dut"} == {"rule30": "dut", "rule30_batch": "dut"}
+    m = CsrMap(regmap)
+    assert m.dut()["name"] == "slot_test" and m.owner("slot_test") == "dut" and m.owner("pcie_msi") == "card"
 
 
 def test_bar0_placement_on_the_verilated_card(built):
