@@ -140,13 +140,14 @@ class _User:
     ("window_bytes", 0x40000, "window_bytes must be a power of two"),
     ("placement", "bar2", "placement must be one of window, bar0"),
     ("counters", {"dma_bogus": Signal()}, "unknown counter"),
+    ("regions", lambda: [{"name": "ok", "offset": SLOT_WINDOW_BASE + 4096}], "outside its window"),
 ])
 def test_bad_user_descriptions_are_refused(attribute, value, message):
     user = _User()
     setattr(user, attribute, value)
     with pytest.raises(SlotUserError, match=message) as e:
         check_user(user)
-    assert repr(value)[:10] in str(e.value) or attribute == "counters"
+    assert repr(value)[:10] in str(e.value) or attribute in ("counters", "regions")
 
 
 # The slot block alone (Migen simulator) -------------------------------------------------------------
