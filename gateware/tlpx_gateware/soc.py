@@ -461,7 +461,8 @@ class TlpxCard(SoCMini):
         modules = user.card_modules() if hasattr(user, "card_modules") else {"slot_user": user}
         for name, module in modules.items():
             setattr(self, name, module)
-        self.slot_csr_banks = [name for name in modules if name in CSR_MAP]
+        # Their CSR banks (if any: rule 30's rule30_batch) are the DUT's, out of ident.map_hash.
+        self.slot_csr_banks = list(modules)
         if user.cpl is not None:
             self.comb += dispatcher.slot.connect(user.cpl)
         else:
