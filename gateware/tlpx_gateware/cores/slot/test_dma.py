@@ -19,9 +19,9 @@ from migen import *
 from migen.sim import passive
 
 from tlpx_gateware import tlp
+from tlpx_gateware.cores.slot.core import SLOT_TAG_BASE as TAG_BASE, SLOT_TAGS as TAGS
 from tlpx_gateware.cores.slot.dma import MAX_WRITE_BYTES, DmaMover
 
-TAG_BASE, TAGS = 194, 8   # the slot's tags (SLOT_TAG_BASE, SLOT_TAGS of the spec)
 WIDTHS = (64, 128, 256)
 SIZES = (1, 4, 5, 1024, 1025, 4097)
 BASE = 0x1_2340_0000      # host memory: a 64-bit bus address (4-DW headers)
@@ -32,12 +32,13 @@ MEM_BYTES = 3 * 4096
 class Host:
     """Host memory at `base`; answers MRds (after `latency` cycles, split at `rcb` bytes when
     given, or with an error chosen by `fault(addr)`) and applies MWrs, checking each TLP."""
-    def __init__(self, dut, width, base, max_read_bytes, latency=20, rcb=None, fault=None, seed=1):
+    def __init__(self, dut, width, base, max_read_bytes, latency=20, rcb=None, fault=None, seed=1, tx_ready_p=0.8):
         self.dut, self.n, self.base = dut, width // 32, base
         self.mem = bytearray(random.Random(seed).randbytes(MEM_BYTES))
         self.max_read_bytes, self.latency, self.rcb = max_read_bytes, latency, rcb
         self.fault = fault or (lambda addr: None)
         self.rng = random.Random(seed + 1)
+        self.tx_ready_p = tx_ready_p
         self.pending = []     # (due cycle, [DWs]) completions to send
         self.cycle = 0
         self.mrds = []        # (addr, dws, tag)
@@ -111,7 +112,7 @@ class Host:
     def tx_gen(self):
         tx, dws = self.dut.tx, []
         while True:
-            yield tx.ready.eq(self.rng.random() < 0.8)
+            yield tx.ready.eq(self.rng.random() < self.tx_ready_p)
             yield
             self.cycle += 1
             if (yield tx.valid) and (yield tx.ready):
@@ -304,10 +305,11 @@ def test_bad_requests_are_refused(width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_throughput(width, capsys):
-    """Bytes per card cycle with a user that never stalls and a host with 20 cycles latency."""
+    """Bytes per card cycle with a user and a link that never stall and a host that answers an
+    MRd after 20 cycles."""
     size = 8192
     payload = bytes(range(256)) * (size // 256)
-    host, (w, r), _ = run(width, [("w", BASE, payload), ("r", BASE, size)], p=1.0, latency=20)
+    host, (w, r), _ = run(width, [("w", BASE, payload), ("r", BASE, size)], p=1.0, latency=20, tx_ready_p=1.0)
     assert r["data"] == payload
     wr_bpc, rd_bpc = size / w["cycles"], size / r["cycles"]
     with capsys.disabled():
