@@ -9,7 +9,7 @@ streams the data a DW per cycle; the mover turns that into memory requests and c
                                           never across 4 KiB, one outstanding)──► tx ─► arbiter
  rd_data/last/error ◄─ read FIFO (2 requests) ◄─ completion parser ◄─ DWSerializer ◄─ cpl
  wr_req (addr, len) ─► MWr splitter: header DWs, then wr_data ──MWr (<= 128 B, never across a
- wr_data ────────────►                                     128-byte boundary)──► tx ─► arbiter
+ wr_data ─► FIFO (2 TLPs) ─►                               128-byte boundary)──► tx ─► arbiter
                                                           └─► wr_done (+ wr_error)
 ```
 
@@ -33,8 +33,10 @@ engine: 128 bytes is the smallest Max_Payload_Size, so the TLPs are legal whatev
 negotiated (the card does not look at the Device Control register), and a TLP that starts
 DW-aligned and stops at the next 128-byte boundary never crosses 4 KiB. The byte enables come
 from the length (the last DW of the request enables only its len % 4 bytes). ``wr_data`` goes
-straight into the TLP (one DW per cycle, no buffer); ``wr_done`` pulses once the request's last
-TLP has been handed on (``tx``) and ``tx_idle`` says the card's transmit path holds nothing of
+into a FIFO of two TLPs (64 DWs), and an MWr starts only when all of its data is there: an MWr
+that waited for data in mid-TLP would hold the card's transmit arbiter, and in a COPY (reads
+streamed into writes) the MRd whose data it waits for could never leave. ``wr_done`` pulses once
+the request's last TLP has been handed on (``tx``) and ``tx_idle`` says the card's transmit path holds nothing of
 the mover's (tie it to the TxBoundary's idle so an interrupt raised after ``wr_done`` follows
 the data; 1 when not connected).
 
@@ -296,6 +298,17 @@ class DmaMover(LiteXModule):
 
         # Writes ------------------------------------------------------------------------------------
         self.wr_gatherer = wr_gatherer = DWGatherer(data_width)
+        # wr_data waits here until a whole TLP's worth has come: an MWr whose header went out
+        # before its data would hold the transmit arbiter, and a COPY's next MRd (whose data
+        # that MWr waits for) could never leave.
+        self.wr_fifo = wr_fifo = stream.SyncFIFO([("data", 32)], 2 * MAX_WRITE_BYTES // 4)
+        wr_in_left = Signal(MAX_LEN_BITS - 1)  # DWs of the request still to take from the user
+        self.comb += [
+            wr_fifo.sink.valid.eq(self.wr_valid & (wr_in_left != 0)),
+            wr_fifo.sink.data.eq(self.wr_data),
+            self.wr_ready.eq(wr_fifo.sink.ready & (wr_in_left != 0)),
+        ]
+        self.sync += If(wr_fifo.sink.valid & wr_fifo.sink.ready, wr_in_left.eq(wr_in_left - 1))
         wr_addr  = Signal(64)
         wr_left  = Signal(MAX_LEN_BITS)   # bytes not yet in a TLP
         wr_total = Signal(MAX_LEN_BITS)
@@ -338,6 +351,7 @@ class DmaMover(LiteXModule):
                 If(bad_wr,
                     NextState("REFUSE")
                 ).Else(
+                    NextValue(wr_in_left, (self.wr_req_len + 3)[2:]),
                     NextState("NEXT")
                 )
             )
@@ -349,16 +363,18 @@ class DmaMover(LiteXModule):
             NextState("IDLE")
         )
         wr_fsm.act("NEXT",
-            NextValue(mwr_len, wr_dws),
-            NextValue(mwr_addr, wr_addr),
-            NextValue(mwr_hdr4, wr_addr[32:] != 0),
-            NextValue(mwr_first, Mux(wr_dws == 1, _byte_mask(wr_chunk), 0xF)),
-            NextValue(mwr_lastb, Mux(wr_dws == 1, 0, _byte_mask(wr_chunk))),
-            NextValue(mwr_final, wr_left == wr_chunk),
-            NextValue(mwr_idx, 0),
-            NextValue(wr_addr, wr_addr + wr_chunk),
-            NextValue(wr_left, wr_left - wr_chunk),
-            NextState("HEADER")
+            If(wr_fifo.level >= wr_dws,
+                NextValue(mwr_len, wr_dws),
+                NextValue(mwr_addr, wr_addr),
+                NextValue(mwr_hdr4, wr_addr[32:] != 0),
+                NextValue(mwr_first, Mux(wr_dws == 1, _byte_mask(wr_chunk), 0xF)),
+                NextValue(mwr_lastb, Mux(wr_dws == 1, 0, _byte_mask(wr_chunk))),
+                NextValue(mwr_final, wr_left == wr_chunk),
+                NextValue(mwr_idx, 0),
+                NextValue(wr_addr, wr_addr + wr_chunk),
+                NextValue(wr_left, wr_left - wr_chunk),
+                NextState("HEADER")
+            )
         )
         wr_fsm.act("HEADER",
             wr_gatherer.sink.valid.eq(1),
@@ -373,11 +389,11 @@ class DmaMover(LiteXModule):
             )
         )
         wr_fsm.act("DATA",
-            wr_gatherer.sink.valid.eq(self.wr_valid),
+            wr_gatherer.sink.valid.eq(wr_fifo.source.valid),
             wr_gatherer.sink.last.eq(mwr_idx == mwr_len - 1),
-            wr_gatherer.sink.dat.eq(self.wr_data),
-            self.wr_ready.eq(wr_gatherer.sink.ready),
-            If(self.wr_valid & wr_gatherer.sink.ready,
+            wr_gatherer.sink.dat.eq(wr_fifo.source.data),
+            wr_fifo.source.ready.eq(wr_gatherer.sink.ready),
+            If(wr_fifo.source.valid & wr_gatherer.sink.ready,
                 NextValue(mwr_idx, mwr_idx + 1),
                 If(mwr_idx == mwr_len - 1,
                     If(mwr_final,
@@ -414,4 +430,4 @@ class DmaMover(LiteXModule):
 
         # Busy: every state in which a register can change without an input event.
         self.comb += self.busy.eq(rd_active | outstanding | ~rd_fsm.ongoing("IDLE") | rd_fifo.source.valid |
-            ~wr_fsm.ongoing("IDLE") | rd_gatherer.source.valid | wr_gatherer.source.valid | self.tx.valid)
+            ~wr_fsm.ongoing("IDLE") | wr_fifo.source.valid | rd_gatherer.source.valid | wr_gatherer.source.valid | self.tx.valid)

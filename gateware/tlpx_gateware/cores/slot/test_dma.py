@@ -26,7 +26,7 @@ WIDTHS = (64, 128, 256)
 SIZES = (1, 4, 5, 1024, 1025, 4097)
 BASE = 0x1_2340_0000      # host memory: a 64-bit bus address (4-DW headers)
 LOW_BASE = 0x0010_0000    # and one below 4 GiB (3-DW headers)
-MEM_BYTES = 3 * 4096
+MEM_BYTES = 4 * 4096
 
 
 class Host:
@@ -317,3 +317,51 @@ def test_throughput(width, capsys):
               f"({size} bytes, host latency 20 cycles, MRd 512 B)")
     assert wr_bpc > 3.0, "MWr of 32 DWs with a 4-DW header: ~3.5 bytes per cycle"
     assert rd_bpc > 2.0
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_copy_streams_reads_into_writes(width):
+    """A user that streams rd_data into wr_data (pci_epf_test's COPY), the write requested first:
+    each MWr waits for its data in the mover, not in the transmit arbiter, so the MRds that
+    bring that data still leave (an MWr header sent ahead of its data deadlocked here)."""
+    size, src, dst = 4097, BASE + 8, BASE + 2 * 4096 + 4
+    dut = DmaMover(width, Signal(16, reset=0x0100), TAG_BASE, TAGS, timeout_cycles=20000)
+    host = Host(dut, width, BASE, 512)
+    original = bytes(host.mem)
+    done = {}
+
+    def user():
+        # The write first: its first MWr is ready to go before the first MRd is.
+        yield dut.wr_req_valid.eq(1)
+        yield dut.wr_req_addr.eq(dst)
+        yield dut.wr_req_len.eq(size)
+        for _ in range(10):
+            yield
+        yield dut.rd_req_valid.eq(1)
+        yield dut.rd_req_addr.eq(src)
+        yield dut.rd_req_len.eq(size)
+        held, rd_end, wr_end = None, None, None
+        for cycle in range(30000):
+            yield dut.rd_ready.eq(held is None)
+            yield dut.wr_valid.eq(held is not None)
+            yield dut.wr_data.eq(held or 0)
+            yield
+            if (yield dut.rd_req_valid) and (yield dut.rd_req_ready):
+                yield dut.rd_req_valid.eq(0)
+            if (yield dut.wr_req_valid) and (yield dut.wr_req_ready):
+                yield dut.wr_req_valid.eq(0)
+            if (yield dut.wr_done):
+                wr_end = (yield dut.wr_error)
+                break
+            if held is not None and (yield dut.wr_ready):
+                held = None
+            elif held is None and (yield dut.rd_valid):
+                held = (yield dut.rd_data)
+                if (yield dut.rd_last):
+                    rd_end = (yield dut.rd_error)
+        done.update(rd=rd_end, wr=wr_end, cycles=cycle)
+
+    run_simulation(dut, [user(), host.tx_gen(), host.cpl_gen()])
+    assert done["rd"] == 0 and done["wr"] == 0, f"copy ended with {done}"
+    off = dst - BASE
+    assert bytes(host.mem[off:off + size]) == original[src - BASE:src - BASE + size]

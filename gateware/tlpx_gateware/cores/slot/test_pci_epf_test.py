@@ -102,7 +102,7 @@ class Script:
         self("r", off("checksum"))
         self("r", off("command"))
 
-    def run(self):
+    def run(self, with_lines=False):
         proc = subprocess.run([str(self.tb / "tb")], input="\n".join(self.lines) + "\n",
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, f"tb failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
@@ -113,7 +113,7 @@ class Script:
                 out.append(int(w[2], 16))
             elif w[0] == "run":
                 out.append((int(w[1]), int(w[2])))
-        return out
+        return (out, proc.stdout.splitlines()) if with_lines else out
 
 
 def results(values):
