@@ -165,7 +165,8 @@ module tlpx_pci_epf_test (
     assign wr_req_valid = wr_req_r;
     assign wr_req_addr  = wr_addr;
     assign wr_req_len   = wr_len_r;
-    assign busy = (state != S_IDLE) || (command != 32'd0);
+    // irq too: its pulse ends with a clock edge, which a gated clock must still give.
+    assign busy = (state != S_IDLE) || (command != 32'd0) || irq;
 
     wire [31:0] rd_chunk = (rd_left > CHUNK) ? CHUNK : rd_left;
     wire [31:0] wr_chunk = (wr_left > CHUNK) ? CHUNK : wr_left;

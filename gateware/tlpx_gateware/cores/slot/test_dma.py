@@ -263,8 +263,8 @@ def test_write_lands_every_byte_and_nothing_else(width, size):
 def test_read_request_size_is_respected(width, max_read_bytes):
     addr = BASE + 100
     host0 = Host(None, width, BASE, max_read_bytes)
-    host, (res,), _ = run(width, [("r", addr, 12000)], max_read_bytes=max_read_bytes)
-    assert res["error"] == 0 and res["data"] == expected(host0, addr, 12000)
+    host, (res,), _ = run(width, [("r", addr, 8300)], max_read_bytes=max_read_bytes)
+    assert res["error"] == 0 and res["data"] == expected(host0, addr, 8300)
     assert max(n for _, n, _ in host.mrds) == max_read_bytes // 4
     assert len({t for _, _, t in host.mrds}) == min(TAGS, len(host.mrds)), "tags go round"
 
