@@ -6,8 +6,8 @@ streams the data a DW per cycle; the mover turns that into memory requests and c
 
 ```
  rd_req (addr, len) ─► MRd splitter ──MRd (tag SLOT_TAG_BASE + k, <= max_read_bytes,
-                                          never across 4 KiB, one outstanding)──► tx ─► arbiter
- rd_data/last/error ◄─ read FIFO (2 requests) ◄─ completion parser ◄─ DWSerializer ◄─ cpl
+                                          never across 4 KiB, read_slots outstanding)──► tx ─► arbiter
+ rd_data/last/error ◄─ slot FIFOs, oldest first ◄─ completion parser (tag -> slot) ◄─ DWSerializer ◄─ cpl
  wr_req (addr, len) ─► MWr splitter: header DWs, then wr_data ──MWr (<= 128 B, never across a
  wr_data ─► FIFO (2 TLPs) ─►                               128-byte boundary)──► tx ─► arbiter
                                                           └─► wr_done (+ wr_error)
@@ -15,18 +15,19 @@ streams the data a DW per cycle; the mover turns that into memory requests and c
 
 Reads: the request is cut into MRds of at most ``max_read_bytes`` (a power of two, default 512,
 the usual Max_Read_Request_Size) that end on a boundary of that size, so none crosses 4 KiB
-(PCIe Base spec, 2.2.7). One MRd is outstanding at a time, issued only when the read FIFO has
-room for all of its data, so completions are always taken (the card's completion path is never
-held back by a slow user) and the data reaches ``rd_data`` in address order whatever the order
-of completions of different requests would be. Each MRd takes the next of the slot's
-``tags`` tags (``tag_base``..``tag_base + tags - 1``, round robin), and only completions with
-the outstanding MRd's tag are used: a late answer to a read that timed out is dropped (unless
-``tags`` more reads were issued in between, which takes ``tags`` timeouts or answers).
-A completion with a status other than SC (UR, CA, CRS), a poisoned one (EP), one without data,
-or no complete answer within ``timeout_cycles`` (default 1 ms of card cycles) ends the
-request: no further MRd is issued, the data already received is delivered, then filler DWs
-(zero), and ``rd_error`` is high with ``rd_last`` on the last DW. A request always delivers
-exactly ceil(len / 4) DWs (one for a refused request of length 0).
+(PCIe Base spec, 2.2.7). Up to ``read_slots`` MRds (default 2) are outstanding; each has a slot
+with a FIFO for all of its data, so completions are always taken (the card's completion path is
+never held back by a slow user) and, in whatever order the completions of different MRds come
+(2.4.1 lets them pass each other), the data reaches ``rd_data`` in address order: the oldest
+slot's first. Each MRd takes the next of the slot's ``tags`` tags (``tag_base``..``tag_base +
+tags - 1``, round robin), and a completion is used only by the outstanding MRd with its tag: a
+late answer to a read that timed out is dropped (unless ``tags`` more reads were issued in
+between, which takes ``tags`` timeouts or answers). A completion with a status other than SC
+(UR, CA, CRS), a poisoned one (EP), one without data, or no complete answer within
+``timeout_cycles`` (default 1 ms of card cycles) ends the request: no further MRd is issued,
+the data that came before the failure is delivered, then filler DWs (zero), and ``rd_error``
+is high with ``rd_last`` on the last DW. A request always delivers exactly ceil(len / 4) DWs
+(one for a refused request of length 0); the next is taken once no MRd is in flight.
 
 Writes: MWrs of at most 128 bytes that never cross a 128-byte boundary, as rule 30's batch
 engine: 128 bytes is the smallest Max_Payload_Size, so the TLPs are legal whatever the link
@@ -46,9 +47,12 @@ max(1, ceil(len / 4)) filler DWs with ``rd_error``; a write pulses ``wr_done`` w
 Both are counted in ``errors``.
 
 Throughput: at most one DW per cycle each way (the interface's 32-bit data), less the TLP
-headers (3 or 4 header DWs per MWr of 32 DWs) and, for reads, the round trip of each MRd
-(test_dma.py measures both).
+headers (3 or 4 header DWs per MWr of 32 DWs) and, for reads, whatever of the round trip
+the other slots' data does not cover (test_dma.py measures both).
 """
+
+from functools import reduce
+from operator import or_
 
 from migen import *
 
@@ -63,6 +67,7 @@ from tlpx_gateware.cores.request_path.core import DWGatherer, DWSerializer
 
 MAX_WRITE_BYTES = 128
 DEFAULT_MAX_READ_BYTES = 512
+DEFAULT_READ_SLOTS = 2
 MAX_LEN_BITS = 24
 
 
@@ -88,15 +93,19 @@ class DmaMover(LiteXModule):
         Cycles to wait for an MRd's completions; default 1 ms of card cycles.
     max_read_bytes : int
         Largest MRd in bytes, a power of two 4..4096 (keep it <= the link's MRRS).
+    read_slots : int
+        MRds outstanding at most, 1..tags (a FIFO of max_read_bytes each).
     """
     def __init__(self, data_width, requester_id, tag_base, tags, clock_hz=125e6, timeout_cycles=None,
-                 max_read_bytes=DEFAULT_MAX_READ_BYTES):
+                 max_read_bytes=DEFAULT_MAX_READ_BYTES, read_slots=DEFAULT_READ_SLOTS):
         if data_width not in (64, 128, 256):
             raise ValueError(f"data width must be 64, 128 or 256 bits, not {data_width!r}")
         if max_read_bytes not in [2**i for i in range(2, 13)]:
             raise ValueError(f"max_read_bytes must be a power of two 4..4096, not {max_read_bytes!r}")
         if not (tags >= 1 and 0 <= tag_base and tag_base + tags <= 256):
             raise ValueError(f"tags {tag_base}..{tag_base + tags - 1} must lie in 0..255")
+        if not (isinstance(read_slots, int) and 1 <= read_slots <= tags):
+            raise ValueError(f"read_slots must be 1..{tags} (one tag each), not {read_slots!r}")
         if timeout_cycles is None:
             timeout_cycles = int(clock_hz / 1000)
         # Interface v1, seen from the mover (the user's outputs are the mover's inputs).
@@ -129,7 +138,6 @@ class DmaMover(LiteXModule):
         # # #
 
         read_dws = max_read_bytes // 4
-        fifo_dws = 2 * read_dws  # the next MRd goes out while the user takes the previous data
         tag_bits = max(1, (tags - 1).bit_length())
 
         # Read requests ---------------------------------------------------------------------------
@@ -141,7 +149,6 @@ class DmaMover(LiteXModule):
         rd_ok_len  = Signal(MAX_LEN_BITS)  # the request's length, counted when it ends well
         bad_rd     = Signal()
         self.comb += [
-            self.rd_req_ready.eq(~rd_active),
             bad_rd.eq((self.rd_req_addr[:2] != 0) | (self.rd_req_len == 0)),
         ]
         rd_accept = Signal()
@@ -158,16 +165,32 @@ class DmaMover(LiteXModule):
             rd_chunk.eq(Mux(rd_left < rd_room, rd_left, rd_room)),
             chunk_dws.eq((rd_chunk + 3)[2:]),
         ]
-        self.rd_fifo = rd_fifo = stream.SyncFIFO([("data", 32)], fifo_dws, buffered=True)
-        outstanding = Signal()
-        expect_dws  = Signal(12)       # payload DWs of the outstanding MRd not yet received
-        cur_tag     = Signal(tag_bits)
-        next_tag    = Signal(tag_bits)
-        timer       = Signal(max=timeout_cycles + 2)
-        fifo_fill   = Signal(max=2 * fifo_dws + 2)
-        self.comb += fifo_fill.eq(rd_fifo.level + chunk_dws)
+        # Read slots: an MRd in flight and its data, oldest first --------------------------------
+        # Each slot has a FIFO for one MRd's data, so the completions of different MRds, in
+        # whatever order they come, are delivered in address order (the head slot's first).
+        fifos = [ResetInserter()(stream.SyncFIFO([("data", 32)], read_dws)) for _ in range(read_slots)]
+        for i, fifo in enumerate(fifos):
+            setattr(self, f"slot{i}_fifo", fifo)
+        alloc   = [Signal(name=f"slot{i}_alloc") for i in range(read_slots)]    # data not yet delivered
+        outst   = [Signal(name=f"slot{i}_outstanding") for i in range(read_slots)]  # MRd in flight
+        expect  = [Signal(12, name=f"slot{i}_expect") for i in range(read_slots)]  # payload DWs to come
+        length  = [Signal(12, name=f"slot{i}_length") for i in range(read_slots)]  # DWs of its MRd
+        stag    = [Signal(8, name=f"slot{i}_tag") for i in range(read_slots)]
+        failed  = [Signal(name=f"slot{i}_failed") for i in range(read_slots)]
+        timer   = [Signal(max=timeout_cycles + 2, name=f"slot{i}_timer") for i in range(read_slots)]
+        slot_bits = max(1, (read_slots - 1).bit_length())
+        issue_slot = Signal(slot_bits)  # the slot the next MRd takes
+        head       = Signal(slot_bits)  # the oldest slot: its data goes to rd_data
+        next_tag   = Signal(tag_bits)
+        any_outstanding = Signal()
+        idle_reads = Signal()           # no request, no MRd in flight: slots free, FIFOs empty
+        self.comb += [
+            any_outstanding.eq(reduce(or_, outst)),
+            idle_reads.eq(~rd_active & ~any_outstanding),
+            self.rd_req_ready.eq(idle_reads),
+        ]
         can_issue = Signal()
-        self.comb += can_issue.eq(rd_active & ~rd_fail & ~outstanding & (rd_left != 0) & (fifo_fill <= fifo_dws))
+        self.comb += can_issue.eq(rd_active & ~rd_fail & (rd_left != 0) & ~Array(alloc)[issue_slot])
 
         self.rd_gatherer = rd_gatherer = DWGatherer(data_width)
         mrd_len   = Signal(10)
@@ -176,35 +199,32 @@ class DmaMover(LiteXModule):
         mrd_first = Signal(4)
         mrd_lastb = Signal(4)
         mrd_idx   = Signal(2)
-        # The tag field: tag_base + cur_tag through a sized signal (a sum inside Cat keeps the
-        # width of its widest operand).
+        mrd_tag   = Signal(8)
+        # The tag: tag_base + next_tag through a sized signal (a sum inside Cat keeps the width
+        # of its widest operand).
         tag_sig = Signal(8)
-        self.comb += tag_sig.eq(tag_base + cur_tag)
+        self.comb += tag_sig.eq(tag_base + next_tag)
         mrd_dw = Array([
             Cat(mrd_len, C(0, 14), C(tlp.TYPE_MEM, 5), mrd_hdr4, C(0, 2)),
-            Cat(mrd_first, mrd_lastb, tag_sig, requester_id),
+            Cat(mrd_first, mrd_lastb, mrd_tag, requester_id),
             Mux(mrd_hdr4, mrd_addr[32:], Cat(C(0, 2), mrd_addr[2:32])),
             Cat(C(0, 2), mrd_addr[2:32]),
         ])
         mrd_last = Signal(2)
         self.comb += mrd_last.eq(Mux(mrd_hdr4, 3, 2))
 
+        issue = Signal()
         self.rd_fsm = rd_fsm = FSM(reset_state="IDLE")
         rd_fsm.act("IDLE",
             If(can_issue,
+                issue.eq(1),
                 NextValue(mrd_len, chunk_dws),
                 NextValue(mrd_addr, rd_addr),
                 NextValue(mrd_hdr4, rd_addr[32:] != 0),
                 NextValue(mrd_first, Mux(chunk_dws == 1, _byte_mask(rd_chunk), 0xF)),
                 NextValue(mrd_lastb, Mux(chunk_dws == 1, 0, _byte_mask(rd_chunk))),
+                NextValue(mrd_tag, tag_sig),
                 NextValue(mrd_idx, 0),
-                NextValue(rd_addr, rd_addr + rd_chunk),
-                NextValue(rd_left, rd_left - rd_chunk),
-                NextValue(outstanding, 1),
-                NextValue(expect_dws, chunk_dws),
-                NextValue(cur_tag, next_tag),
-                NextValue(next_tag, Mux(next_tag == tags - 1, 0, next_tag + 1)),
-                NextValue(timer, 0),
                 NextState("EMIT")
             )
         )
@@ -228,58 +248,110 @@ class DmaMover(LiteXModule):
         c_ep       = Signal()
         c_has_data = Signal()
         c_status   = Signal(3)
-        c_ours     = Signal()      # decided at DW2: the outstanding MRd's tag
+        c_slot     = Signal(read_slots)  # decided at DW2: the slot whose MRd has this tag (one-hot)
         c_good     = Signal()
         self.comb += c_good.eq((c_status == tlp.CPL_SC) & ~c_ep & c_has_data)
         at_dw2 = Signal()
         self.comb += at_dw2.eq(c.valid & ~c.first & (c_idx == 2))
-        tag_match = Signal()
-        self.comb += tag_match.eq(outstanding & (c.dat[8:16] == tag_sig))
-        payload = Signal()
-        self.comb += payload.eq(c.valid & ~c.first & (c_idx == 3) & c_ours & c_good & outstanding)
-        cpl_fault = Signal()       # the outstanding MRd is answered with an error now
-        timed_out = Signal()
-        self.comb += [
-            cpl_fault.eq(at_dw2 & tag_match & ~c_good),
-            timed_out.eq(outstanding & (timer >= timeout_cycles)),
-            rd_fifo.sink.valid.eq(payload),
-            rd_fifo.sink.data.eq(c.dat),
-        ]
-        self.sync += [
-            If(c.valid,
-                If(c.first,
-                    c_idx.eq(1),
-                    c_ep.eq(c.dat[14]),
-                    c_has_data.eq(c.dat[30]),
-                ).Elif(c_idx == 1,
-                    c_status.eq(c.dat[13:16]),
-                    c_idx.eq(2),
-                ).Elif(c_idx == 2,
-                    c_ours.eq(tag_match),
-                    c_idx.eq(3),
-                )
-            ),
-            If(outstanding, timer.eq(timer + 1)),
-            If(payload,
-                expect_dws.eq(expect_dws - 1),
-                If(expect_dws == 1, outstanding.eq(0)),
-            ),
-            If(cpl_fault | timed_out, outstanding.eq(0)),
-        ]
+        at_payload = Signal()
+        self.comb += at_payload.eq(c.valid & ~c.first & (c_idx == 3) & c_good)
+        match = Signal(read_slots)
+        self.comb += match.eq(Cat(*[outst[i] & (c.dat[8:16] == stag[i]) for i in range(read_slots)]))
+        self.sync += If(c.valid,
+            If(c.first,
+                c_idx.eq(1),
+                c_ep.eq(c.dat[14]),
+                c_has_data.eq(c.dat[30]),
+            ).Elif(c_idx == 1,
+                c_status.eq(c.dat[13:16]),
+                c_idx.eq(2),
+            ).Elif(c_idx == 2,
+                c_slot.eq(match),
+                c_idx.eq(3),
+            )
+        )
+        fault = Signal()   # an MRd ended in error (an error completion or a timeout) now
+        faults = []
+        release = Signal(read_slots)  # the head slot's data has all been delivered now
+        for i in range(read_slots):
+            payload   = Signal(name=f"slot{i}_payload")
+            cpl_fault = Signal(name=f"slot{i}_cpl_fault")
+            timed_out = Signal(name=f"slot{i}_timed_out")
+            self.comb += [
+                payload.eq(at_payload & c_slot[i] & outst[i]),
+                cpl_fault.eq(at_dw2 & match[i] & ~c_good),
+                timed_out.eq(outst[i] & (timer[i] >= timeout_cycles)),
+                fifos[i].sink.valid.eq(payload),
+                fifos[i].sink.data.eq(c.dat),
+                # Between requests the FIFOs are emptied: a failed request leaves data behind.
+                fifos[i].reset.eq(idle_reads),
+            ]
+            faults += [cpl_fault, timed_out]
+            self.sync += [
+                If(issue & (issue_slot == i),
+                    alloc[i].eq(1),
+                    outst[i].eq(1),
+                    expect[i].eq(chunk_dws),
+                    length[i].eq(chunk_dws),
+                    stag[i].eq(tag_sig),
+                    failed[i].eq(0),
+                    timer[i].eq(0),
+                ).Else(
+                    If(outst[i], timer[i].eq(timer[i] + 1)),
+                    If(payload,
+                        expect[i].eq(expect[i] - 1),
+                        If(expect[i] == 1, outst[i].eq(0)),
+                    ),
+                    If(cpl_fault | timed_out,
+                        outst[i].eq(0),
+                        failed[i].eq(1),
+                    ),
+                    If(release[i] | idle_reads, alloc[i].eq(0)),
+                ),
+            ]
+        self.comb += fault.eq(reduce(or_, faults))
+        self.sync += If(issue,
+            rd_addr.eq(rd_addr + rd_chunk),
+            rd_left.eq(rd_left - rd_chunk),
+            issue_slot.eq(Mux(issue_slot == read_slots - 1, 0, issue_slot + 1)),
+            next_tag.eq(Mux(next_tag == tags - 1, 0, next_tag + 1)),
+        ).Elif(rd_accept,
+            issue_slot.eq(0),
+        )
 
-        # Data to the user: the FIFO's DWs, then filler once the request failed --------------------
-        filler = Signal()
+        # Data to the user: the head slot's DWs; filler once the head's MRd failed (or the
+        # request was refused), for the rest of the request ----------------------------------------
+        h_valid = Signal()
+        h_data  = Signal(32)
+        filler  = Signal()
+        deliver = Signal()
+        taken   = Signal()   # a DW of the head slot's data is taken now
+        dlv     = Signal(12) # DWs of the head slot's MRd delivered
+        h_alloc, h_failed, h_outst = Array(alloc)[head], Array(failed)[head], Array(outst)[head]
         self.comb += [
-            filler.eq(rd_fail & ~outstanding & ~rd_fifo.source.valid),
-            self.rd_valid.eq(rd_active & (out_left != 0) & (rd_fifo.source.valid | filler)),
-            self.rd_data.eq(Mux(rd_fifo.source.valid, rd_fifo.source.data, 0)),
+            h_valid.eq(Array([f.source.valid for f in fifos])[head]),
+            h_data.eq(Array([f.source.data for f in fifos])[head]),
+            filler.eq(rd_fail & (~h_alloc | (h_failed & ~h_outst)) & ~h_valid),
+            self.rd_valid.eq(rd_active & (out_left != 0) & (h_valid | filler)),
+            self.rd_data.eq(Mux(h_valid, h_data, 0)),
             self.rd_last.eq(out_left == 1),
             self.rd_error.eq(rd_fail & (out_left == 1)),
-            rd_fifo.source.ready.eq(self.rd_ready & rd_active & (out_left != 0)),
+            deliver.eq(self.rd_valid & self.rd_ready),
+            taken.eq(deliver & h_valid),
+            *[fifos[i].source.ready.eq(deliver & (head == i)) for i in range(read_slots)],
+            release.eq(Cat(*[taken & (head == i) & (dlv == length[i] - 1) for i in range(read_slots)])),
         ]
         rd_end = Signal()
-        self.comb += rd_end.eq(self.rd_valid & self.rd_ready & self.rd_last)
+        self.comb += rd_end.eq(deliver & self.rd_last)
         self.sync += [
+            If(taken,
+                If(dlv == Array(length)[head] - 1,
+                    dlv.eq(0),
+                    head.eq(Mux(head == read_slots - 1, 0, head + 1)),
+                ).Else(
+                    dlv.eq(dlv + 1),
+                )
+            ),
             If(rd_accept,
                 rd_active.eq(1),
                 rd_addr.eq(self.rd_req_addr),
@@ -287,9 +359,11 @@ class DmaMover(LiteXModule):
                 rd_fail.eq(bad_rd),
                 out_left.eq(Mux(req_dws == 0, 1, req_dws)),
                 rd_ok_len.eq(self.rd_req_len),
+                head.eq(0),
+                dlv.eq(0),
             ).Else(
-                If(cpl_fault | timed_out, rd_fail.eq(1)),
-                If(self.rd_valid & self.rd_ready,
+                If(fault, rd_fail.eq(1)),
+                If(deliver,
                     out_left.eq(out_left - 1),
                     If(self.rd_last, rd_active.eq(0)),
                 ),
@@ -429,5 +503,5 @@ class DmaMover(LiteXModule):
         ]
 
         # Busy: every state in which a register can change without an input event.
-        self.comb += self.busy.eq(rd_active | outstanding | ~rd_fsm.ongoing("IDLE") | rd_fifo.source.valid |
+        self.comb += self.busy.eq(rd_active | any_outstanding | ~rd_fsm.ongoing("IDLE") |
             ~wr_fsm.ongoing("IDLE") | wr_fifo.source.valid | rd_gatherer.source.valid | wr_gatherer.source.valid | self.tx.valid)

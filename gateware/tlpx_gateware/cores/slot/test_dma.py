@@ -32,13 +32,16 @@ MEM_BYTES = 4 * 4096
 class Host:
     """Host memory at `base`; answers MRds (after `latency` cycles, split at `rcb` bytes when
     given, or with an error chosen by `fault(addr)`) and applies MWrs, checking each TLP."""
-    def __init__(self, dut, width, base, max_read_bytes, latency=20, rcb=None, fault=None, seed=1, tx_ready_p=0.8):
+    def __init__(self, dut, width, base, max_read_bytes, latency=20, rcb=None, fault=None, seed=1, tx_ready_p=0.8,
+                 reorder=False):
         self.dut, self.n, self.base = dut, width // 32, base
         self.mem = bytearray(random.Random(seed).randbytes(MEM_BYTES))
         self.max_read_bytes, self.latency, self.rcb = max_read_bytes, latency, rcb
         self.fault = fault or (lambda addr: None)
         self.rng = random.Random(seed + 1)
         self.tx_ready_p = tx_ready_p
+        # reorder: an MRd's completions wait for the next MRd's, which go first (or 60 cycles).
+        self.reorder, self.held, self.reordered = reorder, None, 0
         self.pending = []     # (due cycle, [DWs]) completions to send
         self.cycle = 0
         self.mrds = []        # (addr, dws, tag)
@@ -92,6 +95,7 @@ class Host:
                 self.pending.append((due, [tlp.dw0(tlp.FMT_3DW_NO_DATA, tlp.TYPE_CPL, 0),
                                            (status << 13) | nbytes, req]))
                 return
+            cpls = []
             # Successful (or poisoned) data, split at RCB boundaries when asked.
             off = self.offset(addr, 4 * length)
             data = [int.from_bytes(self.mem[off + 4 * i: off + 4 * i + 4], "little") for i in range(length)]
@@ -101,12 +105,20 @@ class Host:
                 if self.rcb:
                     step = min(step, (self.rcb - (addr + 4 * pos) % self.rcb) // 4)
                 ep = 1 if fault == "EP" else 0
-                self.pending.append((due, [tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, step, ep=ep),
-                                           (tlp.CPL_SC << 13) | (left & 0xFFF),
-                                           req | ((addr + 4 * pos) & 0x7F)] + data[pos:pos + step]))
+                cpls.append((due, [tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, step, ep=ep),
+                                   (tlp.CPL_SC << 13) | (left & 0xFFF),
+                                   req | ((addr + 4 * pos) & 0x7F)] + data[pos:pos + step]))
                 left -= 4 * step
                 pos += step
                 due += 2
+            if not self.reorder:
+                self.pending += cpls
+            elif self.held is None:
+                self.held = (self.cycle, cpls)
+            else:
+                self.pending += cpls + self.held[1]
+                self.held = None
+                self.reordered += 1
 
     @passive
     def tx_gen(self):
@@ -130,6 +142,9 @@ class Host:
     def cpl_gen(self):
         cpl = self.dut.cpl
         while True:
+            if self.held and self.cycle - self.held[0] > 60:
+                self.pending += self.held[1]
+                self.held = None
             if not self.pending or self.pending[0][0] > self.cycle:
                 yield
                 continue
@@ -198,11 +213,11 @@ def user_write(dut, addr, payload, result, rng, valid_p=0.7):
     result.update(error=done, taken=i, cycles=n)
 
 
-def run(width, ops, base=BASE, max_read_bytes=512, timeout_cycles=None, p=0.7, **host_kw):
+def run(width, ops, base=BASE, max_read_bytes=512, timeout_cycles=None, p=0.7, read_slots=2, **host_kw):
     """Runs `ops` (("r", addr, len) / ("w", addr, bytes)) one after the other; returns the
     host model, the results and the mover's counters."""
     dut = DmaMover(width, Signal(16, reset=0x0100), TAG_BASE, TAGS, timeout_cycles=timeout_cycles or 20000,
-                   max_read_bytes=max_read_bytes)
+                   max_read_bytes=max_read_bytes, read_slots=read_slots)
     host = Host(dut, width, base, max_read_bytes, **host_kw)
     rng = random.Random(width)
     results = [dict() for _ in ops]
@@ -284,12 +299,27 @@ def test_read_error_ends_request_with_rd_error_then_next_request_works(width, ki
     assert bad["error"] == 1 and len(bad["data"]) == 2000
     assert bad["data"][:512] == expected(host0, BASE, 512)
     assert bad["data"][512:] == bytes(2000 - 512), "filler after the failure"
-    assert [a - BASE for a, _, _ in host.mrds[:2]] == [0, 512] and len(host.mrds) == 2 + 2, \
-        "no MRd after the failed one (then the second request's two)"
+    # The failed MRd's slot stays taken: with 2 slots one more MRd (1024) may have gone out
+    # before the failure was known, none after; then the second request's two.
+    offsets = [a - BASE for a, _, _ in host.mrds]
+    assert offsets[:2] == [0, 512] and offsets[-2:] == [2048, 2560] and len(offsets) <= 2 + 1 + 2, offsets
     assert good["error"] == 0 and good["data"] == expected(host0, BASE + 2048, 600)
     assert k["dma_errors"] == 1 and k["dma_reads"] == 2 and k["dma_read_bytes"] == 600
     if kind == "drop":
         assert bad["cycles"] >= 300, "the timeout waited"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("read_slots", [1, 2, 4])
+def test_reordered_completions_arrive_in_order(width, read_slots):
+    """The host answers each pair of MRds in reverse order (the second MRd's completions pass
+    the first's, as PCIe allows): the data still comes in address order."""
+    addr, size = BASE + 4, 3000
+    host0 = Host(None, width, BASE, 256)
+    host, (res,), k = run(width, [("r", addr, size)], max_read_bytes=256, read_slots=read_slots, reorder=True)
+    assert res["error"] == 0 and res["data"][:size] == expected(host0, addr, size)
+    assert k["dma_read_bytes"] == size
+    assert (host.reordered > 0) == (read_slots > 1), "pairs of MRds were answered in reverse order"
 
 
 @pytest.mark.parametrize("width", WIDTHS)
