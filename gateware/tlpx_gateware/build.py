@@ -82,6 +82,21 @@ def write_if_changed(path, data):
     return True
 
 
+def dut_description(card, dut_digest):
+    """csr.json's ``dut``: who is in the accelerator slot (None on a card without tlpx's
+    blocks). The simulated card's build and the boards' (targets/build.py) both write it."""
+    user = getattr(card, "slot_user_in_slot", None)
+    if user is None:
+        return None
+    return {
+        "name": user.dut_name,
+        "version": f"{user.dut_version[0]}.{user.dut_version[1]}",
+        "map_hash": f"0x{dut_digest:08x}",
+        "placement": user.placement,
+        "window_bytes": user.window_bytes,
+    }
+
+
 def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True, idle_gating=None, slot_user=None):
     """Returns (verilog text, register map dict, card) for a card of this data width.
 
@@ -106,19 +121,11 @@ def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True, idle_
     regmap = register_map(card)
     if (map_hash(regmap, "card"), map_hash(regmap, "dut")) != (digest, dut_digest):
         raise BuildError("register map changed between the two elaboration passes")
-    user = getattr(card, "slot_user_in_slot", None)
     regmap = {
         "format": "tlpx-csr",
         "format_version": CSR_FORMAT_VERSION,
         "map_hash": f"0x{digest:08x}",
-        # Who is in the accelerator slot (None on a card without tlpx's blocks).
-        "dut": None if user is None else {
-            "name": user.dut_name,
-            "version": f"{user.dut_version[0]}.{user.dut_version[1]}",
-            "map_hash": f"0x{dut_digest:08x}",
-            "placement": user.placement,
-            "window_bytes": user.window_bytes,
-        },
+        "dut": dut_description(card, dut_digest),
         "bar": 0,
         "bar_size": card.pcie_phy.bar0_size,
         "data_width": data_width,

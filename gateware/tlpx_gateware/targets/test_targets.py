@@ -255,3 +255,40 @@ def test_the_cpu_resource_row_is_cut_from_the_cpu_card_with_vexriscv_and_no_cloc
     assert "module tlpx_cpu" in verilog and "VexRiscv VexRiscv" in verilog
     assert "tlpx_clock_gate" not in verilog, "a board's CPU runs on the card clock"
     assert any(s[0].endswith("VexRiscv_Lite.v") for s in card.platform.sources)
+
+
+def test_a_board_with_a_verilog_dut_carries_its_sources_and_the_slot_says_who(tmp_path, simulated_map):
+    """`make bitstream BOARD=acorn DUT=accelerators/pci_epf_test/dut.toml`: the DUT's Verilog is
+    in the project, its registers are in csr.json (owner dut, at the slot's window), the card's
+    own map hash is the simulated card's (tlpx drives the card whatever is in the slot) and the
+    slot block carries the DUT's hash in the Verilog the board runs."""
+    from tlpx_gateware.soc import map_hash
+    out = tmp_path / "acorn-epf"
+    manifest = ROOT / "accelerators" / "pci_epf_test" / "dut.toml"
+    assert target_build.main(["--board", "acorn", "--generate-only", "--dut", str(manifest),
+                              "--output", str(out)]) == target_build.EXIT_OK
+    regmap = json.loads((out / "csr.json").read_text())
+    sim_hash, _ = simulated_map
+    assert regmap["map_hash"] == f"0x{sim_hash:08x}"
+    assert (regmap["dut"]["name"], regmap["dut"]["placement"]) == ("pci_epf_test", "bar0")
+    dut_regions = [r for r in regmap["regions"] if r.get("owner") == "dut"]
+    assert [r["name"] for r in dut_regions] == ["pci_epf_test"]
+    assert dut_regions[0]["offset"] == regmap["constants"]["SLOT_WINDOW_BASE"]
+    dut_hash = map_hash(regmap, "dut")
+    assert regmap["dut"]["map_hash"] == f"0x{dut_hash:08x}"
+    assert (out / "pci_epf_test.v").exists()
+    tcl = (out / f"{target_build.BUILD_NAME}.tcl").read_text()
+    assert "pci_epf_test.v" in tcl
+    verilog = (out / f"{target_build.BUILD_NAME}.v").read_text()
+    assert "tlpx_pci_epf_test" in verilog and "tlpx_rule30" not in verilog
+    # slot.dut_map_hash is a constant of the card's Verilog (a CSRStatus reset value).
+    assert re.search(rf"slot_dut_map_hash_status = \d+'d{dut_hash};", verilog)
+
+
+def test_a_bad_dut_manifest_is_refused_naming_it(tmp_path, capsys):
+    bad = tmp_path / "dut.toml"
+    bad.write_text("[dut]\nname = \"Bad Name\"\n")
+    assert target_build.main(["--board", "acorn", "--generate-only", "--dut", str(bad),
+                              "--output", str(tmp_path / "out")]) == target_build.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert str(bad) in err and "missing top, sources" in err
