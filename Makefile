@@ -112,6 +112,14 @@ else
 gateware: $(call CARD_LIB,$(DATA_WIDTH)$(CPU_SUFFIX))
 endif
 
+# The card with Linux's pci-epf-test in Verilog in its slot (accelerators/pci_epf_test): the device
+# of the virtual platform's pcitest boot (docs/virtual-platform.md, "Linux's endpoint test"). The
+# same build as `make gateware DUT=accelerators/pci_epf_test/dut.toml`, as a file target.
+PCI_EPF_TEST_DIR      := accelerators/pci_epf_test
+PCI_EPF_TEST_CARD_LIB := $(BUILD)/card/dw64-pci_epf_test/libtlpxcard.so
+$(PCI_EPF_TEST_CARD_LIB): $(GATEWARE_SRC) $(PCI_EPF_TEST_DIR)/dut.toml $(PCI_EPF_TEST_DIR)/pci_epf_test.v | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width 64 --dut $(abspath $(PCI_EPF_TEST_DIR)/dut.toml) --output-root $(BUILD)/card $(CARD_FLAGS)
+
 # The ungated card (every block clocked every cycle) is the reference of the idle gating's
 # exactness test (gateware/tlpx_gateware/cores/test_isolate.py).
 UNGATED_CARD_LIB := $(BUILD)/card/dw64-ungated/libtlpxcard.so
@@ -169,7 +177,7 @@ host: $(STAMPS)/rust
 demo: setup gateware $(CPU_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
-test: setup gateware-all check-regs firmware host vplat-root
+test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root
 	@scripts/test.sh
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
@@ -220,8 +228,10 @@ pcitest:
 # stamp is build/vplat/root.manifest, checked against the root itself, so a second run only
 # checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
 # (default the card: tlpx-sim --vfio-user; VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd for another), PASS/FAIL per check.
-# vplat-test: the run with the card's server (VPLAT_SERVER and VPLAT_ID cleared), then every
-# check asserted from its results.json; part of `make test` (scripts/test.sh runs it last).
+# Then a second boot, Linux's endpoint test (pcitest) against the card with the pci_epf_test DUT.
+# vplat-test: the run with the card's servers (VPLAT_SERVER, VPLAT_ID, VPLAT_BOOTS, VPLAT_PCITEST_*
+# cleared), then every check asserted from its results.json; part of `make test` (scripts/test.sh
+# runs it last).
 .PHONY: vplat vplat-root vplat-guest vplat-test
 vplat-root: | $(STAMPS)/apt
 	@scripts/vplat_root.sh
@@ -229,10 +239,10 @@ vplat-root: | $(STAMPS)/apt
 vplat-guest: setup host
 	@scripts/vplat_guest.sh >/dev/null
 
-vplat: setup host vplat-root
+vplat: setup host vplat-root $(PCI_EPF_TEST_CARD_LIB)
 	@scripts/vplat.sh
 
-vplat-test: setup gateware host vplat-root
+vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root
 	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK -u VPLAT_BOOTS -u VPLAT_PCITEST_SERVER -u VPLAT_PCITEST_ID \
 	    -u VPLAT_PCITEST_OFFER -u VPLAT_PCITEST_FAULT scripts/vplat.sh
 	@python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json

@@ -258,7 +258,7 @@ if want_boot pcitest; then
     checker_args+=(--pcitest-checks "$RUN/pcitest/checks.log" --pcitest-console "$RUN/pcitest/console.log" --pcitest-id "$PT_ID"
         --pcitest-qemu-status "$qemu_status" --pcitest-timeout "$PT_TIMEOUT" --pcitest-server "$server_end"
         --pcitest-server-command "${pt_server_cmd[*]}" --pcitest-qemu-seconds "$qemu_seconds"
-        --pcitest-output "$RUN/pcitest/pcitest-output.txt")
+        --pcitest-output "$RUN/pcitest/pcitest-output.txt" --pcitest-server-log "$RUN/pcitest/server.log")
     [ -n "${VPLAT_PCITEST_OFFER:-}" ] && checker_args+=(--pcitest-offer "$VPLAT_PCITEST_OFFER")
 fi
 

@@ -38,7 +38,7 @@ RECORDS = {
 }
 # Checks the guest's pcitest-checks sends (after the init's own lspci_runs and device_listed).
 GUEST_CHECKS = ["lspci_runs", "device_listed", "pcitest_module_loads", "pcitest_bind", "pcitest_fault_on", "pcitest_fault_off"]
-HOST_CHECKS = ["kernel_boots", "device_config_space", "card_offer", "guest_finished", "qemu_exit", "server_ran"]
+HOST_CHECKS = ["kernel_boots", "device_config_space", "card_offer", "server_counts", "guest_finished", "qemu_exit", "server_ran"]
 PREFIX = "pcitest/"
 
 
@@ -137,6 +137,42 @@ def expected_check_names(offer):
     for p in PASSES:
         names += [check_name(p, row[1]) for row in expected_pass(p, offer) if row[0] == "result"]
     return names
+
+
+def expected_traffic(offer):
+    """What the device must have moved and raised for the whole table: (bytes it read from guest
+    memory, bytes it wrote, MSIs). pcitest's READ test has the device write host memory, WRITE
+    read it, COPY both; every transfer ends with an MSI (fault or not), and so does each MSI test
+    of a vector the device has. Nothing else in this boot makes the card move data."""
+    read = written = msis = 0
+    for p in PASSES:
+        for row in expected_pass(p, offer):
+            if row[0] != "result":
+                continue
+            key = row[1]
+            m = re.fullmatch(r"(read|write|copy)_(\d+)(_dma)?", key)
+            if m:
+                size = int(m.group(2))
+                read += size if m.group(1) in ("write", "copy") else 0
+                written += size if m.group(1) in ("read", "copy") else 0
+                msis += 1
+            elif re.fullmatch(r"msi\d+", key) and row[3]:
+                msis += 1
+    return read, written, msis
+
+
+def server_counts(log, offer):
+    """tlpx-sim's stop line against expected_traffic: the DUT's DMA went through the card into
+    guest RAM, byte for byte, none refused, and every interrupt arrived as an MSI."""
+    stop = re.search(r"DMA (\d+) bytes read (\d+) bytes written; refused DMA: (\d+) reads (\d+) writes;.*?MSI (\d+) signalled", log)
+    if not stop:
+        return False, "no tlpx-sim stop line with DMA and MSI counts in the server's log"
+    got = tuple(int(x) for x in stop.groups())
+    read, written, msis = expected_traffic(offer)
+    want = (read, written, 0, 0, msis)
+    return got == want, (f"server: DMA {got[0]} bytes read, {got[1]} written, refused {got[2]} reads {got[3]} writes, "
+                         f"{got[4]} MSIs signalled (want {read}, {written}, 0, 0, {msis}: every transfer's bytes "
+                         "once, one MSI per transfer and per MSI test of a vector the card has)")
 
 
 RESULT_LINE = re.compile(r"(.+?):\s+(OKAY|NOT OKAY|TEST FAILED|FAILED)")
@@ -271,6 +307,8 @@ def evaluate(data, want, base_records, offer):
              f"{m.group(1)}: IDs {got} (want {want.get('id')} at {want.get('addr')})")
     ok, detail = card_offer(facts["lspci"], offer)
     host("card_offer", ok, detail)
+    ok, detail = server_counts(want.get("server_log") or "", offer)
+    host("server_counts", ok, detail)
     done = by_kind.get("TLPX-DONE")
     host("guest_finished", bool(done), f"TLPX-DONE at {facts['done_uptime_s']} s of uptime" if done
          else "no TLPX-DONE: the guest did not finish (a transfer that never gets its interrupt hangs the driver: see console.log)")
@@ -302,6 +340,8 @@ def parse_output_text(text):
             cur = line[len("#### pass "):]
             if cur not in lines:
                 raise ValueError(f"unknown pass {cur!r}")
+        elif cur is None and line.startswith("# "):
+            continue  # the fixture's header: where it was recorded
         elif cur is None:
             raise ValueError(f"a line before the first '#### pass': {line!r}")
         else:
@@ -350,9 +390,14 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "
 def self_test(base_records):
     """-> (cases, failures): the table accepts what the card prints (the recorded fixture of a
     real run, and the table's own good output) and refuses what it must."""
-    want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "qemu_status": 0, "server": "exit 0",
-            "timeout": 300}
     offer = parse_offer(CARD_OFFER)
+    read, written, msis = expected_traffic(offer)
+    log = (f"tlpx-sim vfio-user: stopped (the client closed the connection) at card cycle 9: config 1 reads 1 writes; "
+           f"BAR0 1 reads (0 read all ones) 1 writes; DMA {read} bytes read {written} bytes written; refused DMA: 0 reads 0 "
+           f"writes; DMA_MAP 1 (0 without fd) DMA_UNMAP 0, 1 live; MSI {msis} signalled, 0 without eventfd, 0 while MSI "
+           "disabled; resets 1\n")
+    want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "qemu_status": 0, "server": "exit 0",
+            "timeout": 300, "server_log": log}
     failures, cases = [], 0
     fixture = parse_output_text(open(FIXTURE).read()) if os.path.exists(FIXTURE) else None
     if fixture is None:
@@ -403,20 +448,27 @@ def self_test(base_records):
         if not any(must_say in p for p in problems):
             failures.append(f"{what}: {problems[:4]} has nothing saying {must_say!r}")
     others = {
-        "a pass empty": (channel({**good, "after": []}, CARD_LSPCI), "pcitest/after/read_1024000 failed: did not run"),
+        "a pass empty": (channel({**good, "after": []}, CARD_LSPCI), "pcitest/after/read_1024000 failed: did not run", {}),
         "a second MSI vector on the card": (channel(good, [l.replace("Count=1/1", "Count=1/2") for l in CARD_LSPCI]),
-                                            "differs from the table's offer: msi 2 (want 1)"),
+                                            "differs from the table's offer: msi 2 (want 1)", {}),
         "MSI-X on the card": (channel(good, CARD_LSPCI + ["   Capabilities: [90] MSI-X: Enable- Count=8 Masked-"]),
-                              "msix 8 (want 0)"),
+                              "msix 8 (want 0)", {}),
         "the fault switch not set": (channel(good, CARD_LSPCI).replace(b"TLPX-CHECK pcitest_fault_on PASS", b"TLPX-CHECK pcitest_fault_on FAIL"),
-                                     "pcitest/pcitest_fault_on failed"),
+                                     "pcitest/pcitest_fault_on failed", {}),
         "a pcitest line outside its pass": (channel(good, CARD_LSPCI).replace(b"TLPX-UPTIME", b"TLPX-PCITEST dma BAR0:  OKAY\nTLPX-UPTIME"),
-                                            "outside its start and end"),
-        "a guest check unknown": (channel(good, CARD_LSPCI, guest_checks=GUEST_CHECKS + ["pcitest_extra"]), "unknown check 'pcitest_extra'"),
+                                            "outside its start and end", {}),
+        "a guest check unknown": (channel(good, CARD_LSPCI, guest_checks=GUEST_CHECKS + ["pcitest_extra"]), "unknown check 'pcitest_extra'", {}),
+        "the DUT read 4 bytes more": (channel(good, CARD_LSPCI), "pcitest/server_counts failed",
+                                      {"server_log": log.replace(f"DMA {read} bytes", f"DMA {read + 4} bytes")}),
+        "a DMA refused": (channel(good, CARD_LSPCI), "pcitest/server_counts failed",
+                          {"server_log": log.replace("refused DMA: 0 reads", "refused DMA: 1 reads")}),
+        "an MSI lost": (channel(good, CARD_LSPCI), "pcitest/server_counts failed",
+                        {"server_log": log.replace(f"MSI {msis} signalled", f"MSI {msis - 1} signalled")}),
+        "no stop line": (channel(good, CARD_LSPCI), "no tlpx-sim stop line", {"server_log": ""}),
     }
-    for what, (data, must_say) in others.items():
+    for what, (data, must_say, change) in others.items():
         cases += 1
-        _, _, problems = evaluate(data, want, base_records, offer)
+        _, _, problems = evaluate(data, dict(want, **change), base_records, offer)
         if not any(must_say in p for p in problems):
             failures.append(f"{what}: {problems[:4]} has nothing saying {must_say!r}")
     for text in ("bars=1 intx=0 msi=1 msix=0", "bars=7 intx=0 msi=1 msix=0 fault=1", "bars=1 intx=0 msi=x msix=0 fault=1", "color=red"):

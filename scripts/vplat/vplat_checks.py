@@ -346,6 +346,7 @@ def main():
     ap.add_argument("--pcitest-server")
     ap.add_argument("--pcitest-server-command")
     ap.add_argument("--pcitest-qemu-seconds", type=float)
+    ap.add_argument("--pcitest-server-log", help="the pcitest boot's server log: tlpx-sim's stop line (DMA bytes, MSIs)")
     ap.add_argument("--pcitest-output", help="where to write pcitest's whole output, pass by pass")
     ap.add_argument("--pcitest-offer", default=pcitest_checks.CARD_OFFER,
                     help=f"what the pcitest boot's device offers (default the card's: {pcitest_checks.CARD_OFFER!r})")
@@ -410,7 +411,9 @@ def main():
     if a.pcitest_checks:
         data = read(a.pcitest_checks)
         want = {"release": a.release, "addr": a.addr, "id": a.pcitest_id, "qemu_status": a.pcitest_qemu_status,
-                "timeout": a.pcitest_timeout, "server": a.pcitest_server}
+                "timeout": a.pcitest_timeout, "server": a.pcitest_server,
+                "server_log": open(a.pcitest_server_log, errors="replace").read()
+                if a.pcitest_server_log and os.path.exists(a.pcitest_server_log) else ""}
         c, facts, p = pcitest_checks.evaluate(data, want, RECORDS, offer)
         print()
         print(f"Linux's endpoint test (pci_endpoint_test + pcitest) against {a.pcitest_server_command} "
