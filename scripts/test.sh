@@ -47,5 +47,6 @@ echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
 scripts/qemu_vfio_test.sh
 
 echo "== the card on a real Linux PCI bus: the Verilated card served over vfio-user to a QEMU guest (scripts/vplat.sh)"
-env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK scripts/vplat.sh
+env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK -u VPLAT_BOOTS -u VPLAT_PCITEST_SERVER -u VPLAT_PCITEST_ID \
+    -u VPLAT_PCITEST_OFFER -u VPLAT_PCITEST_FAULT scripts/vplat.sh
 python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json

@@ -16,6 +16,17 @@
 #   VPLAT_LINK='5GT/s x1'                  the link the card's lspci must show (tlpx-sim's default:
 #                                          Gen2, x1 for the 64-bit card)
 #   VPLAT_TIMEOUT=300                      wall-clock limit of the QEMU run (s)
+#   VPLAT_BOOTS='card pcitest'             which boots: "card" (the checks above, the card of
+#                                          build/card/dw64) and "pcitest" (Linux's endpoint test,
+#                                          a second boot with the card of build/card/dw64-pci_epf_test:
+#                                          make gateware DUT=accelerators/pci_epf_test/dut.toml)
+#   VPLAT_PCITEST_TIMEOUT=300              wall-clock limit of the pcitest boot (s)
+#   VPLAT_PCITEST_SERVER='CMD ARGS' VPLAT_PCITEST_ID=VVVV:DDDD VPLAT_PCITEST_OFFER='bars=6 intx=1 msi=32
+#     msix=8 fault=0' [VPLAT_PCITEST_FAULT=0x40]
+#                                          development only: another server for the pcitest boot
+#                                          (e.g. ../shared/vplat/pcitest/epf-server, a software
+#                                          model), what its device offers (the table it is held
+#                                          to) and its fault register's BAR0 offset
 #   VPLAT_SERVER_WAIT=30                   how long the server may take to create its socket (s)
 #
 # The server contract: it is started before QEMU with the socket path as its last argument and
@@ -27,7 +38,9 @@
 # capabilities, registers, DMA, MSI): another server must serve the card.
 #
 # Files (build/vplat/run, fresh each run): console.log (ttyS0, the kernel console), checks.log
-# (ttyS1, the records), server.log, qemu-stderr.log, qemu-cmdline.txt, results.json.
+# (ttyS1, the records), server.log, qemu-stderr.log, qemu-cmdline.txt, results.json (both boots);
+# the pcitest boot's own in build/vplat/run/pcitest/, with pcitest-output.txt (pcitest's whole
+# output, pass by pass).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -66,105 +79,189 @@ GUEST=$(scripts/vplat_guest.sh) || die "scripts/vplat_guest.sh failed (above)"
 release=$(cat "$GUEST/release")
 tlpx_version=$("$ROOT/host/target/release/tlpx" --version)
 
-echo "== device server"
-if [ -n "${VPLAT_SERVER:-}" ]; then
-    read -ra server_cmd <<<"$VPLAT_SERVER"
-    [ -n "${VPLAT_ID:-}" ] || die "VPLAT_SERVER is set but not VPLAT_ID (the vendor:device its device presents, e.g. 10ee:7c01)"
-    ID=$VPLAT_ID
-    command -v "${server_cmd[0]}" >/dev/null || die "VPLAT_SERVER's command ${server_cmd[0]} is not there or not executable"
-else
-    # The card: tlpx-sim's vfio-user mode, with the card library it finds (build/card/dw64).
-    [ -f "$ROOT/build/card/dw64/libtlpxcard.so" ] ||
-        die "no card library at build/card/dw64/libtlpxcard.so: build it with 'make gateware'"
-    [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
-    (cd host && "$CARGO" build --release -q -p tlpx-sim --bin tlpx-sim) || die "cargo could not build tlpx-sim"
-    server_cmd=("$ROOT/host/target/release/tlpx-sim" --vfio-user)
-    ID=${VPLAT_ID:-10ee:7c01}
+# Which boots: "card" (the 35 checks, the card of build/card/dw64) and "pcitest" (Linux's endpoint
+# test against the card with the pci_epf_test DUT, build/card/dw64-pci_epf_test). Both by default.
+BOOTS=${VPLAT_BOOTS:-card pcitest}
+for b in $BOOTS; do
+    case "$b" in card | pcitest) ;; *) die "VPLAT_BOOTS takes 'card' and/or 'pcitest', not '$b'" ;; esac
+done
+want_boot() { case " $BOOTS " in *" $1 "*) true ;; *) false ;; esac; }
+[ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
+build_sim() { (cd host && "$CARGO" build --release -q -p tlpx-sim --bin tlpx-sim) || die "cargo could not build tlpx-sim"; }
+
+echo "== device servers"
+if want_boot card; then
+    if [ -n "${VPLAT_SERVER:-}" ]; then
+        read -ra server_cmd <<<"$VPLAT_SERVER"
+        [ -n "${VPLAT_ID:-}" ] || die "VPLAT_SERVER is set but not VPLAT_ID (the vendor:device its device presents, e.g. 10ee:7c01)"
+        ID=$VPLAT_ID
+        command -v "${server_cmd[0]}" >/dev/null || die "VPLAT_SERVER's command ${server_cmd[0]} is not there or not executable"
+    else
+        # The card: tlpx-sim's vfio-user mode, with the card library it finds (build/card/dw64).
+        [ -f "$ROOT/build/card/dw64/libtlpxcard.so" ] ||
+            die "no card library at build/card/dw64/libtlpxcard.so: build it with 'make gateware'"
+        build_sim
+        server_cmd=("$ROOT/host/target/release/tlpx-sim" --vfio-user)
+        ID=${VPLAT_ID:-10ee:7c01}
+    fi
+    [[ "$ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_ID must be vendor:device in lower-case hex (like 1234:7070), not '$ID'"
 fi
 LINK=${VPLAT_LINK:-5GT/s x1}
 [[ "$LINK" =~ ^[0-9.]+GT/s\ x[0-9]+$ ]] || die "VPLAT_LINK must be 'SPEED WIDTH' as lspci prints them (like '5GT/s x1'), not '$LINK'"
-[[ "$ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_ID must be vendor:device in lower-case hex (like 1234:7070), not '$ID'"
+
+# The pcitest boot's device: the card with the pci_epf_test DUT (make gateware
+# DUT=accelerators/pci_epf_test/dut.toml), served by tlpx-sim with that card library; or, for
+# development, VPLAT_PCITEST_SERVER (another server, run as `CMD ARGS SOCKET`), with
+# VPLAT_PCITEST_ID and VPLAT_PCITEST_OFFER (what it offers: see vplat_checks.py's CARD_OFFER).
+DUT_MANIFEST=accelerators/pci_epf_test/dut.toml
+DUT_CARD=$ROOT/build/card/dw64-pci_epf_test/libtlpxcard.so
+if want_boot pcitest; then
+    if [ -n "${VPLAT_PCITEST_SERVER:-}" ]; then
+        read -ra pt_server_cmd <<<"$VPLAT_PCITEST_SERVER"
+        [ -n "${VPLAT_PCITEST_ID:-}" ] && [ -n "${VPLAT_PCITEST_OFFER:-}" ] ||
+            die "VPLAT_PCITEST_SERVER is set but not VPLAT_PCITEST_ID (vendor:device) and VPLAT_PCITEST_OFFER (e.g. 'bars=6 intx=1 msi=32 msix=8 fault=0')"
+        command -v "${pt_server_cmd[0]}" >/dev/null || die "VPLAT_PCITEST_SERVER's command ${pt_server_cmd[0]} is not there or not executable"
+        PT_ID=$VPLAT_PCITEST_ID
+    else
+        [ -f "$DUT_CARD" ] ||
+            die "no card with the pci_epf_test DUT at ${DUT_CARD#"$ROOT/"}: build it with 'make gateware DUT=$DUT_MANIFEST'"
+        build_sim
+        pt_server_cmd=("$ROOT/host/target/release/tlpx-sim" --card "$DUT_CARD" --vfio-user)
+        PT_ID=${VPLAT_PCITEST_ID:-10ee:7c01}
+    fi
+    [[ "$PT_ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_PCITEST_ID must be vendor:device in lower-case hex, not '$PT_ID'"
+    # The fault switch's BAR0 offset, from the DUT's manifest (its one source): the register
+    # `fault`'s window offset, which is its BAR0 offset because the manifest places the window at
+    # BAR0 offset 0 (placement "bar0").
+    # (VPLAT_PCITEST_FAULT=0xNN instead: another server's register, for development.)
+    FAULT_OFF=${VPLAT_PCITEST_FAULT:-}
+    [ -n "$FAULT_OFF" ] || FAULT_OFF=$(python3 - "$DUT_MANIFEST" <<'EOF'
+import sys, tomllib
+path = sys.argv[1]
+try:
+    m = tomllib.load(open(path, "rb"))
+except (OSError, tomllib.TOMLDecodeError) as err:
+    sys.exit(f"vplat: error: cannot read the DUT's manifest {path}: {err}")
+placement = m.get("dut", {}).get("placement")
+if placement != "bar0":
+    sys.exit(f"vplat: error: {path} has placement {placement!r}: pci_endpoint_test needs its registers at BAR0 offset 0 ('bar0')")
+regs = [r for r in m.get("register", []) if r.get("name") == "fault"]
+if len(regs) != 1 or not isinstance(regs[0].get("offset"), int):
+    sys.exit(f"vplat: error: {path} names no register 'fault' with an integer offset (the DUT's fault switch)")
+print(hex(regs[0]["offset"]))
+EOF
+) || die "no fault switch offset from $DUT_MANIFEST (above)"
+    [[ "$FAULT_OFF" =~ ^0x[0-9a-f]+$ ]] || die "the fault switch's offset must be hex like 0x40, not '$FAULT_OFF'"
+fi
 
 # One run at a time: a second would remove this run's files and socket.
 exec 9>"$VPLAT/run.lock"
 flock -n 9 || die "another scripts/vplat.sh is running (it holds $VPLAT/run.lock)"
 rm -rf "$RUN"
 mkdir -p "$RUN" "$ROOTFS$IN_ROOT"
-SOCK=$RUN/dev.sock
-# sun_path holds 107 bytes and a NUL.
-[ ${#SOCK} -le 107 ] || die "the socket path $SOCK is ${#SOCK} bytes, more than a Unix socket takes (107): use a shorter checkout path"
 # The guest's files beside the run's, so that one bind mount shows QEMU both (hard links: no copy).
 ln -f "$GUEST/vmlinuz" "$RUN/vmlinuz" 2>/dev/null || cp "$GUEST/vmlinuz" "$RUN/vmlinuz"
 ln -f "$GUEST/initramfs.cpio" "$RUN/initramfs.cpio" 2>/dev/null || cp "$GUEST/initramfs.cpio" "$RUN/initramfs.cpio"
 
-say "starting ${server_cmd[*]} $SOCK (log: build/vplat/run/server.log)"
-"${server_cmd[@]}" "$SOCK" >"$RUN/server.log" 2>&1 &
-srv=$!
-server_end=""
+srv=""
 stop_server() {
     if [ -n "${srv:-}" ] && kill -0 "$srv" 2>/dev/null; then kill "$srv" 2>/dev/null || true; wait "$srv" 2>/dev/null || true; fi
 }
 trap stop_server EXIT
-for ((i = 0; i < SERVER_WAIT * 10; i++)); do
-    [ -S "$SOCK" ] && break
-    if ! kill -0 "$srv" 2>/dev/null; then
-        rc=0; wait "$srv" || rc=$?
-        tail -20 "$RUN/server.log" >&2
-        die "the device server exited (status $rc) before creating its socket $SOCK (log above: build/vplat/run/server.log)"
+
+# boot DIR ID TIMEOUT APPEND SERVER_CMD...: one boot of the guest with the server's device at
+# $ADDR; DIR (under $RUN) gets console.log, checks.log, server.log, qemu-*.log, qemu-cmdline.txt.
+# Sets qemu_status, qemu_seconds, server_end.
+boot() {
+    local dir=$1 id=$2 timeout=$3 append=$4
+    shift 4
+    local in_root=$IN_ROOT${dir#"$RUN"}
+    local sock=$dir/dev.sock
+    mkdir -p "$dir"
+    # sun_path holds 107 bytes and a NUL.
+    [ ${#sock} -le 107 ] || die "the socket path $sock is ${#sock} bytes, more than a Unix socket takes (107): use a shorter checkout path"
+    say "starting $* $sock (log: ${dir#"$ROOT/"}/server.log)"
+    "$@" "$sock" >"$dir/server.log" 2>&1 &
+    srv=$!
+    server_end=""
+    local i rc
+    for ((i = 0; i < SERVER_WAIT * 10; i++)); do
+        [ -S "$sock" ] && break
+        if ! kill -0 "$srv" 2>/dev/null; then
+            rc=0; wait "$srv" || rc=$?
+            tail -20 "$dir/server.log" >&2
+            die "the device server exited (status $rc) before creating its socket $sock (log above: ${dir#"$ROOT/"}/server.log)"
+        fi
+        sleep 0.1
+    done
+    [ -S "$sock" ] || die "the device server did not create its socket $sock within ${SERVER_WAIT} s (VPLAT_SERVER_WAIT)"
+
+    echo "== QEMU ($qemu_version, TCG, timeout ${timeout}s) with the device at $ADDR ($id)${append:+, $append}"
+    # Why each option: docs/virtual-platform.md, "The QEMU command line".
+    local qemu_args=(
+        -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 512M
+        -object memory-backend-memfd,id=mem,size=512M,share=on
+        -nodefaults -nic none -display none -monitor none -no-reboot
+        -serial "file:$in_root/console.log" -serial "file:$in_root/checks.log"
+        -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
+        -append "console=ttyS0 panic=-1 loglevel=4 no_timer_check intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$id${append:+ $append}"
+        -device intel-iommu,intremap=on,caching-mode=on
+        -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
+        -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$in_root/dev.sock\"}}"
+    )
+    {
+        echo "# in a private mount namespace with $RUN bind-mounted at $ROOTFS$IN_ROOT (scripts/vplat.sh):"
+        python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' chroot "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}"
+    } >"$dir/qemu-cmdline.txt"
+    local qemu_started
+    qemu_started=$(date +%s.%N)
+    qemu_status=0
+    # A private mount namespace: $RUN appears in the root at $IN_ROOT for QEMU only, and the bind
+    # mount ends with it (nothing to clean up, even after a kill).
+    timeout --kill-after=10 "$timeout" unshare -m --propagation private \
+        sh -c 'mount --bind "$1" "$2$3" && shift 3 && exec chroot "$@"' sh "$RUN" "$ROOTFS" "$IN_ROOT" \
+        "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}" </dev/null >"$dir/qemu-stdout.log" 2>"$dir/qemu-stderr.log" ||
+        qemu_status=$?
+    qemu_seconds=$(python3 -c "import time; print(round(time.time() - $qemu_started, 1))")
+    if [ -s "$dir/qemu-stderr.log" ]; then
+        say "QEMU's stderr (${dir#"$ROOT/"}/qemu-stderr.log):"
+        sed 's/^/  | /' "$dir/qemu-stderr.log" >&2
     fi
-    sleep 0.1
-done
-[ -S "$SOCK" ] || die "the device server did not create its socket $SOCK within ${SERVER_WAIT} s (VPLAT_SERVER_WAIT)"
 
-echo "== QEMU ($qemu_version, TCG, timeout ${TIMEOUT}s) with the device at $ADDR ($ID)"
-# Why each option: docs/virtual-platform.md, "The QEMU command line".
-qemu_args=(
-    -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 512M
-    -object memory-backend-memfd,id=mem,size=512M,share=on
-    -nodefaults -nic none -display none -monitor none -no-reboot
-    -serial "file:$IN_ROOT/console.log" -serial "file:$IN_ROOT/checks.log"
-    -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
-    -append "console=ttyS0 panic=-1 loglevel=4 no_timer_check intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$ID"
-    -device intel-iommu,intremap=on,caching-mode=on
-    -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
-    -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$IN_ROOT/dev.sock\"}}"
-)
-{
-    echo "# in a private mount namespace with $RUN bind-mounted at $ROOTFS$IN_ROOT (scripts/vplat.sh):"
-    python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' chroot "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}"
-} >"$RUN/qemu-cmdline.txt"
-qemu_started=$(date +%s.%N)
-qemu_status=0
-# A private mount namespace: $RUN appears in the root at $IN_ROOT for QEMU only, and the bind
-# mount ends with it (nothing to clean up, even after a kill).
-timeout --kill-after=10 "$TIMEOUT" unshare -m --propagation private \
-    sh -c 'mount --bind "$1" "$2$3" && shift 3 && exec chroot "$@"' sh "$RUN" "$ROOTFS" "$IN_ROOT" \
-    "$ROOTFS" qemu-system-x86_64 "${qemu_args[@]}" </dev/null >"$RUN/qemu-stdout.log" 2>"$RUN/qemu-stderr.log" ||
-    qemu_status=$?
-qemu_seconds=$(python3 -c "import time; print(round(time.time() - $qemu_started, 1))")
-if [ -s "$RUN/qemu-stderr.log" ]; then
-    say "QEMU's stderr (build/vplat/run/qemu-stderr.log):"
-    sed 's/^/  | /' "$RUN/qemu-stderr.log" >&2
-fi
+    # The server: exited on its own (0 = it saw QEMU close the connection), or still running.
+    for ((i = 0; i < 50; i++)); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$srv" 2>/dev/null; then
+        server_end=running
+        kill "$srv" 2>/dev/null || true
+        wait "$srv" 2>/dev/null || true
+    else
+        rc=0; wait "$srv" || rc=$?
+        if [ "$rc" -gt 128 ]; then server_end="signal $((rc - 128))"; else server_end="exit $rc"; fi
+    fi
+    srv=""
+    [ "$server_end" = "exit 0" ] || [ "$server_end" = running ] || { say "the device server's log ends:"; tail -20 "$dir/server.log" | sed 's/^/  | /' >&2; }
+    tr -d '\r' <"$dir/console.log" >"$dir/console.txt" 2>/dev/null && mv "$dir/console.txt" "$dir/console.log" || true
+}
 
-# The server: exited on its own (0 = it saw QEMU close the connection), or still running.
-for ((i = 0; i < 50; i++)); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$srv" 2>/dev/null; then
-    server_end=running
-    kill "$srv" 2>/dev/null || true
-    wait "$srv" 2>/dev/null || true
-else
-    rc=0; wait "$srv" || rc=$?
-    if [ "$rc" -gt 128 ]; then server_end="signal $((rc - 128))"; else server_end="exit $rc"; fi
+checker_args=(--release "$release" --addr "$ADDR" --tlpx-version "$tlpx_version" --qemu "$qemu_version" --out "$RUN/results.json")
+if want_boot card; then
+    boot "$RUN" "$ID" "$TIMEOUT" "" "${server_cmd[@]}"
+    checker_args+=(--checks "$RUN/checks.log" --console "$RUN/console.log" --id "$ID"
+        --qemu-status "$qemu_status" --timeout "$TIMEOUT" --server "$server_end" --server-command "${server_cmd[*]}"
+        --qemu-seconds "$qemu_seconds" --link "$LINK" --server-log "$RUN/server.log")
 fi
-srv=""
-[ "$server_end" = "exit 0" ] || [ "$server_end" = running ] || { say "the device server's log ends:"; tail -20 "$RUN/server.log" | sed 's/^/  | /' >&2; }
-tr -d '\r' <"$RUN/console.log" >"$RUN/console.txt" 2>/dev/null && mv "$RUN/console.txt" "$RUN/console.log" || true
+if want_boot pcitest; then
+    # iomem=relaxed: the fault switch is written through /dev/mem while pci_endpoint_test holds
+    # BAR0 (scripts/vplat/pcitest-checks says why); this boot only.
+    PT_TIMEOUT=${VPLAT_PCITEST_TIMEOUT:-300}
+    boot "$RUN/pcitest" "$PT_ID" "$PT_TIMEOUT" "vplat_mode=pcitest vplat_fault=$FAULT_OFF iomem=relaxed" "${pt_server_cmd[@]}"
+    checker_args+=(--pcitest-checks "$RUN/pcitest/checks.log" --pcitest-console "$RUN/pcitest/console.log" --pcitest-id "$PT_ID"
+        --pcitest-qemu-status "$qemu_status" --pcitest-timeout "$PT_TIMEOUT" --pcitest-server "$server_end"
+        --pcitest-server-command "${pt_server_cmd[*]}" --pcitest-qemu-seconds "$qemu_seconds"
+        --pcitest-output "$RUN/pcitest/pcitest-output.txt" --pcitest-server-log "$RUN/pcitest/server.log")
+    [ -n "${VPLAT_PCITEST_OFFER:-}" ] && checker_args+=(--pcitest-offer "$VPLAT_PCITEST_OFFER")
+fi
 
 echo "== checks"
 total_seconds=$(python3 -c "import time; print(round(time.time() - $started, 1))")
-python3 "$CHECKER" --checks "$RUN/checks.log" --console "$RUN/console.log" --out "$RUN/results.json" \
-    --release "$release" --addr "$ADDR" --id "$ID" --tlpx-version "$tlpx_version" \
-    --qemu-status "$qemu_status" --timeout "$TIMEOUT" --server "$server_end" --server-command "${server_cmd[*]}" \
-    --qemu "$qemu_version" --qemu-seconds "$qemu_seconds" --total-seconds "$total_seconds" \
-    --link "$LINK" --server-log "$RUN/server.log"
+python3 "$CHECKER" "${checker_args[@]}" --total-seconds "$total_seconds"

@@ -7,6 +7,10 @@
 #                    /lib/modules/<release>/extra/litepcie.ko, indexed by depmod) and LitePCIe's
 #                    own user tools built static for the card by the same script
 #                    (/usr/bin/litepcie_util, /usr/bin/litepcie_test),
+#                    Linux's PCI endpoint test built from Debian's linux-source of the kernel's
+#                    version by scripts/pcitest_build.sh (/lib/modules/<release>/extra/
+#                    pci_endpoint_test.ko; /usr/bin/pcitest, pcitest.sh, pcitest-short.sh) and
+#                    scripts/vplat/pcitest-checks (/lib/vplat: the second boot's checks),
 #                    the kernel's vfio-pci and vfio_iommu_type1 with the modules they depend on
 #                    (tlpx's vfio backend in the guest, through its emulated IOMMU),
 #                    tlpx from host/target/release with the libraries ldd lists, and
@@ -66,6 +70,13 @@ if [ ! -f "$KO" ] || [ ! -x "$LITEPCIE_UTIL" ] || [ ! -x "$LITEPCIE_TEST" ] || [
     done
 fi
 
+# Linux's endpoint test (the second boot): pci_endpoint_test.ko, pcitest, pcitest.sh from Debian's
+# linux-source of the same version (scripts/pcitest_build.sh: a no-op when built).
+PCITEST=$(scripts/pcitest_build.sh) || die "scripts/pcitest_build.sh failed (above)"
+PCITEST_KO=$PCITEST/$release/pci_endpoint_test.ko
+PCITEST_FILES=("$PCITEST_KO" "$PCITEST/pcitest" "$PCITEST/pcitest.sh" "$PCITEST/pcitest-short.sh")
+PCITEST_CHECKS=scripts/vplat/pcitest-checks
+
 [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
 say "tlpx (cargo build --release -p tlpx --bin tlpx)"
 (cd host && "$CARGO" build --release -q -p tlpx --bin tlpx) || die "cargo could not build tlpx"
@@ -104,7 +115,7 @@ done
 
 key=$( {
     echo "release $release"
-    sha256sum "$VMLINUZ" "$INIT" scripts/vplat_guest.sh "$KO" "$LITEPCIE_UTIL" "$LITEPCIE_TEST" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
+    sha256sum "$VMLINUZ" "$INIT" "$PCITEST_CHECKS" "${PCITEST_FILES[@]}" scripts/vplat_guest.sh "$KO" "$LITEPCIE_UTIL" "$LITEPCIE_TEST" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
     for lib in $LIBS; do sha256sum "$(readlink -f "$lib")" | sed "s#  .*#  $lib#"; done
 } )
 if [ -f "$OUT/inputs.sha256" ] && [ -f "$OUT/initramfs.cpio" ] && [ -f "$OUT/vmlinuz" ] &&
@@ -121,12 +132,15 @@ mkdir -p "$STAGE"/{bin,sbin,usr/bin,usr/sbin,usr/share/misc,proc,sys,dev,run,tmp
 cp "$BUSYBOX" "$STAGE/bin/busybox"
 ln -s busybox "$STAGE/bin/sh"
 install -m 0755 "$INIT" "$STAGE/init"
+mkdir -p "$STAGE/lib/vplat"
+install -m 0644 "$PCITEST_CHECKS" "$STAGE/lib/vplat/pcitest-checks"
 # The module where modprobe and lspci -k look (/lib/modules/<release>/extra), with the module
 # index depmod writes for the staged tree: lspci -vv reads it (without it lspci complains
 # "Unable to load libkmod resources") and names the module that would bind a function.
 MODDIR=$STAGE/lib/modules/$release
 mkdir -p "$MODDIR/extra"
 cp "$KO" "$MODDIR/extra/litepcie.ko"
+cp "$PCITEST_KO" "$MODDIR/extra/pci_endpoint_test.ko"
 for ko in "${KMODS[@]}"; do
     rel=${ko#"$MODSRC/"}
     mkdir -p "$MODDIR/$(dirname "$rel")"
@@ -142,6 +156,8 @@ strip --strip-debug -o "$STAGE/usr/bin/tlpx" "$TLPX"
 # Static (scripts/litepcie_driver.sh checks): no libraries to carry.
 strip --strip-debug -o "$STAGE/usr/bin/litepcie_util" "$LITEPCIE_UTIL"
 strip --strip-debug -o "$STAGE/usr/bin/litepcie_test" "$LITEPCIE_TEST"
+strip --strip-debug -o "$STAGE/usr/bin/pcitest" "$PCITEST/pcitest"
+install -m 0755 "$PCITEST/pcitest.sh" "$PCITEST/pcitest-short.sh" "$STAGE/usr/bin/"
 for lib in $LIBS; do
     mkdir -p "$STAGE$(dirname "$lib")"
     cp -L "$lib" "$STAGE$lib"
@@ -152,5 +168,5 @@ mv "$OUT/initramfs.cpio.tmp" "$OUT/initramfs.cpio"
 cp "$VMLINUZ" "$OUT/vmlinuz"
 echo "$release" > "$OUT/release"
 echo "$key" > "$OUT/inputs.sha256"
-say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, litepcie_util, litepcie_test, $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
+say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, litepcie_util, litepcie_test, pci_endpoint_test.ko, pcitest, $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
 echo "$OUT"

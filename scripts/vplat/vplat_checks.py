@@ -19,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "qemu"))
 import vfio_checks  # noqa: E402  (scripts/qemu: parse_channel, decode, quote)
+import pcitest_checks  # noqa: E402  (the second boot: Linux's endpoint test against the pci_epf_test card)
 
 # Records: `KIND payload`, one a line; each payload regex must match the whole payload.
 RECORDS = {
@@ -269,9 +270,12 @@ def self_test():
     _, _, problems = evaluate(b"", want)
     if not any("empty" in p for p in problems):
         failures.append(f"an empty channel gave {problems}")
+    n_pcitest, pcitest_failures = pcitest_checks.self_test(RECORDS)
+    failures += [f"pcitest: {f}" for f in pcitest_failures]
     for f in failures:
         print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
-    print(f"vplat_checks self-test: {len(cases) + 7} bad channels, {len(failures)} not refused")
+    print(f"vplat_checks self-test: {len(cases) + 7} bad channels, {len(failures)} not refused; "
+          f"pcitest table: {n_pcitest} cases (the recorded fixture, {len(pcitest_failures)} wrong)")
     return 1 if failures else 0
 
 
@@ -285,22 +289,29 @@ def assert_results(path):
         return 1
     problems = []
     by_name = {c.get("name"): c for c in doc.get("checks", [])}
-    for name in GUEST_CHECKS + HOST_CHECKS:
+    expected = GUEST_CHECKS + HOST_CHECKS + pcitest_checks.expected_check_names(pcitest_checks.parse_offer(pcitest_checks.CARD_OFFER))
+    for name in expected:
         c = by_name.get(name)
         if c is None:
             problems.append(f"check {name} is missing")
         elif not c.get("pass"):
             problems.append(f"check {name} failed: {c.get('detail')}")
-    extra = sorted(set(by_name) - set(GUEST_CHECKS + HOST_CHECKS))
+    extra = sorted(set(by_name) - set(expected))
     if extra:
         problems.append(f"checks not expected here: {', '.join(extra)}")
     if not str(doc.get("server_command", "")).endswith("tlpx-sim --vfio-user"):
         problems.append(f"the server was {doc.get('server_command')!r}, not the card's (tlpx-sim --vfio-user)")
+    if not re.fullmatch(r"\S*tlpx-sim --card \S*/build/card/dw64-pci_epf_test/libtlpxcard\.so --vfio-user",
+                        str(doc.get("pcitest_server_command", ""))):
+        problems.append(f"the pcitest boot's server was {doc.get('pcitest_server_command')!r}, not tlpx-sim with the "
+                        "pci_epf_test card (build/card/dw64-pci_epf_test)")
+    if doc.get("pcitest_offer") != pcitest_checks.CARD_OFFER:
+        problems.append(f"the pcitest table was for {doc.get('pcitest_offer')!r}, not the card's {pcitest_checks.CARD_OFFER!r}")
     if not doc.get("pass"):
         problems.append(f"the run did not pass: {doc.get('problems')}")
     for p in problems:
         print(f"vplat-test: FAIL: {p}")
-    n = len(GUEST_CHECKS) + len(HOST_CHECKS)
+    n = len(expected)
     print(f"vplat-test: {'FAILED' if problems else 'PASSED'}: {n - sum(1 for p in problems if p.startswith('check '))} of {n} "
           f"checks pass ({path}; QEMU {doc.get('qemu_seconds')} s, the run {doc.get('total_seconds')} s)")
     return 1 if problems else 0
@@ -310,7 +321,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--assert-results", metavar="RESULTS_JSON", help="make vplat-test: every check of that run passed")
-    ap.add_argument("--checks", help="the checks channel (checks.log)")
+    ap.add_argument("--checks", help="the card boot's checks channel (checks.log); without it, no card boot ran")
     ap.add_argument("--console", help="the guest's console (console.log), shown when the guest did not finish")
     ap.add_argument("--out", help="results.json to write")
     ap.add_argument("--release", help="the kernel release the initramfs was built for")
@@ -326,55 +337,112 @@ def main():
     ap.add_argument("--total-seconds", type=float)
     ap.add_argument("--link", help="the link the card's lspci must show, e.g. '5GT/s x1'")
     ap.add_argument("--server-log", help="the device server's log (server.log): its stop line")
+    # The second boot (Linux's endpoint test): the same, for its own channel and server.
+    ap.add_argument("--pcitest-checks", help="the pcitest boot's checks channel; without it, no pcitest boot ran")
+    ap.add_argument("--pcitest-console")
+    ap.add_argument("--pcitest-id")
+    ap.add_argument("--pcitest-qemu-status", type=int)
+    ap.add_argument("--pcitest-timeout")
+    ap.add_argument("--pcitest-server")
+    ap.add_argument("--pcitest-server-command")
+    ap.add_argument("--pcitest-qemu-seconds", type=float)
+    ap.add_argument("--pcitest-server-log", help="the pcitest boot's server log: tlpx-sim's stop line (DMA bytes, MSIs)")
+    ap.add_argument("--pcitest-output", help="where to write pcitest's whole output, pass by pass")
+    ap.add_argument("--pcitest-offer", default=pcitest_checks.CARD_OFFER,
+                    help=f"what the pcitest boot's device offers (default the card's: {pcitest_checks.CARD_OFFER!r})")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
     if a.assert_results:
         return assert_results(a.assert_results)
-
+    if not a.checks and not a.pcitest_checks:
+        ap.error("give --checks (the card boot), --pcitest-checks (the pcitest boot) or both")
     try:
-        data = open(a.checks, "rb").read()
-    except OSError as err:
-        data = b""
-        print(f"vplat: cannot read the checks channel: {err}")
-    want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
-            "timeout": a.timeout, "server": a.server, "link": a.link,
-            "server_log": open(a.server_log, errors="replace").read() if a.server_log and os.path.exists(a.server_log) else ""}
-    checks, facts, problems = evaluate(data, want)
+        offer = pcitest_checks.parse_offer(a.pcitest_offer)
+    except ValueError as err:
+        ap.error(str(err))
 
-    if facts["lspci"]:
-        print("`lspci -vv` in the guest for the device:")
-        for line in facts["lspci"]:
-            print(f"  {line}")
-    if facts["listing"]:
-        print("`tlpx list` in the guest:")
-        for line in facts["listing"]:
-            print(f"  {line}")
-    print()
-    for c in checks:
-        print(f"{'PASS' if c['pass'] else 'FAIL'}  {c['name']}: {c['detail']}")
-    doc = {
+    def read(path):
+        try:
+            return open(path, "rb").read()
+        except OSError as err:
+            print(f"vplat: cannot read the checks channel: {err}")
+            return b""
+
+    def console_tail(data, console):
+        if b"TLPX-DONE\n" not in data and console and os.path.exists(console):
+            print(f"the guest did not finish; the end of its console ({console}):")
+            for line in open(console, errors="replace").read().splitlines()[-15:]:
+                print(f"  | {line}")
+
+    at = lambda s: "never" if s is None else f"at {s} s"
+    checks, problems, doc = [], [], {
         "what": "the virtual platform: a vfio-user device in a QEMU guest (scripts/vplat.sh)",
-        "qemu": a.qemu, "accel": "tcg", "guest_kernel": a.release, "device": {"addr": a.addr, "id": a.id},
-        "server_command": a.server_command, "server_end": a.server,
-        "init_uptime_s": facts["init_uptime_s"], "done_uptime_s": facts["done_uptime_s"],
-        "qemu_seconds": a.qemu_seconds, "total_seconds": a.total_seconds,
-        "pass": not problems, "problems": problems, "checks": checks, "lspci": facts["lspci"], "tlpx_list": facts["listing"],
+        "qemu": a.qemu, "accel": "tcg", "guest_kernel": a.release, "total_seconds": a.total_seconds,
     }
+    summary = []
+    if a.checks:
+        data = read(a.checks)
+        want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
+                "timeout": a.timeout, "server": a.server, "link": a.link,
+                "server_log": open(a.server_log, errors="replace").read() if a.server_log and os.path.exists(a.server_log) else ""}
+        c, facts, p = evaluate(data, want)
+        if facts["lspci"]:
+            print("`lspci -vv` in the guest for the device:")
+            for line in facts["lspci"]:
+                print(f"  {line}")
+        if facts["listing"]:
+            print("`tlpx list` in the guest:")
+            for line in facts["listing"]:
+                print(f"  {line}")
+        print()
+        for x in c:
+            print(f"{'PASS' if x['pass'] else 'FAIL'}  {x['name']}: {x['detail']}")
+        checks += c
+        problems += p
+        doc.update({"device": {"addr": a.addr, "id": a.id}, "server_command": a.server_command, "server_end": a.server,
+                    "init_uptime_s": facts["init_uptime_s"], "done_uptime_s": facts["done_uptime_s"], "qemu_seconds": a.qemu_seconds,
+                    "lspci": facts["lspci"], "tlpx_list": facts["listing"]})
+        n_all = len(GUEST_CHECKS) + len(HOST_CHECKS)
+        summary.append(f"the card: {sum(x['pass'] for x in c)} of {n_all} checks passed; guest /init reached "
+                       f"{at(facts['init_uptime_s'])} and done {at(facts['done_uptime_s'])} of guest uptime; QEMU ran "
+                       f"{a.qemu_seconds} s wall (TCG)")
+        console_tail(data, a.console)
+    if a.pcitest_checks:
+        data = read(a.pcitest_checks)
+        want = {"release": a.release, "addr": a.addr, "id": a.pcitest_id, "qemu_status": a.pcitest_qemu_status,
+                "timeout": a.pcitest_timeout, "server": a.pcitest_server,
+                "server_log": open(a.pcitest_server_log, errors="replace").read()
+                if a.pcitest_server_log and os.path.exists(a.pcitest_server_log) else ""}
+        c, facts, p = pcitest_checks.evaluate(data, want, RECORDS, offer)
+        print()
+        print(f"Linux's endpoint test (pci_endpoint_test + pcitest) against {a.pcitest_server_command} "
+              f"({'the table of ' + repr(a.pcitest_offer)}):")
+        for x in c:
+            print(f"{'PASS' if x['pass'] else 'FAIL'}  {x['name']}: {x['detail']}")
+        checks += c
+        problems += p
+        if a.pcitest_output:
+            with open(a.pcitest_output, "w") as f:
+                f.write(pcitest_checks.output_text(facts["lines"]))
+        n_all = len(pcitest_checks.expected_check_names(offer))
+        doc.update({"pcitest_device": {"addr": a.addr, "id": a.pcitest_id}, "pcitest_server_command": a.pcitest_server_command,
+                    "pcitest_server_end": a.pcitest_server, "pcitest_offer": a.pcitest_offer,
+                    "pcitest_init_uptime_s": facts["init_uptime_s"], "pcitest_done_uptime_s": facts["done_uptime_s"],
+                    "pcitest_qemu_seconds": a.pcitest_qemu_seconds, "pcitest_pass_seconds": facts["pass_seconds"],
+                    "pcitest_lspci": facts["lspci"], "pcitest_output": a.pcitest_output})
+        summary.append(f"pcitest: {sum(x['pass'] for x in c)} of {n_all} checks passed; guest /init reached "
+                       f"{at(facts['init_uptime_s'])} and done {at(facts['done_uptime_s'])} of guest uptime (passes, guest "
+                       f"seconds: {facts['pass_seconds']}); QEMU ran {a.pcitest_qemu_seconds} s wall (TCG)")
+        console_tail(data, a.pcitest_console)
+    doc.update({"pass": not problems, "problems": problems, "checks": checks})
     if a.out:
         with open(a.out, "w") as f:
             json.dump(doc, f, indent=2)
     print()
-    n_pass = sum(c["pass"] for c in checks)
-    n_all = len(GUEST_CHECKS) + len(HOST_CHECKS)
-    at = lambda s: "never" if s is None else f"at {s} s"
-    print(f"vplat: {n_pass} of {n_all} checks passed; guest /init reached {at(facts['init_uptime_s'])} and done "
-          f"{at(facts['done_uptime_s'])} of guest uptime; QEMU ran {a.qemu_seconds} s wall (TCG), the whole run {a.total_seconds} s")
-    if b"TLPX-DONE\n" not in data and a.console and os.path.exists(a.console):
-        tail = open(a.console, errors="replace").read().splitlines()[-15:]
-        print("the guest did not finish; the end of its console:")
-        for line in tail:
-            print(f"  | {line}")
+    for line in summary:
+        print(f"vplat: {line}")
+    print(f"vplat: the whole run {a.total_seconds} s")
     # Problems not already printed as a failed check (the channel's grammar, cardinality).
     for p in problems:
         if not p.startswith("check "):
