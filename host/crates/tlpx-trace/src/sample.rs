@@ -18,6 +18,7 @@ pub fn info() -> HeaderInfo {
             data_width: Some(128),
             clock_hz: CLOCK_HZ,
             pci_address: Some("0000:01:00.0".into()),
+            bar0_address: None,
         },
         simulated: true,
         time_mode: None,

@@ -187,7 +187,7 @@ fn vcd_back_to_back_tlps_keep_busy_high() {
         }
     }
     // File order is b then a (the spy may finish them in any order across directions).
-    let opts = VcdOptions { clock_hz: 100_000_000, date: "d".into(), comment: String::new() };
+    let opts = VcdOptions { clock_hz: 100_000_000, date: "d".into(), comment: String::new(), names: None };
     let mut out = Vec::new();
     write_vcd(&mut out, &[b, a], &opts).unwrap();
     let vcd = parse_vcd(&String::from_utf8(out).unwrap());

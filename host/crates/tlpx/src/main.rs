@@ -13,6 +13,7 @@ mod plot;
 mod pmc;
 mod progress;
 mod realtime;
+mod regmap;
 mod results;
 mod session;
 mod sizes;

@@ -334,6 +334,8 @@ struct Sink {
     gap_texts: Vec<String>,
     previous: Option<Record>,
     clock_hz: u64,
+    /// BAR0's address: the running log names the registers host requests hit.
+    names: Option<tlpx_trace::Bar0Names>,
     log: bool,
     stdout: std::io::StdoutLock<'static>,
     /// The reader of the running log went away (EPIPE): the capture stops as after Ctrl-C.
@@ -370,7 +372,7 @@ impl Sink {
                 self.gap_texts.push(text);
             }
             if self.log {
-                let line = tlpx_trace::log_line(&record, self.previous.as_ref(), self.clock_hz);
+                let line = tlpx_trace::log_line_named(&record, self.previous.as_ref(), self.clock_hz, self.names.as_ref());
                 self.say(format_args!("{line}"));
             }
             self.previous = Some(record);
@@ -382,6 +384,18 @@ impl Sink {
         }
         Ok(())
     }
+}
+
+/// BAR0's bus address from config space (the trace header records it, `top` hides its own
+/// accesses with it; both name BAR0 registers with it) (memory BAR, 32- or 64-bit).
+pub(crate) fn bar0_address(card: &mut tlpx_device::card::Card) -> Option<u64> {
+    let cfg = card.device().config_read(0x10, 8).ok()?;
+    let low = u32::from_le_bytes(cfg[0..4].try_into().ok()?);
+    if low & 1 != 0 {
+        return None; // an I/O BAR: not ours
+    }
+    let high = if (low >> 1) & 3 == 2 { u32::from_le_bytes(cfg[4..8].try_into().ok()?) } else { 0 };
+    Some(u64::from(high) << 32 | u64::from(low & !0xf))
 }
 
 fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -403,6 +417,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             data_width: Some(id.data_width),
             clock_hz,
             pci_address: session.environment.pci_address.clone(),
+            bar0_address: bar0_address(&mut session.card).map(|a| format!("{a:#x}")),
         },
     );
     info.simulated = session.environment.simulated;
@@ -428,6 +443,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         gap_texts: Vec::new(),
         previous: None,
         clock_hz,
+        names: info.card.bar0_address.as_deref().and_then(tlpx_trace::names::parse_address).map(tlpx_trace::Bar0Names::new),
         log,
         stdout: std::io::stdout().lock(),
         output_closed: false,
@@ -734,6 +750,7 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
     } else if a.log {
         let clock = reader.clock_hz();
         let footer = reader.footer_record().copied();
+        let names = tlpx_trace::Bar0Names::from_header(reader.header());
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", tlpx_trace::log_title())?;
         let mut previous: Option<Record> = None;
@@ -744,7 +761,7 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
             if let Some(gap) = gaps.push(record.sequence) {
                 writeln!(out, "{:>12}  *** {gap}", "")?;
             }
-            writeln!(out, "{}", tlpx_trace::log_line(&record, previous.as_ref(), clock))?;
+            writeln!(out, "{}", tlpx_trace::log_line_named(&record, previous.as_ref(), clock, names.as_ref()))?;
             previous = Some(record);
             rows += 1;
         }
