@@ -437,9 +437,30 @@ mod tests {
         assert!(e.contains("its fields:"), "{e}");
         let e = map.resolve("status").expect_err("ambiguous").to_string();
         assert!(e.contains("ambiguous") && e.contains("generator.status"), "{e}");
-        assert_eq!(map.resolve("wr_index").expect("unique").name(), "spy.wr_index");
+        assert_eq!(map.resolve("scratch").expect("unique").name(), "ident.scratch");
         let e = map.resolve("spy").expect_err("a region").to_string();
         assert!(e.contains("is a region") && e.contains("spy.wr_index"), "{e}");
+    }
+
+    #[test]
+    fn map_hash_is_the_gateware_s() {
+        // The card builds' csr.json carry the hash soc.py computed over all their regions.
+        let builds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../build/card");
+        let mut checked = 0;
+        for build in ["dw64", "dw64-cpu", "dw128"] {
+            let path = builds.join(build).join("csr.json");
+            let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("csr.json (make gateware)")).expect("JSON");
+            let regions = doc["regions"].as_array().expect("regions");
+            let want = doc["map_hash"].as_str().and_then(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok()).expect("map_hash");
+            assert_eq!(map_hash(regions).expect("hash"), want, "{}", path.display());
+            checked += 1;
+        }
+        assert_eq!(checked, 3);
+        // A change of one register's offset changes it.
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(builds.join("dw64/csr.json")).expect("csr.json")).expect("JSON");
+        let before = map_hash(v["regions"].as_array().expect("regions")).expect("hash");
+        v["regions"][0]["registers"][0]["offset"] = 4.into();
+        assert_ne!(map_hash(v["regions"].as_array().expect("regions")).expect("hash"), before);
     }
 
     #[test]
