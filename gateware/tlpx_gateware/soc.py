@@ -18,15 +18,23 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x5800  | cpu_ctrl      | (CPU card only) the soft CPU: run/stop, image check, status |
 | 0x6000  | uart          | (CPU card only) the firmware's console (LiteX crossover UART) |
 | 0x6800  | dma_guard     | LitePCIe DMA: completion timeout and recovery, error counts |
+| 0x7000  | slot          | accelerator slot: the DUT's name, version, interface, counts |
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
-| 0x20000 | (rule30)      | rule-30 accelerator: the seed's register window (512 bytes) |
+| 0x20000 | (slot window) | the DUT's register window (rule 30: the seed's, 512 bytes)  |
 | 0x40000 | (cpu sram)    | (CPU card only) the CPU's 64 KiB SRAM: firmware, scripts, results |
 
 The card with the soft CPU (``with_cpu=True``) is a superset: the CPU sees this same map
 (CPU address == BAR0 offset), see cores/cpu/core.py.
 
-The register map has one source: this file (and, for the rule-30 window, the core's register
-table in cores/rule30/block.py). `csr.json` (with fields and descriptions) is exported from it
+The accelerator slot (cores/slot/core.py) holds the device under test: rule 30 by default
+(cores/rule30/slot_user.py), or another SlotUser (``slot_user=`` a factory; a Verilog DUT
+through cores/slot/verilog.py). Its regions (window, CSR banks) are marked ``owner: dut`` in
+csr.json; ``ident.map_hash`` covers the card's regions, ``slot.dut_map_hash`` the DUT's.
+With placement ``bar0`` the request path puts the window at BAR0 0 and this map at
+RELOCATED_TLPX_BASE (the card's internal bus keeps the offsets above).
+
+The register map has one source: this file (and, for the DUT's window, the slot user's
+register table: rule 30's in cores/rule30/block.py). `csr.json` (with fields and descriptions) is exported from it
 and everything else (Rust crate tlpx-regs, docs/registers.md) is generated from that; the
 ident block carries a hash of the map so a host knows what it talks to.
 """
@@ -60,9 +68,11 @@ from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, TAGS, Comple
 from tlpx_gateware.cores.pio import core as pio_core
 from tlpx_gateware.cores.pio.core import PIOWindow
 from tlpx_gateware.cores.request_path.core import DWSerializer, RequestPath
-from tlpx_gateware.cores.rule30.batch import BATCH_TAG, Rule30Batch
-from tlpx_gateware.cores.rule30.block import Rule30Block, window_region
+from tlpx_gateware.cores.rule30 import slot_user as rule30_slot_user
+from tlpx_gateware.cores.rule30.batch import BATCH_TAG
 from tlpx_gateware.cores.rule30.core import WINDOW_BYTES as RULE30_WINDOW_SIZE
+from tlpx_gateware.cores.slot.core import (RELOCATED_TLPX_BASE, SLOT_INTERFACE_VERSION, SLOT_MSI_INDEX, SLOT_TAG_BASE,
+    SLOT_TAGS, SLOT_WINDOW_BASE, SLOT_WINDOW_MAX, SlotBlock, check_user)
 from tlpx_gateware.cores.spy import core as spy_core
 from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
@@ -87,15 +97,21 @@ CSR_MAP = {
     "cpu_ctrl":     11,  # the card with the CPU only
     "uart":         12,  # the card with the CPU only
     "dma_guard":    13,
+    "slot":         14,
 }
 
 # Memory windows of BAR0 beside the CSRs.
 PIO_WINDOW_BASE = 0x10000
 PIO_WINDOW_SIZE = 0x10000
-RULE30_WINDOW_BASE = 0x20000
+# Rule 30's window is the slot's (the name stays, an alias, for rule 30's users).
+RULE30_WINDOW_BASE = SLOT_WINDOW_BASE
 
 # MSI sources, bit = index in pcie_msi's enable/vector registers.
-MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer", "rt_loop", "rule30"]
+MSI_SOURCES = ["pcie_dma0_writer", "pcie_dma0_reader", "software", "generator", "irq_timer", "rt_loop", "slot"]
+assert MSI_SOURCES.index("slot") == SLOT_MSI_INDEX
+# MSI sources enabled at reset: the slot's (a stock driver of the DUT knows nothing of tlpx's
+# MSI mask).
+MSI_ENABLED_AT_RESET = ["slot"]
 
 # Constants of tlpx's blocks that the host and the firmware need, exported into csr.json's
 # constants (gateware/tools/gen_regs.py makes them tlpx_regs::constants and TLPX_CONST_* of the
@@ -117,6 +133,12 @@ BLOCK_CONSTANTS = {
     "RT_LOOP_HISTOGRAM_BUCKETS":    rt_loop_core.HISTOGRAM_BUCKETS,
     "RT_LOOP_TAG":                  LOOP_TAG,
     "RULE30_BATCH_TAG":             BATCH_TAG,
+    "SLOT_WINDOW_BASE":             SLOT_WINDOW_BASE,
+    "SLOT_WINDOW_MAX":              SLOT_WINDOW_MAX,
+    "SLOT_TAG_BASE":                SLOT_TAG_BASE,
+    "SLOT_TAGS":                    SLOT_TAGS,
+    "SLOT_INTERFACE_VERSION":       SLOT_INTERFACE_VERSION,
+    "RELOCATED_TLPX_BASE":          RELOCATED_TLPX_BASE,
 }
 
 # Platform -----------------------------------------------------------------------------------------
@@ -157,12 +179,18 @@ class TlpxCard(SoCMini):
     csr_map = CSR_MAP
 
     def __init__(self, data_width=64, clock_hz=None, map_hash=0, bar0_size=0x100000, board=None,
-                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None, tlpx_blocks=True, idle_gating=None):
+                 rule30_clock_gate=None, with_cpu=False, cpu_clock_gate=None, tlpx_blocks=True, idle_gating=None,
+                 slot_user=None, dut_map_hash=0):
         """``board``: None for the simulated card (SimCardPlatform, SimPHY, clock and reset from
         the simulator); or a real board (tlpx_gateware.targets.Board), which brings the
         platform, the clocking, the vendor PHY (seen as SimPHY is) and its LEDs.
-        ``rule30_clock_gate``: None = on the simulated card only; False gives the simulated
-        card the hardware's ungated rule-30 core (resource estimates, targets/resources.py).
+        ``slot_user``: the accelerator slot's user, a factory ``make(data_width, requester_id,
+        cycles, clock_hz, base_domain)`` returning a SlotUser (cores/slot/core.py); None: rule
+        30 (cores/rule30/slot_user.py). ``dut_map_hash``: slot.dut_map_hash (the build's first
+        pass computes it, as ``map_hash``).
+        ``rule30_clock_gate`` (rule 30 in the slot): None = on the simulated card only; False
+        gives the simulated card the hardware's ungated rule-30 core (resource estimates,
+        targets/resources.py).
         ``with_cpu``: add the soft CPU (VexRiscv), its SRAM, loader and console (cores/cpu);
         ``cpu_clock_gate`` as ``rule30_clock_gate``, for the CPU's clock.
         ``idle_gating``: None = on the simulated card only; gates the clock of each isolated block
@@ -173,6 +201,8 @@ class TlpxCard(SoCMini):
         endpoint, DMA and MSI behind the request path, with the identification block and the
         timebase. Only the simulator benchmark uses it (`make bench`: the card's speed against
         LitePCIe's alone); its register map is not one the host tools drive."""
+        if slot_user is not None and not tlpx_blocks:
+            raise ValueError("the accelerator slot is one of tlpx's blocks: a card with a slot user has them (tlpx_blocks=True)")
         if with_cpu and not tlpx_blocks:
             raise ValueError("the soft CPU drives tlpx's blocks: a card with the CPU has them (tlpx_blocks=True)")
         if data_width not in DATA_WIDTHS:
@@ -217,10 +247,18 @@ class TlpxCard(SoCMini):
             phy = self.pcie_phy
             self.base_domain = "sys"
 
+        # The accelerator slot's user: rule 30 unless the card is given another.
+        rule30_in_slot = tlpx_blocks and slot_user in (None, rule30_slot_user.make)
+        self.ident_features_rule30 = rule30_in_slot
+        if tlpx_blocks and slot_user is None:
+            gate_rule30 = isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate
+            slot_user = lambda *args, **kwargs: rule30_slot_user.make(*args, gate_clock=gate_rule30, **kwargs)
+
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
             features   = ["request_path", "msi", "dma_loopback"]
-                         + (["generator", "spy", "irq_timer", "rt_loop", "rule30"] if tlpx_blocks else [])
+                         + (["generator", "spy", "irq_timer", "rt_loop"] if tlpx_blocks else [])
+                         + (["rule30"] if rule30_in_slot else [])
                          + (["cpu"] if with_cpu else []),
             data_width = data_width,
             clock_hz   = clock_hz,
@@ -240,17 +278,20 @@ class TlpxCard(SoCMini):
             max_pending_requests = 8,
         )
         if tlpx_blocks:
-            dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, rule30_clock_gate, idle_gating)
+            dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, slot_user, dut_map_hash)
         else:
             self.completions = dispatcher = CompletionDispatcher(data_width, routes={})
             tx_sources = []
 
         # Mapped BAR0 windows: the CSR space (one 2 KiB page per block), the PIO memory and the
-        # rule-30 core's registers.
+        # slot user's registers. With placement bar0 the BAR0 offsets are translated first.
+        user = getattr(self, "slot_user_in_slot", None)
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
             mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs)]
-                   + ([(PIO_WINDOW_BASE, PIO_WINDOW_SIZE), (RULE30_WINDOW_BASE, RULE30_WINDOW_SIZE)] if tlpx_blocks else [])
+                   + ([(PIO_WINDOW_BASE, PIO_WINDOW_SIZE), (SLOT_WINDOW_BASE, user.window_bytes)] if tlpx_blocks else [])
                    + ([(CPU_SRAM_BASE, CPU_SRAM_SIZE)] if with_cpu else []),
+            relocation=(user.window_bytes, SLOT_WINDOW_BASE, RELOCATED_TLPX_BASE)
+                       if user is not None and user.placement == "bar0" else None,
             tx_sources=tx_sources,
             completion_dispatcher=dispatcher)
         self.bus.add_master(name="request_path", master=self.request_path.bus)
@@ -288,6 +329,7 @@ class TlpxCard(SoCMini):
 
         # MSI ------------------------------------------------------------------------------------
         self.pcie_msi = msi = LitePCIeMSI(width=32)
+        msi.enable.storage.reset = Constant(sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET), 32)
         self.comb += msi.source.connect(phy.msi)
 
         # DMA (LitePCIe) -------------------------------------------------------------------------
@@ -336,7 +378,7 @@ class TlpxCard(SoCMini):
                 "generator": self.generator.irq,
                 "irq_timer": self.irq_timer.irq,
                 "rt_loop":   self.rt_loop.irq,
-                "rule30":    self.rule30.irq | self.rule30_batch.irq,
+                "slot":      self.slot_user_in_slot.irq,
             })
         for i, name in enumerate(MSI_SOURCES):
             self.comb += msi.irqs[i].eq(irq_signals.get(name, 0))
@@ -369,8 +411,9 @@ class TlpxCard(SoCMini):
             terms.append(self.dma_guard.outstanding.status != 0)   # LitePCIe reads outstanding
         for block in getattr(self, "isolated_blocks", []):
             terms += [b.pending for b in block.tx_boundaries]     # a block's TLP for the arbiter
-        if hasattr(self, "rule30"):
-            terms += [self.rule30.engine.we, self.rule30.engine.re]  # the batch engine on the window
+        user = getattr(self, "slot_user_in_slot", None)
+        if user is not None:
+            terms += slot_core_activity(user)                       # the slot user's
         if hasattr(self, "cpu_ctrl"):
             terms += [
                 self.cpu_ctrl.clock_on,                             # the CPU runs (or settles)
@@ -379,16 +422,17 @@ class TlpxCard(SoCMini):
             ]
         return terms
 
-    def _add_blocks(self, platform, phy, data_width, clock_hz, rule30_clock_gate, idle_gating):
-        """tlpx's own blocks: generator, spy, interrupt timer, real-time loop, rule 30. Returns the
-        completion dispatcher and the blocks' transmit streams (arbiter order)."""
+    def _add_blocks(self, platform, phy, data_width, clock_hz, slot_user, dut_map_hash):
+        """tlpx's own blocks: generator, spy, interrupt timer, real-time loop, the accelerator
+        slot with its user. Returns the completion dispatcher and the blocks' transmit streams
+        (arbiter order)."""
         # Traffic generator: its own TLPs, its own tags.
         self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
         # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
         self.completions = dispatcher = CompletionDispatcher(data_width, routes={
             "generator": (TAG_BASE, FLUSH_TAG),
             "rt_loop":   (LOOP_TAG, LOOP_TAG),
-            "rule30":    (BATCH_TAG, BATCH_TAG),
+            "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
         })
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
@@ -403,26 +447,27 @@ class TlpxCard(SoCMini):
         self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
         self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
 
-        # Rule-30 accelerator: the Amaranth core (as Verilog, through Instance) behind its BAR0
-        # window, and the DMA batch engine that drives it through a second register port.
-        # The clock gate is a simulation device (Verilator skips the idle core's 1024-cell logic).
-        self.rule30 = Rule30Block(irq_num=MSI_SOURCES.index("rule30"),
-            gate_clock=isinstance(platform, SimCardPlatform) if rule30_clock_gate is None else rule30_clock_gate,
-            base=self.base_domain)
-        self.rule30_batch = Rule30Batch(data_width, requester_id=phy.id, port=self.rule30.engine,
-            cycles=self.timebase.cycles, clock_hz=clock_hz)
-        # The batch engine takes its completions a DW per cycle; the serializer is the card's
-        # (it holds the link back while it splits a beat), so the engine can run a cycle late.
-        self.rule30_cpl_serializer = DWSerializer(data_width)
-        self.comb += [
-            dispatcher.rule30.connect(self.rule30_cpl_serializer.sink),
-            self.rule30_cpl_serializer.source.connect(self.rule30_batch.cpl_dws),
-            self.rule30.engine_active.eq(self.rule30_batch.active),
-            self.rule30_batch.refused_write.eq(self.rule30.refused_write),
-        ]
+        # The accelerator slot: its user (rule 30 by default) behind the slot window, its
+        # completions by tag, its TLPs into the arbiter (last), its interrupt the MSI source
+        # ``slot``; the CSR block ``slot`` says who it is (cores/slot/core.py).
+        user = slot_user(data_width=data_width, requester_id=phy.id, cycles=self.timebase.cycles,
+            clock_hz=clock_hz, base_domain=self.base_domain)
+        check_user(user)
+        self.slot_user_in_slot = user  # an attribute, not a submodule: see card_modules below
+        # A user's parts join the card under names of its choosing (rule 30's CSR banks keep
+        # their names and places in the map), or the user itself as ``slot_user``.
+        modules = user.card_modules() if hasattr(user, "card_modules") else {"slot_user": user}
+        for name, module in modules.items():
+            setattr(self, name, module)
+        self.slot_csr_banks = [name for name in modules if name in CSR_MAP]
+        if user.cpl is not None:
+            self.comb += dispatcher.slot.connect(user.cpl)
+        else:
+            self.comb += dispatcher.slot.ready.eq(1)  # completions for a user that sends no requests
+        self.slot = SlotBlock(user, irq=user.irq, counters=user.counters, dut_map_hash=dut_map_hash)
         # Verilog files beside the card's (file name -> text): tlpx_gateware.build writes them
         # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
-        self.verilog_sources.update(self.rule30.verilog_sources)
+        self.verilog_sources.update(user.verilog_sources)
 
         # Each block in a clock domain of its own, one cycle late, gated when idle on the
         # simulated card (cores/isolate.py): an idle block costs the simulator nothing.
@@ -445,17 +490,17 @@ class TlpxCard(SoCMini):
         tx_sources += isolated("rtloop", self.rt_loop, [self.rt_loop.cpl_sink.valid, self.rt_loop.sent], [self.rt_loop.source])
         self.comb += self.rt_loop.sent.eq(self.rt_loop.tx_boundaries[0].sent_first)
         self.spy_tx_source = tx_sources[3]
-        # The batch engine reads the core's register port as it is: the port's latency is part
-        # of the engine's design (PORT_LATENCY), and the port changes only with the engine's or
-        # the host's accesses (a host access while the engine is idle, it does not act on).
-        batch, port = self.rule30_batch, self.rule30.engine
-        tx_sources += isolated("rule30batch", batch, [batch.cpl_dws.valid, batch.refused_write], [batch.source],
-            direct=[port.rdata, port.busy, port.pending])
+        # The slot user: isolated as it says (rule 30: its batch engine), or in the core's
+        # domain with its TLPs straight into the arbiter (its busy keeps the core running).
+        if hasattr(user, "attach"):
+            tx_sources += user.attach(self, isolated)
+        elif user.tx is not None:
+            tx_sources += [user.tx]
         self.verilog_sources.update(drive_isolated_clocks(self, gate, self.base_domain))
         return dispatcher, tx_sources
 
     def _add_windows(self, phy):
-        """The BAR0 memory windows beside the CSRs: the PIO window and the rule-30 core's."""
+        """The BAR0 memory windows beside the CSRs: the PIO window and the slot user's."""
         # PIO window ---------------------------------------------------------------------------
         self.pio = PIOWindow(PIO_WINDOW_BASE, PIO_WINDOW_SIZE, self.request_path.processor,
             bar0_mask=phy.bar0_mask, cycles=self.timebase.cycles)
@@ -466,11 +511,20 @@ class TlpxCard(SoCMini):
         for name, value in BLOCK_CONSTANTS.items():
             self.add_constant(name, value)
 
-        # Rule-30 window ---------------------------------------------------------------------------
-        self.bus.add_slave(name="rule30", slave=self.rule30.bus,
-            region=SoCRegion(origin=RULE30_WINDOW_BASE, size=RULE30_WINDOW_SIZE, cached=False))
-        self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
-        self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
+        # Slot window -----------------------------------------------------------------------------
+        user = self.slot_user_in_slot
+        self.bus.add_slave(name=user.dut_name, slave=user.bus,
+            region=SoCRegion(origin=SLOT_WINDOW_BASE, size=user.window_bytes, cached=False))
+        if self.ident_features_rule30:
+            self.add_constant("RULE30_WINDOW_BASE", RULE30_WINDOW_BASE)
+            self.add_constant("RULE30_WINDOW_SIZE", RULE30_WINDOW_SIZE)
+
+def slot_core_activity(user):
+    """What keeps the card's core clock running for a slot user (sim/clocking.py): its own
+    list (core_activity), or its busy, its interrupt and a TLP it offers the arbiter."""
+    if hasattr(user, "core_activity"):
+        return user.core_activity()
+    return [user.busy, user.irq] + ([user.tx.valid] if user.tx is not None else [])
 
 # Register map export ------------------------------------------------------------------------------
 
@@ -515,22 +569,28 @@ def register_map(soc):
                 "fields":      fields,
             })
             offset += 4 * words
-        regions.append({"name": name, "offset": region.origin, "registers": registers})
-    # Register windows that are not LiteX CSRs but belong to the map: the rule-30 core's.
-    if hasattr(soc, "rule30"):
-        regions.append(window_region(RULE30_WINDOW_BASE, irq_num=MSI_SOURCES.index("rule30")))
+        owner = "dut" if name in getattr(soc, "slot_csr_banks", []) else "card"
+        regions.append({"name": name, "offset": region.origin, "owner": owner, "registers": registers})
+    # Register windows that are not LiteX CSRs but belong to the map: the slot user's.
+    user = getattr(soc, "slot_user_in_slot", None)
+    if user is not None:
+        regions += [{**r, "owner": "dut"} for r in user.regions()]
     constants = {k: (v if isinstance(v, (int, str)) or v is None else str(v)) for k, v in sorted(soc.constants.items())}
     return {"regions": regions, "constants": constants}
 
 
-def map_hash(regmap):
-    """FNV-1a (32-bit) over the canonical JSON of the map's structure (not its prose)."""
+def map_hash(regmap, owner="card"):
+    """FNV-1a (32-bit) over the canonical JSON of the map's structure (not its prose), over the
+    regions of `owner`: ``card`` (ident.map_hash: what tlpx's host tools drive, whatever sits
+    in the slot) or ``dut`` (slot.dut_map_hash: the accelerator's own registers)."""
+    if owner not in ("card", "dut"):
+        raise ValueError(f"a map region's owner is card or dut, not {owner!r}")
     structure = [
         [r["name"], r["offset"], [
             [g["name"], g["offset"], g["size_bits"], g["access"],
              [[f["name"], f["offset"], f["size"]] for f in g["fields"]]]
             for g in r["registers"]]]
-        for r in regmap["regions"]
+        for r in regmap["regions"] if r.get("owner", "card") == owner
     ]
     data = json.dumps(structure, sort_keys=True, separators=(",", ":")).encode()
     h = 0x811C9DC5

@@ -7,7 +7,9 @@
 CSR_JSON is the card without the soft CPU, CPU_CSR_JSON the card with it: a superset (the
 same registers at the same offsets, plus the CPU's regions and ident.features' cpu bit),
 checked here. The files describe the superset and carry both map hashes: MAP_HASH (the card
-without CPU) and MAP_HASH_CPU. The Rust crate gives every register's BAR0 offset, every
+without CPU) and MAP_HASH_CPU, each over the card-owned regions (ident.map_hash), and the hash
+of the DUT-owned regions of the accelerator in the slot (slot.dut_map_hash; rule 30's on these
+cards: RULE30_DUT_MAP_HASH). Every region says who owns it (`card` or `dut`). The Rust crate gives every register's BAR0 offset, every
 field's shift/width, every field value as an enum (`TryFrom<u32>`, `value()`), ident.features'
 bits as the enum `Feature`, the identification constants and the blocks' constants; docs/registers.md is the register
 reference; the C header is the same map for the card's firmware (CPU address == BAR0 offset),
@@ -179,6 +181,19 @@ def render_rust_feature_enum(register, indent):
     return out
 
 
+def dut_map_hash(regmap, name):
+    """The DUT's map hash of a csr.json whose slot holds DUT `name`; MapError otherwise."""
+    dut = regmap.get("dut")
+    if not dut or dut.get("name") != name:
+        raise MapError(f"the card's slot holds {dut and dut.get('name')!r}, not {name!r}: build the card with "
+                       "rule 30 in the slot (the default) for the generated register files")
+    return dut["map_hash"]
+
+
+def owner(region):
+    return region.get("owner", "card")
+
+
 def cpu_only_regions(base, cpu):
     """Names of the regions only the CPU card has; raises MapError unless cpu ⊇ base."""
     base_regions = {r["name"]: r for r in base["regions"]}
@@ -209,6 +224,10 @@ def render_rust(regmap):
            f"pub const MAP_HASH: u32 = {regmap['map_hash']};",
            f"/// Hash of the register map of the card with the soft CPU: this crate's map, a superset.",
            f"pub const MAP_HASH_CPU: u32 = {regmap['map_hash_cpu']};",
+           f"/// Hash of the DUT-owned regions (slot.dut_map_hash) with rule 30 in the accelerator slot.",
+           f"pub const RULE30_DUT_MAP_HASH: u32 = {regmap['rule30_dut_map_hash']};",
+           f"/// Regions owned by the DUT in the accelerator slot (rule 30's): not covered by MAP_HASH.",
+           f"pub const DUT_REGIONS: &[&str] = &[{', '.join(json.dumps(r['name']) for r in regmap['regions'] if owner(r) == 'dut')}];",
            f"/// Regions only the card with the soft CPU has.",
            f"pub const CPU_REGIONS: &[&str] = &[{', '.join(json.dumps(n) for n in regmap['cpu_regions'])}];",
            f"/// BAR holding the registers.",
@@ -256,6 +275,8 @@ def render_rust(regmap):
         out.append(f"    use super::{{Field, Register}};")
         out.append(f"    /// Offset of the region in BAR0.")
         out.append(f"    pub const REGION_OFFSET: u64 = 0x{region['offset']:x};")
+        out.append(f"    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.")
+        out.append(f"    pub const DUT_OWNED: bool = {str(owner(region) == 'dut').lower()};")
         for reg in region["registers"]:
             const = rust_ident(reg["name"])
             desc = doc_line(reg["description"]) or reg["name"]
@@ -316,15 +337,27 @@ def render_docs(regmap):
            "`ident.features` (read the hash at `ident.map_hash`); the host refuses a card whose hash it does not know. "
            "The CPU sees the same map: a register's offset is also its address for the firmware "
            "(`firmware/include/tlpx_regs.h`).",
-           "", "| region | offset |", "|---|---|"]
+           "",
+           "The accelerator slot: the device under test (DUT) in it owns the regions marked *dut* below, "
+           f"its register window at `0x{regmap['constants']['SLOT_WINDOW_BASE']:x}` "
+           f"(at most `0x{regmap['constants']['SLOT_WINDOW_MAX']:x}` bytes) and its own CSR banks; the card owns the others. "
+           "The map hash covers the card's regions only, so the host tools drive every card whatever is in its "
+           "slot; `slot.dut_map_hash` is the hash of the DUT's regions "
+           f"(`{regmap['rule30_dut_map_hash']}` with rule 30, the default DUT, on these cards), "
+           "`slot.dut_name` names the DUT. A DUT with placement `bar0` has its window at BAR0 offset 0 and this "
+           f"map at BAR0 `0x{regmap['constants']['RELOCATED_TLPX_BASE']:x}` (`slot.interface.placement`; "
+           "the offsets below are then relative to that base).",
+           "", "| region | offset | owner |", "|---|---|---|"]
     cpu_only = set(regmap["cpu_regions"])
     for region in regmap["regions"]:
         mark = " (*CPU card*)" if region["name"] in cpu_only else ""
-        out.append(f"| [{region['name']}](#{region['name']}){mark} | `0x{region['offset']:04x}` |")
+        out.append(f"| [{region['name']}](#{region['name']}){mark} | `0x{region['offset']:04x}` | {owner(region)} |")
     for region in regmap["regions"]:
         out += ["", f"## {region['name']}", ""]
         if region["name"] in cpu_only:
             out += ["*CPU card*: only on the card built with the soft CPU.", ""]
+        if owner(region) == "dut":
+            out += ["*dut*: the accelerator slot's DUT (rule 30) owns this region (`slot.dut_map_hash`).", ""]
         out += ["| offset | register | access | bits | description |", "|---|---|---|---|---|"]
         for reg in region["registers"]:
             out.append(f"| `0x{reg['offset']:04x}` | `{reg['name']}` | {reg['access']} | {reg['size_bits']} | {doc_line(reg['description'])} |")
@@ -350,6 +383,7 @@ def render_c(regmap):
            "#ifndef TLPX_REGS_H", "#define TLPX_REGS_H", "",
            f"#define TLPX_MAP_HASH     {regmap['map_hash']}u  /* the card without the CPU */",
            f"#define TLPX_MAP_HASH_CPU {regmap['map_hash_cpu']}u  /* the card with it (this map) */",
+           f"#define TLPX_RULE30_DUT_MAP_HASH {regmap['rule30_dut_map_hash']}u  /* slot.dut_map_hash with rule 30 in the slot */",
            f"#define TLPX_BAR_SIZE 0x{regmap['bar_size']:x}u  /* bytes of BAR{regmap['bar']}, the registers' BAR */"]
     for k in ("CPU_SRAM_BASE", "CPU_SRAM_SIZE"):
         if k in regmap["constants"]:
@@ -358,7 +392,8 @@ def render_c(regmap):
         if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("CONFIG_"):
             out.append(f"#define TLPX_CONST_{k.upper()} {v}u")
     for region in regmap["regions"]:
-        out += ["", f"/* {region['name']} */", f"#define {c_ident('region', region['name'], 'base')} 0x{region['offset']:05x}u"]
+        out += ["", f"/* {region['name']}{' (owned by the DUT in the slot)' if owner(region) == 'dut' else ''} */",
+                f"#define {c_ident('region', region['name'], 'base')} 0x{region['offset']:05x}u"]
         for reg in region["registers"]:
             name = c_ident(region["name"], reg["name"])
             out.append(f"#define {name} 0x{reg['offset']:05x}u")
@@ -418,6 +453,9 @@ def main(argv=None):
         return 1
     regmap = dict(cpu, map_hash=base["map_hash"], map_hash_cpu=cpu["map_hash"], cpu_regions=cpu_regions)
     try:
+        regmap["rule30_dut_map_hash"] = dut_map_hash(base, "rule30")
+        if dut_map_hash(cpu, "rule30") != regmap["rule30_dut_map_hash"]:
+            raise MapError("rule 30's DUT map hash differs between the two cards")
         regmap["constants"] = merged_constants(cpu["constants"], gateware_constants())
         regmap["run_descriptor"] = run_descriptor(regmap)
     except MapError as e:

@@ -15,6 +15,22 @@ the first DW of a multi-DW access and ignores byte enables. tlpx answers every r
 
 Requests are handled one DW per cycle, which is plenty for MMIO; completions for the card's
 own DMA reads keep the full datapath width.
+
+BAR0 relocation (the accelerator slot's placement ``bar0``, cores/slot/core.py): a DUT whose
+host driver expects its registers at BAR0 offset 0 gets them there, and tlpx's own map moves:
+
+```
+ BAR0 offset                        internal offset (the card's bus, csr.json)
+ [0, window_bytes)             ──►  window_base + offset        (the slot window)
+ [tlpx_base, BAR0 size)        ──►  offset - tlpx_base          (ident at tlpx_base + 0, ...)
+ anything else                 ──►  unmapped (reads return zero, writes are skipped, counted)
+```
+
+Each request is translated once, from its first DW's offset: a memory request never crosses
+a 4 KiB boundary (PCIe Base spec 2.2.7), and both boundaries are 4 KiB aligned (a window
+smaller than 4 KiB ends inside a page: the DWs past it reach an internal offset outside
+every mapped window and are unmapped as well). Without relocation the processor is the same
+logic as before it existed.
 """
 
 from functools import reduce
@@ -180,7 +196,14 @@ class RequestProcessor(LiteXModule):
       UR (2.3.1); any other posted request (MWr64, Msg, MsgD) is dropped. Both are counted.
     - A request whose payload does not match its Length field is malformed: drained and counted.
     """
-    def __init__(self, completer_id, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32, bus_timeout=4095):
+    def __init__(self, completer_id, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32, bus_timeout=4095,
+                 relocation=None):
+        if relocation is not None:
+            window_bytes, window_base, tlpx_base = relocation
+            bar0_size = (~bar0_mask & 0xffffffff) + 1
+            if not (0 < window_bytes <= tlpx_base < bar0_size and tlpx_base % 4096 == 0):
+                raise ValueError(f"BAR0 relocation needs 0 < window_bytes ({window_bytes:#x}) <= tlpx_base "
+                                 f"({tlpx_base:#x}) < the BAR's size ({bar0_size:#x}), tlpx_base 4 KiB aligned")
         self.sink   = sink   = stream.Endpoint(dw_layout())  # request DWs
         self.source = source = stream.Endpoint(dw_layout())  # completion DWs
         self.bus    = bus    = wishbone.Interface(data_width=32)
@@ -231,11 +254,32 @@ class RequestProcessor(LiteXModule):
         wdata     = Signal(32)
         in_map    = Signal()
         byte_mask = Signal(32)
+        in_windows = reduce(or_, [(Cat(C(0, 2), bus_adr) >= base) & (Cat(C(0, 2), bus_adr) < base + size)
+                                  for base, size in mapped])
+        # The request's internal offset (its BAR0 offset, translated with relocation) and, with
+        # relocation, whether the BAR0 offset falls between the window and tlpx's map.
+        offset   = Signal(32)
+        internal = Signal(32)
+        in_gap   = Signal()
+        self.comb += offset.eq(addr_lo & (~bar0_mask & 0xffffffff))
+        if relocation is None:
+            self.comb += internal.eq(offset)
+            map_ok = in_windows
+        else:
+            gap = Signal()  # the current request's offset is in the gap (set at DISPATCH)
+            self.comb += [
+                in_gap.eq((offset >= window_bytes) & (offset < tlpx_base)),
+                If(offset < window_bytes,
+                    internal.eq(offset + window_base)
+                ).Else(
+                    internal.eq(offset - tlpx_base)
+                ),
+            ]
+            map_ok = in_windows & ~gap
         self.comb += [
             # Offsets outside every mapped window never reach the bus: the register bus does
             # not decode them and would alias them onto mapped registers.
-            in_map.eq(reduce(or_, [(Cat(C(0, 2), bus_adr) >= base) & (Cat(C(0, 2), bus_adr) < base + size)
-                                   for base, size in mapped])),
+            in_map.eq(map_ok),
             byte_mask.eq(Cat(*[Replicate(bus_sel[i], 8) for i in range(4)])),
         ]
 
@@ -254,7 +298,7 @@ class RequestProcessor(LiteXModule):
             ),
         ]
         self.comb += tlp.byte_count_logic(length, first_be, last_be, byte_count)
-        self.comb += [self.ev_addr.eq(addr_lo), self.ev_bytes.eq(Mux(byte_count == 0, 4096, byte_count))]
+        self.comb += [self.ev_addr.eq(addr_lo if relocation is None else internal), self.ev_bytes.eq(Mux(byte_count == 0, 4096, byte_count))]
         self.comb += tlp.lower_address_logic(addr_lo, first_be, lower)
 
         # Byte enables of DW `count` of a request.
@@ -340,7 +384,8 @@ class RequestProcessor(LiteXModule):
         fsm.act("DISPATCH",
             NextValue(count, 0),
             NextValue(hdr_short, 0),
-            NextValue(bus_adr, (addr_lo & (~bar0_mask & 0xffffffff))[2:]),
+            NextValue(bus_adr, internal[2:]),
+            *([NextValue(gap, in_gap)] if relocation is not None else []),
             If(hdr_short,
                 self.ev_malformed.eq(1),
                 NextValue(self.last_rejected_dw0, dw0),
@@ -616,11 +661,12 @@ class RequestPath(LiteXModule):
     completions first and passes LitePCIe's on.
     """
     def __init__(self, phy, endpoint_phy, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32,
-                 tx_sources=(), completion_dispatcher=None):
+                 tx_sources=(), completion_dispatcher=None, relocation=None):
         dw = phy.data_width
         self.router     = router     = RequestRouter(dw)
         self.serializer = serializer = DWSerializer(dw)
-        self.processor  = processor  = RequestProcessor(phy.id, bar0_mask, mapped=mapped, max_read_dws=max_read_dws)
+        self.processor  = processor  = RequestProcessor(phy.id, bar0_mask, mapped=mapped, max_read_dws=max_read_dws,
+            relocation=relocation)
         self.gatherer   = gatherer   = DWGatherer(dw)
         self.bus        = processor.bus
 

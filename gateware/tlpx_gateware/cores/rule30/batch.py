@@ -178,7 +178,7 @@ class Rule30Batch(LiteXModule):
 
         Write the descriptor list into host memory, program ``descriptor_base``,
         ``descriptor_bytes``, ``count`` and ``result_base``, write ``control.start``; wait for
-        the ``rule30`` MSI (with ``config.irq``) or poll ``status.done``. Each packet's result
+        the ``slot`` MSI (with ``config.irq``) or poll ``status.done``. Each packet's result
         record (output words, then a status DW) is in host memory at ``result_base``, in list
         order. Formats: see gateware/tlpx_gateware/cores/rule30/batch.py.
 
@@ -200,7 +200,7 @@ class Rule30Batch(LiteXModule):
             CSRField("clear", size=1, pulse=True, description="Write 1 to zero ``errors``, ``batches``, ``unexpected`` and ``refused_writes``."),
         ], description="Batch control.")
         self.config = CSRStorage(fields=[
-            CSRField("irq", size=1, reset=1, description="Raise the ``rule30`` MSI once at the end of each batch (also one that ends in error)."),
+            CSRField("irq", size=1, reset=1, description="Raise the ``slot`` MSI (rule 30 is in the accelerator slot) once at the end of each batch (also one that ends in error)."),
         ], description="Batch configuration.")
         self.descriptor_base = CSRStorage(64, description="Bus address of the descriptor list (DW aligned; bits 1:0 ignored).")
         self.descriptor_bytes = CSRStorage(24, description="Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further.")

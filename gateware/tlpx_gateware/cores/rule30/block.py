@@ -217,7 +217,7 @@ def _window_registers():
     return [
         (Register.VERSION, "version", 32, "ro", "Register map version: major (bits 31:16), minor (15:0).", []),
         (Register.CONTROL, "control", 2, "rw", "Control, sampled at completion.", [
-            _field("irq_enable", bit(CONTROL_IRQ_ENABLE), 1, "rw", "Pulse the rule30 MSI at completion (and at a refused start)."),
+            _field("irq_enable", bit(CONTROL_IRQ_ENABLE), 1, "rw", "Pulse the slot MSI (rule 30 is in the accelerator slot) at completion (and at a refused start)."),
             _field("hwo", bit(CONTROL_HWO), 1, "rw", "At completion, copy output to input (the seed's hwo latch)."),
         ]),
         (Register.STATUS, "status", 3, "rw", "Status; write 1 to clear complete or error.", [

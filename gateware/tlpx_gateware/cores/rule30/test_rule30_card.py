@@ -33,7 +33,7 @@ from tlpx_gateware.cores.rule30.test_rule30_core import A051023
 from tlpx_gateware.sim.card import HostMemory
 from tlpx_gateware.soc import MSI_SOURCES, RULE30_WINDOW_BASE
 
-MSI_BIT = 1 << MSI_SOURCES.index("rule30")
+MSI_BIT = 1 << MSI_SOURCES.index("slot")
 BASE = 0x4000_0000          # host memory of the tests
 SIZE = 1 << 16
 DESCRIPTORS = BASE          # descriptor list
@@ -89,7 +89,7 @@ def msi_pending(card):
 
 def test_window_reset_values_and_map(card):
     assert rd(card, Register.VERSION) == VERSION
-    assert rd(card, Register.IRQ_NUM) == MSI_SOURCES.index("rule30")
+    assert rd(card, Register.IRQ_NUM) == MSI_SOURCES.index("slot")
     assert rd(card, Register.RULE_SET) == 30
     assert rd(card, Register.GENERATIONS) == 1
     assert rd(card, Register.LINE_LENGTH) == 0

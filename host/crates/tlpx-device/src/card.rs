@@ -3,7 +3,9 @@
 //! `Card::open` reads the identification block at BAR0 offset 0 and refuses a card whose
 //! magic is wrong or whose register-map hash is not the one `tlpx-regs` was generated from:
 //! every offset this host uses comes from that map, so talking to another map would read
-//! and write the wrong registers.
+//! and write the wrong registers. A card whose accelerator slot puts its DUT at BAR0 0 has
+//! the map at `RELOCATED_TLPX_BASE` instead: `Card::open` finds it there and every access
+//! through the card goes there ([`crate::relocate`]).
 
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ pub use tlpx_regs::ident::features::Feature;
 use tlpx_regs::{ident, timebase, Register};
 
 use crate::lease::{self, Block, Held};
+use crate::relocate::{self, Located, Relocated};
 use crate::{ClockSource, Device, DeviceError, Interrupt, Width};
 
 /// What the identification block says.
@@ -68,7 +71,7 @@ pub fn read_identity(device: &mut dyn Device) -> Result<Identity, DeviceError> {
 pub enum CardError {
     #[error(transparent)]
     Device(#[from] DeviceError),
-    #[error("{location} is not a tlpx card: BAR0 offset 0 reads 0x{found:08x}, a tlpx card reads 0x{expected:08x} (\"TLPX\")")]
+    #[error("{location} is not a tlpx card: BAR0 offset 0 reads 0x{found:08x}, and neither does offset {:#x} (where a card with its accelerator at BAR0 0 has tlpx's map) read 0x{expected:08x} (\"TLPX\") as a tlpx card does", relocate::RELOCATED_TLPX_BASE)]
     NotATlpxCard { location: String, found: u32, expected: u32 },
     #[error("{location} is a tlpx card with register map 0x{found:08x} (version {major}.{minor}), but this tlpx knows map 0x{expected:08x}: use the tlpx built from the same source as the card's gateware (make host), or rebuild the card (make gateware)")]
     UnknownRegisterMap { location: String, found: u32, expected: u32, major: u16, minor: u16 },
@@ -82,6 +85,7 @@ pub enum CardError {
 pub struct Card {
     device: Box<dyn Device>,
     identity: Identity,
+    tlpx_base: u64,
     leases: Vec<Held>,
     notes: Vec<String>,
     /// Calls of [`Card::poll_pause`], and their steps since the leases were last looked at.
@@ -109,12 +113,21 @@ impl Card {
     /// an error names as expected).
     fn open_accepting(mut device: Box<dyn Device>, accepted: &[u32]) -> Result<Card, CardError> {
         let expected_map_hash = accepted[0];
-        let identity = read_identity(device.as_mut())?;
         let location = device.description().location;
         let expected_magic = tlpx_regs::constants::IDENT_MAGIC as u32;
-        if identity.magic != expected_magic {
-            return Err(CardError::NotATlpxCard { location, found: identity.magic, expected: expected_magic });
-        }
+        // tlpx's map at BAR0 0, or relocated: then every access through the card is.
+        let mut identity = read_identity(device.as_mut())?;
+        let (device, tlpx_base) = match relocate::locate_given(device.as_mut(), identity.magic)? {
+            Located::At(0) => (device, 0),
+            Located::At(base) => {
+                let mut relocated = Box::new(Relocated::new(device, base)) as Box<dyn Device>;
+                identity = read_identity(relocated.as_mut())?;
+                (relocated, base)
+            }
+            Located::Nowhere { at_zero, .. } => {
+                return Err(CardError::NotATlpxCard { location, found: at_zero, expected: expected_magic });
+            }
+        };
         if !accepted.contains(&identity.map_hash) {
             return Err(CardError::UnknownRegisterMap {
                 location,
@@ -124,11 +137,19 @@ impl Card {
                 minor: identity.version_minor,
             });
         }
-        Ok(Card { device, identity, leases: Vec::new(), notes: Vec::new(), polls: 0, paused: Duration::ZERO })
+        Ok(Card { device, identity, tlpx_base, leases: Vec::new(), notes: Vec::new(), polls: 0, paused: Duration::ZERO })
     }
 
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// The BAR0 offset of tlpx's map on this card: 0, or `RELOCATED_TLPX_BASE` when the
+    /// accelerator slot's DUT is placed at BAR0 0. Every access through [`Card::device`] and
+    /// [`Card::read`]/[`Card::write`] already adds it (tlpx-internal offsets in, BAR0 out); a
+    /// tool that decodes BAR0 addresses it saw on the link (the spy) subtracts it.
+    pub fn tlpx_base(&self) -> u64 {
+        self.tlpx_base
     }
 
     pub fn device(&mut self) -> &mut dyn Device {
@@ -483,5 +504,34 @@ mod tests {
         let counters = crate::generator::counters(&mut card).expect("the generator is there");
         assert!(!counters.running && counters.errors == crate::generator::ErrorCounts::default());
         assert!(card.require(Feature::Generator, "traffic generator").is_ok());
+    }
+
+    #[test]
+    fn a_card_opens_with_its_map_at_zero_or_relocated_and_every_access_goes_there() {
+        use crate::relocate::tests::MemoryCard;
+        use crate::relocate::RELOCATED_TLPX_BASE;
+        for base in [0, RELOCATED_TLPX_BASE] {
+            let memory = MemoryCard::with_ident_at(base, 0x100000);
+            let dws = memory.dws.clone();
+            let mut card = Card::open(Box::new(memory)).unwrap_or_else(|e| panic!("a card with its map at {base:#x}: {e}"));
+            assert_eq!(card.tlpx_base(), base);
+            assert_eq!(card.identity().map_hash, tlpx_regs::MAP_HASH);
+            card.write(ident::SCRATCH, 0xC0FFEE).unwrap();
+            assert_eq!(dws.lock().unwrap().get(&(base + ident::SCRATCH.offset)), Some(&0xC0FFEE));
+            assert_eq!(card.read(ident::SCRATCH).unwrap(), 0xC0FFEE);
+            // A command's raw access through the device uses tlpx-internal offsets too.
+            assert_eq!(card.device().bar_read(tlpx_regs::BAR, ident::MAGIC.offset, Width::W32).unwrap(), tlpx_regs::constants::IDENT_MAGIC);
+        }
+    }
+
+    #[test]
+    fn a_device_with_the_magic_in_neither_place_is_refused_naming_both() {
+        use crate::relocate::tests::MemoryCard;
+        let memory = MemoryCard::with_ident_at(0x1000, 0x100000);
+        memory.dws.lock().unwrap().insert(0, 0x1234_5678);
+        let err = Card::open(Box::new(memory)).err().expect("not a tlpx card");
+        assert!(matches!(err, CardError::NotATlpxCard { found: 0x1234_5678, .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("offset 0 reads 0x12345678") && text.contains("0x80000") && text.contains("0x544c5058"), "{text}");
     }
 }

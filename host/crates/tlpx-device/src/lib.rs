@@ -21,6 +21,7 @@ pub mod paths;
 pub mod pci;
 pub mod perf;
 pub mod pio;
+pub mod relocate;
 pub mod rt_loop;
 pub mod rule30;
 pub mod selector;

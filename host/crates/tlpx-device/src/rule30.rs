@@ -178,7 +178,7 @@ pub fn configure(card: &mut Card, op: &OpConfig, mode: HwMode, generations_per_s
 
 /// Which MSI bit of `pcie_msi` the accelerator raises.
 pub fn msi_bit() -> u32 {
-    tlpx_regs::constants::MSI_RULE30 as u32
+    tlpx_regs::constants::MSI_SLOT as u32
 }
 
 /// Writes consecutive window words from `base`.

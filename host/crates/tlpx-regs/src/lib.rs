@@ -6,9 +6,13 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
-pub const MAP_HASH: u32 = 0x1234dceb;
+pub const MAP_HASH: u32 = 0x12d88c8f;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
-pub const MAP_HASH_CPU: u32 = 0x25b8ac00;
+pub const MAP_HASH_CPU: u32 = 0x563c6234;
+/// Hash of the DUT-owned regions (slot.dut_map_hash) with rule 30 in the accelerator slot.
+pub const RULE30_DUT_MAP_HASH: u32 = 0x4636ad39;
+/// Regions owned by the DUT in the accelerator slot (rule 30's): not covered by MAP_HASH.
+pub const DUT_REGIONS: &[&str] = &["rule30_batch", "rule30"];
 /// Regions only the card with the soft CPU has.
 pub const CPU_REGIONS: &[&str] = &["cpu_ctrl", "uart"];
 /// BAR holding the registers.
@@ -57,6 +61,8 @@ pub mod ident {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x0;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Identifies a tlpx card: always 0x544C5058 ("TLPX").
     pub const MAGIC: Register = Register {
@@ -256,6 +262,8 @@ pub mod timebase {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi.
     pub const CYCLES_LO: Register = Register {
@@ -284,6 +292,8 @@ pub mod request_path {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x1000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Memory reads executed (MRd32 answered with CplD).
     pub const MEM_READS: Register = Register {
@@ -402,6 +412,8 @@ pub mod pcie_msi {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x1800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).
     pub const ENABLE: Register = Register {
@@ -440,6 +452,8 @@ pub mod pcie_dma0 {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x2000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// DMA Writer Control. Write ``1`` to enable DMA Writer.
     pub const WRITER_ENABLE: Register = Register {
@@ -636,6 +650,8 @@ pub mod generator {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x2800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Run control.
     pub const CONTROL: Register =
@@ -1378,6 +1394,8 @@ pub mod pio {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x3000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Counter control.
     pub const CONTROL: Register =
@@ -1492,6 +1510,8 @@ pub mod spy {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x3800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Spy control.
     pub const CONTROL: Register =
@@ -1973,6 +1993,8 @@ pub mod irq_timer {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x4000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Timer control.
     pub const CONTROL: Register =
@@ -2472,6 +2494,8 @@ pub mod rt_loop {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x4800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// Loop control.
     pub const CONTROL: Register =
@@ -2854,6 +2878,8 @@ pub mod rule30_batch {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x5000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = true;
 
     /// Batch control.
     pub const CONTROL: Register =
@@ -2881,7 +2907,7 @@ pub mod rule30_batch {
     /// Fields of `config`.
     pub mod config {
         use super::Field;
-        /// Raise the ``rule30`` MSI once at the end of each batch (also one that ends in error).
+        /// Raise the ``slot`` MSI (rule 30 is in the accelerator slot) once at the end of each batch (also one that ends in error).
         pub const IRQ: Field = Field { shift: 0, width: 1 };
     }
 
@@ -3164,6 +3190,8 @@ pub mod cpu_ctrl {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x5800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// CPU run control.
     pub const CONTROL: Register =
@@ -3470,6 +3498,8 @@ pub mod uart {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x6000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// rxtx
     pub const RXTX: Register = Register { region: "uart", name: "rxtx", offset: 0x6000, size_bits: 8, writable: true, description: "rxtx" };
@@ -3611,6 +3641,8 @@ pub mod dma_guard {
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x6800;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
 
     /// DMA guard control.
     pub const CONTROL: Register =
@@ -3684,12 +3716,188 @@ pub mod dma_guard {
     };
 }
 
+/// Region `slot` at BAR0 offset 0x7000.
+pub mod slot {
+    #[allow(unused_imports)]
+    use super::{Field, Register};
+    /// Offset of the region in BAR0.
+    pub const REGION_OFFSET: u64 = 0x7000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = false;
+
+    /// ASCII name of the accelerator in the slot, NUL-padded; byte 0 in bits 7:0 of the first word.
+    pub const DUT_NAME: Register = Register {
+        region: "slot",
+        name: "dut_name",
+        offset: 0x7000,
+        size_bits: 128,
+        writable: false,
+        description: "ASCII name of the accelerator in the slot, NUL-padded; byte 0 in bits 7:0 of the first word.",
+    };
+
+    /// Version of the DUT in the slot.
+    pub const DUT_VERSION: Register = Register {
+        region: "slot",
+        name: "dut_version",
+        offset: 0x7010,
+        size_bits: 32,
+        writable: false,
+        description: "Version of the DUT in the slot.",
+    };
+    /// Fields of `dut_version`.
+    pub mod dut_version {
+        use super::Field;
+        /// Minor version of the DUT.
+        pub const MINOR: Field = Field { shift: 0, width: 16 };
+        /// Major version of the DUT.
+        pub const MAJOR: Field = Field { shift: 16, width: 16 };
+    }
+
+    /// FNV-1a hash (as ident.map_hash) of the DUT-owned regions of the map only.
+    pub const DUT_MAP_HASH: Register = Register {
+        region: "slot",
+        name: "dut_map_hash",
+        offset: 0x7014,
+        size_bits: 32,
+        writable: false,
+        description: "FNV-1a hash (as ident.map_hash) of the DUT-owned regions of the map only.",
+    };
+
+    /// The slot interface.
+    pub const INTERFACE: Register =
+        Register { region: "slot", name: "interface", offset: 0x7018, size_bits: 10, writable: false, description: "The slot interface." };
+    /// Fields of `interface`.
+    pub mod interface {
+        use super::Field;
+        /// Version of the slot interface the DUT was built for.
+        pub const VERSION: Field = Field { shift: 0, width: 8 };
+        /// Where the DUT's register window is in BAR0.
+        pub const PLACEMENT: Field = Field { shift: 8, width: 1 };
+        /// The DUT sends TLPs of its own (DMA) with the slot's tags.
+        pub const DMA: Field = Field { shift: 9, width: 1 };
+
+        /// Values of `placement`: Where the DUT's register window is in BAR0.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum Placement {
+            /// The window is at BAR0 0x20000, tlpx's map at BAR0 0.
+            #[cfg_attr(feature = "serde", serde(rename = "window"))]
+            Window = 0,
+            /// The window is at BAR0 0, tlpx's map at BAR0 0x80000.
+            #[cfg_attr(feature = "serde", serde(rename = "bar0"))]
+            Bar0 = 1,
+        }
+
+        impl Placement {
+            /// Every value, in value order.
+            pub const ALL: [Placement; 2] = [Placement::Window, Placement::Bar0];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Placement::Window => "window",
+                    Placement::Bar0 => "bar0",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for Placement {
+            /// The value that names no `placement`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(Placement::Window),
+                    1 => Ok(Placement::Bar0),
+                    other => Err(other),
+                }
+            }
+        }
+    }
+
+    /// Size of the DUT's register window in bytes.
+    pub const WINDOW_BYTES: Register = Register {
+        region: "slot",
+        name: "window_bytes",
+        offset: 0x701c,
+        size_bits: 32,
+        writable: false,
+        description: "Size of the DUT's register window in bytes.",
+    };
+
+    /// DMA read requests the slot's mover accepted (0 when the user sends its own TLPs).
+    pub const DMA_READS: Register = Register {
+        region: "slot",
+        name: "dma_reads",
+        offset: 0x7020,
+        size_bits: 32,
+        writable: false,
+        description: "DMA read requests the slot's mover accepted (0 when the user sends its own TLPs).",
+    };
+
+    /// DMA write requests the slot's mover accepted (0 when the user sends its own TLPs).
+    pub const DMA_WRITES: Register = Register {
+        region: "slot",
+        name: "dma_writes",
+        offset: 0x7024,
+        size_bits: 32,
+        writable: false,
+        description: "DMA write requests the slot's mover accepted (0 when the user sends its own TLPs).",
+    };
+
+    /// Bytes the slot's DMA reads moved from host memory.
+    pub const DMA_READ_BYTES: Register = Register {
+        region: "slot",
+        name: "dma_read_bytes",
+        offset: 0x7028,
+        size_bits: 32,
+        writable: false,
+        description: "Bytes the slot's DMA reads moved from host memory.",
+    };
+
+    /// Bytes the slot's DMA writes moved to host memory.
+    pub const DMA_WRITE_BYTES: Register = Register {
+        region: "slot",
+        name: "dma_write_bytes",
+        offset: 0x702c,
+        size_bits: 32,
+        writable: false,
+        description: "Bytes the slot's DMA writes moved to host memory.",
+    };
+
+    /// DMA reads answered with an error or timed out, and writes refused.
+    pub const DMA_ERRORS: Register = Register {
+        region: "slot",
+        name: "dma_errors",
+        offset: 0x7030,
+        size_bits: 32,
+        writable: false,
+        description: "DMA reads answered with an error or timed out, and writes refused.",
+    };
+
+    /// Interrupts the DUT raised (MSI source ``slot``, counted whether enabled or not).
+    pub const IRQS: Register = Register {
+        region: "slot",
+        name: "irqs",
+        offset: 0x7034,
+        size_bits: 32,
+        writable: false,
+        description: "Interrupts the DUT raised (MSI source ``slot``, counted whether enabled or not).",
+    };
+}
+
 /// Region `rule30` at BAR0 offset 0x20000.
 pub mod rule30 {
     #[allow(unused_imports)]
     use super::{Field, Register};
     /// Offset of the region in BAR0.
     pub const REGION_OFFSET: u64 = 0x20000;
+    /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
+    pub const DUT_OWNED: bool = true;
 
     /// Register map version: major (bits 31:16), minor (15:0).
     pub const VERSION: Register = Register {
@@ -3713,7 +3921,7 @@ pub mod rule30 {
     /// Fields of `control`.
     pub mod control {
         use super::Field;
-        /// Pulse the rule30 MSI at completion (and at a refused start).
+        /// Pulse the slot MSI (rule 30 is in the accelerator slot) at completion (and at a refused start).
         pub const IRQ_ENABLE: Field = Field { shift: 0, width: 1 };
         /// At completion, copy output to input (the seed's hwo latch).
         pub const HWO: Field = Field { shift: 1, width: 1 };
@@ -4227,6 +4435,17 @@ pub const ALL: &[Register] = &[
     dma_guard::TIMEOUTS,
     dma_guard::CPL_ERRORS,
     dma_guard::CPL_POISONED,
+    slot::DUT_NAME,
+    slot::DUT_VERSION,
+    slot::DUT_MAP_HASH,
+    slot::INTERFACE,
+    slot::WINDOW_BYTES,
+    slot::DMA_READS,
+    slot::DMA_WRITES,
+    slot::DMA_READ_BYTES,
+    slot::DMA_WRITE_BYTES,
+    slot::DMA_ERRORS,
+    slot::IRQS,
     rule30::VERSION,
     rule30::CONTROL,
     rule30::STATUS,
@@ -4268,12 +4487,13 @@ pub mod constants {
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
     pub const MSI_PCIE_DMA0_WRITER: u64 = 0;
     pub const MSI_RT_LOOP: u64 = 5;
-    pub const MSI_RULE30: u64 = 6;
+    pub const MSI_SLOT: u64 = 6;
     pub const MSI_SOFTWARE: u64 = 2;
     pub const PIO_MAX_READ_DELAY: u64 = 4000;
     pub const PIO_SIZE_BUCKETS: u64 = 13;
     pub const PIO_WINDOW_BASE: u64 = 65536;
     pub const PIO_WINDOW_SIZE: u64 = 65536;
+    pub const RELOCATED_TLPX_BASE: u64 = 524288;
     pub const RT_LOOP_HISTOGRAM_BUCKETS: u64 = 32;
     pub const RT_LOOP_MAX_BUFFER_BYTES: u64 = 4096;
     pub const RT_LOOP_SAMPLE_FIFO_DEPTH: u64 = 1024;
@@ -4281,6 +4501,11 @@ pub mod constants {
     pub const RULE30_BATCH_TAG: u64 = 194;
     pub const RULE30_WINDOW_BASE: u64 = 131072;
     pub const RULE30_WINDOW_SIZE: u64 = 512;
+    pub const SLOT_INTERFACE_VERSION: u64 = 1;
+    pub const SLOT_TAGS: u64 = 8;
+    pub const SLOT_TAG_BASE: u64 = 194;
+    pub const SLOT_WINDOW_BASE: u64 = 131072;
+    pub const SLOT_WINDOW_MAX: u64 = 131072;
     pub const SPY_LATENCY_BUCKETS: u64 = 32;
     pub const SPY_PAYLOAD_BUCKETS: u64 = 13;
     pub const SPY_RECORD_FIFO_DEPTH: u64 = 512;
