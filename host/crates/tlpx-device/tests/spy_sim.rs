@@ -526,6 +526,8 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
             clock_hz: u64::from(id.clock_hz),
             pci_address: None,
             bar0_address: None,
+            tlpx_map_offset: None,
+            slot_dut: None,
         },
     );
     info.simulated = true;

@@ -2,10 +2,11 @@
 //!
 //! Identifiers, addresses and byte enables are hexadecimal with `0x`; everything else is
 //! decimal. Times are given in card cycles and in ns (three decimals, exact). Cells that
-//! do not apply to a record's kind are empty. The last column, `register`, names the BAR0
-//! register a host request hits (`spy.wr_index`, [`crate::names`]); it came last so that
-//! readers of the older columns by position keep working, and it is empty when the trace
-//! records no BAR0 address.
+//! do not apply to a record's kind are empty. The last two columns came last so that readers
+//! of the older columns by position keep working: `register` names the BAR0 register a host
+//! request hits (`spy.wr_index`), `source` the block a card read or its completion belongs to
+//! by tag (`generator`, `rt_loop`, the slot's DUT: [`crate::names`]); both are empty when the
+//! trace records no BAR0 address.
 
 use std::io::{Read, Seek, Write};
 
@@ -52,6 +53,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "records_created",
     "records_lost",
     "register",
+    "source",
 ];
 
 fn col(name: &str) -> usize {
@@ -91,6 +93,9 @@ pub fn csv_row_named(record: &Record, clock_hz: u64, names: Option<&Bar0Names>) 
     };
     if let Some(name) = names.and_then(|n| n.name(record)) {
         set("register", name);
+    }
+    if let Some(source) = names.and_then(|n| n.source(record)) {
+        set("source", source);
     }
     match &record.body {
         Body::Request(r) => {

@@ -9,7 +9,8 @@
 //!
 //! Times are microseconds since the card's cycle counter started; `dur` and `lat` are
 //! card cycles. With [`log_line_named`], a host request into BAR0 ends with the register
-//! it hits ([`crate::names`]):
+//! it hits, and a card read (or its completion) with the block its tag belongs to
+//! (`[generator]`, `[rt_loop]`, `[rule30]`: [`crate::names`]):
 //!
 //! ```text
 //!      1.200 us  down MWr32  0xf000385c len   1 tag 0x00  dur  0  lat   -       +0.128 us  spy.wr_index
@@ -48,9 +49,12 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
         None => " ".repeat(14),
     };
     let dir = record.direction().map(|d| d.name()).unwrap_or("?");
+    // The block a card request (and its completion) belongs to, by tag: `  [generator]`.
+    let source = names.and_then(|n| n.source(record)).map_or_else(String::new, |s| format!("  [{s}]"));
     let (target, len, dur, lat, suffix) = match &record.body {
         Body::Request(r) => {
-            let suffix = names.and_then(|n| n.name(record)).map_or_else(String::new, |name| format!("  {name}"));
+            let suffix = names.and_then(|n| n.name(record)).map_or_else(String::new, |name| format!("  {name}"))
+                + &source;
             (format!("0x{:08x}", r.address), r.length_dw.to_string(), r.timing.duration.to_string(), "-".to_owned(), suffix)
         }
         Body::Completion(c) => {
@@ -64,7 +68,7 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
                 c.length_dw.to_string(),
                 c.timing.duration.to_string(),
                 c.latency.map_or_else(|| "-".to_owned(), |l| l.to_string()),
-                split,
+                split + &source,
             )
         }
         Body::Timeout(t) => (

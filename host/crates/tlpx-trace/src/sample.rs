@@ -19,6 +19,8 @@ pub fn info() -> HeaderInfo {
             clock_hz: CLOCK_HZ,
             pci_address: Some("0000:01:00.0".into()),
             bar0_address: None,
+            tlpx_map_offset: None,
+            slot_dut: None,
         },
         simulated: true,
         time_mode: None,

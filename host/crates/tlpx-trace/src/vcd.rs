@@ -13,6 +13,7 @@
 //! | `requester_id` | reg 16 | requester ID of the last TLP |
 //! | `latency` | reg 32 | latency in cycles of the last matched completion |
 //! | `timeout` | wire 1 | one-cycle pulse when a read of this direction timed out |
+//! | `source` | string | the block a card read or its completion belongs to by tag (`generator`, `rt_loop`, the slot's DUT) while it is on the link, `-` otherwise |
 //! | `register` | string | the BAR0 register a host request hits (`spy.wr_index`, [`crate::names`]) while it is on the link, `-` otherwise (always `-` in `up`, and when the trace records no BAR0 address) |
 //!
 //! and `tlpx.lost`, an integer counting the records lost so far (sequence gaps).
@@ -108,6 +109,7 @@ enum Sig {
     Latency(Direction),
     Timeout(Direction),
     Register(Direction),
+    Source(Direction),
     Lost,
 }
 
@@ -138,7 +140,7 @@ struct SigDef {
 /// signals' so that those keep theirs (a VCD of an older trace differs only by the new
 /// `$var`s and their values).
 fn id_index(defs: &[SigDef], i: usize) -> usize {
-    let is_new = |d: &SigDef| matches!(d.sig, Sig::Register(_));
+    let is_new = |d: &SigDef| matches!(d.sig, Sig::Register(_) | Sig::Source(_));
     if is_new(&defs[i]) {
         defs.iter().filter(|d| !is_new(d)).count() + defs[..i].iter().filter(|d| is_new(d)).count()
     } else {
@@ -160,6 +162,7 @@ fn signal_defs() -> Vec<SigDef> {
             SigDef { sig: Sig::Latency(d), var_type: "reg", width: 32, name: "latency" },
             SigDef { sig: Sig::Timeout(d), var_type: "wire", width: 1, name: "timeout" },
             SigDef { sig: Sig::Register(d), var_type: "string", width: 1, name: "register" },
+            SigDef { sig: Sig::Source(d), var_type: "string", width: 1, name: "source" },
         ]);
     }
     defs.push(SigDef { sig: Sig::Lost, var_type: "integer", width: 64, name: "lost" });
@@ -232,6 +235,9 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
         if let Some(name) = opts.names.as_ref().and_then(|n| n.name(record)) {
             push(start, 1, Change::Set(Sig::Register(d), Value::Text(name)));
         }
+        if let Some(source) = opts.names.as_ref().and_then(|n| n.source(record)) {
+            push(start, 1, Change::Set(Sig::Source(d), Value::Text(source)));
+        }
         push(start, 1, Change::Count(Sig::Busy(d), 1));
         push(start, 1, Change::Set(Sig::Kind(d), Value::Bits(u64::from(fmt) << 5 | u64::from(ty))));
         if let Some(a) = address {
@@ -278,7 +284,8 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
             | Sig::RequesterId(x)
             | Sig::Latency(x)
             | Sig::Timeout(x)
-            | Sig::Register(x) => Some(x),
+            | Sig::Register(x)
+            | Sig::Source(x) => Some(x),
             Sig::Lost => None,
         };
         if dir != current_scope {
@@ -308,7 +315,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
     writeln!(out, "$dumpvars")?;
     for d in &defs {
         let initial = match d.sig {
-            Sig::Tlp(_) | Sig::Register(_) => Value::Text("-".into()),
+            Sig::Tlp(_) | Sig::Register(_) | Sig::Source(_) => Value::Text("-".into()),
             _ => Value::Bits(0),
         };
         write_value(&mut out, &ids[&d.sig], &initial)?;
@@ -336,6 +343,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
                     if let (Sig::Busy(d), false) = (sig, high) {
                         set(&mut pending, Sig::Tlp(*d), Value::Text("-".into()));
                         set(&mut pending, Sig::Register(*d), Value::Text("-".into()));
+                        set(&mut pending, Sig::Source(*d), Value::Text("-".into()));
                     }
                 }
             }

@@ -278,7 +278,11 @@ fn named_trace(map_hash: u32, bar0: Option<&str>) -> Vec<u8> {
     w.write(&build::mem_write(1, Direction::Down, 200, 0, 0, base + tlpx_regs::ident::SCRATCH.offset, 1)).unwrap();
     w.write(&build::mem_write(2, Direction::Up, 300, 0x100, 0, base + tlpx_regs::ident::SCRATCH.offset, 1)).unwrap();
     w.write(&build::mem_read(3, Direction::Down, 400, 0, 2, base + tlpx_regs::constants::PIO_WINDOW_BASE + 0x40, 1)).unwrap();
-    w.finish(4, Footer { records_created: 4, records_lost: 0 }).unwrap().into_inner()
+    // The slot's DUT reads host memory with its first tag, and the completion comes back.
+    let tag = tlpx_regs::constants::SLOT_TAG_BASE as u8;
+    w.write(&build::mem_read(4, Direction::Up, 500, 0x100, tag, 0x4000_0000, 1)).unwrap();
+    w.write(&build::completion(5, Direction::Down, 600, 0x100, tag, 0, 4, 1, Some(100), 1, true)).unwrap();
+    w.finish(6, Footer { records_created: 6, records_lost: 0 }).unwrap().into_inner()
 }
 
 fn csv_registers(bytes: Vec<u8>) -> Vec<String> {
@@ -286,7 +290,7 @@ fn csv_registers(bytes: Vec<u8>) -> Vec<String> {
     trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let col = CSV_COLUMNS.iter().position(|c| *c == "register").unwrap();
-    assert_eq!(col, CSV_COLUMNS.len() - 1, "register is the last column: older readers by position keep working");
+    assert_eq!(&CSV_COLUMNS[col - 1..], ["records_lost", "register", "source"], "new columns last: older readers by position keep working");
     text.lines().skip(1).map(|l| l.split(',').nth(col).unwrap().to_owned()).collect()
 }
 
@@ -295,7 +299,13 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     let bytes = named_trace(tlpx_regs::MAP_HASH, Some("0xf0000000"));
     // CSV: the host's read and write named, the card's write to host memory not, the PIO
     // window by offset, the footer row empty.
-    assert_eq!(csv_registers(bytes.clone()), ["spy.wr_index", "ident.scratch", "", "pio+0x40", ""]);
+    assert_eq!(csv_registers(bytes.clone()), ["spy.wr_index", "ident.scratch", "", "pio+0x40", "", "", ""]);
+    // `source`: the slot's reads and their completions, by the slot's DUT name (the header's
+    // slot_dut; rule 30 when the header has none).
+    let mut out = Vec::new();
+    trace_to_csv(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
+    let sources: Vec<String> = String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_owned()).collect();
+    assert_eq!(sources, ["", "", "", "", "rule30", "rule30", ""]);
     // VCD: the `register` string signal of `down` carries the names while the TLP is on the link.
     let mut out = Vec::new();
     trace_to_vcd(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
@@ -305,6 +315,9 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     let initial = v.initial.iter().filter(|(id, _)| *id == down_register).map(|(_, value)| value.as_str());
     let names: Vec<&str> = initial.chain(v.changes.iter().filter(|(_, id, _)| *id == down_register).map(|(_, _, value)| value.as_str())).collect();
     assert_eq!(names, ["-", "spy.wr_index", "-", "ident.scratch", "-", "pio+0x40", "-"], "{vcd}");
+    let up_source = v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.up" && name == "source").map(|(id, _)| id.clone()).unwrap();
+    let sources: Vec<&str> = v.changes.iter().filter(|(_, id, _)| *id == up_source).map(|(_, _, value)| value.as_str()).collect();
+    assert_eq!(sources, ["rule30", "-"], "{vcd}");
     // Log: the name ends the line of the host's requests.
     let records = TraceReader::from_bytes(bytes.clone()).unwrap().read_all().unwrap();
     let header = TraceReader::from_bytes(bytes).unwrap().header().clone();
@@ -313,6 +326,28 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     let lines: Vec<String> = records.iter().map(|r| tlpx_trace::log_line_named(r, None, 125_000_000, names.as_ref())).collect();
     assert!(lines[0].ends_with("  spy.wr_index") && lines[1].ends_with("  ident.scratch"), "{lines:?}");
     assert_eq!(lines[2], log_line(&records[2], None, 125_000_000), "the card's own write is not a register access");
+    assert!(lines[4].ends_with("  [rule30]") && lines[5].ends_with("  [rule30]"), "{lines:?}");
+}
+
+#[test]
+fn another_dut_in_the_slot_is_named_from_the_header() {
+    let mut info = tlpx_trace::sample::info();
+    info.card.map_hash = Some(format!("0x{:08x}", tlpx_regs::MAP_HASH));
+    info.card.bar0_address = Some("0xf0000000".into());
+    info.card.tlpx_map_offset = Some(format!("{:#x}", tlpx_regs::constants::RELOCATED_TLPX_BASE));
+    info.card.slot_dut = Some("pci_epf_test".into());
+    let header = tlpx_trace::Header::with_time(&info, "2026-11-26T00:00:00Z".into());
+    let mut w = tlpx_trace::TraceWriter::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
+    let base = 0xf000_0000u64;
+    w.write(&build::mem_write(0, Direction::Down, 100, 0, 0, base + 0x4, 1)).unwrap();
+    w.write(&build::mem_read(1, Direction::Down, 200, 0, 1, base + tlpx_regs::constants::RELOCATED_TLPX_BASE + tlpx_regs::spy::WR_INDEX.offset, 1)).unwrap();
+    w.write(&build::mem_read(2, Direction::Up, 300, 0x100, tlpx_regs::constants::SLOT_TAG_BASE as u8, 0x4000_0000, 1)).unwrap();
+    let bytes = w.finish(3, Footer { records_created: 3, records_lost: 0 }).unwrap().into_inner();
+    assert_eq!(csv_registers(bytes.clone()), ["pci_epf_test+0x4", "spy.wr_index", "", ""]);
+    let mut out = Vec::new();
+    trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
+    let sources: Vec<String> = String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_owned()).collect();
+    assert_eq!(sources, ["", "", "pci_epf_test", ""]);
 }
 
 #[test]

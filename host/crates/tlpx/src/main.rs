@@ -17,6 +17,7 @@ mod regmap;
 mod results;
 mod session;
 mod sizes;
+mod slot;
 
 use std::process::ExitCode;
 

@@ -161,54 +161,80 @@ fn watch_json_names_the_fields_that_changed() {
     assert!(lines[1]["card_cycles"].as_u64().expect("card time") >= lines[0]["card_cycles"].as_u64().expect("card time"));
 }
 
-/// The card's csr.json with `owner` marks: the rule-30 window and `mydut`, a region of its
-/// own over the same window (as a DUT's csr.json names the slot's registers), owned by the
-/// DUT; everything else by the card.
-fn csr_with_a_dut(dir: &std::path::Path) -> PathBuf {
-    let path = repo_root().join("build/card/dw64/csr.json");
-    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("build/card/dw64/csr.json (make gateware)")).expect("json");
-    let regions = doc["regions"].as_array_mut().expect("regions");
-    for r in regions.iter_mut() {
-        let owner = if r["name"] == "rule30" { "dut" } else { "card" };
-        r["owner"] = owner.into();
-    }
-    let mut mine = regions.iter().find(|r| r["name"] == "rule30").expect("rule30 region").clone();
-    mine["name"] = "mydut".into();
-    regions.push(mine);
-    let out = dir.join("csr.json");
+/// The card build's own csr.json (its DUT-owned regions: rule 30's).
+fn card_csr() -> PathBuf {
+    repo_root().join("build/card/dw64/csr.json")
+}
+
+/// The card's csr.json changed: `edit` applied to its parsed regions.
+fn edited_csr(dir: &std::path::Path, name: &str, edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> PathBuf {
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(card_csr()).expect("build/card/dw64/csr.json (make gateware)")).expect("json");
+    edit(doc["regions"].as_array_mut().expect("regions"));
+    let out = dir.join(name);
     std::fs::write(&out, serde_json::to_string_pretty(&doc).expect("json")).expect("write");
     out
 }
 
 #[test]
-fn regs_adds_the_duts_registers_and_refuses_bad_files() {
+fn regs_adds_the_duts_registers_checked_against_the_slot() {
     let sim = Sim::start(&[]);
     let dev = sim.selector();
     let dir = tempfile::tempdir().expect("temp dir");
-    let csr = csr_with_a_dut(dir.path());
-    let csr = csr.to_str().expect("path");
-    // Without the file the name is unknown; with it, it reads what rule30.version reads.
+    // The DUT's region under a name of its own, as an accelerator's csr.json names its
+    // window: unknown without the file.
+    let renamed = edited_csr(dir.path(), "renamed.json", |regions| {
+        for r in regions.iter_mut().filter(|r| r["name"] == "rule30") {
+            r["name"] = "mydut".into();
+        }
+    });
     let err = refused(&tlpx(&dev, &["reg", "read", "mydut.version"]));
     assert!(err.contains("no region \"mydut\""), "{err}");
-    let mine = json(&tlpx(&dev, &["--json", "reg", "--regs", csr, "read", "mydut.version"]));
-    let theirs = json(&tlpx(&dev, &["--json", "reg", "read", "rule30.version"]));
+    // The renamed file's DUT hash is not the slot's: refused, naming both hashes and the slot's DUT.
+    let err = refused(&tlpx(&dev, &["reg", "--regs", renamed.to_str().expect("path"), "read", "mydut.version"]));
+    assert!(err.contains("hash to 0x") && err.contains(&format!("0x{:08x}", tlpx_regs::RULE30_DUT_MAP_HASH)), "{err}");
+    assert!(err.contains("slot holds \"rule30\"") && err.contains("mydut"), "{err}");
+    // The card build's own file: its DUT regions (rule 30's) are the slot's.
+    let csr = card_csr();
+    let csr = csr.to_str().expect("path");
+    let mine = json(&tlpx(&dev, &["--json", "reg", "--regs", csr, "read", "rule30.version"]));
     assert_eq!(mine["offset"], tlpx_regs::rule30::VERSION.offset);
-    assert_eq!(mine["value"], theirs["value"]);
-    let list = text(&tlpx(&dev, &["reg", "--regs", csr, "list", "mydut"]).stdout);
-    assert!(list.contains("mydut.control") && list.contains("irq_enable"), "fields from the file: {list}");
-    // A field write through the file's field table.
-    let out = tlpx(&dev, &["reg", "--regs", csr, "write", "mydut.control.hwo", "1"]);
+    let list = text(&tlpx(&dev, &["reg", "--regs", csr, "list", "rule30"]).stdout);
+    assert!(list.contains("rule30.control") && list.contains("irq_enable"), "fields from the file: {list}");
+    let out = tlpx(&dev, &["reg", "--regs", csr, "write", "rule30.control.hwo", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = json(&tlpx(&dev, &["--json", "reg", "read", "rule30.control.hwo"]));
     assert_eq!(v["value"], 1);
-    // Refused: no such file, not JSON, no DUT region.
-    let err = refused(&tlpx(&dev, &["reg", "--regs", "/nonexistent/csr.json", "read", "mydut.version"]));
+    // Refused: no such file, not JSON, no DUT region (the regions it has are listed).
+    let err = refused(&tlpx(&dev, &["reg", "--regs", "/nonexistent/csr.json", "read", "rule30.version"]));
     assert!(err.contains("reading --regs /nonexistent/csr.json"), "{err}");
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "not json").expect("write");
-    let err = refused(&tlpx(&dev, &["reg", "--regs", bad.to_str().expect("path"), "read", "mydut.version"]));
+    let err = refused(&tlpx(&dev, &["reg", "--regs", bad.to_str().expect("path"), "read", "rule30.version"]));
     assert!(err.contains("not JSON"), "{err}");
-    let card_only = repo_root().join("build/card/dw64/csr.json");
+    let card_only = edited_csr(dir.path(), "card-only.json", |regions| {
+        for r in regions.iter_mut() {
+            r["owner"] = "card".into();
+        }
+    });
     let err = refused(&tlpx(&dev, &["reg", "--regs", card_only.to_str().expect("path"), "read", "ident.magic"]));
     assert!(err.contains("no region has \"owner\": \"dut\"") && err.contains("ident"), "{err}");
+}
+
+#[test]
+fn info_prints_the_slot_and_rule30_runs_on_rule30() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let v = json(&tlpx(&dev, &["--json", "info"]));
+    let slot = &v["slot"];
+    assert_eq!(slot["dut_name"], "rule30", "{v}");
+    assert_eq!(slot["placement"], "window");
+    assert_eq!(slot["interface_version"], tlpx_regs::constants::SLOT_INTERFACE_VERSION);
+    assert_eq!(slot["window_bar0_offset"], tlpx_regs::constants::SLOT_WINDOW_BASE);
+    assert_eq!(slot["window_bytes"], tlpx_regs::constants::RULE30_WINDOW_SIZE);
+    assert_eq!(slot["dut_map_hash"], format!("0x{:08x}", tlpx_regs::RULE30_DUT_MAP_HASH));
+    assert_eq!(v["tlpx_map_bar0_offset"], 0);
+    let t = text(&tlpx(&dev, &["info"]).stdout);
+    let line = t.lines().find(|l| l.starts_with("slot ")).unwrap_or_else(|| panic!("a slot line: {t}"));
+    assert!(line.contains("rule30") && line.contains("placement window") && line.contains("0x20000"), "{line}");
 }

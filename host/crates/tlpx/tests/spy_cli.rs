@@ -363,13 +363,13 @@ fn capture_names_the_bar0_registers_host_requests_hit() {
     let out = tlpx(&sim.selector(), &["spy", "convert", t, "--csv", csv.to_str().expect("path")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let rows = std::fs::read_to_string(&csv).expect("csv");
-    assert!(rows.lines().next().expect("header row").ends_with(",records_lost,register"));
+    assert!(rows.lines().next().expect("header row").ends_with(",records_lost,register,source"));
     let named: Vec<(u32, String)> = rows
         .lines()
         .skip(1)
         .filter_map(|l| {
             let cells: Vec<&str> = l.split(',').collect();
-            let name = cells.last()?;
+            let name = cells.get(cells.len() - 2)?;
             (!name.is_empty()).then(|| (cells[0].parse().expect("sequence"), (*name).to_owned()))
         })
         .collect();

@@ -189,47 +189,26 @@ fn load_map(regs: Option<&PathBuf>) -> anyhow::Result<Loaded> {
 impl Loaded {
     fn check(&self, card: &mut Card) -> anyhow::Result<()> {
         match &self.dut {
-            Some((path, dut)) => check_slot(card, &RegMap::card(), path, dut),
+            Some((path, dut)) => check_slot(card, path, dut),
             None => Ok(()),
         }
     }
 }
 
-/// On a card whose map has the slot block, the file's DUT regions must be what the slot
-/// holds (same map hash); a map without it cannot say, and a note says so.
-fn check_slot(card: &mut Card, card_map: &RegMap, path: &std::path::Path, dut: &crate::regmap::DutRegions) -> anyhow::Result<()> {
-    let Some(hash_reg) = card_map.registers.iter().find(|r| r.region == "slot" && r.name == "dut_map_hash") else {
-        eprintln!(
-            "tlpx: note: this tlpx's register map has no slot block: the DUT map hash of {} (0x{:08x}) is not checked against the card",
-            path.display(),
-            dut.hash
-        );
-        return Ok(());
-    };
-    let on_card = read_number(card, hash_reg)? as u32;
+/// The file's DUT regions must be what the card's slot holds: the same map hash as
+/// slot.dut_map_hash (else its offsets would name another accelerator's registers).
+fn check_slot(card: &mut Card, path: &std::path::Path, dut: &crate::regmap::DutRegions) -> anyhow::Result<()> {
+    let on_card = card.read(tlpx_regs::slot::DUT_MAP_HASH)? as u32;
     if on_card != dut.hash {
-        let name = card_map.registers.iter().find(|r| r.region == "slot" && r.name == "dut_name").map(|r| slot_name(card, r));
+        let name = crate::slot::dut_name(card)?;
         bail!(
-            "--regs {}: its DUT regions ({}) hash to 0x{:08x}, but the card's slot holds {} with DUT map hash 0x{on_card:08x}: the file is from another accelerator or another build of it",
+            "--regs {}: its DUT regions ({}) hash to 0x{:08x}, but this card's slot holds {name:?} with DUT map hash 0x{on_card:08x}: the file is from another accelerator or another build of it",
             path.display(),
             dut.names.join(", "),
             dut.hash,
-            match name {
-                Some(Ok(n)) if !n.is_empty() => format!("{n:?}"),
-                _ => "an accelerator".to_owned(),
-            }
         );
     }
     Ok(())
-}
-
-/// The ASCII name in slot.dut_name (NUL-padded, byte 0 in bits 7:0 of the first word).
-pub fn slot_name(card: &mut Card, reg: &RegDef) -> anyhow::Result<String> {
-    let mut bytes = Vec::new();
-    for i in 0..reg.words() {
-        bytes.extend_from_slice(&(bar_read(card, reg.offset + 4 * i, Width::W32)? as u32).to_le_bytes());
-    }
-    Ok(bytes.iter().take_while(|b| **b != 0).map(|b| if b.is_ascii_graphic() { *b as char } else { '?' }).collect())
 }
 
 fn flush(card: &mut Card) -> anyhow::Result<()> {

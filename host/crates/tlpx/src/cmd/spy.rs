@@ -398,6 +398,14 @@ pub(crate) fn bar0_address(card: &mut tlpx_device::card::Card) -> Option<u64> {
     Some(u64::from(high) << 32 | u64::from(low & !0xf))
 }
 
+/// The names for this card's BAR0 (`spy.wr_index`) and slot tags: BAR0's bus address, where
+/// tlpx's map is in it, and the slot's DUT. None when BAR0's address cannot be read.
+pub(crate) fn bar0_names(card: &mut tlpx_device::card::Card) -> Option<tlpx_trace::Bar0Names> {
+    let base = bar0_address(card)?;
+    let dut = crate::slot::dut_name(card).ok();
+    Some(tlpx_trace::Bar0Names::new(base).with_slot(card.tlpx_base(), dut))
+}
+
 fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let plan = Plan::parse(a)?;
     let started = Instant::now();
@@ -410,6 +418,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     session.hold_live_time()?;
     let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
     let clock_hz = u64::from(session.clock_hz);
+    let names = bar0_names(&mut session.card);
     let mut info = HeaderInfo::new(
         format!("tlpx {}", env!("CARGO_PKG_VERSION")),
         CardInfo {
@@ -417,7 +426,9 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             data_width: Some(id.data_width),
             clock_hz,
             pci_address: session.environment.pci_address.clone(),
-            bar0_address: bar0_address(&mut session.card).map(|a| format!("{a:#x}")),
+            bar0_address: names.as_ref().map(|n| format!("{:#x}", n.base)),
+            tlpx_map_offset: names.as_ref().filter(|n| n.tlpx_base != 0).map(|n| format!("{:#x}", n.tlpx_base)),
+            slot_dut: names.as_ref().and_then(|n| n.dut.clone()),
         },
     );
     info.simulated = session.environment.simulated;
@@ -443,7 +454,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         gap_texts: Vec::new(),
         previous: None,
         clock_hz,
-        names: info.card.bar0_address.as_deref().and_then(tlpx_trace::names::parse_address).map(tlpx_trace::Bar0Names::new),
+        names,
         log,
         stdout: std::io::stdout().lock(),
         output_closed: false,

@@ -312,6 +312,8 @@ struct OwnCapture {
     capture: spy::Capture,
     raw: Vec<[u8; RECORD_SIZE]>,
     filter: OwnAccessFilter,
+    /// Names of the BAR0 registers host requests hit, and the blocks card reads belong to.
+    names: Option<tlpx_trace::Bar0Names>,
     /// The last record logged (for the delta column), kept across samples.
     previous: Option<Record>,
     lines: std::collections::VecDeque<String>,
@@ -336,8 +338,7 @@ impl OwnCapture {
                         continue;
                     }
                     // Host accesses to BAR0 end with the register's name (spy.wr_index).
-                    let names = self.filter.bar0.map(tlpx_trace::Bar0Names::new);
-                    let line = log_line_named(&record, self.previous.as_ref(), clock_hz, names.as_ref());
+                    let line = log_line_named(&record, self.previous.as_ref(), clock_hz, self.names.as_ref());
                     self.previous = Some(record);
                     line
                 }
@@ -393,7 +394,9 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
                 own = Some(OwnCapture {
                     capture,
                     raw: Vec::new(),
-                    filter: OwnAccessFilter::new(crate::cmd::spy::bar0_address(card)),
+                    // tlpx's registers are at BAR0 + tlpx_base (relocated when the slot's DUT is at 0).
+                    filter: OwnAccessFilter::new(crate::cmd::spy::bar0_address(card).map(|b| b + card.tlpx_base())),
+                    names: crate::cmd::spy::bar0_names(card),
                     hidden: 0,
                     previous: None,
                     lines: Default::default(),
