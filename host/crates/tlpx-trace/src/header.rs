@@ -52,7 +52,15 @@ pub struct CardInfo {
 
 impl CardInfo {
     pub fn new(clock_hz: u64) -> Self {
-        CardInfo { map_hash: None, data_width: None, clock_hz, pci_address: None, bar0_address: None, tlpx_map_offset: None, slot_dut: None }
+        CardInfo {
+            map_hash: None,
+            data_width: None,
+            clock_hz,
+            pci_address: None,
+            bar0_address: None,
+            tlpx_map_offset: None,
+            slot_dut: None,
+        }
     }
 }
 
@@ -173,7 +181,11 @@ impl Header {
             Some(hz) if hz > 0 => {}
             _ => return Err(key_error("card.clock_hz", &format!("is {clock}"), "a positive integer, the card clock in Hz")),
         }
-        let card: CardInfo = typed(card_value, "card", "an object with clock_hz, map_hash, data_width, pci_address, bar0_address, tlpx_map_offset, slot_dut")?;
+        let card: CardInfo = typed(
+            card_value,
+            "card",
+            "an object with clock_hz, map_hash, data_width, pci_address, bar0_address, tlpx_map_offset, slot_dut",
+        )?;
         if let Some(text) = &card.bar0_address {
             if crate::names::parse_address(text).is_none() {
                 return Err(key_error("card.bar0_address", &format!("is {text:?}"), "BAR0's bus address as a 0x hex string"));

@@ -53,8 +53,7 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
     let source = names.and_then(|n| n.source(record)).map_or_else(String::new, |s| format!("  [{s}]"));
     let (target, len, dur, lat, suffix) = match &record.body {
         Body::Request(r) => {
-            let suffix = names.and_then(|n| n.name(record)).map_or_else(String::new, |name| format!("  {name}"))
-                + &source;
+            let suffix = names.and_then(|n| n.name(record)).map_or_else(String::new, |name| format!("  {name}")) + &source;
             (format!("0x{:08x}", r.address), r.length_dw.to_string(), r.timing.duration.to_string(), "-".to_owned(), suffix)
         }
         Body::Completion(c) => {

@@ -258,8 +258,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
     events.sort_by_key(|e| (e.time, e.phase, e.order));
 
     let defs = signal_defs();
-    let ids: HashMap<Sig, (String, u32)> =
-        defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(id_index(&defs, i)), d.width))).collect();
+    let ids: HashMap<Sig, (String, u32)> = defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(id_index(&defs, i)), d.width))).collect();
 
     writeln!(out, "$date\n  {}\n$end", opts.date)?;
     writeln!(out, "$version\n  tlpx-trace {}\n$end", env!("CARGO_PKG_VERSION"))?;

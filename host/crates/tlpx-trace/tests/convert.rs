@@ -311,9 +311,11 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     trace_to_vcd(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
     let vcd = String::from_utf8(out).unwrap();
     let v = parse_vcd(&vcd);
-    let down_register = v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.down" && name == "register").map(|(id, _)| id.clone()).unwrap();
+    let down_register =
+        v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.down" && name == "register").map(|(id, _)| id.clone()).unwrap();
     let initial = v.initial.iter().filter(|(id, _)| *id == down_register).map(|(_, value)| value.as_str());
-    let names: Vec<&str> = initial.chain(v.changes.iter().filter(|(_, id, _)| *id == down_register).map(|(_, _, value)| value.as_str())).collect();
+    let names: Vec<&str> =
+        initial.chain(v.changes.iter().filter(|(_, id, _)| *id == down_register).map(|(_, _, value)| value.as_str())).collect();
     assert_eq!(names, ["-", "spy.wr_index", "-", "ident.scratch", "-", "pio+0x40", "-"], "{vcd}");
     let up_source = v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.up" && name == "source").map(|(id, _)| id.clone()).unwrap();
     let sources: Vec<&str> = v.changes.iter().filter(|(_, id, _)| *id == up_source).map(|(_, _, value)| value.as_str()).collect();
@@ -340,7 +342,16 @@ fn another_dut_in_the_slot_is_named_from_the_header() {
     let mut w = tlpx_trace::TraceWriter::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
     let base = 0xf000_0000u64;
     w.write(&build::mem_write(0, Direction::Down, 100, 0, 0, base + 0x4, 1)).unwrap();
-    w.write(&build::mem_read(1, Direction::Down, 200, 0, 1, base + tlpx_regs::constants::RELOCATED_TLPX_BASE + tlpx_regs::spy::WR_INDEX.offset, 1)).unwrap();
+    w.write(&build::mem_read(
+        1,
+        Direction::Down,
+        200,
+        0,
+        1,
+        base + tlpx_regs::constants::RELOCATED_TLPX_BASE + tlpx_regs::spy::WR_INDEX.offset,
+        1,
+    ))
+    .unwrap();
     w.write(&build::mem_read(2, Direction::Up, 300, 0x100, tlpx_regs::constants::SLOT_TAG_BASE as u8, 0x4000_0000, 1)).unwrap();
     let bytes = w.finish(3, Footer { records_created: 3, records_lost: 0 }).unwrap().into_inner();
     assert_eq!(csv_registers(bytes.clone()), ["pci_epf_test+0x4", "spy.wr_index", "", ""]);

@@ -232,8 +232,8 @@ impl RegMap {
                 regions.iter().filter_map(|r| r.get("name").and_then(Value::as_str)).collect::<Vec<_>>().join(", ")
             );
         }
-        let hash = map_hash(&dut.iter().map(|r| (*r).clone()).collect::<Vec<_>>())
-            .map_err(|e| anyhow!("--regs {}: {e}", path.display()))?;
+        let hash =
+            map_hash(&dut.iter().map(|r| (*r).clone()).collect::<Vec<_>>()).map_err(|e| anyhow!("--regs {}: {e}", path.display()))?;
         let mut names = Vec::new();
         for region in dut {
             let parsed = parse_region(region).map_err(|e| anyhow!("--regs {}: {e}", path.display()))?;
@@ -327,7 +327,10 @@ fn parse_region(region: &Value) -> anyhow::Result<Vec<RegDef>> {
         if offset >= tlpx_regs::BAR_SIZE || !offset.is_multiple_of(4) {
             bail!("{rname}.{name}: offset {offset:#x} is not a DW-aligned BAR0 offset (0..{:#x})", tlpx_regs::BAR_SIZE);
         }
-        let size_bits = u32::try_from(n("size_bits")?).ok().filter(|b| (1..=1024).contains(b)).ok_or_else(|| anyhow!("{rname}.{name}: size_bits is not 1..=1024"))?;
+        let size_bits = u32::try_from(n("size_bits")?)
+            .ok()
+            .filter(|b| (1..=1024).contains(b))
+            .ok_or_else(|| anyhow!("{rname}.{name}: size_bits is not 1..=1024"))?;
         let mut fields = Vec::new();
         for f in g.get("fields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             let fname = f.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("{rname}.{name}: a field has no name"))?;
@@ -380,7 +383,13 @@ pub fn map_hash(regions: &[Value]) -> anyhow::Result<u32> {
             for f in g.get("fields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
                 fields.push(Value::Array(vec![get(f, "name")?, get(f, "offset")?, get(f, "size")?]));
             }
-            regs.push(Value::Array(vec![get(g, "name")?, get(g, "offset")?, get(g, "size_bits")?, get(g, "access")?, Value::Array(fields)]));
+            regs.push(Value::Array(vec![
+                get(g, "name")?,
+                get(g, "offset")?,
+                get(g, "size_bits")?,
+                get(g, "access")?,
+                Value::Array(fields),
+            ]));
         }
         structure.push(Value::Array(vec![get(r, "name")?, get(r, "offset")?, Value::Array(regs)]));
     }

@@ -104,7 +104,10 @@ fn watch_prints_changes_with_times_and_refuses_registers_whose_read_acts() {
     let sim = Sim::start(&[]);
     let dev = sim.selector();
     let err = refused(&tlpx(&dev, &["reg", "watch", "--count", "1", "generator.lat_sample"]));
-    assert!(err.contains("refusing to watch generator.lat_sample") && err.contains("pops the latency sample FIFO") && err.contains("--force"), "{err}");
+    assert!(
+        err.contains("refusing to watch generator.lat_sample") && err.contains("pops the latency sample FIFO") && err.contains("--force"),
+        "{err}"
+    );
     let err = refused(&tlpx(&dev, &["reg", "watch", "--count", "0", "ident.scratch"]));
     assert!(err.contains("--count") && err.contains("accepted: a whole number in 1.."), "{err}");
     let err = refused(&tlpx(&dev, &["reg", "watch", "--interval", "soon", "ident.scratch"]));

@@ -344,7 +344,9 @@ fn capture_names_the_bar0_registers_host_requests_hit() {
     let expected: Vec<(u32, String)> = records
         .iter()
         .filter_map(|r| match &r.body {
-            Body::Request(q) if q.direction == tlpx_trace::Direction::Down && q.address >= base && q.address < base + tlpx_regs::BAR_SIZE => {
+            Body::Request(q)
+                if q.direction == tlpx_trace::Direction::Down && q.address >= base && q.address < base + tlpx_regs::BAR_SIZE =>
+            {
                 let reg = tlpx_regs::ALL.iter().find(|g| g.offset == q.address - base).expect("a register at the offset");
                 Some((r.sequence, format!("{}.{}", reg.region, reg.name)))
             }
@@ -377,7 +379,11 @@ fn capture_names_the_bar0_registers_host_requests_hit() {
     // Log conversion and VCD.
     let out = tlpx(&sim.selector(), &["spy", "convert", t, "--log"]);
     let converted = text(&out.stdout);
-    assert_eq!(converted.lines().filter(|l| expected.iter().any(|(_, n)| l.ends_with(&format!("  {n}")))).count(), expected.len(), "{converted}");
+    assert_eq!(
+        converted.lines().filter(|l| expected.iter().any(|(_, n)| l.ends_with(&format!("  {n}")))).count(),
+        expected.len(),
+        "{converted}"
+    );
     let vcd = sim.path("names.vcd");
     let out = tlpx(&sim.selector(), &["spy", "convert", t, "--vcd", vcd.to_str().expect("path")]);
     assert!(out.status.success(), "{}", text(&out.stderr));

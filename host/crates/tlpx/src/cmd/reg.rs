@@ -155,7 +155,9 @@ fn read_value(card: &mut Card, reg: &RegDef) -> anyhow::Result<RegValue> {
 fn read_number(card: &mut Card, reg: &RegDef) -> anyhow::Result<u64> {
     match read_value(card, reg)? {
         RegValue::Number(v) => Ok(v),
-        RegValue::Words(_) => bail!("{} is {} bits wide: read it whole (`tlpx reg read {0}`), not by field", reg.full_name(), reg.size_bits),
+        RegValue::Words(_) => {
+            bail!("{} is {} bits wide: read it whole (`tlpx reg read {0}`), not by field", reg.full_name(), reg.size_bits)
+        }
     }
 }
 
@@ -249,7 +251,14 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 print_json(&v)?;
             } else {
                 for r in rows {
-                    crate::outln!("{:#07x}  {:<40} {:>2} bits {}  {}", r.offset, r.full_name(), r.size_bits, r.access.name(), r.description);
+                    crate::outln!(
+                        "{:#07x}  {:<40} {:>2} bits {}  {}",
+                        r.offset,
+                        r.full_name(),
+                        r.size_bits,
+                        r.access.name(),
+                        r.description
+                    );
                     for f in &r.fields {
                         let bits = if f.width == 1 { format!("{}", f.shift) } else { format!("{}:{}", f.shift + f.width - 1, f.shift) };
                         let values = if f.values.is_empty() {
@@ -322,7 +331,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 Target::Field(_, f) => {
                     let v = f.get(read_number(&mut session.card, &reg)?);
                     if json {
-                        print_json(&json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "shift": f.shift, "width": f.width, "value": v, "value_name": f.value_name(v)}))?;
+                        print_json(
+                            &json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "shift": f.shift, "width": f.width, "value": v, "value_name": f.value_name(v)}),
+                        )?;
                     } else {
                         crate::outln!("{} = {}", target.name(), f.show(v));
                     }
@@ -333,7 +344,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     match value {
                         RegValue::Number(v) => {
                             if json {
-                                print_json(&json!({"name": reg.full_name(), "offset": reg.offset, "bits": reg.size_bits, "value": v, "hex": hex, "fields": field_json(&reg, v)}))?;
+                                print_json(
+                                    &json!({"name": reg.full_name(), "offset": reg.offset, "bits": reg.size_bits, "value": v, "hex": hex, "fields": field_json(&reg, v)}),
+                                )?;
                             } else {
                                 crate::outln!("{} = {hex} ({v})", reg.full_name());
                                 let w = reg.fields.iter().map(|f| f.name.len()).max().unwrap_or(0);
@@ -344,7 +357,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                         }
                         RegValue::Words(_) => {
                             if json {
-                                print_json(&json!({"name": reg.full_name(), "offset": reg.offset, "bits": reg.size_bits, "value": null, "hex": hex, "fields": []}))?;
+                                print_json(
+                                    &json!({"name": reg.full_name(), "offset": reg.offset, "bits": reg.size_bits, "value": null, "hex": hex, "fields": []}),
+                                )?;
                             } else {
                                 crate::outln!("{} = {hex}", reg.full_name());
                             }
@@ -408,7 +423,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                     write_number(&mut session.card, &reg, after)?;
                     flush(&mut session.card)?;
                     if json {
-                        print_json(&json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "field_value": v, "before": before, "written": after}))?;
+                        print_json(
+                            &json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "field_value": v, "before": before, "written": after}),
+                        )?;
                     }
                 }
             }
@@ -425,7 +442,11 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 let t = loaded.map.resolve(name)?;
                 let reg = t.register();
                 if let (Some(what), false) = (read_acts(reg), force) {
-                    bail!("refusing to watch {}: reading {} {what}, so polling it changes the card; --force polls it anyway", t.name(), reg.full_name());
+                    bail!(
+                        "refusing to watch {}: reading {} {what}, so polling it changes the card; --force polls it anyway",
+                        t.name(),
+                        reg.full_name()
+                    );
                 }
                 if reg.access == Access::Wo {
                     bail!("{} is write-only: there is nothing to watch", reg.full_name());
