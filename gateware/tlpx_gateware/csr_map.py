@@ -80,6 +80,19 @@ class CsrMap:
             out |= value << f["offset"]
         return out
 
+    def dut(self):
+        """Who is in the card's accelerator slot, as the build recorded it: name, version,
+        map_hash (slot.dut_map_hash, e.g. tlpx-regs' RULE30_DUT_MAP_HASH for rule 30),
+        placement, window_bytes; None for a card without a slot."""
+        return self.regmap.get("dut")
+
+    def owner(self, region):
+        """``card`` or ``dut``: who owns region `region` (the map hash covers the card's)."""
+        for r in self.regmap["regions"]:
+            if r["name"] == region:
+                return r.get("owner", "card")
+        raise KeyError(f"no region {region} in the map")
+
     def constant(self, name):
         """A constant the gateware exported with the map."""
         return self.regmap["constants"][name]

@@ -453,13 +453,16 @@ class TlpxCard(SoCMini):
         user = slot_user(data_width=data_width, requester_id=phy.id, cycles=self.timebase.cycles,
             clock_hz=clock_hz, base_domain=self.base_domain)
         check_user(user)
-        self.slot_user_in_slot = user  # an attribute, not a submodule: see card_modules below
+        # A plain attribute (LiteXModule would make a Module value a submodule): the user
+        # joins the card once, below.
+        object.__setattr__(self, "slot_user_in_slot", user)
         # A user's parts join the card under names of its choosing (rule 30's CSR banks keep
         # their names and places in the map), or the user itself as ``slot_user``.
         modules = user.card_modules() if hasattr(user, "card_modules") else {"slot_user": user}
         for name, module in modules.items():
             setattr(self, name, module)
-        self.slot_csr_banks = [name for name in modules if name in CSR_MAP]
+        # Their CSR banks (if any: rule 30's rule30_batch) are the DUT's, out of ident.map_hash.
+        self.slot_csr_banks = list(modules)
         if user.cpl is not None:
             self.comb += dispatcher.slot.connect(user.cpl)
         else:

@@ -138,8 +138,9 @@ def check_user(user):
         raise SlotUserError(f"slot user {name}: unknown counter(s) {sorted(unknown)}; known: {[n for n, _ in DMA_COUNTERS]}")
     for region in user.regions():
         offset = region["offset"]
-        if not SLOT_WINDOW_BASE <= offset < SLOT_WINDOW_BASE + SLOT_WINDOW_MAX and not region.get("csr"):
-            raise SlotUserError(f"slot user {name}: region {region['name']} at {offset:#x} is outside the slot window")
+        if not SLOT_WINDOW_BASE <= offset < SLOT_WINDOW_BASE + size:
+            raise SlotUserError(f"slot user {name}: region {region['name']} at {offset:#x} is outside its window "
+                                f"({SLOT_WINDOW_BASE:#x}..{SLOT_WINDOW_BASE + size - 1:#x})")
 
 
 def encode_name(name):

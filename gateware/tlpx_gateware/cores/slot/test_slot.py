@@ -83,6 +83,8 @@ def test_map_hash_split_card_hash_independent_of_the_dut(built):
     assert regmap["dut"] == {"name": "slot_test", "version": "2.3", "map_hash": regmap["dut"]["map_hash"],
                              "placement": "bar0", "window_bytes": WINDOW}
     assert {r["name"]: r["owner"] for r in rule30["regions"] if r["owner"] == "dut"} == {"rule30": "dut", "rule30_batch": "dut"}
+    m = CsrMap(regmap)
+    assert m.dut()["name"] == "slot_test" and m.owner("slot_test") == "dut" and m.owner("pcie_msi") == "card"
 
 
 def test_bar0_placement_on_the_verilated_card(built):
@@ -138,10 +140,68 @@ class _User:
     ("window_bytes", 0x40000, "window_bytes must be a power of two"),
     ("placement", "bar2", "placement must be one of window, bar0"),
     ("counters", {"dma_bogus": Signal()}, "unknown counter"),
+    ("regions", lambda: [{"name": "ok", "offset": SLOT_WINDOW_BASE + 4096}], "outside its window"),
 ])
 def test_bad_user_descriptions_are_refused(attribute, value, message):
     user = _User()
     setattr(user, attribute, value)
     with pytest.raises(SlotUserError, match=message) as e:
         check_user(user)
-    assert repr(value)[:10] in str(e.value) or attribute == "counters"
+    assert repr(value)[:10] in str(e.value) or attribute in ("counters", "regions")
+
+
+# The slot block alone (Migen simulator) -------------------------------------------------------------
+
+class _CountingUser(_User):
+    tx = None
+
+
+def test_slot_block_counts_events_and_shows_counts_and_interrupts():
+    """A 1-bit counter signal is an event the block counts; a wider one is the user's count."""
+    event, count, irq = Signal(), Signal(32), Signal()
+    user = _CountingUser()
+    user.counters = {"dma_reads": event, "dma_read_bytes": count}
+    from tlpx_gateware.cores.slot.core import SlotBlock
+    block = SlotBlock(user, irq=irq, counters=user.counters, dut_map_hash=0x1234ABCD)
+    seen = {}
+
+    def bench():
+        for k in range(5):
+            yield event.eq(k % 2 == 0)  # 3 events in 5 cycles
+            yield irq.eq(k == 3)        # 1 interrupt
+            yield count.eq(100 * k)
+            yield
+        yield event.eq(0)
+        yield irq.eq(0)
+        yield
+        for name in ("dma_reads", "dma_read_bytes", "dma_writes", "irqs", "dut_map_hash", "window_bytes"):
+            seen[name] = (yield getattr(block, name).status)
+
+    run_simulation(block, bench())
+    assert seen == {"dma_reads": 3, "dma_read_bytes": 400, "dma_writes": 0, "irqs": 1,
+                    "dut_map_hash": 0x1234ABCD, "window_bytes": 4096}
+
+
+# The build's command line --------------------------------------------------------------------------
+
+def test_build_dut_arguments_are_checked(capsys):
+    with pytest.raises(SystemExit) as e:
+        build.main(["--output-root", "/tmp/x"])
+    assert e.value.code == 2 and "--dut MANIFEST with --output-root" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        build.main(["--dut", "x.toml", "--litepcie-only", "--output", "/tmp/x"])
+    assert e.value.code == 2 and "not with --litepcie-only" in capsys.readouterr().err
+
+
+def test_build_with_a_missing_manifest_names_it(tmp_path, capsys):
+    missing = tmp_path / "no-such-dut.toml"
+    assert build.main(["--dut", str(missing), "--output-root", str(tmp_path), "--no-verilate"]) == 1
+    err = capsys.readouterr().err
+    assert "tlpx_gateware.build: error:" in err and ("no-such-dut.toml" in err or "verilog.py" in err), err
+
+
+def test_a_module_user_joins_the_card_once(built):
+    output, _ = built
+    tree = (output / "tlpx_card.v").read_text().split("*/")[0]
+    assert tree.count("(RegisterSlotUser)") == 1, "the user is the card's submodule slot_user, once"
+    assert "└─── slot_user (RegisterSlotUser)" in tree

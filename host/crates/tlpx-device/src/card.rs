@@ -516,11 +516,14 @@ mod tests {
             let mut card = Card::open(Box::new(memory)).unwrap_or_else(|e| panic!("a card with its map at {base:#x}: {e}"));
             assert_eq!(card.tlpx_base(), base);
             assert_eq!(card.identity().map_hash, tlpx_regs::MAP_HASH);
-            card.write(ident::SCRATCH, 0xC0FFEE).unwrap();
-            assert_eq!(dws.lock().unwrap().get(&(base + ident::SCRATCH.offset)), Some(&0xC0FFEE));
-            assert_eq!(card.read(ident::SCRATCH).unwrap(), 0xC0FFEE);
+            card.write(ident::SCRATCH, 0xC0FFEE).expect("the memory card answers");
+            assert_eq!(dws.lock().expect("the memory card's lock").get(&(base + ident::SCRATCH.offset)), Some(&0xC0FFEE));
+            assert_eq!(card.read(ident::SCRATCH).expect("the memory card answers"), 0xC0FFEE);
             // A command's raw access through the device uses tlpx-internal offsets too.
-            assert_eq!(card.device().bar_read(tlpx_regs::BAR, ident::MAGIC.offset, Width::W32).unwrap(), tlpx_regs::constants::IDENT_MAGIC);
+            assert_eq!(
+                card.device().bar_read(tlpx_regs::BAR, ident::MAGIC.offset, Width::W32).expect("the memory card answers"),
+                tlpx_regs::constants::IDENT_MAGIC
+            );
         }
     }
 
@@ -528,7 +531,7 @@ mod tests {
     fn a_device_with_the_magic_in_neither_place_is_refused_naming_both() {
         use crate::relocate::tests::MemoryCard;
         let memory = MemoryCard::with_ident_at(0x1000, 0x100000);
-        memory.dws.lock().unwrap().insert(0, 0x1234_5678);
+        memory.dws.lock().expect("the memory card's lock").insert(0, 0x1234_5678);
         let err = Card::open(Box::new(memory)).err().expect("not a tlpx card");
         assert!(matches!(err, CardError::NotATlpxCard { found: 0x1234_5678, .. }), "{err:?}");
         let text = err.to_string();

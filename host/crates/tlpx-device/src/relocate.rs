@@ -184,11 +184,11 @@ pub(crate) mod tests {
         }
         fn bar_read(&mut self, bar: u8, offset: u64, _width: Width) -> Result<u64, DeviceError> {
             self.check(bar, offset)?;
-            Ok(u64::from(self.dws.lock().unwrap().get(&offset).copied().unwrap_or(0)))
+            Ok(u64::from(self.dws.lock().expect("the memory card's lock").get(&offset).copied().unwrap_or(0)))
         }
         fn bar_write(&mut self, bar: u8, offset: u64, _width: Width, value: u64) -> Result<(), DeviceError> {
             self.check(bar, offset)?;
-            self.dws.lock().unwrap().insert(offset, value as u32);
+            self.dws.lock().expect("the memory card's lock").insert(offset, value as u32);
             Ok(())
         }
         fn config_read(&mut self, _offset: u16, len: u16) -> Result<Vec<u8>, DeviceError> {
@@ -213,19 +213,19 @@ pub(crate) mod tests {
 
     #[test]
     fn the_map_is_found_at_zero_or_at_the_relocated_base() {
-        assert_eq!(locate(&mut MemoryCard::with_ident_at(0, 0x100000)).unwrap(), Located::At(0));
+        assert_eq!(locate(&mut MemoryCard::with_ident_at(0, 0x100000)).expect("the memory card answers"), Located::At(0));
         let mut relocated = MemoryCard::with_ident_at(RELOCATED_TLPX_BASE, 0x100000);
-        relocated.dws.lock().unwrap().insert(0, 0xDEAD_BEEF); // the DUT's register at BAR0 0
-        assert_eq!(locate(&mut relocated).unwrap(), Located::At(RELOCATED_TLPX_BASE));
+        relocated.dws.lock().expect("the memory card's lock").insert(0, 0xDEAD_BEEF); // the DUT's register at BAR0 0
+        assert_eq!(locate(&mut relocated).expect("the memory card answers"), Located::At(RELOCATED_TLPX_BASE));
     }
 
     #[test]
     fn neither_place_is_reported_with_what_each_read() {
         let mut other = MemoryCard::with_ident_at(0x4000, 0x100000);
-        other.dws.lock().unwrap().insert(0, 0x1234);
-        assert_eq!(locate(&mut other).unwrap(), Located::Nowhere { at_zero: 0x1234, relocated: Some(0) });
+        other.dws.lock().expect("the memory card's lock").insert(0, 0x1234);
+        assert_eq!(locate(&mut other).expect("the memory card answers"), Located::Nowhere { at_zero: 0x1234, relocated: Some(0) });
         let mut small = MemoryCard::with_ident_at(0x4000, 0x1000);
-        assert_eq!(locate(&mut small).unwrap(), Located::Nowhere { at_zero: 0, relocated: None });
+        assert_eq!(locate(&mut small).expect("the memory card answers"), Located::Nowhere { at_zero: 0, relocated: None });
     }
 
     #[test]
@@ -233,13 +233,13 @@ pub(crate) mod tests {
         let card = MemoryCard::with_ident_at(RELOCATED_TLPX_BASE, 0x100000);
         let dws = card.dws.clone();
         let mut dev = Relocated::new(Box::new(card), RELOCATED_TLPX_BASE);
-        assert_eq!(dev.bar_read(0, ident::MAGIC.offset, Width::W32).unwrap(), constants::IDENT_MAGIC);
-        dev.bar_write(0, ident::SCRATCH.offset, Width::W32, 0x55).unwrap();
-        assert_eq!(dws.lock().unwrap().get(&(RELOCATED_TLPX_BASE + ident::SCRATCH.offset)), Some(&0x55));
-        let block = dev.bar_read_block(0, ident::MAGIC.offset, 4).unwrap();
-        assert_eq!(u32::from_le_bytes(block.try_into().unwrap()), constants::IDENT_MAGIC as u32);
+        assert_eq!(dev.bar_read(0, ident::MAGIC.offset, Width::W32).expect("the memory card answers"), constants::IDENT_MAGIC);
+        dev.bar_write(0, ident::SCRATCH.offset, Width::W32, 0x55).expect("the memory card answers");
+        assert_eq!(dws.lock().expect("the memory card's lock").get(&(RELOCATED_TLPX_BASE + ident::SCRATCH.offset)), Some(&0x55));
+        let block = dev.bar_read_block(0, ident::MAGIC.offset, 4).expect("the memory card answers");
+        assert_eq!(u32::from_le_bytes(block.try_into().expect("4 bytes")), constants::IDENT_MAGIC as u32);
         // Another BAR keeps its offsets (the memory card has none: its error names BAR1 0x0).
-        let err = dev.bar_read(1, 0, Width::W32).unwrap_err().to_string();
+        let err = dev.bar_read(1, 0, Width::W32).expect_err("an error").to_string();
         assert!(err.contains("BAR1 offset 0x0 "), "{err}");
     }
 }
