@@ -161,6 +161,9 @@ fn watch_json_names_the_fields_that_changed() {
     assert_eq!(lines[1]["value"], 1);
     assert_eq!(lines[1]["previous"], 0);
     assert_eq!(lines[1]["fields_changed"][0], "operation read (0) -> write (1)");
+    // Host wall time as a full UTC stamp, e.g. 2026-11-26T12:00:00.123456Z.
+    let wall = lines[1]["wall_utc"].as_str().expect("wall_utc");
+    assert!(wall.len() == 27 && wall.as_bytes()[10] == b'T' && wall.ends_with('Z'), "{wall}");
     assert!(lines[1]["card_cycles"].as_u64().expect("card time") >= lines[0]["card_cycles"].as_u64().expect("card time"));
 }
 

@@ -189,11 +189,27 @@ fn load_map(regs: Option<&PathBuf>) -> anyhow::Result<Loaded> {
 }
 
 impl Loaded {
-    fn check(&self, card: &mut Card) -> anyhow::Result<()> {
-        match &self.dut {
-            Some((path, dut)) => check_slot(card, path, dut),
-            None => Ok(()),
+    /// Checks `--regs` against the card's slot, and that `targets` are on this card: the map's
+    /// own DUT regions (rule 30's) are another accelerator's registers when the slot holds
+    /// another one. Returns that other accelerator's name, if any.
+    fn check(&self, card: &mut Card, targets: &[&RegDef]) -> anyhow::Result<Option<String>> {
+        if let Some((path, dut)) = &self.dut {
+            check_slot(card, path, dut)?;
         }
+        let name = crate::slot::dut_name(card)?;
+        if tlpx_regs::DUT_REGIONS.contains(&name.as_str()) {
+            return Ok(None);
+        }
+        if let Some(r) =
+            targets.iter().find(|r| r.owner == crate::regmap::Owner::Card && tlpx_regs::DUT_REGIONS.contains(&r.region.as_str()))
+        {
+            bail!(
+                "{} is a register of {}, but this card's slot holds {name:?}: give its registers with --regs build/card/<card>/csr.json (the card build's), or a BAR0 offset",
+                r.full_name(),
+                r.region
+            );
+        }
+        Ok(Some(name))
     }
 }
 
@@ -275,8 +291,12 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         Action::Dump { region } => {
             let loaded = load_map(cmd.regs.as_ref())?;
             let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card)?;
-            let map = loaded.map;
+            let other_dut = loaded.check(&mut session.card, &[])?;
+            let mut map = loaded.map;
+            // Another accelerator in the slot: rule 30's registers are not on this card.
+            if other_dut.is_some() {
+                map.registers.retain(|r| r.owner == crate::regmap::Owner::Dut || !tlpx_regs::DUT_REGIONS.contains(&r.region.as_str()));
+            }
             let cpu = tlpx_regs::ident::features::CPU.get(u64::from(session.card.identity().feature_bits)) != 0;
             // The map is the CPU card's superset: a card without the CPU has no CPU regions.
             let rows: Vec<&RegDef> = map
@@ -322,7 +342,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             let loaded = load_map(cmd.regs.as_ref())?;
             let target = loaded.map.resolve(register)?;
             let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card)?;
+            loaded.check(&mut session.card, &[target.register()])?;
             let reg = target.register().clone();
             if reg.access == Access::Wo {
                 bail!("{} is write-only ({}): a read returns nothing of it", reg.full_name(), reg.access.name());
@@ -406,7 +426,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 }
             };
             let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card)?;
+            loaded.check(&mut session.card, &[target.register()])?;
             match &target {
                 Target::Register(_) => {
                     let v = value;
@@ -454,17 +474,19 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 targets.push(t);
             }
             let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card)?;
+            loaded.check(&mut session.card, &targets.iter().map(Target::register).collect::<Vec<_>>())?;
             watch(&mut session, &targets, Duration::from_secs_f64(seconds), *count, json)
         }
     }
 }
 
-/// Host wall time of day, UTC, to the microsecond.
-fn wall_time() -> String {
+/// Host wall time, UTC, to the microsecond: (RFC 3339 date and time, time of day).
+fn wall_time() -> (String, String) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let s = now.as_secs() % 86_400;
-    format!("{:02}:{:02}:{:02}.{:06}Z", s / 3600, s / 60 % 60, s % 60, now.subsec_micros())
+    let tod = format!("{:02}:{:02}:{:02}.{:06}Z", s / 3600, s / 60 % 60, s % 60, now.subsec_micros());
+    let (stamp, _) = crate::results::utc_stamp(now.as_secs());
+    (format!("{}{}", &stamp[..11], tod), tod)
 }
 
 /// What one target reads: the register's value (a number; the wide ones as hex text).
@@ -497,7 +519,7 @@ fn watch(session: &mut Session, targets: &[Target], interval: Duration, count: O
     let mut polls = 0u64;
     let start = Instant::now();
     loop {
-        let wall = wall_time();
+        let (wall_utc, wall) = wall_time();
         let cycles = session.card.cycles()?;
         for (t, prev) in targets.iter().zip(last.iter_mut()) {
             let now = sample(&mut session.card, t)?;
@@ -518,7 +540,7 @@ fn watch(session: &mut Session, targets: &[Target], interval: Duration, count: O
             if json {
                 crate::outln!(
                     "{}",
-                    json!({"wall_utc": format!("{} {wall}", &date[..10]), "card_cycles": cycles, "card_seconds": cycles as f64 / clock_hz,
+                    json!({"wall_utc": wall_utc, "card_cycles": cycles, "card_seconds": cycles as f64 / clock_hz,
                            "name": t.name(), "value": now.1, "text": now.0, "previous": prev.as_ref().map(|p| p.1), "fields_changed": changed})
                 );
             } else {
