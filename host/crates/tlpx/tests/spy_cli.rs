@@ -391,3 +391,40 @@ fn capture_names_the_bar0_registers_host_requests_hit() {
     assert!(v.contains(" register $end"), "a register signal");
     assert!(expected.iter().all(|(_, n)| v.contains(&format!("s{n} "))), "every name as a string value");
 }
+
+#[test]
+fn the_generators_reads_are_attributed_to_it_by_tag() {
+    // The card's reads carry the tag of the block that sent them; the converters name it
+    // from the tag ranges the gateware exports (GENERATOR_TAG_BASE..+GENERATOR_TAGS).
+    let sim = Sim::start(&[]);
+    let trace = sim.path("tags.tlpx");
+    let mut capture = background_capture(&sim, &trace, &["--dir", "up", "--types", "mrd"]);
+    wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
+    let n = 30;
+    let bw = json(&tlpx(&sim.selector(), &["--json", "bw", "--op", "read", "--sizes", "256", "--count", &n.to_string()]));
+    assert_eq!(bw["points"][0]["transfers"], n, "{bw}");
+    json(&tlpx(&sim.selector(), &["--json", "spy", "stop"]));
+    let out = capture.wait_with_output().expect("capture");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let csv = sim.path("tags.csv");
+    let out = tlpx(&sim.selector(), &["spy", "convert", trace.to_str().expect("path"), "--csv", csv.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = std::fs::read_to_string(&csv).expect("csv");
+    let col = |name: &str| tlpx_trace::csv::CSV_COLUMNS.iter().position(|c| *c == name).expect("column");
+    let (tag, source) = (col("tag"), col("source"));
+    let generator =
+        tlpx_regs::constants::GENERATOR_TAG_BASE..tlpx_regs::constants::GENERATOR_TAG_BASE + tlpx_regs::constants::GENERATOR_TAGS;
+    let mut attributed = 0;
+    for row in rows.lines().skip(1).filter(|l| l.contains(",MRd")) {
+        let cells: Vec<&str> = row.split(',').collect();
+        let t = u64::from_str_radix(cells[tag].trim_start_matches("0x"), 16).expect("tag");
+        if generator.contains(&t) {
+            assert_eq!(cells[source], "generator", "{row}");
+            attributed += 1;
+        } else {
+            assert_ne!(cells[source], "generator", "{row}");
+        }
+    }
+    // 256-byte reads within MRRS 512: one MRd a transfer (and the run's flush, if any).
+    assert!(attributed >= n as usize, "only {attributed} of the generator's {n} reads attributed:\n{rows}");
+}
