@@ -525,6 +525,9 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
             data_width: Some(id.data_width),
             clock_hz: u64::from(id.clock_hz),
             pci_address: None,
+            bar0_address: None,
+            tlpx_map_offset: None,
+            slot_dut: None,
         },
     );
     info.simulated = true;

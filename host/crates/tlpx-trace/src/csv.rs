@@ -2,12 +2,17 @@
 //!
 //! Identifiers, addresses and byte enables are hexadecimal with `0x`; everything else is
 //! decimal. Times are given in card cycles and in ns (three decimals, exact). Cells that
-//! do not apply to a record's kind are empty.
+//! do not apply to a record's kind are empty. The last two columns came last so that readers
+//! of the older columns by position keep working: `register` names the BAR0 register a host
+//! request hits (`spy.wr_index`), `source` the block a card read or its completion belongs to
+//! by tag (`generator`, `rt_loop`, the slot's DUT: [`crate::names`]); both are empty when the
+//! trace records no BAR0 address.
 
 use std::io::{Read, Seek, Write};
 
 use crate::error::TraceError;
 use crate::file::TraceReader;
+use crate::names::Bar0Names;
 use crate::record::{Body, Record};
 use crate::time::format_ns;
 
@@ -47,6 +52,8 @@ pub const CSV_COLUMNS: &[&str] = &[
     "own",
     "records_created",
     "records_lost",
+    "register",
+    "source",
 ];
 
 fn col(name: &str) -> usize {
@@ -55,6 +62,11 @@ fn col(name: &str) -> usize {
 
 /// The cells of `record`'s row, one per [`CSV_COLUMNS`] entry.
 pub fn csv_row(record: &Record, clock_hz: u64) -> Vec<String> {
+    csv_row_named(record, clock_hz, None)
+}
+
+/// [`csv_row`] with the `register` cell filled from `names` (BAR0's address).
+pub fn csv_row_named(record: &Record, clock_hz: u64, names: Option<&Bar0Names>) -> Vec<String> {
     let mut row = vec![String::new(); CSV_COLUMNS.len()];
     let mut set = |name: &str, value: String| row[col(name)] = value;
     set("sequence", record.sequence.to_string());
@@ -79,6 +91,12 @@ pub fn csv_row(record: &Record, clock_hz: u64) -> Vec<String> {
         set("wait_cycles", t.wait_cycles.to_string());
         set("gap_cycles", t.gap_cycles.to_string());
     };
+    if let Some(name) = names.and_then(|n| n.name(record)) {
+        set("register", name);
+    }
+    if let Some(source) = names.and_then(|n| n.source(record)) {
+        set("source", source);
+    }
     match &record.body {
         Body::Request(r) => {
             timing(&r.timing, &mut set);
@@ -131,21 +149,28 @@ pub fn csv_row(record: &Record, clock_hz: u64) -> Vec<String> {
 }
 
 /// Streams records as CSV rows. No cell ever needs quoting: all are numbers, hex or
-/// fixed names.
+/// fixed names (register names are identifiers, `.`, `+` and hex).
 pub struct CsvWriter<W: Write> {
     out: W,
     clock_hz: u64,
+    names: Option<Bar0Names>,
 }
 
 impl<W: Write> CsvWriter<W> {
     /// Writes the header row.
     pub fn new(mut out: W, clock_hz: u64) -> std::io::Result<Self> {
         writeln!(out, "{}", CSV_COLUMNS.join(","))?;
-        Ok(CsvWriter { out, clock_hz })
+        Ok(CsvWriter { out, clock_hz, names: None })
+    }
+
+    /// Names BAR0 registers in the `register` column (BAR0 at `names.base`).
+    pub fn with_names(mut self, names: Option<Bar0Names>) -> Self {
+        self.names = names;
+        self
     }
 
     pub fn write(&mut self, record: &Record) -> std::io::Result<()> {
-        writeln!(self.out, "{}", csv_row(record, self.clock_hz).join(","))
+        writeln!(self.out, "{}", csv_row_named(record, self.clock_hz, self.names.as_ref()).join(","))
     }
 
     pub fn into_inner(mut self) -> std::io::Result<W> {
@@ -158,7 +183,8 @@ impl<W: Write> CsvWriter<W> {
 pub fn trace_to_csv<R: Read + Seek, W: Write>(reader: TraceReader<R>, out: W) -> Result<u64, TraceError> {
     let io = |e| TraceError::io(0, "writing CSV", e);
     let footer = reader.footer_record().copied();
-    let mut csv = CsvWriter::new(out, reader.clock_hz()).map_err(io)?;
+    let names = Bar0Names::from_header(reader.header());
+    let mut csv = CsvWriter::new(out, reader.clock_hz()).map_err(io)?.with_names(names);
     let mut rows = 0;
     for record in reader {
         csv.write(&record?).map_err(io)?;

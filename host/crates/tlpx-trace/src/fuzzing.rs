@@ -50,7 +50,7 @@ pub fn read_everything(data: &[u8]) -> Result<u64, TraceError> {
         gaps.push(f.sequence);
         records.push(f);
     }
-    let opts = VcdOptions { clock_hz, date: String::new(), comment: String::new() };
+    let opts = VcdOptions { clock_hz, date: String::new(), comment: String::new(), names: None };
     let _ = write_vcd(std::io::sink(), &records, &opts);
     Ok(count)
 }

@@ -35,11 +35,32 @@ pub struct CardInfo {
     /// PCI address, e.g. `"0000:01:00.0"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pci_address: Option<String>,
+    /// BAR0's bus address when captured, e.g. `"0xf0000000"`: the converters name the
+    /// host's requests into BAR0 by register with it. Absent in traces written before it
+    /// existed (their requests keep only the address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bar0_address: Option<String>,
+    /// BAR0 offset of tlpx's own register map, `"0x80000"` on a card whose slot DUT sits at
+    /// BAR0 0 (absent: 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tlpx_map_offset: Option<String>,
+    /// The accelerator in the card's slot (`slot.dut_name`): its window's accesses and the
+    /// slot's tags are attributed to it by name (absent: the map's own, rule 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_dut: Option<String>,
 }
 
 impl CardInfo {
     pub fn new(clock_hz: u64) -> Self {
-        CardInfo { map_hash: None, data_width: None, clock_hz, pci_address: None }
+        CardInfo {
+            map_hash: None,
+            data_width: None,
+            clock_hz,
+            pci_address: None,
+            bar0_address: None,
+            tlpx_map_offset: None,
+            slot_dut: None,
+        }
     }
 }
 
@@ -160,7 +181,21 @@ impl Header {
             Some(hz) if hz > 0 => {}
             _ => return Err(key_error("card.clock_hz", &format!("is {clock}"), "a positive integer, the card clock in Hz")),
         }
-        let card: CardInfo = typed(card_value, "card", "an object with clock_hz, map_hash, data_width, pci_address")?;
+        let card: CardInfo = typed(
+            card_value,
+            "card",
+            "an object with clock_hz, map_hash, data_width, pci_address, bar0_address, tlpx_map_offset, slot_dut",
+        )?;
+        if let Some(text) = &card.bar0_address {
+            if crate::names::parse_address(text).is_none() {
+                return Err(key_error("card.bar0_address", &format!("is {text:?}"), "BAR0's bus address as a 0x hex string"));
+            }
+        }
+        if let Some(text) = &card.tlpx_map_offset {
+            if crate::names::parse_address(text).is_none() {
+                return Err(key_error("card.tlpx_map_offset", &format!("is {text:?}"), "a BAR0 offset as a 0x hex string"));
+            }
+        }
 
         let fields_value = top.get("fields").ok_or_else(|| {
             key_error("fields", "is missing", "an array of {name, word, shift, width, description} describing the record")

@@ -10,6 +10,7 @@
 //!   [`TraceError`] naming the file offset and what was expected there.
 //! - [`gaps`] reports lost records from sequence jumps.
 //! - [`csv`], [`vcd`] and [`log`] convert records for spreadsheets, GTKWave and terminals.
+//! - [`names`] names BAR0 addresses by register for all of them.
 //! - [`golden`] compares a capture with a golden trace.
 //!
 //! ```
@@ -38,6 +39,7 @@ pub mod gaps;
 pub mod golden;
 pub mod header;
 pub mod log;
+pub mod names;
 pub mod record;
 pub mod sample;
 pub mod time;
@@ -48,5 +50,6 @@ pub use fields::{field, field_by_name, field_table, FieldDesc, FieldSpec, RawRec
 pub use file::{TraceReader, TraceWriter};
 pub use gaps::{gaps, Gap, GapDetector};
 pub use header::{CaptureInfo, CardInfo, Header, HeaderInfo, LinkInfo};
-pub use log::{log_line, log_title};
+pub use log::{log_line, log_line_named, log_title};
+pub use names::{bar0_name, Bar0Names};
 pub use record::{build, Body, Completion, CplStatus, Direction, Footer, Record, Request, RequestKind, Timeout, Timing};

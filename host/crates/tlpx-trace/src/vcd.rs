@@ -13,6 +13,8 @@
 //! | `requester_id` | reg 16 | requester ID of the last TLP |
 //! | `latency` | reg 32 | latency in cycles of the last matched completion |
 //! | `timeout` | wire 1 | one-cycle pulse when a read of this direction timed out |
+//! | `source` | string | the block a card read or its completion belongs to by tag (`generator`, `rt_loop`, the slot's DUT) while it is on the link, `-` otherwise |
+//! | `register` | string | the BAR0 register a host request hits (`spy.wr_index`, [`crate::names`]) while it is on the link, `-` otherwise (always `-` in `up`, and when the trace records no BAR0 address) |
 //!
 //! and `tlpx.lost`, an integer counting the records lost so far (sequence gaps).
 //!
@@ -106,6 +108,8 @@ enum Sig {
     RequesterId(Direction),
     Latency(Direction),
     Timeout(Direction),
+    Register(Direction),
+    Source(Direction),
     Lost,
 }
 
@@ -132,6 +136,18 @@ struct SigDef {
     name: &'static str,
 }
 
+/// Signals added after the first version: their identifier codes come after the older
+/// signals' so that those keep theirs (a VCD of an older trace differs only by the new
+/// `$var`s and their values).
+fn id_index(defs: &[SigDef], i: usize) -> usize {
+    let is_new = |d: &SigDef| matches!(d.sig, Sig::Register(_) | Sig::Source(_));
+    if is_new(&defs[i]) {
+        defs.iter().filter(|d| !is_new(d)).count() + defs[..i].iter().filter(|d| is_new(d)).count()
+    } else {
+        defs[..i].iter().filter(|d| !is_new(d)).count()
+    }
+}
+
 fn signal_defs() -> Vec<SigDef> {
     let mut defs = Vec::new();
     for d in [Direction::Down, Direction::Up] {
@@ -145,6 +161,8 @@ fn signal_defs() -> Vec<SigDef> {
             SigDef { sig: Sig::RequesterId(d), var_type: "reg", width: 16, name: "requester_id" },
             SigDef { sig: Sig::Latency(d), var_type: "reg", width: 32, name: "latency" },
             SigDef { sig: Sig::Timeout(d), var_type: "wire", width: 1, name: "timeout" },
+            SigDef { sig: Sig::Register(d), var_type: "string", width: 1, name: "register" },
+            SigDef { sig: Sig::Source(d), var_type: "string", width: 1, name: "source" },
         ]);
     }
     defs.push(SigDef { sig: Sig::Lost, var_type: "integer", width: 64, name: "lost" });
@@ -172,6 +190,8 @@ pub struct VcdOptions {
     pub date: String,
     /// Extra `$comment` text (card, link), no `$end` inside.
     pub comment: String,
+    /// BAR0's address, to name the registers host requests hit (None: `register` stays `-`).
+    pub names: Option<crate::names::Bar0Names>,
 }
 
 /// Writes `records` (in file order; the footer, if any, last) as VCD.
@@ -212,6 +232,12 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
         };
         let text = format!("{}_{}_len{}_tag0x{:02x}", record.kind_name(), target, length, tag);
         push(start, 1, Change::Set(Sig::Tlp(d), Value::Text(text)));
+        if let Some(name) = opts.names.as_ref().and_then(|n| n.name(record)) {
+            push(start, 1, Change::Set(Sig::Register(d), Value::Text(name)));
+        }
+        if let Some(source) = opts.names.as_ref().and_then(|n| n.source(record)) {
+            push(start, 1, Change::Set(Sig::Source(d), Value::Text(source)));
+        }
         push(start, 1, Change::Count(Sig::Busy(d), 1));
         push(start, 1, Change::Set(Sig::Kind(d), Value::Bits(u64::from(fmt) << 5 | u64::from(ty))));
         if let Some(a) = address {
@@ -232,7 +258,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
     events.sort_by_key(|e| (e.time, e.phase, e.order));
 
     let defs = signal_defs();
-    let ids: HashMap<Sig, (String, u32)> = defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(i), d.width))).collect();
+    let ids: HashMap<Sig, (String, u32)> = defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(id_index(&defs, i)), d.width))).collect();
 
     writeln!(out, "$date\n  {}\n$end", opts.date)?;
     writeln!(out, "$version\n  tlpx-trace {}\n$end", env!("CARGO_PKG_VERSION"))?;
@@ -256,7 +282,9 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
             | Sig::Tag(x)
             | Sig::RequesterId(x)
             | Sig::Latency(x)
-            | Sig::Timeout(x) => Some(x),
+            | Sig::Timeout(x)
+            | Sig::Register(x)
+            | Sig::Source(x) => Some(x),
             Sig::Lost => None,
         };
         if dir != current_scope {
@@ -286,7 +314,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
     writeln!(out, "$dumpvars")?;
     for d in &defs {
         let initial = match d.sig {
-            Sig::Tlp(_) => Value::Text("-".into()),
+            Sig::Tlp(_) | Sig::Register(_) | Sig::Source(_) => Value::Text("-".into()),
             _ => Value::Bits(0),
         };
         write_value(&mut out, &ids[&d.sig], &initial)?;
@@ -313,6 +341,8 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
                     set(&mut pending, *sig, Value::Bits(u64::from(high)));
                     if let (Sig::Busy(d), false) = (sig, high) {
                         set(&mut pending, Sig::Tlp(*d), Value::Text("-".into()));
+                        set(&mut pending, Sig::Register(*d), Value::Text("-".into()));
+                        set(&mut pending, Sig::Source(*d), Value::Text("-".into()));
                     }
                 }
             }
@@ -380,6 +410,7 @@ pub fn trace_to_vcd<R: Read + Seek, W: Write>(reader: TraceReader<R>, out: W) ->
         clock_hz: header.card.clock_hz,
         date: if header.created_utc.is_empty() { "unknown".into() } else { header.created_utc.clone() },
         comment,
+        names: crate::names::Bar0Names::from_header(&header),
     };
     write_vcd(out, &records, &opts).map_err(|e| TraceError::io(0, "writing VCD", e))?;
     Ok(records.len() as u64)

@@ -187,7 +187,7 @@ fn vcd_back_to_back_tlps_keep_busy_high() {
         }
     }
     // File order is b then a (the spy may finish them in any order across directions).
-    let opts = VcdOptions { clock_hz: 100_000_000, date: "d".into(), comment: String::new() };
+    let opts = VcdOptions { clock_hz: 100_000_000, date: "d".into(), comment: String::new(), names: None };
     let mut out = Vec::new();
     write_vcd(&mut out, &[b, a], &opts).unwrap();
     let vcd = parse_vcd(&String::from_utf8(out).unwrap());
@@ -263,4 +263,121 @@ fn log_lines_for_each_kind() {
     let back = log_line(&records[0], Some(&records[1]), hz);
     assert!(back.ends_with("-1.360 us"), "{back}");
     assert!(log_title().contains("delta"));
+}
+
+/// A trace of a host polling spy.wr_index and writing ident.scratch, and the card writing host
+/// memory at an address inside BAR0's range, with BAR0 at 0xf0000000 and `map_hash` as given.
+fn named_trace(map_hash: u32, bar0: Option<&str>) -> Vec<u8> {
+    let mut info = tlpx_trace::sample::info();
+    info.card.map_hash = Some(format!("0x{map_hash:08x}"));
+    info.card.bar0_address = bar0.map(str::to_owned);
+    let header = tlpx_trace::Header::with_time(&info, "2026-11-26T00:00:00Z".into());
+    let mut w = tlpx_trace::TraceWriter::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
+    let base = 0xf000_0000u64;
+    w.write(&build::mem_read(0, Direction::Down, 100, 0, 1, base + tlpx_regs::spy::WR_INDEX.offset, 1)).unwrap();
+    w.write(&build::mem_write(1, Direction::Down, 200, 0, 0, base + tlpx_regs::ident::SCRATCH.offset, 1)).unwrap();
+    w.write(&build::mem_write(2, Direction::Up, 300, 0x100, 0, base + tlpx_regs::ident::SCRATCH.offset, 1)).unwrap();
+    w.write(&build::mem_read(3, Direction::Down, 400, 0, 2, base + tlpx_regs::constants::PIO_WINDOW_BASE + 0x40, 1)).unwrap();
+    // The slot's DUT reads host memory with its first tag, and the completion comes back.
+    let tag = tlpx_regs::constants::SLOT_TAG_BASE as u8;
+    w.write(&build::mem_read(4, Direction::Up, 500, 0x100, tag, 0x4000_0000, 1)).unwrap();
+    w.write(&build::completion(5, Direction::Down, 600, 0x100, tag, 0, 4, 1, Some(100), 1, true)).unwrap();
+    w.finish(6, Footer { records_created: 6, records_lost: 0 }).unwrap().into_inner()
+}
+
+fn csv_registers(bytes: Vec<u8>) -> Vec<String> {
+    let mut out = Vec::new();
+    trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let col = CSV_COLUMNS.iter().position(|c| *c == "register").unwrap();
+    assert_eq!(&CSV_COLUMNS[col - 1..], ["records_lost", "register", "source"], "new columns last: older readers by position keep working");
+    text.lines().skip(1).map(|l| l.split(',').nth(col).unwrap().to_owned()).collect()
+}
+
+#[test]
+fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
+    let bytes = named_trace(tlpx_regs::MAP_HASH, Some("0xf0000000"));
+    // CSV: the host's read and write named, the card's write to host memory not, the PIO
+    // window by offset, the footer row empty.
+    assert_eq!(csv_registers(bytes.clone()), ["spy.wr_index", "ident.scratch", "", "pio+0x40", "", "", ""]);
+    // `source`: the slot's reads and their completions, by the slot's DUT name (the header's
+    // slot_dut; rule 30 when the header has none).
+    let mut out = Vec::new();
+    trace_to_csv(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
+    let sources: Vec<String> = String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_owned()).collect();
+    assert_eq!(sources, ["", "", "", "", "rule30", "rule30", ""]);
+    // VCD: the `register` string signal of `down` carries the names while the TLP is on the link.
+    let mut out = Vec::new();
+    trace_to_vcd(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
+    let vcd = String::from_utf8(out).unwrap();
+    let v = parse_vcd(&vcd);
+    let down_register =
+        v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.down" && name == "register").map(|(id, _)| id.clone()).unwrap();
+    let initial = v.initial.iter().filter(|(id, _)| *id == down_register).map(|(_, value)| value.as_str());
+    let names: Vec<&str> =
+        initial.chain(v.changes.iter().filter(|(_, id, _)| *id == down_register).map(|(_, _, value)| value.as_str())).collect();
+    assert_eq!(names, ["-", "spy.wr_index", "-", "ident.scratch", "-", "pio+0x40", "-"], "{vcd}");
+    let up_source = v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.up" && name == "source").map(|(id, _)| id.clone()).unwrap();
+    let sources: Vec<&str> = v.changes.iter().filter(|(_, id, _)| *id == up_source).map(|(_, _, value)| value.as_str()).collect();
+    assert_eq!(sources, ["rule30", "-"], "{vcd}");
+    // Log: the name ends the line of the host's requests.
+    let records = TraceReader::from_bytes(bytes.clone()).unwrap().read_all().unwrap();
+    let header = TraceReader::from_bytes(bytes).unwrap().header().clone();
+    let names = tlpx_trace::Bar0Names::from_header(&header);
+    assert_eq!(names, Some(tlpx_trace::Bar0Names::new(0xf000_0000)));
+    let lines: Vec<String> = records.iter().map(|r| tlpx_trace::log_line_named(r, None, 125_000_000, names.as_ref())).collect();
+    assert!(lines[0].ends_with("  spy.wr_index") && lines[1].ends_with("  ident.scratch"), "{lines:?}");
+    assert_eq!(lines[2], log_line(&records[2], None, 125_000_000), "the card's own write is not a register access");
+    assert!(lines[4].ends_with("  [rule30]") && lines[5].ends_with("  [rule30]"), "{lines:?}");
+}
+
+#[test]
+fn another_dut_in_the_slot_is_named_from_the_header() {
+    let mut info = tlpx_trace::sample::info();
+    info.card.map_hash = Some(format!("0x{:08x}", tlpx_regs::MAP_HASH));
+    info.card.bar0_address = Some("0xf0000000".into());
+    info.card.tlpx_map_offset = Some(format!("{:#x}", tlpx_regs::constants::RELOCATED_TLPX_BASE));
+    info.card.slot_dut = Some("pci_epf_test".into());
+    let header = tlpx_trace::Header::with_time(&info, "2026-11-26T00:00:00Z".into());
+    let mut w = tlpx_trace::TraceWriter::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
+    let base = 0xf000_0000u64;
+    w.write(&build::mem_write(0, Direction::Down, 100, 0, 0, base + 0x4, 1)).unwrap();
+    w.write(&build::mem_read(
+        1,
+        Direction::Down,
+        200,
+        0,
+        1,
+        base + tlpx_regs::constants::RELOCATED_TLPX_BASE + tlpx_regs::spy::WR_INDEX.offset,
+        1,
+    ))
+    .unwrap();
+    w.write(&build::mem_read(2, Direction::Up, 300, 0x100, tlpx_regs::constants::SLOT_TAG_BASE as u8, 0x4000_0000, 1)).unwrap();
+    let bytes = w.finish(3, Footer { records_created: 3, records_lost: 0 }).unwrap().into_inner();
+    assert_eq!(csv_registers(bytes.clone()), ["pci_epf_test+0x4", "spy.wr_index", "", ""]);
+    let mut out = Vec::new();
+    trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
+    let sources: Vec<String> = String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_owned()).collect();
+    assert_eq!(sources, ["", "", "pci_epf_test", ""]);
+}
+
+#[test]
+fn traces_without_bar0_or_of_another_map_name_nothing() {
+    // Before the header recorded BAR0 (the golden trace's case): the column stays empty.
+    assert!(csv_registers(named_trace(tlpx_regs::MAP_HASH, None)).iter().all(String::is_empty));
+    // A card with another register map: its offsets may be other registers.
+    assert!(csv_registers(named_trace(tlpx_regs::MAP_HASH ^ 1, Some("0xf0000000"))).iter().all(String::is_empty));
+    // A header whose bar0_address is not an address is refused (by the writer, as by the
+    // reader), naming the key.
+    let mut info = tlpx_trace::sample::info();
+    info.card.bar0_address = Some("BAR zero".into());
+    let header = tlpx_trace::Header::with_time(&info, "2026-11-26T00:00:00Z".into());
+    let e = tlpx_trace::TraceWriter::new(std::io::Cursor::new(Vec::new()), &header).err().expect("refused").to_string();
+    assert!(e.contains("card.bar0_address") && e.contains("BAR zero") && e.contains("hex"), "{e}");
+    // The same length in place, so that the file's header length stays right.
+    let mut bad = named_trace(tlpx_regs::MAP_HASH, Some("0xf0000000"));
+    let at = bad.windows(12).position(|w| w == b"\"0xf0000000\"").expect("the address in the header");
+    bad[at + 1..at + 11].copy_from_slice(b"0xbar00000");
+    let e = TraceReader::from_bytes(bad).err().expect("refused").to_string();
+    assert!(e.contains("card.bar0_address") && e.contains("0xbar00000"), "{e}");
 }

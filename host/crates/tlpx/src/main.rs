@@ -13,9 +13,11 @@ mod plot;
 mod pmc;
 mod progress;
 mod realtime;
+mod regmap;
 mod results;
 mod session;
 mod sizes;
+mod slot;
 
 use std::process::ExitCode;
 

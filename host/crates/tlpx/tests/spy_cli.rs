@@ -326,3 +326,105 @@ fn spy_stop_releases_a_capture_left_by_a_killed_process() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["counters"]["capturing"], false, "{v}");
 }
+
+#[test]
+fn capture_names_the_bar0_registers_host_requests_hit() {
+    let sim = Sim::start(&[]);
+    let trace = sim.path("names.tlpx");
+    let t = trace.to_str().expect("path");
+    // The capture's own polling of the spy's registers is what the host sends to BAR0 here.
+    let out = tlpx(&sim.selector(), &["spy", "capture", "--records", "20", "--poll", "10us", "-o", t]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let reader = TraceReader::open(&trace).expect("valid trace");
+    // The header records BAR0's bus address (the simulator's BAR0).
+    let bar0 = reader.header().card.bar0_address.clone().expect("bar0_address in the header");
+    let base = u64::from_str_radix(bar0.trim_start_matches("0x"), 16).expect("hex");
+    let records = reader.read_all().expect("records");
+    // The names the converters must show: each host request into BAR0, named by the map.
+    let expected: Vec<(u32, String)> = records
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Request(q)
+                if q.direction == tlpx_trace::Direction::Down && q.address >= base && q.address < base + tlpx_regs::BAR_SIZE =>
+            {
+                let reg = tlpx_regs::ALL.iter().find(|g| g.offset == q.address - base).expect("a register at the offset");
+                Some((r.sequence, format!("{}.{}", reg.region, reg.name)))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!expected.is_empty(), "the capture's own register reads are in the trace");
+    assert!(expected.iter().any(|(_, n)| n.starts_with("spy.")), "{expected:?}");
+    // The running log printed while capturing.
+    let log = text(&out.stdout);
+    for (_, name) in &expected {
+        assert!(log.lines().any(|l| l.ends_with(&format!("  {name}"))), "{name} in {log}");
+    }
+    // CSV: the `register` column, last.
+    let csv = sim.path("names.csv");
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--csv", csv.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = std::fs::read_to_string(&csv).expect("csv");
+    assert!(rows.lines().next().expect("header row").ends_with(",records_lost,register,source"));
+    let named: Vec<(u32, String)> = rows
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            let name = cells.get(cells.len() - 2)?;
+            (!name.is_empty()).then(|| (cells[0].parse().expect("sequence"), (*name).to_owned()))
+        })
+        .collect();
+    assert_eq!(named, expected);
+    // Log conversion and VCD.
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--log"]);
+    let converted = text(&out.stdout);
+    assert_eq!(
+        converted.lines().filter(|l| expected.iter().any(|(_, n)| l.ends_with(&format!("  {n}")))).count(),
+        expected.len(),
+        "{converted}"
+    );
+    let vcd = sim.path("names.vcd");
+    let out = tlpx(&sim.selector(), &["spy", "convert", t, "--vcd", vcd.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = std::fs::read_to_string(&vcd).expect("vcd");
+    assert!(v.contains(" register $end"), "a register signal");
+    assert!(expected.iter().all(|(_, n)| v.contains(&format!("s{n} "))), "every name as a string value");
+}
+
+#[test]
+fn the_generators_reads_are_attributed_to_it_by_tag() {
+    // The card's reads carry the tag of the block that sent them; the converters name it
+    // from the tag ranges the gateware exports (GENERATOR_TAG_BASE..+GENERATOR_TAGS).
+    let sim = Sim::start(&[]);
+    let trace = sim.path("tags.tlpx");
+    let mut capture = background_capture(&sim, &trace, &["--dir", "up", "--types", "mrd"]);
+    wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
+    let n = 30;
+    let bw = json(&tlpx(&sim.selector(), &["--json", "bw", "--op", "read", "--sizes", "256", "--count", &n.to_string()]));
+    assert_eq!(bw["points"][0]["transfers"], n, "{bw}");
+    json(&tlpx(&sim.selector(), &["--json", "spy", "stop"]));
+    let out = capture.wait_with_output().expect("capture");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let csv = sim.path("tags.csv");
+    let out = tlpx(&sim.selector(), &["spy", "convert", trace.to_str().expect("path"), "--csv", csv.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = std::fs::read_to_string(&csv).expect("csv");
+    let col = |name: &str| tlpx_trace::csv::CSV_COLUMNS.iter().position(|c| *c == name).expect("column");
+    let (tag, source) = (col("tag"), col("source"));
+    let generator =
+        tlpx_regs::constants::GENERATOR_TAG_BASE..tlpx_regs::constants::GENERATOR_TAG_BASE + tlpx_regs::constants::GENERATOR_TAGS;
+    let mut attributed = 0;
+    for row in rows.lines().skip(1).filter(|l| l.contains(",MRd")) {
+        let cells: Vec<&str> = row.split(',').collect();
+        let t = u64::from_str_radix(cells[tag].trim_start_matches("0x"), 16).expect("tag");
+        if generator.contains(&t) {
+            assert_eq!(cells[source], "generator", "{row}");
+            attributed += 1;
+        } else {
+            assert_ne!(cells[source], "generator", "{row}");
+        }
+    }
+    // 256-byte reads within MRRS 512: one MRd a transfer (and the run's flush, if any).
+    assert!(attributed >= n as usize, "only {attributed} of the generator's {n} reads attributed:\n{rows}");
+}

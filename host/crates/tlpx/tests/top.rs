@@ -177,3 +177,32 @@ fn another_tools_capture_is_left_alone_and_named() {
     let end = capture.stop(&mut card).expect("stop");
     assert_eq!(end.records_lost, 0);
 }
+
+#[test]
+fn recent_transactions_name_the_bar0_registers_another_tool_reads() {
+    // `tlpx reg watch` polls ident.scratch (not one of top's own registers) every 5 ms while
+    // top samples: its reads show in top's list with the register's name.
+    let sim = Sim::start(&[]);
+    let mut watch = Command::new(tlpx_bin())
+        .args(["--device", &sim.selector(), "reg", "watch", "--interval", "5ms", "--count", "400", "ident.scratch"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tlpx reg watch");
+    let out = tlpx(&sim.selector(), &["--json", "top", "--frames", "4", "--interval", "100ms", "--recent", "1000"]);
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let stdout = text(&out);
+    let lines: Vec<String> = stdout
+        .lines()
+        .flat_map(|l| {
+            let s: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            s["recent"].as_array().expect("recent").iter().map(|r| r.as_str().expect("a line").to_owned()).collect::<Vec<_>>()
+        })
+        .collect();
+    // The simulator's BAR0 is at bus address 0xf0000000 (tlpx-sim's BAR0_BUS_ADDRESS).
+    let scratch = format!("0x{:08x}", 0xf000_0000 + tlpx_regs::ident::SCRATCH.offset);
+    let named: Vec<&String> = lines.iter().filter(|l| l.contains("down MRd32") && l.ends_with("  ident.scratch")).collect();
+    assert!(!named.is_empty(), "no named read of ident.scratch in {lines:#?}");
+    assert!(named.iter().all(|l| l.contains(&scratch)), "the address stays beside the name: {named:?}");
+}

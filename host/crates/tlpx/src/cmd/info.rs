@@ -27,6 +27,10 @@ struct Info {
     cycles: u64,
     simulated: Option<SimSummary>,
     model_limit_4k: Option<ModelLimit>,
+    /// The accelerator slot: who is in it, where its registers are.
+    slot: crate::slot::SlotInfo,
+    /// BAR0 offset of tlpx's own register map (0, or RELOCATED_TLPX_BASE when the DUT is at BAR0 0).
+    tlpx_map_bar0_offset: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -40,6 +44,7 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let description = opened.device.description();
     let mut card = Card::open(opened.device)?;
     let cycles = card.cycles()?;
+    let slot = crate::slot::read(&mut card)?;
     let pcie = opened.pci.pcie();
     let model_limit_4k = pcie.as_ref().and_then(|p| {
         let cfg =
@@ -62,6 +67,8 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         cycles,
         simulated: opened.sim,
         model_limit_4k,
+        slot,
+        tlpx_map_bar0_offset: card.tlpx_base(),
     };
     if json {
         print_json(&info)?;
@@ -78,6 +85,21 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     );
     crate::outln!("datapath    {} bits at {:.1} MHz", id.data_width, f64::from(id.clock_hz) / 1e6);
     crate::outln!("features    {}", id.feature_list());
+    let s = &info.slot;
+    crate::outln!(
+        "slot        {} {} (slot interface {}, DUT map hash {}), placement {}: registers at BAR0 {:#x}..{:#x}{}",
+        s.dut_name,
+        s.dut_version,
+        s.interface_version,
+        s.dut_map_hash,
+        s.placement,
+        s.window_bar0_offset,
+        s.window_bar0_offset + s.window_bytes,
+        if s.dma { format!(", DMA with tags {}..={}", s.tags[0], s.tags[1]) } else { String::new() }
+    );
+    if info.tlpx_map_bar0_offset != 0 {
+        crate::outln!("tlpx map    at BAR0 {:#x} (relocated: the DUT is at BAR0 0)", info.tlpx_map_bar0_offset);
+    }
     if let Some(size) = info.bar0_size {
         crate::outln!("bar0        {}", bytes(size));
     }

@@ -952,6 +952,8 @@ fn open(plan: &mut Plan, device: &str, json: bool) -> anyhow::Result<Option<Sess
         return Ok(None);
     }
     let mut session = Session::open(device)?;
+    // Another accelerator in the slot is named, before the feature bits say only "no rule 30".
+    crate::slot::require(&mut session.card, "rule30", "tlpx rule30")?;
     session.card.require(Feature::Rule30, "rule-30 accelerator")?;
     accel::info(&mut session.card)?;
     if session.card.device().try_as_driver_dma().is_some() {

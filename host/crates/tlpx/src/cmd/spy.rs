@@ -334,6 +334,8 @@ struct Sink {
     gap_texts: Vec<String>,
     previous: Option<Record>,
     clock_hz: u64,
+    /// BAR0's address: the running log names the registers host requests hit.
+    names: Option<tlpx_trace::Bar0Names>,
     log: bool,
     stdout: std::io::StdoutLock<'static>,
     /// The reader of the running log went away (EPIPE): the capture stops as after Ctrl-C.
@@ -370,7 +372,7 @@ impl Sink {
                 self.gap_texts.push(text);
             }
             if self.log {
-                let line = tlpx_trace::log_line(&record, self.previous.as_ref(), self.clock_hz);
+                let line = tlpx_trace::log_line_named(&record, self.previous.as_ref(), self.clock_hz, self.names.as_ref());
                 self.say(format_args!("{line}"));
             }
             self.previous = Some(record);
@@ -382,6 +384,26 @@ impl Sink {
         }
         Ok(())
     }
+}
+
+/// BAR0's bus address from config space (the trace header records it, `top` hides its own
+/// accesses with it; both name BAR0 registers with it) (memory BAR, 32- or 64-bit).
+pub(crate) fn bar0_address(card: &mut tlpx_device::card::Card) -> Option<u64> {
+    let cfg = card.device().config_read(0x10, 8).ok()?;
+    let low = u32::from_le_bytes(cfg[0..4].try_into().ok()?);
+    if low & 1 != 0 {
+        return None; // an I/O BAR: not ours
+    }
+    let high = if (low >> 1) & 3 == 2 { u32::from_le_bytes(cfg[4..8].try_into().ok()?) } else { 0 };
+    Some(u64::from(high) << 32 | u64::from(low & !0xf))
+}
+
+/// The names for this card's BAR0 (`spy.wr_index`) and slot tags: BAR0's bus address, where
+/// tlpx's map is in it, and the slot's DUT. None when BAR0's address cannot be read.
+pub(crate) fn bar0_names(card: &mut tlpx_device::card::Card) -> Option<tlpx_trace::Bar0Names> {
+    let base = bar0_address(card)?;
+    let dut = crate::slot::dut_name(card).ok();
+    Some(tlpx_trace::Bar0Names::new(base).with_slot(card.tlpx_base(), dut))
 }
 
 fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -396,6 +418,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     session.hold_live_time()?;
     let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
     let clock_hz = u64::from(session.clock_hz);
+    let names = bar0_names(&mut session.card);
     let mut info = HeaderInfo::new(
         format!("tlpx {}", env!("CARGO_PKG_VERSION")),
         CardInfo {
@@ -403,6 +426,9 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             data_width: Some(id.data_width),
             clock_hz,
             pci_address: session.environment.pci_address.clone(),
+            bar0_address: names.as_ref().map(|n| format!("{:#x}", n.base)),
+            tlpx_map_offset: names.as_ref().filter(|n| n.tlpx_base != 0).map(|n| format!("{:#x}", n.tlpx_base)),
+            slot_dut: names.as_ref().and_then(|n| n.dut.clone()),
         },
     );
     info.simulated = session.environment.simulated;
@@ -428,6 +454,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         gap_texts: Vec::new(),
         previous: None,
         clock_hz,
+        names,
         log,
         stdout: std::io::stdout().lock(),
         output_closed: false,
@@ -734,6 +761,7 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
     } else if a.log {
         let clock = reader.clock_hz();
         let footer = reader.footer_record().copied();
+        let names = tlpx_trace::Bar0Names::from_header(reader.header());
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", tlpx_trace::log_title())?;
         let mut previous: Option<Record> = None;
@@ -744,7 +772,7 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
             if let Some(gap) = gaps.push(record.sequence) {
                 writeln!(out, "{:>12}  *** {gap}", "")?;
             }
-            writeln!(out, "{}", tlpx_trace::log_line(&record, previous.as_ref(), clock))?;
+            writeln!(out, "{}", tlpx_trace::log_line_named(&record, previous.as_ref(), clock, names.as_ref()))?;
             previous = Some(record);
             rows += 1;
         }

@@ -17,7 +17,7 @@ use tlpx_device::generator;
 use tlpx_device::spy::{self, SpyCounters};
 use tlpx_device::{DeviceError, TimeMode};
 use tlpx_regs::{generator as gen, request_path as rp, Register};
-use tlpx_trace::{log_line, Body, Direction as TraceDirection, Record, RECORD_SIZE};
+use tlpx_trace::{log_line_named, Body, Direction as TraceDirection, Record, RECORD_SIZE};
 
 use super::Event;
 
@@ -258,17 +258,6 @@ pub struct Plan {
     pub mps: u32,
 }
 
-/// BAR0's bus address from config space (memory BAR, 32- or 64-bit).
-fn bar0_address(card: &mut Card) -> Option<u64> {
-    let cfg = card.device().config_read(0x10, 8).ok()?;
-    let low = u32::from_le_bytes(cfg[0..4].try_into().ok()?);
-    if low & 1 != 0 {
-        return None; // an I/O BAR: not ours
-    }
-    let high = if (low >> 1) & 3 == 2 { u32::from_le_bytes(cfg[4..8].try_into().ok()?) } else { 0 };
-    Some(u64::from(high) << 32 | u64::from(low & !0xf))
-}
-
 /// BAR0 ranges top itself reads or writes every sample (its own polling): the timebase,
 /// the request path's and generator's error counters and the spy's registers.
 const TOP_REGISTERS: [std::ops::Range<u64>; 4] = [
@@ -323,6 +312,8 @@ struct OwnCapture {
     capture: spy::Capture,
     raw: Vec<[u8; RECORD_SIZE]>,
     filter: OwnAccessFilter,
+    /// Names of the BAR0 registers host requests hit, and the blocks card reads belong to.
+    names: Option<tlpx_trace::Bar0Names>,
     /// The last record logged (for the delta column), kept across samples.
     previous: Option<Record>,
     lines: std::collections::VecDeque<String>,
@@ -346,7 +337,8 @@ impl OwnCapture {
                         self.hidden += 1;
                         continue;
                     }
-                    let line = log_line(&record, self.previous.as_ref(), clock_hz);
+                    // Host accesses to BAR0 end with the register's name (spy.wr_index).
+                    let line = log_line_named(&record, self.previous.as_ref(), clock_hz, self.names.as_ref());
                     self.previous = Some(record);
                     line
                 }
@@ -402,7 +394,9 @@ fn collect(card: &mut Card, plan: &Plan, events: &Sender<Event>, stop: &AtomicBo
                 own = Some(OwnCapture {
                     capture,
                     raw: Vec::new(),
-                    filter: OwnAccessFilter::new(bar0_address(card)),
+                    // tlpx's registers are at BAR0 + tlpx_base (relocated when the slot's DUT is at 0).
+                    filter: OwnAccessFilter::new(crate::cmd::spy::bar0_address(card).map(|b| b + card.tlpx_base())),
+                    names: crate::cmd::spy::bar0_names(card),
                     hidden: 0,
                     previous: None,
                     lines: Default::default(),
