@@ -220,7 +220,11 @@ TRAINER_REGIONS = ("ident", "timebase", "pcie_msi", "pcie_dma0", "generator")
 
 
 def trainer_register_args(regmap):
-    return [f"{region['name']}.{reg['name']}={reg['offset']:#x}"
+    """The trainer's registers at their BAR0 offsets: on a card whose slot has placement
+    ``bar0`` tlpx's map answers at RELOCATED_TLPX_BASE (cores/slot/core.py)."""
+    dut = regmap.get("dut") or {}
+    base = regmap["constants"]["RELOCATED_TLPX_BASE"] if dut.get("placement") == "bar0" else 0
+    return [f"{region['name']}.{reg['name']}={base + reg['offset']:#x}"
             for region in regmap["regions"] if region["name"] in TRAINER_REGIONS
             for reg in region["registers"]]
 

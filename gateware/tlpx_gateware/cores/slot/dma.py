@@ -1,0 +1,507 @@
+"""The accelerator slot's DMA mover: the Verilog interface v1's rd_*/wr_* ports as TLPs.
+
+A user's Verilog (interface v1, /tmp/slot-spec.md -> docs/accelerators.md) asks for a read or a
+write of host memory with one request (a DW-aligned bus address and a length in bytes) and
+streams the data a DW per cycle; the mover turns that into memory requests and completions:
+
+```
+ rd_req (addr, len) ─► MRd splitter ──MRd (tag SLOT_TAG_BASE + k, <= max_read_bytes,
+                                          never across 4 KiB, read_slots outstanding)──► tx ─► arbiter
+ rd_data/last/error ◄─ slot FIFOs, oldest first ◄─ completion parser (tag -> slot) ◄─ DWSerializer ◄─ cpl
+ wr_req (addr, len) ─► MWr splitter: header DWs, then wr_data ──MWr (<= 128 B, never across a
+ wr_data ─► FIFO (2 TLPs) ─►                               128-byte boundary)──► tx ─► arbiter
+                                                          └─► wr_done (+ wr_error)
+```
+
+Reads: the request is cut into MRds of at most ``max_read_bytes`` (a power of two, default 512,
+the usual Max_Read_Request_Size) that end on a boundary of that size, so none crosses 4 KiB
+(PCIe Base spec, 2.2.7). Up to ``read_slots`` MRds (default 2) are outstanding; each has a slot
+with a FIFO for all of its data, so completions are always taken (the card's completion path is
+never held back by a slow user) and, in whatever order the completions of different MRds come
+(2.4.1 lets them pass each other), the data reaches ``rd_data`` in address order: the oldest
+slot's first. Each MRd takes the next of the slot's ``tags`` tags (``tag_base``..``tag_base +
+tags - 1``, round robin), and a completion is used only by the outstanding MRd with its tag: a
+late answer to a read that timed out is dropped (unless ``tags`` more reads were issued in
+between, which takes ``tags`` timeouts or answers). A completion with a status other than SC
+(UR, CA, CRS), a poisoned one (EP), one without data, or no complete answer within
+``timeout_cycles`` (default 1 ms of card cycles) ends the request: no further MRd is issued,
+the data that came before the failure is delivered, then filler DWs (zero), and ``rd_error``
+is high with ``rd_last`` on the last DW. A request always delivers exactly ceil(len / 4) DWs
+(one for a refused request of length 0); the next is taken once no MRd is in flight.
+
+Writes: MWrs of at most 128 bytes that never cross a 128-byte boundary, as rule 30's batch
+engine: 128 bytes is the smallest Max_Payload_Size, so the TLPs are legal whatever the link
+negotiated (the card does not look at the Device Control register), and a TLP that starts
+DW-aligned and stops at the next 128-byte boundary never crosses 4 KiB. The byte enables come
+from the length (the last DW of the request enables only its len % 4 bytes). ``wr_data`` goes
+into a FIFO of two TLPs (64 DWs), and an MWr starts only when all of its data is there: an MWr
+that waited for data in mid-TLP would hold the card's transmit arbiter, and in a COPY (reads
+streamed into writes) the MRd whose data it waits for could never leave. ``wr_done`` pulses once
+the request's last TLP has been handed on (``tx``) and ``tx_idle`` says the card's transmit path holds nothing of
+the mover's (tie it to the TxBoundary's idle so an interrupt raised after ``wr_done`` follows
+the data; 1 when not connected).
+
+Refusals: an address that is not DW aligned or a length of 0 is refused: a read delivers
+max(1, ceil(len / 4)) filler DWs with ``rd_error``; a write pulses ``wr_done`` with
+``wr_error`` in the cycle after the request and takes no ``wr_data`` (the user sends none).
+Both are counted in ``errors``.
+
+Throughput: at most one DW per cycle each way (the interface's 32-bit data), less the TLP
+headers (3 or 4 header DWs per MWr of 32 DWs) and, for reads, whatever of the round trip
+the other slots' data does not cover (test_dma.py measures both).
+"""
+
+from functools import reduce
+from operator import or_
+
+from migen import *
+
+from litex.gen import *
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.packet import Arbiter
+
+from litepcie.common import phy_layout
+
+from tlpx_gateware import tlp
+from tlpx_gateware.cores.request_path.core import DWGatherer, DWSerializer
+
+MAX_WRITE_BYTES = 128
+DEFAULT_MAX_READ_BYTES = 512
+DEFAULT_READ_SLOTS = 2
+MAX_LEN_BITS = 24
+
+
+def _byte_mask(nbytes):
+    """Byte enables of the last DW of a transfer whose length is `nbytes` (1..4 in the DW)."""
+    return Array([C(0xF, 4), C(0x1, 4), C(0x3, 4), C(0x7, 4)])[nbytes[:2]]
+
+
+class DmaMover(LiteXModule):
+    """The slot's DMA mover; see the module docstring.
+
+    Parameters
+    ----------
+    data_width : int
+        TLP datapath width in bits (64, 128, 256).
+    requester_id : Signal(16)
+        The card's requester ID, for the MRd/MWr headers.
+    tag_base, tags : int
+        The slot's tags (SLOT_TAG_BASE, SLOT_TAGS): completions with these come to ``cpl``.
+    clock_hz : float
+        Card clock, for the default read timeout (1 ms).
+    timeout_cycles : int or None
+        Cycles to wait for an MRd's completions; default 1 ms of card cycles.
+    max_read_bytes : int
+        Largest MRd in bytes, a power of two 4..4096 (keep it <= the link's MRRS).
+    read_slots : int
+        MRds outstanding at most, 1..tags (a FIFO of max_read_bytes each).
+    """
+    def __init__(self, data_width, requester_id, tag_base, tags, clock_hz=125e6, timeout_cycles=None,
+                 max_read_bytes=DEFAULT_MAX_READ_BYTES, read_slots=DEFAULT_READ_SLOTS):
+        if data_width not in (64, 128, 256):
+            raise ValueError(f"data width must be 64, 128 or 256 bits, not {data_width!r}")
+        if max_read_bytes not in [2**i for i in range(2, 13)]:
+            raise ValueError(f"max_read_bytes must be a power of two 4..4096, not {max_read_bytes!r}")
+        if not (tags >= 1 and 0 <= tag_base and tag_base + tags <= 256):
+            raise ValueError(f"tags {tag_base}..{tag_base + tags - 1} must lie in 0..255")
+        if not (isinstance(read_slots, int) and 1 <= read_slots <= tags):
+            raise ValueError(f"read_slots must be 1..{tags} (one tag each), not {read_slots!r}")
+        if timeout_cycles is None:
+            timeout_cycles = int(clock_hz / 1000)
+        # Interface v1, seen from the mover (the user's outputs are the mover's inputs).
+        self.rd_req_valid = Signal()
+        self.rd_req_ready = Signal()
+        self.rd_req_addr  = Signal(64)
+        self.rd_req_len   = Signal(MAX_LEN_BITS)
+        self.rd_valid     = Signal()
+        self.rd_ready     = Signal()
+        self.rd_data      = Signal(32)
+        self.rd_last      = Signal()
+        self.rd_error     = Signal()
+        self.wr_req_valid = Signal()
+        self.wr_req_ready = Signal()
+        self.wr_req_addr  = Signal(64)
+        self.wr_req_len   = Signal(MAX_LEN_BITS)
+        self.wr_valid     = Signal()
+        self.wr_ready     = Signal()
+        self.wr_data      = Signal(32)
+        self.wr_done      = Signal()
+        self.wr_error     = Signal()
+        # Card side.
+        self.tx  = stream.Endpoint(phy_layout(data_width))  # MRd and MWr TLPs (source)
+        self.cpl = stream.Endpoint(phy_layout(data_width))  # completions with the slot's tags (sink)
+        self.tx_idle = Signal(reset=1)  # in: nothing of the mover's waits in the card's transmit path
+        self.busy = Signal()
+        self.counters = {name: Signal(32, name=name) for name in
+                         ("dma_reads", "dma_writes", "dma_read_bytes", "dma_write_bytes", "dma_errors")}
+
+        # # #
+
+        read_dws = max_read_bytes // 4
+        tag_bits = max(1, (tags - 1).bit_length())
+
+        # Read requests ---------------------------------------------------------------------------
+        rd_active  = Signal()          # a request is being served (until its last DW is taken)
+        rd_addr    = Signal(64)        # next byte to request
+        rd_left    = Signal(MAX_LEN_BITS)  # bytes not yet requested
+        rd_fail    = Signal()          # the request failed: no more MRds, filler after the data
+        out_left   = Signal(MAX_LEN_BITS - 1)  # DWs still to deliver on rd_data
+        rd_ok_len  = Signal(MAX_LEN_BITS)  # the request's length, counted when it ends well
+        bad_rd     = Signal()
+        self.comb += [
+            bad_rd.eq((self.rd_req_addr[:2] != 0) | (self.rd_req_len == 0)),
+        ]
+        rd_accept = Signal()
+        self.comb += rd_accept.eq(self.rd_req_valid & self.rd_req_ready)
+        req_dws = Signal(MAX_LEN_BITS - 1)
+        self.comb += req_dws.eq((self.rd_req_len + 3)[2:])
+
+        # The MRd to issue next: up to the next max_read_bytes boundary.
+        rd_room  = Signal(14)
+        rd_chunk = Signal(14)
+        chunk_dws = Signal(12)
+        self.comb += [
+            rd_room.eq(max_read_bytes - (rd_addr[:12] & (max_read_bytes - 1))),
+            rd_chunk.eq(Mux(rd_left < rd_room, rd_left, rd_room)),
+            chunk_dws.eq((rd_chunk + 3)[2:]),
+        ]
+        # Read slots: an MRd in flight and its data, oldest first --------------------------------
+        # Each slot has a FIFO for one MRd's data, so the completions of different MRds, in
+        # whatever order they come, are delivered in address order (the head slot's first).
+        fifos = [ResetInserter()(stream.SyncFIFO([("data", 32)], read_dws)) for _ in range(read_slots)]
+        for i, fifo in enumerate(fifos):
+            setattr(self, f"slot{i}_fifo", fifo)
+        alloc   = [Signal(name=f"slot{i}_alloc") for i in range(read_slots)]    # data not yet delivered
+        outst   = [Signal(name=f"slot{i}_outstanding") for i in range(read_slots)]  # MRd in flight
+        expect  = [Signal(12, name=f"slot{i}_expect") for i in range(read_slots)]  # payload DWs to come
+        length  = [Signal(12, name=f"slot{i}_length") for i in range(read_slots)]  # DWs of its MRd
+        stag    = [Signal(8, name=f"slot{i}_tag") for i in range(read_slots)]
+        failed  = [Signal(name=f"slot{i}_failed") for i in range(read_slots)]
+        timer   = [Signal(max=timeout_cycles + 2, name=f"slot{i}_timer") for i in range(read_slots)]
+        slot_bits = max(1, (read_slots - 1).bit_length())
+        issue_slot = Signal(slot_bits)  # the slot the next MRd takes
+        head       = Signal(slot_bits)  # the oldest slot: its data goes to rd_data
+        next_tag   = Signal(tag_bits)
+        any_outstanding = Signal()
+        idle_reads = Signal()           # no request, no MRd in flight: slots free, FIFOs empty
+        self.comb += [
+            any_outstanding.eq(reduce(or_, outst)),
+            idle_reads.eq(~rd_active & ~any_outstanding),
+            self.rd_req_ready.eq(idle_reads),
+        ]
+        can_issue = Signal()
+        self.comb += can_issue.eq(rd_active & ~rd_fail & (rd_left != 0) & ~Array(alloc)[issue_slot])
+
+        self.rd_gatherer = rd_gatherer = DWGatherer(data_width)
+        mrd_len   = Signal(10)
+        mrd_addr  = Signal(64)
+        mrd_hdr4  = Signal()
+        mrd_first = Signal(4)
+        mrd_lastb = Signal(4)
+        mrd_idx   = Signal(2)
+        mrd_tag   = Signal(8)
+        # The tag: tag_base + next_tag through a sized signal (a sum inside Cat keeps the width
+        # of its widest operand).
+        tag_sig = Signal(8)
+        self.comb += tag_sig.eq(tag_base + next_tag)
+        mrd_dw = Array([
+            Cat(mrd_len, C(0, 14), C(tlp.TYPE_MEM, 5), mrd_hdr4, C(0, 2)),
+            Cat(mrd_first, mrd_lastb, mrd_tag, requester_id),
+            Mux(mrd_hdr4, mrd_addr[32:], Cat(C(0, 2), mrd_addr[2:32])),
+            Cat(C(0, 2), mrd_addr[2:32]),
+        ])
+        mrd_last = Signal(2)
+        self.comb += mrd_last.eq(Mux(mrd_hdr4, 3, 2))
+
+        issue = Signal()
+        self.rd_fsm = rd_fsm = FSM(reset_state="IDLE")
+        rd_fsm.act("IDLE",
+            If(can_issue,
+                issue.eq(1),
+                NextValue(mrd_len, chunk_dws),
+                NextValue(mrd_addr, rd_addr),
+                NextValue(mrd_hdr4, rd_addr[32:] != 0),
+                NextValue(mrd_first, Mux(chunk_dws == 1, _byte_mask(rd_chunk), 0xF)),
+                NextValue(mrd_lastb, Mux(chunk_dws == 1, 0, _byte_mask(rd_chunk))),
+                NextValue(mrd_tag, tag_sig),
+                NextValue(mrd_idx, 0),
+                NextState("EMIT")
+            )
+        )
+        rd_fsm.act("EMIT",
+            rd_gatherer.sink.valid.eq(1),
+            rd_gatherer.sink.first.eq(mrd_idx == 0),
+            rd_gatherer.sink.last.eq(mrd_idx == mrd_last),
+            rd_gatherer.sink.dat.eq(mrd_dw[mrd_idx]),
+            If(rd_gatherer.sink.ready,
+                NextValue(mrd_idx, mrd_idx + 1),
+                If(mrd_idx == mrd_last, NextState("IDLE"))
+            )
+        )
+
+        # Completions: one DW per cycle (header DW0..DW2, then payload) --------------------------
+        self.cpl_serializer = ser = DWSerializer(data_width)
+        self.comb += self.cpl.connect(ser.sink)
+        c = ser.source
+        self.comb += c.ready.eq(1)
+        c_idx      = Signal(2)     # 1: DW1 next; 2: DW2 next; 3: payload
+        c_ep       = Signal()
+        c_has_data = Signal()
+        c_status   = Signal(3)
+        c_slot     = Signal(read_slots)  # decided at DW2: the slot whose MRd has this tag (one-hot)
+        c_good     = Signal()
+        self.comb += c_good.eq((c_status == tlp.CPL_SC) & ~c_ep & c_has_data)
+        at_dw2 = Signal()
+        self.comb += at_dw2.eq(c.valid & ~c.first & (c_idx == 2))
+        at_payload = Signal()
+        self.comb += at_payload.eq(c.valid & ~c.first & (c_idx == 3) & c_good)
+        match = Signal(read_slots)
+        self.comb += match.eq(Cat(*[outst[i] & (c.dat[8:16] == stag[i]) for i in range(read_slots)]))
+        self.sync += If(c.valid,
+            If(c.first,
+                c_idx.eq(1),
+                c_ep.eq(c.dat[14]),
+                c_has_data.eq(c.dat[30]),
+            ).Elif(c_idx == 1,
+                c_status.eq(c.dat[13:16]),
+                c_idx.eq(2),
+            ).Elif(c_idx == 2,
+                c_slot.eq(match),
+                c_idx.eq(3),
+            )
+        )
+        fault = Signal()   # an MRd ended in error (an error completion or a timeout) now
+        faults = []
+        release = Signal(read_slots)  # the head slot's data has all been delivered now
+        for i in range(read_slots):
+            payload   = Signal(name=f"slot{i}_payload")
+            cpl_fault = Signal(name=f"slot{i}_cpl_fault")
+            timed_out = Signal(name=f"slot{i}_timed_out")
+            self.comb += [
+                payload.eq(at_payload & c_slot[i] & outst[i]),
+                cpl_fault.eq(at_dw2 & match[i] & ~c_good),
+                timed_out.eq(outst[i] & (timer[i] >= timeout_cycles)),
+                fifos[i].sink.valid.eq(payload),
+                fifos[i].sink.data.eq(c.dat),
+                # Between requests the FIFOs are emptied: a failed request leaves data behind.
+                fifos[i].reset.eq(idle_reads),
+            ]
+            faults += [cpl_fault, timed_out]
+            self.sync += [
+                If(issue & (issue_slot == i),
+                    alloc[i].eq(1),
+                    outst[i].eq(1),
+                    expect[i].eq(chunk_dws),
+                    length[i].eq(chunk_dws),
+                    stag[i].eq(tag_sig),
+                    failed[i].eq(0),
+                    timer[i].eq(0),
+                ).Else(
+                    If(outst[i], timer[i].eq(timer[i] + 1)),
+                    If(payload,
+                        expect[i].eq(expect[i] - 1),
+                        If(expect[i] == 1, outst[i].eq(0)),
+                    ),
+                    If(cpl_fault | timed_out,
+                        outst[i].eq(0),
+                        failed[i].eq(1),
+                    ),
+                    If(release[i] | idle_reads, alloc[i].eq(0)),
+                ),
+            ]
+        self.comb += fault.eq(reduce(or_, faults))
+        self.sync += If(issue,
+            rd_addr.eq(rd_addr + rd_chunk),
+            rd_left.eq(rd_left - rd_chunk),
+            issue_slot.eq(Mux(issue_slot == read_slots - 1, 0, issue_slot + 1)),
+            next_tag.eq(Mux(next_tag == tags - 1, 0, next_tag + 1)),
+        ).Elif(rd_accept,
+            issue_slot.eq(0),
+        )
+
+        # Data to the user: the head slot's DWs; filler once the head's MRd failed (or the
+        # request was refused), for the rest of the request ----------------------------------------
+        h_valid = Signal()
+        h_data  = Signal(32)
+        filler  = Signal()
+        deliver = Signal()
+        taken   = Signal()   # a DW of the head slot's data is taken now
+        dlv     = Signal(12) # DWs of the head slot's MRd delivered
+        h_alloc, h_failed, h_outst = Array(alloc)[head], Array(failed)[head], Array(outst)[head]
+        self.comb += [
+            h_valid.eq(Array([f.source.valid for f in fifos])[head]),
+            h_data.eq(Array([f.source.data for f in fifos])[head]),
+            filler.eq(rd_fail & (~h_alloc | (h_failed & ~h_outst)) & ~h_valid),
+            self.rd_valid.eq(rd_active & (out_left != 0) & (h_valid | filler)),
+            self.rd_data.eq(Mux(h_valid, h_data, 0)),
+            self.rd_last.eq(out_left == 1),
+            self.rd_error.eq(rd_fail & (out_left == 1)),
+            deliver.eq(self.rd_valid & self.rd_ready),
+            taken.eq(deliver & h_valid),
+            *[fifos[i].source.ready.eq(deliver & (head == i)) for i in range(read_slots)],
+            release.eq(Cat(*[taken & (head == i) & (dlv == length[i] - 1) for i in range(read_slots)])),
+        ]
+        rd_end = Signal()
+        self.comb += rd_end.eq(deliver & self.rd_last)
+        self.sync += [
+            If(taken,
+                If(dlv == Array(length)[head] - 1,
+                    dlv.eq(0),
+                    head.eq(Mux(head == read_slots - 1, 0, head + 1)),
+                ).Else(
+                    dlv.eq(dlv + 1),
+                )
+            ),
+            If(rd_accept,
+                rd_active.eq(1),
+                rd_addr.eq(self.rd_req_addr),
+                rd_left.eq(Mux(bad_rd, 0, self.rd_req_len)),
+                rd_fail.eq(bad_rd),
+                out_left.eq(Mux(req_dws == 0, 1, req_dws)),
+                rd_ok_len.eq(self.rd_req_len),
+                head.eq(0),
+                dlv.eq(0),
+            ).Else(
+                If(fault, rd_fail.eq(1)),
+                If(deliver,
+                    out_left.eq(out_left - 1),
+                    If(self.rd_last, rd_active.eq(0)),
+                ),
+            ),
+        ]
+
+        # Writes ------------------------------------------------------------------------------------
+        self.wr_gatherer = wr_gatherer = DWGatherer(data_width)
+        # wr_data waits here until a whole TLP's worth has come: an MWr whose header went out
+        # before its data would hold the transmit arbiter, and a COPY's next MRd (whose data
+        # that MWr waits for) could never leave.
+        self.wr_fifo = wr_fifo = stream.SyncFIFO([("data", 32)], 2 * MAX_WRITE_BYTES // 4)
+        wr_in_left = Signal(MAX_LEN_BITS - 1)  # DWs of the request still to take from the user
+        self.comb += [
+            wr_fifo.sink.valid.eq(self.wr_valid & (wr_in_left != 0)),
+            wr_fifo.sink.data.eq(self.wr_data),
+            self.wr_ready.eq(wr_fifo.sink.ready & (wr_in_left != 0)),
+        ]
+        self.sync += If(wr_fifo.sink.valid & wr_fifo.sink.ready, wr_in_left.eq(wr_in_left - 1))
+        wr_addr  = Signal(64)
+        wr_left  = Signal(MAX_LEN_BITS)   # bytes not yet in a TLP
+        wr_total = Signal(MAX_LEN_BITS)
+        wr_room  = Signal(8)
+        wr_chunk = Signal(8)              # bytes of the TLP being built, 1..128
+        wr_dws   = Signal(6)
+        self.comb += [
+            wr_room.eq(MAX_WRITE_BYTES - wr_addr[:7]),
+            wr_chunk.eq(Mux(wr_left < wr_room, wr_left, wr_room)),
+        ]
+        mwr_len   = Signal(6)
+        mwr_addr  = Signal(64)
+        mwr_hdr4  = Signal()
+        mwr_first = Signal(4)
+        mwr_lastb = Signal(4)
+        mwr_idx   = Signal(6)
+        mwr_final = Signal()              # this TLP ends the request
+        mwr_dw = Array([
+            Cat(mwr_len, C(0, 4), C(0, 14), C(tlp.TYPE_MEM, 5), mwr_hdr4, C(1, 1), C(0, 1)),
+            Cat(mwr_first, mwr_lastb, C(0, 8), requester_id),
+            Mux(mwr_hdr4, mwr_addr[32:], Cat(C(0, 2), mwr_addr[2:32])),
+            Cat(C(0, 2), mwr_addr[2:32]),
+        ])
+        mwr_hdr_last = Signal(2)
+        self.comb += [
+            mwr_hdr_last.eq(Mux(mwr_hdr4, 3, 2)),
+            wr_dws.eq((wr_chunk + 3)[2:]),
+        ]
+        bad_wr   = Signal()
+        self.comb += bad_wr.eq((self.wr_req_addr[:2] != 0) | (self.wr_req_len == 0))
+        wr_refuse = Signal()
+        wr_ok     = Signal()
+        self.wr_fsm = wr_fsm = FSM(reset_state="IDLE")
+        wr_fsm.act("IDLE",
+            self.wr_req_ready.eq(1),
+            If(self.wr_req_valid,
+                NextValue(wr_addr, self.wr_req_addr),
+                NextValue(wr_left, self.wr_req_len),
+                NextValue(wr_total, self.wr_req_len),
+                If(bad_wr,
+                    NextState("REFUSE")
+                ).Else(
+                    NextValue(wr_in_left, (self.wr_req_len + 3)[2:]),
+                    NextState("NEXT")
+                )
+            )
+        )
+        wr_fsm.act("REFUSE",
+            wr_refuse.eq(1),
+            self.wr_done.eq(1),
+            self.wr_error.eq(1),
+            NextState("IDLE")
+        )
+        wr_fsm.act("NEXT",
+            If(wr_fifo.level >= wr_dws,
+                NextValue(mwr_len, wr_dws),
+                NextValue(mwr_addr, wr_addr),
+                NextValue(mwr_hdr4, wr_addr[32:] != 0),
+                NextValue(mwr_first, Mux(wr_dws == 1, _byte_mask(wr_chunk), 0xF)),
+                NextValue(mwr_lastb, Mux(wr_dws == 1, 0, _byte_mask(wr_chunk))),
+                NextValue(mwr_final, wr_left == wr_chunk),
+                NextValue(mwr_idx, 0),
+                NextValue(wr_addr, wr_addr + wr_chunk),
+                NextValue(wr_left, wr_left - wr_chunk),
+                NextState("HEADER")
+            )
+        )
+        wr_fsm.act("HEADER",
+            wr_gatherer.sink.valid.eq(1),
+            wr_gatherer.sink.first.eq(mwr_idx == 0),
+            wr_gatherer.sink.dat.eq(mwr_dw[mwr_idx[:2]]),
+            If(wr_gatherer.sink.ready,
+                NextValue(mwr_idx, mwr_idx + 1),
+                If(mwr_idx == mwr_hdr_last,
+                    NextValue(mwr_idx, 0),
+                    NextState("DATA")
+                )
+            )
+        )
+        wr_fsm.act("DATA",
+            wr_gatherer.sink.valid.eq(wr_fifo.source.valid),
+            wr_gatherer.sink.last.eq(mwr_idx == mwr_len - 1),
+            wr_gatherer.sink.dat.eq(wr_fifo.source.data),
+            wr_fifo.source.ready.eq(wr_gatherer.sink.ready),
+            If(wr_fifo.source.valid & wr_gatherer.sink.ready,
+                NextValue(mwr_idx, mwr_idx + 1),
+                If(mwr_idx == mwr_len - 1,
+                    If(mwr_final,
+                        NextState("FINISH")
+                    ).Else(
+                        NextState("NEXT")
+                    )
+                )
+            )
+        )
+        # The last TLP's final beat is still in the gatherer until the arbiter takes it.
+        wr_fsm.act("FINISH",
+            If(~wr_gatherer.source.valid & self.tx_idle,
+                wr_ok.eq(1),
+                self.wr_done.eq(1),
+                NextState("IDLE")
+            )
+        )
+
+        self.arbiter = Arbiter([rd_gatherer.source, wr_gatherer.source], self.tx)
+
+        # Counters ----------------------------------------------------------------------------------
+        k = self.counters
+        rd_failed_end = Signal()
+        self.comb += rd_failed_end.eq(rd_end & rd_fail)
+        self.sync += [
+            If(rd_accept & ~bad_rd, k["dma_reads"].eq(k["dma_reads"] + 1)),
+            If(rd_end & ~rd_fail, k["dma_read_bytes"].eq(k["dma_read_bytes"] + rd_ok_len)),
+            If(wr_fsm.ongoing("IDLE") & self.wr_req_valid & ~bad_wr, k["dma_writes"].eq(k["dma_writes"] + 1)),
+            If(wr_ok, k["dma_write_bytes"].eq(k["dma_write_bytes"] + wr_total)),
+            # A failed read is counted once, when its last DW is delivered (a refused one too).
+            k["dma_errors"].eq(k["dma_errors"] + rd_failed_end + wr_refuse),
+        ]
+
+        # Busy: every state in which a register can change without an input event.
+        self.comb += self.busy.eq(rd_active | any_outstanding | ~rd_fsm.ongoing("IDLE") |
+            ~wr_fsm.ongoing("IDLE") | wr_fifo.source.valid | rd_gatherer.source.valid | wr_gatherer.source.valid | self.tx.valid)
