@@ -36,8 +36,8 @@ use crate::session::Session;
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// A card build's csr.json (build/card/<name>/csr.json): its regions with
-    /// `"owner": "dut"` (the accelerator's registers) join the names `reg` knows. On a card
-    /// with a `slot` block, the file's DUT map hash must equal slot.dut_map_hash.
+    /// `"owner": "dut"` (the accelerator's registers) join the names `reg` knows. Their map
+    /// hash must equal the card's slot.dut_map_hash (the file is of the accelerator in the slot).
     #[arg(long, global = true, value_name = "FILE")]
     regs: Option<PathBuf>,
     #[command(subcommand)]
