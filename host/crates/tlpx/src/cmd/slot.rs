@@ -945,7 +945,18 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             card.require(Feature::Spy, "spy")?;
             let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
             let (filters, trigger) = (Filters::default(), Trigger::default());
-            let (header, _) = crate::cmd::spy::trace_header(&mut session, &filters, &trigger, time_mode)?;
+            let (mut header, _) = crate::cmd::spy::trace_header(&mut session, &filters, &trigger, time_mode)?;
+            // The DUT's registers from --regs: the trace names its window's accesses by them.
+            header.card.slot_registers = loaded
+                .map
+                .registers
+                .iter()
+                .filter(|r| r.owner == crate::regmap::Owner::Dut && r.region == info.dut_name)
+                .filter_map(|r| {
+                    let offset = r.offset.checked_sub(tlpx_regs::constants::SLOT_WINDOW_BASE)?;
+                    Some(tlpx_trace::SlotRegister { name: r.name.clone(), offset, size_bits: r.size_bits })
+                })
+                .collect();
             let (mps, _) = session.mps_mrrs();
             let card = &mut session.card;
             let mut writer = TraceWriter::create(path, &header).map_err(|e| anyhow!("creating {}: {e}", path.display()))?;

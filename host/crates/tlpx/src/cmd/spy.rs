@@ -428,6 +428,7 @@ pub(crate) fn trace_header(
             bar0_address: names.as_ref().map(|n| format!("{:#x}", n.base)),
             tlpx_map_offset: names.as_ref().filter(|n| n.tlpx_base != 0).map(|n| format!("{:#x}", n.tlpx_base)),
             slot_dut: names.as_ref().and_then(|n| n.dut.clone()),
+            slot_registers: Vec::new(),
         },
     );
     info.simulated = session.environment.simulated;
