@@ -111,11 +111,7 @@ impl Bar0Names {
             }
         }
         let tlpx_base = header.card.tlpx_map_offset.as_deref().and_then(parse_address).unwrap_or(0);
-        Some(
-            Bar0Names::new(base)
-                .with_slot(tlpx_base, header.card.slot_dut.clone())
-                .with_dut_registers(header.card.slot_registers.clone()),
-        )
+        Some(Bar0Names::new(base).with_slot(tlpx_base, header.card.slot_dut.clone()).with_dut_registers(header.card.slot_registers.clone()))
     }
 
     /// With the slot DUT's registers (name, window offset): its accesses named by register.

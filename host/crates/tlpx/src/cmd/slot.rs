@@ -136,6 +136,8 @@ pub struct Step {
     pub place: String,
     /// The line as written (comments and surrounding blanks removed).
     pub text: String,
+    /// The line as it runs: its variables replaced by their values.
+    pub expanded: String,
     pub op: Op,
 }
 
@@ -158,8 +160,7 @@ fn valid_name(name: &str) -> bool {
 
 /// Parses `NAME=VALUE` of `--set`.
 fn parse_set(text: &str) -> anyhow::Result<(String, String)> {
-    let (name, value) =
-        text.split_once('=').ok_or_else(|| anyhow!("--set {text:?}: give NAME=VALUE (e.g. --set size=1025)"))?;
+    let (name, value) = text.split_once('=').ok_or_else(|| anyhow!("--set {text:?}: give NAME=VALUE (e.g. --set size=1025)"))?;
     if !valid_name(name) {
         bail!("--set {text:?}: {name:?} is not a variable name (letters, digits, _; not starting with a digit)");
     }
@@ -186,9 +187,12 @@ fn expand(text: &str, vars: &[(String, String)], used: &mut Vec<String>) -> Resu
         if name.is_empty() {
             return Err("a `$` without a variable name after it".into());
         }
-        let value = vars.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone()).ok_or_else(|| {
-            format!("${name} is not set: give --set {name}=VALUE, or a line `default {name} VALUE` before this one")
-        })?;
+        let value = vars
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("${name} is not set: give --set {name}=VALUE, or a line `default {name} VALUE` before this one"))?;
         if !used.iter().any(|u| u == name) {
             used.push(name.to_owned());
         }
@@ -259,7 +263,9 @@ impl Parser<'_> {
             };
             let i = self.buffer(buf)?;
             match part {
-                AddrPart::Full => need(64, "a 64-bit bus address").map_err(|e| format!("{e}: write @{buf}.lo and @{buf}.hi to two 32-bit registers"))?,
+                AddrPart::Full => {
+                    need(64, "a 64-bit bus address").map_err(|e| format!("{e}: write @{buf}.lo and @{buf}.hi to two 32-bit registers"))?
+                }
                 _ => need(32, "half of a bus address")?,
             }
             return Ok(Value::Addr(i, part));
@@ -350,7 +356,10 @@ impl Parser<'_> {
                     return Err(format!("{} is {} bits wide: write it a word at a time by offset", r.full_name(), r.size_bits));
                 }
                 if matches!(target, Target::Field(..)) && r.access != Access::Rw {
-                    return Err(format!("{} is write-only: a field write needs a read-modify-write; write the whole register", r.full_name()));
+                    return Err(format!(
+                        "{} is write-only: a field write needs a read-modify-write; write the whole register",
+                        r.full_name()
+                    ));
                 }
                 let value = self.value(&target, value)?;
                 Ok(Op::Write { target, value })
@@ -444,10 +453,14 @@ pub fn parse(lines: &[(String, String)], set: &[(String, String)], map: &RegMap,
         }
         let result = expand(text, &vars, &mut used).and_then(|expanded| {
             let words: Vec<&str> = expanded.split_whitespace().collect();
-            parser.line(&words).map_err(|e| if expanded != text { format!("{e} (the line reads `{expanded}`)") } else { e })
+            match parser.line(&words) {
+                Ok(op) => Ok((op, expanded)),
+                Err(e) if expanded != text => Err(format!("{e} (the line reads `{expanded}`)")),
+                Err(e) => Err(e),
+            }
         });
         match result {
-            Ok(op) => steps.push(Step { place: place.clone(), text: text.to_owned(), op }),
+            Ok((op, expanded)) => steps.push(Step { place: place.clone(), text: text.to_owned(), expanded, op }),
             Err(e) => errors.push(format!("{place}: `{text}`: {e}")),
         }
     }
@@ -664,7 +677,7 @@ impl Runner<'_> {
     }
 
     fn step(&mut self, step: &Step) -> anyhow::Result<serde_json::Value> {
-        let mut rec = json!({"line": step.place, "text": step.text});
+        let mut rec = json!({"line": step.place, "text": step.text, "run": step.expanded});
         match &step.op {
             Op::Buffer { name, size, fill } => {
                 let buf = self.card.device().alloc_dma(*size)?;
@@ -683,7 +696,11 @@ impl Runner<'_> {
                     Fill::Zero => "zero".into(),
                     Fill::Byte(b) => format!("0x{b:02x}"),
                 };
-                self.say(format_args!("    buffer {name}: {size} bytes at bus 0x{:x}, {fill_text}, crc32 0x{:08x}", buf.bus_addr, crc32(&data)));
+                self.say(format_args!(
+                    "    buffer {name}: {size} bytes at bus 0x{:x}, {fill_text}, crc32 0x{:08x}",
+                    buf.bus_addr,
+                    crc32(&data)
+                ));
                 rec["bus_addr"] = json!(buf.bus_addr);
                 rec["size"] = json!(size);
                 rec["crc32"] = json!(crc32(&data));
@@ -982,7 +999,11 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
     };
     let mut failure: Option<(String, anyhow::Error)> = None;
     for step in &runner.script.steps {
-        runner.say(format_args!("{:<16} {}", step.place, step.text));
+        if step.expanded == step.text {
+            runner.say(format_args!("{:<16} {}", step.place, step.text));
+        } else {
+            runner.say(format_args!("{:<16} {}    # {}", step.place, step.text, step.expanded));
+        }
         let result = runner.step(step);
         if let Some(spy) = runner.spy.as_mut() {
             if let Err(e) = spy.poll(runner.card) {
@@ -1126,26 +1147,28 @@ mod tests {
     #[test]
     fn every_bad_line_is_named_with_its_text_and_what_is_accepted() {
         let e = check(
-            "buffer b 16 sideways\nwrite ident.magic 1\nwrite ident.scratch @b\nwrite ident.scratch 0x1_0000_0000\n\
-             frobnicate\ncompare b nosuch\nbuffer x $nope zero\nwait irq soon\nread ident.nosuch",
+            "buffer c 16 sideways\nbuffer b 16 random\nwrite ident.magic 1\nwrite ident.scratch @b\nwrite ident.scratch 0x1_0000_0000\n\
+             frobnicate\ncompare b nosuch\nbuffer x $nope zero\nwait irq soon\nread ident.nosuch\nwrite ident.scratch @c.lo",
             &[("unused", "1")],
         )
         .expect_err("bad")
         .to_string();
         for want in [
-            "10 bad lines; nothing was run",
-            "t:1: `buffer b 16 sideways`: fill \"sideways\": give random, zero or a byte",
-            "t:2: `write ident.magic 1`: ident.magic is read-only",
-            "t:3: `write ident.scratch @b`: @b is a 64-bit bus address (64 bits) and ident.scratch has 32 bits: write @b.lo and @b.hi",
-            "t:4: `write ident.scratch 0x1_0000_0000`: 0x100000000 does not fit ident.scratch",
-            "t:5: `frobnicate`: \"frobnicate\" is not a command; a line is one of: buffer NAME SIZE",
-            "t:6: `compare b nosuch`: no buffer \"nosuch\" (buffers so far: b)",
-            "t:7: `buffer x $nope zero`: $nope is not set: give --set nope=VALUE",
-            "t:8: `wait irq soon`: TIMEOUT: \"soon\" is not a duration",
-            "t:9: `read ident.nosuch`: no register \"nosuch\" in region ident",
+            "11 bad lines; nothing was run",
+            "t:1: `buffer c 16 sideways`: fill \"sideways\": give random, zero or a byte",
+            "t:3: `write ident.magic 1`: ident.magic is read-only",
+            "t:4: `write ident.scratch @b`: @b is a 64-bit bus address (64 bits) and ident.scratch has 32 bits: write @b.lo and @b.hi",
+            "t:5: `write ident.scratch 0x1_0000_0000`: 0x100000000 does not fit ident.scratch",
+            "t:6: `frobnicate`: \"frobnicate\" is not a command; a line is one of: buffer NAME SIZE",
+            "t:7: `compare b nosuch`: no buffer \"nosuch\" (buffers so far: b)",
+            "t:8: `buffer x $nope zero`: $nope is not set: give --set nope=VALUE",
+            "t:9: `wait irq soon`: TIMEOUT: \"soon\" is not a duration",
+            "t:10: `read ident.nosuch`: no register \"nosuch\" in region ident",
+            // A buffer whose line was bad is not defined for the lines after it.
+            "t:11: `write ident.scratch @c.lo`: no buffer \"c\"",
             "--set unused=...: the script uses no $unused",
         ] {
-            assert!(e.contains(&want), "missing {want:?} in:\n{e}");
+            assert!(e.contains(want), "missing {want:?} in:\n{e}");
         }
     }
 
