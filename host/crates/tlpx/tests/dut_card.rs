@@ -127,10 +127,10 @@ fn pci_epf_test_in_the_slot_through_tlpx_reg_and_slot_run_with_the_spy() {
     let magic = json(&tlpx(&dev, &["--json", "reg", "--regs", &regs, "read", "pci_epf_test.magic"]));
     assert_eq!(magic["value"], 0xA0A0_A0A0u64, "{magic:#}");
 
-    // COPY at three sizes: COPY_SUCCESS, dst == src (bytes checked here), one MSI; the
+    // COPY at four sizes (pcitest's 1 MB one too): COPY_SUCCESS, dst == src (bytes checked here), one MSI; the
     // 1025-byte one under the spy.
     let trace = sim.path("copy.tlpx");
-    for size in [1usize, 1025, 4097] {
+    for size in [1usize, 1025, 4097, 1_024_001] {
         let len = size.to_string();
         let dump_src = format!("dump src {len}");
         let dump_dst = format!("dump dst {len}");

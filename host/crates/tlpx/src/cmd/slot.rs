@@ -1024,7 +1024,8 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
     // The end of every run, whatever happened: the card left as quiet as it can be made, the
     // buffers freed, the trace finished.
     let mut notes = Vec::new();
-    if !runner.unwaited.is_empty() {
+    // Without buffers nothing of the host's can be written by a transfer still running.
+    if !runner.unwaited.is_empty() && !runner.buffers.held.is_empty() {
         let quiet = runner.quiesce();
         notes.push(format!(
             "{} wrote to the card after the last completed wait: the accelerator may have been working when the session ended; {}",
