@@ -862,7 +862,8 @@ impl Runner<'_> {
         let mut last = slot_counters(self.card)?;
         let mut still = 0;
         for _ in 0..2000 {
-            self.card.idle(WAIT_SLICE)?;
+            // The device's own idle: a Ctrl-C that ended the run must not end this bounded wait.
+            self.card.device().idle(WAIT_SLICE)?;
             if let Some(spy) = self.spy.as_mut() {
                 spy.poll(self.card)?;
             }
@@ -943,6 +944,8 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             script.variables.iter().map(|(n, v)| format!("; ${n} = {v}")).collect::<String>()
         );
     }
+    // Ctrl-C ends the run between lines (or a wait within a slice), so the buffers are freed.
+    crate::progress::install_stop_handler();
     let card = &mut session.card;
     if waits_irq {
         // The slot's MSI must be enabled (it is at reset; another tool may have masked it), its
@@ -1018,6 +1021,10 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             }
         }
         if crate::output::output_closed() {
+            break;
+        }
+        if crate::progress::stop_requested() {
+            failure = Some((format!("after {}", step.place), anyhow::Error::new(tlpx_device::DeviceError::Interrupted)));
             break;
         }
     }
