@@ -528,6 +528,7 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
             bar0_address: None,
             tlpx_map_offset: None,
             slot_dut: None,
+            slot_registers: Vec::new(),
         },
     );
     info.simulated = true;

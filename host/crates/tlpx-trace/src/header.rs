@@ -48,6 +48,21 @@ pub struct CardInfo {
     /// slot's tags are attributed to it by name (absent: the map's own, rule 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_dut: Option<String>,
+    /// The slot DUT's registers (name, offset in its window), when the capturing command knew
+    /// them (`tlpx slot run --regs`): its window's accesses are then named `dut.register`
+    /// rather than `dut+0x4`. Absent: by offset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slot_registers: Vec<SlotRegister>,
+}
+
+/// One register of the slot's DUT, for naming its window's accesses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRegister {
+    pub name: String,
+    /// Byte offset in the DUT's window.
+    pub offset: u64,
+    /// Width in bits (a register over 32 bits spans several DWs).
+    pub size_bits: u32,
 }
 
 impl CardInfo {
@@ -60,6 +75,7 @@ impl CardInfo {
             bar0_address: None,
             tlpx_map_offset: None,
             slot_dut: None,
+            slot_registers: Vec::new(),
         }
     }
 }
@@ -184,7 +200,7 @@ impl Header {
         let card: CardInfo = typed(
             card_value,
             "card",
-            "an object with clock_hz, map_hash, data_width, pci_address, bar0_address, tlpx_map_offset, slot_dut",
+            "an object with clock_hz, map_hash, data_width, pci_address, bar0_address, tlpx_map_offset, slot_dut, slot_registers ([{name, offset, size_bits}])",
         )?;
         if let Some(text) = &card.bar0_address {
             if crate::names::parse_address(text).is_none() {

@@ -49,7 +49,7 @@ pub use error::TraceError;
 pub use fields::{field, field_by_name, field_table, FieldDesc, FieldSpec, RawRecord, FIELDS, RECORD_SIZE};
 pub use file::{TraceReader, TraceWriter};
 pub use gaps::{gaps, Gap, GapDetector};
-pub use header::{CaptureInfo, CardInfo, Header, HeaderInfo, LinkInfo};
+pub use header::{CaptureInfo, CardInfo, Header, HeaderInfo, LinkInfo, SlotRegister};
 pub use log::{log_line, log_line_named, log_title};
 pub use names::{bar0_name, Bar0Names};
 pub use record::{build, Body, Completion, CplStatus, Direction, Footer, Record, Request, RequestKind, Timeout, Timing};

@@ -83,11 +83,14 @@ pub struct Bar0Names {
     pub tlpx_base: u64,
     /// The accelerator in the slot (`slot.dut_name`); None: the map's own (rule 30).
     pub dut: Option<String>,
+    /// Its registers when known (the trace header's `slot_registers`): its window's
+    /// accesses are then named by register.
+    pub dut_registers: Vec<crate::SlotRegister>,
 }
 
 impl Bar0Names {
     pub fn new(base: u64) -> Bar0Names {
-        Bar0Names { base, tlpx_base: 0, dut: None }
+        Bar0Names { base, tlpx_base: 0, dut: None, dut_registers: Vec::new() }
     }
 
     /// With the card's layout: tlpx's map at `tlpx_base`, `dut` in the slot.
@@ -108,7 +111,22 @@ impl Bar0Names {
             }
         }
         let tlpx_base = header.card.tlpx_map_offset.as_deref().and_then(parse_address).unwrap_or(0);
-        Some(Bar0Names::new(base).with_slot(tlpx_base, header.card.slot_dut.clone()))
+        Some(Bar0Names::new(base).with_slot(tlpx_base, header.card.slot_dut.clone()).with_dut_registers(header.card.slot_registers.clone()))
+    }
+
+    /// With the slot DUT's registers (name, window offset): its accesses named by register.
+    pub fn with_dut_registers(mut self, registers: Vec<crate::SlotRegister>) -> Bar0Names {
+        self.dut_registers = registers;
+        self
+    }
+
+    /// The name of offset `offset` of the other DUT's window `dut`: its register there when
+    /// the registers are known, else `dut+0x4`.
+    fn dut_window_name(&self, dut: &str, offset: u64) -> String {
+        match self.dut_registers.iter().find(|r| (r.offset..r.offset + 4 * u64::from(r.size_bits.div_ceil(32)).max(1)).contains(&offset)) {
+            Some(r) => with_offset(&format!("{dut}.{}", r.name), offset - r.offset),
+            None => with_offset(dut, offset),
+        }
     }
 
     /// The slot DUT's name when it is not the map's own DUT (rule 30): its registers are
@@ -133,14 +151,20 @@ impl Bar0Names {
         }
         if self.tlpx_base != 0 {
             // The DUT at BAR0 0 (placement bar0): below tlpx's map is its window.
-            return match offset.checked_sub(self.tlpx_base) {
-                Some(internal) => bar0_name(internal),
-                None => Some(with_offset(self.dut.as_deref().unwrap_or("slot"), offset)),
+            // Inside tlpx's map, the slot's window (SLOT_WINDOW_BASE) is the same DUT again:
+            // `tlpx reg` reaches the DUT's registers there.
+            let window = constants::SLOT_WINDOW_BASE..constants::SLOT_WINDOW_BASE + constants::SLOT_WINDOW_MAX;
+            return match (offset.checked_sub(self.tlpx_base), self.other_dut()) {
+                (Some(internal), Some(dut)) if window.contains(&internal) => {
+                    Some(self.dut_window_name(dut, internal - constants::SLOT_WINDOW_BASE))
+                }
+                (Some(internal), _) => bar0_name(internal),
+                (None, dut) => Some(self.dut_window_name(dut.or(self.dut.as_deref()).unwrap_or("slot"), offset)),
             };
         }
         let window = constants::SLOT_WINDOW_BASE..constants::SLOT_WINDOW_BASE + constants::SLOT_WINDOW_MAX;
         if let (Some(dut), true) = (self.other_dut(), window.contains(&offset)) {
-            return Some(with_offset(dut, offset - constants::SLOT_WINDOW_BASE));
+            return Some(self.dut_window_name(dut, offset - constants::SLOT_WINDOW_BASE));
         }
         bar0_name(offset)
     }
@@ -228,6 +252,19 @@ mod tests {
         // Placement bar0: the DUT at BAR0 0, tlpx's map relocated.
         let moved = names.clone().with_slot(constants::RELOCATED_TLPX_BASE, Some("pci_epf_test".into()));
         assert_eq!(moved.name(&at(0xf000_0004)).as_deref(), Some("pci_epf_test+0x4"));
+        // The same window through tlpx's relocated map (where `tlpx reg` reaches it), and by
+        // register once the DUT's registers are known.
+        let alias = 0xf000_0000 + constants::RELOCATED_TLPX_BASE + constants::SLOT_WINDOW_BASE;
+        assert_eq!(moved.name(&at(alias + 0x4)).as_deref(), Some("pci_epf_test+0x4"));
+        let regs = |names: &[(&str, u64)]| {
+            names.iter().map(|(n, o)| crate::SlotRegister { name: (*n).into(), offset: *o, size_bits: 32 }).collect::<Vec<_>>()
+        };
+        let known = moved.clone().with_dut_registers(regs(&[("magic", 0), ("command", 4)]));
+        assert_eq!(known.name(&at(0xf000_0004)).as_deref(), Some("pci_epf_test.command"));
+        assert_eq!(known.name(&at(alias + 0x4)).as_deref(), Some("pci_epf_test.command"));
+        assert_eq!(known.name(&at(alias + 0x8)).as_deref(), Some("pci_epf_test+0x8"), "no register there");
+        let in_window = other.clone().with_dut_registers(regs(&[("command", 4)]));
+        assert_eq!(in_window.name(&at(window + 0x4)).as_deref(), Some("pci_epf_test.command"));
         assert_eq!(moved.name(&at(0xf000_0000 + constants::RELOCATED_TLPX_BASE + spy::WR_INDEX.offset)).as_deref(), Some("spy.wr_index"));
         assert_eq!(names.name(&at(0xf000_0000 + spy::WR_INDEX.offset)).as_deref(), Some("spy.wr_index"));
         assert_eq!(names.name(&at(0xe000_0000)), None, "below BAR0");

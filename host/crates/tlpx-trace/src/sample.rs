@@ -21,6 +21,7 @@ pub fn info() -> HeaderInfo {
             bar0_address: None,
             tlpx_map_offset: None,
             slot_dut: None,
+            slot_registers: Vec::new(),
         },
         simulated: true,
         time_mode: None,

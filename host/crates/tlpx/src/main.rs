@@ -87,6 +87,9 @@ enum Command {
     Owners(cmd::stop::OwnersCmd),
     /// Read and write the card's registers by name (region.register) or BAR0 offset.
     Reg(cmd::reg::Cmd),
+    /// Exercise the accelerator in the card's slot with a session script: DMA buffers,
+    /// register writes and reads by name, waits for its MSI, checks of registers and buffers.
+    Slot(cmd::slot::Cmd),
     /// Live terminal view of the card's bus: bandwidth, TLP mix, latency, transactions, errors.
     Top(cmd::top::Cmd),
     /// Interrupt dispatch latency with the card's interrupt timer: histograms, idle vs loaded.
@@ -167,6 +170,7 @@ fn main() -> ExitCode {
         Command::Stop(c) => cmd::stop::run(c, &cli.device, cli.json),
         Command::Owners(c) => cmd::stop::owners(c, &cli.device, cli.json),
         Command::Reg(c) => cmd::reg::run(c, &cli.device, cli.json),
+        Command::Slot(c) => cmd::slot::run(c, &cli.device, cli.json),
         Command::Top(c) => cmd::top::run(c, &cli.device, cli.json),
         Command::Irq(c) => cmd::irq::run(c, &cli.device, cli.json),
         Command::Loop(c) => cmd::rt_loop::run(c, &cli.device, cli.json),

@@ -19,6 +19,7 @@ pub mod rule30;
 pub mod script;
 pub mod selftest;
 pub mod serve;
+pub mod slot;
 pub mod spy;
 pub mod stop;
 pub mod top;

@@ -117,13 +117,13 @@ fn bar_write(card: &mut Card, offset: u64, width: Width, value: u64) -> anyhow::
 
 /// A register's value: up to 64 bits as a number; wider ones (the rule-30 lines) as their
 /// 32-bit words, low first, read a word at a time.
-enum RegValue {
+pub(crate) enum RegValue {
     Number(u64),
     Words(Vec<u32>),
 }
 
 impl RegValue {
-    fn hex(&self, reg: &RegDef) -> String {
+    pub(crate) fn hex(&self, reg: &RegDef) -> String {
         match self {
             RegValue::Number(v) => format!("{v:#0width$x}", width = (reg.size_bits as usize).div_ceil(4) + 2),
             RegValue::Words(w) => format!("0x{}", w.iter().rev().map(|w| format!("{w:08x}")).collect::<String>()),
@@ -133,7 +133,7 @@ impl RegValue {
 
 /// Reads a register: 64-bit ones in one 2-DW read when 8-byte aligned (as Card::read), else
 /// low DW first.
-fn read_value(card: &mut Card, reg: &RegDef) -> anyhow::Result<RegValue> {
+pub(crate) fn read_value(card: &mut Card, reg: &RegDef) -> anyhow::Result<RegValue> {
     if reg.size_bits <= 32 {
         return Ok(RegValue::Number(bar_read(card, reg.offset, Width::W32)?));
     }
@@ -152,7 +152,7 @@ fn read_value(card: &mut Card, reg: &RegDef) -> anyhow::Result<RegValue> {
     Ok(RegValue::Words(words))
 }
 
-fn read_number(card: &mut Card, reg: &RegDef) -> anyhow::Result<u64> {
+pub(crate) fn read_number(card: &mut Card, reg: &RegDef) -> anyhow::Result<u64> {
     match read_value(card, reg)? {
         RegValue::Number(v) => Ok(v),
         RegValue::Words(_) => {
@@ -161,7 +161,7 @@ fn read_number(card: &mut Card, reg: &RegDef) -> anyhow::Result<u64> {
     }
 }
 
-fn write_number(card: &mut Card, reg: &RegDef, value: u64) -> anyhow::Result<()> {
+pub(crate) fn write_number(card: &mut Card, reg: &RegDef, value: u64) -> anyhow::Result<()> {
     if reg.size_bits <= 32 {
         return bar_write(card, reg.offset, Width::W32, value);
     }
@@ -174,12 +174,12 @@ fn write_number(card: &mut Card, reg: &RegDef, value: u64) -> anyhow::Result<()>
 
 /// The names `reg` knows: the card's map, plus `--regs`'s DUT regions (which [`Loaded::check`]
 /// compares with the card's slot once a card is open).
-struct Loaded {
-    map: RegMap,
-    dut: Option<(PathBuf, crate::regmap::DutRegions)>,
+pub(crate) struct Loaded {
+    pub(crate) map: RegMap,
+    pub(crate) dut: Option<(PathBuf, crate::regmap::DutRegions)>,
 }
 
-fn load_map(regs: Option<&PathBuf>) -> anyhow::Result<Loaded> {
+pub(crate) fn load_map(regs: Option<&PathBuf>) -> anyhow::Result<Loaded> {
     let mut map = RegMap::card();
     let dut = match regs {
         Some(path) => Some((path.clone(), map.add_dut_regions(path)?)),
@@ -192,7 +192,7 @@ impl Loaded {
     /// Checks `--regs` against the card's slot, and that `targets` are on this card: the map's
     /// own DUT regions (rule 30's) are another accelerator's registers when the slot holds
     /// another one. Returns that other accelerator's name, if any.
-    fn check(&self, card: &mut Card, targets: &[&RegDef]) -> anyhow::Result<Option<String>> {
+    pub(crate) fn check(&self, card: &mut Card, targets: &[&RegDef]) -> anyhow::Result<Option<String>> {
         if let Some((path, dut)) = &self.dut {
             check_slot(card, path, dut)?;
         }
@@ -229,7 +229,7 @@ fn check_slot(card: &mut Card, path: &std::path::Path, dut: &crate::regmap::DutR
     Ok(())
 }
 
-fn flush(card: &mut Card) -> anyhow::Result<()> {
+pub(crate) fn flush(card: &mut Card) -> anyhow::Result<()> {
     // A read so the posted write has reached the card when this returns.
     bar_read(card, tlpx_regs::ident::MAGIC.offset, Width::W32).map(|_| ())
 }

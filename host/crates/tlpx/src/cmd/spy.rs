@@ -406,17 +406,16 @@ pub(crate) fn bar0_names(card: &mut tlpx_device::card::Card) -> Option<tlpx_trac
     Some(tlpx_trace::Bar0Names::new(base).with_slot(card.tlpx_base(), dut))
 }
 
-fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let plan = Plan::parse(a)?;
-    let started = Instant::now();
-    let mut session = Session::open_observer(device)?;
-    let (mps, _) = session.mps_mrrs();
+/// The trace header of a capture on this session's card (its identity, BAR0's address, where
+/// tlpx's map is and who is in the slot, so that readers name registers and attribute tags),
+/// and the names the running log uses. `tlpx slot run --spy` writes the same header.
+pub(crate) fn trace_header(
+    session: &mut Session,
+    filters: &Filters,
+    trigger: &Trigger,
+    time_mode: tlpx_device::TimeMode,
+) -> anyhow::Result<(HeaderInfo, Option<tlpx_trace::Bar0Names>)> {
     let id = session.card.identity().clone();
-    session.card.require(Feature::Spy, "spy")?;
-    // Live time for the whole capture (it ends with this process's connection): the traffic
-    // another process starts while this one sleeps between polls runs and is recorded.
-    session.hold_live_time()?;
-    let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
     let clock_hz = u64::from(session.clock_hz);
     let names = bar0_names(&mut session.card);
     let mut info = HeaderInfo::new(
@@ -429,15 +428,31 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             bar0_address: names.as_ref().map(|n| format!("{:#x}", n.base)),
             tlpx_map_offset: names.as_ref().filter(|n| n.tlpx_base != 0).map(|n| format!("{:#x}", n.tlpx_base)),
             slot_dut: names.as_ref().and_then(|n| n.dut.clone()),
+            slot_registers: Vec::new(),
         },
     );
     info.simulated = session.environment.simulated;
     info.time_mode = Some(time_mode.name().to_string());
     info.link =
         session.link.as_ref().map(|l| LinkInfo { generation: l.generation, lanes: l.lanes, mps: l.mps as u16, mrrs: l.mrrs as u16 });
-    info.capture.filters = serde_json::to_value(&plan.filters)?;
-    info.capture.trigger = serde_json::to_value(&plan.trigger)?;
-    info.capture.include_own_traffic = plan.filters.include_own;
+    info.capture.filters = serde_json::to_value(filters)?;
+    info.capture.trigger = serde_json::to_value(trigger)?;
+    info.capture.include_own_traffic = filters.include_own;
+    Ok((info, names))
+}
+
+fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let plan = Plan::parse(a)?;
+    let started = Instant::now();
+    let mut session = Session::open_observer(device)?;
+    let (mps, _) = session.mps_mrrs();
+    session.card.require(Feature::Spy, "spy")?;
+    // Live time for the whole capture (it ends with this process's connection): the traffic
+    // another process starts while this one sleeps between polls runs and is recorded.
+    session.hold_live_time()?;
+    let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
+    let clock_hz = u64::from(session.clock_hz);
+    let (info, names) = trace_header(&mut session, &plan.filters, &plan.trigger, time_mode)?;
     // The spy first: a capture refused because another owns the spy leaves --output as it was.
     session.card.claim(Block::Spy)?;
     for note in session.card.take_notes() {
