@@ -402,7 +402,9 @@ class DmaMover(LiteXModule):
         mwr_final = Signal()              # this TLP ends the request
         mwr_dw = Array([
             Cat(mwr_len, C(0, 4), C(0, 14), C(tlp.TYPE_MEM, 5), mwr_hdr4, C(1, 1), C(0, 1)),
-            Cat(mwr_first, mwr_lastb, C(0, 8), requester_id),
+            # A posted write's tag is undefined by PCIe (TH clear: any value): the mover puts the
+            # slot's first tag there, so the spy attributes the DUT's writes as it does its reads.
+            Cat(mwr_first, mwr_lastb, C(tag_base, 8), requester_id),
             Mux(mwr_hdr4, mwr_addr[32:], Cat(C(0, 2), mwr_addr[2:32])),
             Cat(C(0, 2), mwr_addr[2:32]),
         ])

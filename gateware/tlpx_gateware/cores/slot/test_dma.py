@@ -67,6 +67,7 @@ class Host:
             assert first_be == 0xF and last_be != 0
         hdr = 4 if four else 3
         if fmt & 2:   # MWr
+            assert tag == TAG_BASE, f"MWr tag {tag}: the slot's first tag, so the spy attributes it"
             payload = dws[hdr:]
             assert len(payload) == length
             assert length * 4 <= MAX_WRITE_BYTES and addr // MAX_WRITE_BYTES == (addr + 4 * length - 1) // MAX_WRITE_BYTES, \

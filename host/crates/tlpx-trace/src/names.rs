@@ -170,11 +170,19 @@ impl Bar0Names {
     }
 
     /// The block a card request belongs to, by its tag (`generator`, `rt_loop`, the slot's
-    /// DUT by name): the card's non-posted requests (MRd, up) and the completions that
-    /// answer them (down). Posted writes carry no meaningful tag and are not attributed.
+    /// DUT by name): the card's non-posted requests (MRd, up), the completions that answer
+    /// them (down), and the posted writes of the slot's DMA mover, which stamps the slot's
+    /// first tag into them (a posted write's tag is undefined by PCIe; the generator's and the
+    /// other blocks' writes carry 0 and stay unattributed).
     pub fn source(&self, record: &Record) -> Option<String> {
         let (direction, tag) = match &record.body {
             Body::Request(r) if matches!(r.kind(), RequestKind::MRd32 | RequestKind::MRd64) => (r.direction, r.tag),
+            Body::Request(r)
+                if matches!(r.kind(), RequestKind::MWr32 | RequestKind::MWr64)
+                    && u64::from(r.tag) == constants::SLOT_TAG_BASE =>
+            {
+                (r.direction, r.tag)
+            }
             // A completion down answers a request that went up.
             Body::Completion(c) => (if c.direction == Direction::Down { Direction::Up } else { Direction::Down }, c.tag),
             _ => return None,

@@ -139,7 +139,7 @@ fn pci_epf_test_in_the_slot_through_tlpx_reg_and_slot_run_with_the_spy() {
         if size == 1025 {
             extra.extend_from_slice(&["--spy", &trace_arg]);
         }
-        let doc = json(&run_script(&dev, &script("copy.tlpxs"), size, &extra));
+        let doc = json(&run_script(&dev, &script("copy.slot"), size, &extra));
         assert_eq!(doc["ok"], true, "{doc:#}");
         assert_eq!(step(&doc, "expect pci_epf_test.status.copy_success")["found"], 1, "{doc:#}");
         let (src, dst) = (hex_bytes(&doc, "dump src"), hex_bytes(&doc, "dump dst"));
@@ -161,21 +161,21 @@ fn pci_epf_test_in_the_slot_through_tlpx_reg_and_slot_run_with_the_spy() {
     }
 
     // READ with the right checksum (the host's crc32_le(~0)) and a wrong one.
-    let doc = json(&run_script(&dev, &script("read.tlpxs"), 4097, &["-e", "dump src 4097"]));
+    let doc = json(&run_script(&dev, &script("read.slot"), 4097, &["-e", "dump src 4097"]));
     assert_eq!(step(&doc, "expect pci_epf_test.status.read_success")["found"], 1, "{doc:#}");
     let src = hex_bytes(&doc, "dump src");
     assert_eq!(step(&doc, "write pci_epf_test.checksum")["value"], u64::from(!crc32(&src)), "{doc:#}");
-    let doc = json(&run_script(&dev, &script("read.tlpxs"), 1025, &["--set", "checksum=0x12345678", "--set", "result=read_fail"]));
+    let doc = json(&run_script(&dev, &script("read.slot"), 1025, &["--set", "checksum=0x12345678", "--set", "result=read_fail"]));
     assert_eq!(step(&doc, "expect pci_epf_test.status.read_fail")["found"], 1, "{doc:#}");
     assert_eq!(doc["msis"], 1, "{doc:#}");
     // The same wrong checksum against the default expectation: a failed check, exit 1.
-    let out = run_script(&dev, &script("read.tlpxs"), 1025, &["--set", "checksum=0x12345678"]);
+    let out = run_script(&dev, &script("read.slot"), 1025, &["--set", "checksum=0x12345678"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.contains("expected pci_epf_test.status.read_success = 1, found 0"), "{err}");
 
     // WRITE: the DUT's checksum is the CRC (crc32_le(~0)) this test computes of what arrived.
-    let doc = json(&run_script(&dev, &script("write.tlpxs"), 4100, &["-e", "dump dst 4100"]));
+    let doc = json(&run_script(&dev, &script("write.slot"), 4100, &["-e", "dump dst 4100"]));
     assert_eq!(step(&doc, "expect pci_epf_test.status.write_success")["found"], 1, "{doc:#}");
     let dst = hex_bytes(&doc, "dump dst");
     assert!(dst.iter().any(|&b| b != 0), "the DUT wrote its pseudo-random bytes");
@@ -183,16 +183,16 @@ fn pci_epf_test_in_the_slot_through_tlpx_reg_and_slot_run_with_the_spy() {
 
     // The fault switch on: the copy's compare fails at the flipped byte (size/2), exit 1.
     ok(&tlpx(&dev, &["reg", "--regs", &regs, "write", "pci_epf_test.fault", "1"]));
-    let out = run_script(&dev, &script("copy.tlpxs"), 1025, &[]);
+    let out = run_script(&dev, &script("copy.slot"), 1025, &[]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("copy.tlpxs:17 `compare src dst`: src and dst differ at offset 512 (0x200)"), "{err}");
+    assert!(err.contains("copy.slot:17 `compare src dst`: src and dst differ at offset 512 (0x200)"), "{err}");
     assert!(err.contains("1 of 1025 bytes differ"), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON even when a check fails");
     assert_eq!(doc["ok"], false);
-    assert_eq!(doc["failed"]["line"], "copy.tlpxs:17 `compare src dst`", "{doc:#}");
+    assert_eq!(doc["failed"]["line"], "copy.slot:17 `compare src dst`", "{doc:#}");
     ok(&tlpx(&dev, &["reg", "--regs", &regs, "write", "pci_epf_test.fault", "0"]));
-    let doc = json(&run_script(&dev, &script("copy.tlpxs"), 1025, &[]));
+    let doc = json(&run_script(&dev, &script("copy.slot"), 1025, &[]));
     assert_eq!(doc["ok"], true, "the fault switch off again: {doc:#}");
 }
 
@@ -233,6 +233,9 @@ fn check_trace(trace: &std::path::Path, doc: &Value, size: usize) {
     let writes: Vec<&Vec<&str>> = rows.iter().filter(|r| r[kind].starts_with("MWr") && r[dir] == "up").collect();
     for r in &writes {
         assert!((dst_bus..dst_bus + size as u64).contains(&number(r[addr])), "a card write outside dst: {r:?}");
+        // The slot's DMA mover stamps the slot's first tag into its posted writes: attributed.
+        assert_eq!(number(r[tag]), tlpx_regs::constants::SLOT_TAG_BASE, "{r:?}");
+        assert_eq!(r[source], "pci_epf_test", "{r:?}");
     }
     let written: u64 = writes.iter().map(|r| r[payload].parse::<u64>().expect("payload")).sum();
     assert_eq!(written, size as u64, "the DUT's writes carry dst's bytes (byte enables trim the last DW)");

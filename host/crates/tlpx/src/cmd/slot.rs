@@ -2,7 +2,7 @@
 //! session script (docs/registers-cli.md, "Exercising the accelerator: tlpx slot run").
 //!
 //! ```text
-//! tlpx slot run --regs build/card/dw64-pci_epf_test/csr.json accelerators/pci_epf_test/copy.tlpxs --set size=1025
+//! tlpx slot run --regs build/card/dw64-pci_epf_test/csr.json accelerators/pci_epf_test/copy.slot --set size=1025
 //! tlpx slot run --regs FILE -e 'write pci_epf_test.magic 0x1234' -e 'expect pci_epf_test.magic 0x1234'
 //! ```
 //!
@@ -68,7 +68,7 @@ enum Action {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The session script (e.g. accelerators/pci_epf_test/copy.tlpxs); lines of `-e` run after it.
+    /// The session script (e.g. accelerators/pci_epf_test/copy.slot); lines of `-e` run after it.
     script: Option<PathBuf>,
     /// A script line (repeatable; after the file's lines, numbered `-e 1`, `-e 2`, ...).
     #[arg(short = 'e', long = "line", value_name = "LINE", allow_hyphen_values = true)]
@@ -132,7 +132,7 @@ pub enum Op {
 /// One line of the script that does something.
 #[derive(Debug, Clone)]
 pub struct Step {
-    /// `copy.tlpxs:12` or `-e 2`.
+    /// `copy.slot:12` or `-e 2`.
     pub place: String,
     /// The line as written (comments and surrounding blanks removed).
     pub text: String,
