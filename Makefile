@@ -175,7 +175,7 @@ host: $(STAMPS)/rust
 # Main jobs -------------------------------------------------------------------------------------
 
 # VPLAT=1: the demo ends with the card in a QEMU guest (needs the trixie root: vplat-root).
-demo: setup gateware $(CPU_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
+demo: setup gateware $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
 test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root

@@ -13,7 +13,9 @@
 #   6. `tlpx rule30 sweep`: the Simics paper's experiment, reduced (make rule30-sweep: full)
 #   7. the card's soft CPU: `tlpx fw load`, the Pamette-style and torture scripts, the
 #      DataMover loop's card side run by the CPU (`tlpx script run --serve loop`)
-#   8. `tlpx report`: one self-contained HTML page of every result above
+#   8. the accelerator slot with a Verilog DUT (Linux's pci-epf-test): `tlpx info`, `tlpx slot run`
+#      of its copy script with the spy, the DUT's TLPs attributed to it
+#   9. `tlpx report`: one self-contained HTML page of every result above
 # LONG=1 (make demo LONG=1) runs the full sweeps (more transfers, repeats, latency samples).
 # VPLAT=1 (make demo VPLAT=1) ends with the card on a real Linux PCI bus: the Verilated card
 # served over vfio-user to a QEMU guest (scripts/vplat.sh, about 2 minutes under TCG, too long
@@ -152,6 +154,19 @@ echo "datamover_card_side: $(grep -E "^end:" "$OUT/script-datamover.txt")"
 grep -E "^host side" "$OUT/script-datamover.txt"
 sim_stop
 
+echo; echo "== your own accelerator in the slot: Linux's pci-epf-test in plain Verilog (accelerators/pci_epf_test, docs/accelerators.md)"
+EPF=build/card/dw64-pci_epf_test
+sim_start --card "$EPF/libtlpxcard.so"
+TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
+"${TLPX[@]}" info | grep -E "^(slot|tlpx map) "
+"${TLPX[@]}" slot run accelerators/pci_epf_test/copy.slot --set size=4097 --seed 1 --regs "$EPF/csr.json" \
+    --spy "$OUT/epf-copy.tlpx" > "$OUT/epf-copy.txt"
+grep -E "MSI of the slot|ok: src and dst|^# slot counters" "$OUT/epf-copy.txt"
+"$TLPX_BIN/tlpx" spy convert "$OUT/epf-copy.tlpx" --csv "$OUT/epf-copy.csv" > /dev/null 2>&1
+echo "spy: $(grep -c ',pci_epf_test$' "$OUT/epf-copy.csv") of $(($(wc -l < "$OUT/epf-copy.csv") - 1)) TLPs of the session attributed to pci_epf_test by the slot's tags;" \
+     "the host's accesses named: $(grep -o 'pci_epf_test\.[a-z_]*' "$OUT/epf-copy.csv" | sort -u | head -4 | tr '\n' ' ')"
+sim_stop
+
 echo; echo "== tlpx report (one self-contained HTML page of the results)"
 "$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/spy-stats.json" "$OUT/irq.json" "$OUT/loop.json" "$OUT/loop-real.json" \
     "$OUT/rule30/rule30-sweep.json" "$OUT/script-pamette.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
@@ -177,7 +192,7 @@ echo "demo: simulated card found, identified, selftest PASS, host characterised,
 echo "      (every figure above is SIMULATED: tlpx-sim with the pcie-bench link model; what it fixes by construction: docs/simulator-limits.md)"
 echo "      interrupt user stage and real-time loop run idle vs loaded with real host time: this VM's scheduling of the simulator"
 echo "      and tlpx, not a PCIe host's interrupt dispatch; the loop's modelled floor in virtual time, where load changes nothing;"
-echo "      exerciser scripts run by the card's CPU"
+echo "      exerciser scripts run by the card's CPU; a Verilog accelerator (pci-epf-test) in the card's slot"
 echo "      results: $OUT/characterize/characterize.json and SVG figures beside it; trace: $OUT/spy.tlpx;"
 echo "      $OUT/irq.json, irq.svg, loop.json, loop.svg, loop-real.json; $OUT/rule30/ (JSON and four SVG figures); $OUT/script-*.json"
 echo "      report: $OUT/report.html; board projects: build/boards/ (docs/hardware.md: bring-up on a real card)"
