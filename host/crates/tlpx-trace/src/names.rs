@@ -178,8 +178,7 @@ impl Bar0Names {
         let (direction, tag) = match &record.body {
             Body::Request(r) if matches!(r.kind(), RequestKind::MRd32 | RequestKind::MRd64) => (r.direction, r.tag),
             Body::Request(r)
-                if matches!(r.kind(), RequestKind::MWr32 | RequestKind::MWr64)
-                    && u64::from(r.tag) == constants::SLOT_TAG_BASE =>
+                if matches!(r.kind(), RequestKind::MWr32 | RequestKind::MWr64) && u64::from(r.tag) == constants::SLOT_TAG_BASE =>
             {
                 (r.direction, r.tag)
             }
