@@ -17,8 +17,9 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::{read_identity, Card};
+use tlpx_device::relocate::{self, Located, Relocated};
 use tlpx_device::selector::{self, Selector};
-use tlpx_device::{litepcie_dma, Width};
+use tlpx_device::{litepcie_dma, Device, Width};
 use tlpx_model::stats::Summary;
 use tlpx_regs::ident;
 
@@ -175,12 +176,20 @@ fn run_sim(a: &SimArgs, device: &str, json: bool) -> anyhow::Result<()> {
     // DMA: LitePCIe loopback of dma_bytes, repeated. Any tlpx map is measured (see the module
     // doc): the magic is checked, the map hash is only reported.
     let mut device = SimDevice::connect(&socket)?;
-    let identity = read_identity(&mut device)?;
-    if identity.magic != tlpx_regs::constants::IDENT_MAGIC as u32 {
-        bail!("{} is not a tlpx card: BAR0 offset 0 reads 0x{:08x}", hello.card_library, identity.magic);
-    }
+    // tlpx's map at BAR0 0, or relocated by a DUT placed there (docs/accelerators.md).
+    let base = match relocate::locate(&mut device)? {
+        Located::At(base) => base,
+        Located::Nowhere { at_zero, .. } => {
+            bail!(
+                "{} is not a tlpx card: BAR0 offset 0 reads 0x{at_zero:08x} and tlpx's relocated map has no magic either",
+                hello.card_library
+            )
+        }
+    };
+    let mut device: Box<dyn Device> = if base == 0 { Box::new(device) } else { Box::new(Relocated::new(Box::new(device), base)) };
+    let identity = read_identity(device.as_mut())?;
     let map_known = [tlpx_regs::MAP_HASH, tlpx_regs::MAP_HASH_CPU].contains(&identity.map_hash);
-    let mut card = Card::open_expecting(Box::new(device), identity.map_hash)?;
+    let mut card = Card::open_expecting(device, identity.map_hash)?;
     let src = card.device().alloc_dma(a.dma_bytes as usize)?;
     let dst = card.device().alloc_dma(a.dma_bytes as usize)?;
     let mut rates = Vec::new();
