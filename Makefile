@@ -27,9 +27,11 @@ FIRMWARE     := $(BUILD)/firmware/tlpx-fw.img
 FIRMWARE_SRC := $(shell find firmware -path firmware/scripts -prune -o -type f -print 2>/dev/null)
 # clang, llvm (llvm-profdata) and libclang-rt-14-dev (its profile runtime): the card's model is
 # built with clang and profile-guided (gateware/tlpx_gateware/build.py; g++ is the fallback).
+# tshark (with Lua): the spy's pcapng export is checked against the repository's Wireshark
+# dissector (wireshark/tlpx.lua) by the real tshark.
 APT_PACKAGES := build-essential perl pkg-config pciutils libpci-dev python3-venv gtkwave prometheus chromium \
                 qemu-system-x86 busybox-static cpio kmod bc flex bison libelf-dev gcc-riscv64-unknown-elf \
-                clang llvm libclang-rt-14-dev valgrind mmdebstrap
+                clang llvm libclang-rt-14-dev valgrind mmdebstrap tshark
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' -o -name '*.cpp' | grep -v test_)
 
