@@ -13,6 +13,9 @@ echo "== Rust style and lints (cargo fmt --check, cargo clippy -D warnings)"
 echo "== gateware tests (pytest)"
 .venv/bin/python -m pytest -q gateware/tlpx_gateware
 
+echo "== dashboards: Grafana's dashboard-linter rules, PromQL through promql-parser and promtool, key panels on synthetic series (pytest)"
+.venv/bin/python -m pytest -q dashboards/tests
+
 echo "== host tests (cargo test)"
 cd host
 mkdir -p ../build

@@ -4,13 +4,16 @@
 //!                                                                          every panel's expr
 //!
 //! Grafana cannot be installed here, so the dashboards are checked three ways: the checked-in
-//! JSON is what dashboards/generate.py writes (no drift); every dashboard has the fields
+//! JSON is what dashboards/generate.py writes with Grafana's SDK from the project's venv (no
+//! drift); every dashboard has the fields
 //! Grafana requires (listed at `check_structure`: no JSON schema of Grafana dashboards is
 //! published on PyPI, npm or crates.io — Grafana's own schema is CUE / TypeScript inside
 //! Grafana); and every panel target's expr, run through Prometheus's HTTP API
 //! (/api/v1/query) against Debian's `prometheus` scraping `tlpx serve` on the simulated
 //! card, neither errors nor returns an empty result. Every metric a query names must be one
-//! of docs/dashboards.md. Prometheus is required: `make setup` installs it.
+//! of docs/dashboards.md. Prometheus is required: `make setup` installs it. Grafana's
+//! dashboard-linter rules, the PromQL parsers and `promtool test rules` are dashboards/tests
+//! (pytest, run by `make test`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,6 +30,12 @@ use tlpx_testkit::SimProcess as Sim;
 const DATASOURCE_UID: &str = "tlpx-prometheus";
 /// What the test puts for Grafana's `$__rate_interval`: the whole test fits in it.
 const RATE_WINDOW: &str = "30s";
+/// What the test puts for Grafana's `$__range` (the dashboard's time range, over which the
+/// stat panels show a counter's increase): longer than the whole test.
+const RANGE_WINDOW: &str = "5m";
+/// The datasource variable every panel and target uses (`${datasource}`); it defaults to the
+/// provisioned datasource.
+const DATASOURCE_VARIABLE: &str = "${datasource}";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
@@ -68,11 +77,15 @@ fn queries() -> Vec<(String, String, i64, String, String)> {
 
 #[test]
 fn dashboards_are_what_the_generator_writes() {
-    let out = Command::new("python3")
+    // The venv's python: it has the pinned grafana-foundation-sdk (gateware/requirements.txt),
+    // which a system python3 lacks.
+    let python = repo().join(".venv/bin/python");
+    assert!(python.exists(), "{} is missing: `make setup` creates the venv with the dashboards' SDK", python.display());
+    let out = Command::new(&python)
         .arg(repo().join("dashboards/generate.py"))
         .arg("--check")
         .output()
-        .expect("python3 runs dashboards/generate.py");
+        .expect("the venv's python runs dashboards/generate.py");
     assert!(
         out.status.success(),
         "dashboards/*.json differ from dashboards/generate.py's output: {}{}",
@@ -81,15 +94,17 @@ fn dashboards_are_what_the_generator_writes() {
     );
 }
 
-/// The fields Grafana (10.x, schemaVersion 39) needs to load a provisioned dashboard and draw
+/// The fields Grafana (12.x, schemaVersion 41) needs to load a provisioned dashboard and draw
 /// its panels:
 /// - dashboard: `uid` (1..40 of [A-Za-z0-9_-], unique across dashboards), `title` (non-empty,
 ///   unique), `schemaVersion` (an integer, 36 or later, so no migration rewrites the file),
-///   `panels` (an array), `time.from` / `time.to`, `templating.list[]` with `name` and `type`;
+///   `panels` (an array), `time.from` / `time.to`, `templating.list[]` with `name` and `type`,
+///   one of them the `datasource` variable (type datasource, for prometheus) defaulting to the
+///   provisioned datasource's uid;
 /// - panel: `id` (an integer, unique in the dashboard), `type` (a core panel plugin), `title`
 ///   (non-empty), `gridPos` {x, y, w, h} integers with w, h >= 1, x >= 0, x + w <= 24 (the grid
-///   is 24 columns) and no two panels overlapping, `datasource` {type: prometheus, uid: the
-///   provisioned datasource's}, `targets` (non-empty);
+///   is 24 columns) and no two panels overlapping, `datasource` {type: prometheus, uid:
+///   `${datasource}`}, `targets` (non-empty);
 /// - target: `refId` (non-empty, unique in the panel), `expr` (non-empty), `datasource` as the
 ///   panel's.
 ///
@@ -110,10 +125,15 @@ fn check_structure(file: &str, d: &Value, problems: &mut Vec<String>) {
     if d["time"]["from"].as_str().is_none() || d["time"]["to"].as_str().is_none() {
         bad("time.from and time.to".into());
     }
-    for v in d["templating"]["list"].as_array().into_iter().flatten() {
+    let variables = d["templating"]["list"].as_array().cloned().unwrap_or_default();
+    for v in &variables {
         if v["name"].as_str().is_none() || v["type"].as_str().is_none() {
             bad(format!("template variable without name or type: {v}"));
         }
+    }
+    let datasource = variables.iter().find(|v| v["name"] == "datasource");
+    if !datasource.is_some_and(|v| v["type"] == "datasource" && v["query"] == "prometheus" && v["current"]["value"] == DATASOURCE_UID) {
+        bad(format!("no datasource variable for prometheus defaulting to {DATASOURCE_UID}: {datasource:?}"));
     }
     let Some(panels) = d["panels"].as_array() else {
         bad("no panels array".into());
@@ -149,7 +169,7 @@ fn check_structure(file: &str, d: &Value, problems: &mut Vec<String>) {
             }
             _ => bad(format!("{at}: gridPos {g}: integers, w, h >= 1, x + w <= 24")),
         }
-        let datasource_ok = |ds: &Value| ds["type"] == "prometheus" && ds["uid"] == DATASOURCE_UID;
+        let datasource_ok = |ds: &Value| ds["type"] == "prometheus" && ds["uid"] == DATASOURCE_VARIABLE;
         if !datasource_ok(&p["datasource"]) {
             bad(format!("{at}: datasource {}", p["datasource"]));
         }
@@ -382,22 +402,53 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
     let up = query(&prom, "up{job=\"tlpx\"}").expect("up");
     assert_eq!(up.first().and_then(|s| s["value"][1].as_str()), Some("1"), "{up:?}");
 
-    // Grafana's $card: the template variable's own query gives it.
+    // Grafana's $job, $instance and $card: the template variables' own queries give them
+    // (label_values of tlpx_card_info), each narrowed by the ones before it.
     let cards = query(&prom, "tlpx_card_info").expect("tlpx_card_info");
-    let card = cards.first().and_then(|s| s["metric"]["card"].as_str()).expect("a card label").to_string();
-    assert_eq!(card, device);
-
+    let label = |name: &str| {
+        cards.first().and_then(|s| s["metric"][name].as_str()).unwrap_or_else(|| panic!("a {name} label: {cards:?}")).to_string()
+    };
+    let (job, instance, card) = (label("job"), label("instance"), label("card"));
+    assert_eq!((job.as_str(), instance.as_str(), card.as_str()), ("tlpx", exporter.as_str(), device.as_str()));
+    let concrete = |expr: &str| {
+        expr.replace("$__rate_interval", RATE_WINDOW)
+            .replace("$__range", RANGE_WINDOW)
+            .replace("$job", &job)
+            .replace("$instance", &instance)
+            .replace("$card", &card)
+    };
     let mut failures = Vec::new();
+    for (file, d) in dashboards() {
+        for v in d["templating"]["list"].as_array().into_iter().flatten().filter(|v| v["type"] == "query") {
+            let q = v["query"]["query"].as_str().or(v["query"].as_str()).unwrap_or("");
+            let (selector, wanted) = q
+                .strip_prefix("label_values(")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(|r| r.rsplit_once(','))
+                .unwrap_or_else(|| panic!("{file}: variable {}: not label_values(selector, label): {q:?}", v["name"]));
+            let series = query(&prom, &concrete(selector)).unwrap_or_default();
+            if !series.iter().any(|s| s["metric"][wanted.trim()].is_string()) {
+                failures.push(format!("{file}: variable {} ({q}) finds no {} value: {series:?}", v["name"], wanted.trim()));
+            }
+        }
+    }
+
     let all = queries();
     for (file, title, id, r, expr) in &all {
-        let concrete = expr.replace("$__rate_interval", RATE_WINDOW).replace("$card", &card);
+        let concrete = concrete(expr);
         match query(&prom, &concrete) {
             Err(e) => failures.push(format!("{file}: panel {id} {title:?} {r}: error {e}\n      {concrete}")),
             Ok(r0) if r0.is_empty() => failures.push(format!("{file}: panel {id} {title:?} {r}: no series\n      {concrete}")),
             Ok(_) => {}
         }
     }
-    assert!(failures.is_empty(), "{} of {} panel queries failed:\n  {}", failures.len(), all.len(), failures.join("\n  "));
+    assert!(
+        failures.is_empty(),
+        "{} failures among {} panel queries and the variables:\n  {}",
+        failures.len(),
+        all.len(),
+        failures.join("\n  ")
+    );
 
     // Some values, not only series: the reference line is the link's raw rate per direction
     // (gen 2 x1 on the simulator: 5 GT/s x 8b/10b / 8 = 500 MB/s), the interrupt percentiles
@@ -405,8 +456,7 @@ fn every_panel_query_returns_series_from_a_real_prometheus() {
     // The first finite value of a panel's first target (NaN when none is).
     let value_of = |title: &str| -> f64 {
         let (_, _, _, _, expr) = all.iter().find(|q| q.1 == title).unwrap_or_else(|| panic!("panel {title:?}"));
-        let concrete = expr.replace("$__rate_interval", RATE_WINDOW).replace("$card", &card);
-        query(&prom, &concrete)
+        query(&prom, &concrete(expr))
             .expect("query")
             .iter()
             .filter_map(|s| s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()))
