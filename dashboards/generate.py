@@ -20,7 +20,6 @@ Grafana variables used in queries: `$datasource` (the Prometheus datasource), `$
 `$__rate_interval` and `$__range`; the tests substitute them.
 """
 
-import json
 import sys
 from pathlib import Path
 

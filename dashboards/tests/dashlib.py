@@ -15,7 +15,6 @@ from datetime import timedelta
 from pathlib import Path
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent.parent
-REPO = DASHBOARDS_DIR.parent
 
 # Grafana's global duration variables -> a marker duration each (seconds no query uses).
 DURATION_MARKERS = {

@@ -287,9 +287,9 @@ def target_rate_interval_rule(dashboards):
             if not isinstance(call, pp.Call):
                 out.append(f"{at}: range vector {node} outside a function: {expr}")
             elif call.func.name in RATE_FUNCTIONS and node.range != rate_interval:
-                out.append(f"{at}: {call.func.name} over {node.range}, want $__rate_interval: {expr}")
+                out.append(f"{at}: {call.func.name} over {pp.display_duration(node.range)}, want $__rate_interval: {expr}")
             elif call.func.name == "increase" and node.range not in (rate_interval, whole_range):
-                out.append(f"{at}: increase over {node.range}, want $__rate_interval or $__range: {expr}")
+                out.append(f"{at}: increase over {pp.display_duration(node.range)}, want $__rate_interval or $__range: {expr}")
     return out
 
 
