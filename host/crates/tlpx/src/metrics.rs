@@ -21,7 +21,6 @@
 //! prefix, base units in the name (`_seconds`, `_bytes`), counters end in `_total`.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,8 +32,8 @@ use anyhow::{bail, Context};
 /// The default listen address: loopback only, on 9464 (the port of OpenTelemetry's
 /// Prometheus exporter; free next to node_exporter's 9100).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
-/// Content type of the text exposition format.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// Content type of the text exposition format 0.0.4 (the encoder's own constant).
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 // Registry -----------------------------------------------------------------------------------
 
@@ -65,7 +64,6 @@ pub struct HistogramValue {
 }
 
 impl HistogramValue {
-    #[allow(dead_code)] // for commands that export as they run (issue 7, later)
     pub fn count(&self) -> u64 {
         self.counts.iter().sum()
     }
@@ -79,7 +77,7 @@ enum Value {
 
 type Labels = Vec<(String, String)>;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Family {
     kind: Kind,
     help: String,
@@ -267,67 +265,59 @@ impl Registry {
         }
     }
 
-    /// The text exposition format 0.0.4 of every family that has series.
+    /// The text exposition format 0.0.4 of every family that has series, written by the
+    /// `prometheus-client` crate's encoder (escaping, number and `le` formatting, histogram
+    /// lines) from a snapshot of this registry taken under its lock.
     pub fn render(&self) -> String {
-        let families = self.lock();
+        let snapshot = Snapshot(self.lock().iter().filter(|(_, f)| !f.series.is_empty()).map(|(n, f)| (n.clone(), f.clone())).collect());
+        let mut encoding = prometheus_client::registry::Registry::default();
+        encoding.register_collector(Box::new(snapshot));
         let mut out = String::new();
-        for (name, f) in families.iter().filter(|(_, f)| !f.series.is_empty()) {
-            let help = if f.help.is_empty() { "(no description)" } else { &f.help };
-            let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
-            let _ = writeln!(out, "# TYPE {name} {}", f.kind.name());
-            for (labels, value) in &f.series {
-                match value {
-                    Value::Scalar(x) => {
-                        let _ = writeln!(out, "{name}{} {}", label_text(labels, None), number(*x));
-                    }
-                    Value::Histogram(h) => {
-                        let mut cumulative = 0u64;
-                        for (i, c) in h.counts.iter().enumerate() {
-                            cumulative += c;
-                            let le = f.bounds.get(i).map_or("+Inf".to_string(), |b| number(*b));
-                            let _ = writeln!(out, "{name}_bucket{} {cumulative}", label_text(labels, Some(&le)));
-                        }
-                        let _ = writeln!(out, "{name}_sum{} {}", label_text(labels, None), number(h.sum));
-                        let _ = writeln!(out, "{name}_count{} {cumulative}", label_text(labels, None));
-                    }
-                }
-            }
-        }
+        // Writing to a String fails only if a value refuses to format, which none of ours does.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &encoding);
         out
     }
 }
 
-/// A sample value: integers without a decimal point, others in Rust's shortest exact form.
-fn number(x: f64) -> String {
-    if x.is_nan() {
-        "NaN".into()
-    } else if x.is_infinite() {
-        if x > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x:e}")
-    }
-}
+/// The families of a [`Registry`] at one instant, sorted by name, for the encoder. The store
+/// stays tlpx's own (not the crate's `Family`/`Counter`): the collector sets counters to running
+/// totals it keeps and histograms to bucket counts the card kept, which the crate's metric types
+/// (increment and observe only) cannot hold, and its families iterate a `HashMap`, where two
+/// scrapes of the same values must be byte-identical. A `Collector` is the crate's way for
+/// exporters of values kept elsewhere.
+#[derive(Debug)]
+struct Snapshot(Vec<(String, Family)>);
 
-fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// Escapes a label value (exposition format: backslash, double quote, line feed).
-pub fn escape_label_value(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-fn label_text(labels: &Labels, le: Option<&str>) -> String {
-    if labels.is_empty() && le.is_none() {
-        return String::new();
+impl prometheus_client::collector::Collector for Snapshot {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::NoLabelSet;
+        use prometheus_client::metrics::MetricType;
+        for (name, f) in &self.0 {
+            let help = if f.help.is_empty() { "(no description)" } else { &f.help };
+            // The encoder appends `_total` to a counter's name on every line (HELP, TYPE and
+            // samples), so the name given is the family's without it: the names written are
+            // tlpx's own, byte for byte (check_name made every counter end in `_total`).
+            let (base, kind) = match f.kind {
+                Kind::Counter => (name.strip_suffix("_total").unwrap_or(name), MetricType::Counter),
+                Kind::Gauge => (name.as_str(), MetricType::Gauge),
+                Kind::Histogram => (name.as_str(), MetricType::Histogram),
+            };
+            let mut family = encoder.encode_descriptor(base, help, None, kind)?;
+            for (labels, value) in &f.series {
+                let mut series = family.encode_family(labels)?;
+                match value {
+                    Value::Scalar(x) if f.kind == Kind::Counter => series.encode_counter::<NoLabelSet, f64, f64>(x, None)?,
+                    Value::Scalar(x) => series.encode_gauge(x)?,
+                    Value::Histogram(h) => {
+                        // per-bucket counts (not cumulative); the encoder sums them and adds +Inf
+                        let buckets: Vec<(f64, u64)> = f.bounds.iter().copied().zip(h.counts.iter().copied()).collect();
+                        series.encode_histogram::<NoLabelSet>(h.sum, h.count(), &buckets, None)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
-    let mut parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v))).collect();
-    if let Some(le) = le {
-        parts.push(format!("le=\"{le}\""));
-    }
-    format!("{{{}}}", parts.join(","))
 }
 
 /// Buckets of a card's log2 cycle histogram in seconds: bucket k counts [2^k, 2^(k+1))
@@ -647,13 +637,15 @@ mod tests {
         r.observe("tlpx_c_seconds", &[], 0.005);
         r.observe("tlpx_c_seconds", &[], 5.0);
         let text = r.render();
+        // Values and `le` bounds as prometheus-client writes them (bounds as Go's client does:
+        // 0.001, 2e-08); names, HELP texts, label escapes and order as tlpx wrote them before.
         let expected = "# HELP tlpx_a_total A.\n# TYPE tlpx_a_total counter\n\
-            tlpx_a_total{dir=\"down\"} 1\ntlpx_a_total{dir=\"up\"} 5\n\
+            tlpx_a_total{dir=\"down\"} 1.0\ntlpx_a_total{dir=\"up\"} 5.0\n\
             # HELP tlpx_b_bytes B.\\nSecond \\\\ line.\n# TYPE tlpx_b_bytes gauge\n\
-            tlpx_b_bytes{card=\"sim:/a\\\"b\\\\c\\nd\",z=\"1\"} 4096\n\
+            tlpx_b_bytes{card=\"sim:/a\\\"b\\\\c\\nd\",z=\"1\"} 4096.0\n\
             # HELP tlpx_c_seconds C.\n# TYPE tlpx_c_seconds histogram\n\
-            tlpx_c_seconds_bucket{le=\"1e-3\"} 1\ntlpx_c_seconds_bucket{le=\"1e-2\"} 2\n\
-            tlpx_c_seconds_bucket{le=\"+Inf\"} 3\ntlpx_c_seconds_sum 5.0055e0\ntlpx_c_seconds_count 3\n";
+            tlpx_c_seconds_bucket{le=\"0.001\"} 1\ntlpx_c_seconds_bucket{le=\"0.01\"} 2\n\
+            tlpx_c_seconds_bucket{le=\"+Inf\"} 3\ntlpx_c_seconds_sum 5.0055\ntlpx_c_seconds_count 3\n";
         assert_eq!(text, expected);
         assert_eq!(r.render(), text, "stable output");
         assert_eq!(r.value("tlpx_a_total", &[("dir", "up")]), Some(5.0));
@@ -667,7 +659,7 @@ mod tests {
         r.describe_histogram("tlpx_l_seconds", "L.", &bounds).unwrap();
         r.histogram_set("tlpx_l_seconds", &[], HistogramValue { counts: vec![1, 0, 2, 0, 1], sum: 1.0 });
         let text = r.render();
-        assert!(text.contains("tlpx_l_seconds_bucket{le=\"8e-8\"} 3\n"), "{text}");
+        assert!(text.contains("tlpx_l_seconds_bucket{le=\"8e-08\"} 3\n"), "{text}");
         assert!(text.contains("tlpx_l_seconds_count 4\n") && !text.contains("bad length"), "{text}");
     }
 
