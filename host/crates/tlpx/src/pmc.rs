@@ -31,9 +31,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use tlpx_device::perf::PERF_TYPE_SOFTWARE;
 use tlpx_device::perf::{
-    self, PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL, PERF_ATTR_SIZE_VER1, PERF_COUNT_HW_CACHE_MISSES,
-    PERF_COUNT_HW_CACHE_REFERENCES, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC,
-    PERF_FORMAT_TOTAL_TIME_ENABLED, PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_IOC_FLAG_GROUP, PERF_TYPE_HARDWARE,
+    self, PerfEventAttr, PERF_ATTR_SIZE_VER1, PERF_COUNT_HW_CACHE_MISSES, PERF_COUNT_HW_CACHE_REFERENCES, PERF_COUNT_HW_CPU_CYCLES,
+    PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC, PERF_FORMAT_TOTAL_TIME_ENABLED, PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_IOC_FLAG_GROUP,
+    PERF_TYPE_HARDWARE,
 };
 
 // Events and options -----------------------------------------------------------------------------
@@ -648,22 +648,16 @@ impl EventSpec {
     /// Attributes of a counting (not sampling) event of this thread; a group leader starts
     /// disabled, members follow their leader. Inherit stays off: child threads not counted.
     fn attr(self, scope: PmcScope, leader: bool) -> PerfEventAttr {
-        let mut flags = ATTR_EXCLUDE_HV;
-        if scope == PmcScope::User {
-            flags |= ATTR_EXCLUDE_KERNEL;
-        }
-        if leader {
-            flags |= ATTR_DISABLED;
-        }
-        PerfEventAttr {
-            type_: self.type_,
-            // Every field set here is in VER1, which every kernel since 2.6.39 takes.
-            size: PERF_ATTR_SIZE_VER1,
-            config: self.config,
-            read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
-            flags,
-            ..PerfEventAttr::default()
-        }
+        let mut attr = PerfEventAttr::default();
+        attr.type_ = self.type_;
+        // Every field set here is in VER1, which every kernel since 2.6.39 takes.
+        attr.size = PERF_ATTR_SIZE_VER1;
+        attr.config = self.config;
+        attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+        attr.set_exclude_hv(1);
+        attr.set_exclude_kernel(u64::from(scope == PmcScope::User));
+        attr.set_disabled(u64::from(leader));
+        attr
     }
 }
 
@@ -825,12 +819,13 @@ mod tests {
         assert!(std::mem::size_of::<PerfEventAttr>() >= PERF_ATTR_SIZE_VER1 as usize);
         let user = PmcEvent::Cycles.spec().attr(PmcScope::User, true);
         assert_eq!((user.type_, user.config, user.size), (PERF_TYPE_HARDWARE, 0, 72));
-        assert_eq!(user.flags, ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV);
-        assert_eq!(user.flags & 0b10, 0, "inherit off");
+        assert_eq!((user.disabled(), user.exclude_kernel(), user.exclude_hv(), user.exclude_user()), (1, 1, 1, 0));
+        assert_eq!(user.inherit(), 0, "inherit off");
         let member = PmcEvent::CacheMisses.spec().attr(PmcScope::UserKernel, false);
-        assert_eq!((member.config, member.flags), (3, ATTR_EXCLUDE_HV));
+        assert_eq!((member.config, member.disabled(), member.exclude_kernel(), member.exclude_hv()), (3, 0, 0, 1));
         assert_eq!(member.read_format, 0b11);
-        assert_eq!(member.sample_period, 0, "counting, not sampling");
+        // SAFETY: both members of the union are u64: any bits are a valid value.
+        assert_eq!(unsafe { member.__bindgen_anon_1.sample_period }, 0, "counting, not sampling");
     }
 
     /// (config, group fd, disabled) of each open call.
@@ -842,7 +837,7 @@ mod tests {
         let log = calls.clone();
         let mut answers = answers.into_iter();
         let open = move |attr: &PerfEventAttr, group: RawFd| {
-            log.borrow_mut().push((attr.config, group, attr.flags & ATTR_DISABLED != 0));
+            log.borrow_mut().push((attr.config, group, attr.disabled() != 0));
             answers.next().unwrap_or(Err(libc::ENOENT))?;
             Ok(OwnedFd::from(std::fs::File::open("/dev/null").map_err(|_| libc::EMFILE)?))
         };

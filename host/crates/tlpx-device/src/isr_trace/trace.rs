@@ -12,8 +12,8 @@ use super::format::{decode_irq_entry, IrqEntryLayout};
 use super::records::{walk_ring, PerfRecord};
 use super::tracefs::{permission_note, TracepointId};
 use crate::perf::{
-    self, io_errno_name, MappedRing, PerfEventAttr, PermissionFacts, ATTR_DISABLED, ATTR_USE_CLOCKID, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5,
-    PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW, PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
+    self, io_errno_name, MappedRing, PerfEventAttr, PermissionFacts, PERF_ATTR_SIZE_VER5, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CPU,
+    PERF_SAMPLE_RAW, PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
 };
 use crate::DeviceError;
 
@@ -194,18 +194,23 @@ impl IrqHandlerTrace {
             records: Vec::new(),
         };
         for &cpu in &cpus {
-            let attr = PerfEventAttr {
-                type_: PERF_TYPE_TRACEPOINT,
-                // VER5 as before the attr was shared: use_clockid needs VER3 or later.
-                size: PERF_ATTR_SIZE_VER5,
-                config: tracepoint.id,
-                sample_period: 1,
-                sample_type: PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW,
-                flags: ATTR_DISABLED | ATTR_USE_CLOCKID | if options.wake_every_sample { 0 } else { ATTR_WATERMARK },
-                wakeup_events: if options.wake_every_sample { 1 } else { ((map_len - page) / 4) as u32 },
-                clockid: options.clock.clockid(),
-                ..PerfEventAttr::default()
-            };
+            let mut attr = PerfEventAttr::default();
+            attr.type_ = PERF_TYPE_TRACEPOINT;
+            // VER5 as before the attr was shared: use_clockid needs VER3 or later.
+            attr.size = PERF_ATTR_SIZE_VER5;
+            attr.config = tracepoint.id;
+            attr.__bindgen_anon_1.sample_period = 1;
+            attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW;
+            attr.set_disabled(1);
+            attr.set_use_clockid(1);
+            attr.clockid = options.clock.clockid();
+            if options.wake_every_sample {
+                attr.__bindgen_anon_2.wakeup_events = 1;
+            } else {
+                // wake a poll when a quarter of the ring is full (bytes, with `watermark`)
+                attr.set_watermark(1);
+                attr.__bindgen_anon_2.wakeup_watermark = ((map_len - page) / 4) as u32;
+            }
             // pid -1 with a CPU number: a system-wide event on that CPU; no group.
             let fd = perf::perf_event_open(&attr, -1, cpu as libc::c_int, -1, PERF_FLAG_FD_CLOEXEC)
                 .map_err(|e| perf_open_error(&e, cpu, tracepoint.id, &facts))?;

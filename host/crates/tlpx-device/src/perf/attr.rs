@@ -1,122 +1,77 @@
-//! `struct perf_event_attr` and the constants of include/uapi/linux/perf_event.h that tlpx uses.
+//! `struct perf_event_attr` and the constants of include/uapi/linux/perf_event.h that tlpx uses,
+//! from the `perf-event-open-sys2` crate: bindgen's output for the kernel's uapi header (Linux
+//! 6.9 in 5.0.6), with bindgen's own layout tests. This file used to write the struct, its
+//! version sizes and the ioctl numbers by hand; it now only narrows the constants to the types
+//! of the fields they go in (bindgen makes the C enums `u32`; `config`, `sample_type` and
+//! `read_format` are `u64`).
 //!
-//! The struct is written once, with the kernel's whole layout as of PERF_ATTR_SIZE_VER7 (the
-//! uapi header this was checked against: Linux 6.18). Each caller still says in `size` the
-//! version it needs: the kernel reads `size` bytes and takes anything shorter than it knows as
-//! an older struct, so a caller that sets only the first fields keeps working on old kernels
-//! (the `--pmc` counters send VER1, which every kernel since 2.6.39 takes).
+//! The struct is the kernel's whole one. Each caller still says in `size` the version it
+//! needs: the kernel reads `size` bytes and takes anything shorter than it knows as an older
+//! struct, so a caller that sets only the first fields keeps working on old kernels (the
+//! `--pmc` counters send VER1, which every kernel since 2.6.39 takes). The bindings are
+//! `#[non_exhaustive]` with unions and a bitfield word: build one with `Default` (all zero),
+//! set fields, the flags through their setters (`set_disabled(1)`), the unions by member
+//! (`__bindgen_anon_1.sample_period`, `__bindgen_anon_2.wakeup_events`).
 
+use perf_event_open_sys::bindings as sys;
+
+pub use sys::perf_event_attr as PerfEventAttr;
 /// Sizes of the published versions of the struct (PERF_ATTR_SIZE_VER*): what `size` may say.
-pub const PERF_ATTR_SIZE_VER0: u32 = 64;
-/// Adds config2.
-pub const PERF_ATTR_SIZE_VER1: u32 = 72;
-/// Adds branch_sample_type.
-pub const PERF_ATTR_SIZE_VER2: u32 = 80;
-/// Adds sample_regs_user, sample_stack_user (and clockid, in what was padding, Linux 4.1).
-pub const PERF_ATTR_SIZE_VER3: u32 = 96;
-/// Adds sample_regs_intr.
-pub const PERF_ATTR_SIZE_VER4: u32 = 104;
-/// Adds aux_watermark (and sample_max_stack).
-pub const PERF_ATTR_SIZE_VER5: u32 = 112;
-/// Adds aux_sample_size.
-pub const PERF_ATTR_SIZE_VER6: u32 = 120;
-/// Adds sig_data.
-pub const PERF_ATTR_SIZE_VER7: u32 = 128;
+pub use sys::{
+    PERF_ATTR_SIZE_VER0, PERF_ATTR_SIZE_VER1, PERF_ATTR_SIZE_VER2, PERF_ATTR_SIZE_VER3, PERF_ATTR_SIZE_VER4, PERF_ATTR_SIZE_VER5,
+    PERF_ATTR_SIZE_VER6, PERF_ATTR_SIZE_VER7,
+};
 
-/// `struct perf_event_attr` (include/uapi/linux/perf_event.h), every field up to `sig_data`.
-/// Unions are named by the member tlpx uses; the bitfield word is `flags` (see `ATTR_*`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PerfEventAttr {
-    /// `type`: PERF_TYPE_*.
-    pub type_: u32,
-    /// How many bytes of this struct the kernel reads: one of PERF_ATTR_SIZE_VER*.
-    pub size: u32,
-    pub config: u64,
-    /// Union with sample_freq.
-    pub sample_period: u64,
-    pub sample_type: u64,
-    pub read_format: u64,
-    /// The bitfield word: disabled, inherit, ... (`ATTR_*`, least significant bit first).
-    pub flags: u64,
-    /// Union with wakeup_watermark (bytes, with `ATTR_WATERMARK`).
-    pub wakeup_events: u32,
-    pub bp_type: u32,
-    /// Union with bp_addr, kprobe_func, uprobe_path.
-    pub config1: u64,
-    /// Union with bp_len, kprobe_addr, probe_offset.
-    pub config2: u64,
-    pub branch_sample_type: u64,
-    pub sample_regs_user: u64,
-    pub sample_stack_user: u32,
-    pub clockid: i32,
-    pub sample_regs_intr: u64,
-    pub aux_watermark: u32,
-    pub sample_max_stack: u16,
-    pub reserved_2: u16,
-    pub aux_sample_size: u32,
-    pub reserved_3: u32,
-    pub sig_data: u64,
-}
-const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE_VER7 as usize);
-
-// perf_type_id.
-pub const PERF_TYPE_HARDWARE: u32 = 0;
-pub const PERF_TYPE_SOFTWARE: u32 = 1;
-pub const PERF_TYPE_TRACEPOINT: u32 = 2;
+// perf_type_id (the `type_` field, u32).
+pub const PERF_TYPE_HARDWARE: u32 = sys::PERF_TYPE_HARDWARE;
+pub const PERF_TYPE_SOFTWARE: u32 = sys::PERF_TYPE_SOFTWARE;
+pub const PERF_TYPE_TRACEPOINT: u32 = sys::PERF_TYPE_TRACEPOINT;
 
 // perf_hw_id (the `config` of a PERF_TYPE_HARDWARE event).
-pub const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
-pub const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-pub const PERF_COUNT_HW_CACHE_REFERENCES: u64 = 2;
-pub const PERF_COUNT_HW_CACHE_MISSES: u64 = 3;
+pub const PERF_COUNT_HW_CPU_CYCLES: u64 = sys::PERF_COUNT_HW_CPU_CYCLES as u64;
+pub const PERF_COUNT_HW_INSTRUCTIONS: u64 = sys::PERF_COUNT_HW_INSTRUCTIONS as u64;
+pub const PERF_COUNT_HW_CACHE_REFERENCES: u64 = sys::PERF_COUNT_HW_CACHE_REFERENCES as u64;
+pub const PERF_COUNT_HW_CACHE_MISSES: u64 = sys::PERF_COUNT_HW_CACHE_MISSES as u64;
 
 // perf_event_sample_format.
-pub const PERF_SAMPLE_TIME: u64 = 1 << 2;
-pub const PERF_SAMPLE_CPU: u64 = 1 << 7;
-pub const PERF_SAMPLE_RAW: u64 = 1 << 10;
+pub const PERF_SAMPLE_TIME: u64 = sys::PERF_SAMPLE_TIME as u64;
+pub const PERF_SAMPLE_CPU: u64 = sys::PERF_SAMPLE_CPU as u64;
+pub const PERF_SAMPLE_RAW: u64 = sys::PERF_SAMPLE_RAW as u64;
 
 // perf_event_read_format.
-pub const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = 1 << 0;
-pub const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
-
-// Bits of `flags` (the C bitfield, least significant bit first).
-pub const ATTR_DISABLED: u64 = 1 << 0;
-pub const ATTR_INHERIT: u64 = 1 << 1;
-pub const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
-pub const ATTR_EXCLUDE_HV: u64 = 1 << 6;
-pub const ATTR_WATERMARK: u64 = 1 << 14;
-pub const ATTR_USE_CLOCKID: u64 = 1 << 25;
+pub const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = sys::PERF_FORMAT_TOTAL_TIME_ENABLED as u64;
+pub const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = sys::PERF_FORMAT_TOTAL_TIME_RUNNING as u64;
 
 /// perf_event_open's `flags` argument: the new fd is close-on-exec.
-pub const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-
-// ioctls on a perf fd: _IO('$', 0), _IO('$', 1), _IO('$', 3), _IOW('$', 6, char *).
-pub const PERF_EVENT_IOC_ENABLE: libc::Ioctl = libc::_IO(b'$' as u32, 0);
-pub const PERF_EVENT_IOC_DISABLE: libc::Ioctl = libc::_IO(b'$' as u32, 1);
-pub const PERF_EVENT_IOC_RESET: libc::Ioctl = libc::_IO(b'$' as u32, 3);
-pub const PERF_EVENT_IOC_SET_FILTER: libc::Ioctl = libc::_IOW::<*const libc::c_char>(b'$' as u32, 6);
+pub const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
 /// The argument of ENABLE, DISABLE and RESET that applies them to the leader's whole group.
-pub const PERF_IOC_FLAG_GROUP: libc::c_ulong = 1;
+pub const PERF_IOC_FLAG_GROUP: libc::c_ulong = sys::PERF_IOC_FLAG_GROUP as libc::c_ulong;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::mem::offset_of;
 
-    /// Each version's size is where the field it added ends: the Rust layout is the C one.
+    /// The fields tlpx sets lie where the version sizes say (VER1: up to config2; VER3: up to
+    /// clockid; VER5, the ISR trace's, up to sample_max_stack), and the bitfield word's bits are
+    /// the kernel's: what the crate's bindings give is checked here against the header's facts.
     #[test]
-    fn the_layout_ends_each_version_where_the_kernel_header_says() {
-        assert_eq!(offset_of!(PerfEventAttr, config1) + 8, PERF_ATTR_SIZE_VER0 as usize);
-        assert_eq!(offset_of!(PerfEventAttr, config2) + 8, PERF_ATTR_SIZE_VER1 as usize);
-        assert_eq!(offset_of!(PerfEventAttr, branch_sample_type) + 8, PERF_ATTR_SIZE_VER2 as usize);
+    fn the_bindings_end_each_version_where_the_kernel_header_says() {
+        // config1 and config2 are bindgen's anonymous unions 3 and 4
+        assert_eq!(offset_of!(PerfEventAttr, __bindgen_anon_3) + 8, PERF_ATTR_SIZE_VER0 as usize);
+        assert_eq!(offset_of!(PerfEventAttr, __bindgen_anon_4) + 8, PERF_ATTR_SIZE_VER1 as usize);
         assert_eq!(offset_of!(PerfEventAttr, clockid) + 4, PERF_ATTR_SIZE_VER3 as usize);
-        assert_eq!(offset_of!(PerfEventAttr, sample_regs_intr) + 8, PERF_ATTR_SIZE_VER4 as usize);
-        assert_eq!(offset_of!(PerfEventAttr, reserved_2) + 2, PERF_ATTR_SIZE_VER5 as usize);
-        assert_eq!(offset_of!(PerfEventAttr, reserved_3) + 4, PERF_ATTR_SIZE_VER6 as usize);
+        assert_eq!(offset_of!(PerfEventAttr, sample_max_stack) + 2 + 2, PERF_ATTR_SIZE_VER5 as usize);
         assert_eq!(offset_of!(PerfEventAttr, sig_data) + 8, PERF_ATTR_SIZE_VER7 as usize);
-        assert_eq!((offset_of!(PerfEventAttr, flags), offset_of!(PerfEventAttr, wakeup_events)), (40, 48));
-        assert_eq!(libc::_IO(b'$' as u32, 3) as u64, 0x2403);
+        assert_eq!((offset_of!(PerfEventAttr, read_format), offset_of!(PerfEventAttr, __bindgen_anon_2)), (32, 48));
+        // The bitfield word (offset 40): disabled is bit 0, exclude_kernel 5, use_clockid 25.
+        let mut a = PerfEventAttr::default();
+        a.set_disabled(1);
+        a.set_exclude_kernel(1);
+        a.set_use_clockid(1);
+        // SAFETY: PerfEventAttr is plain old data; the word at 40 is the bitfield's 8 bytes.
+        let word = unsafe { std::ptr::read_unaligned((&a as *const PerfEventAttr).cast::<u8>().add(40).cast::<u64>()) };
+        assert_eq!(word, 1 | 1 << 5 | 1 << 25);
     }
 
     /// Where this machine has the kernel's uapi header, its PERF_ATTR_SIZE_VER* are these.

@@ -1,10 +1,14 @@
-//! The system call and what is done with the fd it returns. The fd is an [`OwnedFd`] from the
-//! moment the kernel hands it out, so an event is closed on every path, error paths included.
+//! The system call and what is done with the fd it returns, through `perf-event-open-sys2`'s
+//! wrappers (the syscall number and the ioctl request numbers are its, from the kernel
+//! headers). The fd is an [`OwnedFd`] from the moment the kernel hands it out, so an event is
+//! closed on every path, error paths included.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::attr::{PerfEventAttr, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_RESET, PERF_EVENT_IOC_SET_FILTER};
+use perf_event_open_sys::ioctls;
+
+use super::attr::PerfEventAttr;
 
 /// perf_event_open(2): `pid` 0 and `cpu` -1 count the calling thread wherever it runs; `pid`
 /// -1 and a CPU number watch that whole CPU; `group_fd` -1 starts a group of its own.
@@ -15,9 +19,11 @@ pub fn perf_event_open(
     group_fd: RawFd,
     flags: libc::c_ulong,
 ) -> io::Result<OwnedFd> {
+    // The kernel may write the size it expects back into `size` (E2BIG): a copy takes it.
+    let mut attr = *attr;
     // SAFETY: `attr` is a valid perf_event_attr at least as large as the `size` it states,
     // alive for the call; the other arguments are plain integers.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const PerfEventAttr, pid, cpu, group_fd, flags) };
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, pid, cpu, group_fd, flags) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -25,10 +31,9 @@ pub fn perf_event_open(
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// One of the integer-argument ioctls (ENABLE, DISABLE, RESET) on a perf fd.
-fn ioctl_int(fd: &impl AsRawFd, request: libc::Ioctl, arg: libc::c_ulong) -> io::Result<()> {
-    // SAFETY: an open perf fd; these requests take an integer argument and touch no memory.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), request, arg) } < 0 {
+/// The answer of one of the crate's ioctl wrappers.
+fn ioctl_result(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -36,23 +41,27 @@ fn ioctl_int(fd: &impl AsRawFd, request: libc::Ioctl, arg: libc::c_ulong) -> io:
 
 /// Starts counting or sampling; `arg` [`super::PERF_IOC_FLAG_GROUP`] starts the whole group.
 pub fn enable(fd: &impl AsRawFd, arg: libc::c_ulong) -> io::Result<()> {
-    ioctl_int(fd, PERF_EVENT_IOC_ENABLE, arg)
+    // SAFETY: an open perf fd; ENABLE takes an integer argument and touches no memory.
+    ioctl_result(unsafe { ioctls::ENABLE(fd.as_raw_fd(), arg as libc::c_uint) })
 }
 
 /// Stops counting or sampling; what was counted stays readable.
 pub fn disable(fd: &impl AsRawFd, arg: libc::c_ulong) -> io::Result<()> {
-    ioctl_int(fd, PERF_EVENT_IOC_DISABLE, arg)
+    // SAFETY: as in enable.
+    ioctl_result(unsafe { ioctls::DISABLE(fd.as_raw_fd(), arg as libc::c_uint) })
 }
 
 /// Zeroes the count (not time_enabled / time_running, which keep totals since the open).
 pub fn reset(fd: &impl AsRawFd, arg: libc::c_ulong) -> io::Result<()> {
-    ioctl_int(fd, PERF_EVENT_IOC_RESET, arg)
+    // SAFETY: as in enable.
+    ioctl_result(unsafe { ioctls::RESET(fd.as_raw_fd(), arg as libc::c_uint) })
 }
 
 /// Sets a tracepoint's filter (`irq == 45 || irq == 46`); an empty one removes it.
 pub fn set_filter(fd: &impl AsRawFd, filter: &std::ffi::CStr) -> io::Result<()> {
-    // SAFETY: an open perf fd and a NUL-terminated string that outlives the call.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_FILTER, filter.as_ptr()) } != 0 {
+    // SAFETY: an open perf fd and a NUL-terminated string that outlives the call; the kernel
+    // only reads it (the wrapper's argument is `*mut` because the C prototype's is untyped).
+    if unsafe { ioctls::SET_FILTER(fd.as_raw_fd(), filter.as_ptr().cast_mut()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

@@ -7,13 +7,15 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use perf_event_open_sys::bindings::perf_event_mmap_page;
+
 use super::event;
 
-/// Offsets in struct perf_event_mmap_page.
-const MMAP_DATA_HEAD: usize = 1024;
-const MMAP_DATA_TAIL: usize = 1032;
-const MMAP_DATA_OFFSET: usize = 1040;
-const MMAP_DATA_SIZE: usize = 1048;
+/// Offsets in struct perf_event_mmap_page (the crate's bindings of the kernel's header).
+const MMAP_DATA_HEAD: usize = std::mem::offset_of!(perf_event_mmap_page, data_head);
+const MMAP_DATA_TAIL: usize = std::mem::offset_of!(perf_event_mmap_page, data_tail);
+const MMAP_DATA_OFFSET: usize = std::mem::offset_of!(perf_event_mmap_page, data_offset);
+const MMAP_DATA_SIZE: usize = std::mem::offset_of!(perf_event_mmap_page, data_size);
 
 /// A perf event and its mapped ring. Dropping it stops the event, unmaps the ring and
 /// closes the fd, in that order.
@@ -133,5 +135,17 @@ impl Drop for MappedRing {
         let _ = event::disable(&self.fd, 0);
         // SAFETY: base/map_len is the mapping made in map and nothing refers to it any more.
         unsafe { libc::munmap(self.base.cast(), self.map_len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head/tail words are where the kernel's header puts them (the first four u64 of the
+    /// second KiB of the header page): the ring fixtures of the ISR trace were read this way.
+    #[test]
+    fn the_mmap_page_words_are_the_kernels() {
+        assert_eq!((MMAP_DATA_HEAD, MMAP_DATA_TAIL, MMAP_DATA_OFFSET, MMAP_DATA_SIZE), (1024, 1032, 1040, 1048));
     }
 }
