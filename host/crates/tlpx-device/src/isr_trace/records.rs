@@ -2,14 +2,16 @@
 //! tail to the head that reassembles a record wrapping past the end of the ring. Pure: the
 //! ring's bytes come from `perf::MappedRing::read`, or from a test.
 
+use perf_event_open_sys::bindings as sys;
+
 use crate::DeviceError;
 
 /// PERF_RECORD_LOST: the kernel dropped records (the ring was full).
-pub const PERF_RECORD_LOST: u32 = 2;
+pub const PERF_RECORD_LOST: u32 = sys::PERF_RECORD_LOST;
 /// PERF_RECORD_SAMPLE.
-pub const PERF_RECORD_SAMPLE: u32 = 9;
+pub const PERF_RECORD_SAMPLE: u32 = sys::PERF_RECORD_SAMPLE;
 /// PERF_RECORD_LOST_SAMPLES: samples dropped before they reached the ring.
-pub const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+pub const PERF_RECORD_LOST_SAMPLES: u32 = sys::PERF_RECORD_LOST_SAMPLES;
 
 /// One record of a perf ring whose events sample TIME | CPU | RAW (and nothing else).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +127,7 @@ mod tests {
         lost_samples.extend_from_slice(&5u64.to_ne_bytes());
         assert_eq!(parse_record(&lost_samples).expect("lost samples"), PerfRecord::Lost { lost: 5 });
         let mut throttle = lost_record(0);
-        throttle[..4].copy_from_slice(&5u32.to_ne_bytes()); // PERF_RECORD_THROTTLE
+        throttle[..4].copy_from_slice(&sys::PERF_RECORD_THROTTLE.to_ne_bytes());
         assert_eq!(parse_record(&throttle).expect("other"), PerfRecord::Other { kind: 5 });
     }
 
