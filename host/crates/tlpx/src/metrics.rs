@@ -309,8 +309,12 @@ impl prometheus_client::collector::Collector for Snapshot {
                     Value::Scalar(x) if f.kind == Kind::Counter => series.encode_counter::<NoLabelSet, f64, f64>(x, None)?,
                     Value::Scalar(x) => series.encode_gauge(x)?,
                     Value::Histogram(h) => {
-                        // per-bucket counts (not cumulative); the encoder sums them and adds +Inf
-                        let buckets: Vec<(f64, u64)> = f.bounds.iter().copied().zip(h.counts.iter().copied()).collect();
+                        // Per-bucket counts (not cumulative: the encoder sums them), the +Inf one
+                        // given too: the 0.0.4 encoder would add it, but the crate's OpenMetrics
+                        // encoder writes only the buckets it is given, and Prometheus 2.42 takes
+                        // a histogram without it (histogram_quantile is then NaN): checked by hand.
+                        let bounds = f.bounds.iter().copied().chain([f64::INFINITY]);
+                        let buckets: Vec<(f64, u64)> = bounds.zip(h.counts.iter().copied()).collect();
                         series.encode_histogram::<NoLabelSet>(h.sum, h.count(), &buckets, None)?;
                     }
                 }
