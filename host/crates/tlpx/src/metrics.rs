@@ -13,9 +13,12 @@
 //! m.observe("tlpx_pio_read_seconds", &[], 4.2e-7);
 //! ```
 //!
-//! and `--metrics-listen HOST:PORT` ([`start`]) serves it at `http://HOST:PORT/metrics` in
-//! the text exposition format 0.0.4: families sorted by name, series by labels, labels by
-//! name, so two scrapes of the same values are byte-identical.
+//! and `--metrics-listen HOST:PORT` ([`bind`], [`Exporter::serve`]) serves it at
+//! `http://HOST:PORT/metrics` in the text exposition format 0.0.4: families sorted by name,
+//! series by labels, labels by name, so two scrapes of the same values are byte-identical. The
+//! text is written by the `prometheus-client` crate's encoder ([`Snapshot`] says why the store
+//! is still this file's); the HTTP side, with its bounds, is this file's (docs/dashboards.md
+//! says why neither tiny_http nor hyper took it).
 //!
 //! Names follow Prometheus's conventions, checked when a family is described: the `tlpx_`
 //! prefix, base units in the name (`_seconds`, `_bytes`), counters end in `_total`.
