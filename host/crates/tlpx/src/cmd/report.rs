@@ -116,10 +116,16 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
 /// Reads and checks one document into its kind's types; the error names the file and what is
 /// accepted.
 fn load(path: &Path) -> Result<AnyResult, String> {
+    load_as(path, "tlpx report", REPORT_KINDS)
+}
+
+/// Reads and checks one document of one of `kinds` for `command`; the error names the file
+/// and what `command` accepts.
+pub(crate) fn load_as(path: &Path, command: &str, kinds: &[&str]) -> Result<AnyResult, String> {
     let name = path.display();
     let what = format!(
-        "tlpx report reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {}; at most {} each)",
-        REPORT_KINDS.join(", "),
+        "{command} reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {}; at most {} each)",
+        kinds.join(", "),
         input::size_text(MAX_RESULT_BYTES)
     );
     let v = results::read_value(path, MAX_RESULT_BYTES).map_err(|e| format!("{e}; {what}"))?;
@@ -130,18 +136,18 @@ fn load(path: &Path) -> Result<AnyResult, String> {
     results::check_version(&v).map_err(|e| format!("{name}: {e}"))?;
     let kind = match v.get("kind") {
         Some(Value::String(k)) => k.as_str(),
-        Some(other) => return Err(format!("{name}: \"kind\" is {other}, not a string; accepted kinds: {}", REPORT_KINDS.join(", "))),
-        None => return Err(format!("{name}: a tlpx result without the field \"kind\"; accepted kinds: {}", REPORT_KINDS.join(", "))),
+        Some(other) => return Err(format!("{name}: \"kind\" is {other}, not a string; accepted kinds: {}", kinds.join(", "))),
+        None => return Err(format!("{name}: a tlpx result without the field \"kind\"; accepted kinds: {}", kinds.join(", "))),
     };
-    if !REPORT_KINDS.contains(&kind) {
-        return Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", REPORT_KINDS.join(", ")));
+    if !kinds.contains(&kind) {
+        return Err(format!("{name}: {command} does not take results of kind {kind:?}; accepted kinds: {}", kinds.join(", ")));
     }
     let kind = kind.to_string();
     results::check_document(&v).map_err(|e| format!("{name}: this {kind:?} result is incomplete or malformed: {e}"))?;
     match AnyResult::from_value(v) {
         Some(Ok(d)) => Ok(d),
         Some(Err(e)) => Err(format!("{name}: this {kind:?} result is incomplete: {e}")),
-        None => Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", REPORT_KINDS.join(", "))),
+        None => Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", kinds.join(", "))),
     }
 }
 
