@@ -328,13 +328,6 @@ pub fn context(d: &AnyResult) -> Context {
     }
 }
 
-/// A short label of a document for figures and tables: "host, 2026-11-26T14:40:01Z, Gen2 x1, MPS 256".
-pub fn label(d: &AnyResult) -> String {
-    let c = context(d);
-    let link = c.link.split(", MRRS").next().unwrap_or(&c.link).to_string();
-    format!("{}, {}, {}", c.host, c.created, link)
-}
-
 // Comparing -----------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Serialize)]
