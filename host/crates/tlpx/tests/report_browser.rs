@@ -55,14 +55,22 @@ fn every_figure_renders_in_chromium_with_a_clean_console() {
     let results = [
         ("bw.json", vec!["bw", "--sizes", "64,1024", "--count", "100"]),
         ("lat.json", vec!["lat", "--count", "100"]),
-        ("irq.json", vec!["irq", "--samples", "50", "--min", "10us", "--max", "30us"]),
-        ("loop.json", vec!["loop", "--size", "64,1K", "--iterations", "10"]),
+        ("irq.json", vec!["irq", "--samples", "50", "--min", "10us", "--max", "30us", "--svg", "IRQ_SVG"]),
+        ("loop.json", vec!["loop", "--size", "8,64", "--iterations", "10", "--svg", "LOOP_SVG"]),
         ("spy.json", vec!["spy", "stats"]),
     ];
     let mut files = Vec::new();
     for (name, args) in &results {
         let path = dir.join(name);
-        let mut a: Vec<&str> = args.clone();
+        let (irq_svg, loop_svg) = (dir.join("irq.svg"), dir.join("loop.svg"));
+        let mut a: Vec<&str> = args
+            .iter()
+            .map(|x| match *x {
+                "IRQ_SVG" => irq_svg.to_str().expect("path"),
+                "LOOP_SVG" => loop_svg.to_str().expect("path"),
+                other => other,
+            })
+            .collect();
         a.extend(["--output", path.to_str().expect("path")]);
         let out = tlpx(&sim.selector(), &a);
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
@@ -97,6 +105,28 @@ fn every_figure_renders_in_chromium_with_a_clean_console() {
     let page = std::fs::read_to_string(&html).expect("report");
     let figures_in_page = page.matches("<svg").count();
     assert!(figures_in_page >= 5, "{figures_in_page} figures");
+    // No colour twice in any figure: the report's, and the SVG files irq, loop and rule30 wrote
+    // (the loop histogram of 8 B and 64 B, the rule-30 landscape of every mode).
+    let mut svgs: Vec<String> = page.split("<svg").skip(1).map(|f| format!("<svg{}", f.split("</svg>").next().expect("svg"))).collect();
+    for f in [dir.join("irq.svg"), dir.join("loop.svg")] {
+        svgs.push(std::fs::read_to_string(&f).expect("svg file"));
+    }
+    for e in std::fs::read_dir(&r30).expect("rule30 figures") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "svg") {
+            svgs.push(std::fs::read_to_string(&p).expect("svg"));
+        }
+    }
+    assert!(svgs.len() >= figures_in_page + 4, "{} figures", svgs.len());
+    no_colour_twice(&svgs);
+    let loop_svg = std::fs::read_to_string(dir.join("loop.svg")).expect("loop.svg");
+    let irq_svg = std::fs::read_to_string(dir.join("irq.svg")).expect("irq.svg");
+    assert!(!loop_svg.contains("log2(ns)") && !irq_svg.contains("log2(ns)"), "histogram axes in time units");
+    assert!(irq_svg.contains(" µs</text>") || irq_svg.contains(" ns</text>"), "the irq histogram's ticks in ns or µs");
+    // The report's loop histogram has the 8 B and the 64 B loops side by side, each in the legend.
+    assert!(page.contains("<title>8 B</title>") && page.contains("<title>64 B</title>"), "both sizes in the loop histogram");
+    // Legends beside the plots: checked on the rasterised figures.
+    legends_clear_of_the_plots(&browser, &page, &dir);
 
     // The probe copy, opened headless; its DOM after load carries the verdict.
     let probed = dir.join("probed.html");
@@ -198,6 +228,44 @@ window.addEventListener('load', async () => {
 });
 </script>"#;
 
+/// Runs LEGEND_PROBE over `page` in headless Chromium and asserts its verdict: every figure
+/// clear, the deliberate overlap caught.
+fn legends_clear_of_the_plots(browser: &Path, page: &str, dir: &Path) {
+    let probed = dir.join("legend-probed.html");
+    std::fs::write(&probed, page.replacen("</body>", &format!("{LEGEND_PROBE}</body>"), 1)).expect("probe copy");
+    let dom = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--virtual-time-budget=20000", "--window-size=1280,4000"])
+        .arg(format!("--user-data-dir={}", dir.join("chromium-legend-profile").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probed.display()))
+        .output()
+        .expect("chromium");
+    assert!(dom.status.success(), "chromium failed: {}", text(&dom.stderr));
+    let dom_text = text(&dom.stdout);
+    let verdict =
+        dom_text.split("TLPX-LEGENDS ").nth(1).and_then(|v| v.split("</pre>").next()).expect("the legend probe ran and wrote its verdict");
+    let mut lines = verdict.lines();
+    let count: usize = lines.next().and_then(|l| l.trim().parse().ok()).expect("count");
+    let rows: Vec<&str> = lines.take(count).collect();
+    let in_page = page.matches("<g class=\"legend\">").count();
+    assert!(in_page > 0, "no figure with a legend");
+    assert_eq!(count, in_page + 1, "every figure with a legend, and the deliberate overlap: {rows:?}");
+    let figures: Vec<&&str> = rows.iter().filter(|r| r.contains(" FIGURE ")).collect();
+    assert_eq!(figures.len(), in_page);
+    assert!(figures.iter().all(|r| r.starts_with("OK ")), "legends over the plot: {figures:?}");
+    let deliberate = rows.iter().find(|r| r.contains(" DELIBERATE ")).expect("the deliberate overlap");
+    assert!(deliberate.starts_with("BAD ") && !deliberate.ends_with(" ink 0"), "a legend moved onto the plot must fail: {deliberate}");
+    eprintln!("legend check: {} figures clear; deliberate overlap: {deliberate}", figures.len());
+}
+
+/// Asserts that no figure in `svgs` uses a colour twice (each has a legend with a colour per series).
+fn no_colour_twice(svgs: &[String]) {
+    for svg in svgs {
+        assert!(!common::legend_colours(svg).is_empty(), "a figure without a legend: {}", &svg[..200.min(svg.len())]);
+        assert_eq!(common::repeated_colours(svg), Vec::<String>::new(), "a colour reused in a figure");
+    }
+}
+
 fn characterize(sim: &Sim, dir: &Path) -> PathBuf {
     let out = tlpx(
         &sim.selector(),
@@ -266,35 +334,12 @@ fn two_characterisations_are_overlaid_and_no_legend_covers_a_plot() {
         }
     }
     assert!(svgs.len() >= 6 + 10 + 10, "{} figures", svgs.len());
-    for svg in &svgs {
-        assert!(!common::legend_colours(svg).is_empty(), "a figure without a legend");
-        assert_eq!(common::repeated_colours(svg), Vec::<String>::new(), "a colour reused in a figure");
-    }
+    no_colour_twice(&svgs);
 
     // In the browser: every figure rasterised without its legend has no ink under the legend.
-    let probed = dir.join("probed.html");
-    std::fs::write(&probed, page.replacen("</body>", &format!("{LEGEND_PROBE}</body>"), 1)).expect("probe copy");
-    let shot_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let profile = dir.join("chromium-profile");
-    let dom = Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--virtual-time-budget=20000", "--window-size=1280,4000"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", probed.display()))
-        .output()
-        .expect("chromium");
-    assert!(dom.status.success(), "chromium failed: {}", text(&dom.stderr));
-    let dom_text = text(&dom.stdout);
-    let verdict = dom_text.split("TLPX-LEGENDS ").nth(1).expect("the legend probe ran and wrote its verdict");
-    let mut lines = verdict.lines();
-    let count: usize = lines.next().and_then(|l| l.trim().parse().ok()).expect("count");
-    let rows: Vec<&str> = lines.take(count).collect();
-    let in_page = page.matches("<g class=\"legend\">").count();
-    assert_eq!(count, in_page + 1, "every figure with a legend, and the deliberate overlap: {rows:?}");
-    let figures: Vec<&&str> = rows.iter().filter(|r| r.contains(" FIGURE ")).collect();
-    assert!(figures.iter().all(|r| r.starts_with("OK ")), "legends over the plot: {figures:?}");
-    let deliberate = rows.iter().find(|r| r.contains(" DELIBERATE ")).expect("the deliberate overlap");
-    assert!(deliberate.starts_with("BAD ") && !deliberate.ends_with(" ink 0"), "a legend moved onto the plot must fail: {deliberate}");
+    legends_clear_of_the_plots(&browser, &page, &dir);
+    let shot_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
 
     // The report as it is, kept as a screenshot artefact.
     let shot = shot_dir.join("report-overlay-screenshot.png");

@@ -372,6 +372,9 @@ const SIM_EFFICIENCY_NOTE: &str = "Efficiency = achieved / model, in %. SIMULATE
                                    so efficiency cannot exceed 100 % by construction; it shows how near the card's gateware \
                                    comes to the model, not how good a host is.";
 
+/// The start of [`SIM_EFFICIENCY_NOTE`] as it stands in the page (no character in it is escaped).
+const SIM_EFFICIENCY_NOTE_HTML: &str = "Efficiency = achieved / model, in %.";
+
 fn kind_title(kind: &str) -> &'static str {
     match kind {
         "bw" => "DMA bandwidth (bw)",
@@ -595,7 +598,8 @@ fn bw_section(model: Option<&LinkConfig>, points: &[BwPoint], sim: bool, tables:
             &["op", "size", "pattern", "window", "min", "median", "max", "model", "efficiency (% of model)", "transfers", "errors"],
             &rows,
         ));
-        if sim {
+        // Said once per section: a characterization says it under its table already.
+        if sim && !tables.contains(SIM_EFFICIENCY_NOTE_HTML) {
             let _ = write!(tables, "<p class=\"note\">{}</p>", esc(SIM_EFFICIENCY_NOTE));
         }
     }

@@ -470,8 +470,7 @@ mod tests {
         ]);
         let edges = bar_edges(&render_log_svg(&c));
         assert_eq!(edges.len(), 2);
-        for k in 0..2 {
-            let (a, b) = (edges[0][k], edges[1][k]);
+        for (k, (&a, &b)) in edges[0].iter().zip(&edges[1]).enumerate() {
             assert!(a.1 <= b.0 + 0.11 && a.1 - a.0 > 1.0 && b.1 - b.0 > 1.0, "bucket {k}: {a:?} {b:?}");
         }
         // Two colours, one per series.
