@@ -103,7 +103,7 @@ fn diff_of_characterisations_at_two_link_widths_reports_the_changes_and_repeats_
 #[test]
 fn inputs_that_cannot_be_compared_exit_2_naming_the_file() {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results");
-    let (bw, lat, irq) = (fixtures.join("bw.json"), fixtures.join("lat.json"), fixtures.join("irq.json"));
+    let (bw, lat, spy) = (fixtures.join("bw.json"), fixtures.join("lat.json"), fixtures.join("spy.json"));
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("missing.json");
     let not_json = dir.path().join("notes.json");
@@ -121,7 +121,7 @@ fn inputs_that_cannot_be_compared_exit_2_naming_the_file() {
         (vec![s(&bw), s(&missing)], vec![s(&missing), "cannot read it"]),
         (vec![s(&not_json), s(&bw)], vec![s(&not_json), "not JSON"]),
         (vec![s(&bw), s(&lat)], vec!["\"bw\"", "\"lat\"", "same kind"]),
-        (vec![s(&irq), s(&irq)], vec![s(&irq), "accepted kinds: bw, lat, pio, characterize, model"]),
+        (vec![s(&spy), s(&spy)], vec![s(&spy), "accepted kinds: bw, lat, pio, characterize, model, irq, loop"]),
         (vec![s(&bw), s(&hw_path)], vec!["simulated", "hardware", "--across-clocks"]),
         (vec!["--threshold=-3", s(&bw), s(&bw)], vec!["--threshold", "-3"]),
     ] {

@@ -1022,7 +1022,7 @@ fn rule30_section(body: &rule30::Body, tables: &mut String, figs: &mut Figures) 
 // Comparisons ------------------------------------------------------------------------------
 
 /// The kinds whose results are overlaid when the report is given more than one of them.
-const OVERLAY_KINDS: &[&str] = &["bw", "lat", "pio", "characterize"];
+const OVERLAY_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "irq", "loop"];
 
 /// Groups of at least two documents of one overlaid kind (indices into `docs`), in the order
 /// the kinds first appear.
@@ -1063,6 +1063,47 @@ fn pio_points_of(d: &AnyResult) -> &[PioPoint] {
         AnyResult::Pio(d) => &d.body.points,
         AnyResult::Characterize(d) => &d.body.pio,
         _ => &[],
+    }
+}
+
+/// Histogram buckets: (from ns, to ns, count).
+type Buckets = Vec<(f64, f64, f64)>;
+
+/// The card's histograms of an irq or loop result, by what they measure ("idle user",
+/// "loop 64 B, idle, poll, register return").
+fn histograms_of(d: &AnyResult) -> Vec<(String, Buckets)> {
+    match d {
+        AnyResult::Irq(d) => d
+            .body
+            .points
+            .iter()
+            .flat_map(|p| {
+                p.stages.iter().filter(|s| s.measured).map(move |s| {
+                    (
+                        format!("interrupt latency, {} {}", text(&p.condition), text(&s.stage)),
+                        plot::log2_buckets(&s.card.histogram, p.clock_hz),
+                    )
+                })
+            })
+            .collect(),
+        AnyResult::Loop(d) => d
+            .body
+            .points
+            .iter()
+            .map(|p| {
+                (
+                    format!(
+                        "loop time {}, {}, {}, {} return",
+                        bytes(u64::from(p.size_bytes)),
+                        text(&p.condition),
+                        text(&p.detect),
+                        text(&p.ret)
+                    ),
+                    plot::log2_buckets(&p.card.histogram, p.clock_hz),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -1248,10 +1289,43 @@ fn comparison_section(n: usize, kind: &str, members: &[usize], docs: &[(String, 
             },
         )?;
     }
+    // Histograms (irq stages, loop times): one figure per stage or loop, a colour per result,
+    // bars side by side in each bucket.
+    let mut hists: Vec<(String, Vec<LogSeries>)> = Vec::new();
+    for (&i, label) in members.iter().zip(&labels) {
+        for (key, bars) in histograms_of(&docs[i].1) {
+            let series = LogSeries { label: label.clone(), kind: Mark::Bars(bars), points: Vec::new() };
+            match hists.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(series),
+                None => hists.push((key, vec![series])),
+            }
+        }
+    }
+    for (key, series) in hists {
+        figs.log_chart(
+            &format!("{key}: the card's histogram of each result (log2 buckets of card cycles, in ns)"),
+            &LogChart {
+                title: format!("{key}, {} results", members.len()),
+                x_label: "latency (log scale)".into(),
+                y_label: "count (log scale)".into(),
+                x_ticks: Ticks::Ns,
+                y_ticks: Ticks::Count,
+                series,
+            },
+        )?;
+    }
     body.push_str(&figs.html);
 
     // Differences against the first, by tlpx diff's rules.
     for (&i, label) in members.iter().zip(&labels).skip(1) {
+        if !diff::DIFF_KINDS.contains(&kind) {
+            let _ = write!(
+                body,
+                "<p class=\"note\">No table of differences: tlpx diff judges {} results, not {kind}.</p>",
+                diff::DIFF_KINDS.join(", ")
+            );
+            break;
+        }
         let d = diff::compare(first, &docs[i].1, diff::DEFAULT_THRESHOLD, true)?;
         let _ = write!(
             body,
@@ -1319,7 +1393,9 @@ fn page(title: &str, sections: &[Section], compared: &[String]) -> String {
         sections.len()
     );
     if compared.is_empty() {
-        h.push_str("<p>Nothing compared: no two results of the same kind that can be overlaid (bw, lat, pio, characterize).</p>");
+        h.push_str(
+            "<p>Nothing compared: no two results of the same kind that can be overlaid (bw, lat, pio, characterize, irq, loop).</p>",
+        );
     } else {
         h.push_str("<p class=\"compared\">Compared: ");
         h.push_str(&compared.iter().map(|c| esc(c)).collect::<Vec<_>>().join("; "));

@@ -17,6 +17,9 @@
 //!   socket round trips to tlpx-sim, shown but never counted (`Info`). The card-time PIO
 //!   figures are one burst each: no spread.
 //! - `model`: computed, exact: no spread.
+//! - `irq` stage latencies and `loop` times (median, p99): the user stage's samples are in the
+//!   document (`Samples`); the other stages and the loop keep only a summary: its [min, max]
+//!   (`Range`).
 //!
 //! A figure counts as changed when its change is more than `threshold` of A's value (the
 //! noise floor, `--threshold`, 2 % unless given) and, where either side records a spread, the
@@ -38,7 +41,7 @@ use crate::cmd::pio::PioPoint;
 use crate::output::bytes;
 
 /// The kinds `tlpx diff` compares.
-pub const DIFF_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model"];
+pub const DIFF_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "model", "irq", "loop"];
 
 /// The noise floor used when none is given: 2 % of A's value.
 pub const DEFAULT_THRESHOLD: f64 = 0.02;
@@ -223,6 +226,26 @@ fn pio_figures(points: &[PioPoint], simulated: bool, out: &mut Vec<Figure>) {
     }
 }
 
+/// A value's name as the document spells it ("idle", "user").
+fn name<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        other => format!("{other:?}"),
+    }
+}
+
+/// The median and p99 of a summary of samples: a 95 % interval from the samples when the
+/// document keeps them (sorted, in ns), else the samples' min..max.
+fn quantile_figures(key: &str, s: &Summary, samples: Option<&[f64]>, out: &mut Vec<Figure>) {
+    for (what, q, value) in [("median", 0.5, s.median), ("p99", 0.99, s.p99)] {
+        let spread = match samples.and_then(|x| quantile_ci(x, q).map(|ci| (x.len(), ci))) {
+            Some((n, (lo, hi))) => Spread::Samples { n, lo, hi },
+            None => Spread::Range { n: s.count, lo: s.min, hi: s.max },
+        };
+        out.push(Figure { key: format!("{key} ({what})"), unit: "ns", clock: "card time", value, spread, note: None });
+    }
+}
+
 /// Every figure of a document, in the order it holds them.
 pub fn figures(d: &AnyResult) -> Result<Vec<Figure>, String> {
     let mut out = Vec::new();
@@ -264,6 +287,33 @@ pub fn figures(d: &AnyResult) -> Result<Vec<Figure>, String> {
                     spread: Spread::None,
                     note: None,
                 });
+            }
+        }
+        AnyResult::Irq(d) => {
+            for p in d.body.points.iter() {
+                let ns = 1e9 / f64::from(p.clock_hz.max(1));
+                let mut user: Vec<f64> = p.user_cycles.iter().filter(|&&c| c != u32::MAX).map(|&c| f64::from(c) * ns).collect();
+                user.sort_by(f64::total_cmp);
+                for st in p.stages.iter().filter(|st| st.measured) {
+                    let Some(s) = &st.latency_ns else { continue };
+                    let stage = name(&st.stage);
+                    // The user stage's samples are in the document; the others' only as a summary.
+                    let samples = (stage == "user" && !user.is_empty()).then_some(user.as_slice());
+                    quantile_figures(&format!("interrupt latency, {} {stage}", name(&p.condition)), s, samples, &mut out);
+                }
+            }
+        }
+        AnyResult::Loop(d) => {
+            for p in d.body.points.iter() {
+                let Some(s) = &p.loop_ns else { continue };
+                let key = format!(
+                    "loop time {}, {}, {}, {} return",
+                    bytes(u64::from(p.size_bytes)),
+                    name(&p.condition),
+                    name(&p.detect),
+                    name(&p.ret)
+                );
+                quantile_figures(&key, s, None, &mut out);
             }
         }
         other => {
@@ -531,6 +581,8 @@ mod tests {
             "characterize" => include_str!("../../tests/fixtures/results/characterize.json"),
             "lat" => include_str!("../../tests/fixtures/results/lat.json"),
             "pio" => include_str!("../../tests/fixtures/results/pio.json"),
+            "irq" => include_str!("../../tests/fixtures/results/irq.json"),
+            "loop" => include_str!("../../tests/fixtures/results/loop.json"),
             _ => include_str!("../../tests/fixtures/results/bw.json"),
         };
         serde_json::from_str(text).expect("JSON")
@@ -542,7 +594,7 @@ mod tests {
 
     #[test]
     fn a_document_against_itself_has_no_change() {
-        for kind in ["characterize", "lat", "pio", "bw"] {
+        for kind in ["characterize", "lat", "pio", "bw", "irq", "loop"] {
             let a = read(doc(kind));
             let b = read(doc(kind));
             let d = compare(&a, &b, DEFAULT_THRESHOLD, false).expect("compared");
@@ -609,6 +661,25 @@ mod tests {
         assert_eq!(quantile_ci(&[], 0.5), None);
         let d = compare(&read(doc("lat")), &read(doc("lat")), DEFAULT_THRESHOLD, false).expect("compared");
         assert!(d.rows.iter().all(|r| matches!(r.spread_a, Some(Spread::Samples { .. }))), "{:?}", d.rows);
+    }
+
+    #[test]
+    fn interrupt_and_loop_figures_carry_the_spread_their_documents_keep() {
+        let d = compare(&read(doc("irq")), &read(doc("irq")), DEFAULT_THRESHOLD, false).expect("compared");
+        let user = d.rows.iter().find(|r| r.figure.ends_with(" user (median)")).expect("the user stage");
+        assert!(matches!(user.spread_a, Some(Spread::Samples { .. })), "{user:?}");
+        assert!(d.rows.iter().all(|r| r.unit == "ns" && r.clock == "card time"));
+        let mut v = doc("loop");
+        let s = &mut v["points"][0]["loop_ns"];
+        let (median, max) = (s["median"].as_f64().expect("median"), s["max"].as_f64().expect("max"));
+        // Twice as slow, beyond the range of A's samples: changed.
+        s["median"] = (median * 2.0).into();
+        s["min"] = (max * 1.5).into();
+        s["max"] = (max * 3.0).into();
+        let d = compare(&read(doc("loop")), &read(v), DEFAULT_THRESHOLD, false).expect("compared");
+        let r = &d.rows[0];
+        assert!(r.figure.starts_with("loop time ") && r.figure.ends_with("(median)") && r.changed, "{r:?}");
+        assert!(matches!(r.spread_a, Some(Spread::Range { .. })));
     }
 
     #[test]
