@@ -109,6 +109,9 @@ enum Command {
     LitexServer(cmd::litex_server::Cmd),
     /// Turn result documents (bw, lat, pio, spy, irq, loop, rule30) into one HTML report.
     Report(cmd::report::Cmd),
+    /// Compare two results of the same kind figure by figure; exit 1 when a figure changed
+    /// more than the run-to-run spread the results record.
+    Diff(cmd::diff::Cmd),
     /// Bind a PCI function to vfio-pci, give it back, or show its driver and IOMMU group.
     Vfio(cmd::vfio::Cmd),
 }
@@ -180,6 +183,7 @@ fn main() -> ExitCode {
         Command::Serve(c) => cmd::serve::run(c, &cli.device, cli.json, cli.metrics_listen.as_deref()),
         Command::LitexServer(c) => cmd::litex_server::run(c, &cli.device),
         Command::Report(c) => cmd::report::run(c, cli.json),
+        Command::Diff(c) => cmd::diff::run(c, cli.json),
         Command::Vfio(c) => cmd::vfio::run(c, cli.json),
     };
     pmc::say_main();

@@ -8,9 +8,11 @@
 //! - [`render_log_svg`] ([`logscale`]): log-log charts, histogram bars over log2 buckets
 //!   and lines with points, several series with a legend.
 
+pub mod legend;
 mod logscale;
+pub mod palette;
 
-pub use logscale::{render_log_svg, LogChart, LogSeries, Mark, Ticks};
+pub use logscale::{log2_buckets, render_log_svg, LogChart, LogSeries, Mark, Ticks};
 
 use plotters::prelude::*;
 
@@ -52,24 +54,36 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
-const WIDTH: u32 = 900;
+const WIDTH: u32 = 1040;
 const HEIGHT: u32 = 560;
+/// The strip right of the plot that holds the legend: legends never sit on the data.
+const LEGEND_WIDTH: u32 = 290;
 
-/// Colours by series index: measurements get strong colours; the model is drawn in black.
-fn colour(i: usize) -> RGBColor {
-    const COLOURS: [RGBColor; 6] = [
-        RGBColor(0x1f, 0x77, 0xb4),
-        RGBColor(0xd6, 0x27, 0x28),
-        RGBColor(0x2c, 0xa0, 0x2c),
-        RGBColor(0xff, 0x7f, 0x0e),
-        RGBColor(0x94, 0x67, 0xbd),
-        RGBColor(0x8c, 0x56, 0x4b),
-    ];
-    COLOURS[i % COLOURS.len()]
+fn rgb(hex: &str) -> RGBColor {
+    let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).unwrap_or(0);
+    RGBColor((v >> 16) as u8, (v >> 8) as u8, v as u8)
 }
 
 fn plot_error<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing the SVG figure failed: {e:?}")
+}
+
+/// The colour of each series of a chart: a lone model line is black, every other series takes
+/// the next colour of the palette, so no colour appears twice in a figure.
+fn series_colours(series: &[Series]) -> Vec<String> {
+    let models = series.iter().filter(|s| s.style == Style::Line && s.label.starts_with("model")).count();
+    let mut next = 0;
+    series
+        .iter()
+        .map(|s| {
+            if models == 1 && s.style == Style::Line && s.label.starts_with("model") {
+                palette::MODEL.to_string()
+            } else {
+                next += 1;
+                palette::colour(next - 1)
+            }
+        })
+        .collect()
 }
 
 /// Renders `chart` as an SVG document.
@@ -94,14 +108,17 @@ pub fn render_svg(chart: &Chart) -> anyhow::Result<String> {
         let top = all.iter().map(|p| p.1).filter(|v| finite(*v)).fold(0.0_f64, f64::max);
         (0.0, if top > 0.0 { top * 1.1 } else { 1.0 })
     });
+    let colours = series_colours(&chart.series);
 
     let mut svg = String::new();
+    let plot_box;
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         let mut ctx = ChartBuilder::on(&root)
             .caption(&chart.title, ("sans-serif", 22))
             .margin(16)
+            .margin_right(LEGEND_WIDTH)
             .x_label_area_size(48)
             .y_label_area_size(80)
             .build_cartesian_2d(x0..x1, y0..y1)
@@ -124,40 +141,38 @@ pub fn render_svg(chart: &Chart) -> anyhow::Result<String> {
             .draw()
             .map_err(plot_error)?;
 
-        let mut measured = 0;
-        for s in &chart.series {
+        for (s, hex) in chart.series.iter().zip(&colours) {
             let points: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (map_x(x), y)).filter(|(x, y)| finite(*x) && finite(*y)).collect();
-            let (c, width) = match s.style {
-                Style::Line if s.label.starts_with("model") => (BLACK, 2),
-                _ => {
-                    measured += 1;
-                    (colour(measured - 1), 2)
-                }
-            };
-            let line_style = ShapeStyle::from(&c).stroke_width(width);
+            let c = rgb(hex);
             match s.style {
                 Style::Line => {
-                    ctx.draw_series(LineSeries::new(points, line_style))
-                        .map_err(plot_error)?
-                        .label(&s.label)
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], line_style));
+                    ctx.draw_series(LineSeries::new(points, ShapeStyle::from(&c).stroke_width(2))).map_err(plot_error)?;
                 }
                 Style::Points => {
                     ctx.draw_series(LineSeries::new(points.clone(), ShapeStyle::from(&c).stroke_width(1))).map_err(plot_error)?;
-                    ctx.draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                        .map_err(plot_error)?
-                        .label(&s.label)
-                        .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
+                    ctx.draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(plot_error)?;
                 }
             }
         }
-        ctx.configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_error)?;
+        plot_box = ctx.plotting_area().get_pixel_range();
         root.present().map_err(plot_error)?;
+    }
+    // The legend, drawn here in the strip right of the plot (plotters draws its own inside it).
+    let entries: Vec<legend::Entry> = chart
+        .series
+        .iter()
+        .zip(&colours)
+        .map(|(s, c)| legend::Entry {
+            label: s.label.clone(),
+            colour: c.clone(),
+            mark: if s.style == Style::Line { legend::Swatch::Line } else { legend::Swatch::LinePoint },
+            dashed: false,
+        })
+        .collect();
+    let g = legend::svg(&entries, f64::from(plot_box.0.end) + 16.0, f64::from(plot_box.1.start), f64::from(LEGEND_WIDTH) - 24.0);
+    match svg.rfind("</svg>") {
+        Some(end) => svg.insert_str(end, &g),
+        None => anyhow::bail!("drawing the SVG figure failed: plotters wrote no </svg>"),
     }
     Ok(svg)
 }

@@ -500,17 +500,17 @@ pub fn print_header(session: &Session, basis: &TimeBasis) {
     crate::outln!("clock: figures below are {} unless they say real host time", basis.clock);
 }
 
-/// Writes a chart to `path` as SVG, its title ending with where the figures come from
-/// ("simulated, sim_virtual" or "hardware").
+/// Writes a figure to `path` as SVG, its title ending with where the figures come from
+/// ("simulated, sim_virtual" or "hardware"); `svg` draws it from that title.
 pub fn write_svg(
     path: &std::path::Path,
     session: &Session,
     basis: &TimeBasis,
     title: &str,
-    chart: impl FnOnce(String) -> crate::plot::Chart,
+    svg: impl FnOnce(String) -> anyhow::Result<String>,
 ) -> anyhow::Result<()> {
     let what = if session.environment.simulated { format!("simulated, {}", basis.kind) } else { "hardware".into() };
-    let svg = crate::plot::render_svg(&chart(format!("{title} ({what})")))?;
+    let svg = svg(format!("{title} ({what})"))?;
     std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("tlpx: wrote {}", path.display());
     Ok(())

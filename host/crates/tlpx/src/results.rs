@@ -58,6 +58,7 @@ use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::{Device, TimeMark, TimeMode};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
 
+pub mod diff;
 mod kinds;
 mod read;
 pub use kinds::{AnyResult, SpyStats};

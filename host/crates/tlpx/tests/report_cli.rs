@@ -292,3 +292,53 @@ fn a_schema_version_this_tlpx_does_not_read_is_refused_with_the_versions() {
     let o = tlpx(None, &["report", "-o", s(&dir.path().join("x.html")), s(&unversioned)]);
     assert!(text(&o.stderr).contains("without \"schema_version\"; this tlpx reads version 1"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn results_of_a_kind_given_twice_are_compared_with_overlays_and_differences() {
+    // Two copies of the loop, irq and bw fixtures (one of them a run 25 % slower): a comparison
+    // section per kind, first in the page and named in its index, histograms overlaid bar by bar.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = fixtures();
+    let pick = |k: &str| fx.iter().find(|p| p.file_stem().is_some_and(|s| s == k)).expect("fixture").clone();
+    let mut inputs = Vec::new();
+    for k in ["loop", "irq", "bw"] {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(pick(k)).expect("read")).expect("JSON");
+        let copy = dir.path().join(format!("{k}-2.json"));
+        if k == "bw" {
+            for p in v["points"].as_array_mut().expect("points") {
+                let m = p["achieved_bytes_per_second"]["median"].as_f64().expect("median");
+                p["achieved_bytes_per_second"]["median"] = (m * 0.75).into();
+            }
+        }
+        std::fs::write(&copy, serde_json::to_string(&v).expect("JSON")).expect("write");
+        inputs.push(pick(k));
+        inputs.push(copy);
+    }
+    let html_path = dir.path().join("report.html");
+    let mut args = vec!["--json", "report", "--output", s(&html_path)];
+    args.extend(inputs.iter().map(|p| s(p)));
+    let o = tlpx(None, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let summary: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let kinds: Vec<&str> = summary["sections"].as_array().expect("sections").iter().map(|x| x["kind"].as_str().expect("kind")).collect();
+    assert_eq!(&kinds[..3], ["comparison of loop", "comparison of irq", "comparison of bw"]);
+    assert_eq!(kinds.len(), 3 + 6);
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    let index = html.split("<nav>").next().expect("head");
+    for needle in ["Compared: 2 loop results: #1 ", "2 irq results: #3 ", "2 bw results: #5 "] {
+        assert!(index.contains(needle), "{needle}: {index}");
+    }
+    let section =
+        |n: usize| html.split(&format!("<section id=\"r{n}\">")).nth(1).and_then(|x| x.split("</section>").next()).expect("section");
+    // The loop's histograms: two results' bars in each (two paths of bars, two legend entries).
+    let loop_cmp = section(1);
+    let hist = loop_cmp.split("<svg").skip(1).find(|f| f.contains("loop time 8 B")).expect("a loop histogram overlay");
+    assert_eq!(hist.matches("<path class=\"data\"").count(), 2, "a bar series per result");
+    assert!(
+        loop_cmp.contains("Differences: #2") && loop_cmp.contains("loop time 8 B, idle, poll, register return (median)"),
+        "loop differences"
+    );
+    // bw: the slower copy changed by tlpx diff's rules.
+    let bw_cmp = section(3);
+    assert!(bw_cmp.contains("Differences: #6") && bw_cmp.contains("<td>CHANGED</td>") && bw_cmp.contains("(-25.0 %)"), "bw differences");
+}

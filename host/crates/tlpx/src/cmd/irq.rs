@@ -40,7 +40,7 @@ use tlpx_model::stats::Summary;
 use crate::args::{check_optional_output, whole};
 use crate::checkpoint::Checkpoints;
 use crate::defaults::{BackendDefault, DefaultsFor};
-use crate::plot::{Chart, Series, Style, XAxis};
+use crate::plot::{log2_buckets, render_log_svg, LogChart, LogSeries, Mark, Ticks};
 use crate::progress::{self, Progress, Ticker};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
 use crate::results::{ResultDoc, SimLimit};
@@ -283,10 +283,6 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    fn ns(&self, cycles: f64) -> f64 {
-        cycles * 1e9 / f64::from(self.clock_hz.max(1))
-    }
-
     pub fn failed(&self) -> bool {
         self.unexplained_missing > 0 || self.counters.lost > 0
     }
@@ -680,21 +676,21 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
     out
 }
 
-fn histogram_chart(title: &str, runs: &[RunReport]) -> Chart {
-    let ns = |r: &RunReport, k: usize| r.ns((1u64 << k) as f64 * 1.5).log2();
-    Chart {
+/// The card's histograms of every measured stage, as bars over its log2 buckets in ns.
+fn histogram_chart(title: &str, runs: &[RunReport]) -> LogChart {
+    LogChart {
         title: title.to_string(),
-        x_label: "latency, log2(ns): 10 = 1 us, 20 = 1 ms (log2 buckets of card cycles)".into(),
-        y_label: "interrupts".into(),
-        x_axis: XAxis::Linear,
-        y_range: None,
+        x_label: "latency (log scale; the card's log2 buckets of cycles)".into(),
+        y_label: "interrupts (log scale)".into(),
+        x_ticks: Ticks::Ns,
+        y_ticks: Ticks::Count,
         series: runs
             .iter()
             .flat_map(|r| {
-                r.stages.iter().filter(|s| s.measured).map(move |s| Series {
+                r.stages.iter().filter(|s| s.measured).map(move |s| LogSeries {
                     label: format!("{} {}", format!("{:?}", r.condition).to_lowercase(), s.stage.name()),
-                    points: s.card.histogram.iter().enumerate().filter(|(_, c)| **c > 0).map(|(k, c)| (ns(r, k), *c as f64)).collect(),
-                    style: Style::Points,
+                    kind: Mark::Bars(log2_buckets(&s.card.histogram, r.clock_hz)),
+                    points: Vec::new(),
                 })
             })
             .collect(),
@@ -774,7 +770,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if let Some(path) = &cmd.svg {
         // On the simulator no interrupt controller or kernel dispatch is in the figures.
         let title = if basis.kind == "hardware" { "Interrupt dispatch latency" } else { "Interrupt user stage (no dispatch simulated)" };
-        realtime::write_svg(path, &session, &basis, title, |t| histogram_chart(&t, &runs))?;
+        realtime::write_svg(path, &session, &basis, title, |t| Ok(render_log_svg(&histogram_chart(&t, &runs))))?;
     }
     let failed = runs.iter().any(RunReport::failed);
     let mut doc = document(&plan, &session, &basis, comparison, &runs, started);

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bw;
 pub mod bw_driver;
 pub mod characterize;
+pub mod diff;
 pub mod fw;
 pub mod info;
 pub mod irq;

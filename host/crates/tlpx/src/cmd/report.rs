@@ -37,7 +37,7 @@ use crate::input;
 use crate::output::{bytes, ns_text as fmt_ns, print_json, truncate, xml_escape as esc};
 use crate::plot::{self, Chart, LogChart, LogSeries, Mark, Series, Style, Ticks, XAxis};
 use crate::realtime::Comparison;
-use crate::results::{self, AnyResult, ResultDoc, SpyStats, SCHEMA};
+use crate::results::{self, diff, AnyResult, ResultDoc, SpyStats, SCHEMA};
 
 /// The kinds this report draws (every kind tlpx writes).
 const REPORT_KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
@@ -92,13 +92,23 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     }
     let mut sections = Vec::new();
     let mut summaries = Vec::new();
+    // Results of the same kind are compared first: overlays and difference tables.
+    let mut compared = Vec::new();
+    for (kind, members) in comparable_groups(&docs) {
+        let section = comparison_section(sections.len() + 1, kind, &members, &docs)
+            .map_err(|e| anyhow::anyhow!("the comparison of the {kind:?} results cannot be drawn: {e}"))?;
+        compared.push(section.heading.trim_start_matches("Comparison of ").to_string());
+        summaries.push(SectionSummary { file: String::new(), kind: format!("comparison of {kind}"), figures: section.figures });
+        sections.push(section);
+    }
     for (i, (file, d)) in docs.iter().enumerate() {
         let kind = d.kind();
-        let section = render_section(i + 1, file, d).map_err(|e| anyhow::anyhow!("{file}: this {kind:?} result cannot be drawn: {e}"))?;
+        let section = render_section(sections.len() + 1, i + 1, file, d)
+            .map_err(|e| anyhow::anyhow!("{file}: this {kind:?} result cannot be drawn: {e}"))?;
         summaries.push(SectionSummary { file: file.clone(), kind: kind.to_string(), figures: section.figures });
         sections.push(section);
     }
-    let html = page(&cmd.title, &sections);
+    let html = page(&cmd.title, &sections, &compared);
     if let Some(dir) = cmd.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating the folder {}", dir.display()))?;
     }
@@ -116,10 +126,16 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
 /// Reads and checks one document into its kind's types; the error names the file and what is
 /// accepted.
 fn load(path: &Path) -> Result<AnyResult, String> {
+    load_as(path, "tlpx report", REPORT_KINDS)
+}
+
+/// Reads and checks one document of one of `kinds` for `command`; the error names the file
+/// and what `command` accepts.
+pub(crate) fn load_as(path: &Path, command: &str, kinds: &[&str]) -> Result<AnyResult, String> {
     let name = path.display();
     let what = format!(
-        "tlpx report reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {}; at most {} each)",
-        REPORT_KINDS.join(", "),
+        "{command} reads the result documents tlpx writes (schema \"{SCHEMA}\", kinds {}; at most {} each)",
+        kinds.join(", "),
         input::size_text(MAX_RESULT_BYTES)
     );
     let v = results::read_value(path, MAX_RESULT_BYTES).map_err(|e| format!("{e}; {what}"))?;
@@ -130,18 +146,18 @@ fn load(path: &Path) -> Result<AnyResult, String> {
     results::check_version(&v).map_err(|e| format!("{name}: {e}"))?;
     let kind = match v.get("kind") {
         Some(Value::String(k)) => k.as_str(),
-        Some(other) => return Err(format!("{name}: \"kind\" is {other}, not a string; accepted kinds: {}", REPORT_KINDS.join(", "))),
-        None => return Err(format!("{name}: a tlpx result without the field \"kind\"; accepted kinds: {}", REPORT_KINDS.join(", "))),
+        Some(other) => return Err(format!("{name}: \"kind\" is {other}, not a string; accepted kinds: {}", kinds.join(", "))),
+        None => return Err(format!("{name}: a tlpx result without the field \"kind\"; accepted kinds: {}", kinds.join(", "))),
     };
-    if !REPORT_KINDS.contains(&kind) {
-        return Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", REPORT_KINDS.join(", ")));
+    if !kinds.contains(&kind) {
+        return Err(format!("{name}: {command} does not take results of kind {kind:?}; accepted kinds: {}", kinds.join(", ")));
     }
     let kind = kind.to_string();
     results::check_document(&v).map_err(|e| format!("{name}: this {kind:?} result is incomplete or malformed: {e}"))?;
     match AnyResult::from_value(v) {
         Some(Ok(d)) => Ok(d),
         Some(Err(e)) => Err(format!("{name}: this {kind:?} result is incomplete: {e}")),
-        None => Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", REPORT_KINDS.join(", "))),
+        None => Err(format!("{name}: unknown result kind {kind:?}; accepted kinds: {}", kinds.join(", "))),
     }
 }
 
@@ -159,6 +175,39 @@ fn plain(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "–".into(),
+        Value::Number(_) | Value::Array(_) | Value::Object(_) => rounded(v),
+        other => other.to_string(),
+    }
+}
+
+/// A number for people: whole numbers as they are, others to 6 significant digits without
+/// trailing zeros (a float's last bits, `199999.99999999997`, read as `200000`).
+fn round_number(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let Some(f) = n.as_f64() else { return n.to_string() };
+    if f == 0.0 || !f.is_finite() {
+        return format!("{f}");
+    }
+    let digits = (5 - f.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    let s = format!("{f:.digits$}");
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+/// Compact JSON text with every number rounded for people ([`round_number`]).
+fn rounded(v: &Value) -> String {
+    match v {
+        Value::Number(n) => round_number(n),
+        Value::Array(items) => format!("[{}]", items.iter().map(rounded).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => {
+            format!("{{{}}}", m.iter().map(|(k, v)| format!("{}: {}", Value::String(k.clone()), rounded(v))).collect::<Vec<_>>().join(", "))
+        }
         other => other.to_string(),
     }
 }
@@ -249,7 +298,7 @@ impl Figures {
 
 // Sections -----------------------------------------------------------------------------
 
-fn render_section(n: usize, file: &str, d: &AnyResult) -> R<Section> {
+fn render_section(n: usize, doc_number: usize, file: &str, d: &AnyResult) -> R<Section> {
     let mut figs = Figures::new();
     let mut tables = String::new();
     let (environment, partial) = match d {
@@ -295,7 +344,12 @@ fn render_section(n: usize, file: &str, d: &AnyResult) -> R<Section> {
     body.push_str(&tables);
     // A partial result says so in its heading (and the page's contents), not only in its badge.
     let partial = if partial.is_some() { " (PARTIAL)" } else { "" };
-    Ok(Section { anchor: format!("r{n}"), heading: format!("{} — {file}{partial}", kind_title(d.kind())), body, figures: figs.count })
+    Ok(Section {
+        anchor: format!("r{n}"),
+        heading: format!("#{doc_number} {} — {file}{partial}", kind_title(d.kind())),
+        body,
+        figures: figs.count,
+    })
 }
 
 /// An irq or loop document's statements of what its comparisons show (when it has them).
@@ -317,6 +371,9 @@ fn percent(fraction: f64) -> String {
 const SIM_EFFICIENCY_NOTE: &str = "Efficiency = achieved / model, in %. SIMULATED: tlpx-sim paces its link with this same model, \
                                    so efficiency cannot exceed 100 % by construction; it shows how near the card's gateware \
                                    comes to the model, not how good a host is.";
+
+/// The start of [`SIM_EFFICIENCY_NOTE`] as it stands in the page (no character in it is escaped).
+const SIM_EFFICIENCY_NOTE_HTML: &str = "Efficiency = achieved / model, in %.";
 
 fn kind_title(kind: &str) -> &'static str {
     match kind {
@@ -541,7 +598,8 @@ fn bw_section(model: Option<&LinkConfig>, points: &[BwPoint], sim: bool, tables:
             &["op", "size", "pattern", "window", "min", "median", "max", "model", "efficiency (% of model)", "transfers", "errors"],
             &rows,
         ));
-        if sim {
+        // Said once per section: a characterization says it under its table already.
+        if sim && !tables.contains(SIM_EFFICIENCY_NOTE_HTML) {
             let _ = write!(tables, "<p class=\"note\">{}</p>", esc(SIM_EFFICIENCY_NOTE));
         }
     }
@@ -680,19 +738,6 @@ fn model_section(body: &model::Body, tables: &mut String, figs: &mut Figures) ->
     Ok(())
 }
 
-/// Log2 buckets of card cycles as (from ns, to ns, count), empty buckets left out.
-fn hist_buckets(hist: &[u64], clock_hz: u32) -> Vec<(f64, f64, f64)> {
-    let ns = 1e9 / f64::from(clock_hz).max(1.0);
-    let mut out = Vec::new();
-    for (k, &c) in hist.iter().enumerate() {
-        if c > 0 {
-            let from = if k == 0 { 0.5 } else { (1u64 << k.min(62)) as f64 };
-            out.push((from * ns, (1u64 << (k + 1).min(63)) as f64 * ns, c as f64));
-        }
-    }
-    out
-}
-
 /// `tlpx script run`: the records the firmware wrote (card-cycle timestamps), and the DMA
 /// runs' durations along card time.
 /// `tlpx bw` through LitePCIe's driver: its DMA in loopback, one row per run, both clocks.
@@ -789,7 +834,7 @@ fn spy_section(points: &[SpyStats], tables: &mut String, figs: &mut Figures) -> 
         ));
         let series = vec![LogSeries {
             label: "matched reads".into(),
-            kind: Mark::Bars(hist_buckets(&p.latency_histogram, p.clock_hz)),
+            kind: Mark::Bars(plot::log2_buckets(&p.latency_histogram, p.clock_hz)),
             points: Vec::new(),
         }];
         figs.log_chart(
@@ -821,7 +866,7 @@ fn irq_section(points: &[RunReport], clock: &str, tables: &mut String, figs: &mu
             let mut row = vec![label.clone()];
             row.extend(stats_cells(s.latency_ns.as_ref(), fmt_ns));
             rows.push(row);
-            series.push(LogSeries { label, kind: Mark::Bars(hist_buckets(&s.card.histogram, p.clock_hz)), points: Vec::new() });
+            series.push(LogSeries { label, kind: Mark::Bars(plot::log2_buckets(&s.card.histogram, p.clock_hz)), points: Vec::new() });
         }
     }
     let caption = if clock.contains("simulated") {
@@ -864,7 +909,7 @@ fn loop_section(points: &[rt_loop::Point], clock: &str, tables: &mut String, fig
         }
         groups.entry(group).or_default().push(LogSeries {
             label: bytes(u64::from(p.size_bytes)),
-            kind: Mark::Bars(hist_buckets(&p.card.histogram, p.clock_hz)),
+            kind: Mark::Bars(plot::log2_buckets(&p.card.histogram, p.clock_hz)),
             points: Vec::new(),
         });
     }
@@ -974,6 +1019,342 @@ fn rule30_section(body: &rule30::Body, tables: &mut String, figs: &mut Figures) 
     Ok(())
 }
 
+// Comparisons ------------------------------------------------------------------------------
+
+/// The kinds whose results are overlaid when the report is given more than one of them.
+const OVERLAY_KINDS: &[&str] = &["bw", "lat", "pio", "characterize", "irq", "loop"];
+
+/// Groups of at least two documents of one overlaid kind (indices into `docs`), in the order
+/// the kinds first appear.
+fn comparable_groups(docs: &[(String, AnyResult)]) -> Vec<(&'static str, Vec<usize>)> {
+    let mut groups: Vec<(&'static str, Vec<usize>)> = Vec::new();
+    for (i, (_, d)) in docs.iter().enumerate() {
+        let kind = d.kind();
+        if !OVERLAY_KINDS.contains(&kind) {
+            continue;
+        }
+        match groups.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((kind, vec![i])),
+        }
+    }
+    groups.retain(|(_, m)| m.len() > 1);
+    groups
+}
+
+fn bw_points_of(d: &AnyResult) -> &[BwPoint] {
+    match d {
+        AnyResult::Bw(d) => &d.body.points,
+        AnyResult::Characterize(d) => &d.body.points,
+        _ => &[],
+    }
+}
+
+fn lat_points_of(d: &AnyResult) -> &[LatPoint] {
+    match d {
+        AnyResult::Lat(d) => &d.body.points,
+        AnyResult::Characterize(d) => &d.body.latency,
+        _ => &[],
+    }
+}
+
+fn pio_points_of(d: &AnyResult) -> &[PioPoint] {
+    match d {
+        AnyResult::Pio(d) => &d.body.points,
+        AnyResult::Characterize(d) => &d.body.pio,
+        _ => &[],
+    }
+}
+
+/// Histogram buckets: (from ns, to ns, count).
+type Buckets = Vec<(f64, f64, f64)>;
+
+/// The card's histograms of an irq or loop result, by what they measure ("idle user",
+/// "loop 64 B, idle, poll, register return").
+fn histograms_of(d: &AnyResult) -> Vec<(String, Buckets)> {
+    match d {
+        AnyResult::Irq(d) => d
+            .body
+            .points
+            .iter()
+            .flat_map(|p| {
+                p.stages.iter().filter(|s| s.measured).map(move |s| {
+                    (
+                        format!("interrupt latency, {} {}", text(&p.condition), text(&s.stage)),
+                        plot::log2_buckets(&s.card.histogram, p.clock_hz),
+                    )
+                })
+            })
+            .collect(),
+        AnyResult::Loop(d) => d
+            .body
+            .points
+            .iter()
+            .map(|p| {
+                (
+                    format!(
+                        "loop time {}, {}, {}, {} return",
+                        bytes(u64::from(p.size_bytes)),
+                        text(&p.condition),
+                        text(&p.detect),
+                        text(&p.ret)
+                    ),
+                    plot::log2_buckets(&p.card.histogram, p.clock_hz),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn model_of(d: &AnyResult) -> Option<&LinkConfig> {
+    match d {
+        AnyResult::Bw(d) => d.model.as_ref().map(|m| &m.link),
+        AnyResult::Characterize(d) => d.model.as_ref().map(|m| &m.link),
+        _ => None,
+    }
+}
+
+/// Each compared document's label in figures: "#n" and what tells it apart from the others
+/// (the link, the host, the parameters, the time), most telling first.
+fn overlay_labels(members: &[usize], docs: &[(String, AnyResult)]) -> Vec<String> {
+    let contexts: Vec<diff::Context> = members.iter().map(|&i| diff::context(&docs[i].1)).collect();
+    let params: Vec<BTreeMap<String, String>> = members.iter().map(|&i| parameters_of(&docs[i].1)).collect();
+    let differs = |f: &dyn Fn(usize) -> String| members.iter().enumerate().any(|(k, _)| f(k) != f(0));
+    let mut differing_params: Vec<&String> = params[0].keys().filter(|k| k.as_str() != "out_dir").collect();
+    differing_params.retain(|key| differs(&|k| params[k].get(*key).cloned().unwrap_or_default()));
+    members
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let c = &contexts[k];
+            let mut parts = vec![format!("#{}", i + 1)];
+            if differs(&|k| contexts[k].link.clone()) {
+                parts.push(c.link.split(", MRRS").next().unwrap_or(&c.link).to_string());
+            }
+            if differs(&|k| contexts[k].host.clone()) {
+                parts.push(c.host.clone());
+            }
+            for key in &differing_params {
+                parts.push(format!("{key} {}", params[k].get(*key).map_or("–", String::as_str)));
+            }
+            if parts.len() == 1 {
+                parts.push(c.created.clone());
+            }
+            parts.join(", ")
+        })
+        .collect()
+}
+
+/// A document's parameters as rounded text, by name.
+fn parameters_of(d: &AnyResult) -> BTreeMap<String, String> {
+    let v = match d {
+        AnyResult::Bw(d) => serde_json::to_value(&d.parameters),
+        AnyResult::Lat(d) => serde_json::to_value(&d.parameters),
+        AnyResult::Pio(d) => serde_json::to_value(&d.parameters),
+        AnyResult::Characterize(d) => serde_json::to_value(&d.parameters),
+        _ => Ok(Value::Null),
+    };
+    match v {
+        Ok(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), plain(v))).collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+fn comparison_section(n: usize, kind: &str, members: &[usize], docs: &[(String, AnyResult)]) -> R<Section> {
+    let labels = overlay_labels(members, docs);
+    let first = &docs[members[0]].1;
+    let mut body = String::new();
+    let mut figs = Figures::new();
+    // What was compared, and whether the clocks allow it.
+    let c0 = diff::context(first);
+    let mut mismatch = None;
+    let mut rows = Vec::new();
+    for (&i, label) in members.iter().zip(&labels) {
+        let c = diff::context(&docs[i].1);
+        if mismatch.is_none() {
+            mismatch = diff::clock_mismatch(&c0, &c);
+        }
+        rows.push(vec![label.clone(), docs[i].0.clone(), c.card, c.time_mode, c.link, c.host, c.created]);
+    }
+    if let Some(m) = &mismatch {
+        let _ = write!(
+            body,
+            "<p class=\"badge warn\">CLOCKS DIFFER: {}. The figures are overlaid for reading, but no difference is judged.</p>",
+            esc(m)
+        );
+    }
+    body.push_str("<h3>Results compared</h3>");
+    body.push_str(&table(&["label", "file", "card", "time mode", "link", "host", "created"], &rows));
+    let sim = members.iter().all(|&i| diff::context(&docs[i].1).card.starts_with("simulated"));
+    let clock = if sim { "card time, simulated" } else { "card time" };
+
+    // Bandwidth against size: one figure per operation, a colour per result.
+    let mut ops: Vec<Operation> = Vec::new();
+    for &i in members {
+        for p in bw_points_of(&docs[i].1) {
+            if !ops.contains(&p.config.operation) {
+                ops.push(p.config.operation);
+            }
+        }
+    }
+    for op in ops {
+        let mut series = Vec::new();
+        let models: Vec<Option<&LinkConfig>> = members.iter().map(|&i| model_of(&docs[i].1)).collect();
+        let one_model = models.iter().all(|m| m == &models[0]);
+        for (k, (&i, label)) in members.iter().zip(&labels).enumerate() {
+            let mine: Vec<&BwPoint> = bw_points_of(&docs[i].1).iter().filter(|p| p.config.operation == op).collect();
+            let lo = mine.iter().map(|p| u64::from(p.transfer_size)).min().unwrap_or(64);
+            let hi = mine.iter().map(|p| u64::from(p.transfer_size)).max().unwrap_or(lo);
+            if let Some(mut m) = models[k].and_then(|m| characterize::model_series(m, op, lo, hi)) {
+                if !one_model || k == 0 {
+                    if !one_model {
+                        m.label = format!("model, {label}");
+                    }
+                    series.push(m);
+                }
+            }
+            let mut pts: Vec<(f64, f64)> =
+                mine.iter().map(|p| (f64::from(p.transfer_size), p.achieved_bytes_per_second.median / 1e6)).collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            series.push(Series { label: label.clone(), points: pts, style: Style::Points });
+        }
+        let title = format!("{} bandwidth against transfer size, {} results", op_label(&text(&op)), members.len());
+        figs.chart(
+            &format!("{}: achieved payload bandwidth (median) of each result, with the model's limit", op_label(&text(&op))),
+            &Chart {
+                title,
+                x_label: "transfer size".into(),
+                y_label: format!("payload MB/s ({clock})"),
+                x_axis: XAxis::Log2Bytes,
+                y_range: None,
+                series,
+            },
+        )?;
+    }
+
+    // Latency CDFs: one figure per measurement, a line per result.
+    let mut measurements: Vec<String> = Vec::new();
+    for &i in members {
+        for p in lat_points_of(&docs[i].1) {
+            if !measurements.contains(&p.label()) {
+                measurements.push(p.label());
+            }
+        }
+    }
+    for m in measurements {
+        let series: Vec<Series> = members
+            .iter()
+            .zip(&labels)
+            .filter_map(|(&i, label)| {
+                let p = lat_points_of(&docs[i].1).iter().find(|p| p.label() == m)?;
+                Some(Series { label: label.clone(), points: plot::cdf_points(&p.samples_ns(), 400), style: Style::Line })
+            })
+            .collect();
+        figs.chart(
+            &format!("{m}: latency CDF of each result (fraction of requests at or below each latency)"),
+            &Chart {
+                title: format!("{m} latency CDF, {} results", members.len()),
+                x_label: format!("latency (ns of {clock})"),
+                y_label: "fraction of requests".into(),
+                x_axis: XAxis::Linear,
+                y_range: Some((0.0, 1.0)),
+                series,
+            },
+        )?;
+    }
+
+    // PIO: card bandwidth per width, a colour per result and direction.
+    let mut series = Vec::new();
+    for (&i, label) in members.iter().zip(&labels) {
+        let pts = pio_points_of(&docs[i].1);
+        if pts.is_empty() {
+            continue;
+        }
+        let w: Vec<(f64, f64)> = pts.iter().filter_map(|p| p.card_write_bytes_per_second.map(|b| (f64::from(p.width), b / 1e6))).collect();
+        let r: Vec<(f64, f64)> = pts.iter().map(|p| (f64::from(p.width), p.card_read_bytes_per_second / 1e6)).collect();
+        series.push(Series { label: format!("write, {label}"), points: w, style: Style::Points });
+        series.push(Series { label: format!("read, {label}"), points: r, style: Style::Points });
+    }
+    if !series.is_empty() {
+        figs.chart(
+            "PIO: the card's bandwidth per access width of each result (card time)",
+            &Chart {
+                title: format!("PIO bandwidth against access width, {} results", members.len()),
+                x_label: "access width".into(),
+                y_label: "MB/s (card time)".into(),
+                x_axis: XAxis::Log2Bytes,
+                y_range: None,
+                series,
+            },
+        )?;
+    }
+    // Histograms (irq stages, loop times): one figure per stage or loop, a colour per result,
+    // bars side by side in each bucket.
+    let mut hists: Vec<(String, Vec<LogSeries>)> = Vec::new();
+    for (&i, label) in members.iter().zip(&labels) {
+        for (key, bars) in histograms_of(&docs[i].1) {
+            let series = LogSeries { label: label.clone(), kind: Mark::Bars(bars), points: Vec::new() };
+            match hists.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(series),
+                None => hists.push((key, vec![series])),
+            }
+        }
+    }
+    for (key, series) in hists {
+        figs.log_chart(
+            &format!("{key}: the card's histogram of each result (log2 buckets of card cycles, in ns)"),
+            &LogChart {
+                title: format!("{key}, {} results", members.len()),
+                x_label: "latency (log scale)".into(),
+                y_label: "count (log scale)".into(),
+                x_ticks: Ticks::Ns,
+                y_ticks: Ticks::Count,
+                series,
+            },
+        )?;
+    }
+    body.push_str(&figs.html);
+
+    // Differences against the first, by tlpx diff's rules.
+    for (&i, label) in members.iter().zip(&labels).skip(1) {
+        if !diff::DIFF_KINDS.contains(&kind) {
+            let _ = write!(
+                body,
+                "<p class=\"note\">No table of differences: tlpx diff judges {} results, not {kind}.</p>",
+                diff::DIFF_KINDS.join(", ")
+            );
+            break;
+        }
+        let d = diff::compare(first, &docs[i].1, diff::DEFAULT_THRESHOLD, true)?;
+        let _ = write!(
+            body,
+            "<h3>Differences: {} against {} ({} of {} figures changed)</h3>",
+            esc(label),
+            esc(&labels[0]),
+            d.changed,
+            d.rows.len()
+        );
+        let _ = write!(
+            body,
+            "<p class=\"note\">As <code>tlpx diff</code> judges them: a figure changed when it moved by more than {} % of the first \
+             result's value and, where the results record a spread (runs' min..max, a 95 % interval from the samples), the \
+             spreads do not overlap; without a recorded spread the {} % alone decides.</p>",
+            diff::DEFAULT_THRESHOLD * 100.0,
+            diff::DEFAULT_THRESHOLD * 100.0
+        );
+        let rows: Vec<Vec<String>> = d.rows.iter().map(diff::Row::cells).collect();
+        body.push_str(&table(&diff::HEAD, &rows));
+    }
+    let files: Vec<String> = members.iter().map(|&i| format!("#{} {}", i + 1, docs[i].0)).collect();
+    Ok(Section {
+        anchor: format!("r{n}"),
+        heading: format!("Comparison of {} {} results: {}", members.len(), kind, files.join(", ")),
+        body,
+        figures: figs.count,
+    })
+}
+
 // Page ---------------------------------------------------------------------------------
 
 const CSS: &str = "
@@ -998,7 +1379,7 @@ ul.notes { color: #6b4f00; }
 .limits .concerns { color: #777; font-size: 0.85em; }
 ";
 
-fn page(title: &str, sections: &[Section]) -> String {
+fn page(title: &str, sections: &[Section], compared: &[String]) -> String {
     let mut h = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     let _ = writeln!(h, "<meta name=\"generator\" content=\"tlpx {}\">", esc(env!("CARGO_PKG_VERSION")));
     let _ = writeln!(h, "<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>", esc(title));
@@ -1011,6 +1392,15 @@ fn page(title: &str, sections: &[Section]) -> String {
         esc(&created),
         sections.len()
     );
+    if compared.is_empty() {
+        h.push_str(
+            "<p>Nothing compared: no two results of the same kind that can be overlaid (bw, lat, pio, characterize, irq, loop).</p>",
+        );
+    } else {
+        h.push_str("<p class=\"compared\">Compared: ");
+        h.push_str(&compared.iter().map(|c| esc(c)).collect::<Vec<_>>().join("; "));
+        h.push_str(". Their figures are overlaid, one colour per result, with a table of differences against the first.</p>");
+    }
     h.push_str("<nav><ol>");
     for s in sections {
         let _ = write!(h, "<li><a href=\"#{}\">{}</a></li>", esc(&s.anchor), esc(&s.heading));
@@ -1069,10 +1459,21 @@ mod tests {
     }
 
     #[test]
+    fn numbers_in_tables_are_rounded_for_people() {
+        let v =
+            serde_json::json!({"interval_ns": [199999.99999999997, 300000.00000000006], "count": 1000, "x": 0.1234567891, "y": -2.5e-7});
+        assert_eq!(plain(&v["interval_ns"]), "[200000, 300000]");
+        assert_eq!(plain(&v["count"]), "1000");
+        assert_eq!(plain(&v["x"]), "0.123457");
+        assert_eq!(plain(&v["y"]), "-0.00000025");
+        assert_eq!(plain(&v), "{\"count\": 1000, \"interval_ns\": [200000, 300000], \"x\": 0.123457, \"y\": -0.00000025}");
+    }
+
+    #[test]
     fn values_read_as_they_stand_in_the_document() {
-        assert_eq!(text(&Some(8.0_f64)), "8.0");
+        assert_eq!(text(&Some(8.0_f64)), "8");
         assert_eq!(text(&None::<String>), "–");
         assert_eq!(text(&tlpx_device::generator::Operation::ReadWrite), "read_write");
-        assert_eq!(hist_buckets(&[0, 2, 0, 1], 1_000_000_000), vec![(2.0, 4.0, 2.0), (8.0, 16.0, 1.0)]);
+        assert_eq!(plot::log2_buckets(&[0, 2, 0, 1], 1_000_000_000), vec![(2.0, 4.0, 2.0), (8.0, 16.0, 1.0)]);
     }
 }

@@ -32,7 +32,7 @@ use tlpx_model::stats::Summary;
 
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
 use crate::checkpoint::Checkpoints;
-use crate::plot::{Chart, Series, Style, XAxis};
+use crate::plot::{log2_buckets, render_log_svg, Chart, LogChart, LogSeries, Mark, Series, Style, Ticks, XAxis};
 use crate::progress::{self, Progress};
 use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
 use crate::results::{ResultDoc, SimLimit};
@@ -393,8 +393,33 @@ pub fn sweep_table(points: &[Point]) -> Vec<String> {
     out
 }
 
-fn chart(title: &str, points: &[Point], sweep: bool) -> Chart {
+/// The figure of a run: median loop time against size for a sweep, else the card's histograms
+/// of loop time (bars over its log2 buckets in ns, one series per size).
+fn chart_svg(title: &str, points: &[Point], sweep: bool) -> anyhow::Result<String> {
     if sweep {
+        crate::plot::render_svg(&sweep_chart(title, points))
+    } else {
+        Ok(render_log_svg(&LogChart {
+            title: title.into(),
+            x_label: "loop time (log scale; the card's log2 buckets of cycles)".into(),
+            y_label: "iterations (log scale)".into(),
+            x_ticks: Ticks::Ns,
+            y_ticks: Ticks::Count,
+            series: points
+                .iter()
+                .map(|p| LogSeries {
+                    label: format!("{} B {}", p.size_bytes, p.label()),
+                    kind: Mark::Bars(log2_buckets(&p.card.histogram, p.clock_hz)),
+                    points: Vec::new(),
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// Median loop time against size, one line per detection/return/condition.
+fn sweep_chart(title: &str, points: &[Point]) -> Chart {
+    {
         // Median loop time against size, one line per detection/return/condition.
         let mut labels: Vec<String> = points.iter().map(Point::label).collect();
         labels.dedup();
@@ -416,23 +441,6 @@ fn chart(title: &str, points: &[Point], sweep: bool) -> Chart {
                         .filter_map(|p| p.loop_ns.as_ref().map(|s| (f64::from(p.size_bytes), s.median / 1e3)))
                         .collect(),
                     style: Style::Line,
-                })
-                .collect(),
-        }
-    } else {
-        let log_ns = |p: &Point, k: usize| ((1u64 << k) as f64 * 1.5 * 1e9 / f64::from(p.clock_hz.max(1))).log2();
-        Chart {
-            title: title.into(),
-            x_label: "loop time, log2(ns): 10 = 1 us, 20 = 1 ms (log2 buckets of card cycles)".into(),
-            y_label: "iterations".into(),
-            x_axis: XAxis::Linear,
-            y_range: None,
-            series: points
-                .iter()
-                .map(|p| Series {
-                    label: format!("{} B {}", p.size_bytes, p.label()),
-                    points: p.card.histogram.iter().enumerate().filter(|(_, c)| **c > 0).map(|(k, c)| (log_ns(p, k), *c as f64)).collect(),
-                    style: Style::Points,
                 })
                 .collect(),
         }
@@ -530,7 +538,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &cmd.svg {
-        realtime::write_svg(path, &session, &basis, "Real-time loop", |t| chart(&t, &points, plan.sweep || plan.sizes.len() > 1))?;
+        realtime::write_svg(path, &session, &basis, "Real-time loop", |t| chart_svg(&t, &points, plan.sweep || plan.sizes.len() > 1))?;
     }
     let failed = points.iter().any(|p| !p.verified);
     let mut doc = document(&plan, &session, &basis, comparison, detection, &points, started);

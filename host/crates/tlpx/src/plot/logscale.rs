@@ -13,7 +13,8 @@
 
 use std::fmt::Write as _;
 
-use crate::output::{bytes, ns_text, truncate, xml_escape};
+use super::{legend, palette};
+use crate::output::{bytes, ns_text, xml_escape};
 
 /// How a series is drawn.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,16 +61,50 @@ pub struct LogChart {
     pub series: Vec<LogSeries>,
 }
 
-const COLOURS: [&str; 12] =
-    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939"];
-
 /// Software modes of rule 30 are dashed, so that they stand apart from the hardware ones.
+fn is_dashed(label: &str) -> bool {
+    label.starts_with("sw-")
+}
+
 fn dash(label: &str) -> &'static str {
-    if label.starts_with("sw-") {
+    if is_dashed(label) {
         " stroke-dasharray=\"6 4\""
     } else {
         ""
     }
+}
+
+/// Log2 buckets of card cycles as (from ns, to ns, count), empty buckets left out: bucket k
+/// counts [2^k, 2^(k+1)) cycles (bucket 0 from half a cycle, so that it has a width on a log axis).
+pub fn log2_buckets(hist: &[u64], clock_hz: u32) -> Vec<(f64, f64, f64)> {
+    let ns = 1e9 / f64::from(clock_hz).max(1.0);
+    let mut out = Vec::new();
+    for (k, &c) in hist.iter().enumerate() {
+        if c > 0 {
+            let from = if k == 0 { 0.5 } else { (1u64 << k.min(62)) as f64 };
+            out.push((from * ns, (1u64 << (k + 1).min(63)) as f64 * ns, c as f64));
+        }
+    }
+    out
+}
+
+/// Histograms whose buckets span less than this ratio (max / min edge) get a linear x axis:
+/// a log axis would spread a few buckets thin; wider spans need the log axis to show both ends.
+pub const LINEAR_SPAN: f64 = 16.0;
+
+/// Linear tick values in [lo, hi]: 1-2-5 steps, about six of them.
+fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let span = (hi - lo).max(1e-12);
+    let raw = span / 6.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let mut v = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while v <= hi + step * 1e-9 {
+        out.push(v);
+        v += step;
+    }
+    out
 }
 
 pub fn tick_label(v: f64, t: Ticks) -> String {
@@ -156,6 +191,9 @@ pub fn render_log_svg(c: &LogChart) -> String {
     if y0 > y1 {
         (y0, y1) = (1.0, 10.0);
     }
+    // Histograms over a narrow span get a linear x axis (the data choose, LINEAR_SPAN).
+    let all_bars = !c.series.is_empty() && c.series.iter().all(|s| matches!(s.kind, Mark::Bars(_)));
+    let linear_x = all_bars && x0 > 0.0 && x1 / x0 < LINEAR_SPAN;
     // Some room around the data, and never a zero-width range.
     let (lx0, mut lx1) = ((x0 / 1.3).log10(), (x1 * 1.3).log10());
     let (ly0, mut ly1) = ((y0 / 1.5).log10(), (y1 * 1.5).log10());
@@ -165,10 +203,20 @@ pub fn render_log_svg(c: &LogChart) -> String {
     if ly1 - ly0 < 0.3 {
         ly1 = ly0 + 0.3;
     }
-    let px = |x: f64| l + (x.max(1e-300).log10() - lx0) / (lx1 - lx0) * (W - l - r);
+    let (lin0, lin1) = (0.0_f64.max(x0 - (x1 - x0) * 0.05), x1 + (x1 - x0) * 0.05);
+    let px = |x: f64| {
+        if linear_x {
+            l + (x - lin0) / (lin1 - lin0).max(1e-12) * (W - l - r)
+        } else {
+            l + (x.max(1e-300).log10() - lx0) / (lx1 - lx0) * (W - l - r)
+        }
+    };
     let py = |y: f64| H - b - (y.max(1e-300).log10() - ly0) / (ly1 - ly0) * (H - t - b);
     let mut s = String::new();
-    let _ = write!(s, "<svg class=\"chart\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\">");
+    let _ = write!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\">"
+    );
     let _ = write!(s, "<rect x=\"0\" y=\"0\" width=\"{W}\" height=\"{H}\" fill=\"#ffffff\"/>");
     let _ = write!(
         s,
@@ -177,7 +225,8 @@ pub fn render_log_svg(c: &LogChart) -> String {
         xml_escape(&c.title)
     );
     // Grid, ticks and labels.
-    for v in log_ticks(10f64.powf(lx0), 10f64.powf(lx1), c.x_ticks) {
+    let x_ticks = if linear_x { linear_ticks(lin0, lin1) } else { log_ticks(10f64.powf(lx0), 10f64.powf(lx1), c.x_ticks) };
+    for v in x_ticks {
         let x = px(v);
         let _ = write!(s, "<line x1=\"{x:.1}\" y1=\"{t}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.12\"/>", H - b);
         let _ = write!(
@@ -204,7 +253,7 @@ pub fn render_log_svg(c: &LogChart) -> String {
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\" font-family=\"sans-serif\">{}</text>",
         (l + W - r) / 2.0,
         H - 14.0,
-        xml_escape(&c.x_label)
+        xml_escape(&if linear_x { c.x_label.replace(" (log scale)", "") } else { c.x_label.clone() })
     );
     let _ = write!(
         s,
@@ -212,23 +261,31 @@ pub fn render_log_svg(c: &LogChart) -> String {
         (t + H - b) / 2.0,
         xml_escape(&c.y_label)
     );
-    // Data.
+    // Data. Bars of several series share a bucket side by side (each its own slice of the
+    // bucket), so that no series hides another.
     let base = py(10f64.powf(ly0));
+    let bar_series = c.series.iter().filter(|s| matches!(s.kind, Mark::Bars(_))).count().max(1);
+    let mut bar_index = 0;
+    let mut entries = Vec::new();
     for (i, series) in c.series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
+        let colour = palette::colour(i);
         match &series.kind {
             Mark::Bars(bars) => {
                 let mut d = String::new();
                 for &(from, to, n) in bars {
                     let (xa, xb, y) = (px(from), px(to), py(n));
+                    let w = (xb - xa) / bar_series as f64;
+                    let (xa, xb) = (xa + w * bar_index as f64, xa + w * (bar_index + 1) as f64);
                     let _ = write!(d, "M{xa:.1},{base:.1}V{y:.1}H{xb:.1}V{base:.1}Z");
                 }
+                bar_index += 1;
                 if !d.is_empty() {
                     let _ = write!(
                         s,
-                        "<path class=\"data\" d=\"{d}\" fill=\"{colour}\" fill-opacity=\"0.3\" stroke=\"{colour}\" stroke-width=\"1.5\"/>"
+                        "<path class=\"data\" d=\"{d}\" fill=\"{colour}\" fill-opacity=\"0.6\" stroke=\"{colour}\" stroke-width=\"1\"/>"
                     );
                 }
+                entries.push(legend::Entry { label: series.label.clone(), colour, mark: legend::Swatch::Bar, dashed: false });
             }
             Mark::LinePoints => {
                 let pts: Vec<(f64, f64)> =
@@ -245,22 +302,17 @@ pub fn render_log_svg(c: &LogChart) -> String {
                 for (x, y) in pts {
                     let _ = write!(s, "<circle class=\"data\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"/>");
                 }
+                entries.push(legend::Entry {
+                    label: series.label.clone(),
+                    colour,
+                    mark: legend::Swatch::LinePoint,
+                    dashed: is_dashed(&series.label),
+                });
             }
         }
     }
     // Legend, right of the plot.
-    for (i, series) in c.series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let y = t + 10.0 + 18.0 * i as f64;
-        let x = W - r + 12.0;
-        let _ = write!(s, "<rect x=\"{x}\" y=\"{}\" width=\"14\" height=\"10\" fill=\"{colour}\"/>", y - 9.0);
-        let _ = write!(
-            s,
-            "<text x=\"{}\" y=\"{y}\" font-size=\"12\" font-family=\"sans-serif\">{}</text>",
-            x + 20.0,
-            xml_escape(&truncate(&series.label, 30))
-        );
-    }
+    s.push_str(&legend::svg(&entries, W - r + 12.0, t, r - 20.0));
     s.push_str("</svg>");
     s
 }
@@ -309,10 +361,11 @@ mod tests {
 
     #[test]
     fn bars_stand_on_the_bottom_edge_and_span_their_buckets() {
-        // Two buckets [100, 200) and [200, 400) ns with 10 and 1000 samples.
+        // Two buckets [100, 200) and [200, 400) ns with 10 and 1000 samples, and one far
+        // away (so that the span asks for a log axis).
         let c = chart(vec![LogSeries {
             label: "a".into(),
-            kind: Mark::Bars(vec![(100.0, 200.0, 10.0), (200.0, 400.0, 1000.0)]),
+            kind: Mark::Bars(vec![(100.0, 200.0, 10.0), (200.0, 400.0, 1000.0), (1600.0, 3200.0, 1.0)]),
             points: vec![],
         }]);
         let svg = render_log_svg(&c);
@@ -324,7 +377,7 @@ mod tests {
             .filter(|b| !b.is_empty())
             .map(|b| b.split(['M', ',', 'V', 'H']).filter(|t| !t.is_empty()).map(|t| t.parse().expect("a number")).collect())
             .collect();
-        assert_eq!(bars.len(), 2);
+        assert_eq!(bars.len(), 3);
         let (a, b) = (&bars[0], &bars[1]);
         // Both stand on the same base line, the taller count reaching higher (SVG y grows down).
         assert_eq!(a[1], a[4]);
@@ -357,19 +410,74 @@ mod tests {
         ]);
         assert!(c.series[0].has_data() && !c.series[2].has_data());
         let svg = render_log_svg(&c);
-        assert!(svg.starts_with("<svg class=\"chart\"") && svg.ends_with("</svg>"));
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\"") && svg.ends_with("</svg>"));
         // Two points each (zero and negative values have no place on a log axis).
         assert_eq!(attr_values(&svg, "circle", "cx").len(), 4);
         let lines = attr_values(&svg, "polyline", "points");
         assert_eq!(lines.len(), 2);
         assert!(lines.iter().all(|l| l.split(' ').count() == 2), "{lines:?}");
-        // Software modes are dashed; hardware ones are not.
-        assert_eq!(svg.matches("stroke-dasharray").count(), 1);
+        // Software modes are dashed, in the plot and in the legend; hardware ones are not.
+        assert_eq!(svg.matches("stroke-dasharray").count(), 2);
+        assert_eq!(svg.split("<polyline").filter(|p| p.split("/>").next().is_some_and(|e| e.contains("stroke-dasharray"))).count(), 1);
         // A legend entry per series, the title escaped.
         for label in ["hw-poll", "sw-char", "empty"] {
             assert!(svg.contains(&format!(">{label}</text>")), "{label}");
         }
         assert!(svg.contains("t &lt;&amp;&gt;"));
+    }
+
+    /// The (x0, x1) pixel edges of every bar of every series.
+    fn bar_edges(svg: &str) -> Vec<Vec<(f64, f64)>> {
+        attr_values(svg, "path", "d")
+            .iter()
+            .map(|d| {
+                d.split('Z')
+                    .filter(|b| !b.is_empty())
+                    .map(|b| {
+                        let v: Vec<f64> = b.split(['M', ',', 'V', 'H']).filter(|t| !t.is_empty()).map(|t| t.parse().expect("n")).collect();
+                        (v[0], v[3])
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_narrow_histogram_gets_a_linear_axis_in_time_units() {
+        // [100, 200) and [200, 400) ns: a span of 4, under LINEAR_SPAN: linear x, so the second
+        // bucket is twice as wide as the first; ticks read in ns, the label loses "(log scale)".
+        let mut c = chart(vec![LogSeries {
+            label: "a".into(),
+            kind: Mark::Bars(vec![(100.0, 200.0, 10.0), (200.0, 400.0, 1000.0)]),
+            points: vec![],
+        }]);
+        c.x_label = "latency (log scale)".into();
+        let svg = render_log_svg(&c);
+        let bars = &bar_edges(&svg)[0];
+        let (wa, wb) = (bars[0].1 - bars[0].0, bars[1].1 - bars[1].0);
+        assert!((wb / wa - 2.0).abs() < 0.02, "{bars:?}");
+        assert!(svg.contains(">latency</text>") && svg.contains(">200 ns</text>"), "{svg}");
+        assert!(!svg.contains("log2"));
+    }
+
+    #[test]
+    fn bars_of_several_series_stand_side_by_side_in_a_bucket() {
+        // 8 B and 64 B loops in the same buckets: neither hides the other.
+        let bars = vec![(100.0, 200.0, 50.0), (200.0, 400.0, 5.0)];
+        let c = chart(vec![
+            LogSeries { label: "8 B".into(), kind: Mark::Bars(bars.clone()), points: vec![] },
+            LogSeries { label: "64 B".into(), kind: Mark::Bars(bars), points: vec![] },
+        ]);
+        let edges = bar_edges(&render_log_svg(&c));
+        assert_eq!(edges.len(), 2);
+        for (k, (&a, &b)) in edges[0].iter().zip(&edges[1]).enumerate() {
+            assert!(a.1 <= b.0 + 0.11 && a.1 - a.0 > 1.0 && b.1 - b.0 > 1.0, "bucket {k}: {a:?} {b:?}");
+        }
+        // Two colours, one per series.
+        let svg = render_log_svg(&c);
+        let fills: Vec<&str> = attr_values(&svg, "path", "fill");
+        assert_eq!(fills.len(), 2);
+        assert_ne!(fills[0], fills[1]);
     }
 
     #[test]

@@ -19,3 +19,31 @@ pub fn tlpx(device: &str, args: &[&str]) -> Output {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// The colour of each entry of every legend of an SVG figure (`<g class="legend">`, as
+/// crate::plot draws them): the first colour after each entry's start.
+pub fn legend_colours(svg: &str) -> Vec<Vec<String>> {
+    svg.split("<g class=\"legend\">")
+        .skip(1)
+        .map(|g| {
+            let g = g.split("</g>").next().unwrap_or_default();
+            g.split("</text>")
+                .filter(|entry| entry.contains("<text"))
+                .filter_map(|entry| entry.split("=\"#").nth(1).map(|c| format!("#{}", &c[..6.min(c.len())]).to_uppercase()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The colours used more than once in one legend of `svg`.
+pub fn repeated_colours(svg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for legend in legend_colours(svg) {
+        for (i, c) in legend.iter().enumerate() {
+            if legend[..i].contains(c) && !out.contains(c) {
+                out.push(c.clone());
+            }
+        }
+    }
+    out
+}
