@@ -12,6 +12,39 @@ back-pressures the link, and it sees requests the card then rejects. Each TLP be
 record (layout: traces/FORMAT.md, record format version 1). Records get their sequence number
 when they pass the filters; a record that finds its FIFO full is lost *after* it was
 numbered, so every loss is both counted (``lost``) and visible to the host as a sequence gap.
+
+Record format 2 adds two kinds (fmt 7): payload records (type 5), the first ``payload.dws``
+data DWs of a TLP right after its record (numbered after it, up to 6 DWs each, bytes in
+address order: the PHY stream's DW as it comes, byte 0 in bits 7:0), and MSI records (type 4),
+one per MSI handed to the hard IP (the valid & ready handshake of the endpoint's ``msi``
+stream; the hard IP turns it into an MWr no PHY stream carries). An MSI record's ``sources``
+is ``pcie_msi.vector`` in the cycle of the handshake: the enabled sources that fired and that
+the host has not cleared (``pcie_msi.clear``) yet, so a source the host leaves pending shows in
+later MSIs' records too; ``wait_cycles`` counts the cycles ``valid`` was high before ``ready``.
+
+Buffers and limits (a burst is absorbed by the FIFOs; the ring writer drains them a full
+beat per cycle, sharing the card-to-host link round-robin with the card's other TLPs):
+
+=========================  ==========  ==========  ==========  ==============================
+buffer                      64-bit      128-bit     256-bit     block RAM (7-series BRAM36)
+=========================  ==========  ==========  ==========  ==============================
+record FIFO (256 b)         2048        2048        2048        15
+summary FIFO per direction  64          1024        1024        LUTRAM / 7 each (231 b wide)
+payload FIFO per direction  256         256         256         8 each (16 DWs wide)
+MSI FIFO                    4           4           4           LUTRAM
+=========================  ==========  ==========  ==========  ==============================
+
+The builder takes one summary per cycle (oldest of the two directions first; an MSI record
+or a payload record takes a cycle of its own). On 64 bits the smallest TLPs bring at most one
+summary per cycle in both directions together, so the summary FIFOs stay short and the record
+FIFO absorbs a burst; on 128 and 256 bits both directions can bring one per cycle each and the
+summary FIFOs absorb what the builder has not taken. Measured in the Verilated card
+(cores/spy/burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
+link lets it beside the ring writes, no payload capture, host ring large enough), the longest
+burst with zero loss, per direction: 64-bit 3312, 128-bit 3437, 256-bit 9125 TLPs. Beyond it
+records are lost (counted in ``lost``, a sequence gap each) until the FIFOs drain; the spy
+then records again without loss. Payload capture makes 2..4 records of a TLP: the builder
+takes that many cycles and a burst fills the buffers correspondingly sooner.
 """
 
 from migen import *
