@@ -113,6 +113,8 @@ fn class(r: &Record) -> (&'static str, &'static str) {
         }
         Body::Timeout(_) => "timeout",
         Body::Footer(_) => "footer",
+        Body::Msi(_) => "msi",
+        Body::Payload(_) => "payload",
     };
     (dir, cls)
 }
