@@ -66,7 +66,8 @@ pub mod flags {
     pub const LAST: u32 = 1 << 1;
     /// The spy's own DMA traffic.
     pub const OWN: u32 = 1 << 2;
-    /// Every payload record of the TLP arrived (see [`crate::entry::Entry::payload_complete`]).
+    /// A TLP all of whose payload records arrived (see [`crate::entry::Entry::payload_complete`]);
+    /// never set for events.
     pub const PAYLOAD_COMPLETE: u32 = 1 << 3;
     /// This record matched the trigger (the footer's trigger sequence).
     pub const TRIGGER: u32 = 1 << 4;
@@ -219,7 +220,8 @@ pub fn pseudo_header(info: &EntryInfo, trigger_sequence: Option<u32>) -> [u8; PS
         Body::Msi(_) => (kind::MSI, 0, None, 0, 0, 0),
         Body::Payload(_) | Body::Footer(_) => (kind::ORPHAN_PAYLOAD, 0, None, 0, 0, 0),
     };
-    if info.entry.payload_complete {
+    // Only a TLP has payload to be complete or not (an MSI or a timeout has none).
+    if info.entry.payload_complete && matches!(record.body, Body::Request(_) | Body::Completion(_)) {
         fl |= flags::PAYLOAD_COMPLETE;
     }
     if trigger_sequence == Some(record.sequence) {

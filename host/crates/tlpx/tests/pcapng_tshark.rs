@@ -4,6 +4,10 @@
 //!   tlpx spy capture --pcapng ──► cap.pcapng ──► tshark -X lua_script:wireshark/tlpx.lua ─┐
 //!                     └─► cap.tlpx ──► tlpx spy convert --csv ──► cap.csv ────────────────┴─► equal
 //!
+//! The scripted capture has host MMIO, the generator's DMA reads (split completions, some
+//! answered Unsupported Request by the simulator's fault injection) and writes, its MSIs, payload
+//! capture (--payload 4) and a start trigger.
+//!
 //! tshark is Debian's package (with Lua), which `make setup` installs; without it these tests
 //! fail and say so, they do not skip.
 
@@ -253,7 +257,10 @@ fn a_scripted_capture_reads_back_through_tshark_record_for_record() {
     let trace = sim.path("rt.tlpx");
     let pcapng = sim.path("rt_capture.pcapng");
     let mut capture = Command::new(tlpx_bin())
-        .args(["--device", &device, "--json", "spy", "capture", "--quiet", "-o"])
+        // Payload capture of the first 4 DWs of every TLP with data; a start trigger on the
+        // host's first write (the capture's own polling, or the scenario's register write).
+        .args(["--device", &device, "--json", "spy", "capture", "--quiet", "--payload", "4"])
+        .args(["--trigger", "start", "--trigger-types", "mwr", "--trigger-dir", "down", "-o"])
         .arg(&trace)
         .arg("--pcapng")
         .arg(&pcapng)
@@ -272,8 +279,11 @@ fn a_scripted_capture_reads_back_through_tshark_record_for_record() {
     let stop = tlpx(&device, &["--json", "spy", "stop"]);
     assert!(stop.status.success(), "{}", text(&stop.stderr));
     let out = capture.wait_with_output().expect("capture");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // A capture with a trigger has an end of its own: stopped before it, it says it was
+    // interrupted (130), with every record and the footer written.
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("capture JSON");
+    assert_eq!((summary["records_lost"].as_u64(), summary["triggered"].as_bool()), (Some(0), Some(true)), "{summary}");
     assert_eq!(summary["pcapng"], pcapng.display().to_string(), "{summary}");
 
     let dir = tempfile::tempdir().expect("dir");
@@ -285,6 +295,10 @@ fn a_scripted_capture_reads_back_through_tshark_record_for_record() {
         assert!(seen.kinds.get(kind).is_some_and(|&n| n > 0), "{kind} in {:?}", seen.kinds);
     }
     assert!(seen.statuses.get("UR").is_some_and(|&n| n > 0), "error completions: {:?}", seen.statuses);
+    // Record format 2: the generator's runs end with an MSI each; payload of the TLPs with data.
+    assert!(seen.kinds.get("MSI").is_some_and(|&n| n >= 2), "an MSI per generator run: {:?}", seen.kinds);
+    assert!(seen.with_payload >= 100, "payload captured: {seen:?}");
+    assert_eq!(seen.triggers, 1, "the trigger record is marked once");
     assert!(seen.paired_completions >= 12, "split completions of 12 reads paired: {seen:?}");
     assert!(seen.requests_with_response >= 12, "{seen:?}");
     // The same trace converted afterwards gives the same packets.
@@ -293,14 +307,25 @@ fn a_scripted_capture_reads_back_through_tshark_record_for_record() {
 }
 
 #[test]
-fn the_golden_trace_reads_back_through_tshark_record_for_record() {
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../traces/golden/mmio_and_dma.tlpx");
-    let dir = tempfile::tempdir().expect("dir");
-    // Conversion needs no card: any device name does.
-    let seen = round_trip("sim:/nonexistent.sock", &golden, None, dir.path());
-    let records = tlpx_trace::TraceReader::open(&golden).expect("golden").record_count();
-    assert_eq!(seen.packets as u64, records, "record format 1: one packet per record");
-    assert!(seen.paired_completions > 0, "{seen:?}");
+fn the_golden_traces_read_back_through_tshark_record_for_record() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../traces/golden");
+    let mut goldens: Vec<PathBuf> =
+        std::fs::read_dir(&dir).expect("traces/golden").map(|e| e.expect("entry").path()).filter(|p| p.extension().is_some_and(|x| x == "tlpx")).collect();
+    goldens.sort();
+    assert!(!goldens.is_empty(), "golden traces in {}", dir.display());
+    for golden in &goldens {
+        let tmp = tempfile::tempdir().expect("dir");
+        // Conversion needs no card: any device name does.
+        let seen = round_trip("sim:/nonexistent.sock", golden, None, tmp.path());
+        let reader = tlpx_trace::TraceReader::open(golden).expect("golden");
+        let version = reader.record_version();
+        let records = reader.read_all().expect("records");
+        assert_eq!(seen.packets, tlpx_trace::entries(&records).len(), "{}: one packet per entry", golden.display());
+        if version == 1 {
+            assert_eq!(seen.packets, records.len(), "{}: record format 1, one packet per record", golden.display());
+        }
+        assert!(seen.paired_completions > 0, "{}: {seen:?}", golden.display());
+    }
 }
 
 #[test]
