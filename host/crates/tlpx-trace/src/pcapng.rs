@@ -176,7 +176,9 @@ pub fn tlp_header(record: &Record) -> Option<Vec<u8>> {
     let mut dws = vec![dw0];
     match &record.body {
         Body::Request(r) => {
-            dws.push(u32::from(r.requester_id) << 16 | u32::from(r.tag) << 8 | u32::from(r.last_be & 0xF) << 4 | u32::from(r.first_be & 0xF));
+            dws.push(
+                u32::from(r.requester_id) << 16 | u32::from(r.tag) << 8 | u32::from(r.last_be & 0xF) << 4 | u32::from(r.first_be & 0xF),
+            );
             if r.is_4dw() {
                 dws.push((r.address >> 32) as u32);
             }
@@ -184,10 +186,7 @@ pub fn tlp_header(record: &Record) -> Option<Vec<u8>> {
         }
         Body::Completion(c) => {
             dws.push(
-                u32::from(c.completer_id) << 16
-                    | c.status.bits() << 13
-                    | u32::from(c.bcm) << 12
-                    | u32::from(c.byte_count) & 0xFFF, // 4096 bytes is 0 on the wire
+                u32::from(c.completer_id) << 16 | c.status.bits() << 13 | u32::from(c.bcm) << 12 | u32::from(c.byte_count) & 0xFFF, // 4096 bytes is 0 on the wire
             );
             dws.push(u32::from(c.requester_id) << 16 | u32::from(c.tag) << 8 | u32::from(c.lower_address & 0x7F));
         }
@@ -551,11 +550,11 @@ mod tests {
         let r = build::mem_read(0, Direction::Up, 0, 0x0100, 0x85, 0x4000_1004, 1);
         let Body::Request(mut q) = r.body else { unreachable!() };
         q.last_be = 0;
-        let h = tlp_header(&Record { sequence: 0, body: Body::Request(q) }).unwrap();
+        let h = tlp_header(&Record { sequence: 0, body: Body::Request(q) }).expect("a request has a header");
         assert_eq!(h, [0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x85, 0x0F, 0x40, 0x00, 0x10, 0x04]);
         // MWr64 of 1024 DWs: Length 0, 4 DWs, address high first.
         let w = build::mem_write(0, Direction::Up, 0, 0x0100, 0, 0x1_2345_6780, 1024);
-        let h = tlp_header(&w).unwrap();
+        let h = tlp_header(&w).expect("a request has a header");
         assert_eq!(&h[..4], &[0x60, 0x00, 0x00, 0x00]);
         assert_eq!(&h[8..16], &[0x00, 0x00, 0x00, 0x01, 0x23, 0x45, 0x67, 0x80]);
         // CplD SC, completer 0x0100, byte count 4096 (0), requester 0x0000, tag 3, lower address 0x44.
@@ -563,7 +562,7 @@ mod tests {
         let Body::Completion(mut cc) = c.body else { unreachable!() };
         cc.lower_address = 0x44;
         cc.status = crate::CplStatus::Ca;
-        let h = tlp_header(&Record { sequence: 0, body: Body::Completion(cc) }).unwrap();
+        let h = tlp_header(&Record { sequence: 0, body: Body::Completion(cc) }).expect("a completion has a header");
         assert_eq!(h, [0x4A, 0x00, 0x00, 0x20, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x03, 0x44]);
     }
 }

@@ -125,10 +125,7 @@ fn tshark_rows(pcapng: &Path) -> Vec<HashMap<String, String>> {
     assert!(out.status.success(), "tshark failed: {}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(!err.contains("Lua: Error") && !err.contains("lua_script"), "the dissector failed to load or run: {err}");
-    text(&out.stdout)
-        .lines()
-        .map(|l| names.iter().zip(l.split('\t')).map(|(n, v)| ((*n).to_owned(), v.to_owned())).collect())
-        .collect()
+    text(&out.stdout).lines().map(|l| names.iter().zip(l.split('\t')).map(|(n, v)| ((*n).to_owned(), v.to_owned())).collect()).collect()
 }
 
 fn csv_rows(csv: &Path) -> Vec<HashMap<String, String>> {
@@ -160,8 +157,7 @@ fn round_trip(device: &str, trace: &Path, pcapng: Option<&Path>, dir: &Path) -> 
     let pcapng = match pcapng {
         Some(p) => p.to_path_buf(),
         None => {
-            let out =
-                tlpx(device, &["spy", "convert", trace.to_str().expect("path"), "--pcapng", converted.to_str().expect("path")]);
+            let out = tlpx(device, &["spy", "convert", trace.to_str().expect("path"), "--pcapng", converted.to_str().expect("path")]);
             assert!(out.status.success(), "{}", text(&out.stderr));
             converted
         }
@@ -183,13 +179,26 @@ fn round_trip(device: &str, trace: &Path, pcapng: Option<&Path>, dir: &Path) -> 
             .filter(|(col, field, cmp)| !same(*cmp, &row[*col], &pkt[*field]))
             .map(|(col, field, _)| format!("{col} is {:?} in the CSV, {field} is {:?}", row[*col], pkt[*field]))
             .collect();
-        assert!(differ.is_empty(), "packet #{} (CSV row {}) differs: {}\n  csv: {row:?}\n  tshark: {pkt:?}", i + 1, i + 2, differ.join("; "));
+        assert!(
+            differ.is_empty(),
+            "packet #{} (CSV row {}) differs: {}\n  csv: {row:?}\n  tshark: {pkt:?}",
+            i + 1,
+            i + 2,
+            differ.join("; ")
+        );
         // Wait cycles: a TLP's in tlpx.wait, an MSI's in tlpx.msi.wait.
         let wait_field = if row["kind"] == "MSI" { "tlpx.msi.wait" } else { "tlpx.wait" };
-        assert!(same(Cmp::Number, &row["wait_cycles"], &pkt[wait_field]), "packet #{}: wait_cycles {:?} vs {wait_field} {:?}", i + 1, row["wait_cycles"], pkt[wait_field]);
+        assert!(
+            same(Cmp::Number, &row["wait_cycles"], &pkt[wait_field]),
+            "packet #{}: wait_cycles {:?} vs {wait_field} {:?}",
+            i + 1,
+            row["wait_cycles"],
+            pkt[wait_field]
+        );
         // The packet's time: ns of card time, at the record's moment (a timeout's: the read's
         // time plus the cycles waited).
-        let cycles: u128 = number(&row["timestamp_cycles"]).unwrap_or(0) + if row["kind"] == "Timeout" { number(&row["latency_cycles"]).unwrap_or(0) } else { 0 };
+        let cycles: u128 = number(&row["timestamp_cycles"]).unwrap_or(0)
+            + if row["kind"] == "Timeout" { number(&row["latency_cycles"]).unwrap_or(0) } else { 0 };
         let epoch = &pkt["frame.time_epoch"];
         let (secs, frac) = epoch.split_once('.').expect("epoch time");
         let ns: u128 = secs.parse::<u128>().expect("secs") * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u128>().expect("ns");
@@ -206,7 +215,9 @@ fn round_trip(device: &str, trace: &Path, pcapng: Option<&Path>, dir: &Path) -> 
         if row["kind"].starts_with("Cpl") && row["matched"] == "1" {
             // The dissector pairs what the spy matched: its request is a packet before it with the
             // same requester ID and tag.
-            let req: usize = pkt["tlpx.request_in"].parse().unwrap_or_else(|_| panic!("packet #{}: a matched completion has tlpx.request_in: {pkt:?}", i + 1));
+            let req: usize = pkt["tlpx.request_in"]
+                .parse()
+                .unwrap_or_else(|_| panic!("packet #{}: a matched completion has tlpx.request_in: {pkt:?}", i + 1));
             assert!(req >= 1 && req <= i, "packet #{}: request_in {req}", i + 1);
             let r = &rows[req - 1];
             assert!(r["kind"].starts_with("MRd") || r["kind"].starts_with("IORd") || r["kind"].starts_with("Cfg"), "{r:?}");
@@ -309,8 +320,11 @@ fn a_scripted_capture_reads_back_through_tshark_record_for_record() {
 #[test]
 fn the_golden_traces_read_back_through_tshark_record_for_record() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../traces/golden");
-    let mut goldens: Vec<PathBuf> =
-        std::fs::read_dir(&dir).expect("traces/golden").map(|e| e.expect("entry").path()).filter(|p| p.extension().is_some_and(|x| x == "tlpx")).collect();
+    let mut goldens: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("traces/golden")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tlpx"))
+        .collect();
     goldens.sort();
     assert!(!goldens.is_empty(), "golden traces in {}", dir.display());
     for golden in &goldens {
@@ -333,7 +347,8 @@ fn the_dissector_filters_by_type_and_direction() {
     let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../traces/golden/mmio_and_dma.tlpx");
     let dir = tempfile::tempdir().expect("dir");
     let pcapng = dir.path().join("g.pcapng");
-    let out = tlpx("sim:/nonexistent.sock", &["spy", "convert", golden.to_str().expect("path"), "--pcapng", pcapng.to_str().expect("path")]);
+    let out =
+        tlpx("sim:/nonexistent.sock", &["spy", "convert", golden.to_str().expect("path"), "--pcapng", pcapng.to_str().expect("path")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let records = tlpx_trace::TraceReader::open(&golden).expect("golden").read_all().expect("records");
     let count = |filter: &str| {
@@ -355,7 +370,10 @@ fn the_dissector_filters_by_type_and_direction() {
     assert_eq!(count("tlpx.dir == \"up\""), up);
     let tag0 = records.iter().filter(|r| r.tag() == Some(0)).count();
     assert_eq!(count("tlpx.tag == 0"), tag0);
-    assert_eq!(count("tlpx.status == \"SC\"") + count("tlpx.status != \"SC\""), records.iter().filter(|r| r.kind_name().starts_with("Cpl")).count());
+    assert_eq!(
+        count("tlpx.status == \"SC\"") + count("tlpx.status != \"SC\""),
+        records.iter().filter(|r| r.kind_name().starts_with("Cpl")).count()
+    );
     assert_eq!(count("tlpx.lost > 0"), 0);
 }
 
@@ -363,13 +381,19 @@ fn the_dissector_filters_by_type_and_direction() {
 fn bad_input_and_unwritable_output_are_clear_errors() {
     let dir = tempfile::tempdir().expect("dir");
     let missing = dir.path().join("missing.tlpx");
-    let out = tlpx("sim:/nonexistent.sock", &["spy", "convert", missing.to_str().expect("path"), "--pcapng", dir.path().join("x.pcapng").to_str().expect("path")]);
+    let out = tlpx(
+        "sim:/nonexistent.sock",
+        &["spy", "convert", missing.to_str().expect("path"), "--pcapng", dir.path().join("x.pcapng").to_str().expect("path")],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.contains("missing.tlpx") && !err.contains("panicked"), "{err}");
     let not_a_trace = dir.path().join("junk.tlpx");
     std::fs::write(&not_a_trace, b"this is not a trace at all, just text").expect("write");
-    let out = tlpx("sim:/nonexistent.sock", &["spy", "convert", not_a_trace.to_str().expect("path"), "--pcapng", dir.path().join("y.pcapng").to_str().expect("path")]);
+    let out = tlpx(
+        "sim:/nonexistent.sock",
+        &["spy", "convert", not_a_trace.to_str().expect("path"), "--pcapng", dir.path().join("y.pcapng").to_str().expect("path")],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("not a tlpx trace"), "{}", text(&out.stderr));
     // Unwritable even as root: a path under a regular file.
