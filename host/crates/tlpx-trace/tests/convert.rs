@@ -496,11 +496,8 @@ fn vcd_carries_payload_and_msis() {
     let text = String::from_utf8(out).unwrap();
     // The `up` scope's signal (it comes after `down`'s).
     let id = |name: &str| {
-        let line = text
-            .lines()
-            .filter(|l| l.starts_with("$var") && l.contains(&format!(" {name} ")))
-            .last()
-            .unwrap_or_else(|| panic!("{name} in {text}"));
+        let line =
+            text.lines().rfind(|l| l.starts_with("$var") && l.contains(&format!(" {name} "))).unwrap_or_else(|| panic!("{name} in {text}"));
         line.split_whitespace().nth(3).unwrap().to_owned()
     };
     assert!(text.contains(&format!("s01020304a5a5a5a5 {}", id("payload"))), "{text}");
