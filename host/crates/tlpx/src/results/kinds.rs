@@ -30,6 +30,10 @@ pub struct Points<T> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpyStats {
     pub counters: SpyCounters,
+    /// The spy's own ring writes against the card-to-host traffic (cmd/spy.rs `StatsOwn`);
+    /// absent from documents written before record format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_traffic: Option<Value>,
     /// The TLP class of each index of the counters.
     pub classes: Vec<String>,
     /// Bucket k counts read latencies in [2^k, 2^(k+1)) card cycles.
