@@ -115,8 +115,6 @@ fn class(r: &Record) -> (&'static str, &'static str) {
         Body::Msi(_) => "msi",
         Body::Payload(_) => "payload",
         Body::Footer(_) => "footer",
-        Body::Msi(_) => "msi",
-        Body::Payload(_) => "payload",
     };
     (dir, cls)
 }
