@@ -52,5 +52,17 @@ pub fn read_everything(data: &[u8]) -> Result<u64, TraceError> {
     }
     let opts = VcdOptions { clock_hz, date: String::new(), comment: String::new(), names: None };
     let _ = write_vcd(std::io::sink(), &records, &opts);
+    // Entries (payload folding), the log's time sorter and the pcapng writer on what was read.
+    let plain: Vec<Record> = records.iter().filter(|r| !r.is_footer()).copied().collect();
+    let mut sorter = crate::log::TimeSorter::new();
+    for info in crate::entry::entries_with_info(&plain, footer.map(|f| f.sequence)) {
+        let _ = crate::log::log_entry_line(&info, None, clock_hz, None);
+        let _ = crate::pcapng::packet(&info, None);
+        let _ = sorter.push(info);
+    }
+    let _ = sorter.finish();
+    if let Ok(reader) = TraceReader::from_bytes(data.to_vec()) {
+        let _ = crate::pcapng::trace_to_pcapng(reader, std::io::sink());
+    }
     Ok(count)
 }

@@ -43,6 +43,7 @@ pub mod golden;
 pub mod header;
 pub mod log;
 pub mod names;
+pub mod pcapng;
 pub mod record;
 pub mod sample;
 pub mod time;

@@ -151,15 +151,17 @@ pub fn log_entry_line(info: &EntryInfo, previous: Option<&Record>, clock_hz: u64
 
 /// How far back in card time a record delivered later can be stamped, relative to the newest
 /// record already delivered, plus margin. A record is stamped at its TLP's first beat but
-/// built at its last beat, after waiting in its direction's summary FIFO (64 summaries,
-/// drained at least one every other cycle by the round-robin arbiter into a builder that
-/// takes one a cycle): a record X delivered after one stamped T was built after it, so
-/// `T <= built(X) <= t(X) + duration(X) + FIFO wait`, i.e. `t(X) >= T - duration(X) - wait`.
-/// `duration` saturates at 65535 in the record; the FIFO wait is under 1024 cycles. So once
-/// the newest delivered stamp is more than this past a held record, nothing earlier than it
-/// can still come, and it is released in order. (Only a TLP stalled longer than the duration
-/// field holds could be printed out of order; its record says so with a saturated `dur`.)
-pub const SORT_WINDOW_CYCLES: u64 = 65_536 + 1024;
+/// built at its last beat, after waiting in its direction's summary FIFO (up to 1024 summaries
+/// deep: cores/spy/core.py's buffer table) for a builder that takes one summary a cycle, oldest
+/// direction first, and a cycle for each payload or MSI record (at most 4 cycles a TLP). So a
+/// record X delivered after one stamped T was built after it:
+/// `T <= built(X) <= t(X) + duration(X) + wait(X)`, i.e. `t(X) >= T - duration(X) - wait(X)`,
+/// with `duration` at most 65535 (the record's field saturates there) and `wait` under
+/// 2 x 1024 summaries x 4 cycles = 8192 cycles. Once the newest delivered stamp is more than
+/// this past a held record, nothing earlier than it can still come, and it is released in
+/// order. Only a TLP stalled longer than the duration field holds could be printed out of
+/// order (its record shows the saturated `dur`). The margin is twice the FIFO bound.
+pub const SORT_WINDOW_CYCLES: u64 = 65_536 + 16_384;
 
 /// Most entries [`TimeSorter`] holds, whatever the stamps say (a trace from elsewhere, or
 /// stamps far apart): the spy builds at most one record a cycle, so a real capture never

@@ -392,3 +392,118 @@ fn traces_without_bar0_or_of_another_map_name_nothing() {
     let e = TraceReader::from_bytes(bad).err().expect("refused").to_string();
     assert!(e.contains("card.bar0_address") && e.contains("0xbar00000"), "{e}");
 }
+
+fn info(record: Record) -> tlpx_trace::EntryInfo {
+    tlpx_trace::EntryInfo {
+        entry: tlpx_trace::Entry { record, payload: Vec::new(), payload_complete: true },
+        lost_before: 0,
+        payload_records: 0,
+    }
+}
+
+#[test]
+fn the_log_is_in_time_order_across_directions_with_bounded_memory() {
+    use tlpx_trace::log::{TimeSorter, SORT_WINDOW_CYCLES};
+    // The spy's order: a long write up (first beat at 100, finished at 160) comes after short
+    // reads down that started during it; a timeout is ordered at the moment it happened.
+    let long_write = build::mem_write(2, Direction::Up, 100, 0x100, 0, 0x1000, 64);
+    let read_a = build::mem_read(0, Direction::Down, 110, 0, 1, 0xf000_0000, 1);
+    let read_b = build::mem_read(1, Direction::Down, 150, 0, 2, 0xf000_0004, 1);
+    let timeout = Record {
+        sequence: 3,
+        body: Body::Timeout(Timeout { direction: Direction::Up, own: false, requester_id: 0x100, tag: 9, timestamp: 20, waited: 120 }),
+    };
+    let mut sorter = TimeSorter::new();
+    let mut out = Vec::new();
+    for r in [read_a, read_b, long_write, timeout] {
+        out.extend(sorter.push(info(r)));
+    }
+    assert!(out.is_empty(), "all within the window: held");
+    out.extend(sorter.finish());
+    let seqs: Vec<u32> = out.iter().map(|h| h.info.entry.record.sequence).collect();
+    assert_eq!(seqs, [2, 0, 3, 1], "by time: write 100, read 110, timeout 140, read 150");
+    let mut text = Vec::new();
+    let mut previous = None;
+    tlpx_trace::log::write_sorted(&mut text, out, &mut previous, common::CLOCK_HZ, None).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(!text.contains(" -0."), "no negative delta: {text}");
+    assert!(text.contains("completion timeout (read at 0.160 us)"), "{text}");
+    // A long capture: what is further back than the window is released, memory stays bounded.
+    let mut sorter = TimeSorter::new();
+    let mut released = 0;
+    let mut last_time = 0;
+    for i in 0..200_000u64 {
+        let dir = if i % 2 == 0 { Direction::Down } else { Direction::Up };
+        // Each direction in order, the two a little out of step.
+        let t = i * 4 + if dir == Direction::Up { 0 } else { 30 };
+        for h in sorter.push(info(build::mem_read(i as u32, dir, t, 0, 0, 0, 1))) {
+            assert!(h.time >= last_time, "released in time order");
+            last_time = h.time;
+            released += 1;
+        }
+        assert!(sorter.held() as u64 <= SORT_WINDOW_CYCLES / 4 + 16, "held {} at {i}", sorter.held());
+    }
+    assert!(released > 150_000);
+}
+
+#[test]
+fn msi_and_payload_lines() {
+    let msi = Record { sequence: 7, body: Body::Msi(tlpx_trace::Msi { timestamp: 1000, vector: 0, sources: 1 << 3, wait_cycles: 2 }) };
+    let line = log_line(&msi, None, common::CLOCK_HZ);
+    assert!(line.contains("up   MSI    vector 0 sources generator  wait 2"), "{line}");
+    let write = build::mem_write(0, Direction::Up, 100, 0x100, 0, 0x1000, 2);
+    let chunk = Record {
+        sequence: 1,
+        body: Body::Payload(tlpx_trace::PayloadChunk {
+            direction: Direction::Up,
+            first_dw: 0,
+            count: 2,
+            last: true,
+            dws: [0x0403_0201, 0xa5a5_a5a5, 0, 0, 0, 0],
+        }),
+    };
+    let e = tlpx_trace::entry::entries_with_info(&[write, chunk], Some(2));
+    assert_eq!(e.len(), 1);
+    let line = tlpx_trace::log::log_entry_line(&e[0], None, common::CLOCK_HZ, None);
+    assert!(line.ends_with("data 01020304 a5a5a5a5 (8 of 8 bytes)"), "{line}");
+    // CSV: one row for the write and its payload.
+    let bytes = common::trace_bytes(&[write, chunk], Some((2, Footer { records_created: 2, records_lost: 0, trigger_sequence: None })));
+    let mut out = Vec::new();
+    assert_eq!(trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap(), 2, "the write's row and the footer's");
+    let text = String::from_utf8(out).unwrap();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    let col = |name: &str| CSV_COLUMNS.iter().position(|c| *c == name).unwrap();
+    assert_eq!((row[col("payload")], row[col("payload_captured_bytes")], row[col("payload_complete")]), ("01020304a5a5a5a5", "8", "1"));
+}
+
+#[test]
+fn vcd_carries_payload_and_msis() {
+    let write = build::mem_write(0, Direction::Up, 100, 0x100, 0, 0x1000, 2);
+    let chunk = Record {
+        sequence: 1,
+        body: Body::Payload(tlpx_trace::PayloadChunk {
+            direction: Direction::Up,
+            first_dw: 0,
+            count: 2,
+            last: true,
+            dws: [0x0403_0201, 0xa5a5_a5a5, 0, 0, 0, 0],
+        }),
+    };
+    let msi = Record { sequence: 2, body: Body::Msi(tlpx_trace::Msi { timestamp: 200, vector: 0, sources: 1 << 3, wait_cycles: 0 }) };
+    let mut out = Vec::new();
+    let opts = VcdOptions { clock_hz: common::CLOCK_HZ, date: String::new(), comment: String::new(), names: None };
+    write_vcd(&mut out, &[write, chunk, msi], &opts).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    // The `up` scope's signal (it comes after `down`'s).
+    let id = |name: &str| {
+        let line =
+            text.lines().rfind(|l| l.starts_with("$var") && l.contains(&format!(" {name} "))).unwrap_or_else(|| panic!("{name} in {text}"));
+        line.split_whitespace().nth(3).unwrap().to_owned()
+    };
+    assert!(text.contains(&format!("s01020304a5a5a5a5 {}", id("payload"))), "{text}");
+    assert!(text.contains(&format!("sgenerator {}", id("msi_sources"))), "{text}");
+    // The MSI pulse: high at 200 cycles (1600 ns), low a cycle later.
+    let msi_id = id("msi");
+    let at = text.find("#1600").unwrap();
+    assert!(text[at..].contains(&format!("1{msi_id}")) && text[at..].contains(&format!("0{msi_id}")), "{text}");
+}

@@ -288,7 +288,7 @@ fn bad_arguments_are_clear_errors_with_exit_2() {
     assert!(text(&out.stderr).contains("offset") && text(&out.stderr).contains("truncated"), "{}", text(&out.stderr));
     let out = tlpx(&sim.selector(), &["spy", "convert", t]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--csv OUT, --vcd OUT or --log"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--csv OUT, --vcd OUT, --pcapng OUT or --log"), "{}", text(&out.stderr));
 }
 
 #[test]

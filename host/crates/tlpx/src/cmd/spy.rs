@@ -7,6 +7,7 @@
 //! tlpx spy capture -o cap.tlpx        # until Ctrl-C, SIGTERM or `tlpx spy stop`
 //! tlpx spy stats
 //! tlpx spy convert cap.tlpx --vcd cap.vcd
+//! tlpx spy convert cap.tlpx --pcapng cap.pcapng   # Wireshark, with wireshark/tlpx.lua
 //! ```
 //!
 //! On the simulator a capture holds live time for its whole life (docs/sim-protocol.md): card
@@ -54,7 +55,7 @@ enum Action {
     Capture(Box<CaptureArgs>),
     /// Print the spy's live counters per direction and TLP type, and its histograms.
     Stats(StatsArgs),
-    /// Convert a trace file to CSV, VCD (GTKWave) or the text log.
+    /// Convert a trace file to CSV, VCD (GTKWave), pcapng (Wireshark) or the text log.
     Convert(ConvertArgs),
     /// Turn capture off and free the spy, whoever started it (the same as `tlpx stop spy`); a
     /// running `tlpx spy capture` then drains what the spy still holds and ends cleanly.
@@ -133,6 +134,10 @@ pub struct CaptureArgs {
     /// Do not print the running log.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// Also write the capture as pcapng for Wireshark (docs/wireshark.md), converted from the
+    /// trace file (--output, which is written in any case) when the capture ends.
+    #[arg(long, value_name = "OUT")]
+    pcapng: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -155,6 +160,10 @@ pub struct ConvertArgs {
     /// Write VCD (GTKWave) to this file.
     #[arg(long, group = "format", value_name = "OUT")]
     vcd: Option<PathBuf>,
+    /// Write pcapng (Wireshark, tshark; open it with the dissector wireshark/tlpx.lua, see
+    /// docs/wireshark.md) to this file.
+    #[arg(long, group = "format", value_name = "OUT")]
+    pcapng: Option<PathBuf>,
     /// Print the text log on stdout.
     #[arg(long, group = "format")]
     log: bool,
@@ -315,6 +324,12 @@ impl Plan {
         let poll_s = parse_duration("--poll", &a.poll).map_err(anyhow::Error::msg)?;
         // Before the card is touched: a trace that cannot be written fails at once.
         check_output_file("--output", &a.output)?;
+        if let Some(path) = &a.pcapng {
+            check_output_file("--pcapng", path)?;
+            if path == &a.output {
+                bail!("--pcapng: {} is also --output; give the pcapng file another name", path.display());
+            }
+        }
         Ok(Plan { filters, trigger, duration_s, records: a.records, ring: a.ring, poll_s })
     }
 }
@@ -325,6 +340,11 @@ impl Plan {
 #[derive(Debug, Serialize)]
 struct CaptureSummary {
     output: String,
+    /// The pcapng file written from the trace at the end (--pcapng), and its packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pcapng: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pcapng_packets: Option<u64>,
     /// The records travelled through LitePCIe's DMA writer into its driver's ring (the
     /// litepcie backend), not through the spy's own ring.
     through_driver_writer: bool,
@@ -677,12 +697,20 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: end.trigger_sequence },
         )
         .context("finishing the trace")?;
+    // pcapng from the finished trace: the trace is the capture's record (it is on disk as the
+    // capture runs, a killed capture leaves it readable); pcapng is a view of it.
+    let pcapng_packets = match &a.pcapng {
+        Some(path) => Some(write_pcapng(&a.output, path)?),
+        None => None,
+    };
     // Being stopped is the end of a capture that has none of its own; one with an end of its
     // own (--duration, --records, a trigger) was cut short.
     let planned_end = plan.duration_s.is_some() || plan.records.is_some() || plan.trigger.mode != TriggerMode::Off;
     let interrupted = planned_end && matches!(ended_by, EndedBy::Signal | EndedBy::SpyStop);
     let summary = CaptureSummary {
         output: a.output.display().to_string(),
+        pcapng: a.pcapng.as_ref().map(|p| p.display().to_string()),
+        pcapng_packets,
         through_driver_writer,
         records_written: written,
         records_created: end.records_created,
@@ -732,6 +760,9 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         crate::outln!("the spy's own ring writes: {}; MSIs sent by the card: {}", summary.own_traffic.describe(), summary.msis);
         if let Some(seq) = summary.trigger_sequence {
             crate::outln!("the trigger matched record {seq}");
+        }
+        if let (Some(path), Some(n)) = (&summary.pcapng, summary.pcapng_packets) {
+            crate::outln!("{n} packets written to {path} (pcapng; open it with wireshark/tlpx.lua: docs/wireshark.md)");
         }
         if summary.records_held_before_trigger > 0 {
             crate::outln!(
@@ -929,9 +960,16 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 // Convert -------------------------------------------------------------------------------------
 
+/// Converts the trace at `trace` to pcapng at `out`; returns the packets written.
+fn write_pcapng(trace: &std::path::Path, out: &std::path::Path) -> anyhow::Result<u64> {
+    let reader = TraceReader::open(trace).map_err(|e| anyhow!("{}: {e}", trace.display()))?;
+    let file = File::create(out).map(BufWriter::new).with_context(|| format!("creating {}", out.display()))?;
+    tlpx_trace::pcapng::trace_to_pcapng(reader, file).map_err(|e| anyhow!("writing {} from {}: {e}", out.display(), trace.display()))
+}
+
 fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
-    if a.csv.is_none() && a.vcd.is_none() && !a.log {
-        bail!("say what to write: --csv OUT, --vcd OUT or --log");
+    if a.csv.is_none() && a.vcd.is_none() && a.pcapng.is_none() && !a.log {
+        bail!("say what to write: --csv OUT, --vcd OUT, --pcapng OUT or --log");
     }
     let reader = TraceReader::open(&a.file).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
     let create = |path: &PathBuf| File::create(path).map(BufWriter::new).with_context(|| format!("creating {}", path.display()));
@@ -939,6 +977,8 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
         ("CSV", tlpx_trace::csv::trace_to_csv(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
     } else if let Some(out) = &a.vcd {
         ("VCD", tlpx_trace::vcd::trace_to_vcd(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
+    } else if let Some(out) = &a.pcapng {
+        ("pcapng packets", tlpx_trace::pcapng::trace_to_pcapng(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
     } else if a.log {
         let clock = reader.clock_hz();
         let footer = reader.footer_record().copied();
@@ -973,7 +1013,7 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
         }
         ("log", rows)
     } else {
-        bail!("say what to write: --csv OUT, --vcd OUT or --log");
+        bail!("say what to write: --csv OUT, --vcd OUT, --pcapng OUT or --log");
     };
     if json {
         print_json(&serde_json::json!({ "format": what, "rows": rows }))?;
