@@ -574,46 +574,327 @@ fn the_golden_comparison_catches_a_changed_record() {
     assert!(e.contains("record #3") && e.contains("duration"), "{e}");
 }
 
-/// The highest rate of minimum-size TLPs the spy records with zero loss, per datapath width,
-/// and the host's ingest rate from the ring to a trace file. In the test suite it runs small
-/// (2000 TLPs per point) and asserts that a loss-free rate exists at every width;
-/// scripts/bench_spy.sh runs it with TLPX_BENCH_SPY_TLPS=20000 and reads its `BENCH` lines.
+// Spy benchmark: zero-loss bursts and sustained rates -----------------------------------------
+//
+//   host ──posted MWr32 of 1 DW to ident.scratch──► card      (down: queued in the RC, paced
+//   card ◄──generator: MWr32 of 1 DW, idle cycles────  host   by the link model and the card)
+//                      both taps ──► spy ──ring writes──► host (the spy's own upstream traffic)
+//
+// Every figure is in card cycles (virtual time: the sim runs the Verilated card cycle by cycle
+// and paces both link directions with tlpx-model's LinkConfig), converted to seconds at the
+// card's clock. A burst of L is L TLPs per direction at the fastest pace the path allows; the
+// longest zero-loss L comes from doubling L until a loss, then bisecting. The sustained rate is
+// the fastest pace (a period of P card cycles per TLP per direction) at which N TLPs per
+// direction are recorded with zero loss.
+
+/// Which directions carry the traffic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dirs {
+    Up,
+    Down,
+    Both,
+}
+
+impl Dirs {
+    fn name(self) -> &'static str {
+        match self {
+            Dirs::Up => "up",
+            Dirs::Down => "down",
+            Dirs::Both => "both",
+        }
+    }
+    fn up(self) -> bool {
+        self != Dirs::Down
+    }
+    fn down(self) -> bool {
+        self != Dirs::Up
+    }
+}
+
+/// What one traffic run gave.
+struct SpyRun {
+    /// TLPs of the run per direction (generator writes, host writes to ident.scratch).
+    up: u64,
+    down: u64,
+    /// The spy's loss over the capture, and the sequence gaps the records show: (first missing
+    /// sequence, records missing).
+    lost: u64,
+    gaps: Vec<(u32, u32)>,
+    /// Card cycles from the first to the last recorded TLP of the run, per direction, and the
+    /// smallest spacing seen (back to back = the path's pace).
+    up_span: u64,
+    down_span: u64,
+    up_min_gap: u64,
+    down_min_gap: u64,
+    records: u64,
+}
+
+impl SpyRun {
+    fn gap_text(&self) -> String {
+        match self.gaps.first() {
+            None => "none".into(),
+            Some((seq, n)) => format!("{}_gaps_first_at_seq_{seq}_missing_{n}", self.gaps.len()),
+        }
+    }
+}
+
+/// Filters of the benchmark's captures: everything (the default), payload capture of
+/// `payload_dws` DWs when the card has it.
+fn bench_filters(payload_dws: u8) -> Filters {
+    assert_eq!(payload_dws, 0, "this card's spy has no payload capture");
+    Filters::default()
+}
+
+/// One capture around `count` 1-DW MWr per direction at a period of `period` card cycles per
+/// TLP (0: as fast as the path takes them). Up: the generator with `period - 1` idle cycles
+/// after each request (it issues one per cycle otherwise). Down: posted writes to
+/// ident.scratch (no side effect), `period` cycles apart (0: all queued at once, the root
+/// complex sends them as the link and the card's receive buffer allow).
+fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: u64, period: u32, payload_dws: u8) -> SpyRun {
+    let clock = u64::from(card.identity().clock_hz);
+    let ring: u32 = 1 << 18;
+    assert!(2 * count + 4096 < u64::from(ring), "the ring must hold the whole run: {count} TLPs per direction");
+    let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &Trigger::default()).expect("start");
+    let mut raw = Vec::new();
+    if dirs.up() {
+        let mut cfg = GenConfig::new(Operation::Write, 4, count);
+        cfg.window = 1 << 16;
+        cfg.payload_size = 4;
+        cfg.idle_cycles = period.saturating_sub(1);
+        cfg.flush_writes = false;
+        card.claim(Block::Generator).expect("generator");
+        for w in valid(&cfg, buffer).register_writes(buffer.bus_addr, clock as u32) {
+            card.write(w.register, w.value).expect("generator register");
+        }
+        // Started by a posted write: the host's writes below queue right behind it, so both
+        // directions run at once (generator::run would wait for the start first).
+        card.write(tlpx_regs::generator::CONTROL, tlpx_regs::generator::control::START.set(1)).expect("start");
+    }
+    if dirs.down() {
+        let spacing = Duration::from_nanos(u64::from(period) * 1_000_000_000 / clock);
+        for i in 0..count {
+            card.write(ident::SCRATCH, i).expect("scratch");
+            if period > 1 {
+                card.device().idle(spacing).expect("idle");
+            }
+        }
+    }
+    if dirs.down() && period <= 1 {
+        // A read queues behind every posted write still in the root complex (the card takes
+        // one per ~7 cycles): let them through first, or the read would wait past the
+        // completion timeout. The ring holds the whole run meanwhile.
+        card.device().idle(Duration::from_nanos(count * 8 * 1_000_000_000 / clock)).expect("idle");
+    }
+    // Let the run finish (the generator done, every posted write landed), emptying the ring.
+    loop {
+        card.device().idle(Duration::from_micros(20)).expect("idle");
+        cap.poll(card, &mut raw).expect("poll");
+        let gen_done = !dirs.up() || tlpx_regs::generator::status::DONE.get(card.read(tlpx_regs::generator::STATUS).expect("status")) == 1;
+        if gen_done {
+            break;
+        }
+    }
+    card.read(ident::SCRATCH).expect("read");
+    if dirs.up() {
+        card.release(Block::Generator).expect("release");
+    }
+    let end = cap.stop_into(card, &mut raw).expect("stop");
+    let records = decode(&raw);
+    let mut gaps = Vec::new();
+    let mut next = 0u32;
+    for r in &records {
+        if r.sequence != next {
+            gaps.push((next, r.sequence.wrapping_sub(next)));
+        }
+        next = r.sequence.wrapping_add(1);
+    }
+    if end.next_sequence != next {
+        gaps.push((next, end.next_sequence.wrapping_sub(next)));
+    }
+    let scratch = ident::SCRATCH.offset;
+    let mut stamps: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    for r in &records {
+        if let Body::Request(q) = &r.body {
+            if q.kind() == tlpx_trace::RequestKind::MWr32 && q.length_dw == 1 && !q.own {
+                let d = r.direction().map(|d| d.name());
+                if d == Some("up") && q.address >= buffer.bus_addr && q.address < buffer.bus_addr + buffer.len as u64 {
+                    stamps[0].push(q.timing.timestamp);
+                } else if d == Some("down") && q.address & 0xfff == scratch & 0xfff {
+                    stamps[1].push(q.timing.timestamp);
+                }
+            }
+        }
+    }
+    let span = |v: &[u64]| v.last().zip(v.first()).map_or(0, |(l, f)| l - f);
+    let min_gap = |v: &[u64]| v.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
+    // Nothing recorded beyond what the spy counted as lost: the run's TLPs are all there.
+    if end.records_lost == 0 {
+        assert_eq!(stamps[0].len() as u64, if dirs.up() { count } else { 0 }, "generator writes recorded");
+        assert_eq!(stamps[1].len() as u64, if dirs.down() { count } else { 0 }, "host writes recorded");
+        assert!(gaps.is_empty(), "no loss counted but sequence gaps {gaps:?}");
+    } else {
+        assert!(!gaps.is_empty(), "{} records lost but no sequence gap", end.records_lost);
+    }
+    SpyRun {
+        up: if dirs.up() { count } else { 0 },
+        down: if dirs.down() { count } else { 0 },
+        lost: end.records_lost,
+        gaps,
+        up_span: span(&stamps[0]),
+        down_span: span(&stamps[1]),
+        up_min_gap: min_gap(&stamps[0]),
+        down_min_gap: min_gap(&stamps[1]),
+        records: records.len() as u64,
+    }
+}
+
+/// Which series of the bench a run belongs to: the card width, payload DWs, directions.
+struct At<'a> {
+    width: &'a str,
+    payload: u8,
+    dirs: Dirs,
+}
+
+fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64) {
+    let rate = |n: u64, span: u64| if n > 1 && span > 0 { (n - 1) as f64 * clock / span as f64 } else { 0.0 };
+    println!(
+        "{kind} width={} payload={} dirs={} period={period} len={len} lost={} records={} gaps={} \
+         up_cycles_per_tlp={:.2} down_cycles_per_tlp={:.2} up_min_gap={} down_min_gap={} up_tlps_per_s={:.0} down_tlps_per_s={:.0}",
+        at.width,
+        at.payload,
+        at.dirs.name(),
+        r.lost,
+        r.records,
+        r.gap_text(),
+        if r.up > 1 { r.up_span as f64 / (r.up - 1) as f64 } else { 0.0 },
+        if r.down > 1 { r.down_span as f64 / (r.down - 1) as f64 } else { 0.0 },
+        r.up_min_gap,
+        r.down_min_gap,
+        rate(r.up, r.up_span),
+        rate(r.down, r.down_span),
+    );
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name}={v:?}: expected a whole number")),
+    }
+}
+
+/// Payload capture settings the bench runs (DWs per TLP; 0 = off): TLPX_BENCH_SPY_PAYLOAD,
+/// comma-separated; those the card cannot capture are refused.
+fn bench_payloads() -> Vec<u8> {
+    let v = std::env::var("TLPX_BENCH_SPY_PAYLOAD").unwrap_or_else(|_| "0".into());
+    v.split(',')
+        .map(|s| s.trim().parse::<u8>().ok().filter(|n| *n <= 16).unwrap_or_else(|| panic!("TLPX_BENCH_SPY_PAYLOAD: {s:?} is not 0..16")))
+        .collect()
+}
+
+/// The spy benchmark, per width: the longest back-to-back burst of 1-DW MWr (up, down, both
+/// at once) recorded with zero loss, what a longer one loses, and the fastest sustained pace
+/// with zero loss over N TLPs per direction; then the host's ingest rate. In the test suite
+/// it runs small (bursts up to 512, 1000 TLPs per rate point) and asserts that a zero-loss
+/// burst and rate exist at every width; scripts/bench_spy.sh runs it large
+/// (TLPX_BENCH_SPY_BURST_MAX, TLPX_BENCH_SPY_TLPS, TLPX_BENCH_SPY_PAYLOAD) and reads its lines.
 #[test]
-fn bench_spy_sustained_rate_and_host_ingest() {
-    let count: u64 = std::env::var("TLPX_BENCH_SPY_TLPS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
+fn bench_spy_bursts_rates_and_host_ingest() {
+    let count = env_u64("TLPX_BENCH_SPY_TLPS", 1_000);
+    let burst_max = env_u64("TLPX_BENCH_SPY_BURST_MAX", 512);
+    let payloads = bench_payloads();
     for width in ["64", "128", "256"] {
         let sim = Sim::start(&["--data-width", width]);
         let mut card = sim.card();
         let clock = f64::from(card.identity().clock_hz);
         let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
-        let mut found = false;
-        for idle in [0u32, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64] {
-            let mut cfg = GenConfig::new(Operation::Write, 4, count);
-            cfg.window = 1 << 16;
-            cfg.payload_size = 4;
-            cfg.idle_cycles = idle;
-            cfg.flush_writes = false;
-            let cap = Capture::start(&mut card, 1 << 17, &Filters::default(), &Trigger::default()).expect("start");
-            let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), Duration::from_secs(1)).expect("run");
-            let end = cap.stop(&mut card).expect("stop");
-            let secs = r.cycles as f64 / clock;
-            let tlps_per_s = r.write_requests as f64 / secs;
-            println!(
-                "BENCH width={width} idle={idle} tlps={} cycles={} tlps_per_s={tlps_per_s:.0} records={} lost={}",
-                r.write_requests, r.cycles, end.records_delivered, end.records_lost
-            );
-            if end.records_lost == 0 {
+        // The pace the sim's link model allows a 1-DW MWr32 (3-DW header), per direction.
+        let link = sim.control().hello().link;
+        let wire = link.wire_bytes(12, 4);
+        let link_tlps_per_s = link.tlp_bytes_per_second() / f64::from(wire);
+        println!(
+            "BENCH_LINK width={width} gen={} lanes={} clock_hz={clock:.0} wire_bytes={wire} link_tlps_per_s={link_tlps_per_s:.0} link_cycles_per_tlp={:.2}",
+            link.generation,
+            link.lanes,
+            clock / link_tlps_per_s
+        );
+        // The upstream source alone (no capture): the generator's own cycle counter, first
+        // request to last write beat.
+        let mut cfg = GenConfig::new(Operation::Write, 4, count);
+        cfg.window = 1 << 16;
+        cfg.payload_size = 4;
+        cfg.flush_writes = false;
+        let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), Duration::from_secs(1)).expect("run");
+        assert_eq!(r.write_requests, count);
+        let gen_cycles_per_tlp = r.cycles as f64 / count as f64;
+        assert!(
+            gen_cycles_per_tlp < 1.25 * clock / link_tlps_per_s + 1.0,
+            "{width}-bit: the generator alone takes {gen_cycles_per_tlp:.2} cycles per 1-DW write, the link {:.2}",
+            clock / link_tlps_per_s
+        );
+        println!(
+            "BENCH_SOURCE width={width} source=generator tlps={count} cycles={} cycles_per_tlp={gen_cycles_per_tlp:.2} tlps_per_s={:.0}",
+            r.cycles,
+            count as f64 * clock / r.cycles as f64
+        );
+        for &payload in &payloads {
+            for dirs in [Dirs::Both, Dirs::Up, Dirs::Down] {
+                let at = At { width, payload, dirs };
+                // Longest zero-loss burst: double, then bisect between the last good and first bad.
+                let mut good = 0u64;
+                let mut bad = None;
+                let mut len = 16u64;
+                while len <= burst_max {
+                    let r = spy_run(&mut card, &buffer, dirs, len, 0, payload);
+                    print_run("BENCH_BURST", &at, 0, len, &r, clock);
+                    if r.lost == 0 {
+                        good = len;
+                        len *= 2;
+                    } else {
+                        bad = Some(len);
+                        break;
+                    }
+                }
+                if let Some(mut hi) = bad {
+                    let mut lo = good;
+                    while hi - lo > 1.max(lo / 64) {
+                        let mid = (lo + hi) / 2;
+                        let r = spy_run(&mut card, &buffer, dirs, mid, 0, payload);
+                        print_run("BENCH_BURST", &at, 0, mid, &r, clock);
+                        if r.lost == 0 {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    good = lo;
+                    bad = Some(hi);
+                }
+                let beyond = bad.map(|b| {
+                    let r = spy_run(&mut card, &buffer, dirs, b, 0, payload);
+                    print_run("BENCH_BURST_BEYOND", &at, 0, b, &r, clock);
+                    format!("{b}:{}", r.lost)
+                });
                 println!(
-                    "BENCH_RESULT width={width} idle={idle} tlps={} tlps_per_s={tlps_per_s:.0} records_per_s={:.0} cycles_per_tlp={:.2}",
-                    r.write_requests,
-                    r.write_requests as f64 / secs,
-                    r.cycles as f64 / r.write_requests as f64
+                    "BENCH_BURST_MAX width={width} payload={payload} dirs={} longest={good} capped={} beyond={}",
+                    dirs.name(),
+                    bad.is_none(),
+                    beyond.unwrap_or_else(|| "-".into())
                 );
-                found = true;
-                break;
+                assert!(good >= 16, "{width}-bit {}: not even a 16-TLP burst without loss", dirs.name());
+                // Sustained: the fastest period (card cycles per TLP per direction) with zero loss.
+                let mut found = false;
+                for period in [0u32, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64] {
+                    let r = spy_run(&mut card, &buffer, dirs, count, period, payload);
+                    print_run("BENCH_RATE", &at, period, count, &r, clock);
+                    if r.lost == 0 {
+                        print_run("BENCH_RATE_RESULT", &at, period, count, &r, clock);
+                        found = true;
+                        break;
+                    }
+                }
+                assert!(found, "{width}-bit {}: no loss-free rate found", dirs.name());
             }
         }
-        assert!(found, "{width}-bit: no loss-free rate found");
         // Host ingest: records from the ring into a trace file, per wall second.
         let mut cap = Capture::start(&mut card, 1 << 17, &Filters::default(), &Trigger::default()).expect("start");
         let mut cfg = GenConfig::new(Operation::Write, 4, count);
@@ -633,6 +914,7 @@ fn bench_spy_sustained_rate_and_host_ingest() {
         }
         w.finish_without_footer().expect("flush");
         let wall = t0.elapsed().as_secs_f64();
+        assert!(batch.len() as u64 >= count, "{} records polled for {count} generator writes", batch.len());
         println!("BENCH_INGEST width={width} records={} wall_s={wall:.4} records_per_wall_s={:.0}", batch.len(), batch.len() as f64 / wall);
         cap.stop(&mut card).expect("stop");
     }
