@@ -331,6 +331,9 @@ class TlpxCard(SoCMini):
         self.pcie_msi = msi = LitePCIeMSI(width=32)
         msi.enable.storage.reset = Constant(sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET), 32)
         self.comb += msi.source.connect(phy.msi)
+        if hasattr(self, "spy"):
+            # The sources the spy's MSI records carry: the MSI block's vector as the MSI goes.
+            self.comb += self.spy.msi_sources.eq(msi.vector.status)
 
         # DMA (LitePCIe) -------------------------------------------------------------------------
         self.pcie_dma0 = dma = LitePCIeDMA(endpoint_phy, endpoint,
@@ -439,8 +442,10 @@ class TlpxCard(SoCMini):
         # Passive spy on both PHY streams; it writes its records through the same transmit
         # arbiter, and knows which up-going TLPs are its own from the arbiter's grant.
         self.spy_own_tx = spy_own_tx = Signal()
+        # It also taps the MSI stream to the hard IP (its MSI records; the sources come from
+        # pcie_msi, wired where that block is made).
         self.spy = Spy(data_width, rx=phy.source, tx=phy.sink, own_tx=spy_own_tx,
-            requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
+            requester_id=phy.id, cycles=self.timebase.cycles, msi=phy.msi, clock_hz=clock_hz)
 
         # Interrupt latency timer; its sample ring uses the same record writer as the spy.
         self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
@@ -486,7 +491,7 @@ class TlpxCard(SoCMini):
             [gen.wr_source, gen.rd_source, gen.fl_source])
         wr_bound, rd_bound, _ = gen.tx_boundaries
         self.comb += [gen.wr_sent.eq(wr_bound.sent_first), gen.rd_sent.eq(rd_bound.sent_last)]
-        spy_tlps, self.spy_records = isolated("spy", self.spy, [phy.source.valid, phy.sink.valid],
+        spy_tlps, self.spy_records = isolated("spy", self.spy, [phy.source.valid, phy.sink.valid, phy.msi.valid],
             [self.spy.source, self.spy.record_source])
         tx_sources += [spy_tlps]
         tx_sources += isolated("irqtimer", self.irq_timer, [], [self.irq_timer.source])

@@ -22,7 +22,6 @@ from litex.soc.interconnect import stream
 
 from litepcie.common import phy_layout
 
-from tlpx_gateware.cores.request_path.core import DWGatherer
 
 RECORD_DWS = 8
 
@@ -72,8 +71,15 @@ class RecordRingWriter(LiteXModule):
         self.comb += go.eq((batch != 0) & (free >= batch) &
                            ((batch == to_end) | (idle >= flush_cycles)))
 
-        self.gatherer = gatherer = DWGatherer(data_width)
-        self.comb += gatherer.source.connect(self.source)
+        # The TLP leaves a full beat per cycle: header DWs, then the records' DWs packed right
+        # behind them (the PHY stream carries a TLP's DWs contiguously). A record is 8 DWs, a
+        # whole number of beats (n = 2, 4 or 8 DWs per beat): each "data beat" comes from one
+        # record, and the output beat is the last `s` DWs of the previous data beat (or of the
+        # header) followed by the first n - s DWs of this one, s = header DWs mod n.
+        n = data_width // 32
+        assert RECORD_DWS % n == 0, f"data width must be 64, 128 or 256 bits, not {data_width}"
+        beats_per_record = RECORD_DWS // n
+        source = self.source
         address = Signal(64)
         hdr4 = Signal()
         self.comb += [
@@ -81,67 +87,111 @@ class RecordRingWriter(LiteXModule):
             hdr4.eq(address[32:] != 0),
         ]
         n_records = Signal(8)
-        dw = Signal(4)
         rec_done = Signal(8)
-        cur_address = Signal(64)
         cur_hdr4 = Signal()
-        rec_dws = Signal(RECORD_DWS * 32)
-        self.comb += rec_dws.eq(record_fifo.source.record)
+        hdr = [Signal(32, name=f"ring_hdr{i}") for i in range(4)]
+        hdr_beat = Signal(2)          # header-only beats sent
+        data_beat = Signal(max=max(beats_per_record, 2))  # data beat of the current record
+        prev = Signal(data_width)     # the data beat sent last (its tail goes out next)
+        rec_dws = record_fifo.source.record
+        cur = Signal(data_width)
+        self.comb += Case(data_beat, {q: cur.eq(rec_dws[q * data_width:(q + 1) * data_width])
+                                      for q in range(beats_per_record)})
+        # Per header length (3 or 4 DWs): header-only beats, carried DWs `s`, the header's
+        # carried DWs placed where `prev`'s tail is read from.
+        layouts = {}
+        for h in (3, 4):
+            full, s = divmod(h, n)
+            layouts[h] = (full, s)
+        def by_hdr(f):
+            return Mux(cur_hdr4, f(4), f(3))
+        def joined(h):
+            full, s = layouts[h]
+            if s == 0:
+                return cur
+            return Cat(prev[(n - s) * 32:], cur[:(n - s) * 32])
+        def tail(h):
+            full, s = layouts[h]
+            return prev[(n - s) * 32:] if s else C(0, 1)
+        def tail_be(h):
+            return (1 << (4 * layouts[h][1])) - 1
+        def header_beat(h):
+            full, s = layouts[h]
+            cases = {b: source.dat.eq(Cat(*hdr[b * n:(b + 1) * n])) for b in range(full)}
+            return Case(hdr_beat, cases) if cases else []
+        full_beats = by_hdr(lambda h: layouts[h][0])
+        has_tail = by_hdr(lambda h: int(layouts[h][1] != 0))
+        last_data = Signal()
+        self.comb += last_data.eq((data_beat == beats_per_record - 1) & (rec_done == n_records - 1))
+        # The next TLP's header, from the ring's next slot. MWr (PCIe Base spec, 2.2.7):
+        # Length = 8 DWs per record, all bytes enabled.
+        next_hdr = [Signal(32, name=f"ring_next_hdr{i}") for i in range(4)]
+        self.comb += [
+            next_hdr[0].eq(Cat((batch << 3)[:10], C(0, 19), Cat(hdr4, C(1, 1), C(0, 1)))),
+            next_hdr[1].eq(Cat(C(0xF, 4), C(0xF, 4), C(0, 8), requester_id)),
+            next_hdr[2].eq(Mux(hdr4, address[32:], Cat(C(0, 2), address[2:32]))),
+            next_hdr[3].eq(Cat(C(0, 2), address[2:32])),
+        ]
+        def header_rest(h):
+            # The header DWs that share the first data beat, as the tail of `prev`.
+            full, s = layouts[h]
+            return Cat(C(0, (n - s) * 32), *next_hdr[full * n:full * n + s]) if s else C(0, data_width)
+        done = [
+            NextValue(wr_index, wr_index + n_records),
+            NextState("IDLE"),
+        ]
+
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
             record_fifo.source.ready.eq(drop_oldest),
             If(go & ~drop_oldest & ~halt,
                 NextValue(n_records, batch),
-                NextValue(cur_address, address),
                 NextValue(cur_hdr4, hdr4),
-                NextState("DW0")
-            )
-        )
-        fsm.act("DW0",
-            gatherer.sink.valid.eq(1), gatherer.sink.first.eq(1),
-            gatherer.sink.dat.eq(Cat((n_records << 3)[:10], C(0, 19), Cat(cur_hdr4, C(1, 1), C(0, 1)))),
-            If(gatherer.sink.ready, NextState("DW1"))
-        )
-        fsm.act("DW1",
-            gatherer.sink.valid.eq(1),
-            gatherer.sink.dat.eq(Cat(C(0xF, 4), C(0xF, 4), C(0, 8), requester_id)),
-            If(gatherer.sink.ready, NextState("DW2"))
-        )
-        fsm.act("DW2",
-            gatherer.sink.valid.eq(1),
-            gatherer.sink.dat.eq(Mux(cur_hdr4, cur_address[32:], Cat(C(0, 2), cur_address[2:32]))),
-            If(gatherer.sink.ready,
-                NextValue(dw, 0), NextValue(rec_done, 0),
-                If(cur_hdr4, NextState("DW3")).Else(NextState("DATA"))
-            )
-        )
-        fsm.act("DW3",
-            gatherer.sink.valid.eq(1),
-            gatherer.sink.dat.eq(Cat(C(0, 2), cur_address[2:32])),
-            If(gatherer.sink.ready, NextState("DATA"))
-        )
-        dw_cases = {i: gatherer.sink.dat.eq(rec_dws[32*i:32*(i+1)]) for i in range(RECORD_DWS)}
-        fsm.act("DATA",
-            gatherer.sink.valid.eq(1),
-            Case(dw, dw_cases),
-            gatherer.sink.last.eq((dw == RECORD_DWS - 1) & (rec_done == n_records - 1)),
-            If(gatherer.sink.ready,
-                NextValue(dw, dw + 1),
-                If(dw == RECORD_DWS - 1,
-                    record_fifo.source.ready.eq(1),
-                    NextValue(dw, 0),
-                    NextValue(rec_done, rec_done + 1),
-                    If(rec_done == n_records - 1,
-                        NextState("SENT")
-                    )
+                *[NextValue(hdr[i], next_hdr[i]) for i in range(4)],
+                NextValue(prev, Mux(hdr4, header_rest(4), header_rest(3))),
+                NextValue(hdr_beat, 0), NextValue(data_beat, 0), NextValue(rec_done, 0),
+                If(Mux(hdr4, layouts[4][0], layouts[3][0]) == 0,
+                    NextState("DATA")
+                ).Else(
+                    NextState("HEADER")
                 )
             )
         )
-        # The ring index moves once the TLP's last beat has left the card.
-        fsm.act("SENT",
-            If(self.source.valid & self.source.ready & self.source.last,
-                NextValue(wr_index, wr_index + n_records),
-                NextState("IDLE")
+        fsm.act("HEADER",
+            source.valid.eq(1),
+            source.first.eq(hdr_beat == 0),
+            source.be.eq(Replicate(1, data_width // 8)),
+            If(cur_hdr4, header_beat(4)).Else(header_beat(3)),
+            If(source.ready,
+                NextValue(hdr_beat, hdr_beat + 1),
+                If(hdr_beat == full_beats - 1, NextState("DATA"))
             )
+        )
+        fsm.act("DATA",
+            source.valid.eq(record_fifo.source.valid),
+            source.first.eq((full_beats == 0) & (data_beat == 0) & (rec_done == 0)),
+            source.be.eq(Replicate(1, data_width // 8)),
+            source.dat.eq(by_hdr(joined)),
+            source.last.eq(last_data & ~has_tail),
+            If(source.valid & source.ready,
+                NextValue(prev, cur),
+                NextValue(data_beat, data_beat + 1),
+                If(data_beat == beats_per_record - 1,
+                    record_fifo.source.ready.eq(1),
+                    NextValue(data_beat, 0),
+                    NextValue(rec_done, rec_done + 1),
+                ),
+                If(last_data,
+                    If(has_tail, NextState("TAIL")).Else(*done)
+                )
+            )
+        )
+        fsm.act("TAIL",
+            source.valid.eq(1),
+            source.last.eq(1),
+            source.dat.eq(by_hdr(tail)),
+            source.be.eq(by_hdr(tail_be)),
+            # The ring index moves once the TLP's last beat has left the writer.
+            If(source.ready, *done)
         )
         self.sync += If(clear, wr_index.eq(0))

@@ -20,7 +20,6 @@ from litex.gen import *
 from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
-from litex.soc.interconnect.packet import Arbiter
 
 from litepcie.common import phy_layout
 
@@ -29,19 +28,45 @@ from tlpx_gateware.cores.common import Log2Histogram
 from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter, record_layout
 
-RECORD_VERSION = 1
-# Records the record FIFO holds (the most `pre` records of a start trigger, plus one), and the
-# buckets of the latency and payload-size histograms.
-RECORD_FIFO_DEPTH = 512
+RECORD_VERSION = 2
+# Records the record FIFO holds (the most `pre` records of a start trigger, plus one; the same
+# on every width, so that the host's limit is one constant), and the buckets of the latency
+# and payload-size histograms.
+RECORD_FIFO_DEPTH = 2048
 LATENCY_BUCKETS   = 32
 PAYLOAD_BUCKETS   = 13
+# Payload capture: at most this many data DWs per TLP, carried by payload records of up to
+# PAYLOAD_RECORD_DWS DWs each (w1, w2, w4..w7); a direction's captured payloads wait in a
+# FIFO of PAYLOAD_FIFO_DEPTH entries (PAYLOAD_DWS_MAX DWs each) beside its summary FIFO.
+PAYLOAD_DWS_MAX    = 16
+PAYLOAD_RECORD_DWS = 6
+PAYLOAD_FIFO_DEPTH = 256
+MSI_FIFO_DEPTH     = 4
 
-# TLP classes for the live counters and the type filter (bit = class).
-CLASSES = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"]
-CLASS_MRD, CLASS_MWR, CLASS_CPL, CLASS_CPLD, CLASS_MSG, CLASS_CFG, CLASS_IO, CLASS_OTHER = range(8)
+
+def summary_fifo_depth(data_width):
+    """Summaries each direction's FIFO holds before the record builder takes them.
+
+    The builder takes one summary per cycle. On the 64-bit datapath the smallest TLP takes two
+    beats, so the two directions together bring at most one per cycle and a short FIFO keeps
+    up; on 128 and 256 bits a 1-beat TLP can come every cycle in each direction: the builder
+    falls behind by one summary per cycle (half a summary per direction), and this FIFO (in
+    block RAM) is what absorbs a burst. 1024 entries per direction match the record FIFO:
+    both fill after a 2048-cycle burst in both directions when the ring writer cannot send.
+    """
+    return 64 if data_width <= 64 else 1024
+
+
+# TLP classes for the live counters and the type filter (bit = class); "msi" is a class of the
+# filter only (the card's MSIs, which the PHY streams never carry: see the MSI record).
+CLASSES = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other", "msi"]
+CLASS_MRD, CLASS_MWR, CLASS_CPL, CLASS_CPLD, CLASS_MSG, CLASS_CFG, CLASS_IO, CLASS_OTHER, CLASS_MSI = range(9)
+TLP_CLASSES = 8
 
 EVENT_FMT     = 7
 EVENT_TIMEOUT = 1
+EVENT_MSI     = 4
+EVENT_PAYLOAD = 5
 
 TRIGGER_OFF   = 0
 TRIGGER_START = 1
@@ -53,7 +78,23 @@ def summary_layout():
         ("hdr0", 32), ("hdr1", 32), ("hdr2", 32), ("hdr3", 32),
         ("start", 64), ("duration", 16), ("wait", 8), ("gaps", 8),
         ("direction", 1), ("own", 1),
+        ("pl_n", 5),  # payload DWs captured (0: none); the DWs wait in the payload FIFO
     ]
+
+
+def payload_layout():
+    return [("dws", 32 * PAYLOAD_DWS_MAX)]
+
+
+def msi_event_layout():
+    return [("time", 64), ("vector", 8), ("sources", 32), ("wait", 32)]
+
+
+def payload_records(pl_n):
+    """Payload records for `pl_n` captured DWs (Migen expression or int)."""
+    if isinstance(pl_n, int):
+        return (pl_n + PAYLOAD_RECORD_DWS - 1) // PAYLOAD_RECORD_DWS
+    return Mux(pl_n == 0, 0, Mux(pl_n <= 6, 1, Mux(pl_n <= 12, 2, 3)))
 
 
 def tlp_class(dw0):
@@ -87,6 +128,7 @@ class TLPObserver(LiteXModule):
         n = data_width // 32
         self.summary = Signal()  # pulse: `fields` hold a finished TLP
         self.fields  = Record(summary_layout())
+        self.payload = Signal(32 * PAYLOAD_DWS_MAX)  # the first data DWs, with `summary`
         self.active  = Signal()  # inside a TLP (its wait and gap counters run)
 
         # # #
@@ -149,6 +191,22 @@ class TLPObserver(LiteXModule):
             b, j = divmod(i, n)
             self.comb += getattr(self.fields, f"hdr{i}").eq(
                 Mux(beat == b, endpoint.dat[32*j:32*(j+1)], hdr[i]))
+        # The first data DWs: the PHY stream carries a TLP's DWs contiguously, data right after
+        # the 3- or 4-DW header (which one, DW0 says: from this beat while it is beat 0). Each
+        # DW is kept as the stream carries it (LitePCIe's PHY stream: byte 0 of a data DW, the
+        # one at the lowest address, in bits 7:0).
+        hdr4_now = Signal()
+        self.comb += hdr4_now.eq(Mux(beat == 0, endpoint.dat[29], hdr[0][29]))
+        pl = [Signal(32, name=f"obs_pl{i}") for i in range(PAYLOAD_DWS_MAX)]
+        for i in range(PAYLOAD_DWS_MAX):
+            b3, j3 = divmod(3 + i, n)
+            b4, j4 = divmod(4 + i, n)
+            lane3, lane4 = endpoint.dat[32*j3:32*(j3+1)], endpoint.dat[32*j4:32*(j4+1)]
+            self.sync += If(accepted,
+                If(hdr4_now, If(beat == b4, pl[i].eq(lane4))).Else(If(beat == b3, pl[i].eq(lane3)))
+            )
+            self.comb += self.payload[32*i:32*(i+1)].eq(
+                Mux(hdr4_now, Mux(beat == b4, lane4, pl[i]), Mux(beat == b3, lane3, pl[i])))
 
 # Filter -------------------------------------------------------------------------------------------
 
@@ -197,8 +255,13 @@ class _FifoView(Module):
 
 
 class Spy(LiteXModule):
-    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=64, record_depth=RECORD_FIFO_DEPTH,
-                 clock_hz=125e6):
+    def __init__(self, data_width, rx, tx, own_tx, requester_id, cycles, summary_depth=None, record_depth=RECORD_FIFO_DEPTH,
+                 payload_depth=PAYLOAD_FIFO_DEPTH, msi=None, clock_hz=125e6):
+        # msi: the endpoint's MSI stream to the hard IP (valid, ready, dat = vector), tapped;
+        # self.msi_sources: input, the MSI block's vector of sources (pcie_msi.vector).
+        if summary_depth is None:
+            summary_depth = summary_fifo_depth(data_width)
+        self.msi_sources = Signal(32)
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program the ring (``ring_base``, ``ring_size_log2``), filters and trigger, set
@@ -225,7 +288,7 @@ class Spy(LiteXModule):
             CSRField("to_dma_writer", size=1, offset=3, description="Send the records into LitePCIe's DMA writer (pcie_dma0, loopback off) instead of the ring: for a driver that owns the DMA buffers. ``wr_index`` then counts records (and pad records) handed to the writer."),
         ], description="Spy control.")
         self.direction_mask = CSRStorage(2, reset=0b11, description="Directions to record: bit 0 down (host to card), bit 1 up (card to host).")
-        self.class_mask = CSRStorage(8, reset=0xFF, description="TLP classes to record, bit per class: " + ", ".join(f"{i} {c}" for i, c in enumerate(CLASSES)) + ".")
+        self.class_mask = CSRStorage(len(CLASSES), reset=(1 << len(CLASSES)) - 1, description="Classes to record, bit per class: " + ", ".join(f"{i} {c}" for i, c in enumerate(CLASSES)) + " (the card's MSIs: MSI records, direction up).")
         self.address_base = CSRStorage(64, description="Requests are recorded when (address & address_mask) == (address_base & address_mask).")
         self.address_mask = CSRStorage(64, description="Address bits compared (0: every address).")
         self.requester_id = CSRStorage(16, description="Requester ID compared under requester_mask.")
@@ -328,6 +391,16 @@ class Spy(LiteXModule):
         self.lease = Lease(cycles, clock_hz)
         # After the lease: a register added last moves no existing address.
         self.pad = CSRStorage(16, description="Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only.")
+        # Record format 2 (after pad: no existing address moves).
+        self.payload = CSRStorage(fields=[
+            CSRField("dws", size=5, description=f"Data DWs to capture per TLP with data, 0..{PAYLOAD_DWS_MAX} (0: off; more than {PAYLOAD_DWS_MAX} captures {PAYLOAD_DWS_MAX}): min(dws, Length) DWs follow the TLP's record as payload records of up to {PAYLOAD_RECORD_DWS} DWs."),
+            CSRField("class_mask", size=TLP_CLASSES, offset=8, reset=(1 << TLP_CLASSES) - 1, description="TLP classes whose payload is captured (bits as class_mask)."),
+            CSRField("direction_mask", size=2, offset=16, reset=0b11, description="Directions whose payload is captured: bit 0 down, bit 1 up."),
+        ], description="Payload capture.")
+        self.trigger_sequence = CSRStatus(32, description="Sequence number of the record that matched the trigger (valid when status.triggered).")
+        self.own_tlps = CSRStatus(64, description="The spy's own ring writes (TLPs), counted always (include_own or not).")
+        self.own_bytes = CSRStatus(64, description="Bytes of the spy's own ring writes on the datapath (header and payload DWs, like count_bytes).")
+        self.msi_count = CSRStatus(64, description="MSIs the hard IP accepted (all of them: the filters do not apply).")
         halted = Signal()
         self.sync += If(clear, halted.eq(0)).Elif(self.lease.stop, halted.eq(1))
 
@@ -343,23 +416,135 @@ class Spy(LiteXModule):
             take_down.eq(down.summary & down_filter.match & enable & ~stopped),
             take_up.eq(up.summary & up_filter.match & enable & ~stopped),
         ]
-        self.down_fifo = down_fifo = stream.SyncFIFO(summary_layout(), summary_depth)
-        self.up_fifo = up_fifo = stream.SyncFIFO(summary_layout(), summary_depth)
+        # Payload capture: how many DWs of this TLP (0: none), decided as it is taken.
+        pl_cfg = self.payload.fields
+        pl_dws = Signal(5)
+        self.comb += pl_dws.eq(Mux(pl_cfg.dws > PAYLOAD_DWS_MAX, PAYLOAD_DWS_MAX, pl_cfg.dws))
+        self.down_fifo = down_fifo = stream.SyncFIFO(summary_layout(), summary_depth, buffered=summary_depth > 64)
+        self.up_fifo = up_fifo = stream.SyncFIFO(summary_layout(), summary_depth, buffered=summary_depth > 64)
+        self.down_payload_fifo = down_pfifo = stream.SyncFIFO(payload_layout(), payload_depth, buffered=True)
+        self.up_payload_fifo = up_pfifo = stream.SyncFIFO(payload_layout(), payload_depth, buffered=True)
         timeout_event = Signal()  # from the builder; numbered here too
-        for fifo, obs, take in ((down_fifo, down, take_down), (up_fifo, up, take_up)):
+        numbers_lost = []
+        for fifo, pfifo, obs, take in ((down_fifo, down_pfifo, down, take_down), (up_fifo, up_pfifo, up, take_up)):
+            cls_o, stmts_o = tlp_class(obs.fields.hdr0)
+            self.comb += stmts_o
+            length = Signal(11)
+            pl_n = Signal(5)
+            room = Signal()
+            numbers = Signal(3)
             self.comb += [
-                fifo.sink.valid.eq(take),
-                # One summary per packet for the arbiter that merges the two directions.
-                fifo.sink.first.eq(1),
-                fifo.sink.last.eq(1),
-                *[getattr(fifo.sink, f).eq(getattr(obs.fields, f)) for f, _ in summary_layout()],
+                length.eq(Mux(obs.fields.hdr0[:10] == 0, 1024, obs.fields.hdr0[:10])),
+                pl_n.eq(Mux(obs.fields.hdr0[30] & (pl_cfg.class_mask >> cls_o)[0] &
+                            (pl_cfg.direction_mask >> obs.fields.direction)[0],
+                            Mux(length < pl_dws, length, pl_dws), 0)),
+                # Both FIFOs or neither: a summary and its payload stay together.
+                room.eq(fifo.sink.ready & ((pl_n == 0) | pfifo.sink.ready)),
+                fifo.sink.valid.eq(take & room),
+                *[getattr(fifo.sink, f).eq(getattr(obs.fields, f)) for f, _ in summary_layout() if f != "pl_n"],
+                fifo.sink.pl_n.eq(pl_n),
+                pfifo.sink.valid.eq(take & room & (pl_n != 0)),
+                pfifo.sink.dws.eq(obs.payload),
+                # The TLP's record and its payload records: all numbered, all lost together.
+                numbers.eq(Mux(take & ~room, 1 + payload_records(pl_n), 0)),
             ]
-        lost_now = Signal(2)
-        self.comb += lost_now.eq((take_down & ~down_fifo.sink.ready) + (take_up & ~up_fifo.sink.ready))
+            numbers_lost.append(numbers)
+        lost_now = Signal(4)
+
+        # MSIs: the handshake of the endpoint's MSI stream with the hard IP ----------------------
+        msi_fifo = stream.SyncFIFO(msi_event_layout(), MSI_FIFO_DEPTH)
+        self.msi_fifo = msi_fifo
+        msi_count = Signal(64)
+        msi_lost = Signal()
+        if msi is not None:
+            msi_wait = Signal(32)
+            msi_sent = Signal()
+            take_msi = Signal()
+            self.comb += [
+                msi_sent.eq(msi.valid & msi.ready),
+                take_msi.eq(msi_sent & enable & ~stopped & self.class_mask.storage[CLASS_MSI] &
+                            self.direction_mask.storage[1]),
+                msi_fifo.sink.valid.eq(take_msi),
+                msi_fifo.sink.time.eq(cycles),
+                msi_fifo.sink.vector.eq(msi.dat),
+                msi_fifo.sink.sources.eq(self.msi_sources),
+                msi_fifo.sink.wait.eq(msi_wait),
+                msi_lost.eq(take_msi & ~msi_fifo.sink.ready),
+            ]
+            self.sync += [
+                If(msi_sent, msi_wait.eq(0)).Elif(msi.valid & (msi_wait != 0xFFFFFFFF), msi_wait.eq(msi_wait + 1)),
+                If(clear, msi_count.eq(0)).Elif(msi_sent, msi_count.eq(msi_count + 1)),
+            ]
+        self.comb += [
+            lost_now.eq(numbers_lost[0] + numbers_lost[1] + msi_lost),
+            self.msi_count.status.eq(msi_count),
+        ]
+
+        # The spy's own ring writes, counted always.
+        own_tlps = Signal(64)
+        own_bytes = Signal(64)
+        own_length = Mux(up.fields.hdr0[:10] == 0, 1024, up.fields.hdr0[:10])
+        self.sync += If(clear,
+            own_tlps.eq(0), own_bytes.eq(0),
+        ).Elif(up.summary & up.fields.own,
+            own_tlps.eq(own_tlps + 1),
+            own_bytes.eq(own_bytes + ((Mux(up.fields.hdr0[29], 4, 3) + Mux(up.fields.hdr0[30], own_length, 0)) << 2)),
+        )
+        self.comb += [
+            self.own_tlps.status.eq(own_tlps),
+            self.own_bytes.status.eq(own_bytes),
+        ]
 
         # Record builder ---------------------------------------------------------------------------
+        # Of the two directions' summaries the older goes first (one per cycle, no cycle lost
+        # between directions), so the record stream is in time order as far as the FIFOs allow.
+        # A summary with payload stays for its payload records (`phase` 1..3); an MSI goes
+        # between two summaries.
         builder_in = stream.Endpoint(summary_layout())
-        self.arbiter = Arbiter([down_fifo.source, up_fifo.source], builder_in)
+        phase = Signal(2)
+        sel_r = Signal()
+        sel = Signal()
+        pick_up = Signal()
+        dsrc, usrc = down_fifo.source, up_fifo.source
+        self.comb += [
+            pick_up.eq(usrc.valid & (~dsrc.valid | (usrc.start < dsrc.start))),
+            sel.eq(Mux(phase != 0, sel_r, pick_up)),
+            If(sel,
+                usrc.connect(builder_in, omit={"ready"}),
+            ).Else(
+                dsrc.connect(builder_in, omit={"ready"}),
+            ),
+            usrc.ready.eq(sel & builder_in.ready),
+            dsrc.ready.eq(~sel & builder_in.ready),
+        ]
+        pl_src_dws = Signal(32 * PAYLOAD_DWS_MAX)
+        self.comb += [
+            pl_src_dws.eq(Mux(sel, up_pfifo.source.dws, down_pfifo.source.dws)),
+            up_pfifo.source.ready.eq(sel & builder_in.valid & builder_in.ready & (builder_in.pl_n != 0)),
+            down_pfifo.source.ready.eq(~sel & builder_in.valid & builder_in.ready & (builder_in.pl_n != 0)),
+        ]
+        n_payload = Signal(2)
+        self.comb += n_payload.eq(payload_records(builder_in.pl_n))
+        do_msi = Signal()
+        tlp_rec = Signal()   # the TLP's own record (read matching, trigger: once per summary)
+        pl_rec = Signal()    # one of its payload records
+        self.comb += [
+            do_msi.eq(msi_fifo.source.valid & (phase == 0)),
+            tlp_rec.eq(builder_in.valid & ~do_msi & (phase == 0)),
+            pl_rec.eq(builder_in.valid & (phase != 0)),
+            builder_in.ready.eq(~do_msi & (phase == n_payload)),
+            msi_fifo.source.ready.eq(do_msi),
+        ]
+        self.sync += [
+            If(builder_in.valid & ~do_msi,
+                If(phase == n_payload,
+                    phase.eq(0),
+                ).Else(
+                    phase.eq(phase + 1),
+                ),
+                If(phase == 0, sel_r.eq(pick_up)),
+            ),
+        ]
 
         # Read matching: per direction of the read, a tag table (time of request, completions seen).
         tables = []
@@ -422,7 +607,7 @@ class Spy(LiteXModule):
         # A third port per table would be costly; the scan reads through the async read port
         # when no summary is being processed.
         builder_busy = Signal()
-        self.comb += builder_busy.eq(builder_in.valid)
+        self.comb += builder_busy.eq(builder_in.valid | msi_fifo.source.valid)
         for d, (rd, wr) in enumerate(tables):
             self.comb += If(~builder_busy, rd.adr.eq(scan_tag))
         self.comb += scan_entry.eq(Mux(scan_dir, tables[1][0].dat_r, tables[0][0].dat_r))
@@ -433,7 +618,7 @@ class Spy(LiteXModule):
         # Table writes.
         for d, (rd, wr) in enumerate(tables):
             self.comb += [
-                If(builder_in.valid & builder_in.ready & (req_dir == d),
+                If(tlp_rec & (req_dir == d),
                     If(~is_cpl & non_posted,
                         wr.we.eq(1), wr.adr.eq(tag), wr.dat_w.eq(Cat(f.start[:32], C(0, 4), C(1, 1), f.hdr1[16:32])),
                     ).Elif(matched,
@@ -450,7 +635,7 @@ class Spy(LiteXModule):
         self.comb += pending_delta.eq(0)
         for d, (rd, wr) in enumerate(tables):
             self.comb += [
-                If(builder_in.valid & builder_in.ready & (req_dir == d),
+                If(tlp_rec & (req_dir == d),
                     If(~is_cpl & non_posted,
                         pending_delta.eq(1 - entry_busy),
                     ).Elif(matched,
@@ -465,14 +650,50 @@ class Spy(LiteXModule):
             pending_reads.eq(pending_reads + pending_delta),
         ]
 
-        # Records: built from the summary (or a timeout event) in one cycle.
+        # Records: built from the summary (or a timeout event, an MSI) in one cycle each.
         record = Signal(RECORD_DWS * 32)
         w = [record[32*i:32*(i+1)] for i in range(RECORD_DWS)]
         rec_valid = Signal()
+        # Payload record `phase` (1..3): DWs from first_dw on, up to PAYLOAD_RECORD_DWS.
+        first_dw = Signal(5)
+        pl_count = Signal(3)
+        pl_final = Signal()
+        pl_words = [Signal(32, name=f"spy_pl_word{i}") for i in range(PAYLOAD_RECORD_DWS)]
+        pl_all = [pl_src_dws[32*i:32*(i+1)] for i in range(PAYLOAD_DWS_MAX)] + [C(0, 32)] * PAYLOAD_RECORD_DWS
         self.comb += [
-            builder_in.ready.eq(1),
-            rec_valid.eq(builder_in.valid | timeout_event),
-            If(builder_in.valid,
+            first_dw.eq((phase - 1) * PAYLOAD_RECORD_DWS),
+            pl_count.eq(Mux(f.pl_n - first_dw > PAYLOAD_RECORD_DWS, PAYLOAD_RECORD_DWS, f.pl_n - first_dw)),
+            pl_final.eq(phase == n_payload),
+        ]
+        for i in range(PAYLOAD_RECORD_DWS):
+            self.comb += Case(phase, {
+                k: pl_words[i].eq(Mux(i < pl_count, pl_all[(k - 1) * PAYLOAD_RECORD_DWS + i], 0))
+                for k in range(1, 4)
+            })
+        msi_ev = msi_fifo.source
+        self.comb += [
+            rec_valid.eq(tlp_rec | pl_rec | do_msi | timeout_event),
+            If(do_msi,
+                # MSI record (fmt 7, type 4): up, the cycle the hard IP took it.
+                w[0].eq(seq),
+                w[1].eq(msi_ev.time[:32]),
+                w[2].eq(msi_ev.time[32:]),
+                w[3].eq(Cat(C(1, 1), C(EVENT_FMT, 3), C(EVENT_MSI, 5))),
+                w[4].eq(msi_ev.vector),
+                w[5].eq(msi_ev.sources),
+                w[6].eq(msi_ev.wait),
+                w[7].eq(0),
+            ).Elif(pl_rec,
+                # Payload record (fmt 7, type 5): the TLP's direction, its DWs first_dw on.
+                w[0].eq(seq),
+                w[1].eq(pl_words[0]),
+                w[2].eq(pl_words[1]),
+                w[3].eq(Cat(f.direction, C(EVENT_FMT, 3), C(EVENT_PAYLOAD, 5), first_dw, pl_count, pl_final)),
+                w[4].eq(pl_words[2]),
+                w[5].eq(pl_words[3]),
+                w[6].eq(pl_words[4]),
+                w[7].eq(pl_words[5]),
+            ).Elif(tlp_rec,
                 w[0].eq(seq),
                 w[1].eq(f.start[:32]),
                 w[2].eq(f.start[32:]),
@@ -508,7 +729,7 @@ class Spy(LiteXModule):
             ),
         ]
         self.comb += [
-            self.latency_hist.add.eq(builder_in.valid & matched & last_cpl),
+            self.latency_hist.add.eq(tlp_rec & matched & last_cpl),
             self.latency_hist.value.eq(latency),
             self.latency_hist.clear.eq(clear),
         ]
@@ -521,18 +742,27 @@ class Spy(LiteXModule):
         trig_addr_ok = is_cpl | ((req_address & self.trigger_address_mask.storage) ==
                                  (self.trigger_address_base.storage & self.trigger_address_mask.storage))
         trigger_hit = Signal()
-        self.comb += trigger_hit.eq(builder_in.valid & trig_cls_ok & trig_dir_ok & trig_addr_ok)
+        self.comb += trigger_hit.eq(tlp_rec & trig_cls_ok & trig_dir_ok & trig_addr_ok)
         mode = self.trigger.fields.mode
         triggered = Signal()
         post_left = Signal(32)
+        trigger_seq = Signal(32)
+        # `pre` and `post` count records other than payload records: a TLP's payload records
+        # go wherever its own record goes.
+        counted_rec = Signal()
+        self.comb += [
+            counted_rec.eq(rec_valid & ~pl_rec),
+            self.trigger_sequence.status.eq(trigger_seq),
+        ]
         self.sync += [
             If(clear,
-                triggered.eq(0), stopped.eq(0),
-            ).Elif(rec_valid & (mode != TRIGGER_OFF) & ~triggered & trigger_hit,
+                triggered.eq(0), stopped.eq(0), trigger_seq.eq(0),
+            ).Elif(counted_rec & (mode != TRIGGER_OFF) & ~triggered & trigger_hit,
                 triggered.eq(1),
+                trigger_seq.eq(seq),
                 post_left.eq(self.trigger_post.storage - 1),
                 If(self.trigger_post.storage <= 1, stopped.eq(1)),
-            ).Elif(rec_valid & triggered & ~stopped,
+            ).Elif(counted_rec & triggered & ~stopped,
                 post_left.eq(post_left - 1),
                 If(post_left <= 1, stopped.eq(1)),
             ),
@@ -543,8 +773,11 @@ class Spy(LiteXModule):
         record_fifo = ResetInserter()(record_fifo)
         self.comb += record_fifo.reset.eq(clear | halted)
         accept_record = Signal()
+        parent_accepted = Signal()  # the TLP record of the payload records that follow
+        self.sync += If(tlp_rec, parent_accepted.eq(accept_record))
         self.comb += [
-            accept_record.eq(rec_valid & ~(stopped & ~(builder_in.valid & trigger_hit & ~triggered))),
+            accept_record.eq(Mux(pl_rec, parent_accepted,
+                                 rec_valid & ~(stopped & ~(tlp_rec & trigger_hit & ~triggered)))),
             record_fifo.sink.valid.eq(accept_record),
             record_fifo.sink.record.eq(record),
         ]
@@ -619,5 +852,5 @@ class Spy(LiteXModule):
         # link or a CSR access (cores/isolate.py gates the block on it).
         self.busy = Signal()
         self.comb += self.busy.eq(down.active | up.active | down_fifo.source.valid | up_fifo.source.valid |
-            builder_in.valid | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") | (pending_reads != 0) |
+            builder_in.valid | msi_fifo.source.valid | (phase != 0) | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") | (pending_reads != 0) |
             self.lease.held | self.source.valid | (pad_left != 0) | rs.valid)

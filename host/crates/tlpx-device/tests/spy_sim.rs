@@ -539,7 +539,7 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
     for r in raw {
         w.write_raw(r).expect("record");
     }
-    w.finish(end.next_sequence, tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost })
+    w.finish(end.next_sequence, tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None })
         .expect("finish");
 }
 

@@ -6,9 +6,9 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
-pub const MAP_HASH: u32 = 0x12d88c8f;
+pub const MAP_HASH: u32 = 0x31a68479;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
-pub const MAP_HASH_CPU: u32 = 0x563c6234;
+pub const MAP_HASH_CPU: u32 = 0x5a2f683a;
 /// Hash of the DUT-owned regions (slot.dut_map_hash) with rule 30 in the accelerator slot.
 pub const RULE30_DUT_MAP_HASH: u32 = 0x4636ad39;
 /// Regions owned by the DUT in the accelerator slot (rule 30's): not covered by MAP_HASH.
@@ -1539,15 +1539,8 @@ pub mod spy {
         description: "Directions to record: bit 0 down (host to card), bit 1 up (card to host).",
     };
 
-    /// TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other.
-    pub const CLASS_MASK: Register = Register {
-        region: "spy",
-        name: "class_mask",
-        offset: 0x3808,
-        size_bits: 8,
-        writable: true,
-        description: "TLP classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other.",
-    };
+    /// Classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other, 8 msi (the card's MSIs: MSI records, direction up).
+    pub const CLASS_MASK: Register = Register { region: "spy", name: "class_mask", offset: 0x3808, size_bits: 9, writable: true, description: "Classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other, 8 msi (the card's MSIs: MSI records, direction up)." };
 
     /// Requests are recorded when (address & address_mask) == (address_base & address_mask).
     pub const ADDRESS_BASE: Register = Register {
@@ -1670,14 +1663,14 @@ pub mod spy {
         description: "Trigger address bits compared.",
     };
 
-    /// Records kept before the trigger (start mode), up to 511.
+    /// Records kept before the trigger (start mode), up to 2047.
     pub const TRIGGER_PRE: Register = Register {
         region: "spy",
         name: "trigger_pre",
         offset: 0x3838,
         size_bits: 16,
         writable: true,
-        description: "Records kept before the trigger (start mode), up to 511.",
+        description: "Records kept before the trigger (start mode), up to 2047.",
     };
 
     /// Records kept from the trigger on (at least 1: the trigger itself).
@@ -1796,14 +1789,14 @@ pub mod spy {
         pub const RECORDS: Field = Field { shift: 8, width: 16 };
     }
 
-    /// Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other).
+    /// Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other, msi).
     pub const COUNTER_SELECT: Register = Register {
         region: "spy",
         name: "counter_select",
         offset: 0x386c,
         size_bits: 4,
         writable: true,
-        description: "Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other).",
+        description: "Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other, msi).",
     };
 
     /// TLPs of the selected direction and class (all TLPs, filters do not apply).
@@ -1985,6 +1978,60 @@ pub mod spy {
 
     /// Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only.
     pub const PAD: Register = Register { region: "spy", name: "pad", offset: 0x38d8, size_bits: 16, writable: true, description: "Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only." };
+
+    /// Payload capture.
+    pub const PAYLOAD: Register =
+        Register { region: "spy", name: "payload", offset: 0x38dc, size_bits: 18, writable: true, description: "Payload capture." };
+    /// Fields of `payload`.
+    pub mod payload {
+        use super::Field;
+        /// Data DWs to capture per TLP with data, 0..16 (0: off; more than 16 captures 16): min(dws, Length) DWs follow the TLP's record as payload records of up to 6 DWs.
+        pub const DWS: Field = Field { shift: 0, width: 5 };
+        /// TLP classes whose payload is captured (bits as class_mask).
+        pub const CLASS_MASK: Field = Field { shift: 8, width: 8 };
+        /// Directions whose payload is captured: bit 0 down, bit 1 up.
+        pub const DIRECTION_MASK: Field = Field { shift: 16, width: 2 };
+    }
+
+    /// Sequence number of the record that matched the trigger (valid when status.triggered).
+    pub const TRIGGER_SEQUENCE: Register = Register {
+        region: "spy",
+        name: "trigger_sequence",
+        offset: 0x38e0,
+        size_bits: 32,
+        writable: false,
+        description: "Sequence number of the record that matched the trigger (valid when status.triggered).",
+    };
+
+    /// The spy's own ring writes (TLPs), counted always (include_own or not).
+    pub const OWN_TLPS: Register = Register {
+        region: "spy",
+        name: "own_tlps",
+        offset: 0x38e4,
+        size_bits: 64,
+        writable: false,
+        description: "The spy's own ring writes (TLPs), counted always (include_own or not).",
+    };
+
+    /// Bytes of the spy's own ring writes on the datapath (header and payload DWs, like count_bytes).
+    pub const OWN_BYTES: Register = Register {
+        region: "spy",
+        name: "own_bytes",
+        offset: 0x38ec,
+        size_bits: 64,
+        writable: false,
+        description: "Bytes of the spy's own ring writes on the datapath (header and payload DWs, like count_bytes).",
+    };
+
+    /// MSIs the hard IP accepted (all of them: the filters do not apply).
+    pub const MSI_COUNT: Register = Register {
+        region: "spy",
+        name: "msi_count",
+        offset: 0x38f4,
+        size_bits: 64,
+        writable: false,
+        description: "MSIs the hard IP accepted (all of them: the filters do not apply).",
+    };
 }
 
 /// Region `irq_timer` at BAR0 offset 0x4000.
@@ -4277,6 +4324,11 @@ pub const ALL: &[Register] = &[
     spy::LEASE_EXPIRIES,
     spy::LEASE_REFUSALS,
     spy::PAD,
+    spy::PAYLOAD,
+    spy::TRIGGER_SEQUENCE,
+    spy::OWN_TLPS,
+    spy::OWN_BYTES,
+    spy::MSI_COUNT,
     irq_timer::CONTROL,
     irq_timer::CONFIG,
     irq_timer::MIN_INTERVAL,
@@ -4508,5 +4560,5 @@ pub mod constants {
     pub const SLOT_WINDOW_MAX: u64 = 131072;
     pub const SPY_LATENCY_BUCKETS: u64 = 32;
     pub const SPY_PAYLOAD_BUCKETS: u64 = 13;
-    pub const SPY_RECORD_FIFO_DEPTH: u64 = 512;
+    pub const SPY_RECORD_FIFO_DEPTH: u64 = 2048;
 }

@@ -1,4 +1,5 @@
-//! CSV: one row per record (footer included), a header row with [`CSV_COLUMNS`].
+//! CSV: one row per entry (a record, with the payload records that follow a TLP folded into
+//! its row: [`crate::entry`]), the footer's row last, a header row with [`CSV_COLUMNS`].
 //!
 //! Identifiers, addresses and byte enables are hexadecimal with `0x`; everything else is
 //! decimal. Times are given in card cycles and in ns (three decimals, exact). Cells that
@@ -6,10 +7,16 @@
 //! of the older columns by position keep working: `register` names the BAR0 register a host
 //! request hits (`spy.wr_index`), `source` the block a card read or its completion belongs to
 //! by tag (`generator`, `rt_loop`, the slot's DUT: [`crate::names`]); both are empty when the
-//! trace records no BAR0 address.
+//! trace records no BAR0 address. For an MSI, `source` names the MSI sources that were
+//! pending (`generator`). Record format 2 added the columns after `source`: `lost_before`
+//! (records lost in a sequence gap right before the row's record), the captured payload
+//! (`payload`: hex bytes in wire order, whole DWs as captured; `payload_captured_bytes`;
+//! `payload_complete`), the MSI's `msi_vector` and `msi_sources` (bit mask; its wait is in
+//! `wait_cycles`) and the footer's `trigger_sequence`.
 
 use std::io::{Read, Seek, Write};
 
+use crate::entry::{EntryBuilder, EntryInfo};
 use crate::error::TraceError;
 use crate::file::TraceReader;
 use crate::names::Bar0Names;
@@ -54,6 +61,13 @@ pub const CSV_COLUMNS: &[&str] = &[
     "records_lost",
     "register",
     "source",
+    "lost_before",
+    "payload_captured_bytes",
+    "payload_complete",
+    "payload",
+    "msi_vector",
+    "msi_sources",
+    "trigger_sequence",
 ];
 
 fn col(name: &str) -> usize {
@@ -143,7 +157,38 @@ pub fn csv_row_named(record: &Record, clock_hz: u64, names: Option<&Bar0Names>) 
         Body::Footer(ft) => {
             set("records_created", ft.records_created.to_string());
             set("records_lost", ft.records_lost.to_string());
+            if let Some(seq) = ft.trigger_sequence {
+                set("trigger_sequence", seq.to_string());
+            }
         }
+        Body::Msi(m) => {
+            set("wait_cycles", m.wait_cycles.to_string());
+            set("msi_vector", m.vector.to_string());
+            set("msi_sources", format!("0x{:x}", m.sources));
+            set("source", crate::names::msi_sources_text(m.sources));
+        }
+        Body::Payload(p) => {
+            let bytes = p.bytes();
+            set("payload_captured_bytes", bytes.len().to_string());
+            set("payload", hex_bytes(&bytes));
+        }
+    }
+    row
+}
+
+/// Bytes as lowercase hex without separators (`a5a5000f`).
+pub fn hex_bytes(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The row of an entry: its record's cells, the loss before it and its payload.
+pub fn csv_entry_row(info: &EntryInfo, clock_hz: u64, names: Option<&Bar0Names>) -> Vec<String> {
+    let mut row = csv_row_named(&info.entry.record, clock_hz, names);
+    row[col("lost_before")] = info.lost_before.to_string();
+    if matches!(info.entry.record.body, Body::Request(_) | Body::Completion(_) | Body::Payload(_)) {
+        row[col("payload_captured_bytes")] = info.entry.payload.len().to_string();
+        row[col("payload_complete")] = if info.entry.payload_complete { "1" } else { "0" }.to_owned();
+        row[col("payload")] = hex_bytes(&info.entry.payload);
     }
     row
 }
@@ -169,8 +214,14 @@ impl<W: Write> CsvWriter<W> {
         self
     }
 
+    /// A row for one record as it is (no payload folding: see [`CsvWriter::write_entry`]).
     pub fn write(&mut self, record: &Record) -> std::io::Result<()> {
         writeln!(self.out, "{}", csv_row_named(record, self.clock_hz, self.names.as_ref()).join(","))
+    }
+
+    /// A row for one entry (a TLP with its payload).
+    pub fn write_entry(&mut self, info: &EntryInfo) -> std::io::Result<()> {
+        writeln!(self.out, "{}", csv_entry_row(info, self.clock_hz, self.names.as_ref()).join(","))
     }
 
     pub fn into_inner(mut self) -> std::io::Result<W> {
@@ -179,19 +230,33 @@ impl<W: Write> CsvWriter<W> {
     }
 }
 
-/// Converts a whole trace (footer row last, when present); returns the rows written.
+/// Converts a whole trace, one row per entry (footer row last, when present); returns the
+/// rows written. It streams: a trace of any length converts in constant memory.
 pub fn trace_to_csv<R: Read + Seek, W: Write>(reader: TraceReader<R>, out: W) -> Result<u64, TraceError> {
     let io = |e| TraceError::io(0, "writing CSV", e);
     let footer = reader.footer_record().copied();
     let names = Bar0Names::from_header(reader.header());
     let mut csv = CsvWriter::new(out, reader.clock_hz()).map_err(io)?.with_names(names);
     let mut rows = 0;
+    let mut entries = EntryBuilder::new();
     for record in reader {
-        csv.write(&record?).map_err(io)?;
+        if let Some(info) = entries.push(record?) {
+            csv.write_entry(&info).map_err(io)?;
+            rows += 1;
+        }
+    }
+    if let Some(info) = entries.finish(footer.map(|f| f.sequence)) {
+        csv.write_entry(&info).map_err(io)?;
         rows += 1;
     }
     if let Some(footer) = footer {
-        csv.write(&footer).map_err(io)?;
+        let lost = entries.end_gap(footer.sequence);
+        let info = EntryInfo {
+            entry: crate::entry::Entry { record: footer, payload: Vec::new(), payload_complete: true },
+            lost_before: lost,
+            payload_records: 0,
+        };
+        csv.write_entry(&info).map_err(io)?;
         rows += 1;
     }
     csv.into_inner().map_err(io)?;

@@ -24,10 +24,12 @@ pub enum TraceError {
     #[error("offset 8: file format version {found} is not supported, expected 1 (a newer tlpx wrote this trace: upgrade tlpx-trace)")]
     UnsupportedFileVersion { found: u16 },
 
-    #[error("offset 10: record size {found} bytes, expected 32 for record format version 1")]
+    #[error("offset 10: record size {found} bytes, expected 32 (record format versions 1 and 2)")]
     WrongRecordSize { found: u16 },
 
-    #[error("offset 12: record format version {found} is not supported, expected 1 (a newer tlpx wrote this trace: upgrade tlpx-trace)")]
+    #[error(
+        "offset 12: record format version {found} is not supported, expected 1 or 2 (a newer tlpx wrote this trace: upgrade tlpx-trace)"
+    )]
     UnsupportedRecordVersion { found: u16 },
 
     #[error("offset 14: reserved header field is {found:#06x}, expected 0")]
@@ -42,8 +44,8 @@ pub enum TraceError {
     #[error("offset {offset}: header JSON key `{key}` {problem}, expected {expected}")]
     HeaderKey { offset: u64, key: String, problem: String, expected: String },
 
-    #[error("offset {offset}: header field table does not match record format version 1: {detail}")]
-    FieldTableMismatch { offset: u64, detail: String },
+    #[error("offset {offset}: header field table does not match record format version {version}: {detail}")]
+    FieldTableMismatch { offset: u64, version: u16, detail: String },
 
     #[error("offset {offset}: header padding byte is {found:#04x}, expected 0 up to offset {records_start}")]
     BadPadding { offset: u64, found: u8, records_start: u64 },
@@ -55,8 +57,17 @@ pub enum TraceError {
     )]
     TruncatedRecords { offset: u64, partial: u64, file_len: u64, records_start: u64 },
 
-    #[error("offset {offset}: record uses reserved kind fmt 7 type {tlp_type}, expected type 1 (completion timeout) or 2 (footer)")]
+    #[error(
+        "offset {offset}: record uses reserved kind fmt 7 type {tlp_type}, expected type 1 (completion timeout), 2 (footer), \
+         4 (MSI) or 5 (payload)"
+    )]
     ReservedKind { offset: u64, tlp_type: u8 },
+
+    #[error(
+        "offset {offset}: {kind} record in a trace of record format version 1, which has no such kind \
+         (expected a TLP, completion timeout or footer record; version 2 added MSI and payload records)"
+    )]
+    KindNotInVersion { offset: u64, kind: &'static str },
 
     #[error("offset {offset}: footer record is not the last record of the file, expected a TLP or event record here")]
     MisplacedFooter { offset: u64 },
@@ -83,6 +94,7 @@ impl TraceError {
             | TraceError::BadPadding { offset, .. }
             | TraceError::TruncatedRecords { offset, .. }
             | TraceError::ReservedKind { offset, .. }
+            | TraceError::KindNotInVersion { offset, .. }
             | TraceError::MisplacedFooter { offset, .. }
             | TraceError::InvalidWrite { offset, .. }
             | TraceError::TooManyRecords { offset, .. } => *offset,

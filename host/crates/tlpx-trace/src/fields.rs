@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Size of one record in bytes (format version 1).
+/// Size of one record in bytes (record format versions 1 and 2).
 pub const RECORD_SIZE: usize = 32;
 /// Number of 32-bit words in a record.
 pub const RECORD_WORDS: usize = RECORD_SIZE / 4;
@@ -137,6 +137,33 @@ fields! {
     DURATION = ("duration", 7, 0, 16, "cycles from first to last beat, saturating at 65535");
     WAIT_CYCLES = ("wait_cycles", 7, 16, 8, "cycles inside the TLP with valid high and ready low, saturating at 255");
     GAP_CYCLES = ("gap_cycles", 7, 24, 8, "cycles inside the TLP with valid low, saturating at 255");
+    // Record format version 2 (appended so that version 1's table is a prefix of it).
+    VECTOR = ("vector", 4, 0, 8, "MSI records: the vector field of the MSI the hard IP accepted");
+    SOURCES = ("sources", 5, 0, 32, "MSI records: bit per MSI source pending when it was sent");
+    MSI_WAIT_CYCLES = ("msi_wait_cycles", 6, 0, 32, "MSI records: cycles valid was high before ready, saturating");
+    FIRST_DW = ("first_dw", 3, 9, 5, "payload records: index in the TLP's payload of the first DW carried (0, 6, 12)");
+    COUNT = ("count", 3, 14, 3, "payload records: DWs carried, 1..6");
+    FINAL = ("final", 3, 17, 1, "payload records: the last payload record of its TLP");
+    PAYLOAD_DW0 = ("payload_dw0", 1, 0, 32, "payload records: payload DW first_dw + 0 (bytes in wire order, little-endian)");
+    PAYLOAD_DW1 = ("payload_dw1", 2, 0, 32, "payload records: payload DW first_dw + 1");
+    PAYLOAD_DW2 = ("payload_dw2", 4, 0, 32, "payload records: payload DW first_dw + 2");
+    PAYLOAD_DW3 = ("payload_dw3", 5, 0, 32, "payload records: payload DW first_dw + 3");
+    PAYLOAD_DW4 = ("payload_dw4", 6, 0, 32, "payload records: payload DW first_dw + 4");
+    PAYLOAD_DW5 = ("payload_dw5", 7, 0, 32, "payload records: payload DW first_dw + 5");
+    TRIGGER_SEQUENCE = ("trigger_sequence", 4, 0, 32, "footer: sequence of the record that matched the trigger (valid when triggered)");
+    TRIGGERED = ("triggered", 7, 0, 1, "footer: the trigger matched");
+}
+
+/// Fields of record format version 1: the first rows of [`FIELDS`].
+pub const FIELDS_V1_LEN: usize = 29;
+
+/// The field table of record format `version` (1 or 2); None for another version.
+pub fn fields_of_version(version: u16) -> Option<&'static [FieldSpec]> {
+    match version {
+        1 => Some(&FIELDS[..FIELDS_V1_LEN]),
+        2 => Some(FIELDS),
+        _ => None,
+    }
 }
 
 /// Looks a field up by name.
@@ -144,7 +171,7 @@ pub fn field_by_name(name: &str) -> Option<&'static FieldSpec> {
     FIELDS.iter().find(|f| f.name == name)
 }
 
-/// The header's `fields` table for this version.
+/// The header's `fields` table for the version this crate writes.
 pub fn field_table() -> Vec<FieldDesc> {
     FIELDS.iter().map(FieldSpec::to_desc).collect()
 }
@@ -230,6 +257,14 @@ mod tests {
             covered[f.word as usize] |= f.value_mask() << f.shift;
         }
         assert_eq!(covered, [u32::MAX; RECORD_WORDS]);
+    }
+
+    #[test]
+    fn version_1_table_ends_where_version_2_begins() {
+        assert_eq!(FIELDS[FIELDS_V1_LEN - 1].name, "gap_cycles");
+        assert_eq!(FIELDS[FIELDS_V1_LEN].name, "vector");
+        assert_eq!(fields_of_version(1).map(<[FieldSpec]>::len), Some(FIELDS_V1_LEN));
+        assert!(fields_of_version(3).is_none());
     }
 
     #[test]

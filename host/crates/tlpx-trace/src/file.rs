@@ -51,7 +51,7 @@ impl<W: Write> TraceWriter<W> {
                 what: "the header",
                 reason: format!("header JSON is {} bytes, at most {MAX_HEADER_JSON} allowed", json.len()),
             })?;
-        let prefix = Prefix { json_len };
+        let prefix = Prefix { json_len, record_version: crate::header::RECORD_VERSION };
         let start = prefix.records_start();
         let pad = (start - PREFIX_LEN - u64::from(json_len)) as usize;
         let write = |out: &mut W, bytes: &[u8]| out.write_all(bytes).map_err(|e| TraceError::io(0, "writing the header", e));
@@ -153,6 +153,7 @@ impl<W: Write> TraceWriter<W> {
 /// error.
 pub struct TraceReader<R> {
     inner: R,
+    record_version: u16,
     header: Header,
     header_json: Value,
     file_len: u64,
@@ -219,7 +220,7 @@ impl<R: Read + Seek> TraceReader<R> {
         }
         let mut json = vec![0u8; json_len as usize];
         read_exact_at(&mut inner, &mut json, PREFIX_LEN, "reading the header JSON")?;
-        let (header, header_json) = Header::parse(&json)?;
+        let (header, header_json) = Header::parse_version(&json, prefix.record_version)?;
 
         let records_start = prefix.records_start();
         if records_start > file_len {
@@ -249,7 +250,13 @@ impl<R: Read + Seek> TraceReader<R> {
             inner.seek(SeekFrom::Start(last_offset)).map_err(|e| TraceError::io(last_offset, "seeking to the last record", e))?;
             let mut last = [0u8; RECORD_SIZE];
             read_exact_at(&mut inner, &mut last, last_offset, "reading the last record")?;
-            let record = Record::from_bytes_at(&last, last_offset)?;
+            let mut record = Record::from_bytes_at(&last, last_offset)?;
+            if let Body::Footer(ft) = &mut record.body {
+                // Version 1 footers reserve those bits: no trigger information.
+                if prefix.record_version < 2 {
+                    ft.trigger_sequence = None;
+                }
+            }
             if record.is_footer() {
                 footer = Some(record);
                 record_count -= 1;
@@ -257,11 +264,27 @@ impl<R: Read + Seek> TraceReader<R> {
             inner.seek(SeekFrom::Start(records_start)).map_err(|e| TraceError::io(records_start, "seeking to the records", e))?;
         }
 
-        Ok(TraceReader { inner, header, header_json, file_len, records_start, record_count, footer, next_index: 0, done: false })
+        Ok(TraceReader {
+            inner,
+            record_version: prefix.record_version,
+            header,
+            header_json,
+            file_len,
+            records_start,
+            record_count,
+            footer,
+            next_index: 0,
+            done: false,
+        })
     }
 
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The file's record format version (1 or 2).
+    pub fn record_version(&self) -> u16 {
+        self.record_version
     }
 
     /// The header JSON exactly as stored (including keys this version does not know).
@@ -335,8 +358,16 @@ impl<R: Read + Seek> Iterator for TraceReader<R> {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        let result =
-            Record::from_raw_at(&raw, offset).and_then(|r| if r.is_footer() { Err(TraceError::MisplacedFooter { offset }) } else { Ok(r) });
+        let version = self.record_version;
+        let result = Record::from_raw_at(&raw, offset).and_then(|r| {
+            if r.is_footer() {
+                Err(TraceError::MisplacedFooter { offset })
+            } else if version < 2 && r.is_version_2_kind() {
+                Err(TraceError::KindNotInVersion { offset, kind: r.kind_name() })
+            } else {
+                Ok(r)
+            }
+        });
         if result.is_err() {
             self.done = true;
         }

@@ -6,14 +6,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::TraceError;
-use crate::fields::{FieldDesc, FIELDS, RECORD_SIZE};
+use crate::fields::{FieldDesc, RECORD_SIZE};
 
 /// `TLPXTRC\0`.
 pub const MAGIC: [u8; 8] = *b"TLPXTRC\0";
 /// File format version this crate reads and writes.
 pub const FILE_VERSION: u16 = 1;
-/// Record format version this crate reads and writes.
-pub const RECORD_VERSION: u16 = 1;
+/// Record format version this crate writes; it reads this one and [`OLDEST_RECORD_VERSION`]..
+/// (version 2 = version 1 plus MSI and payload records and the footer's trigger sequence).
+pub const RECORD_VERSION: u16 = 2;
+/// The oldest record format version this crate reads.
+pub const OLDEST_RECORD_VERSION: u16 = 1;
 /// Bytes before the header JSON.
 pub const PREFIX_LEN: u64 = 20;
 /// Offset of the header JSON.
@@ -180,6 +183,12 @@ impl Header {
     /// Parses and validates header JSON found at [`JSON_OFFSET`]: required keys present
     /// and well-typed, field table equal to this version's.
     pub fn parse(json: &[u8]) -> Result<(Header, Value), TraceError> {
+        Header::parse_version(json, RECORD_VERSION)
+    }
+
+    /// [`Header::parse`] for a trace of record format `version` (its field table is that
+    /// version's).
+    pub fn parse_version(json: &[u8], version: u16) -> Result<(Header, Value), TraceError> {
         let offset = JSON_OFFSET;
         let value: Value = serde_json::from_slice(json)
             .map_err(|e| TraceError::HeaderJson { offset, message: format!("{e} (JSON line {}, column {})", e.line(), e.column()) })?;
@@ -218,7 +227,7 @@ impl Header {
         })?;
         let fields: Vec<FieldDesc> =
             typed(fields_value, "fields", "an array of {name, word, shift, width, description} describing the record")?;
-        check_field_table(&fields)?;
+        check_field_table(&fields, version)?;
 
         let header = Header {
             tool: optional(top, "tool", "a string")?.unwrap_or_default(),
@@ -249,14 +258,15 @@ fn optional<T: DeserializeOwned>(top: &serde_json::Map<String, Value>, key: &str
     }
 }
 
-fn check_field_table(fields: &[FieldDesc]) -> Result<(), TraceError> {
-    let mismatch = |detail: String| TraceError::FieldTableMismatch { offset: JSON_OFFSET, detail };
-    for (i, spec) in FIELDS.iter().enumerate() {
+fn check_field_table(fields: &[FieldDesc], version: u16) -> Result<(), TraceError> {
+    let mismatch = |detail: String| TraceError::FieldTableMismatch { offset: JSON_OFFSET, version, detail };
+    let expected = crate::fields::fields_of_version(version).ok_or_else(|| mismatch("no such record format version".into()))?;
+    for (i, spec) in expected.iter().enumerate() {
         let Some(found) = fields.get(i) else {
             return Err(mismatch(format!(
                 "the table has {} fields, expected {} (field #{i} `{}` is missing)",
                 fields.len(),
-                FIELDS.len(),
+                expected.len(),
                 spec.name
             )));
         };
@@ -267,12 +277,12 @@ fn check_field_table(fields: &[FieldDesc]) -> Result<(), TraceError> {
             )));
         }
     }
-    if fields.len() > FIELDS.len() {
+    if fields.len() > expected.len() {
         return Err(mismatch(format!(
             "the table has {} fields, expected {} (`{}` is unknown)",
             fields.len(),
-            FIELDS.len(),
-            fields[FIELDS.len()].name
+            expected.len(),
+            fields[expected.len()].name
         )));
     }
     Ok(())
@@ -282,6 +292,8 @@ fn check_field_table(fields: &[FieldDesc]) -> Result<(), TraceError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prefix {
     pub json_len: u32,
+    /// Record format version (1 or 2); writers write [`RECORD_VERSION`].
+    pub record_version: u16,
 }
 
 impl Prefix {
@@ -290,7 +302,7 @@ impl Prefix {
         b[0..8].copy_from_slice(&MAGIC);
         b[8..10].copy_from_slice(&FILE_VERSION.to_le_bytes());
         b[10..12].copy_from_slice(&(RECORD_SIZE as u16).to_le_bytes());
-        b[12..14].copy_from_slice(&RECORD_VERSION.to_le_bytes());
+        b[12..14].copy_from_slice(&self.record_version.to_le_bytes());
         b[16..20].copy_from_slice(&self.json_len.to_le_bytes());
         b
     }
@@ -312,14 +324,14 @@ impl Prefix {
             return Err(TraceError::WrongRecordSize { found: record_size });
         }
         let record_version = u16_at(12);
-        if record_version != RECORD_VERSION {
+        if !(OLDEST_RECORD_VERSION..=RECORD_VERSION).contains(&record_version) {
             return Err(TraceError::UnsupportedRecordVersion { found: record_version });
         }
         let reserved = u16_at(14);
         if reserved != 0 {
             return Err(TraceError::ReservedHeaderField { found: reserved });
         }
-        Ok(Prefix { json_len: u32::from_le_bytes([b[16], b[17], b[18], b[19]]) })
+        Ok(Prefix { json_len: u32::from_le_bytes([b[16], b[17], b[18], b[19]]), record_version })
     }
 
     /// Offset of the first record.

@@ -8,7 +8,15 @@
 //! ```
 //!
 //! Times are microseconds since the card's cycle counter started; `dur` and `lat` are
-//! card cycles. With [`log_line_named`], a host request into BAR0 ends with the register
+//! card cycles. A completion timeout is shown at the moment the spy gave up (the read's time
+//! plus the cycles waited), an MSI as `MSI vector 0 sources generator` at the moment the hard
+//! IP took it, and a TLP's captured payload ([`log_entry_line`]) as hex DWs after `data`.
+//!
+//! The spy emits records in the order it finished them: a TLP's record comes at its last beat,
+//! stamped with its first, and the two directions queue separately, so the file is not in
+//! time order across directions. [`TimeSorter`] puts them in order within a bounded window
+//! (`tlpx spy convert --log` and the running log of `tlpx spy capture` both use it), so deltas
+//! are never negative. With [`log_line_named`], a host request into BAR0 ends with the register
 //! it hits, and a card read (or its completion) with the block its tag belongs to
 //! (`[generator]`, `[rt_loop]`, `[rule30]`: [`crate::names`]):
 //!
@@ -16,6 +24,10 @@
 //!      1.200 us  down MWr32  0xf000385c len   1 tag 0x00  dur  0  lat   -       +0.128 us  spy.wr_index
 //! ```
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::entry::EntryInfo;
 use crate::names::Bar0Names;
 use crate::record::{Body, Record};
 use crate::time::{cycles_to_ps, format_us_ps};
@@ -37,10 +49,10 @@ pub fn log_line(record: &Record, previous: Option<&Record>, clock_hz: u64) -> St
 /// [`log_line`], with the BAR0 register a host request hits appended (`names`: BAR0's
 /// address; None names nothing).
 pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64, names: Option<&Bar0Names>) -> String {
-    let ts = record.timestamp().unwrap_or(0);
+    let ts = record.event_time().unwrap_or(0);
     let time = format_us_ps(cycles_to_ps(ts, clock_hz) as i128, false);
     // Blank (same width) for the first line, so the columns stay aligned.
-    let delta = match previous.and_then(Record::timestamp) {
+    let delta = match previous.and_then(Record::event_time) {
         Some(prev) => {
             let now = cycles_to_ps(ts, clock_hz) as i128;
             let before = cycles_to_ps(prev, clock_hz) as i128;
@@ -75,13 +87,36 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
             "-".to_owned(),
             "-".to_owned(),
             t.waited.to_string(),
-            "  completion timeout".to_owned(),
+            format!("  completion timeout (read at {} us)", format_us_ps(cycles_to_ps(t.timestamp, clock_hz) as i128, false)),
         ),
-        Body::Footer(ft) => {
+        Body::Msi(m) => {
             return format!(
-                "{:>12}  end of capture: {} records created, {} lost (next seq {})",
-                "", ft.records_created, ft.records_lost, record.sequence
+                "{time:>9} us  up   MSI    vector {} sources {}  wait {}  {delta}",
+                m.vector,
+                crate::names::msi_sources_text(m.sources),
+                m.wait_cycles
             )
+            .trim_end()
+            .to_owned()
+        }
+        Body::Payload(p) => {
+            // An orphan: its TLP's record was lost.
+            return format!(
+                "{:>12}  {:<4} payload of a lost TLP record (DW {}..{}{}): {}",
+                "",
+                p.direction.name(),
+                p.first_dw,
+                u32::from(p.first_dw) + u32::from(p.count),
+                if p.last { ", last" } else { "" },
+                hex_dws(&p.bytes())
+            );
+        }
+        Body::Footer(ft) => {
+            let trigger = ft.trigger_sequence.map_or_else(String::new, |s| format!("; triggered by seq {s}"));
+            return format!(
+                "{:>12}  end of capture: {} records created, {} lost (next seq {}){trigger}",
+                "", ft.records_created, ft.records_lost, record.sequence
+            );
         }
     };
     let tag = record.tag().unwrap_or(0);
@@ -89,6 +124,155 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
         "{time:>9} us  {dir:<4} {kind:<6} {target} len {len:>3} tag 0x{tag:02x}  dur {dur:>2}  lat {lat:>3}  {delta}{suffix}",
         kind = record.kind_name(),
     )
+}
+
+/// Payload bytes as hex DWs in wire order (`a5a5a5a5 00000001`).
+pub fn hex_dws(bytes: &[u8]) -> String {
+    bytes.chunks(4).map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<String>()).collect::<Vec<_>>().join(" ")
+}
+
+/// [`log_line_named`] for an entry: the TLP's line, then its captured payload
+/// (`  data a5a5a5a5 a5a5a5a5 (8 of 20 bytes)`; `incomplete` when payload records were lost).
+pub fn log_entry_line(info: &EntryInfo, previous: Option<&Record>, clock_hz: u64, names: Option<&Bar0Names>) -> String {
+    let mut line = log_line_named(&info.entry.record, previous, clock_hz, names);
+    if !info.entry.is_orphan() && !info.entry.payload.is_empty() {
+        let total = info.entry.record.payload_bytes();
+        line.push_str(&format!(
+            "  data {} ({} of {total} bytes{})",
+            hex_dws(&info.entry.payload),
+            info.entry.payload.len(),
+            if info.entry.payload_complete { "" } else { ", incomplete" }
+        ));
+    } else if !info.entry.payload_complete && !info.entry.is_orphan() {
+        line.push_str("  (payload records may be lost)");
+    }
+    line
+}
+
+/// How far back in card time a record delivered later can be stamped, relative to the newest
+/// record already delivered, plus margin. A record is stamped at its TLP's first beat but
+/// built at its last beat, after waiting in its direction's summary FIFO (64 summaries,
+/// drained at least one every other cycle by the round-robin arbiter into a builder that
+/// takes one a cycle): a record X delivered after one stamped T was built after it, so
+/// `T <= built(X) <= t(X) + duration(X) + FIFO wait`, i.e. `t(X) >= T - duration(X) - wait`.
+/// `duration` saturates at 65535 in the record; the FIFO wait is under 1024 cycles. So once
+/// the newest delivered stamp is more than this past a held record, nothing earlier than it
+/// can still come, and it is released in order. (Only a TLP stalled longer than the duration
+/// field holds could be printed out of order; its record says so with a saturated `dur`.)
+pub const SORT_WINDOW_CYCLES: u64 = 65_536 + 1024;
+
+/// Most entries [`TimeSorter`] holds, whatever the stamps say (a trace from elsewhere, or
+/// stamps far apart): the spy builds at most one record a cycle, so a real capture never
+/// holds more than [`SORT_WINDOW_CYCLES`] of them; this bounds memory (about 100 bytes an
+/// entry, plus captured payload) for any input.
+pub const SORT_WINDOW_ENTRIES: usize = SORT_WINDOW_CYCLES as usize;
+
+/// Something to log, held in time order: an entry, with the gap line that goes before it.
+#[derive(Debug)]
+pub struct Held {
+    pub info: EntryInfo,
+    /// Card cycle it is ordered by (its event time; an orphan payload record, which has none,
+    /// takes the newest stamp seen when it arrived).
+    pub time: u64,
+}
+
+/// Puts entries in time order across directions within a bounded window (see
+/// [`SORT_WINDOW_CYCLES`]): push entries in file order, print what [`TimeSorter::push`]
+/// releases, then what [`TimeSorter::finish`] returns.
+#[derive(Debug, Default)]
+pub struct TimeSorter {
+    heap: BinaryHeap<Reverse<(u64, u64, HeldSlot)>>,
+    arrivals: u64,
+    newest: u64,
+}
+
+/// A heap slot ordered only by its key (time, arrival) in the tuple before it.
+#[derive(Debug)]
+struct HeldSlot(Held);
+
+impl PartialEq for HeldSlot {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for HeldSlot {}
+impl PartialOrd for HeldSlot {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeldSlot {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl TimeSorter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next entry (file order); returns those now certain to be next in time.
+    pub fn push(&mut self, info: EntryInfo) -> Vec<Held> {
+        let time = info.entry.record.event_time().unwrap_or(self.newest);
+        self.newest = self.newest.max(time);
+        self.heap.push(Reverse((time, self.arrivals, HeldSlot(Held { info, time }))));
+        self.arrivals += 1;
+        let mut out = Vec::new();
+        while let Some(Reverse((t, _, _))) = self.heap.peek() {
+            if t.saturating_add(SORT_WINDOW_CYCLES) < self.newest || self.heap.len() > SORT_WINDOW_ENTRIES {
+                if let Some(Reverse((_, _, HeldSlot(h)))) = self.heap.pop() {
+                    out.push(h);
+                }
+            } else {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Entries held now.
+    pub fn held(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Everything still held, in time order (end of the trace or capture).
+    pub fn finish(&mut self) -> Vec<Held> {
+        let mut out = Vec::with_capacity(self.heap.len());
+        while let Some(Reverse((_, _, HeldSlot(h)))) = self.heap.pop() {
+            out.push(h);
+        }
+        out
+    }
+}
+
+/// Writes the log of `entries` (in file order) in time order: a `***` line for each loss
+/// before the entry after it, then the entry's line. `previous` is the last record printed
+/// (for deltas); it is updated.
+pub fn write_sorted<W: std::io::Write>(
+    out: &mut W,
+    held: Vec<Held>,
+    previous: &mut Option<Record>,
+    clock_hz: u64,
+    names: Option<&Bar0Names>,
+) -> std::io::Result<()> {
+    for h in held {
+        if h.info.lost_before > 0 {
+            writeln!(
+                out,
+                "{:>12}  *** {} record{} lost before seq {}",
+                "",
+                h.info.lost_before,
+                if h.info.lost_before == 1 { "" } else { "s" },
+                h.info.entry.record.sequence
+            )?;
+        }
+        writeln!(out, "{}", log_entry_line(&h.info, previous.as_ref(), clock_hz, names))?;
+        if h.info.entry.record.event_time().is_some() {
+            *previous = Some(h.info.entry.record);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

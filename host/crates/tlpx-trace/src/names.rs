@@ -66,6 +66,32 @@ pub fn bar0_name(offset: u64) -> Option<String> {
     None
 }
 
+/// The card's MSI sources, by bit in an MSI record's `sources` (the gateware's MSI_SOURCES,
+/// whose bit numbers tlpx-regs exports as `MSI_*`).
+const MSI_SOURCE_BITS: [(&str, u64); 7] = [
+    ("pcie_dma0_writer", constants::MSI_PCIE_DMA0_WRITER),
+    ("pcie_dma0_reader", constants::MSI_PCIE_DMA0_READER),
+    ("software", constants::MSI_SOFTWARE),
+    ("generator", constants::MSI_GENERATOR),
+    ("irq_timer", constants::MSI_IRQ_TIMER),
+    ("rt_loop", constants::MSI_RT_LOOP),
+    ("slot", constants::MSI_SLOT),
+];
+
+/// The names of the MSI sources set in `sources`, lowest bit first, joined by `+`
+/// (`generator`, `software+generator`); a bit no source has is shown as `bit9`; `-` for none.
+pub fn msi_sources_text(sources: u32) -> String {
+    let names: Vec<String> = (0..32u64)
+        .filter(|bit| sources >> bit & 1 != 0)
+        .map(|bit| MSI_SOURCE_BITS.iter().find(|(_, b)| *b == bit).map_or_else(|| format!("bit{bit}"), |(n, _)| (*n).to_owned()))
+        .collect();
+    if names.is_empty() {
+        "-".to_owned()
+    } else {
+        names.join("+")
+    }
+}
+
 /// Parses a `0x` hex address as the trace header writes it.
 pub fn parse_address(text: &str) -> Option<u64> {
     let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))?;

@@ -1,8 +1,9 @@
 //! The typed view of a 32-byte record.
 //!
 //! Decoding is lenient about reserved bits (PCIe's rule: set to 0 by the sender, ignored
-//! by the receiver) and strict about reserved kinds (fmt 7 with a type other than 1 or 2),
-//! which the reader rejects. `to_bytes(from_bytes(b)) == b` for every record whose
+//! by the receiver) and strict about reserved kinds (fmt 7 with a type other than 1..=5, and
+//! 3, the interrupt timer's sample, which never belongs in a spy trace), which the reader
+//! rejects. `to_bytes(from_bytes(b)) == b` for every record whose
 //! reserved bits are 0, which is every record the spy and [`crate::TraceWriter`] produce;
 //! `from_bytes(to_bytes(r)) == r` for every record whose values fit their fields.
 
@@ -362,6 +363,46 @@ pub struct Footer {
     pub records_created: u64,
     /// Records the spy could not deliver (ring full).
     pub records_lost: u64,
+    /// Sequence of the record that matched the trigger, when it matched (record format 2;
+    /// None in version 1 footers: no trigger information).
+    pub trigger_sequence: Option<u32>,
+}
+
+/// An MSI the card handed to its PCIe hard IP (record format 2, fmt 7 type 4). On hardware
+/// the hard IP turns it into a memory write the PHY stream never carries, so the spy records
+/// the hand-over itself. Always direction up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Msi {
+    /// Card cycle the hard IP accepted it (valid and ready).
+    pub timestamp: u64,
+    /// The vector field as sent (LitePCIe's MSI block sends 0).
+    pub vector: u8,
+    /// Bit per MSI source pending when it was sent (the gateware's MSI_SOURCES order).
+    pub sources: u32,
+    /// Cycles the hard IP held it off (valid high before ready), saturating.
+    pub wait_cycles: u32,
+}
+
+/// Up to six payload DWs of the TLP record before it (record format 2, fmt 7 type 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PayloadChunk {
+    /// The TLP's direction.
+    pub direction: Direction,
+    /// Index in the TLP's payload of the first DW carried (0, 6, 12).
+    pub first_dw: u8,
+    /// DWs carried, 1..=6 (the rest of `dws` is 0).
+    pub count: u8,
+    /// The last payload record of its TLP.
+    pub last: bool,
+    /// The payload DWs; each holds 4 payload bytes in wire order as a little-endian word.
+    pub dws: [u32; 6],
+}
+
+impl PayloadChunk {
+    /// The payload bytes this chunk carries, in wire (address) order.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.dws.iter().take(usize::from(self.count.min(6))).flat_map(|d| d.to_le_bytes()).collect()
+    }
 }
 
 /// What a record describes.
@@ -371,6 +412,10 @@ pub enum Body {
     Completion(Completion),
     Timeout(Timeout),
     Footer(Footer),
+    /// Record format 2.
+    Msi(Msi),
+    /// Record format 2.
+    Payload(PayloadChunk),
 }
 
 /// One decoded 32-byte record.
@@ -385,6 +430,13 @@ pub struct Record {
 const FMT_EVENT: u32 = 7;
 const EVENT_TIMEOUT: u32 = 1;
 const EVENT_FOOTER: u32 = 2;
+// Type 3 is the interrupt timer's sample record: same family, never in a spy trace (reserved).
+const EVENT_MSI: u32 = 4;
+const EVENT_PAYLOAD: u32 = 5;
+
+/// The payload DW fields of a payload record, in payload order.
+const PAYLOAD_DWS: [crate::fields::FieldSpec; 6] =
+    [f::PAYLOAD_DW0, f::PAYLOAD_DW1, f::PAYLOAD_DW2, f::PAYLOAD_DW3, f::PAYLOAD_DW4, f::PAYLOAD_DW5];
 
 fn length_from_field(v: u32) -> u16 {
     if v == 0 {
@@ -430,8 +482,29 @@ impl Record {
                     timestamp,
                     waited: raw.get(&f::LATENCY),
                 }),
-                EVENT_FOOTER => {
-                    Body::Footer(Footer { records_created: timestamp, records_lost: raw.get64(&f::ADDRESS_LO, &f::ADDRESS_HI) })
+                EVENT_FOOTER => Body::Footer(Footer {
+                    records_created: timestamp,
+                    records_lost: raw.get64(&f::ADDRESS_LO, &f::ADDRESS_HI),
+                    trigger_sequence: (raw.get(&f::TRIGGERED) != 0).then(|| raw.get(&f::TRIGGER_SEQUENCE)),
+                }),
+                EVENT_MSI => Body::Msi(Msi {
+                    timestamp,
+                    vector: raw.get(&f::VECTOR) as u8,
+                    sources: raw.get(&f::SOURCES),
+                    wait_cycles: raw.get(&f::MSI_WAIT_CYCLES),
+                }),
+                EVENT_PAYLOAD => {
+                    let mut dws = [0u32; 6];
+                    for (dw, field) in dws.iter_mut().zip(&PAYLOAD_DWS) {
+                        *dw = raw.get(field);
+                    }
+                    Body::Payload(PayloadChunk {
+                        direction,
+                        first_dw: raw.get(&f::FIRST_DW) as u8,
+                        count: raw.get(&f::COUNT) as u8,
+                        last: raw.get(&f::FINAL) != 0,
+                        dws,
+                    })
                 }
                 other => return Err(TraceError::ReservedKind { offset, tlp_type: other as u8 }),
             }
@@ -538,6 +611,30 @@ impl Record {
                 raw.set(&f::TYPE, EVENT_FOOTER);
                 raw.set64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI, ft.records_created);
                 raw.set64(&f::ADDRESS_LO, &f::ADDRESS_HI, ft.records_lost);
+                if let Some(seq) = ft.trigger_sequence {
+                    raw.set(&f::TRIGGER_SEQUENCE, seq);
+                    raw.set(&f::TRIGGERED, 1);
+                }
+            }
+            Body::Msi(m) => {
+                raw.set(&f::DIRECTION, Direction::Up.bit());
+                raw.set(&f::FMT, FMT_EVENT);
+                raw.set(&f::TYPE, EVENT_MSI);
+                raw.set64(&f::TIMESTAMP_LO, &f::TIMESTAMP_HI, m.timestamp);
+                raw.set(&f::VECTOR, u32::from(m.vector));
+                raw.set(&f::SOURCES, m.sources);
+                raw.set(&f::MSI_WAIT_CYCLES, m.wait_cycles);
+            }
+            Body::Payload(p) => {
+                raw.set(&f::DIRECTION, p.direction.bit());
+                raw.set(&f::FMT, FMT_EVENT);
+                raw.set(&f::TYPE, EVENT_PAYLOAD);
+                raw.set(&f::FIRST_DW, u32::from(p.first_dw));
+                raw.set(&f::COUNT, u32::from(p.count));
+                raw.set(&f::FINAL, u32::from(p.last));
+                for (dw, field) in p.dws.iter().zip(&PAYLOAD_DWS) {
+                    raw.set(field, *dw);
+                }
             }
         }
         raw
@@ -553,7 +650,18 @@ impl Record {
             Body::Request(r) => Some(r.timing.timestamp),
             Body::Completion(c) => Some(c.timing.timestamp),
             Body::Timeout(t) => Some(t.timestamp),
-            Body::Footer(_) => None,
+            Body::Msi(m) => Some(m.timestamp),
+            Body::Footer(_) | Body::Payload(_) => None,
+        }
+    }
+
+    /// When the record's event happened on the card, for ordering records in time: the first
+    /// beat of a TLP, the hand-over of an MSI, and for a completion timeout the moment the
+    /// spy gave up (the read's time plus the cycles waited), not the read's own time.
+    pub fn event_time(&self) -> Option<u64> {
+        match &self.body {
+            Body::Timeout(t) => Some(t.timestamp.saturating_add(u64::from(t.waited))),
+            _ => self.timestamp(),
         }
     }
 
@@ -571,6 +679,8 @@ impl Record {
             Body::Request(r) => Some(r.direction),
             Body::Completion(c) => Some(c.direction),
             Body::Timeout(t) => Some(t.direction),
+            Body::Msi(_) => Some(Direction::Up),
+            Body::Payload(p) => Some(p.direction),
             Body::Footer(_) => None,
         }
     }
@@ -580,7 +690,7 @@ impl Record {
             Body::Request(r) => Some(r.requester_id),
             Body::Completion(c) => Some(c.requester_id),
             Body::Timeout(t) => Some(t.requester_id),
-            Body::Footer(_) => None,
+            Body::Footer(_) | Body::Msi(_) | Body::Payload(_) => None,
         }
     }
 
@@ -589,7 +699,7 @@ impl Record {
             Body::Request(r) => Some(r.tag),
             Body::Completion(c) => Some(c.tag),
             Body::Timeout(t) => Some(t.tag),
-            Body::Footer(_) => None,
+            Body::Footer(_) | Body::Msi(_) | Body::Payload(_) => None,
         }
     }
 
@@ -600,11 +710,18 @@ impl Record {
             Body::Completion(c) => c.name(),
             Body::Timeout(_) => "Timeout",
             Body::Footer(_) => "Footer",
+            Body::Msi(_) => "MSI",
+            Body::Payload(_) => "Payload",
         }
     }
 
     pub fn is_footer(&self) -> bool {
         matches!(self.body, Body::Footer(_))
+    }
+
+    /// A kind record format version 1 does not have (MSI, payload).
+    pub fn is_version_2_kind(&self) -> bool {
+        matches!(self.body, Body::Msi(_) | Body::Payload(_))
     }
 
     /// Payload bytes of a TLP record (see [`Request::payload_bytes`],

@@ -121,7 +121,7 @@ fn set_timing(r: &mut Record, duration: u16, wait: u8, gap: u8) {
 /// The footer matching [`scenario`].
 pub fn scenario_footer(records: &[Record]) -> (u32, Footer) {
     let next = records.last().map_or(0, |r| r.sequence.wrapping_add(1));
-    (next, Footer { records_created: u64::from(next), records_lost: 3 })
+    (next, Footer { records_created: u64::from(next), records_lost: 3, trigger_sequence: None })
 }
 
 /// `records` (and the footer, if any) as a trace file's bytes, with [`header`].

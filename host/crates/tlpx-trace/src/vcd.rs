@@ -16,7 +16,13 @@
 //! | `source` | string | the block a card read or its completion belongs to by tag (`generator`, `rt_loop`, the slot's DUT) while it is on the link, `-` otherwise |
 //! | `register` | string | the BAR0 register a host request hits (`spy.wr_index`, [`crate::names`]) while it is on the link, `-` otherwise (always `-` in `up`, and when the trace records no BAR0 address) |
 //!
-//! and `tlpx.lost`, an integer counting the records lost so far (sequence gaps).
+//! | `payload` | string | the TLP's captured payload as hex bytes in wire order while it is on the link, `-` otherwise (record format 2) |
+//! | `msi` | wire 1 | one-cycle pulse when the card handed an MSI to its hard IP (`up` only; record format 2) |
+//! | `msi_sources` | string | the MSI sources pending at the last MSI (`generator`) |
+//!
+//! and `tlpx.lost`, an integer counting the records lost so far (sequence gaps). Payload
+//! records are folded into their TLP ([`crate::entry`]); an orphan shows only in the lost
+//! count's neighbourhood (its TLP record is lost).
 //!
 //! The time unit is the coarsest VCD unit (1/10/100 s..fs) in which one card cycle is a
 //! whole number; when none is (a clock of 133.33 MHz), 1 ps, rounded.
@@ -110,6 +116,9 @@ enum Sig {
     Timeout(Direction),
     Register(Direction),
     Source(Direction),
+    Payload(Direction),
+    Msi(Direction),
+    MsiSources(Direction),
     Lost,
 }
 
@@ -140,12 +149,14 @@ struct SigDef {
 /// signals' so that those keep theirs (a VCD of an older trace differs only by the new
 /// `$var`s and their values).
 fn id_index(defs: &[SigDef], i: usize) -> usize {
-    let is_new = |d: &SigDef| matches!(d.sig, Sig::Register(_) | Sig::Source(_));
-    if is_new(&defs[i]) {
-        defs.iter().filter(|d| !is_new(d)).count() + defs[..i].iter().filter(|d| is_new(d)).count()
-    } else {
-        defs[..i].iter().filter(|d| !is_new(d)).count()
-    }
+    // 0: the first version's signals; 1: `register` and `source`; 2: record format 2's.
+    let generation = |d: &SigDef| match d.sig {
+        Sig::Register(_) | Sig::Source(_) => 1,
+        Sig::Payload(_) | Sig::Msi(_) | Sig::MsiSources(_) => 2,
+        _ => 0,
+    };
+    let g = generation(&defs[i]);
+    defs.iter().filter(|d| generation(d) < g).count() + defs[..i].iter().filter(|d| generation(d) == g).count()
 }
 
 fn signal_defs() -> Vec<SigDef> {
@@ -163,7 +174,14 @@ fn signal_defs() -> Vec<SigDef> {
             SigDef { sig: Sig::Timeout(d), var_type: "wire", width: 1, name: "timeout" },
             SigDef { sig: Sig::Register(d), var_type: "string", width: 1, name: "register" },
             SigDef { sig: Sig::Source(d), var_type: "string", width: 1, name: "source" },
+            SigDef { sig: Sig::Payload(d), var_type: "string", width: 1, name: "payload" },
         ]);
+        if d == Direction::Up {
+            defs.extend([
+                SigDef { sig: Sig::Msi(d), var_type: "wire", width: 1, name: "msi" },
+                SigDef { sig: Sig::MsiSources(d), var_type: "string", width: 1, name: "msi_sources" },
+            ]);
+        }
     }
     defs.push(SigDef { sig: Sig::Lost, var_type: "integer", width: 64, name: "lost" });
     defs
@@ -202,15 +220,24 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
     let mut gaps = GapDetector::new();
     let mut lost_total: u64 = 0;
     let mut last_time: u128 = 0;
-    for (order, record) in records.iter().enumerate() {
+    let footer_sequence = records.iter().find(|r| r.is_footer()).map(|r| r.sequence);
+    let plain: Vec<Record> = records.iter().filter(|r| !r.is_footer()).copied().collect();
+    let entries = crate::entry::entries_with_info(&plain, footer_sequence);
+    let mut all_sequences = records.iter().map(|r| r.sequence);
+    for (order, info) in entries.iter().enumerate() {
+        let record = &info.entry.record;
         let order = order as u64;
         let mut push = |time: u128, phase: u8, change: Change| events.push(Event { time, phase, order, change });
         let start = record.timestamp().map(cycle).unwrap_or(last_time);
         last_time = last_time.max(start);
-        if let Some(gap) = gaps.push(record.sequence) {
-            if !gap.is_backwards() {
-                lost_total = lost_total.saturating_add(u64::from(gap.lost));
-                push(start, 1, Change::Set(Sig::Lost, Value::Bits(lost_total)));
+        // Gaps over every record (payload records included), up to and with this entry's.
+        let entry_records = 1 + usize::from(info.payload_records);
+        for sequence in all_sequences.by_ref().take(entry_records) {
+            if let Some(gap) = gaps.push(sequence) {
+                if !gap.is_backwards() {
+                    lost_total = lost_total.saturating_add(u64::from(gap.lost));
+                    push(start, 1, Change::Set(Sig::Lost, Value::Bits(lost_total)));
+                }
             }
         }
         let (d, timing, fmt, ty, length, address, latency) = match &record.body {
@@ -223,8 +250,19 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
                 push(at + cycle(1).max(1), 0, Change::Count(Sig::Timeout(t.direction), -1));
                 continue;
             }
-            Body::Footer(_) => continue,
+            Body::Msi(m) => {
+                let at = cycle(m.timestamp);
+                last_time = last_time.max(at);
+                push(at, 1, Change::Set(Sig::MsiSources(Direction::Up), Value::Text(crate::names::msi_sources_text(m.sources))));
+                push(at, 1, Change::Count(Sig::Msi(Direction::Up), 1));
+                push(at + cycle(1).max(1), 0, Change::Count(Sig::Msi(Direction::Up), -1));
+                continue;
+            }
+            Body::Footer(_) | Body::Payload(_) => continue,
         };
+        if !info.entry.payload.is_empty() {
+            push(start, 1, Change::Set(Sig::Payload(d), Value::Text(crate::csv::hex_bytes(&info.entry.payload))));
+        }
         let tag = record.tag().unwrap_or(0);
         let target = match &record.body {
             Body::Completion(c) => format!("{}_bc{}", c.status.name(), c.byte_count),
@@ -284,7 +322,10 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
             | Sig::Latency(x)
             | Sig::Timeout(x)
             | Sig::Register(x)
-            | Sig::Source(x) => Some(x),
+            | Sig::Source(x)
+            | Sig::Payload(x)
+            | Sig::Msi(x)
+            | Sig::MsiSources(x) => Some(x),
             Sig::Lost => None,
         };
         if dir != current_scope {
@@ -314,7 +355,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
     writeln!(out, "$dumpvars")?;
     for d in &defs {
         let initial = match d.sig {
-            Sig::Tlp(_) | Sig::Register(_) | Sig::Source(_) => Value::Text("-".into()),
+            Sig::Tlp(_) | Sig::Register(_) | Sig::Source(_) | Sig::Payload(_) | Sig::MsiSources(_) => Value::Text("-".into()),
             _ => Value::Bits(0),
         };
         write_value(&mut out, &ids[&d.sig], &initial)?;
@@ -343,6 +384,7 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
                         set(&mut pending, Sig::Tlp(*d), Value::Text("-".into()));
                         set(&mut pending, Sig::Register(*d), Value::Text("-".into()));
                         set(&mut pending, Sig::Source(*d), Value::Text("-".into()));
+                        set(&mut pending, Sig::Payload(*d), Value::Text("-".into()));
                     }
                 }
             }

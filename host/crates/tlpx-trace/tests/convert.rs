@@ -257,7 +257,7 @@ fn log_lines_for_each_kind() {
     };
     let lt = log_line(&t, None, hz);
     assert!(lt.contains("down Timeout rid 0x0100") && lt.contains("tag 0x05") && lt.contains("lat  99"), "{lt}");
-    let f = Record { sequence: 40, body: Body::Footer(Footer { records_created: 40, records_lost: 3 }) };
+    let f = Record { sequence: 40, body: Body::Footer(Footer { records_created: 40, records_lost: 3, trigger_sequence: None }) };
     assert!(log_line(&f, None, hz).contains("40 records created, 3 lost (next seq 40)"));
     // Negative delta when records are out of time order.
     let back = log_line(&records[0], Some(&records[1]), hz);
@@ -282,7 +282,11 @@ fn named_trace(map_hash: u32, bar0: Option<&str>) -> Vec<u8> {
     let tag = tlpx_regs::constants::SLOT_TAG_BASE as u8;
     w.write(&build::mem_read(4, Direction::Up, 500, 0x100, tag, 0x4000_0000, 1)).unwrap();
     w.write(&build::completion(5, Direction::Down, 600, 0x100, tag, 0, 4, 1, Some(100), 1, true)).unwrap();
-    w.finish(6, Footer { records_created: 6, records_lost: 0 }).unwrap().into_inner()
+    w.finish(6, Footer { records_created: 6, records_lost: 0, trigger_sequence: None }).unwrap().into_inner()
+}
+
+fn source_column() -> usize {
+    CSV_COLUMNS.iter().position(|c| *c == "source").unwrap()
 }
 
 fn csv_registers(bytes: Vec<u8>) -> Vec<String> {
@@ -290,7 +294,12 @@ fn csv_registers(bytes: Vec<u8>) -> Vec<String> {
     trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let col = CSV_COLUMNS.iter().position(|c| *c == "register").unwrap();
-    assert_eq!(&CSV_COLUMNS[col - 1..], ["records_lost", "register", "source"], "new columns last: older readers by position keep working");
+    assert_eq!(
+        &CSV_COLUMNS[col - 1..col + 2],
+        ["records_lost", "register", "source"],
+        "new columns last: older readers by position keep working"
+    );
+    assert_eq!(CSV_COLUMNS[col + 2], "lost_before", "record format 2's columns after them");
     text.lines().skip(1).map(|l| l.split(',').nth(col).unwrap().to_owned()).collect()
 }
 
@@ -304,7 +313,8 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     // slot_dut; rule 30 when the header has none).
     let mut out = Vec::new();
     trace_to_csv(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
-    let sources: Vec<String> = String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_owned()).collect();
+    let sources: Vec<String> =
+        String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.split(',').nth(source_column()).unwrap().to_owned()).collect();
     assert_eq!(sources, ["", "", "", "", "rule30", "rule30", ""]);
     // VCD: the `register` string signal of `down` carries the names while the TLP is on the link.
     let mut out = Vec::new();
@@ -353,11 +363,12 @@ fn another_dut_in_the_slot_is_named_from_the_header() {
     ))
     .unwrap();
     w.write(&build::mem_read(2, Direction::Up, 300, 0x100, tlpx_regs::constants::SLOT_TAG_BASE as u8, 0x4000_0000, 1)).unwrap();
-    let bytes = w.finish(3, Footer { records_created: 3, records_lost: 0 }).unwrap().into_inner();
+    let bytes = w.finish(3, Footer { records_created: 3, records_lost: 0, trigger_sequence: None }).unwrap().into_inner();
     assert_eq!(csv_registers(bytes.clone()), ["pci_epf_test+0x4", "spy.wr_index", "", ""]);
     let mut out = Vec::new();
     trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
-    let sources: Vec<String> = String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_owned()).collect();
+    let sources: Vec<String> =
+        String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.split(',').nth(source_column()).unwrap().to_owned()).collect();
     assert_eq!(sources, ["", "", "pci_epf_test", ""]);
 }
 

@@ -58,7 +58,7 @@ fn writer_then_reader_round_trips_records_header_and_footer() {
 
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..8], b"TLPXTRC\0");
-    assert_eq!(&bytes[8..16], &[1, 0, 32, 0, 1, 0, 0, 0]);
+    assert_eq!(&bytes[8..16], &[1, 0, 32, 0, 2, 0, 0, 0], "file version 1, record size 32, record format version 2");
     assert_eq!(bytes.len() % 32, 0);
 
     let reader = TraceReader::open(&path).unwrap();
@@ -240,10 +240,10 @@ fn rejects_a_field_table_that_does_not_match() {
     );
     let mut v = json_value(&b);
     v["fields"].as_array_mut().unwrap().pop();
-    expect_err(with_json(&b, &v.to_string()), &["has 28 fields, expected 29", "`gap_cycles` is missing"]);
+    expect_err(with_json(&b, &v.to_string()), &["version 2", "has 42 fields, expected 43", "`triggered` is missing"]);
     let mut v = json_value(&b);
     v["fields"].as_array_mut().unwrap().push(serde_json::json!({"name": "extra", "word": 7, "shift": 0, "width": 1}));
-    expect_err(with_json(&b, &v.to_string()), &["has 30 fields", "`extra` is unknown"]);
+    expect_err(with_json(&b, &v.to_string()), &["has 44 fields", "`extra` is unknown"]);
 
     // Descriptions are prose: changing one is not a mismatch.
     let mut v = json_value(&b);
@@ -299,12 +299,12 @@ fn rejects_reserved_kind_records_mid_file_and_at_the_end() {
     let start = records_start(&b);
     let mut mid = b.clone();
     let at = start + 3 * 32;
-    mid[at + 12] = (7 << 1) | (5 << 4); // w3: fmt 7, type 5
+    mid[at + 12] = (7 << 1) | (6 << 4); // w3: fmt 7, type 6
     let mut reader = TraceReader::from_bytes(mid).unwrap();
     let results: Vec<_> = reader.by_ref().collect();
     assert_eq!(results.len(), 4, "iteration stops after the error");
     let e = results[3].as_ref().unwrap_err().to_string();
-    assert!(e.contains(&format!("offset {at}")) && e.contains("reserved kind fmt 7 type 5"), "{e}");
+    assert!(e.contains(&format!("offset {at}")) && e.contains("reserved kind fmt 7 type 6"), "{e}");
 
     let mut end = b.clone();
     let at = end.len() - 32;
@@ -331,4 +331,66 @@ fn timestamps_and_addresses_survive_the_full_range() {
     }
     let b = common::trace_bytes(&[r], None);
     assert_eq!(open(b).unwrap(), vec![r]);
+}
+
+/// `bytes` (a version 2 trace) relabelled as record format version 1, with version 1's table.
+fn as_version_1(bytes: &[u8]) -> Vec<u8> {
+    let mut v = json_value(bytes);
+    v["fields"].as_array_mut().unwrap().truncate(tlpx_trace::fields::FIELDS_V1_LEN);
+    let mut b = with_json(bytes, &v.to_string());
+    b[12] = 1;
+    b
+}
+
+#[test]
+fn version_1_traces_read_with_their_own_table_and_version_2_kinds_are_refused_in_them() {
+    let records = common::scenario();
+    let footer = common::scenario_footer(&records);
+    let v1 = as_version_1(&common::trace_bytes(&records, Some(footer)));
+    let reader = TraceReader::from_bytes(v1.clone()).unwrap();
+    assert_eq!(reader.record_version(), 1);
+    assert_eq!(reader.footer().unwrap().trigger_sequence, None);
+    assert_eq!(reader.read_all().unwrap(), records);
+    // A version 2 table in a version 1 file (or the reverse) is a mismatch.
+    let mut wrong = common::trace_bytes(&records, None);
+    wrong[12] = 1;
+    expect_err(wrong, &["record format version 1", "has 43 fields, expected 29"]);
+    // An MSI record is a version 2 kind.
+    let msi = Record { sequence: 0, body: Body::Msi(tlpx_trace::Msi { timestamp: 9, vector: 0, sources: 8, wait_cycles: 2 }) };
+    let v1 = as_version_1(&common::trace_bytes(&[msi], None));
+    let e = TraceReader::from_bytes(v1.clone()).unwrap().read_all().unwrap_err().to_string();
+    let at = records_start(&v1);
+    assert!(e.contains(&format!("offset {at}")) && e.contains("MSI record in a trace of record format version 1"), "{e}");
+    // The golden trace of the repository is version 1 and reads.
+    let golden = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../traces/golden/mmio_and_dma.tlpx")).unwrap();
+    assert_eq!(golden[12], 1, "the golden trace stays record format version 1");
+    assert!(TraceReader::from_bytes(golden).unwrap().read_all().unwrap().len() > 30);
+}
+
+#[test]
+fn footer_trigger_sequence_round_trips_and_version_2_kinds_read_back() {
+    let msi = Record { sequence: 0, body: Body::Msi(tlpx_trace::Msi { timestamp: 9, vector: 3, sources: 0b1001, wait_cycles: 70_000 }) };
+    let chunk = Record {
+        sequence: 2,
+        body: Body::Payload(tlpx_trace::PayloadChunk {
+            direction: tlpx_trace::Direction::Down,
+            first_dw: 6,
+            count: 2,
+            last: true,
+            dws: [1, 2, 0, 0, 0, 0],
+        }),
+    };
+    let footer = Footer { records_created: 3, records_lost: 1, trigger_sequence: Some(0) };
+    let bytes = common::trace_bytes(&[msi, chunk], Some((3, footer)));
+    let reader = TraceReader::from_bytes(bytes.clone()).unwrap();
+    assert_eq!(reader.footer(), Some(&footer));
+    assert_eq!(reader.read_all().unwrap(), vec![msi, chunk]);
+    // The words per traces/FORMAT.md.
+    let start = records_start(&bytes);
+    let word = |rec: usize, w: usize| u32::from_le_bytes(bytes[start + rec * 32 + w * 4..][..4].try_into().unwrap());
+    assert_eq!(word(0, 3), 1 | 7 << 1 | 4 << 4, "MSI: up, fmt 7, type 4");
+    assert_eq!((word(0, 4), word(0, 5), word(0, 6), word(0, 7)), (3, 0b1001, 70_000, 0));
+    assert_eq!(word(1, 3), 7 << 1 | 5 << 4 | 6 << 9 | 2 << 14 | 1 << 17, "payload: down, first_dw 6, count 2, final");
+    assert_eq!((word(1, 1), word(1, 2)), (1, 2));
+    assert_eq!((word(2, 4), word(2, 7)), (0, 1), "footer: trigger_sequence 0, triggered");
 }

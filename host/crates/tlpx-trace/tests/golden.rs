@@ -150,7 +150,8 @@ fn shifted(records: &[Record], range: Range<usize>, by: u64) -> Vec<Record> {
             Body::Request(x) => x.timing.timestamp = x.timing.timestamp.wrapping_add(by),
             Body::Completion(x) => x.timing.timestamp = x.timing.timestamp.wrapping_add(by),
             Body::Timeout(x) => x.timestamp = x.timestamp.wrapping_add(by),
-            Body::Footer(_) => {}
+            Body::Msi(x) => x.timestamp = x.timestamp.wrapping_add(by),
+            Body::Footer(_) | Body::Payload(_) => {}
         }
     }
     out

@@ -70,7 +70,7 @@ pub fn random_record(rng: &mut impl Rng) -> Record {
             timestamp: rng.gen(),
             waited: rng.gen(),
         }),
-        _ => Body::Footer(Footer { records_created: rng.gen(), records_lost: rng.gen() }),
+        _ => Body::Footer(Footer { records_created: rng.gen(), records_lost: rng.gen(), trigger_sequence: None }),
     };
     Record { sequence, body }
 }

@@ -554,7 +554,10 @@ impl SpySession {
         };
         let written = self.writer.records_written();
         self.writer
-            .finish(end.next_sequence, Footer { records_created: end.records_created, records_lost: end.records_lost })
+            .finish(
+                end.next_sequence,
+                Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None },
+            )
             .map_err(|e| anyhow!("finishing {}: {e}", self.path.display()))?;
         Ok((written, end.records_lost))
     }

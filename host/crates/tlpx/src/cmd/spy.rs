@@ -332,6 +332,11 @@ struct Sink {
     writer: TraceWriter<BufWriter<File>>,
     gaps: GapDetector,
     gap_texts: Vec<String>,
+    /// The running log: records folded into entries (a TLP with its payload), then put in
+    /// time order across directions within a bounded window (tlpx_trace::log::TimeSorter says
+    /// why the window suffices); the last line printed, for its delta.
+    entries: tlpx_trace::EntryBuilder,
+    sorter: tlpx_trace::log::TimeSorter,
     previous: Option<Record>,
     clock_hz: u64,
     /// BAR0's address: the running log names the registers host requests hit.
@@ -357,6 +362,31 @@ impl Sink {
         }
     }
 
+    /// Prints log lines the time sorter released.
+    fn log_sorted(&mut self, held: Vec<tlpx_trace::log::Held>) {
+        if held.is_empty() {
+            return;
+        }
+        let mut text = Vec::new();
+        let _ = tlpx_trace::log::write_sorted(&mut text, held, &mut self.previous, self.clock_hz, self.names.as_ref());
+        for line in String::from_utf8_lossy(&text).lines() {
+            self.say(format_args!("{line}"));
+        }
+    }
+
+    /// The end of the capture: the log lines still held, in time order. `next_sequence` is the
+    /// spy's next (a payload record lost at the very end marks its TLP's payload incomplete).
+    fn end_log(&mut self, next_sequence: u32) {
+        if self.log {
+            if let Some(info) = self.entries.finish(Some(next_sequence)) {
+                let held = self.sorter.push(info);
+                self.log_sorted(held);
+            }
+            let held = self.sorter.finish();
+            self.log_sorted(held);
+        }
+    }
+
     fn take(&mut self, batch: &[[u8; RECORD_BYTES]]) -> anyhow::Result<()> {
         for raw in batch {
             self.writer.write_raw(raw).context("writing the trace")?;
@@ -364,18 +394,18 @@ impl Sink {
             let record = Record::from_bytes(raw).map_err(|e| anyhow!("the spy delivered a record this tlpx cannot decode: {e}"))?;
             if let Some(gap) = self.gaps.push(record.sequence) {
                 let text = gap.to_string();
-                if self.log {
-                    self.say(format_args!("{:>12}  *** {text} (ring full)", ""));
-                } else {
+                // The running log says it in time order, before the record after the gap.
+                if !self.log {
                     eprintln!("tlpx: warning: {text} (ring full)");
                 }
                 self.gap_texts.push(text);
             }
             if self.log {
-                let line = tlpx_trace::log_line_named(&record, self.previous.as_ref(), self.clock_hz, self.names.as_ref());
-                self.say(format_args!("{line}"));
+                if let Some(info) = self.entries.push(record) {
+                    let held = self.sorter.push(info);
+                    self.log_sorted(held);
+                }
             }
-            self.previous = Some(record);
         }
         if self.unflushed >= FLUSH_RECORDS || (self.unflushed > 0 && self.flushed_at.elapsed() >= FLUSH_EVERY) {
             self.writer.flush().context("writing the trace")?;
@@ -467,6 +497,8 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         writer,
         gaps: GapDetector::new(),
         gap_texts: Vec::new(),
+        entries: tlpx_trace::EntryBuilder::new(),
+        sorter: tlpx_trace::log::TimeSorter::new(),
         previous: None,
         clock_hz,
         names,
@@ -553,6 +585,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         }
     };
     sink.take(&batch)?;
+    sink.end_log(end.next_sequence);
     if let Some(gap) = sink.gaps.push(end.next_sequence) {
         let text = format!("{gap} (at the end of the capture)");
         if !json {
@@ -562,7 +595,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     }
     let written = sink.writer.records_written();
     sink.writer
-        .finish(end.next_sequence, Footer { records_created: end.records_created, records_lost: end.records_lost })
+        .finish(end.next_sequence, Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None })
         .context("finishing the trace")?;
     // Being stopped is the end of a capture that has none of its own; one with an end of its
     // own (--duration, --records, a trigger) was cut short.
@@ -779,21 +812,27 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
         let names = tlpx_trace::Bar0Names::from_header(reader.header());
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", tlpx_trace::log_title())?;
+        // In time order across directions, within the bounded window of TimeSorter.
+        let mut entries = tlpx_trace::EntryBuilder::new();
+        let mut sorter = tlpx_trace::log::TimeSorter::new();
         let mut previous: Option<Record> = None;
-        let mut gaps = GapDetector::new();
         let mut rows = 0;
         for record in reader {
             let record = record.map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
-            if let Some(gap) = gaps.push(record.sequence) {
-                writeln!(out, "{:>12}  *** {gap}", "")?;
+            if let Some(info) = entries.push(record) {
+                rows += 1;
+                tlpx_trace::log::write_sorted(&mut out, sorter.push(info), &mut previous, clock, names.as_ref())?;
             }
-            writeln!(out, "{}", tlpx_trace::log_line_named(&record, previous.as_ref(), clock, names.as_ref()))?;
-            previous = Some(record);
-            rows += 1;
         }
+        if let Some(info) = entries.finish(footer.map(|f| f.sequence)) {
+            rows += 1;
+            tlpx_trace::log::write_sorted(&mut out, sorter.push(info), &mut previous, clock, names.as_ref())?;
+        }
+        tlpx_trace::log::write_sorted(&mut out, sorter.finish(), &mut previous, clock, names.as_ref())?;
         if let Some(f) = footer {
-            if let Some(gap) = gaps.push(f.sequence) {
-                writeln!(out, "{:>12}  *** {gap}", "")?;
+            let lost = entries.end_gap(f.sequence);
+            if lost > 0 {
+                writeln!(out, "{:>12}  *** {lost} record{} lost at the end of the capture", "", if lost == 1 { "" } else { "s" })?;
             }
             writeln!(out, "{}", tlpx_trace::log_line(&f, previous.as_ref(), clock))?;
         } else {
