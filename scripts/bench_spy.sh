@@ -18,7 +18,7 @@ for v in "$tlps" "$burst_max"; do
 done
 if [ -z "$payloads" ]; then
   # Payload capture exists when the generated register map has the spy's payload register.
-  if grep -q 'spy_payload' "$root/build/card/dw64/csr.json" 2>/dev/null; then payloads="0,4,16"; else payloads="0"; fi
+  if grep -q '^csr_register,spy_payload,' "$root/build/card/dw64/litex-csr.csv" 2>/dev/null; then payloads="0,4"; else payloads="0"; fi
 fi
 out="$root/docs/performance.md"
 log="$(mktemp)"
@@ -41,8 +41,8 @@ mega() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1e6 }'; }
 pick() { grep "^$1 width=$2 payload=$3 dirs=$4 " "$log" | grep -e "${5:-.}" || true; }
 pace() { # "up X, down Y" cycles per TLP of a BENCH_ line, directions that carried traffic
   local l="$1" d="$2" s=""
-  case "$d" in up|both) s="up $(echo "$l" | field up_cycles_per_tlp)";; esac
-  case "$d" in down|both) s="${s:+$s, }down $(echo "$l" | field down_cycles_per_tlp)";; esac
+  case "$d" in up|both|reads) s="up $(echo "$l" | field up_cycles_per_tlp)";; esac
+  case "$d" in down|both|reads) s="${s:+$s, }down $(echo "$l" | field down_cycles_per_tlp)";; esac
   echo "$s"
 }
 gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (6 missing)"
@@ -68,8 +68,11 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "\`MmioWrite\`s of one DW to \`ident.scratch\` (a register with no side effect), all queued at"
   echo "once in the root complex (a burst) or one every P card cycles (\`Device::idle\` between"
   echo "them). Both: the generator started by a posted write and the host's writes queued right"
-  echo "behind it, so both directions run at once. The pace actually reached is measured from the"
-  echo "records' timestamps (card cycles between the first and the last TLP of each direction)."
+  echo "behind it, so both directions run at once. Reads: the generator's 1-DW reads (MRd32 up, 1-DW"
+  echo "CplD down, up to 64 outstanding), the one host -> card traffic the card takes at the link's"
+  echo "pace (completions keep the full datapath width; requests, the host's writes included, go"
+  echo "through the card's request path one DW per cycle). The pace actually reached is measured from"
+  echo "the records' timestamps (card cycles between the first and the last TLP of each direction)."
   echo
   echo "| card | link (model) | link's pace, 1-DW MWr32 | generator alone, no capture | host writes to ident.scratch, as the card takes them |"
   echo "|---|---|---|---|---|"
@@ -93,7 +96,7 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "|---|---|---|---|---|---|"
   for w in 64 128 256; do
     for p in ${payloads//,/ }; do
-      for d in both up down; do
+      for d in both up down reads; do
         m="$(pick BENCH_BURST_MAX "$w" "$p" "$d")"
         [ -n "$m" ] || continue
         longest=$(echo "$m" | field longest)
@@ -117,12 +120,12 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "|---|---|---|---|---|---|---|"
   for w in 64 128 256; do
     for p in ${payloads//,/ }; do
-      for d in both up down; do
+      for d in both up down reads; do
         r="$(pick BENCH_RATE_RESULT "$w" "$p" "$d")"
         [ -n "$r" ] || continue
         per=$(echo "$r" | field period)
         up=$(echo "$r" | field up_tlps_per_s); dn=$(echo "$r" | field down_tlps_per_s)
-        case "$d" in up) rate="$(mega "$up") M";; down) rate="$(mega "$dn") M";; both) rate="$(mega "$up") M up + $(mega "$dn") M down";; esac
+        case "$d" in up) rate="$(mega "$up") M";; down) rate="$(mega "$dn") M";; both|reads) rate="$(mega "$up") M up + $(mega "$dn") M down";; esac
         prev="$(grep "^BENCH_RATE width=$w payload=$p dirs=$d " "$log" | grep -v " period=$per " | tail -1 || true)"
         next="-"
         if [ -n "$prev" ]; then next="P $(echo "$prev" | field period): $(echo "$prev" | field lost) lost"; fi

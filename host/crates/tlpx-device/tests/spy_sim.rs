@@ -113,6 +113,10 @@ fn class(r: &Record) -> (&'static str, &'static str) {
         }
         Body::Timeout(_) => "timeout",
         Body::Footer(_) => "footer",
+        // Record format 2: an MSI is its own class (the spy's "msi"); a payload record belongs
+        // to the TLP record before it and is no TLP of its own.
+        Body::Msi(_) => "msi",
+        Body::Payload(_) => "payload",
     };
     (dir, cls)
 }
@@ -539,8 +543,11 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
     for r in raw {
         w.write_raw(r).expect("record");
     }
-    w.finish(end.next_sequence, tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None })
-        .expect("finish");
+    w.finish(
+        end.next_sequence,
+        tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None },
+    )
+    .expect("finish");
 }
 
 #[test]
@@ -590,9 +597,16 @@ fn the_golden_comparison_catches_a_changed_record() {
 /// Which directions carry the traffic.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Dirs {
+    /// The generator's 1-DW MWr32.
     Up,
+    /// The host's posted 1-DW MWr32 to ident.scratch.
     Down,
+    /// Both at once.
     Both,
+    /// The generator's 1-DW reads: MRd32 up, 1-DW CplD down (the only host-to-card traffic
+    /// the card takes at the link's pace: completions keep the full datapath width, requests
+    /// go through the request path one DW per cycle).
+    Reads,
 }
 
 impl Dirs {
@@ -601,12 +615,25 @@ impl Dirs {
             Dirs::Up => "up",
             Dirs::Down => "down",
             Dirs::Both => "both",
+            Dirs::Reads => "reads",
         }
     }
-    fn up(self) -> bool {
+    /// The generator's part, if any.
+    fn generator(self) -> Option<Operation> {
+        match self {
+            Dirs::Up | Dirs::Both => Some(Operation::Write),
+            Dirs::Reads => Some(Operation::Read),
+            Dirs::Down => None,
+        }
+    }
+    /// The host writes to ident.scratch.
+    fn host_writes(self) -> bool {
+        matches!(self, Dirs::Down | Dirs::Both)
+    }
+    fn has_up(self) -> bool {
         self != Dirs::Down
     }
-    fn down(self) -> bool {
+    fn has_down(self) -> bool {
         self != Dirs::Up
     }
 }
@@ -638,11 +665,18 @@ impl SpyRun {
     }
 }
 
-/// Filters of the benchmark's captures: everything (the default), payload capture of
-/// `payload_dws` DWs when the card has it.
-fn bench_filters(payload_dws: u8) -> Filters {
-    assert_eq!(payload_dws, 0, "this card's spy has no payload capture");
+/// Filters of the benchmark's captures: everything (the default).
+fn bench_filters(_payload_dws: u8) -> Filters {
     Filters::default()
+}
+
+/// Payload capture of `payload_dws` DWs per TLP with data, every class and direction
+/// (INTERIM until Filters::payload_dws is merged: the register written after the start,
+/// posted, so it lands before the run's traffic).
+fn bench_payload(card: &mut Card, payload_dws: u8) {
+    use tlpx_regs::spy::payload;
+    let v = payload::DWS.set(u64::from(payload_dws)) | payload::CLASS_MASK.set(0xFF) | payload::DIRECTION_MASK.set(0b11);
+    card.write(regs::PAYLOAD, v).expect("payload");
 }
 
 /// One capture around `count` 1-DW MWr per direction at a period of `period` card cycles per
@@ -655,11 +689,14 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
     let ring: u32 = 1 << 18;
     assert!(2 * count + 4096 < u64::from(ring), "the ring must hold the whole run: {count} TLPs per direction");
     let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &Trigger::default()).expect("start");
+    bench_payload(card, payload_dws);
     let mut raw = Vec::new();
-    if dirs.up() {
-        let mut cfg = GenConfig::new(Operation::Write, 4, count);
+    if let Some(op) = dirs.generator() {
+        let mut cfg = GenConfig::new(op, 4, count);
         cfg.window = 1 << 16;
         cfg.payload_size = 4;
+        cfg.request_size = 4;
+        cfg.max_outstanding = 64;
         cfg.idle_cycles = period.saturating_sub(1);
         cfg.flush_writes = false;
         card.claim(Block::Generator).expect("generator");
@@ -670,7 +707,7 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
         // directions run at once (generator::run would wait for the start first).
         card.write(tlpx_regs::generator::CONTROL, tlpx_regs::generator::control::START.set(1)).expect("start");
     }
-    if dirs.down() {
+    if dirs.host_writes() {
         let spacing = Duration::from_nanos(u64::from(period) * 1_000_000_000 / clock);
         for i in 0..count {
             card.write(ident::SCRATCH, i).expect("scratch");
@@ -679,7 +716,7 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
             }
         }
     }
-    if dirs.down() && period <= 1 {
+    if dirs.host_writes() && period <= 1 {
         // A read queues behind every posted write still in the root complex (the card takes
         // one per ~7 cycles): let them through first, or the read would wait past the
         // completion timeout. The ring holds the whole run meanwhile.
@@ -689,13 +726,14 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
     loop {
         card.device().idle(Duration::from_micros(20)).expect("idle");
         cap.poll(card, &mut raw).expect("poll");
-        let gen_done = !dirs.up() || tlpx_regs::generator::status::DONE.get(card.read(tlpx_regs::generator::STATUS).expect("status")) == 1;
+        let gen_done = dirs.generator().is_none()
+            || tlpx_regs::generator::status::DONE.get(card.read(tlpx_regs::generator::STATUS).expect("status")) == 1;
         if gen_done {
             break;
         }
     }
     card.read(ident::SCRATCH).expect("read");
-    if dirs.up() {
+    if dirs.generator().is_some() {
         card.release(Block::Generator).expect("release");
     }
     let end = cap.stop_into(card, &mut raw).expect("stop");
@@ -712,32 +750,50 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
         gaps.push((next, end.next_sequence.wrapping_sub(next)));
     }
     let scratch = ident::SCRATCH.offset;
+    let in_buffer = |a: u64| a >= buffer.bus_addr && a < buffer.bus_addr + buffer.len as u64;
     let mut stamps: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut payload_records = 0u64;
     for r in &records {
-        if let Body::Request(q) = &r.body {
-            if q.kind() == tlpx_trace::RequestKind::MWr32 && q.length_dw == 1 && !q.own {
-                let d = r.direction().map(|d| d.name());
-                if d == Some("up") && q.address >= buffer.bus_addr && q.address < buffer.bus_addr + buffer.len as u64 {
+        let up = r.direction().map(|d| d.name()) == Some("up");
+        match &r.body {
+            Body::Request(q) if q.length_dw == 1 && !q.own => {
+                let kind = q.kind();
+                if up && in_buffer(q.address) && matches!(kind, tlpx_trace::RequestKind::MWr32 | tlpx_trace::RequestKind::MRd32) {
                     stamps[0].push(q.timing.timestamp);
-                } else if d == Some("down") && q.address & 0xfff == scratch & 0xfff {
+                } else if !up && kind == tlpx_trace::RequestKind::MWr32 && q.address & 0xfff == scratch & 0xfff {
                     stamps[1].push(q.timing.timestamp);
                 }
             }
+            // Completions host -> card: only the generator's reads get them here.
+            Body::Completion(c) if !up && c.with_data() && c.length_dw == 1 => stamps[1].push(c.timing.timestamp),
+            Body::Payload(_) => payload_records += 1,
+            _ => {}
         }
     }
     let span = |v: &[u64]| v.last().zip(v.first()).map_or(0, |(l, f)| l - f);
     let min_gap = |v: &[u64]| v.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
     // Nothing recorded beyond what the spy counted as lost: the run's TLPs are all there.
     if end.records_lost == 0 {
-        assert_eq!(stamps[0].len() as u64, if dirs.up() { count } else { 0 }, "generator writes recorded");
-        assert_eq!(stamps[1].len() as u64, if dirs.down() { count } else { 0 }, "host writes recorded");
+        assert_eq!(stamps[0].len() as u64, if dirs.has_up() { count } else { 0 }, "generator requests recorded");
+        assert_eq!(stamps[1].len() as u64, if dirs.has_down() { count } else { 0 }, "host writes / completions recorded");
         assert!(gaps.is_empty(), "no loss counted but sequence gaps {gaps:?}");
+        // Payload capture: a payload record (1 DW) after each of the run's TLPs with data, at
+        // least (the MMIO reads' completions of the polling carry data too).
+        let with_data = match dirs {
+            Dirs::Reads => stamps[1].len() as u64,
+            _ => stamps[0].len() as u64 + stamps[1].len() as u64,
+        };
+        if payload_dws > 0 {
+            assert!(payload_records >= with_data, "{payload_records} payload records for {with_data} TLPs with data");
+        } else {
+            assert_eq!(payload_records, 0, "payload records without payload capture");
+        }
     } else {
         assert!(!gaps.is_empty(), "{} records lost but no sequence gap", end.records_lost);
     }
     SpyRun {
-        up: if dirs.up() { count } else { 0 },
-        down: if dirs.down() { count } else { 0 },
+        up: if dirs.has_up() { count } else { 0 },
+        down: if dirs.has_down() { count } else { 0 },
         lost: end.records_lost,
         gaps,
         up_span: span(&stamps[0]),
@@ -837,7 +893,7 @@ fn bench_spy_bursts_rates_and_host_ingest() {
             count as f64 * clock / r.cycles as f64
         );
         for &payload in &payloads {
-            for dirs in [Dirs::Both, Dirs::Up, Dirs::Down] {
+            for dirs in [Dirs::Both, Dirs::Up, Dirs::Down, Dirs::Reads] {
                 let at = At { width, payload, dirs };
                 // Longest zero-loss burst: double, then bisect between the last good and first bad.
                 let mut good = 0u64;
