@@ -654,6 +654,9 @@ struct SpyRun {
     up_min_gap: u64,
     down_min_gap: u64,
     records: u64,
+    /// Wire bytes of the spy's own ring writes (8 framing + 12 header + payload per MWr32, as
+    /// the sim's link counters give them) per record it wrote.
+    own_wire_bytes_per_record: f64,
 }
 
 impl SpyRun {
@@ -684,12 +687,21 @@ fn bench_payload(card: &mut Card, payload_dws: u8) {
 /// after each request (it issues one per cycle otherwise). Down: posted writes to
 /// ident.scratch (no side effect), `period` cycles apart (0: all queued at once, the root
 /// complex sends them as the link and the card's receive buffer allow).
-fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: u64, period: u32, payload_dws: u8) -> SpyRun {
+fn spy_run(
+    card: &mut Card,
+    control: &mut SimDevice,
+    buffer: &tlpx_device::DmaBuffer,
+    dirs: Dirs,
+    count: u64,
+    period: u32,
+    payload_dws: u8,
+) -> SpyRun {
     let clock = u64::from(card.identity().clock_hz);
     let ring: u32 = 1 << 18;
     assert!(2 * count + 4096 < u64::from(ring), "the ring must hold the whole run: {count} TLPs per direction");
     let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &Trigger::default()).expect("start");
     bench_payload(card, payload_dws);
+    let before = control.traffic().expect("traffic");
     let mut raw = Vec::new();
     if let Some(op) = dirs.generator() {
         let mut cfg = GenConfig::new(op, 4, count);
@@ -737,7 +749,12 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
         card.release(Block::Generator).expect("release");
     }
     let end = cap.stop_into(card, &mut raw).expect("stop");
+    let seen = control.traffic().expect("traffic").since(&before);
     let records = decode(&raw);
+    // The card's memory writes are the generator's and the spy's ring writes.
+    let gen_writes = if dirs.generator() == Some(Operation::Write) { count } else { 0 };
+    let own_tlps = seen.card_writes.tlps - gen_writes;
+    let own_wire = (seen.card_writes.dw_bytes - 4 * gen_writes) + 20 * own_tlps;
     let mut gaps = Vec::new();
     let mut next = 0u32;
     for r in &records {
@@ -801,6 +818,7 @@ fn spy_run(card: &mut Card, buffer: &tlpx_device::DmaBuffer, dirs: Dirs, count: 
         up_min_gap: min_gap(&stamps[0]),
         down_min_gap: min_gap(&stamps[1]),
         records: records.len() as u64,
+        own_wire_bytes_per_record: own_wire as f64 / (records.len().max(1)) as f64,
     }
 }
 
@@ -815,7 +833,7 @@ fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64)
     let rate = |n: u64, span: u64| if n > 1 && span > 0 { (n - 1) as f64 * clock / span as f64 } else { 0.0 };
     println!(
         "{kind} width={} payload={} dirs={} period={period} len={len} lost={} records={} gaps={} \
-         up_cycles_per_tlp={:.2} down_cycles_per_tlp={:.2} up_min_gap={} down_min_gap={} up_tlps_per_s={:.0} down_tlps_per_s={:.0}",
+         up_cycles_per_tlp={:.2} down_cycles_per_tlp={:.2} up_min_gap={} down_min_gap={} up_tlps_per_s={:.0} down_tlps_per_s={:.0} own_wire_bytes_per_record={:.1}",
         at.width,
         at.payload,
         at.dirs.name(),
@@ -828,6 +846,7 @@ fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64)
         r.down_min_gap,
         rate(r.up, r.up_span),
         rate(r.down, r.down_span),
+        r.own_wire_bytes_per_record,
     );
 }
 
@@ -861,6 +880,7 @@ fn bench_spy_bursts_rates_and_host_ingest() {
     for width in ["64", "128", "256"] {
         let sim = Sim::start(&["--data-width", width]);
         let mut card = sim.card();
+        let mut control = sim.control();
         let clock = f64::from(card.identity().clock_hz);
         let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
         // The pace the sim's link model allows a 1-DW MWr32 (3-DW header), per direction.
@@ -900,7 +920,7 @@ fn bench_spy_bursts_rates_and_host_ingest() {
                 let mut bad = None;
                 let mut len = 16u64;
                 while len <= burst_max {
-                    let r = spy_run(&mut card, &buffer, dirs, len, 0, payload);
+                    let r = spy_run(&mut card, &mut control, &buffer, dirs, len, 0, payload);
                     print_run("BENCH_BURST", &at, 0, len, &r, clock);
                     if r.lost == 0 {
                         good = len;
@@ -914,7 +934,7 @@ fn bench_spy_bursts_rates_and_host_ingest() {
                     let mut lo = good;
                     while hi - lo > 1.max(lo / 64) {
                         let mid = (lo + hi) / 2;
-                        let r = spy_run(&mut card, &buffer, dirs, mid, 0, payload);
+                        let r = spy_run(&mut card, &mut control, &buffer, dirs, mid, 0, payload);
                         print_run("BENCH_BURST", &at, 0, mid, &r, clock);
                         if r.lost == 0 {
                             lo = mid;
@@ -926,7 +946,7 @@ fn bench_spy_bursts_rates_and_host_ingest() {
                     bad = Some(hi);
                 }
                 let beyond = bad.map(|b| {
-                    let r = spy_run(&mut card, &buffer, dirs, b, 0, payload);
+                    let r = spy_run(&mut card, &mut control, &buffer, dirs, b, 0, payload);
                     print_run("BENCH_BURST_BEYOND", &at, 0, b, &r, clock);
                     format!("{b}:{}", r.lost)
                 });
@@ -940,7 +960,7 @@ fn bench_spy_bursts_rates_and_host_ingest() {
                 // Sustained: the fastest period (card cycles per TLP per direction) with zero loss.
                 let mut found = false;
                 for period in [0u32, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64] {
-                    let r = spy_run(&mut card, &buffer, dirs, count, period, payload);
+                    let r = spy_run(&mut card, &mut control, &buffer, dirs, count, period, payload);
                     print_run("BENCH_RATE", &at, period, count, &r, clock);
                     if r.lost == 0 {
                         print_run("BENCH_RATE_RESULT", &at, period, count, &r, clock);
