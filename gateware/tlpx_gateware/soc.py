@@ -125,6 +125,7 @@ BLOCK_CONSTANTS = {
     "SPY_RECORD_FIFO_DEPTH":        spy_core.RECORD_FIFO_DEPTH,
     "SPY_LATENCY_BUCKETS":          spy_core.LATENCY_BUCKETS,
     "SPY_PAYLOAD_BUCKETS":          spy_core.PAYLOAD_BUCKETS,
+    "SPY_PAYLOAD_DWS_MAX":          spy_core.PAYLOAD_DWS_MAX,
     "IRQ_TIMER_HISTOGRAM_BUCKETS":  irq_timer_core.HISTOGRAM_BUCKETS,
     "PIO_MAX_READ_DELAY":           pio_core.MAX_READ_DELAY,
     "PIO_SIZE_BUCKETS":             pio_core.SIZE_BUCKETS,

@@ -12,8 +12,19 @@ use crate::RegWrite;
 
 /// TLP classes of the live counters and the type filters, in bit order.
 pub const CLASSES: [&str; 8] = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other"];
+/// Classes of the record filter ([`Filters::class_mask`]): the TLP classes, then `msi` (the
+/// card's MSIs, which no PHY stream carries: the spy's MSI records).
+pub const FILTER_CLASSES: [&str; 9] = ["mrd", "mwr", "cpl", "cpld", "msg", "cfg", "io", "other", "msi"];
+/// The filter's `msi` bit.
+pub const CLASS_MSI: u16 = 1 << 8;
+/// Every class of the record filter.
+pub const ALL_FILTER_CLASSES: u16 = (1 << FILTER_CLASSES.len()) - 1;
+/// Every TLP class (trigger, payload capture).
+pub const ALL_TLP_CLASSES: u8 = 0xFF;
 /// Records the spy's record FIFO holds: the most `pre` records of a start trigger.
 pub const RECORD_FIFO_DEPTH: u32 = tlpx_regs::constants::SPY_RECORD_FIFO_DEPTH as u32;
+/// Most data DWs the spy captures per TLP (`payload.dws`).
+pub const PAYLOAD_DWS_MAX: u8 = tlpx_regs::constants::SPY_PAYLOAD_DWS_MAX as u8;
 /// Smallest ring (records).
 pub const MIN_RING_RECORDS: u32 = 16;
 /// Largest ring (records): 2^24 records = 512 MiB of host memory.
@@ -28,8 +39,8 @@ pub struct Filters {
     pub down: bool,
     /// Record card-to-host TLPs.
     pub up: bool,
-    /// Classes to record, bit per class of [`CLASSES`].
-    pub class_mask: u8,
+    /// Classes to record, bit per class of [`FILTER_CLASSES`] (bit 8: MSIs).
+    pub class_mask: u16,
     /// Requests are recorded when `(address & address_mask) == (address_base & address_mask)`
     /// (completions carry no address and always pass).
     pub address_base: u64,
@@ -39,6 +50,13 @@ pub struct Filters {
     pub requester_mask: u16,
     /// Also record the spy's own ring writes.
     pub include_own: bool,
+    /// Data DWs to capture per TLP with data (0 = off, up to [`PAYLOAD_DWS_MAX`]): they
+    /// follow the TLP's record as payload records.
+    pub payload_dws: u8,
+    /// TLP classes whose payload is captured, bit per class of [`CLASSES`].
+    pub payload_classes: u8,
+    /// Directions whose payload is captured: bit 0 down, bit 1 up.
+    pub payload_directions: u8,
 }
 
 impl Default for Filters {
@@ -46,12 +64,15 @@ impl Default for Filters {
         Filters {
             down: true,
             up: true,
-            class_mask: 0xFF,
+            class_mask: ALL_FILTER_CLASSES,
             address_base: 0,
             address_mask: 0,
             requester_id: 0,
             requester_mask: 0,
             include_own: false,
+            payload_dws: 0,
+            payload_classes: ALL_TLP_CLASSES,
+            payload_directions: 0b11,
         }
     }
 }
@@ -95,7 +116,7 @@ pub struct Trigger {
     /// completions match any address.
     pub address_base: u64,
     pub address_mask: u64,
-    /// Records kept before the trigger (start mode): 0..=511.
+    /// Records kept before the trigger (start mode): 0..[`RECORD_FIFO_DEPTH`].
     pub pre: u16,
     /// Records kept from the trigger on, the trigger's included: >= 1.
     pub post: u32,
@@ -119,6 +140,9 @@ pub enum SpyConfigError {
     TriggerNoClass,
     RingRecords { records: u32 },
     Mps { mps: u32 },
+    PayloadDws { dws: u8 },
+    PayloadNoClass,
+    PayloadDirections { mask: u8 },
 }
 
 impl fmt::Display for SpyConfigError {
@@ -126,7 +150,9 @@ impl fmt::Display for SpyConfigError {
         let classes = CLASSES.join(", ");
         match self {
             SpyConfigError::FiltersNoDirection => write!(f, "the filters select no direction: record down, up or both"),
-            SpyConfigError::FiltersNoClass => write!(f, "the filters select no TLP type: choose some of {classes}"),
+            SpyConfigError::FiltersNoClass => {
+                write!(f, "the filters select no TLP type: choose some of {}", FILTER_CLASSES.join(", "))
+            }
             SpyConfigError::TriggerPre { pre } => {
                 write!(f, "pre-trigger records must be 0..={} (the spy's record FIFO), not {pre}", RECORD_FIFO_DEPTH - 1)
             }
@@ -140,6 +166,13 @@ impl fmt::Display for SpyConfigError {
                 write!(f, "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {records}")
             }
             SpyConfigError::Mps { mps } => write!(f, "Max Payload Size must be a power of two in 128..=4096 bytes, not {mps}"),
+            SpyConfigError::PayloadDws { dws } => {
+                write!(f, "payload capture takes 0..={PAYLOAD_DWS_MAX} data DWs per TLP (0: off), not {dws}")
+            }
+            SpyConfigError::PayloadNoClass => write!(f, "payload capture selects no TLP type: choose some of {classes}"),
+            SpyConfigError::PayloadDirections { mask } => {
+                write!(f, "payload capture directions must be down (1), up (2) or both (3), not {mask}")
+            }
         }
     }
 }
@@ -151,8 +184,19 @@ impl Filters {
         if !self.down && !self.up {
             return Err(SpyConfigError::FiltersNoDirection);
         }
-        if self.class_mask == 0 {
+        if self.class_mask & ALL_FILTER_CLASSES == 0 {
             return Err(SpyConfigError::FiltersNoClass);
+        }
+        if self.payload_dws > PAYLOAD_DWS_MAX {
+            return Err(SpyConfigError::PayloadDws { dws: self.payload_dws });
+        }
+        if self.payload_dws > 0 {
+            if self.payload_classes == 0 {
+                return Err(SpyConfigError::PayloadNoClass);
+            }
+            if self.payload_directions == 0 || self.payload_directions > 0b11 {
+                return Err(SpyConfigError::PayloadDirections { mask: self.payload_directions });
+            }
         }
         Ok(())
     }
@@ -265,6 +309,12 @@ impl SpyConfig {
             RegWrite::new(regs::REQUESTER_ID, u64::from(f.requester_id)),
             RegWrite::new(regs::REQUESTER_MASK, u64::from(f.requester_mask)),
             RegWrite::new(
+                regs::PAYLOAD,
+                regs::payload::DWS.set(u64::from(f.payload_dws))
+                    | regs::payload::CLASS_MASK.set(u64::from(f.payload_classes))
+                    | regs::payload::DIRECTION_MASK.set(u64::from(f.payload_directions)),
+            ),
+            RegWrite::new(
                 regs::TRIGGER,
                 regs::trigger::MODE.set(u64::from(t.mode.value()))
                     | regs::trigger::CLASS_MASK.set(u64::from(t.class_mask))
@@ -299,7 +349,9 @@ mod tests {
         let f = Filters { down: false, up: false, ..Filters::default() };
         assert_eq!(f.validate(), Err(SpyConfigError::FiltersNoDirection));
         let f = Filters { class_mask: 0, ..Filters::default() };
-        assert!(f.validate().expect_err("no class").to_string().ends_with("mrd, mwr, cpl, cpld, msg, cfg, io, other"));
+        assert!(f.validate().expect_err("no class").to_string().ends_with("mrd, mwr, cpl, cpld, msg, cfg, io, other, msi"));
+        // MSIs alone are a valid filter.
+        assert!(Filters { class_mask: CLASS_MSI, ..Filters::default() }.validate().is_ok());
         // Off: nothing of the trigger matters.
         assert!(Trigger { class_mask: 0, post: 0, ..Trigger::default() }.validate().is_ok());
         let start = Trigger { mode: TriggerMode::Start, ..Trigger::default() };
@@ -312,6 +364,24 @@ mod tests {
         assert_eq!(Trigger { post: 0, ..stop.clone() }.validate(), Err(SpyConfigError::TriggerPostZero));
         assert_eq!(Trigger { down: false, up: false, ..stop.clone() }.validate(), Err(SpyConfigError::TriggerNoDirection));
         assert_eq!(Trigger { class_mask: 0, ..stop }.validate(), Err(SpyConfigError::TriggerNoClass));
+    }
+
+    #[test]
+    fn payload_capture_edges() {
+        let max = Filters { payload_dws: PAYLOAD_DWS_MAX, ..Filters::default() };
+        assert!(max.validate().is_ok());
+        let e = Filters { payload_dws: PAYLOAD_DWS_MAX + 1, ..Filters::default() }.validate().expect_err("too many");
+        assert_eq!(e.to_string(), format!("payload capture takes 0..={PAYLOAD_DWS_MAX} data DWs per TLP (0: off), not 17"));
+        assert_eq!(Filters { payload_classes: 0, ..max.clone() }.validate(), Err(SpyConfigError::PayloadNoClass));
+        assert_eq!(Filters { payload_directions: 4, ..max.clone() }.validate(), Err(SpyConfigError::PayloadDirections { mask: 4 }));
+        // Off: the masks do not matter.
+        assert!(Filters { payload_classes: 0, payload_directions: 0, ..Filters::default() }.validate().is_ok());
+        let f = Filters { payload_dws: 4, payload_classes: 0b1000, payload_directions: 0b01, ..Filters::default() };
+        let w = SpyConfig::new(&f, &Trigger::default()).expect("valid").program_writes(None, 125_000_000);
+        let p = w.iter().find(|w| w.register.name == "payload").map(|w| w.value).expect("payload written");
+        assert_eq!([regs::payload::DWS, regs::payload::CLASS_MASK, regs::payload::DIRECTION_MASK].map(|x| x.get(p)), [4, 0b1000, 0b01]);
+        let c = w.iter().find(|w| w.register.name == "class_mask").map(|w| w.value).expect("class_mask");
+        assert_eq!(c, u64::from(ALL_FILTER_CLASSES));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! [`Capture::start`] clears the spy, programs filters, trigger and ring and enables it;
 //! [`Capture::poll`] copies the records the card has written since the last poll and hands
 //! the ring space back (`rd_index`); [`Capture::stop`] disables capture, drains what is left
-//! and frees the ring. The record layout is traces/FORMAT.md (record format version 1).
+//! and frees the ring. The record layout is traces/FORMAT.md (record format version 2: a TLP's
+//! record may be followed by payload records, and the card's MSIs have records of their own).
 //!
 //! Every record carries a sequence number given before it can be lost, so a loss (ring full)
 //! shows as a sequence gap and in the `lost` counter. Only one capture can run per card: a
@@ -31,10 +32,10 @@ use crate::card::{Card, Feature};
 use crate::lease::Block;
 use crate::{DeviceError, DmaBuffer};
 
-/// Size of one record in bytes (record format version 1).
+/// Size of one record in bytes (record format versions 1 and 2).
 pub const RECORD_BYTES: usize = 32;
 /// Record format version the spy writes and this driver reads.
-pub const RECORD_VERSION: u16 = 1;
+pub const RECORD_VERSION: u16 = 2;
 /// Buckets of the read-latency histogram (bucket k counts [2^k, 2^(k+1)) cycles).
 pub const LATENCY_BUCKETS: usize = tlpx_regs::constants::SPY_LATENCY_BUCKETS as usize;
 /// Buckets of the payload-size histograms (bucket k counts [2^k, 2^(k+1)) bytes).
@@ -42,8 +43,8 @@ pub const PAYLOAD_BUCKETS: usize = tlpx_regs::constants::SPY_PAYLOAD_BUCKETS as 
 /// The capture's configuration, its checks and its register writes live in the pure block
 /// crate; the driver programs what it encodes.
 pub use tlpx_blocks::spy::{
-    Filters, Ring, SpyConfig, SpyConfigError, Trigger, TriggerMode, CLASSES, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
-    RECORD_FIFO_DEPTH,
+    Filters, Ring, SpyConfig, SpyConfigError, Trigger, TriggerMode, ALL_FILTER_CLASSES, ALL_TLP_CLASSES, CLASSES, CLASS_MSI,
+    FILTER_CLASSES, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS, PAYLOAD_DWS_MAX, RECORD_FIFO_DEPTH,
 };
 
 /// Direction of a TLP on the link.
@@ -92,28 +93,42 @@ impl fmt::Display for Direction {
     }
 }
 
-/// Bit mask of classes from names (`mrd,mwr,...`; `all` for every class).
-pub fn class_mask(names: &[&str]) -> Result<u8, DeviceError> {
-    let mut mask = 0u8;
+/// Bit mask of the record filter's classes from names (`mrd,mwr,...,msi`; `all` for every
+/// class, MSIs included).
+pub fn class_mask(names: &[&str]) -> Result<u16, DeviceError> {
+    let mut mask = 0u16;
     for name in names {
         let n = name.trim().to_ascii_lowercase();
         if n == "all" {
-            mask = 0xFF;
+            mask = ALL_FILTER_CLASSES;
             continue;
         }
-        match CLASSES.iter().position(|c| *c == n) {
+        match FILTER_CLASSES.iter().position(|c| *c == n) {
             Some(i) => mask |= 1 << i,
             None => {
-                return Err(DeviceError::InvalidArgument(format!("TLP type must be one of {} or all, not {name:?}", CLASSES.join(", "))))
+                return Err(DeviceError::InvalidArgument(format!("type must be one of {} or all, not {name:?}", FILTER_CLASSES.join(", "))))
             }
         }
     }
     Ok(mask)
 }
 
-/// Names of the classes in `mask`.
-pub fn class_names(mask: u8) -> Vec<&'static str> {
-    CLASSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, c)| *c).collect()
+/// Bit mask of TLP classes from names (`mrd,mwr,...`; `all` for every TLP class), for what
+/// only TLPs have: the trigger and payload capture. `msi` is refused by name.
+pub fn tlp_class_mask(names: &[&str]) -> Result<u8, DeviceError> {
+    let mask = class_mask(names)?;
+    if names.iter().any(|n| n.trim().eq_ignore_ascii_case("msi")) {
+        return Err(DeviceError::InvalidArgument(format!(
+            "type must be a TLP type, one of {} or all, not \"msi\" (an MSI is no TLP on the spy's streams)",
+            CLASSES.join(", ")
+        )));
+    }
+    Ok((mask & u16::from(ALL_TLP_CLASSES)) as u8)
+}
+
+/// Names of the classes in `mask` (bits of [`FILTER_CLASSES`]).
+pub fn class_names(mask: u16) -> Vec<&'static str> {
+    FILTER_CLASSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, c)| *c).collect()
 }
 
 /// Live counters of one direction and class (all TLPs: filters do not apply; the spy's own
@@ -148,6 +163,31 @@ pub struct SpyCounters {
     pub capturing: bool,
     /// The capture's lease ended (expired or released) while it was on: the spy halted.
     pub halted: bool,
+    /// Sequence number of the record that matched the trigger (when it has).
+    #[serde(default)]
+    pub trigger_sequence: Option<u32>,
+    /// The spy's own ring writes since the last clear (counted whether recorded or not).
+    #[serde(default)]
+    pub own: OwnTraffic,
+    /// MSIs the card's hard IP accepted since the last clear (filters do not apply).
+    #[serde(default)]
+    pub msi_count: u64,
+}
+
+/// The spy's own ring writes: TLPs and their bytes on the datapath (header and payload DWs,
+/// as `count_bytes`; the wire adds the link's framing to each TLP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OwnTraffic {
+    pub tlps: u64,
+    pub bytes: u64,
+}
+
+fn read_own(card: &mut Card) -> Result<OwnTraffic, DeviceError> {
+    Ok(OwnTraffic { tlps: card.read(regs::OWN_TLPS)?, bytes: card.read(regs::OWN_BYTES)? })
+}
+
+fn trigger_sequence(card: &mut Card, status: u64) -> Result<Option<u32>, DeviceError> {
+    Ok(if regs::status::TRIGGERED.get(status) != 0 { Some(card.read(regs::TRIGGER_SEQUENCE)? as u32) } else { None })
 }
 
 impl SpyCounters {
@@ -200,6 +240,9 @@ pub fn counters(card: &mut Card) -> Result<SpyCounters, DeviceError> {
         stopped: regs::status::STOPPED.get(status) != 0,
         capturing: regs::control::ENABLE.get(control) != 0 && regs::status::HALTED.get(status) == 0,
         halted: regs::status::HALTED.get(status) != 0,
+        trigger_sequence: trigger_sequence(card, status)?,
+        own: read_own(card)?,
+        msi_count: card.read(regs::MSI_COUNT)?,
     })
 }
 
@@ -260,6 +303,13 @@ pub struct CaptureEnd {
     pub next_sequence: u32,
     pub triggered: bool,
     pub stopped: bool,
+    /// Sequence number of the record that matched the trigger, when it matched (the trace
+    /// footer's `trigger_sequence`).
+    pub trigger_sequence: Option<u32>,
+    /// The capture's own ring writes (its share of the link it observes).
+    pub own: OwnTraffic,
+    /// MSIs the card sent during the capture (all of them, recorded or not).
+    pub msi_count: u64,
     /// The records drained from the ring by [`Capture::stop`] (not by `stop_into`, which
     /// appends them to the caller's vector).
     #[serde(skip)]
@@ -700,6 +750,9 @@ fn capture_end(card: &mut Card, status: u64, holding: bool, delivered: u64, host
         next_sequence: sequence,
         triggered: regs::status::TRIGGERED.get(status) != 0,
         stopped: regs::status::STOPPED.get(status) != 0,
+        trigger_sequence: trigger_sequence(card, status)?,
+        own: read_own(card)?,
+        msi_count: card.read(regs::MSI_COUNT)?,
         remaining: Vec::new(),
     })
 }
@@ -765,10 +818,17 @@ mod tests {
     #[test]
     fn class_masks_round_trip() {
         assert_eq!(class_mask(&["mrd", "cpld"]).expect("valid"), 0b1001);
-        assert_eq!(class_mask(&["all"]).expect("valid"), 0xFF);
+        assert_eq!(class_mask(&["all"]).expect("valid"), 0x1FF);
+        assert_eq!(class_mask(&["msi"]).expect("valid"), CLASS_MSI);
         assert_eq!(class_names(0b1001), vec!["mrd", "cpld"]);
+        assert_eq!(class_names(CLASS_MSI | 2), vec!["mwr", "msi"]);
         let e = class_mask(&["mrw"]).expect_err("invalid").to_string();
-        assert!(e.contains("\"mrw\"") && e.contains("mrd, mwr"), "{e}");
+        assert!(e.contains("\"mrw\"") && e.contains("mrd, mwr") && e.contains("other, msi"), "{e}");
+        // The trigger and payload capture take TLP types only.
+        assert_eq!(tlp_class_mask(&["all"]).expect("valid"), 0xFF);
+        assert_eq!(tlp_class_mask(&["cpld"]).expect("valid"), 0b1000);
+        let e = tlp_class_mask(&["mwr", "msi"]).expect_err("msi").to_string();
+        assert!(e.contains("not \"msi\"") && e.contains("other or all"), "{e}");
     }
 
     /// A slot as the DMA writer leaves it: sequence `seq`, a non-zero time, `fill` elsewhere.
@@ -820,9 +880,10 @@ mod tests {
     #[test]
     fn trigger_and_filter_validation_names_the_value() {
         // As a capture reports them: the block crate's errors as invalid arguments.
-        let t = Trigger { mode: TriggerMode::Start, pre: 600, ..Trigger::default() };
+        let pre = RECORD_FIFO_DEPTH as u16;
+        let t = Trigger { mode: TriggerMode::Start, pre, ..Trigger::default() };
         let e = DeviceError::from(t.validate().expect_err("invalid"));
-        assert!(e.to_string().starts_with("invalid argument: ") && e.to_string().contains("not 600"), "{e}");
+        assert!(e.to_string().starts_with("invalid argument: ") && e.to_string().contains(&format!("not {pre}")), "{e}");
         let t = Trigger { mode: TriggerMode::Stop, post: 0, ..Trigger::default() };
         assert!(t.validate().expect_err("invalid").to_string().contains("not 0"));
         let f = Filters { down: false, up: false, ..Filters::default() };

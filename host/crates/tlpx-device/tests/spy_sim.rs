@@ -112,11 +112,9 @@ fn class(r: &Record) -> (&'static str, &'static str) {
             }
         }
         Body::Timeout(_) => "timeout",
-        Body::Footer(_) => "footer",
-        // Record format 2: an MSI is its own class (the spy's "msi"); a payload record belongs
-        // to the TLP record before it and is no TLP of its own.
         Body::Msi(_) => "msi",
         Body::Payload(_) => "payload",
+        Body::Footer(_) => "footer",
     };
     (dir, cls)
 }
@@ -148,6 +146,8 @@ fn link_census(t: &TrafficStats, ring_writes: u64) -> BTreeMap<(&'static str, &'
     put(("up", "cpld"), t.card_completions.cpld);
     put(("up", "msg"), t.card_messages);
     put(("up", "other"), t.card_other);
+    // The card's MSIs: no TLP on its PHY streams, an MSI record each (record format 2).
+    put(("up", "msi"), t.card_msis);
     assert_eq!(t.injected_tlps, 0, "no injected TLPs in these windows");
     m
 }
@@ -378,11 +378,13 @@ fn filters_pick_exactly_the_matching_records() {
     let records = decode(&cap.stop(&mut card).expect("stop").remaining);
     // The card's reads and the host's completions of them (their requester is the card);
     // none of the host's MMIO (requester: the root port) nor the card's completions to it.
+    // The run's MSI passes too: the requester filter does not apply to an MSI (it has none).
     let c = census(&records);
     assert_eq!(c.get(&("up", "mrd")), Some(&5), "{c:?}");
     assert_eq!(c.get(&("down", "cpld")), Some(&5), "one completion per 128-byte read; {c:?}");
-    assert_eq!(c.len(), 2, "{c:?}");
-    assert!(records.iter().all(|r| r.requester_id() == Some(card_id)));
+    assert_eq!(c.get(&("up", "msi")), Some(&1), "{c:?}");
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert!(records.iter().all(|r| r.requester_id() == Some(card_id) || matches!(r.body, Body::Msi(_))));
 }
 
 #[test]
@@ -446,8 +448,9 @@ fn ring_overflow_gives_counted_loss_and_a_sequence_gap() {
     let mut card = sim.card();
     let writes_only = Filters { up: false, ..Filters::default() };
     let mut cap = Capture::start(&mut card, 16, &writes_only, &Trigger::default()).expect("start");
-    // 16 records fit the ring, 512 the spy's FIFO; nobody polls while 800 writes pass.
-    for i in 0..800 {
+    // 16 records fit the ring, RECORD_FIFO_DEPTH the spy's FIFO; nobody polls while more
+    // writes than both pass.
+    for i in 0..u64::from(spy::RECORD_FIFO_DEPTH) + 300 {
         card.write(ident::SCRATCH, i).expect("write");
     }
     card.device().idle(Duration::from_micros(20)).expect("idle");
@@ -545,7 +548,7 @@ fn write_trace(path: &std::path::Path, card: &Card, raw: &[[u8; 32]], end: &Capt
     }
     w.finish(
         end.next_sequence,
-        tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None },
+        tlpx_trace::Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: end.trigger_sequence },
     )
     .expect("finish");
 }
@@ -560,7 +563,9 @@ fn scripted_scenario_reproduces_the_golden_trace() {
     assert_eq!(end.records_lost, 0);
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("spy_golden_mmio_and_dma.tlpx");
     write_trace(&out, &card, &raw, &end);
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../traces/golden/mmio_and_dma.tlpx");
+    // Record format 2 (the generator's MSI has a record); mmio_and_dma.tlpx stays the
+    // version-1 trace that readers must still read.
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../traces/golden/mmio_and_dma_v2.tlpx");
     tlpx_trace::golden::check(&out, &golden).unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -668,18 +673,11 @@ impl SpyRun {
     }
 }
 
-/// Filters of the benchmark's captures: everything (the default).
-fn bench_filters(_payload_dws: u8) -> Filters {
-    Filters::default()
-}
-
-/// Payload capture of `payload_dws` DWs per TLP with data, every class and direction
-/// (INTERIM until Filters::payload_dws is merged: the register written after the start,
-/// posted, so it lands before the run's traffic).
-fn bench_payload(card: &mut Card, payload_dws: u8) {
-    use tlpx_regs::spy::payload;
-    let v = payload::DWS.set(u64::from(payload_dws)) | payload::CLASS_MASK.set(0xFF) | payload::DIRECTION_MASK.set(0b11);
-    card.write(regs::PAYLOAD, v).expect("payload");
+/// Filters of the benchmark's captures: everything (the default: every class, MSIs too, both
+/// directions), with payload capture of `payload_dws` DWs per TLP with data (every class and
+/// direction, the default).
+fn bench_filters(payload_dws: u8) -> Filters {
+    Filters { payload_dws, ..Filters::default() }
 }
 
 /// One capture around `count` 1-DW MWr per direction at a period of `period` card cycles per
@@ -700,7 +698,6 @@ fn spy_run(
     let ring: u32 = 1 << 18;
     assert!(2 * count + 4096 < u64::from(ring), "the ring must hold the whole run: {count} TLPs per direction");
     let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &Trigger::default()).expect("start");
-    bench_payload(card, payload_dws);
     let before = control.traffic().expect("traffic");
     let mut raw = Vec::new();
     if let Some(op) = dirs.generator() {

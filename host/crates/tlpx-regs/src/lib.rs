@@ -4560,5 +4560,6 @@ pub mod constants {
     pub const SLOT_WINDOW_MAX: u64 = 131072;
     pub const SPY_LATENCY_BUCKETS: u64 = 32;
     pub const SPY_PAYLOAD_BUCKETS: u64 = 13;
+    pub const SPY_PAYLOAD_DWS_MAX: u64 = 16;
     pub const SPY_RECORD_FIFO_DEPTH: u64 = 2048;
 }

@@ -87,7 +87,8 @@ pub struct CaptureArgs {
     /// Directions to record: down (host to card), up (card to host), or both.
     #[arg(long, default_value = "down,up")]
     dir: String,
-    /// TLP types to record: mrd, mwr, cpl, cpld, msg, cfg, io, other, or all.
+    /// Types to record: mrd, mwr, cpl, cpld, msg, cfg, io, other, msi (the card's MSIs), or
+    /// all.
     #[arg(long, default_value = "all")]
     types: String,
     /// Record requests whose address matches BASE under MASK (BASE alone: that DW).
@@ -99,6 +100,16 @@ pub struct CaptureArgs {
     /// Also record the spy's own ring writes.
     #[arg(long)]
     include_own: bool,
+    /// Capture the first N data DWs of every TLP with data (0..=16; 0: off), in payload
+    /// records after the TLP's record.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = whole(0, spy::PAYLOAD_DWS_MAX), allow_negative_numbers = true)]
+    payload: u8,
+    /// TLP types whose payload --payload captures (as --types, without msi).
+    #[arg(long, default_value = "all")]
+    payload_types: String,
+    /// Directions whose payload --payload captures (as --dir).
+    #[arg(long, default_value = "down,up")]
+    payload_dir: String,
     /// Trigger: `start` keeps --pre records before the first match and records from it on;
     /// `stop` records until the match and --post records after.
     #[arg(long, value_name = "start|stop")]
@@ -112,7 +123,7 @@ pub struct CaptureArgs {
     /// Requests trigger when their address matches BASE under MASK.
     #[arg(long, value_name = "BASE[/MASK]", allow_hyphen_values = true)]
     trigger_address: Option<String>,
-    /// Records kept before the trigger (start trigger, 0..=511).
+    /// Records kept before the trigger (start trigger, 0..=2047: the spy's record FIFO).
     #[arg(long, default_value_t = 0, value_parser = whole(0, (spy::RECORD_FIFO_DEPTH - 1) as u16), allow_negative_numbers = true)]
     pre: u16,
     /// Records kept from the trigger on, the trigger's included [default: all until the end
@@ -201,14 +212,40 @@ fn parse_directions(flag: &str, text: &str) -> anyhow::Result<(bool, bool)> {
     Ok((down, up))
 }
 
-fn parse_types(flag: &str, text: &str) -> anyhow::Result<u8> {
+/// The names of a type list, checked for emptiness and duplicates.
+fn type_names<'a>(flag: &str, text: &'a str, accepted: &[&str]) -> anyhow::Result<Vec<&'a str>> {
     let names: Vec<&str> = text.split(',').filter(|p| !p.trim().is_empty()).collect();
     if names.is_empty() {
-        bail!("{flag}: give some of {}, or all", CLASSES.join(", "));
+        bail!("{flag}: give some of {}, or all", accepted.join(", "));
     }
     let lower: Vec<String> = names.iter().map(|n| n.trim().to_ascii_lowercase()).collect();
     refuse_duplicates(flag, &lower, String::clone).map_err(anyhow::Error::msg)?;
+    Ok(names)
+}
+
+/// The record filter's types (TLP types and `msi`).
+fn parse_types(flag: &str, text: &str) -> anyhow::Result<u16> {
+    let names = type_names(flag, text, &spy::FILTER_CLASSES)?;
     spy::class_mask(&names).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// TLP types only (the trigger, payload capture).
+fn parse_tlp_types(flag: &str, text: &str) -> anyhow::Result<u8> {
+    let names = type_names(flag, text, &CLASSES)?;
+    spy::tlp_class_mask(&names).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// --payload, --payload-types, --payload-dir into the filters.
+fn parse_payload(a: &CaptureArgs, filters: &mut Filters) -> anyhow::Result<()> {
+    let given = a.payload_types != "all" || a.payload_dir != "down,up";
+    if a.payload == 0 && given {
+        bail!("--payload-types and --payload-dir need --payload N (1..={})", spy::PAYLOAD_DWS_MAX);
+    }
+    filters.payload_dws = a.payload;
+    filters.payload_classes = parse_tlp_types("--payload-types", &a.payload_types)?;
+    let (down, up) = parse_directions("--payload-dir", &a.payload_dir)?;
+    filters.payload_directions = u8::from(down) | u8::from(up) << 1;
+    Ok(())
 }
 
 /// The spy set-up a capture command asks for.
@@ -234,6 +271,7 @@ impl Plan {
             let (id, mask) = parse_base_mask("--requester", text, 0xFFFF)?;
             (filters.requester_id, filters.requester_mask) = (id as u16, mask as u16);
         }
+        parse_payload(a, &mut filters)?;
         let mut trigger = Trigger::default();
         let trigger_flags =
             a.trigger_address.is_some() || a.pre != 0 || a.post.is_some() || a.trigger_types != "all" || a.trigger_dir != "down,up";
@@ -249,7 +287,7 @@ impl Plan {
                     other => bail!("--trigger: must be start or stop, not {other:?}"),
                 };
                 (trigger.down, trigger.up) = parse_directions("--trigger-dir", &a.trigger_dir)?;
-                trigger.class_mask = parse_types("--trigger-types", &a.trigger_types)?;
+                trigger.class_mask = parse_tlp_types("--trigger-types", &a.trigger_types)?;
                 if let Some(text) = &a.trigger_address {
                     (trigger.address_base, trigger.address_mask) = parse_base_mask("--trigger-address", text, !3)?;
                 }
@@ -309,6 +347,44 @@ struct CaptureSummary {
     /// time), hardware on a card.
     time_mode: tlpx_device::TimeMode,
     plan: Plan,
+    /// Sequence number of the record that matched the trigger (also in the trace's footer).
+    trigger_sequence: Option<u32>,
+    /// The capture's own ring writes on the link it observes.
+    own_traffic: OwnTrafficSummary,
+    /// MSIs the card sent during the capture (recorded or not).
+    msis: u64,
+}
+
+/// The spy's own ring writes over a span of card time, and their share of the link.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OwnTrafficSummary {
+    pub tlps: u64,
+    /// Header and payload bytes (the datapath's, as the spy's byte counters).
+    pub bytes: u64,
+    /// On the wire: plus the link's framing per TLP (tlpx-model's TLP_FRAMING_BYTES).
+    pub wire_bytes: u64,
+    /// `wire_bytes` over what the card-to-host direction carries for TLPs in the span (the
+    /// link model's TLP bandwidth for the link libpci reports); None without a link model.
+    pub link_share: Option<f64>,
+}
+
+/// The own-traffic figures of `own` over `seconds` of card time on `link`.
+pub(crate) fn own_traffic(own: &spy::OwnTraffic, link: Option<&tlpx_model::link::LinkConfig>, seconds: f64) -> OwnTrafficSummary {
+    let wire_bytes = own.bytes + own.tlps * u64::from(tlpx_model::link::TLP_FRAMING_BYTES);
+    let link_share =
+        link.map(|l| l.tlp_bytes_per_second() * seconds).filter(|carried| *carried > 0.0).map(|carried| wire_bytes as f64 / carried);
+    OwnTrafficSummary { tlps: own.tlps, bytes: own.bytes, wire_bytes, link_share }
+}
+
+impl OwnTrafficSummary {
+    /// "N TLPs, B bytes (W on the wire, X% of the link's card-to-host direction)".
+    pub(crate) fn describe(&self) -> String {
+        let share = match self.link_share {
+            Some(s) => format!(", {:.2}% of the link's card-to-host direction", s * 100.0),
+            None => String::new(),
+        };
+        format!("{} TLPs, {} bytes ({} on the wire{share})", self.tlps, self.bytes, self.wire_bytes)
+    }
 }
 
 /// What ended a capture.
@@ -482,6 +558,7 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     session.hold_live_time()?;
     let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
     let clock_hz = u64::from(session.clock_hz);
+    let link_model = session.link.as_ref().and_then(|l| l.model(false));
     let (info, names) = trace_header(&mut session, &plan.filters, &plan.trigger, time_mode)?;
     // The spy first: a capture refused because another owns the spy leaves --output as it was.
     session.card.claim(Block::Spy)?;
@@ -595,7 +672,10 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
     }
     let written = sink.writer.records_written();
     sink.writer
-        .finish(end.next_sequence, Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: None })
+        .finish(
+            end.next_sequence,
+            Footer { records_created: end.records_created, records_lost: end.records_lost, trigger_sequence: end.trigger_sequence },
+        )
         .context("finishing the trace")?;
     // Being stopped is the end of a capture that has none of its own; one with an end of its
     // own (--duration, --records, a trigger) was cut short.
@@ -616,6 +696,9 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
         ended_by,
         time_mode,
         plan,
+        trigger_sequence: end.trigger_sequence,
+        own_traffic: own_traffic(&end.own, link_model.as_ref(), elapsed.as_secs_f64()),
+        msis: end.msi_count,
     };
 
     if sink.output_closed {
@@ -646,6 +729,10 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
             summary.records_created,
             summary.records_lost
         );
+        crate::outln!("the spy's own ring writes: {}; MSIs sent by the card: {}", summary.own_traffic.describe(), summary.msis);
+        if let Some(seq) = summary.trigger_sequence {
+            crate::outln!("the trigger matched record {seq}");
+        }
         if summary.records_held_before_trigger > 0 {
             crate::outln!(
                 "the start trigger never matched: {} pre-trigger records were held and not written",
@@ -675,6 +762,9 @@ fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode
 #[derive(Debug, Serialize)]
 struct Stats {
     counters: spy::SpyCounters,
+    /// The spy's own ring writes since the last clear (also in `counters.own`), with their
+    /// share of the card-to-host bytes the spy counted.
+    own_traffic: StatsOwn,
     classes: [&'static str; 8],
     /// Bucket k counts latencies in [2^k, 2^(k+1)) card cycles.
     latency_histogram: Vec<u64>,
@@ -682,6 +772,28 @@ struct Stats {
     payload_histogram_down: Vec<u64>,
     payload_histogram_up: Vec<u64>,
     clock_hz: u32,
+}
+
+/// The spy's own ring writes against the rest of the card-to-host traffic since the last clear
+/// (the counters have no time span: the link's share needs one, see `spy capture` and `top`).
+#[derive(Debug, Serialize)]
+struct StatsOwn {
+    tlps: u64,
+    bytes: u64,
+    /// Plus the link's framing per TLP.
+    wire_bytes: u64,
+    /// Of the card-to-host bytes on the wire (framing included) since the last clear.
+    share_of_up_traffic: f64,
+}
+
+fn stats_own(c: &spy::SpyCounters, own_counted: bool) -> StatsOwn {
+    let framing = u64::from(tlpx_model::link::TLP_FRAMING_BYTES);
+    let wire_bytes = c.own.bytes + c.own.tlps * framing;
+    let up = c.total(Direction::Up);
+    // The class counters hold the spy's writes only while a capture includes them.
+    let up_wire = up.bytes + up.tlps * framing + if own_counted { 0 } else { wire_bytes };
+    let share_of_up_traffic = if up_wire == 0 { 0.0 } else { wire_bytes as f64 / up_wire as f64 };
+    StatsOwn { tlps: c.own.tlps, bytes: c.own.bytes, wire_bytes, share_of_up_traffic }
 }
 
 fn bar(n: u64, max: u64, width: usize) -> String {
@@ -714,6 +826,7 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut session = Session::open_observer(device)?;
     let card = &mut session.card;
     let counters = spy::counters(card)?;
+    let own_counted = tlpx_regs::spy::control::INCLUDE_OWN.get(card.read(tlpx_regs::spy::CONTROL)?) != 0;
     let owner = tlpx_device::lease::owner(card, Block::Spy)?;
     let latency_histogram = spy::latency_histogram(card)?;
     let (payload_histogram_down, payload_histogram_up) = spy::payload_histograms(card)?;
@@ -723,8 +836,16 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         spy::clear(card)?;
     }
-    let stats =
-        Stats { counters, classes: CLASSES, latency_histogram, payload_histogram_down, payload_histogram_up, clock_hz: session.clock_hz };
+    let own_traffic = stats_own(&counters, own_counted);
+    let stats = Stats {
+        counters,
+        own_traffic,
+        classes: CLASSES,
+        latency_histogram,
+        payload_histogram_down,
+        payload_histogram_up,
+        clock_hz: session.clock_hz,
+    };
     if let Some(path) = &a.output {
         #[derive(Serialize)]
         struct Body<'a> {
@@ -784,6 +905,18 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         let t = c.total(d);
         crate::outln!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), "total", t.tlps, t.bytes, t.payload_bytes, t.wait_cycles);
+    }
+    let own = &stats.own_traffic;
+    crate::outln!(
+        "the spy's own ring writes: {} TLPs, {} bytes ({} on the wire, {:.2}% of the card-to-host bytes on the wire); MSIs sent by the card: {}",
+        own.tlps,
+        own.bytes,
+        own.wire_bytes,
+        own.share_of_up_traffic * 100.0,
+        c.msi_count
+    );
+    if let Some(seq) = c.trigger_sequence {
+        crate::outln!("the trigger matched record {seq}");
     }
     print_histogram("read latency, request to last completion (matched reads seen while capturing):", "cycles", &stats.latency_histogram);
     print_histogram("payload per TLP with data, down:", "bytes", &stats.payload_histogram_down);

@@ -99,6 +99,10 @@ pub struct Reading {
     pub latency_histogram: Vec<u64>,
     pub request_path: RequestPathErrors,
     pub generator: GeneratorErrors,
+    /// The spy's own ring writes (any capture's, top's own included), since the last clear.
+    pub own: spy::OwnTraffic,
+    /// MSIs the card sent, since the spy's last clear.
+    pub msi_count: u64,
 }
 
 impl Reading {
@@ -113,6 +117,8 @@ impl Reading {
             latency_histogram: vec![0; LATENCY_BUCKETS],
             request_path: RequestPathErrors::default(),
             generator: GeneratorErrors::default(),
+            own: spy::OwnTraffic::default(),
+            msi_count: 0,
         }
     }
 }
@@ -167,6 +173,12 @@ pub struct Sample {
     pub up: DirectionRate,
     /// Records the spy lost during the interval (ring full or spy too slow).
     pub lost_delta: u64,
+    /// The spy's own ring writes during the interval, per second of card time: TLPs, and
+    /// bytes on the wire (header, payload and the link's framing per TLP).
+    pub own_tlps_per_second: f64,
+    pub own_wire_bytes_per_second: f64,
+    /// MSIs the card sent, per second of card time.
+    pub msis_per_second: f64,
     pub ring: RingOwner,
     /// Records top took from its ring during the interval.
     pub records_received: u64,
@@ -183,6 +195,12 @@ pub fn sample_between(index: u64, before: &Reading, now: &Reading, clock_hz: u32
     let hz = f64::from(clock_hz.max(1));
     let interval_s = now.cycles.saturating_sub(before.cycles) as f64 / hz;
     let lost_delta = if now.lost >= before.lost { now.lost - before.lost } else { now.lost };
+    let per_second = |v: u64| if interval_s > 0.0 { v as f64 / interval_s } else { 0.0 };
+    // A counter that went backwards was cleared: the interval counts from the clear.
+    let since = |now: u64, before: u64| if now >= before { now - before } else { now };
+    let own_tlps = since(now.own.tlps, before.own.tlps);
+    let own_bytes = since(now.own.bytes, before.own.bytes);
+    let own_wire = own_bytes + own_tlps * u64::from(tlpx_model::link::TLP_FRAMING_BYTES);
     Sample {
         index,
         card_time_s: now.cycles as f64 / hz,
@@ -194,6 +212,9 @@ pub fn sample_between(index: u64, before: &Reading, now: &Reading, clock_hz: u32
         down: DirectionRate::between(&now.down, &before.down, interval_s),
         up: DirectionRate::between(&now.up, &before.up, interval_s),
         lost_delta: u64::from(lost_delta),
+        own_tlps_per_second: per_second(own_tlps),
+        own_wire_bytes_per_second: per_second(own_wire),
+        msis_per_second: per_second(since(now.msi_count, before.msi_count)),
         ring: RingOwner::Off,
         records_received: 0,
         own_accesses_hidden: 0,
@@ -233,6 +254,8 @@ pub fn read_card(card: &mut Card) -> Result<Reading, DeviceError> {
         latency_histogram,
         request_path,
         generator,
+        own: counters.own,
+        msi_count: counters.msi_count,
     })
 }
 

@@ -322,6 +322,22 @@ fn figure(name: &str, v: u64) -> Vec<Span<'static>> {
     vec![Span::raw(format!("{name} ")), Span::styled(v.to_string(), style), Span::raw("  ")]
 }
 
+/// The spy's own ring writes (they share the link they observe) and the card's MSIs, over the
+/// last interval.
+fn own_traffic_line(state: &State) -> String {
+    let Some(s) = state.last.as_ref() else { return "spy ring writes: ?  MSIs: ?".to_string() };
+    let share = match state.limits.tlp_bytes_per_second {
+        Some(link) if link > 0.0 => format!(" ({:.1}% of the link up)", s.own_wire_bytes_per_second / link * 100.0),
+        _ => String::new(),
+    };
+    format!(
+        "spy ring writes {:.0} TLP/s, {} on the wire{share}  MSIs {:.0}/s",
+        s.own_tlps_per_second,
+        mb_s(s.own_wire_bytes_per_second),
+        s.msis_per_second
+    )
+}
+
 fn draw_counters(frame: &mut Frame, state: &State, area: Rect) {
     let outer = block(state, Panel::Counters, format!("{} (since clear)", Panel::Counters.title()));
     let (lost, sequence) = state.lost();
@@ -339,6 +355,7 @@ fn draw_counters(frame: &mut Frame, state: &State, area: Rect) {
             [figure("dropped records", lost), figure("last interval", lost_now), vec![Span::raw(format!("seq {sequence}"))]].concat(),
         ),
         Line::from(Span::styled(ring, Style::new().fg(Color::DarkGray))),
+        Line::from(own_traffic_line(state)),
         Line::from(Span::styled("request path (host requests the card refused)", Style::new().add_modifier(Modifier::UNDERLINED))),
         Line::from(
             [figure("UR sent", rp.ur_sent), figure("posted dropped", rp.posted_dropped), figure("malformed", rp.malformed)].concat(),
@@ -445,7 +462,7 @@ mod tests {
     fn synthetic_state() -> State {
         let mut state = State::new(
             "simulated card (64-bit at 125 MHz)".into(),
-            Limits { link: Some("Gen2 x1".into()), down: Some(380e6), up: Some(400e6) },
+            Limits { link: Some("Gen2 x1".into()), down: Some(380e6), up: Some(400e6), tlp_bytes_per_second: Some(500e6) },
             1e-3,
         );
         state.clock_hz = 125_000_000;

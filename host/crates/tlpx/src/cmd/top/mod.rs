@@ -143,6 +143,7 @@ fn limits(session: &Session) -> Limits {
         // in its writes. Largest transfers: the best the link can do.
         down: model.as_ref().map(|m| tlpx_model::link::read_bandwidth(m, 4096).bytes_per_second),
         up: model.as_ref().map(|m| tlpx_model::link::write_bandwidth(m, 4096).bytes_per_second),
+        tlp_bytes_per_second: model.as_ref().map(|m| m.tlp_bytes_per_second()),
     }
 }
 

@@ -63,6 +63,9 @@ pub struct Limits {
     pub down: Option<f64>,
     /// Model payload limit, card to host (DMA writes), bytes/s.
     pub up: Option<f64>,
+    /// What one direction of the link carries for TLPs (framing included), bytes/s: the
+    /// measure of the spy's own ring writes.
+    pub tlp_bytes_per_second: Option<f64>,
 }
 
 /// The view.
