@@ -137,6 +137,49 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "**Host ingest** (one poll of the ring into a trace file, \`TraceWriter::write_raw\`, per wall"
   echo "second on this machine):$(for w in 64 128 256; do i="$(grep "^BENCH_INGEST width=$w " "$log")"; printf ' %s-bit %s M records/s (%s records);' "$w" "$(mega "$(echo "$i" | field records_per_wall_s)")" "$(echo "$i" | field records)"; done | sed 's/;$/./')"
   echo
+  echo "**What limits each figure** (measured with the spy's own records and the sim's link counters):"
+  echo
+  echo "- *Host -> card writes*: the card takes a posted 1-DW MWr every 7 cycles on every width (its"
+  echo "  request path serialises a request one DW per cycle, then writes the register over"
+  echo "  Wishbone), slower than the link (first table); the queued writes fill the link model's"
+  echo "  receive buffer (16 TLPs) and the root complex waits, as flow control would make it. So"
+  echo "  host -> card 1-DW writes never reach the link's pace on these cards: it would take a"
+  echo "  request path that takes a 1-DW write in one beat (or a FIFO of whole TLPs in front of it,"
+  echo "  for bursts). The *reads* series is the host -> card traffic at the link's pace."
+  echo "- *Card -> host*: the generator alone issues at the link's pace (first table). While the spy"
+  echo "  records, its own ring writes go up the same link (the card's TX arbiter interleaves them"
+  echo "  with the generator's TLPs), so the observed traffic is held back, not lost: its pace is"
+  echo "  the link's share left, (24 + r x own bytes) / link bytes per cycle, r = records per TLP (1;"
+  echo "  2 with payload: one payload record for a 1-DW TLP):"
+  echo
+  echo "  | card | payload DWs | spy's own wire bytes per record | up pace predicted, cycles/TLP | measured (up, back to back) |"
+  echo "  |---|---|---|---|---|"
+  for w in 64 128 256; do
+    l="$(grep "^BENCH_LINK width=$w " "$log")"
+    for p in ${payloads//,/ }; do
+      r="$(grep "^BENCH_RATE width=$w payload=$p dirs=up period=0 " "$log" | tail -1)"
+      [ -n "$r" ] || continue
+      own=$(echo "$r" | field own_wire_bytes_per_record)
+      recs=1; [ "$p" -gt 0 ] && recs=2
+      pred=$(awk -v o="$own" -v n="$recs" -v wb="$(echo "$l" | field wire_bytes)" -v c="$(echo "$l" | field link_cycles_per_tlp)" \
+        'BEGIN { printf "%.2f", (24 + n * o) / (wb / c) }')
+      echo "  | ${w}-bit | $p | $own | $pred | $(echo "$r" | field up_cycles_per_tlp) |"
+    done
+  done
+  echo
+  echo "  An analyser that must not slow the traffic would hold its records on the card during a"
+  echo "  burst and write them when the link is free (the ring writer below the other sources in"
+  echo "  the TX arbiter, a deep buffer): then the up bursts would run at the link's pace and their"
+  echo "  zero-loss length would be the buffer's depth over the share of records not drained."
+  echo "- *Where records are lost*: where the records outrun the ring writes' share of the upstream"
+  echo "  link and the spy cannot hold the source back, i.e. host -> card traffic: on the 64-bit card"
+  echo "  (Gen2 x1, ~3.85 bytes per cycle) one record every 7 cycles is more than the link carries"
+  echo "  besides; with payload records (two per TLP) also on the 128- and 256-bit cards when both"
+  echo "  directions run. A burst then lasts until the spy's FIFOs are full (its depth over the"
+  echo "  excess), and the loss shows as counted, scattered sequence gaps (*beyond*)."
+  echo "- *Payload 16* records the same as payload 4 for these 1-DW TLPs (min(N, Length) = 1 DW: one"
+  echo "  payload record per TLP), so it is not run."
+  echo
 } > "$section"
 
 "$root/.venv/bin/python" "$root/scripts/md_section.py" spy "$out" "$section"

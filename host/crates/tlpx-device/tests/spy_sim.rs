@@ -854,10 +854,10 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
-/// Payload capture settings the bench runs (DWs per TLP; 0 = off): TLPX_BENCH_SPY_PAYLOAD,
-/// comma-separated; those the card cannot capture are refused.
+/// Payload capture settings the bench runs (DWs per TLP; 0 = off; default 0 and 4):
+/// TLPX_BENCH_SPY_PAYLOAD, comma-separated, each 0..16.
 fn bench_payloads() -> Vec<u8> {
-    let v = std::env::var("TLPX_BENCH_SPY_PAYLOAD").unwrap_or_else(|_| "0".into());
+    let v = std::env::var("TLPX_BENCH_SPY_PAYLOAD").unwrap_or_else(|_| "0,4".into());
     v.split(',')
         .map(|s| s.trim().parse::<u8>().ok().filter(|n| *n <= 16).unwrap_or_else(|| panic!("TLPX_BENCH_SPY_PAYLOAD: {s:?} is not 0..16")))
         .collect()
