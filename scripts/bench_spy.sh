@@ -20,6 +20,10 @@ if [ -z "$payloads" ]; then
   # Payload capture exists when the generated register map has the spy's payload register.
   if grep -q '^csr_register,spy_payload,' "$root/build/card/dw64/litex-csr.csv" 2>/dev/null; then payloads="0,4"; else payloads="0"; fi
 fi
+for p in ${payloads//,/ }; do
+  case "$p" in ''|*[!0-9]*) ok=no;; *) if [ "$p" -le 16 ]; then ok=yes; else ok=no; fi;; esac
+  [ "$ok" = yes ] || { echo "bench_spy.sh: payload DWs '$p' in '$payloads' must be 0..16 (a comma-separated list such as 0,4)" >&2; exit 2; }
+done
 out="$root/docs/performance.md"
 log="$(mktemp)"
 section="$(mktemp)"
