@@ -184,6 +184,15 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "- *Payload 16* records the same as payload 4 for these 1-DW TLPs (min(N, Length) = 1 DW: one"
   echo "  payload record per TLP), so it is not run."
   echo
+  echo "**Before issue 18's spy** (this bench on e4bc276's cards, payload capture not there yet,"
+  echo "2026-11-26): longest zero-loss bursts both / up / down: 64-bit 696 / ≥ 65536 / 1984, 128-bit"
+  echo "404 / 1472 / 2080, 256-bit 404 / 832 / 2080; sustained zero-loss paces both 24, 20, 20 cycles"
+  echo "per TLP per direction, up 27.0 M TLPs/s at most (256-bit). The limit then was the ring writer:"
+  echo "it sent each 128-byte MWr (4 records) one DW per cycle while holding the card's TX arbiter, 30"
+  echo "cycles of which 22 idle (the records' own duration and gap fields, captured with own traffic"
+  echo "included), so it wrote at most a record per ~9.25 cycles and, on the 128- and 256-bit cards,"
+  echo "stalled the generator behind it (0.16 TLP per cycle at idle 0 on the 128-bit card, with loss)."
+  echo
 } > "$section"
 
 "$root/.venv/bin/python" "$root/scripts/md_section.py" spy "$out" "$section"
