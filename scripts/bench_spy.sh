@@ -53,6 +53,28 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "$1" | sed -n 's/^\([0-9]*\)_gaps_first_at_seq_\([0-9]*\)_missing_\([0-9]*\)$/\1 gaps, first at seq \2 (\3 missing)/p' | sed 's/^1 gaps/1 gap/'
 }
 
+burst_table() { # rows of the burst table for the series given
+  echo "| card | payload DWs | directions | longest zero-loss burst | pace during it, cycles/TLP | beyond: L, records lost, gaps |"
+  echo "|---|---|---|---|---|---|"
+  for w in 64 128 256; do
+    for p in ${payloads//,/ }; do
+      for d in "$@"; do
+        m="$(pick BENCH_BURST_MAX "$w" "$p" "$d")"
+        [ -n "$m" ] || continue
+        longest=$(echo "$m" | field longest)
+        at="$(grep "^BENCH_BURST width=$w payload=$p dirs=$d period=0 len=$longest " "$log" | tail -1)"
+        if [ "$(echo "$m" | field capped)" = true ]; then shown="≥ $longest"; beyond="none up to $burst_max"; else
+          shown="$longest"
+          b="$(pick BENCH_BURST_BEYOND "$w" "$p" "$d")"
+          beyond="$(echo "$b" | field len), $(echo "$b" | field lost) lost, $(gaps_text "$(echo "$b" | field gaps)")"
+        fi
+        echo "| ${w}-bit | $p | ${d/_held/} | $shown | $(pace "$at" "${d/_held/}") | $beyond |"
+      done
+    done
+  done
+  echo
+}
+
 {
   echo "## Spy: zero-loss bursts and rates, host ingest"
   echo
@@ -96,25 +118,15 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
   echo "means the source was held back, see below); *beyond* = the next L tried, its loss and the"
   echo "sequence gaps the records show (every loss is counted and visible as a gap)."
   echo
-  echo "| card | payload DWs | directions | longest zero-loss burst | pace during it, cycles/TLP | beyond: L, records lost, gaps |"
-  echo "|---|---|---|---|---|---|"
-  for w in 64 128 256; do
-    for p in ${payloads//,/ }; do
-      for d in both up down reads; do
-        m="$(pick BENCH_BURST_MAX "$w" "$p" "$d")"
-        [ -n "$m" ] || continue
-        longest=$(echo "$m" | field longest)
-        at="$(grep "^BENCH_BURST width=$w payload=$p dirs=$d period=0 len=$longest " "$log" | tail -1)"
-        if [ "$(echo "$m" | field capped)" = true ]; then shown="≥ $longest"; beyond="none up to $burst_max"; else
-          shown="$longest"
-          b="$(pick BENCH_BURST_BEYOND "$w" "$p" "$d")"
-          beyond="$(echo "$b" | field len), $(echo "$b" | field lost) lost, $(gaps_text "$(echo "$b" | field gaps)")"
-        fi
-        echo "| ${w}-bit | $p | $d | $shown | $(pace "$at" "$d") | $beyond |"
-      done
-    done
-  done
+  burst_table both up down reads
+  echo "**Bursts held in the spy** (the logic analyser's way): the same bursts with the records kept"
+  echo "in the spy's record FIFO ($(grep -o '"SPY_RECORD_FIFO_DEPTH": [0-9]*' "$root/build/card/dw64/csr.json" | grep -o '[0-9]*$' || echo '?') records) as a start trigger's pre-trigger records,"
+  echo "the trigger being a read of \`ident.scratch\` after the burst: no ring write shares the link"
+  echo "during the burst, so the card's own traffic runs at the link's pace, and the burst is recorded"
+  echo "whole while its records fit in the FIFO. Beyond, the oldest are dropped (the gap at the start"
+  echo "of the trace, counted in the *lost* column here, not in the spy's \`lost\`)."
   echo
+  burst_table both_held up_held down_held reads_held
   echo "**Sustained.** $tlps TLPs per direction at a period of P card cycles per TLP per direction"
   echo "(P = 0: back to back; up: P - 1 idle cycles after each request; down: a write every P"
   echo "cycles), P rising until the spy loses nothing. TLPs/s are those recorded, per direction, over"
@@ -171,10 +183,12 @@ gaps_text() { # 3_gaps_first_at_seq_809_missing_6 -> "3 gaps, first at seq 809 (
     done
   done
   echo
-  echo "  An analyser that must not slow the traffic would hold its records on the card during a"
-  echo "  burst and write them when the link is free (the ring writer below the other sources in"
-  echo "  the TX arbiter, a deep buffer): then the up bursts would run at the link's pace and their"
-  echo "  zero-loss length would be the buffer's depth over the share of records not drained."
+  echo "  Holding the records on the card during the burst (the *held* table) lets the traffic run"
+  echo "  at the link's pace and records it whole up to the record FIFO's depth (a record per TLP, two"
+  echo "  with payload): bursts at line rate are bounded by that buffer, so a deeper one (block RAM,"
+  echo "  or DRAM on boards that have it) lengthens them in proportion. Doing it without a trigger"
+  echo "  would take the ring writer below the other sources in the card's TX arbiter (it writes"
+  echo "  when the link is free) with that deep buffer behind it; not done here."
   echo "- *Where records are lost*: where the records outrun the ring writes' share of the upstream"
   echo "  link and the spy cannot hold the source back, i.e. host -> card traffic: on the 64-bit card"
   echo "  (Gen2 x1, ~3.85 bytes per cycle) one record every 7 cycles is more than the link carries"

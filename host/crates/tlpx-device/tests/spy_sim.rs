@@ -685,19 +685,30 @@ fn bench_filters(payload_dws: u8) -> Filters {
 /// after each request (it issues one per cycle otherwise). Down: posted writes to
 /// ident.scratch (no side effect), `period` cycles apart (0: all queued at once, the root
 /// complex sends them as the link and the card's receive buffer allow).
-fn spy_run(
-    card: &mut Card,
-    control: &mut SimDevice,
-    buffer: &tlpx_device::DmaBuffer,
-    dirs: Dirs,
-    count: u64,
-    period: u32,
-    payload_dws: u8,
-) -> SpyRun {
+fn spy_run(card: &mut Card, control: &mut SimDevice, buffer: &tlpx_device::DmaBuffer, at: &At, count: u64, period: u32) -> SpyRun {
+    let (dirs, payload_dws) = (at.dirs, at.payload);
     let clock = u64::from(card.identity().clock_hz);
     let ring: u32 = 1 << 18;
     assert!(2 * count + 4096 < u64::from(ring), "the ring must hold the whole run: {count} TLPs per direction");
-    let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &Trigger::default()).expect("start");
+    // Held: the records stay in the spy's record FIFO (a start trigger's pre-trigger records)
+    // until a read of ident.scratch after the run, so no ring write shares the link during
+    // the burst: the logic analyser's way.
+    let trigger = if at.held {
+        Trigger {
+            mode: TriggerMode::Start,
+            // Trigger classes are the 8 TLP classes (the record filter's 9th, msi, is not one).
+            class_mask: spy::class_mask(&["mrd"]).expect("mrd") as u8,
+            down: true,
+            up: false,
+            address_base: ident::SCRATCH.offset,
+            address_mask: 0xFFFC,
+            pre: (spy::RECORD_FIFO_DEPTH - 1) as u16,
+            post: 1 << 24,
+        }
+    } else {
+        Trigger::default()
+    };
+    let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &trigger).expect("start");
     let before = control.traffic().expect("traffic");
     let mut raw = Vec::new();
     if let Some(op) = dirs.generator() {
@@ -725,11 +736,16 @@ fn spy_run(
             }
         }
     }
-    if dirs.host_writes() && period <= 1 {
+    if (dirs.host_writes() && period <= 1) || at.held {
         // A read queues behind every posted write still in the root complex (the card takes
         // one per ~7 cycles): let them through first, or the read would wait past the
-        // completion timeout. The ring holds the whole run meanwhile.
-        card.device().idle(Duration::from_nanos(count * 8 * 1_000_000_000 / clock)).expect("idle");
+        // completion timeout. The ring holds the whole run meanwhile. Held: the first read
+        // ends the holding, so it waits for the run to end (8 cycles per TLP is more than any
+        // source here takes while nothing else uses the link).
+        card.device().idle(Duration::from_nanos((count * 8 + 2000) * 1_000_000_000 / clock)).expect("idle");
+    }
+    if at.held {
+        card.read(ident::SCRATCH).expect("the trigger");
     }
     // Let the run finish (the generator done, every posted write landed), emptying the ring.
     loop {
@@ -787,7 +803,12 @@ fn spy_run(
     let span = |v: &[u64]| v.last().zip(v.first()).map_or(0, |(l, f)| l - f);
     let min_gap = |v: &[u64]| v.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
     // Nothing recorded beyond what the spy counted as lost: the run's TLPs are all there.
-    if end.records_lost == 0 {
+    let missing: u64 = gaps.iter().map(|&(_, n)| u64::from(n)).sum();
+    if !at.held {
+        // Every loss is a numbered record that never came: the gaps add up to the count.
+        assert_eq!(missing, end.records_lost, "sequence gaps {gaps:?} against {} lost", end.records_lost);
+    }
+    if end.records_lost == 0 && missing == 0 {
         assert_eq!(stamps[0].len() as u64, if dirs.has_up() { count } else { 0 }, "generator requests recorded");
         assert_eq!(stamps[1].len() as u64, if dirs.has_down() { count } else { 0 }, "host writes / completions recorded");
         assert!(gaps.is_empty(), "no loss counted but sequence gaps {gaps:?}");
@@ -802,13 +823,13 @@ fn spy_run(
         } else {
             assert_eq!(payload_records, 0, "payload records without payload capture");
         }
-    } else {
-        assert!(!gaps.is_empty(), "{} records lost but no sequence gap", end.records_lost);
     }
     SpyRun {
         up: if dirs.has_up() { count } else { 0 },
         down: if dirs.has_down() { count } else { 0 },
-        lost: end.records_lost,
+        // Held: the oldest pre-trigger records are dropped when the FIFO is full (numbered
+        // and missing, not counted as lost by the spy): the gaps count them.
+        lost: end.records_lost.max(missing),
         gaps,
         up_span: span(&stamps[0]),
         down_span: span(&stamps[1]),
@@ -824,6 +845,14 @@ struct At<'a> {
     width: &'a str,
     payload: u8,
     dirs: Dirs,
+    /// Records held in the spy until the run ends (see spy_run).
+    held: bool,
+}
+
+impl At<'_> {
+    fn series(&self) -> String {
+        format!("{}{}", self.dirs.name(), if self.held { "_held" } else { "" })
+    }
 }
 
 fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64) {
@@ -833,7 +862,7 @@ fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64)
          up_cycles_per_tlp={:.2} down_cycles_per_tlp={:.2} up_min_gap={} down_min_gap={} up_tlps_per_s={:.0} down_tlps_per_s={:.0} own_wire_bytes_per_record={:.1}",
         at.width,
         at.payload,
-        at.dirs.name(),
+        at.series(),
         r.lost,
         r.records,
         r.gap_text(),
@@ -845,6 +874,54 @@ fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64)
         rate(r.down, r.down_span),
         r.own_wire_bytes_per_record,
     );
+}
+
+/// The longest burst of `at` with zero loss: L doubles from 16 until a loss (or `burst_max`),
+/// then is bisected to within 1/64; prints every run, the result and the first loss beyond it.
+fn longest_burst(card: &mut Card, control: &mut SimDevice, buffer: &tlpx_device::DmaBuffer, at: &At, burst_max: u64, clock: f64) {
+    let mut good = 0u64;
+    let mut bad = None;
+    let mut len = 16u64;
+    while len <= burst_max {
+        let r = spy_run(card, control, buffer, at, len, 0);
+        print_run("BENCH_BURST", at, 0, len, &r, clock);
+        if r.lost == 0 {
+            good = len;
+            len *= 2;
+        } else {
+            bad = Some(len);
+            break;
+        }
+    }
+    if let Some(mut hi) = bad {
+        let mut lo = good;
+        while hi - lo > 1.max(lo / 64) {
+            let mid = (lo + hi) / 2;
+            let r = spy_run(card, control, buffer, at, mid, 0);
+            print_run("BENCH_BURST", at, 0, mid, &r, clock);
+            if r.lost == 0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        good = lo;
+        bad = Some(hi);
+    }
+    let beyond = bad.map(|b| {
+        let r = spy_run(card, control, buffer, at, b, 0);
+        print_run("BENCH_BURST_BEYOND", at, 0, b, &r, clock);
+        format!("{b}:{}", r.lost)
+    });
+    println!(
+        "BENCH_BURST_MAX width={} payload={} dirs={} longest={good} capped={} beyond={}",
+        at.width,
+        at.payload,
+        at.series(),
+        bad.is_none(),
+        beyond.unwrap_or_else(|| "-".into())
+    );
+    assert!(good >= 16, "{}-bit {}: not even a 16-TLP burst without loss", at.width, at.series());
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -911,53 +988,12 @@ fn bench_spy_bursts_rates_and_host_ingest() {
         );
         for &payload in &payloads {
             for dirs in [Dirs::Both, Dirs::Up, Dirs::Down, Dirs::Reads] {
-                let at = At { width, payload, dirs };
-                // Longest zero-loss burst: double, then bisect between the last good and first bad.
-                let mut good = 0u64;
-                let mut bad = None;
-                let mut len = 16u64;
-                while len <= burst_max {
-                    let r = spy_run(&mut card, &mut control, &buffer, dirs, len, 0, payload);
-                    print_run("BENCH_BURST", &at, 0, len, &r, clock);
-                    if r.lost == 0 {
-                        good = len;
-                        len *= 2;
-                    } else {
-                        bad = Some(len);
-                        break;
-                    }
-                }
-                if let Some(mut hi) = bad {
-                    let mut lo = good;
-                    while hi - lo > 1.max(lo / 64) {
-                        let mid = (lo + hi) / 2;
-                        let r = spy_run(&mut card, &mut control, &buffer, dirs, mid, 0, payload);
-                        print_run("BENCH_BURST", &at, 0, mid, &r, clock);
-                        if r.lost == 0 {
-                            lo = mid;
-                        } else {
-                            hi = mid;
-                        }
-                    }
-                    good = lo;
-                    bad = Some(hi);
-                }
-                let beyond = bad.map(|b| {
-                    let r = spy_run(&mut card, &mut control, &buffer, dirs, b, 0, payload);
-                    print_run("BENCH_BURST_BEYOND", &at, 0, b, &r, clock);
-                    format!("{b}:{}", r.lost)
-                });
-                println!(
-                    "BENCH_BURST_MAX width={width} payload={payload} dirs={} longest={good} capped={} beyond={}",
-                    dirs.name(),
-                    bad.is_none(),
-                    beyond.unwrap_or_else(|| "-".into())
-                );
-                assert!(good >= 16, "{width}-bit {}: not even a 16-TLP burst without loss", dirs.name());
+                let at = At { width, payload, dirs, held: false };
+                longest_burst(&mut card, &mut control, &buffer, &at, burst_max, clock);
                 // Sustained: the fastest period (card cycles per TLP per direction) with zero loss.
                 let mut found = false;
                 for period in [0u32, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64] {
-                    let r = spy_run(&mut card, &mut control, &buffer, dirs, count, period, payload);
+                    let r = spy_run(&mut card, &mut control, &buffer, &at, count, period);
                     print_run("BENCH_RATE", &at, period, count, &r, clock);
                     if r.lost == 0 {
                         print_run("BENCH_RATE_RESULT", &at, period, count, &r, clock);
@@ -965,7 +1001,13 @@ fn bench_spy_bursts_rates_and_host_ingest() {
                         break;
                     }
                 }
-                assert!(found, "{width}-bit {}: no loss-free rate found", dirs.name());
+                assert!(found, "{width}-bit {}: no loss-free rate found", at.series());
+            }
+            // Held in the spy until the burst is over: bursts only (the record FIFO's depth
+            // bounds them).
+            for dirs in [Dirs::Both, Dirs::Up, Dirs::Down, Dirs::Reads] {
+                let at = At { width, payload, dirs, held: true };
+                longest_burst(&mut card, &mut control, &buffer, &at, burst_max, clock);
             }
         }
         // Host ingest: records from the ring into a trace file, per wall second.
