@@ -195,6 +195,12 @@ burst_table() { # rows of the burst table for the series given
   echo "  besides; with payload records (two per TLP) also on the 128- and 256-bit cards when both"
   echo "  directions run. A burst then lasts until the spy's FIFOs are full (its depth over the"
   echo "  excess), and the loss shows as counted, scattered sequence gaps (*beyond*)."
+  echo "- *Reads* on the 256-bit card: 64 tags over the root complex's read latency (400 ns + up to"
+  echo "  50 ns jitter, 100+ cycles at 250 MHz) allow a read every ~1.9 cycles, a little below the"
+  echo "  link's pace; on the other cards the link limits."
+  echo "- *The spy itself at line rate*: in the held bursts a loss whose first gap is not at sequence"
+  echo "  0 is the spy's own (its taps, builder or FIFOs did not keep up), not the FIFO's depth; the"
+  echo "  held table shows which series, if any, have one."
   echo "- *Payload 16* records the same as payload 4 for these 1-DW TLPs (min(N, Length) = 1 DW: one"
   echo "  payload record per TLP), so it is not run."
   echo
