@@ -168,7 +168,11 @@ class RecordRingWriter(LiteXModule):
             )
         )
         fsm.act("DATA",
-            source.valid.eq(record_fifo.source.valid),
+            # The batch's records are in the FIFO (batch <= level): always valid. Should the
+            # owner empty the FIFO under a TLP already started (its lease ended), the TLP is
+            # finished all the same: a TLP cannot be cut, and a half-sent one would hold the
+            # transmit arbiter for ever.
+            source.valid.eq(1),
             source.first.eq((full_beats == 0) & (data_beat == 0) & (rec_done == 0)),
             source.be.eq(Replicate(1, data_width // 8)),
             source.dat.eq(by_hdr(joined)),

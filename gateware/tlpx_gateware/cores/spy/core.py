@@ -12,6 +12,39 @@ back-pressures the link, and it sees requests the card then rejects. Each TLP be
 record (layout: traces/FORMAT.md, record format version 1). Records get their sequence number
 when they pass the filters; a record that finds its FIFO full is lost *after* it was
 numbered, so every loss is both counted (``lost``) and visible to the host as a sequence gap.
+
+Record format 2 adds two kinds (fmt 7): payload records (type 5), the first ``payload.dws``
+data DWs of a TLP right after its record (numbered after it, up to 6 DWs each, bytes in
+address order: the PHY stream's DW as it comes, byte 0 in bits 7:0), and MSI records (type 4),
+one per MSI handed to the hard IP (the valid & ready handshake of the endpoint's ``msi``
+stream; the hard IP turns it into an MWr no PHY stream carries). An MSI record's ``sources``
+is ``pcie_msi.vector`` in the cycle of the handshake: the enabled sources that fired and that
+the host has not cleared (``pcie_msi.clear``) yet, so a source the host leaves pending shows in
+later MSIs' records too; ``wait_cycles`` counts the cycles ``valid`` was high before ``ready``.
+
+Buffers and limits (a burst is absorbed by the FIFOs; the ring writer drains them a full
+beat per cycle, sharing the card-to-host link round-robin with the card's other TLPs):
+
+=========================  ==========  ==========  ==========  ==============================
+buffer                      64-bit      128-bit     256-bit     block RAM (7-series BRAM36)
+=========================  ==========  ==========  ==========  ==============================
+record FIFO (256 b)         2048        2048        2048        15
+summary FIFO per direction  512         1024        1024        4 / 7 each (231 b wide)
+payload FIFO per direction  512         512         512         8 each (16 DWs wide)
+MSI FIFO                    4           4           4           LUTRAM
+=========================  ==========  ==========  ==========  ==============================
+
+The builder takes one summary per cycle (oldest of the two directions first; an MSI record
+or a payload record takes a cycle of its own). On 64 bits the smallest TLPs bring at most one
+summary per cycle in both directions together, so the summary FIFOs stay short and the record
+FIFO absorbs a burst; on 128 and 256 bits both directions can bring one per cycle each and the
+summary FIFOs absorb what the builder has not taken. Measured in the Verilated card
+(cores/spy/burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
+link lets it beside the ring writes, no payload capture, host ring large enough), the longest
+burst with zero loss, per direction: 64-bit 3312, 128-bit 3437, 256-bit 9125 TLPs. Beyond it
+records are lost (counted in ``lost``, a sequence gap each) until the FIFOs drain; the spy
+then records again without loss. Payload capture makes 2..4 records of a TLP: the builder
+takes that many cycles and a burst fills the buffers correspondingly sooner.
 """
 
 from migen import *
@@ -40,21 +73,23 @@ PAYLOAD_BUCKETS   = 13
 # FIFO of PAYLOAD_FIFO_DEPTH entries (PAYLOAD_DWS_MAX DWs each) beside its summary FIFO.
 PAYLOAD_DWS_MAX    = 16
 PAYLOAD_RECORD_DWS = 6
-PAYLOAD_FIFO_DEPTH = 256
+PAYLOAD_FIFO_DEPTH = 512  # 512 x 512 bits: 8 BRAM36 (512x72), the same as 256 entries
 MSI_FIFO_DEPTH     = 4
 
 
 def summary_fifo_depth(data_width):
     """Summaries each direction's FIFO holds before the record builder takes them.
 
-    The builder takes one summary per cycle. On the 64-bit datapath the smallest TLP takes two
-    beats, so the two directions together bring at most one per cycle and a short FIFO keeps
-    up; on 128 and 256 bits a 1-beat TLP can come every cycle in each direction: the builder
-    falls behind by one summary per cycle (half a summary per direction), and this FIFO (in
-    block RAM) is what absorbs a burst. 1024 entries per direction match the record FIFO:
-    both fill after a 2048-cycle burst in both directions when the ring writer cannot send.
+    The builder takes one summary per cycle, or two and more for a TLP with payload records.
+    On the 64-bit datapath the smallest TLP takes two beats, so the two directions together
+    bring at most one per cycle: without payload capture the builder keeps up, with it this
+    FIFO absorbs the difference (512 entries of 231 bits: 4 BRAM36, 512x72). On 128 and 256
+    bits a 1-beat TLP can come every cycle in each direction: the builder falls behind by one
+    summary per cycle (half a summary per direction) and this FIFO (1024 entries: 7 BRAM36,
+    1Kx36) is what absorbs a burst; with the record FIFO both fill after a burst of about
+    2048 cycles in both directions when the ring writer cannot send.
     """
-    return 64 if data_width <= 64 else 1024
+    return 512 if data_width <= 64 else 1024
 
 
 # TLP classes for the live counters and the type filter (bit = class); "msi" is a class of the
@@ -420,8 +455,8 @@ class Spy(LiteXModule):
         pl_cfg = self.payload.fields
         pl_dws = Signal(5)
         self.comb += pl_dws.eq(Mux(pl_cfg.dws > PAYLOAD_DWS_MAX, PAYLOAD_DWS_MAX, pl_cfg.dws))
-        self.down_fifo = down_fifo = stream.SyncFIFO(summary_layout(), summary_depth, buffered=summary_depth > 64)
-        self.up_fifo = up_fifo = stream.SyncFIFO(summary_layout(), summary_depth, buffered=summary_depth > 64)
+        self.down_fifo = down_fifo = stream.SyncFIFO(summary_layout(), summary_depth, buffered=True)
+        self.up_fifo = up_fifo = stream.SyncFIFO(summary_layout(), summary_depth, buffered=True)
         self.down_payload_fifo = down_pfifo = stream.SyncFIFO(payload_layout(), payload_depth, buffered=True)
         self.up_payload_fifo = up_pfifo = stream.SyncFIFO(payload_layout(), payload_depth, buffered=True)
         timeout_event = Signal()  # from the builder; numbered here too

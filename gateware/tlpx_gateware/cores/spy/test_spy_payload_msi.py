@@ -304,3 +304,25 @@ def test_burst_beyond_the_buffers_counts_its_loss(card):
     assert r["lost"] > 0
     # Every numbered record is written or counted lost: nothing disappears.
     assert r["sequence"] == r["wr_index"] + r["lost"]
+
+
+def test_lease_ending_mid_ring_write_finishes_the_tlp(card):
+    """The lease ends while the ring writer is sending (records waiting, the writer busy every
+    cycle): the spy empties its FIFO, the TLP on its way is finished, and the link carries the
+    card's other TLPs again (a half-sent TLP would hold the transmit arbiter)."""
+    card.memory = HostMemory(BASE, 1 << 20)
+    setup(card, ring_log2=14)  # 16384 records: the ring never fills here
+    spy_w(card, "lease_length", 200)
+    spy_w(card, "lease_claim", 7)
+    enable(card)
+    for i in range(1500):  # 1-DW CplD back to back: records faster than the writer sends them
+        card.send([tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, 1), 4, (card.CARD_ID << 16) | ((TAG_BASE + 63) << 8), i])
+    card.run(3000)
+    assert spy_r(card, "status") >> 2 & 1, "halted: the lease expired"
+    # The card still answers: its completions are not stuck behind a half-sent ring write.
+    card.write32(reg("ident.scratch"), 0x5A5A)
+    assert card.read32(reg("ident.scratch")) == 0x5A5A
+    ring_end = RING + 32 * (1 << 14)
+    writes = [e for e in card.memory.log if e["kind"] == "write" and RING <= e["addr"] < ring_end]
+    assert writes and all(e["dws"] % 8 == 0 for e in writes), "whole records in every ring write"
+    assert spy_r(card, "wr_index") == sum(e["dws"] // 8 for e in writes)

@@ -221,8 +221,9 @@ fn a_capture_whose_spy_is_taken_back_finishes_its_trace() {
 fn ring_overflow_is_reported_and_exits_1() {
     let sim = Sim::start(&[]);
     let trace = sim.path("o.tlpx");
-    // A 16-record ring polled every 2 ms of card time while the generator writes: the ring
-    // overflows. The capture runs until stopped, so bw's traffic is inside it.
+    // A 16-record ring polled every 2 ms of card time while the generator writes more records
+    // than the ring and the spy's record FIFO hold: they overflow. The capture runs until
+    // stopped, so bw's traffic is inside it.
     let mut capture = Command::new(tlpx_bin())
         .args(["--device", &sim.selector(), "spy", "capture", "--ring", "16", "--poll", "2ms", "--quiet", "-o"])
         .arg(&trace)
@@ -231,7 +232,8 @@ fn ring_overflow_is_reported_and_exits_1() {
         .spawn()
         .expect("start capture");
     wait_until_spy_owned_by(&sim.selector(), capture.id(), &mut capture);
-    let bw = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "256", "--window", "64K"]);
+    let count = (tlpx_device::spy::RECORD_FIFO_DEPTH * 2).to_string();
+    let bw = tlpx(&sim.selector(), &["--json", "bw", "--op", "write", "--sizes", "256", "--window", "64K", "--count", &count]);
     assert!(bw.status.success(), "{}", text(&bw.stderr));
     assert!(tlpx(&sim.selector(), &["spy", "stop"]).status.success());
     let out = capture.wait_with_output().expect("capture");
@@ -261,7 +263,10 @@ fn bad_arguments_are_clear_errors_with_exit_2() {
         (vec!["spy", "capture", "--address", "0x1001/0xffff", "-o", o], "bits outside"),
         (vec!["spy", "capture", "--pre", "3", "-o", o], "need --trigger"),
         (vec!["spy", "capture", "--trigger", "middle", "-o", o], "\"middle\""),
-        (vec!["spy", "capture", "--trigger", "start", "--pre", "600", "-o", o], "600 is out of range; accepted: a whole number in 0..=511"),
+        (
+            vec!["spy", "capture", "--trigger", "start", "--pre", "2048", "-o", o],
+            "2048 is out of range; accepted: a whole number in 0..=2047",
+        ),
         (vec!["spy", "capture", "--duration", "2 parsecs", "-o", o], "not a duration"),
         (vec!["spy", "capture", "--records", "0", "-o", o], "'0' for '--records <RECORDS>'"),
         (vec!["spy", "convert", "/nonexistent/cap.tlpx", "--log"], "cap.tlpx"),
