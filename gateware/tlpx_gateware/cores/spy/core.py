@@ -41,10 +41,11 @@ FIFO absorbs a burst; on 128 and 256 bits both directions can bring one per cycl
 summary FIFOs absorb what the builder has not taken. Measured in the Verilated card
 (cores/spy/burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
 link lets it beside the ring writes, no payload capture, host ring large enough), the longest
-burst with zero loss, per direction: 64-bit 3312, 128-bit 3437, 256-bit 9125 TLPs. Beyond it
-records are lost (counted in ``lost``, a sequence gap each) until the FIFOs drain; the spy
-then records again without loss. Payload capture makes 2..4 records of a TLP: the builder
-takes that many cycles and a burst fills the buffers correspondingly sooner.
+burst with zero loss, per direction: 64-bit 3312, 128-bit 3437, 256-bit 9125 TLPs; with
+payload capture on (a payload record per TLP) 1234, 968 and 921. Beyond it records are lost
+(counted in ``lost``, a sequence gap each) until the FIFOs drain; the spy then records again
+without loss. Payload capture makes 2..4 records of a TLP: the builder takes that many
+cycles, and the payload FIFOs (512) fill first.
 """
 
 from migen import *

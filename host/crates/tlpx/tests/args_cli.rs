@@ -66,7 +66,7 @@ fn negative_numbers_are_refused_naming_the_option_and_its_range() {
         (&["rule30", "sweep", "--latencies", "-1us"], &["--latencies", "positive duration"]),
         (&["spy", "capture", "--ring", "-16"], &["--ring", "power of two in 16..=16777216"]),
         (&["spy", "capture", "--records", "-1"], &["--records", "1..="]),
-        (&["spy", "capture", "--pre", "-1"], &["--pre", "0..=511"]),
+        (&["spy", "capture", "--pre", "-1"], &["--pre", "0..=2047"]),
         (&["spy", "capture", "--poll", "-50us"], &["--poll", "positive duration"]),
         (&["top", "--recent", "-1"], &["--recent", "1..=1000"]),
         (&["top", "--width", "-80"], &["--width", "20..=1000"]),
