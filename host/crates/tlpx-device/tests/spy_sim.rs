@@ -586,46 +586,430 @@ fn the_golden_comparison_catches_a_changed_record() {
     assert!(e.contains("record #3") && e.contains("duration"), "{e}");
 }
 
-/// The highest rate of minimum-size TLPs the spy records with zero loss, per datapath width,
-/// and the host's ingest rate from the ring to a trace file. In the test suite it runs small
-/// (2000 TLPs per point) and asserts that a loss-free rate exists at every width;
-/// scripts/bench_spy.sh runs it with TLPX_BENCH_SPY_TLPS=20000 and reads its `BENCH` lines.
+// Spy benchmark: zero-loss bursts and sustained rates -----------------------------------------
+//
+//   host ──posted MWr32 of 1 DW to ident.scratch──► card      (down: queued in the RC, paced
+//   card ◄──generator: MWr32 of 1 DW, idle cycles────  host   by the link model and the card)
+//                      both taps ──► spy ──ring writes──► host (the spy's own upstream traffic)
+//
+// Every figure is in card cycles (virtual time: the sim runs the Verilated card cycle by cycle
+// and paces both link directions with tlpx-model's LinkConfig), converted to seconds at the
+// card's clock. A burst of L is L TLPs per direction at the fastest pace the path allows; the
+// longest zero-loss L comes from doubling L until a loss, then bisecting. The sustained rate is
+// the fastest pace (a period of P card cycles per TLP per direction) at which N TLPs per
+// direction are recorded with zero loss.
+
+/// Which directions carry the traffic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dirs {
+    /// The generator's 1-DW MWr32.
+    Up,
+    /// The host's posted 1-DW MWr32 to ident.scratch.
+    Down,
+    /// Both at once.
+    Both,
+    /// The generator's 1-DW reads: MRd32 up, 1-DW CplD down (the only host-to-card traffic
+    /// the card takes at the link's pace: completions keep the full datapath width, requests
+    /// go through the request path one DW per cycle).
+    Reads,
+}
+
+impl Dirs {
+    fn name(self) -> &'static str {
+        match self {
+            Dirs::Up => "up",
+            Dirs::Down => "down",
+            Dirs::Both => "both",
+            Dirs::Reads => "reads",
+        }
+    }
+    /// The generator's part, if any.
+    fn generator(self) -> Option<Operation> {
+        match self {
+            Dirs::Up | Dirs::Both => Some(Operation::Write),
+            Dirs::Reads => Some(Operation::Read),
+            Dirs::Down => None,
+        }
+    }
+    /// The host writes to ident.scratch.
+    fn host_writes(self) -> bool {
+        matches!(self, Dirs::Down | Dirs::Both)
+    }
+    fn has_up(self) -> bool {
+        self != Dirs::Down
+    }
+    fn has_down(self) -> bool {
+        self != Dirs::Up
+    }
+}
+
+/// What one traffic run gave.
+struct SpyRun {
+    /// TLPs of the run per direction (generator writes, host writes to ident.scratch).
+    up: u64,
+    down: u64,
+    /// The spy's loss over the capture, and the sequence gaps the records show: (first missing
+    /// sequence, records missing).
+    lost: u64,
+    gaps: Vec<(u32, u32)>,
+    /// Card cycles from the first to the last recorded TLP of the run, per direction, and the
+    /// smallest spacing seen (back to back = the path's pace).
+    up_span: u64,
+    down_span: u64,
+    up_min_gap: u64,
+    down_min_gap: u64,
+    records: u64,
+    /// Wire bytes of the spy's own ring writes (8 framing + 12 header + payload per MWr32, as
+    /// the sim's link counters give them) per record it wrote.
+    own_wire_bytes_per_record: f64,
+}
+
+impl SpyRun {
+    fn gap_text(&self) -> String {
+        match self.gaps.first() {
+            None => "none".into(),
+            Some((seq, n)) => format!("{}_gaps_first_at_seq_{seq}_missing_{n}", self.gaps.len()),
+        }
+    }
+}
+
+/// Filters of the benchmark's captures: everything (the default: every class, MSIs too, both
+/// directions), with payload capture of `payload_dws` DWs per TLP with data (every class and
+/// direction, the default).
+fn bench_filters(payload_dws: u8) -> Filters {
+    Filters { payload_dws, ..Filters::default() }
+}
+
+/// One capture around `count` 1-DW MWr per direction at a period of `period` card cycles per
+/// TLP (0: as fast as the path takes them). Up: the generator with `period - 1` idle cycles
+/// after each request (it issues one per cycle otherwise). Down: posted writes to
+/// ident.scratch (no side effect), `period` cycles apart (0: all queued at once, the root
+/// complex sends them as the link and the card's receive buffer allow).
+fn spy_run(card: &mut Card, control: &mut SimDevice, buffer: &tlpx_device::DmaBuffer, at: &At, count: u64, period: u32) -> SpyRun {
+    let (dirs, payload_dws) = (at.dirs, at.payload);
+    let clock = u64::from(card.identity().clock_hz);
+    let ring: u32 = 1 << 18;
+    assert!(2 * count + 4096 < u64::from(ring), "the ring must hold the whole run: {count} TLPs per direction");
+    // Held: the records stay in the spy's record FIFO (a start trigger's pre-trigger records)
+    // until a read of ident.scratch after the run, so no ring write shares the link during
+    // the burst: the logic analyser's way.
+    let trigger = if at.held {
+        Trigger {
+            mode: TriggerMode::Start,
+            // Trigger classes are the 8 TLP classes (the record filter's 9th, msi, is not one).
+            class_mask: spy::class_mask(&["mrd"]).expect("mrd") as u8,
+            down: true,
+            up: false,
+            address_base: ident::SCRATCH.offset,
+            address_mask: 0xFFFC,
+            pre: (spy::RECORD_FIFO_DEPTH - 1) as u16,
+            post: 1 << 24,
+        }
+    } else {
+        Trigger::default()
+    };
+    let mut cap = Capture::start(card, ring, &bench_filters(payload_dws), &trigger).expect("start");
+    let before = control.traffic().expect("traffic");
+    let mut raw = Vec::new();
+    if let Some(op) = dirs.generator() {
+        let mut cfg = GenConfig::new(op, 4, count);
+        cfg.window = 1 << 16;
+        cfg.payload_size = 4;
+        cfg.request_size = 4;
+        cfg.max_outstanding = 64;
+        cfg.idle_cycles = period.saturating_sub(1);
+        cfg.flush_writes = false;
+        card.claim(Block::Generator).expect("generator");
+        for w in valid(&cfg, buffer).register_writes(buffer.bus_addr, clock as u32) {
+            card.write(w.register, w.value).expect("generator register");
+        }
+        // Started by a posted write: the host's writes below queue right behind it, so both
+        // directions run at once (generator::run would wait for the start first).
+        card.write(tlpx_regs::generator::CONTROL, tlpx_regs::generator::control::START.set(1)).expect("start");
+    }
+    if dirs.host_writes() {
+        let spacing = Duration::from_nanos(u64::from(period) * 1_000_000_000 / clock);
+        for i in 0..count {
+            card.write(ident::SCRATCH, i).expect("scratch");
+            if period > 1 {
+                card.device().idle(spacing).expect("idle");
+            }
+        }
+    }
+    if (dirs.host_writes() && period <= 1) || at.held {
+        // A read queues behind every posted write still in the root complex (the card takes
+        // one per ~7 cycles): let them through first, or the read would wait past the
+        // completion timeout. The ring holds the whole run meanwhile. Held: the first read
+        // ends the holding, so it waits for the run to end (8 cycles per TLP is more than any
+        // source here takes while nothing else uses the link).
+        card.device().idle(Duration::from_nanos((count * 8 + 2000) * 1_000_000_000 / clock)).expect("idle");
+    }
+    if at.held {
+        card.read(ident::SCRATCH).expect("the trigger");
+    }
+    // Let the run finish (the generator done, every posted write landed), emptying the ring.
+    loop {
+        card.device().idle(Duration::from_micros(20)).expect("idle");
+        cap.poll(card, &mut raw).expect("poll");
+        let gen_done = dirs.generator().is_none()
+            || tlpx_regs::generator::status::DONE.get(card.read(tlpx_regs::generator::STATUS).expect("status")) == 1;
+        if gen_done {
+            break;
+        }
+    }
+    card.read(ident::SCRATCH).expect("read");
+    if dirs.generator().is_some() {
+        card.release(Block::Generator).expect("release");
+    }
+    let end = cap.stop_into(card, &mut raw).expect("stop");
+    let seen = control.traffic().expect("traffic").since(&before);
+    let records = decode(&raw);
+    // The card's memory writes are the generator's and the spy's ring writes.
+    let gen_writes = if dirs.generator() == Some(Operation::Write) { count } else { 0 };
+    let own_tlps = seen.card_writes.tlps - gen_writes;
+    let own_wire = (seen.card_writes.dw_bytes - 4 * gen_writes) + 20 * own_tlps;
+    let mut gaps = Vec::new();
+    let mut next = 0u32;
+    for r in &records {
+        if r.sequence != next {
+            gaps.push((next, r.sequence.wrapping_sub(next)));
+        }
+        next = r.sequence.wrapping_add(1);
+    }
+    if end.next_sequence != next {
+        gaps.push((next, end.next_sequence.wrapping_sub(next)));
+    }
+    let scratch = ident::SCRATCH.offset;
+    let in_buffer = |a: u64| a >= buffer.bus_addr && a < buffer.bus_addr + buffer.len as u64;
+    let mut stamps: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut payload_records = 0u64;
+    for r in &records {
+        let up = r.direction().map(|d| d.name()) == Some("up");
+        match &r.body {
+            Body::Request(q) if q.length_dw == 1 && !q.own => {
+                let kind = q.kind();
+                if up && in_buffer(q.address) && matches!(kind, tlpx_trace::RequestKind::MWr32 | tlpx_trace::RequestKind::MRd32) {
+                    stamps[0].push(q.timing.timestamp);
+                } else if !up && kind == tlpx_trace::RequestKind::MWr32 && q.address & 0xfff == scratch & 0xfff {
+                    stamps[1].push(q.timing.timestamp);
+                }
+            }
+            // Completions host -> card: only the generator's reads get them here.
+            Body::Completion(c) if !up && c.with_data() && c.length_dw == 1 => stamps[1].push(c.timing.timestamp),
+            Body::Payload(_) => payload_records += 1,
+            _ => {}
+        }
+    }
+    let span = |v: &[u64]| v.last().zip(v.first()).map_or(0, |(l, f)| l - f);
+    let min_gap = |v: &[u64]| v.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
+    // Nothing recorded beyond what the spy counted as lost: the run's TLPs are all there.
+    let missing: u64 = gaps.iter().map(|&(_, n)| u64::from(n)).sum();
+    if !at.held {
+        // Every loss is a numbered record that never came: the gaps add up to the count.
+        assert_eq!(missing, end.records_lost, "sequence gaps {gaps:?} against {} lost", end.records_lost);
+    }
+    if end.records_lost == 0 && missing == 0 {
+        assert_eq!(stamps[0].len() as u64, if dirs.has_up() { count } else { 0 }, "generator requests recorded");
+        assert_eq!(stamps[1].len() as u64, if dirs.has_down() { count } else { 0 }, "host writes / completions recorded");
+        assert!(gaps.is_empty(), "no loss counted but sequence gaps {gaps:?}");
+        // Payload capture: a payload record (1 DW) after each of the run's TLPs with data, at
+        // least (the MMIO reads' completions of the polling carry data too).
+        let with_data = match dirs {
+            Dirs::Reads => stamps[1].len() as u64,
+            _ => stamps[0].len() as u64 + stamps[1].len() as u64,
+        };
+        if payload_dws > 0 {
+            assert!(payload_records >= with_data, "{payload_records} payload records for {with_data} TLPs with data");
+        } else {
+            assert_eq!(payload_records, 0, "payload records without payload capture");
+        }
+    }
+    SpyRun {
+        up: if dirs.has_up() { count } else { 0 },
+        down: if dirs.has_down() { count } else { 0 },
+        // Held: the oldest pre-trigger records are dropped when the FIFO is full (numbered
+        // and missing, not counted as lost by the spy): the gaps count them.
+        lost: end.records_lost.max(missing),
+        gaps,
+        up_span: span(&stamps[0]),
+        down_span: span(&stamps[1]),
+        up_min_gap: min_gap(&stamps[0]),
+        down_min_gap: min_gap(&stamps[1]),
+        records: records.len() as u64,
+        own_wire_bytes_per_record: own_wire as f64 / (records.len().max(1)) as f64,
+    }
+}
+
+/// Which series of the bench a run belongs to: the card width, payload DWs, directions.
+struct At<'a> {
+    width: &'a str,
+    payload: u8,
+    dirs: Dirs,
+    /// Records held in the spy until the run ends (see spy_run).
+    held: bool,
+}
+
+impl At<'_> {
+    fn series(&self) -> String {
+        format!("{}{}", self.dirs.name(), if self.held { "_held" } else { "" })
+    }
+}
+
+fn print_run(kind: &str, at: &At, period: u32, len: u64, r: &SpyRun, clock: f64) {
+    let rate = |n: u64, span: u64| if n > 1 && span > 0 { (n - 1) as f64 * clock / span as f64 } else { 0.0 };
+    println!(
+        "{kind} width={} payload={} dirs={} period={period} len={len} lost={} records={} gaps={} \
+         up_cycles_per_tlp={:.2} down_cycles_per_tlp={:.2} up_min_gap={} down_min_gap={} up_tlps_per_s={:.0} down_tlps_per_s={:.0} own_wire_bytes_per_record={:.1}",
+        at.width,
+        at.payload,
+        at.series(),
+        r.lost,
+        r.records,
+        r.gap_text(),
+        if r.up > 1 { r.up_span as f64 / (r.up - 1) as f64 } else { 0.0 },
+        if r.down > 1 { r.down_span as f64 / (r.down - 1) as f64 } else { 0.0 },
+        r.up_min_gap,
+        r.down_min_gap,
+        rate(r.up, r.up_span),
+        rate(r.down, r.down_span),
+        r.own_wire_bytes_per_record,
+    );
+}
+
+/// The longest burst of `at` with zero loss: L doubles from 16 until a loss (or `burst_max`),
+/// then is bisected to within 1/64; prints every run, the result and the first loss beyond it.
+fn longest_burst(card: &mut Card, control: &mut SimDevice, buffer: &tlpx_device::DmaBuffer, at: &At, burst_max: u64, clock: f64) {
+    let mut good = 0u64;
+    let mut bad = None;
+    let mut len = 16u64;
+    while len <= burst_max {
+        let r = spy_run(card, control, buffer, at, len, 0);
+        print_run("BENCH_BURST", at, 0, len, &r, clock);
+        if r.lost == 0 {
+            good = len;
+            len *= 2;
+        } else {
+            bad = Some(len);
+            break;
+        }
+    }
+    if let Some(mut hi) = bad {
+        let mut lo = good;
+        while hi - lo > 1.max(lo / 64) {
+            let mid = (lo + hi) / 2;
+            let r = spy_run(card, control, buffer, at, mid, 0);
+            print_run("BENCH_BURST", at, 0, mid, &r, clock);
+            if r.lost == 0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        good = lo;
+        bad = Some(hi);
+    }
+    let beyond = bad.map(|b| {
+        let r = spy_run(card, control, buffer, at, b, 0);
+        print_run("BENCH_BURST_BEYOND", at, 0, b, &r, clock);
+        format!("{b}:{}", r.lost)
+    });
+    println!(
+        "BENCH_BURST_MAX width={} payload={} dirs={} longest={good} capped={} beyond={}",
+        at.width,
+        at.payload,
+        at.series(),
+        bad.is_none(),
+        beyond.unwrap_or_else(|| "-".into())
+    );
+    assert!(good >= 16, "{}-bit {}: not even a 16-TLP burst without loss", at.width, at.series());
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name}={v:?}: expected a whole number")),
+    }
+}
+
+/// Payload capture settings the bench runs (DWs per TLP; 0 = off; default 0 and 4):
+/// TLPX_BENCH_SPY_PAYLOAD, comma-separated, each 0..16.
+fn bench_payloads() -> Vec<u8> {
+    let v = std::env::var("TLPX_BENCH_SPY_PAYLOAD").unwrap_or_else(|_| "0,4".into());
+    v.split(',')
+        .map(|s| s.trim().parse::<u8>().ok().filter(|n| *n <= 16).unwrap_or_else(|| panic!("TLPX_BENCH_SPY_PAYLOAD: {s:?} is not 0..16")))
+        .collect()
+}
+
+/// The spy benchmark, per width: the longest back-to-back burst of 1-DW MWr (up, down, both
+/// at once) recorded with zero loss, what a longer one loses, and the fastest sustained pace
+/// with zero loss over N TLPs per direction; then the host's ingest rate. In the test suite
+/// it runs small (bursts up to 512, 1000 TLPs per rate point) and asserts that a zero-loss
+/// burst and rate exist at every width; scripts/bench_spy.sh runs it large
+/// (TLPX_BENCH_SPY_BURST_MAX, TLPX_BENCH_SPY_TLPS, TLPX_BENCH_SPY_PAYLOAD) and reads its lines.
 #[test]
-fn bench_spy_sustained_rate_and_host_ingest() {
-    let count: u64 = std::env::var("TLPX_BENCH_SPY_TLPS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
+fn bench_spy_bursts_rates_and_host_ingest() {
+    let count = env_u64("TLPX_BENCH_SPY_TLPS", 1_000);
+    let burst_max = env_u64("TLPX_BENCH_SPY_BURST_MAX", 512);
+    let payloads = bench_payloads();
     for width in ["64", "128", "256"] {
         let sim = Sim::start(&["--data-width", width]);
         let mut card = sim.card();
+        let mut control = sim.control();
         let clock = f64::from(card.identity().clock_hz);
         let buffer = card.device().alloc_dma(1 << 16).expect("buffer");
-        let mut found = false;
-        for idle in [0u32, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64] {
-            let mut cfg = GenConfig::new(Operation::Write, 4, count);
-            cfg.window = 1 << 16;
-            cfg.payload_size = 4;
-            cfg.idle_cycles = idle;
-            cfg.flush_writes = false;
-            let cap = Capture::start(&mut card, 1 << 17, &Filters::default(), &Trigger::default()).expect("start");
-            let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), Duration::from_secs(1)).expect("run");
-            let end = cap.stop(&mut card).expect("stop");
-            let secs = r.cycles as f64 / clock;
-            let tlps_per_s = r.write_requests as f64 / secs;
-            println!(
-                "BENCH width={width} idle={idle} tlps={} cycles={} tlps_per_s={tlps_per_s:.0} records={} lost={}",
-                r.write_requests, r.cycles, end.records_delivered, end.records_lost
-            );
-            if end.records_lost == 0 {
-                println!(
-                    "BENCH_RESULT width={width} idle={idle} tlps={} tlps_per_s={tlps_per_s:.0} records_per_s={:.0} cycles_per_tlp={:.2}",
-                    r.write_requests,
-                    r.write_requests as f64 / secs,
-                    r.cycles as f64 / r.write_requests as f64
-                );
-                found = true;
-                break;
+        // The pace the sim's link model allows a 1-DW MWr32 (3-DW header), per direction.
+        let link = sim.control().hello().link;
+        let wire = link.wire_bytes(12, 4);
+        let link_tlps_per_s = link.tlp_bytes_per_second() / f64::from(wire);
+        println!(
+            "BENCH_LINK width={width} gen={} lanes={} clock_hz={clock:.0} wire_bytes={wire} link_tlps_per_s={link_tlps_per_s:.0} link_cycles_per_tlp={:.2}",
+            link.generation,
+            link.lanes,
+            clock / link_tlps_per_s
+        );
+        // The upstream source alone (no capture): the generator's own cycle counter, first
+        // request to last write beat.
+        let mut cfg = GenConfig::new(Operation::Write, 4, count);
+        cfg.window = 1 << 16;
+        cfg.payload_size = 4;
+        cfg.flush_writes = false;
+        let r = generator::run(&mut card, &buffer, &valid(&cfg, &buffer), Duration::from_secs(1)).expect("run");
+        assert_eq!(r.write_requests, count);
+        let gen_cycles_per_tlp = r.cycles as f64 / count as f64;
+        assert!(
+            gen_cycles_per_tlp < 1.25 * clock / link_tlps_per_s + 1.0,
+            "{width}-bit: the generator alone takes {gen_cycles_per_tlp:.2} cycles per 1-DW write, the link {:.2}",
+            clock / link_tlps_per_s
+        );
+        println!(
+            "BENCH_SOURCE width={width} source=generator tlps={count} cycles={} cycles_per_tlp={gen_cycles_per_tlp:.2} tlps_per_s={:.0}",
+            r.cycles,
+            count as f64 * clock / r.cycles as f64
+        );
+        for &payload in &payloads {
+            for dirs in [Dirs::Both, Dirs::Up, Dirs::Down, Dirs::Reads] {
+                let at = At { width, payload, dirs, held: false };
+                longest_burst(&mut card, &mut control, &buffer, &at, burst_max, clock);
+                // Sustained: the fastest period (card cycles per TLP per direction) with zero loss.
+                let mut found = false;
+                for period in [0u32, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64] {
+                    let r = spy_run(&mut card, &mut control, &buffer, &at, count, period);
+                    print_run("BENCH_RATE", &at, period, count, &r, clock);
+                    if r.lost == 0 {
+                        print_run("BENCH_RATE_RESULT", &at, period, count, &r, clock);
+                        found = true;
+                        break;
+                    }
+                }
+                assert!(found, "{width}-bit {}: no loss-free rate found", at.series());
+            }
+            // Held in the spy until the burst is over: bursts only (the record FIFO's depth
+            // bounds them).
+            for dirs in [Dirs::Both, Dirs::Up, Dirs::Down, Dirs::Reads] {
+                let at = At { width, payload, dirs, held: true };
+                longest_burst(&mut card, &mut control, &buffer, &at, burst_max, clock);
             }
         }
-        assert!(found, "{width}-bit: no loss-free rate found");
         // Host ingest: records from the ring into a trace file, per wall second.
         let mut cap = Capture::start(&mut card, 1 << 17, &Filters::default(), &Trigger::default()).expect("start");
         let mut cfg = GenConfig::new(Operation::Write, 4, count);
@@ -645,6 +1029,7 @@ fn bench_spy_sustained_rate_and_host_ingest() {
         }
         w.finish_without_footer().expect("flush");
         let wall = t0.elapsed().as_secs_f64();
+        assert!(batch.len() as u64 >= count, "{} records polled for {count} generator writes", batch.len());
         println!("BENCH_INGEST width={width} records={} wall_s={wall:.4} records_per_wall_s={:.0}", batch.len(), batch.len() as f64 / wall);
         cap.stop(&mut card).expect("stop");
     }
