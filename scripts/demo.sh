@@ -4,7 +4,8 @@
 #   2. `tlpx characterize`: DMA bandwidth against the link model, DMA latency, PIO (the
 #      Pamette table), with JSON and SVG figures in build/demo/
 #   3. `tlpx spy capture` until stopped (it holds live time), a DMA run driven by a second
-#      process once the capture owns the spy, `tlpx spy stop`; its log and `spy stats`
+#      process once the capture owns the spy, `tlpx spy stop`; its log, the pcapng export read
+#      by tshark with the repository's dissector (wireshark/tlpx.lua), and `spy stats`
 #   4. `tlpx irq` interrupt user-stage histograms, idle vs loaded, with real host time: on the
 #      simulator that is this VM's scheduling of tlpx-sim and tlpx, not interrupt dispatch
 #   5. `tlpx loop --sweep --compare idle` in virtual time: the real-time round trip's modelled
@@ -65,7 +66,8 @@ echo; echo "== tlpx spy capture (every TLP of a DMA run, from a second process)"
 # No race: the capture runs until stopped and holds live time, so card time runs while it
 # sleeps; the traffic starts once `tlpx owners` shows the capture owning the spy, and
 # `tlpx spy stop` ends it with a complete trace (a background job ignores Ctrl-C's SIGINT).
-"${TLPX[@]}" spy capture --quiet --output "$OUT/spy.tlpx" > "$OUT/spy-capture.txt" 2> "$OUT/spy-capture.err" &
+"${TLPX[@]}" spy capture --quiet --payload 4 --output "$OUT/spy.tlpx" --pcapng "$OUT/spy.pcapng" \
+    > "$OUT/spy-capture.txt" 2> "$OUT/spy-capture.err" &
 CAPTURE=$!
 for i in $(seq 1 600); do  # until the capture owns the spy (30 s at most)
     "${TLPX[@]}" owners > "$OUT/spy-owners.txt"
@@ -86,6 +88,13 @@ cat "$OUT/spy-capture.txt"
 "${TLPX[@]}" spy convert "$OUT/spy.tlpx" --log > "$OUT/spy.log"
 echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CSV/VCD: tlpx spy convert):"
 grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | sed -n "1,12p" || true
+echo "the same capture in Wireshark's tshark with tlpx's dissector ($OUT/spy.pcapng, docs/wireshark.md):"
+echo "frame  dir  type  tag   latency(cycles)  request-in  payload (first 4 DWs captured)"
+tshark -X lua_script:wireshark/tlpx.lua -2 -r "$OUT/spy.pcapng" -Y 'tlpx.type == "CplD"' \
+    -T fields -e frame.number -e tlpx.dir -e tlpx.type -e tlpx.tag -e tlpx.latency -e tlpx.request_in -e tlpx.payload \
+    2> "$OUT/tshark.err" | sed -n "1,4p"
+echo "MSI records: $(tshark -X lua_script:wireshark/tlpx.lua -r "$OUT/spy.pcapng" -Y 'tlpx.kind == 3' 2> /dev/null | wc -l)" \
+     "(the card's interrupts, as the spy saw them handed to the hard IP)"
 echo; echo "== tlpx spy stats"
 "${TLPX[@]}" spy stats --output "$OUT/spy-stats.json" > "$OUT/spy-stats.txt"
 head -24 "$OUT/spy-stats.txt"
