@@ -16,7 +16,9 @@
 #      DataMover loop's card side run by the CPU (`tlpx script run --serve loop`)
 #   8. the accelerator slot with a Verilog DUT (Linux's pci-epf-test): `tlpx info`, `tlpx slot run`
 #      of its copy script with the spy, the DUT's TLPs attributed to it
-#   9. `tlpx report`: one self-contained HTML page of every result above
+#   9. `tlpx diff` of one small characterisation on a Gen3 x8 and a Gen3 x4 host (exit 1: changed)
+#  10. `tlpx report`: one self-contained HTML page of every result above, the two small
+#      characterisations overlaid with their differences
 # LONG=1 (make demo LONG=1) runs the full sweeps (more transfers, repeats, latency samples).
 # VPLAT=1 (make demo VPLAT=1) ends with the card on a real Linux PCI bus: the Verilated card
 # served over vfio-user to a QEMU guest (scripts/vplat.sh, about 2 minutes under TCG, too long
@@ -90,7 +92,7 @@ echo "the card's DMA in the $(wc -l < "$OUT/spy.log")-line log ($OUT/spy.log; CS
 grep -E "up   MWr|up   MRd|down CplD" "$OUT/spy.log" | sed -n "1,12p" || true
 echo "the same capture in Wireshark's tshark with tlpx's dissector ($OUT/spy.pcapng, docs/wireshark.md):"
 echo "frame  dir  type  tag   latency(cycles)  request-in  payload (first 4 DWs captured)"
-tshark -X lua_script:wireshark/tlpx.lua -2 -r "$OUT/spy.pcapng" -Y 'tlpx.type == "CplD"' \
+tshark -X lua_script:wireshark/tlpx.lua -2 -r "$OUT/spy.pcapng" -Y 'tlpx.type == "CplD" && tlpx.dir == "down"' \
     -T fields -e frame.number -e tlpx.dir -e tlpx.type -e tlpx.tag -e tlpx.latency -e tlpx.request_in -e tlpx.payload \
     2> "$OUT/tshark.err" | sed -n "1,4p"
 echo "MSI records: $(tshark -X lua_script:wireshark/tlpx.lua -r "$OUT/spy.pcapng" -Y 'tlpx.kind == 3' 2> /dev/null | wc -l)" \
@@ -99,6 +101,21 @@ echo; echo "== tlpx spy stats"
 "${TLPX[@]}" spy stats --output "$OUT/spy-stats.json" > "$OUT/spy-stats.txt"
 head -24 "$OUT/spy-stats.txt"
 sim_stop
+
+echo; echo "== tlpx diff: one small characterisation on a Gen3 x8 and on a Gen3 x4 host (overlaid in the report)"
+CMP=(--sizes 64,1024 --count 50 --lat-count 50 --widths 4 --pio-count 10)
+for lanes in 8 4; do
+    sim_start --gen 3 --lanes "$lanes"
+    "$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK" characterize "${CMP[@]}" --out-dir "$OUT/compare/x$lanes" > "$OUT/compare-x$lanes.txt"
+    sim_stop
+done
+# Exit 1 is diff's answer "changed" (0: no significant change, 2: bad input).
+status=0
+"$TLPX_BIN/tlpx" diff --changed-only "$OUT/compare/x8/characterize.json" "$OUT/compare/x4/characterize.json" > "$OUT/diff.txt" || status=$?
+if [ "$status" != 1 ]; then
+    cat "$OUT/diff.txt"; echo "demo: tlpx diff should find the narrower link's figures changed (exit 1), got $status"; exit 1
+fi
+grep -E "^ *link|best sustained|LAT_RD 64 B: latency \(median\)|^changed" "$OUT/diff.txt" | cut -c1-150
 
 # Interrupts: the simulator charges this host's real time (socket wake-up, scheduler) as
 # card time, so the user stage holds a real OS wake-up of tlpx (see docs/interrupts.md) but no
@@ -177,7 +194,7 @@ echo "spy: $(grep -c ',pci_epf_test$' "$OUT/epf-copy.csv") of $(($(wc -l < "$OUT
 sim_stop
 
 echo; echo "== tlpx report (one self-contained HTML page of the results)"
-"$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/spy-stats.json" "$OUT/irq.json" "$OUT/loop.json" "$OUT/loop-real.json" \
+"$TLPX_BIN/tlpx" report "$OUT/characterize/characterize.json" "$OUT/compare/x8/characterize.json" "$OUT/compare/x4/characterize.json" "$OUT/spy-stats.json" "$OUT/irq.json" "$OUT/loop.json" "$OUT/loop-real.json" \
     "$OUT/rule30/rule30-sweep.json" "$OUT/script-pamette.json" --title "tlpx demo: the simulated host" --output "$OUT/report.html"
 
 echo; echo "== the card for real boards (Vivado projects, generated; make bitstream BOARD=... builds them)"
