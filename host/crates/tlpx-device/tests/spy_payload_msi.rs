@@ -8,63 +8,30 @@
 //! buffer. The generator's run ends with its MSI: one MSI record per MSI the simulator saw,
 //! with the generator's source bit and the vector LitePCIe's MSI block sends.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_device::generator::{self, GenConfig, LinkLimits, Operation};
 use tlpx_device::spy::{self, Capture, Filters, Trigger, TriggerMode};
 use tlpx_regs::{constants, ident};
+use tlpx_testkit::SimProcess;
 use tlpx_trace::{Body, Direction, Record};
 
-struct Sim {
-    child: Child,
-    dir: tempfile::TempDir,
-}
+/// tlpx-sim started by the shared test kit, with this file's two ways in.
+struct Sim(SimProcess);
 
 impl Sim {
     fn start(args: &[&str]) -> Sim {
-        let exe = std::env::current_exe().expect("test executable");
-        let bin = exe.parent().and_then(|d| d.parent()).map(|d| d.join("tlpx-sim")).expect("target dir");
-        assert!(bin.exists(), "{} is missing: build the workspace first", bin.display());
-        let dir = tempfile::tempdir().expect("temp dir");
-        let socket = dir.path().join("sim.sock");
-        let child = Command::new(bin)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--quiet")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tlpx-sim");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "tlpx-sim did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Sim { child, dir }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("sim.sock")
+        Sim(SimProcess::start(args))
     }
 
     fn card(&self) -> Card {
-        Card::open(Box::new(SimDevice::connect(self.socket()).expect("connect"))).expect("tlpx card")
+        Card::open(Box::new(SimDevice::connect(self.0.socket()).expect("connect"))).expect("tlpx card")
     }
 
     fn control(&self) -> SimDevice {
-        SimDevice::connect(self.socket()).expect("connect")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        SimDevice::connect(self.0.socket()).expect("connect")
     }
 }
 
