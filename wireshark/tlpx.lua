@@ -40,6 +40,7 @@ f.last = ProtoField.bool("tlpx.last", "Last completion of its read", 32, nil, 0x
 f.own = ProtoField.bool("tlpx.own", "The spy's own traffic", 32, nil, 0x04)
 f.payload_complete = ProtoField.bool("tlpx.payload_complete", "Every payload record arrived", 32, nil, 0x08)
 f.trigger = ProtoField.bool("tlpx.trigger", "Matched the trigger", 32, nil, 0x10)
+f.poisoned = ProtoField.bool("tlpx.poisoned", "Poisoned (EP)", 32, nil, 0x20)
 f.seq = ProtoField.uint32("tlpx.seq", "Sequence")
 f.lost = ProtoField.uint32("tlpx.lost", "Records lost before this one")
 f.ts_cycles = ProtoField.uint64("tlpx.ts_cycles", "Timestamp (card cycles)")
@@ -172,6 +173,7 @@ function tlpx.dissector(tvb, pinfo, root)
     ft:add_le(f.own, tvb(4, 4))
     ft:add_le(f.payload_complete, tvb(4, 4))
     ft:add_le(f.trigger, tvb(4, 4))
+    ft:add_le(f.poisoned, tvb(4, 4))
     ph:add_le(f.seq, tvb(8, 4))
     local lost_item = ph:add_le(f.lost, tvb(12, 4))
     if lost > 0 then
@@ -210,6 +212,13 @@ function tlpx.dissector(tvb, pinfo, root)
             tree:add(f.request_in, request_of[pinfo.number])
         end
         info = string.format("%-4s Timeout rid 0x%04x tag 0x%02x waited %d cycles", dir, rid, tag, latency)
+    elseif kind > 4 then
+        -- A kind this dissector does not know (a newer pseudo-header): say so, decode nothing.
+        tree:add_proto_expert_info(e_version, "record kind " .. kind .. " is not one this dissector knows (0..4)")
+        info = string.format("%-4s unknown record kind %d", dir, kind)
+    elseif kind == 3 and len < body + 12 then
+        tree:add_proto_expert_info(e_short)
+        return len
     elseif kind == 3 then
         tree:add(f.type, tvb(3, 1), "MSI")
         tree:add(f.kind_name, tvb(3, 1), "MSI")
@@ -228,6 +237,10 @@ function tlpx.dissector(tvb, pinfo, root)
         info = string.format("%-4s payload of a lost TLP record (%d bytes)", dir, len - body)
     else
         -- A TLP: its header as on the wire.
+        if len < body + 4 then
+            tree:add_proto_expert_info(e_short)
+            return len
+        end
         local dw0 = tvb(body, 4):uint()
         local fmt = bits(dw0, 29, 3)
         local ty = bits(dw0, 24, 5)
@@ -247,10 +260,13 @@ function tlpx.dissector(tvb, pinfo, root)
         th:add(f.attr, tvb(body + 2, 1), bits(dw0, 12, 2))
         th:add(f.ep, tvb(body + 2, 1), bits(dw0, 14, 1) == 1)
         local length = bits(dw0, 0, 10)
-        if length == 0 then length = 1024 end
+        local is_cpl = (ty == 0x0A or ty == 0x0B)
+        local with_data = bits(fmt, 1, 1) == 1
+        -- Length 0 means 1024 DWs, except in a completion without data, which has no Length
+        -- (the field is reserved): shown as 0, as tlpx's CSV and log do.
+        if length == 0 and not (is_cpl and not with_data) then length = 1024 end
         th:add(f.length, tvb(body + 2, 2), length)
         local dw1 = tvb(body + 4, 4):uint()
-        local is_cpl = (ty == 0x0A or ty == 0x0B)
         local rid, tag
         if is_cpl then
             local dw2 = tvb(body + 8, 4):uint()
@@ -341,6 +357,9 @@ function tlpx.dissector(tvb, pinfo, root)
     end
     if bits(flags, 4, 1) == 1 then
         info = "[trigger] " .. info
+    end
+    if bits(flags, 5, 1) == 1 then
+        info = info .. " EP (poisoned)"
     end
     pinfo.cols.info = string.format("seq %d ", seq) .. info
     return len

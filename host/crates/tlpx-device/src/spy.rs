@@ -116,6 +116,13 @@ pub fn class_mask(names: &[&str]) -> Result<u16, DeviceError> {
 /// Bit mask of TLP classes from names (`mrd,mwr,...`; `all` for every TLP class), for what
 /// only TLPs have: the trigger and payload capture. `msi` is refused by name.
 pub fn tlp_class_mask(names: &[&str]) -> Result<u8, DeviceError> {
+    // Checked name by name first, so that the error lists only what is accepted here.
+    if let Some(bad) = names.iter().find(|n| {
+        let n = n.trim().to_ascii_lowercase();
+        n != "all" && n != "msi" && !CLASSES.contains(&n.as_str())
+    }) {
+        return Err(DeviceError::InvalidArgument(format!("type must be one of {} or all, not {bad:?}", CLASSES.join(", "))));
+    }
     let mask = class_mask(names)?;
     if names.iter().any(|n| n.trim().eq_ignore_ascii_case("msi")) {
         return Err(DeviceError::InvalidArgument(format!(

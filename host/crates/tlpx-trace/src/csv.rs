@@ -130,7 +130,8 @@ pub fn csv_row_named(record: &Record, clock_hz: u64, names: Option<&Bar0Names>) 
             timing(&c.timing, &mut set);
             set("fmt", c.fmt.to_string());
             set("type", c.tlp_type.to_string());
-            set("length_dw", c.length_dw.to_string());
+            // A completion without data has no Length (the field is reserved): 0, not 1024.
+            set("length_dw", if c.with_data() { c.length_dw.to_string() } else { "0".to_owned() });
             set("payload_bytes", c.payload_bytes().to_string());
             set("completer_id", format!("0x{:04x}", c.completer_id));
             set("status", c.status.name().to_owned());

@@ -76,7 +76,8 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
             };
             (
                 format!("{:<3} bc {:>3}", c.status.name(), c.byte_count),
-                c.length_dw.to_string(),
+                // A completion without data has no Length (the field is reserved).
+                if c.with_data() { c.length_dw.to_string() } else { "-".to_owned() },
                 c.timing.duration.to_string(),
                 c.latency.map_or_else(|| "-".to_owned(), |l| l.to_string()),
                 split + &source,

@@ -108,7 +108,7 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
         summaries.push(SectionSummary { file: file.clone(), kind: kind.to_string(), figures: section.figures });
         sections.push(section);
     }
-    let html = page(&cmd.title, &sections, &compared);
+    let html = page(&cmd.title, &sections, docs.len(), &compared);
     if let Some(dir) = cmd.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating the folder {}", dir.display()))?;
     }
@@ -1379,19 +1379,14 @@ ul.notes { color: #6b4f00; }
 .limits .concerns { color: #777; font-size: 0.85em; }
 ";
 
-fn page(title: &str, sections: &[Section], compared: &[String]) -> String {
+fn page(title: &str, sections: &[Section], documents: usize, compared: &[String]) -> String {
     let mut h = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     let _ = writeln!(h, "<meta name=\"generator\" content=\"tlpx {}\">", esc(env!("CARGO_PKG_VERSION")));
     let _ = writeln!(h, "<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>", esc(title));
     let _ = writeln!(h, "<h1>{}</h1>", esc(title));
     let (created, _) = results::utc_now();
-    let _ = writeln!(
-        h,
-        "<p>Written by tlpx {} at {} from {} result documents.</p>",
-        esc(env!("CARGO_PKG_VERSION")),
-        esc(&created),
-        sections.len()
-    );
+    let _ =
+        writeln!(h, "<p>Written by tlpx {} at {} from {} result documents.</p>", esc(env!("CARGO_PKG_VERSION")), esc(&created), documents);
     if compared.is_empty() {
         h.push_str(
             "<p>Nothing compared: no two results of the same kind that can be overlaid (bw, lat, pio, characterize, irq, loop).</p>",

@@ -326,8 +326,8 @@ impl Plan {
         check_output_file("--output", &a.output)?;
         if let Some(path) = &a.pcapng {
             check_output_file("--pcapng", path)?;
-            if path == &a.output {
-                bail!("--pcapng: {} is also --output; give the pcapng file another name", path.display());
+            if path == &a.output || same_file(path, &a.output) {
+                bail!("--pcapng {}: that is the --output file {}; give the pcapng file another name", path.display(), a.output.display());
             }
         }
         Ok(Plan { filters, trigger, duration_s, records: a.records, ring: a.ring, poll_s })
@@ -960,11 +960,51 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 // Convert -------------------------------------------------------------------------------------
 
+/// Whether `a` and `b` name the same existing file (the same inode on the same device), however
+/// they are spelt: `./x`, a hard or symbolic link.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Writes a converter's output `out` (given with `flag`) from the trace `input`: checked as a
+/// capture checks its outputs (folder created, not a folder or a special file), refused when it
+/// is the input itself (which it would destroy), written into a temporary file beside it and
+/// renamed over it only when the conversion succeeded, so a trace that fails half-way leaves
+/// no partial output behind (and an older file of that name whole).
+fn write_converted<T>(
+    flag: &str,
+    input: &std::path::Path,
+    out: &std::path::Path,
+    write: impl FnOnce(BufWriter<File>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    check_output_file(flag, out)?;
+    if same_file(input, out) {
+        bail!("{flag} {}: that is the trace being converted ({}); give the output another name", out.display(), input.display());
+    }
+    let name = out.file_name().map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let file =
+        File::create(&tmp).map(BufWriter::new).with_context(|| format!("{flag} {}: cannot create {}", out.display(), tmp.display()))?;
+    let result = write(file).and_then(|v| {
+        std::fs::rename(&tmp, out).with_context(|| format!("{flag} {}: cannot rename {} to it", out.display(), tmp.display()))?;
+        Ok(v)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// Converts the trace at `trace` to pcapng at `out`; returns the packets written.
 fn write_pcapng(trace: &std::path::Path, out: &std::path::Path) -> anyhow::Result<u64> {
     let reader = TraceReader::open(trace).map_err(|e| anyhow!("{}: {e}", trace.display()))?;
-    let file = File::create(out).map(BufWriter::new).with_context(|| format!("creating {}", out.display()))?;
-    tlpx_trace::pcapng::trace_to_pcapng(reader, file).map_err(|e| anyhow!("writing {} from {}: {e}", out.display(), trace.display()))
+    write_converted("--pcapng", trace, out, |file| {
+        tlpx_trace::pcapng::trace_to_pcapng(reader, file).map_err(|e| anyhow!("writing {} from {}: {e}", out.display(), trace.display()))
+    })
 }
 
 fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
@@ -972,13 +1012,14 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
         bail!("say what to write: --csv OUT, --vcd OUT, --pcapng OUT or --log");
     }
     let reader = TraceReader::open(&a.file).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
-    let create = |path: &PathBuf| File::create(path).map(BufWriter::new).with_context(|| format!("creating {}", path.display()));
+    let input = &a.file;
+    let failed = |e: tlpx_trace::TraceError| anyhow!("{}: {e}", input.display());
     let (what, rows) = if let Some(out) = &a.csv {
-        ("CSV", tlpx_trace::csv::trace_to_csv(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
+        ("CSV", write_converted("--csv", input, out, |f| tlpx_trace::csv::trace_to_csv(reader, f).map_err(failed))?)
     } else if let Some(out) = &a.vcd {
-        ("VCD", tlpx_trace::vcd::trace_to_vcd(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
+        ("VCD", write_converted("--vcd", input, out, |f| tlpx_trace::vcd::trace_to_vcd(reader, f).map_err(failed))?)
     } else if let Some(out) = &a.pcapng {
-        ("pcapng packets", tlpx_trace::pcapng::trace_to_pcapng(reader, create(out)?).map_err(|e| anyhow!("{}: {e}", a.file.display()))?)
+        ("pcapng", write_converted("--pcapng", input, out, |f| tlpx_trace::pcapng::trace_to_pcapng(reader, f).map_err(failed))?)
     } else if a.log {
         let clock = reader.clock_hz();
         let footer = reader.footer_record().copied();
@@ -1018,7 +1059,12 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&serde_json::json!({ "format": what, "rows": rows }))?;
     } else if !a.log {
-        eprintln!("{rows} rows of {what} written");
+        let unit = match what {
+            "pcapng" => "pcapng packets",
+            "VCD" => "VCD records",
+            _ => "CSV rows",
+        };
+        eprintln!("{rows} {unit} written");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -322,20 +322,18 @@ fn figure(name: &str, v: u64) -> Vec<Span<'static>> {
     vec![Span::raw(format!("{name} ")), Span::styled(v.to_string(), style), Span::raw("  ")]
 }
 
-/// The spy's own ring writes (they share the link they observe) and the card's MSIs, over the
-/// last interval.
-fn own_traffic_line(state: &State) -> String {
-    let Some(s) = state.last.as_ref() else { return "spy ring writes: ?  MSIs: ?".to_string() };
+/// The card's MSIs and the spy's own ring writes (they share the link they observe), over the
+/// last interval: two short lines, so that a panel of any width shows both whole.
+fn own_traffic_lines(state: &State) -> [String; 2] {
+    let Some(s) = state.last.as_ref() else { return ["MSIs ?/s".to_string(), "spy ring writes ?".to_string()] };
     let share = match state.limits.tlp_bytes_per_second {
-        Some(link) if link > 0.0 => format!(" ({:.1}% of the link up)", s.own_wire_bytes_per_second / link * 100.0),
+        Some(link) if link > 0.0 => format!(", {:.1}% of link up", s.own_wire_bytes_per_second / link * 100.0),
         _ => String::new(),
     };
-    format!(
-        "spy ring writes {:.0} TLP/s, {} on the wire{share}  MSIs {:.0}/s",
-        s.own_tlps_per_second,
-        mb_s(s.own_wire_bytes_per_second),
-        s.msis_per_second
-    )
+    [
+        format!("MSIs {:.0}/s", s.msis_per_second),
+        format!("spy ring writes {:.0} TLP/s, {} wire{share}", s.own_tlps_per_second, mb_s(s.own_wire_bytes_per_second)),
+    ]
 }
 
 fn draw_counters(frame: &mut Frame, state: &State, area: Rect) {
@@ -350,12 +348,14 @@ fn draw_counters(frame: &mut Frame, state: &State, area: Rect) {
     };
     let rp = state.request_path();
     let g = state.generator();
+    let [msi_line, ring_line] = own_traffic_lines(state);
     let mut lines = vec![
         Line::from(
             [figure("dropped records", lost), figure("last interval", lost_now), vec![Span::raw(format!("seq {sequence}"))]].concat(),
         ),
         Line::from(Span::styled(ring, Style::new().fg(Color::DarkGray))),
-        Line::from(own_traffic_line(state)),
+        Line::from(msi_line),
+        Line::from(ring_line),
         Line::from(Span::styled("request path (host requests the card refused)", Style::new().add_modifier(Modifier::UNDERLINED))),
         Line::from(
             [figure("UR sent", rp.ur_sent), figure("posted dropped", rp.posted_dropped), figure("malformed", rp.malformed)].concat(),
