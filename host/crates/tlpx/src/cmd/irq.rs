@@ -676,25 +676,56 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
     out
 }
 
-/// The card's histograms of every measured stage, as bars over its log2 buckets in ns.
-fn histogram_chart(title: &str, runs: &[RunReport]) -> LogChart {
-    LogChart {
-        title: title.to_string(),
-        x_label: "latency (log scale; the card's log2 buckets of cycles)".into(),
-        y_label: "interrupts (log scale)".into(),
-        x_ticks: Ticks::Ns,
-        y_ticks: Ticks::Count,
-        series: runs
-            .iter()
-            .flat_map(|r| {
-                r.stages.iter().filter(|s| s.measured).map(move |s| LogSeries {
-                    label: format!("{} {}", format!("{:?}", r.condition).to_lowercase(), s.stage.name()),
-                    kind: Mark::Bars(log2_buckets(&s.card.histogram, r.clock_hz)),
-                    points: Vec::new(),
-                })
-            })
-            .collect(),
+impl RunReport {
+    /// The user stage's samples in ns (overruns left out): the result keeps them, so its
+    /// histogram's bins are chosen from them. The ISR stage keeps only the card's log2 buckets.
+    pub fn user_samples_ns(&self) -> Vec<f64> {
+        let ns = 1e9 / f64::from(self.clock_hz.max(1));
+        self.user_cycles.iter().filter(|&&c| c != u32::MAX).map(|&c| f64::from(c) * ns).collect()
     }
+}
+
+/// The histograms of every measured stage of `runs`, labelled by `label(run, stage)`: the user
+/// stage over bins chosen from its samples (one binning for all runs), the other stages (and
+/// a user stage without samples) over the card's log2 buckets. Returns the series and the
+/// x axis label saying which bins are which.
+pub fn stage_histograms(runs: &[RunReport], label: impl Fn(&RunReport, &StageReport) -> String) -> (Vec<LogSeries>, String) {
+    let with_samples = |r: &RunReport, s: &StageReport| s.stage == Stage::User && r.user_cycles.iter().any(|&c| c != u32::MAX);
+    let sets: Vec<(String, Vec<f64>)> = runs
+        .iter()
+        .flat_map(|r| r.stages.iter().filter(|s| s.measured && with_samples(r, s)).map(|s| (label(r, s), r.user_samples_ns())))
+        .collect();
+    let binned = crate::plot::binned_series(&sets);
+    let mut binned_iter = binned.as_ref().map(|(s, _)| s.clone()).unwrap_or_default().into_iter();
+    let mut series = Vec::new();
+    let mut log2 = false;
+    for r in runs {
+        for s in r.stages.iter().filter(|s| s.measured) {
+            match if with_samples(r, s) { binned_iter.next() } else { None } {
+                Some(b) => series.push(b),
+                None => {
+                    log2 = true;
+                    series.push(LogSeries {
+                        label: label(r, s),
+                        kind: Mark::Bars(log2_buckets(&s.card.histogram, r.clock_hz)),
+                        points: Vec::new(),
+                    });
+                }
+            }
+        }
+    }
+    let x_label = match (&binned, log2) {
+        (Some((_, bins)), true) => format!("latency (user stage: {bins} from the samples; other stages: the card's log2 buckets)"),
+        (Some((_, bins)), false) => format!("latency ({bins} from the samples)"),
+        (None, _) => "latency (log scale; the card's log2 buckets of cycles)".into(),
+    };
+    (series, x_label)
+}
+
+/// The histograms of every measured stage, in ns ([`stage_histograms`]).
+fn histogram_chart(title: &str, runs: &[RunReport]) -> LogChart {
+    let (series, x_label) = stage_histograms(runs, |r, s| format!("{} {}", format!("{:?}", r.condition).to_lowercase(), s.stage.name()));
+    LogChart { title: title.to_string(), x_label, y_label: "interrupts (log scale)".into(), x_ticks: Ticks::Ns, y_ticks: Ticks::Count, series }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -21,6 +21,9 @@ use crate::output::{bytes, ns_text, xml_escape};
 pub enum Mark {
     /// Histogram bars over [from, to) with a count: outlined, translucent fill.
     Bars(Vec<(f64, f64, f64)>),
+    /// Histogram bars over bins chosen from the samples ([`super::bins::Binning`]): drawn as
+    /// [`Mark::Bars`], on a linear x axis when `linear` (linear bins), else a log one.
+    Binned { bars: Vec<(f64, f64, f64)>, linear: bool },
     /// A line through the points, with a circle on each.
     LinePoints,
 }
@@ -36,7 +39,7 @@ impl LogSeries {
     /// True when the series has something to draw.
     pub fn has_data(&self) -> bool {
         match &self.kind {
-            Mark::Bars(b) => !b.is_empty(),
+            Mark::Bars(b) | Mark::Binned { bars: b, .. } => !b.is_empty(),
             Mark::LinePoints => self.points.iter().any(|(x, y)| *x > 0.0 && *y > 0.0),
         }
     }
@@ -167,7 +170,7 @@ pub fn render_log_svg(c: &LogChart) -> String {
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for s in &c.series {
         match &s.kind {
-            Mark::Bars(bars) => {
+            Mark::Bars(bars) | Mark::Binned { bars, .. } => {
                 for &(from, to, n) in bars {
                     x0 = x0.min(from);
                     x1 = x1.max(to);
@@ -192,8 +195,13 @@ pub fn render_log_svg(c: &LogChart) -> String {
         (y0, y1) = (1.0, 10.0);
     }
     // Histograms over a narrow span get a linear x axis (the data choose, LINEAR_SPAN).
-    let all_bars = !c.series.is_empty() && c.series.iter().all(|s| matches!(s.kind, Mark::Bars(_)));
-    let linear_x = all_bars && x0 > 0.0 && x1 / x0 < LINEAR_SPAN;
+    let all_bars = !c.series.is_empty() && c.series.iter().all(|s| matches!(s.kind, Mark::Bars(_) | Mark::Binned { .. }));
+    // Bins chosen from the samples say themselves which axis they need.
+    let binned = c.series.iter().find_map(|s| match s.kind {
+        Mark::Binned { linear, .. } => Some(linear),
+        _ => None,
+    });
+    let linear_x = binned.unwrap_or(all_bars && x0 > 0.0 && x1 / x0 < LINEAR_SPAN);
     // Some room around the data, and never a zero-width range.
     let (lx0, mut lx1) = ((x0 / 1.3).log10(), (x1 * 1.3).log10());
     let (ly0, mut ly1) = ((y0 / 1.5).log10(), (y1 * 1.5).log10());
@@ -264,13 +272,13 @@ pub fn render_log_svg(c: &LogChart) -> String {
     // Data. Bars of several series share a bucket side by side (each its own slice of the
     // bucket), so that no series hides another.
     let base = py(10f64.powf(ly0));
-    let bar_series = c.series.iter().filter(|s| matches!(s.kind, Mark::Bars(_))).count().max(1);
+    let bar_series = c.series.iter().filter(|s| matches!(s.kind, Mark::Bars(_) | Mark::Binned { .. })).count().max(1);
     let mut bar_index = 0;
     let mut entries = Vec::new();
     for (i, series) in c.series.iter().enumerate() {
         let colour = palette::colour(i);
         match &series.kind {
-            Mark::Bars(bars) => {
+            Mark::Bars(bars) | Mark::Binned { bars, .. } => {
                 let mut d = String::new();
                 for &(from, to, n) in bars {
                     let (xa, xb, y) = (px(from), px(to), py(n));
