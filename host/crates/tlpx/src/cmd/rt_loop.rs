@@ -646,4 +646,39 @@ mod tests {
         let s = stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).expect("enough values");
         assert!((s - 2.138).abs() < 1e-3, "{s}");
     }
+
+    fn fixture_points() -> Vec<Point> {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/results/loop.json")).expect("fixture");
+        serde_json::from_value(doc["points"].clone()).expect("points")
+    }
+
+    #[test]
+    fn loop_histograms_bin_the_samples_and_fall_back_to_the_card_buckets() {
+        let mut points = fixture_points();
+        assert!(points.len() >= 2 && points.iter().all(|p| !p.loop_cycles.is_empty()));
+        let (series, x_label) = loop_histograms(&points, |p| format!("{} B", p.size_bytes));
+        assert!(x_label.contains("from the samples") && !x_label.contains("log2"), "{x_label}");
+        // One binning for all: every series binned, on the same axis, each counting its samples.
+        let linear: Vec<bool> = series
+            .iter()
+            .map(|s| match &s.kind {
+                Mark::Binned { linear, .. } => *linear,
+                other => panic!("not binned: {other:?}"),
+            })
+            .collect();
+        assert!(linear.windows(2).all(|w| w[0] == w[1]));
+        for (s, p) in series.iter().zip(&points) {
+            let Mark::Binned { bars, .. } = &s.kind else { unreachable!() };
+            assert_eq!(bars.iter().map(|b| b.2).sum::<f64>(), p.loop_cycles.len() as f64, "{}", s.label);
+        }
+        // The figure of one point: bars over data bins, ticks in time units.
+        let svg = chart_svg("Real-time loop", &points[..1], false).expect("svg");
+        assert!(svg.contains("from the samples") && !svg.contains("log2"), "{svg}");
+        assert!(svg.contains(" ns</text>") || svg.contains(" µs</text>"), "ticks in ns or µs");
+        // A point without its samples (an older result): the card's log2 buckets, said so.
+        points[1].loop_cycles.clear();
+        let (series, x_label) = loop_histograms(&points, |p| format!("{} B", p.size_bytes));
+        assert!(x_label.contains("the card's log2 buckets"), "{x_label}");
+        assert!(series.iter().all(|s| matches!(s.kind, Mark::Bars(_))));
+    }
 }

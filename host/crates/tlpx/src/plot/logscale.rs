@@ -493,4 +493,23 @@ mod tests {
         let svg = render_log_svg(&chart(vec![]));
         assert!(svg.contains("<rect") && svg.contains(">x</text>") && !svg.contains("class=\"data\""));
     }
+
+    #[test]
+    fn bins_chosen_from_samples_set_the_axis_themselves() {
+        // Linear bins from 0 (no place on a log axis): a linear axis, equal bins equally wide.
+        let bars = vec![(0.0, 20.0, 3.0), (20.0, 40.0, 30.0), (40.0, 60.0, 5.0)];
+        let c = chart(vec![LogSeries { label: "a".into(), kind: Mark::Binned { bars: bars.clone(), linear: true }, points: vec![] }]);
+        let svg = render_log_svg(&c);
+        let edges = &bar_edges(&svg)[0];
+        assert_eq!(edges.len(), 3);
+        let w: Vec<f64> = edges.iter().map(|e| e.1 - e.0).collect();
+        assert!(w.iter().all(|x| x.is_finite() && (x - w[0]).abs() < 0.2 && *x > 10.0), "{edges:?}");
+        assert!(svg.contains(">20 ns</text>") || svg.contains(">10 ns</text>"), "{svg}");
+        // The same bars as log bins: a log axis, although their span (3x) would be linear
+        // for the card's buckets: [1, 2) is then wider than [2, 3).
+        let bars = vec![(1000.0, 2000.0, 3.0), (2000.0, 3000.0, 30.0)];
+        let c = chart(vec![LogSeries { label: "a".into(), kind: Mark::Binned { bars, linear: false }, points: vec![] }]);
+        let edges = &bar_edges(&render_log_svg(&c))[0];
+        assert!((edges[0].1 - edges[0].0) > 1.5 * (edges[1].1 - edges[1].0), "{edges:?}");
+    }
 }
