@@ -3,7 +3,8 @@
 //! buckets ([`super::log2_buckets`]).
 //!
 //! - Samples spanning less than [`LINEAR_SPAN`] (max / min): linear bins, the Freedman–Diaconis
-//!   width (2 IQR n^-1/3) rounded up to a 1-2-5 step of ns, at most [`MAX_LINEAR_BINS`].
+//!   width (2 IQR n^-1/3; at most an eighth of the span) rounded up to a 1-2-5 step of ns, at
+//!   most [`MAX_LINEAR_BINS`].
 //! - Wider spans: log-spaced bins aligned to decades, 4, 5 or 8 per decade (the
 //!   Freedman–Diaconis width of log10 of the samples, rounded to one of those).
 //!
@@ -14,6 +15,8 @@
 pub const LINEAR_SPAN: f64 = 16.0;
 /// At most this many linear bins (the width grows to fit).
 pub const MAX_LINEAR_BINS: usize = 60;
+/// Linear bins over a span are at least about this many (before rounding to 1-2-5).
+const MIN_LINEAR_BINS: f64 = 8.0;
 /// Log bins per decade to choose from.
 const PER_DECADE: [u32; 3] = [4, 5, 8];
 
@@ -72,6 +75,10 @@ impl Binning {
             // The middle half is one value: about ten bins over the span, or (one value) a
             // tenth of it.
             width = if span > 0.0 { span / 10.0 } else { (hi.abs() / 10.0).max(1.0) };
+        }
+        if span > 0.0 {
+            // Few samples make a wide FD width: keep at least a handful of bins over the span.
+            width = width.min(span / MIN_LINEAR_BINS);
         }
         width = width.max(span / MAX_LINEAR_BINS as f64);
         let mut width = nice_step(width);
@@ -154,10 +161,16 @@ mod tests {
         assert!(bins.windows(2).all(|w| w[0].1 == w[1].0), "adjacent bins share an edge");
         assert_eq!(total(&bins), 1000.0);
         assert_eq!(b.describe(), "linear bins of 100 ns");
-        // FD widths that are no 1-2-5 step round up to one: 30 samples over 1000..1290,
-        // IQR 145, FD 2 * 145 / 30^(1/3) = 93.3 → 100.
-        let v: Vec<f64> = (0..30).map(|i| 1000.0 + 10.0 * f64::from(i)).collect();
-        assert_eq!(Binning::choose([v.as_slice()]), Some(Binning::Linear { width: 100.0 }));
+        // FD widths that are no 1-2-5 step round up to one: 300 samples over 1000..1299,
+        // IQR 149.5, FD 2 * 149.5 / 300^(1/3) = 44.7 → 50.
+        let v: Vec<f64> = (0..300).map(|i| 1000.0 + f64::from(i)).collect();
+        assert_eq!(Binning::choose([v.as_slice()]), Some(Binning::Linear { width: 50.0 }));
+        // Few samples (a wide FD width) still get a handful of bins: 10 samples over 0..900
+        // (FD 2 * 450 / 10^(1/3) = 418) → a span of 900 / 8 = 112.5 → 200 ns, 5 bins.
+        let v: Vec<f64> = (0..10).map(|i| 100.0 * f64::from(i)).collect();
+        let b = Binning::choose([v.as_slice()]).expect("bins");
+        assert_eq!(b, Binning::Linear { width: 200.0 });
+        assert_eq!(b.count(&v).len(), 5);
         // µs when wide: 5000 samples over 10..20 µs → FD ≈ 587 ns → 1 µs.
         let v: Vec<f64> = (0..5000).map(|i| 10_000.0 + 2.0 * f64::from(i)).collect();
         let b = Binning::choose([v.as_slice()]).expect("bins");
