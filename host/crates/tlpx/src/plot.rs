@@ -6,17 +6,36 @@
 //!   CDFs ([`cdf_points`]) on linear axes. A chart is a list of series; a series is drawn as a
 //!   line, as points, or both.
 //! - [`render_log_svg`] ([`logscale`]): log-log charts, histogram bars over log2 buckets
-//!   and lines with points, several series with a legend.
+//!   (or over bins chosen from the samples, [`bins`]) and lines with points, several series
+//!   with a legend.
 
+pub mod bins;
 pub mod legend;
 mod logscale;
 pub mod palette;
 
+pub use bins::Binning;
 pub use logscale::{log2_buckets, render_log_svg, LogChart, LogSeries, Mark, Ticks};
 
 use plotters::prelude::*;
 
 use crate::output::bytes;
+
+/// Bar series of sample sets over one binning chosen from all of them ([`Binning::choose`]):
+/// the series' labels with their bars, and how the bins read ("linear bins of 20 ns"); `None`
+/// when no set has a sample.
+pub fn binned_series(sets: &[(String, Vec<f64>)]) -> Option<(Vec<LogSeries>, String)> {
+    let binning = Binning::choose(sets.iter().map(|(_, v)| v.as_slice()))?;
+    let series = sets
+        .iter()
+        .map(|(label, v)| LogSeries {
+            label: label.clone(),
+            kind: Mark::Binned { bars: binning.count(v), linear: binning.is_linear() },
+            points: Vec::new(),
+        })
+        .collect();
+    Some((series, binning.describe()))
+}
 
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,6 +69,10 @@ fn every_fire_is_counted_and_the_result_says_what_is_modelled() {
     let figure = std::fs::read_to_string(&svg).expect("svg");
     assert!(figure.starts_with("<svg") && figure.contains("simulated"), "{}", &figure[..200.min(figure.len())]);
     assert!(figure.contains("Interrupt user stage (no dispatch simulated)"), "{}", &figure[..400.min(figure.len())]);
+    // The user stage keeps its samples: bins chosen from them, said on the axis, ticks in time.
+    assert!(figure.contains("bins of") || figure.contains("log bins"), "data bins: {figure}");
+    assert!(figure.contains("from the samples") && !figure.contains("log2"), "{figure}");
+    assert!(figure.contains(" ns</text>") || figure.contains(" µs</text>"), "ticks in ns or µs");
 }
 
 #[test]

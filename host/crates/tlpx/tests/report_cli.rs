@@ -334,6 +334,8 @@ fn results_of_a_kind_given_twice_are_compared_with_overlays_and_differences() {
     let loop_cmp = section(1);
     let hist = loop_cmp.split("<svg").skip(1).find(|f| f.contains("loop time 8 B")).expect("a loop histogram overlay");
     assert_eq!(hist.matches("<path class=\"data\"").count(), 2, "a bar series per result");
+    // Both results keep their loop times: one binning chosen from the samples of both.
+    assert!(hist.contains("from the samples") && !hist.contains("log2"), "data bins in the overlay");
     assert!(
         loop_cmp.contains("Differences: #2") && loop_cmp.contains("loop time 8 B, idle, poll, register return (median)"),
         "loop differences"

@@ -676,24 +676,62 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
     out
 }
 
-/// The card's histograms of every measured stage, as bars over its log2 buckets in ns.
+impl RunReport {
+    /// The user stage's samples in ns (overruns left out): the result keeps them, so its
+    /// histogram's bins are chosen from them. The ISR stage keeps only the card's log2 buckets.
+    pub fn user_samples_ns(&self) -> Vec<f64> {
+        let ns = 1e9 / f64::from(self.clock_hz.max(1));
+        self.user_cycles.iter().filter(|&&c| c != u32::MAX).map(|&c| f64::from(c) * ns).collect()
+    }
+}
+
+/// The histograms of every measured stage of `runs`, labelled by `label(run, stage)`: the user
+/// stage over bins chosen from its samples (one binning for all runs), the other stages (and
+/// a user stage without samples) over the card's log2 buckets. Returns the series and the
+/// x axis label saying which bins are which.
+pub fn stage_histograms(runs: &[RunReport], label: impl Fn(&RunReport, &StageReport) -> String) -> (Vec<LogSeries>, String) {
+    let with_samples = |r: &RunReport, s: &StageReport| s.stage == Stage::User && r.user_cycles.iter().any(|&c| c != u32::MAX);
+    let sets: Vec<(String, Vec<f64>)> = runs
+        .iter()
+        .flat_map(|r| r.stages.iter().filter(|s| s.measured && with_samples(r, s)).map(|s| (label(r, s), r.user_samples_ns())))
+        .collect();
+    let binned = crate::plot::binned_series(&sets);
+    let mut binned_iter = binned.as_ref().map(|(s, _)| s.clone()).unwrap_or_default().into_iter();
+    let mut series = Vec::new();
+    let mut log2 = false;
+    for r in runs {
+        for s in r.stages.iter().filter(|s| s.measured) {
+            match if with_samples(r, s) { binned_iter.next() } else { None } {
+                Some(b) => series.push(b),
+                None => {
+                    log2 = true;
+                    series.push(LogSeries {
+                        label: label(r, s),
+                        kind: Mark::Bars(log2_buckets(&s.card.histogram, r.clock_hz)),
+                        points: Vec::new(),
+                    });
+                }
+            }
+        }
+    }
+    let x_label = match (&binned, log2) {
+        (Some((_, bins)), true) => format!("latency (user stage: {bins} from the samples; other stages: the card's log2 buckets)"),
+        (Some((_, bins)), false) => format!("latency ({bins} from the samples)"),
+        (None, _) => "latency (log scale; the card's log2 buckets of cycles)".into(),
+    };
+    (series, x_label)
+}
+
+/// The histograms of every measured stage, in ns ([`stage_histograms`]).
 fn histogram_chart(title: &str, runs: &[RunReport]) -> LogChart {
+    let (series, x_label) = stage_histograms(runs, |r, s| format!("{} {}", format!("{:?}", r.condition).to_lowercase(), s.stage.name()));
     LogChart {
         title: title.to_string(),
-        x_label: "latency (log scale; the card's log2 buckets of cycles)".into(),
+        x_label,
         y_label: "interrupts (log scale)".into(),
         x_ticks: Ticks::Ns,
         y_ticks: Ticks::Count,
-        series: runs
-            .iter()
-            .flat_map(|r| {
-                r.stages.iter().filter(|s| s.measured).map(move |s| LogSeries {
-                    label: format!("{} {}", format!("{:?}", r.condition).to_lowercase(), s.stage.name()),
-                    kind: Mark::Bars(log2_buckets(&s.card.histogram, r.clock_hz)),
-                    points: Vec::new(),
-                })
-            })
-            .collect(),
+        series,
     }
 }
 
@@ -883,5 +921,47 @@ mod tests {
         assert!(rows[0].contains("128 ns") && rows[0].contains("   3 |"), "{rows:?}");
         assert!(rows[1].contains("       0 |"), "{rows:?}");
         assert!(rows[2].ends_with(&"#".repeat(40)), "{rows:?}");
+    }
+
+    fn fixture_runs() -> Vec<RunReport> {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/results/irq.json")).expect("fixture");
+        serde_json::from_value(doc["points"].clone()).expect("points")
+    }
+
+    fn binned_count(s: &LogSeries) -> Option<f64> {
+        match &s.kind {
+            Mark::Binned { bars, .. } => Some(bars.iter().map(|b| b.2).sum()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_user_stage_is_binned_from_its_samples_and_other_stages_keep_the_card_buckets() {
+        let mut runs = fixture_runs();
+        let label = |r: &RunReport, s: &StageReport| format!("{:?} {}", r.condition, s.stage.name());
+        // The fixture measured the user stage only.
+        let (series, x_label) = stage_histograms(&runs, label);
+        let users = runs.iter().filter(|r| r.stages.iter().any(|s| s.measured && s.stage == Stage::User)).count();
+        assert!(users > 0 && series.len() == users, "{series:?}");
+        for (s, r) in series.iter().zip(&runs) {
+            let samples = r.user_cycles.iter().filter(|&&c| c != u32::MAX).count() as f64;
+            assert_eq!(binned_count(s), Some(samples), "{}", s.label);
+        }
+        assert!(x_label.contains("from the samples") && !x_label.contains("log2"), "{x_label}");
+        // An overrun (no sample) is left out; an ISR stage without samples keeps the card's
+        // log2 buckets, and the axis says which bins are which.
+        runs[0].user_cycles[0] = u32::MAX;
+        let isr = runs[0].stages.iter_mut().find(|s| s.stage == Stage::Isr).expect("isr stage");
+        isr.measured = true;
+        isr.card.histogram = vec![0, 0, 0, 0, 3];
+        let (series, x_label) = stage_histograms(&runs, label);
+        assert_eq!(series.len(), users + 1);
+        let isr_series = series.iter().find(|s| s.label.ends_with("isr")).expect("isr series");
+        assert_eq!(isr_series.kind, Mark::Bars(log2_buckets(&[0, 0, 0, 0, 3], runs[0].clock_hz)));
+        let user = series.iter().find(|s| s.label.ends_with("user")).expect("user series");
+        assert_eq!(binned_count(user), Some((runs[0].user_cycles.len() - 1) as f64));
+        assert!(x_label.contains("user stage:") && x_label.contains("other stages: the card's log2 buckets"), "{x_label}");
+        let svg = render_log_svg(&histogram_chart("irq", &runs));
+        assert!(svg.contains(" ns</text>") || svg.contains(" µs</text>"), "ticks in ns or µs");
     }
 }

@@ -29,7 +29,7 @@ use tlpx_model::stats::Summary as Stats;
 
 use crate::cmd::bw::BwPoint;
 use crate::cmd::characterize::{self, TableRow};
-use crate::cmd::irq::RunReport;
+use crate::cmd::irq::{self, RunReport};
 use crate::cmd::lat::LatPoint;
 use crate::cmd::pio::PioPoint;
 use crate::cmd::{bw_driver, model, rt_loop, rule30, script};
@@ -853,32 +853,37 @@ fn spy_section(points: &[SpyStats], tables: &mut String, figs: &mut Figures) -> 
 }
 
 fn irq_section(points: &[RunReport], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
-    let mut series = Vec::new();
     let mut rows = Vec::new();
-    for p in points {
+    // A run Ctrl-C cut short holds fewer interrupts than asked: its rows say so.
+    let label = |p: &RunReport, s: &irq::StageReport| {
         let mut condition = text(&p.condition);
-        // A run Ctrl-C cut short holds fewer interrupts than asked: its rows say so.
         if p.interrupted {
             condition = format!("{condition} (interrupted after {} interrupts)", p.interrupts_waited);
         }
+        format!("{condition} {}", text(&s.stage))
+    };
+    for p in points {
         for s in p.stages.iter().filter(|s| s.measured) {
-            let label = format!("{condition} {}", text(&s.stage));
-            let mut row = vec![label.clone()];
+            let mut row = vec![label(p, s)];
             row.extend(stats_cells(s.latency_ns.as_ref(), fmt_ns));
             rows.push(row);
-            series.push(LogSeries { label, kind: Mark::Bars(plot::log2_buckets(&s.card.histogram, p.clock_hz)), points: Vec::new() });
         }
     }
-    let caption = if clock.contains("simulated") {
-        "Interrupt latency per stage and condition (SIMULATED: no interrupt controller or kernel dispatch in it): log2 buckets of card cycles, log count"
-    } else {
-        "Interrupt dispatch latency per stage and condition: log2 buckets of card cycles, log count"
-    };
+    let (series, x_label) = irq::stage_histograms(points, label);
+    let caption = format!(
+        "{}: {}, log count",
+        if clock.contains("simulated") {
+            "Interrupt latency per stage and condition (SIMULATED: no interrupt controller or kernel dispatch in it)"
+        } else {
+            "Interrupt dispatch latency per stage and condition"
+        },
+        x_label.trim_start_matches("latency (").trim_end_matches(')')
+    );
     figs.log_chart(
-        caption,
+        &caption,
         &LogChart {
             title: "Interrupt latency histogram".into(),
-            x_label: "latency (log scale)".into(),
+            x_label,
             y_label: "interrupts (log scale)".into(),
             x_ticks: Ticks::Ns,
             y_ticks: Ticks::Count,
@@ -894,7 +899,7 @@ fn irq_section(points: &[RunReport], clock: &str, tables: &mut String, figs: &mu
 
 fn loop_section(points: &[rt_loop::Point], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     // One histogram per (condition, detection, return), one series per size.
-    let mut groups: BTreeMap<String, Vec<LogSeries>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<rt_loop::Point>> = BTreeMap::new();
     let mut rows = Vec::new();
     let mut medians: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for p in points {
@@ -907,11 +912,7 @@ fn loop_section(points: &[rt_loop::Point], clock: &str, tables: &mut String, fig
         if let Some(s) = &p.loop_ns {
             medians.entry(group.clone()).or_default().push((size, s.median));
         }
-        groups.entry(group).or_default().push(LogSeries {
-            label: bytes(u64::from(p.size_bytes)),
-            kind: Mark::Bars(plot::log2_buckets(&p.card.histogram, p.clock_hz)),
-            points: Vec::new(),
-        });
+        groups.entry(group).or_default().push(p.clone());
     }
     if medians.values().any(|m| m.len() > 1) {
         let series: Vec<LogSeries> =
@@ -927,12 +928,13 @@ fn loop_section(points: &[rt_loop::Point], clock: &str, tables: &mut String, fig
             }))
         })?;
     }
-    for (group, series) in groups {
+    for (group, members) in groups {
+        let (series, x_label) = rt_loop::loop_histograms(&members, |p| bytes(u64::from(p.size_bytes)));
         figs.log_chart(
-            &format!("Loop time histogram ({group}): log2 buckets of card cycles, log count"),
+            &format!("Loop time histogram ({group}): {}, log count", x_label.trim_start_matches("loop time (").trim_end_matches(')')),
             &LogChart {
                 title: format!("Loop time: {group}"),
-                x_label: "loop time (log scale)".into(),
+                x_label,
                 y_label: "iterations (log scale)".into(),
                 x_ticks: Ticks::Ns,
                 y_ticks: Ticks::Count,
@@ -1069,9 +1071,16 @@ fn pio_points_of(d: &AnyResult) -> &[PioPoint] {
 /// Histogram buckets: (from ns, to ns, count).
 type Buckets = Vec<(f64, f64, f64)>;
 
-/// The card's histograms of an irq or loop result, by what they measure ("idle user",
+/// One histogram of a result: its samples in ns when the result keeps them (bins are then
+/// chosen from the samples), and the card's log2 buckets.
+struct Histogram {
+    samples: Option<Vec<f64>>,
+    log2: Buckets,
+}
+
+/// The histograms of an irq or loop result, by what they measure ("idle user",
 /// "loop 64 B, idle, poll, register return").
-fn histograms_of(d: &AnyResult) -> Vec<(String, Buckets)> {
+fn histograms_of(d: &AnyResult) -> Vec<(String, Histogram)> {
     match d {
         AnyResult::Irq(d) => d
             .body
@@ -1079,9 +1088,13 @@ fn histograms_of(d: &AnyResult) -> Vec<(String, Buckets)> {
             .iter()
             .flat_map(|p| {
                 p.stages.iter().filter(|s| s.measured).map(move |s| {
+                    let samples = p.user_samples_ns();
                     (
                         format!("interrupt latency, {} {}", text(&p.condition), text(&s.stage)),
-                        plot::log2_buckets(&s.card.histogram, p.clock_hz),
+                        Histogram {
+                            samples: (s.stage == tlpx_device::irq_timer::Stage::User && !samples.is_empty()).then_some(samples),
+                            log2: plot::log2_buckets(&s.card.histogram, p.clock_hz),
+                        },
                     )
                 })
             })
@@ -1099,7 +1112,10 @@ fn histograms_of(d: &AnyResult) -> Vec<(String, Buckets)> {
                         text(&p.detect),
                         text(&p.ret)
                     ),
-                    plot::log2_buckets(&p.card.histogram, p.clock_hz),
+                    Histogram {
+                        samples: (!p.loop_cycles.is_empty()).then(|| p.loop_samples_ns()),
+                        log2: plot::log2_buckets(&p.card.histogram, p.clock_hz),
+                    },
                 )
             })
             .collect(),
@@ -1291,22 +1307,31 @@ fn comparison_section(n: usize, kind: &str, members: &[usize], docs: &[(String, 
     }
     // Histograms (irq stages, loop times): one figure per stage or loop, a colour per result,
     // bars side by side in each bucket.
-    let mut hists: Vec<(String, Vec<LogSeries>)> = Vec::new();
+    let mut hists: Vec<(String, Vec<(String, Histogram)>)> = Vec::new();
     for (&i, label) in members.iter().zip(&labels) {
-        for (key, bars) in histograms_of(&docs[i].1) {
-            let series = LogSeries { label: label.clone(), kind: Mark::Bars(bars), points: Vec::new() };
+        for (key, h) in histograms_of(&docs[i].1) {
             match hists.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, list)) => list.push(series),
-                None => hists.push((key, vec![series])),
+                Some((_, list)) => list.push((label.clone(), h)),
+                None => hists.push((key, vec![(label.clone(), h)])),
             }
         }
     }
-    for (key, series) in hists {
+    for (key, list) in hists {
+        // Bins chosen from the samples when every result keeps them (one binning for all),
+        // else the card's log2 buckets.
+        let sets: Option<Vec<(String, Vec<f64>)>> = list.iter().map(|(l, h)| h.samples.clone().map(|v| (l.clone(), v))).collect();
+        let (series, bins) = match sets.as_deref().and_then(plot::binned_series) {
+            Some((series, bins)) => (series, format!("{bins} from the samples")),
+            None => (
+                list.into_iter().map(|(label, h)| LogSeries { label, kind: Mark::Bars(h.log2), points: Vec::new() }).collect(),
+                "log scale; the card's log2 buckets of cycles".to_string(),
+            ),
+        };
         figs.log_chart(
-            &format!("{key}: the card's histogram of each result (log2 buckets of card cycles, in ns)"),
+            &format!("{key}: the histogram of each result ({bins}, in ns)"),
             &LogChart {
                 title: format!("{key}, {} results", members.len()),
-                x_label: "latency (log scale)".into(),
+                x_label: format!("latency ({bins})"),
                 y_label: "count (log scale)".into(),
                 x_ticks: Ticks::Ns,
                 y_ticks: Ticks::Count,

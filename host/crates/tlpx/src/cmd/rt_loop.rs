@@ -194,6 +194,12 @@ pub struct Point {
 }
 
 impl Point {
+    /// Every loop time in ns (the result keeps them: its histogram's bins are chosen from them).
+    pub fn loop_samples_ns(&self) -> Vec<f64> {
+        let ns = 1e9 / f64::from(self.clock_hz.max(1));
+        self.loop_cycles.iter().map(|&c| f64::from(c) * ns).collect()
+    }
+
     fn label(&self) -> String {
         format!("{}/{} {}", self.detect.name(), self.ret.name(), format!("{:?}", self.condition).to_lowercase())
     }
@@ -393,26 +399,37 @@ pub fn sweep_table(points: &[Point]) -> Vec<String> {
     out
 }
 
-/// The figure of a run: median loop time against size for a sweep, else the card's histograms
-/// of loop time (bars over its log2 buckets in ns, one series per size).
+/// The loop-time histograms of `points`, labelled by `label`: over bins chosen from their
+/// samples (one binning for all) when every point keeps its samples, else over the card's
+/// log2 buckets. Returns the series and the x axis label saying which bins these are.
+pub fn loop_histograms(points: &[Point], label: impl Fn(&Point) -> String) -> (Vec<LogSeries>, String) {
+    if points.iter().all(|p| !p.loop_cycles.is_empty()) {
+        let sets: Vec<(String, Vec<f64>)> = points.iter().map(|p| (label(p), p.loop_samples_ns())).collect();
+        if let Some((series, bins)) = crate::plot::binned_series(&sets) {
+            return (series, format!("loop time ({bins} from the samples)"));
+        }
+    }
+    let series = points
+        .iter()
+        .map(|p| LogSeries { label: label(p), kind: Mark::Bars(log2_buckets(&p.card.histogram, p.clock_hz)), points: Vec::new() })
+        .collect();
+    (series, "loop time (log scale; the card's log2 buckets of cycles)".into())
+}
+
+/// The figure of a run: median loop time against size for a sweep, else the histograms of
+/// loop time (bars in ns over bins chosen from the samples, one series per size).
 fn chart_svg(title: &str, points: &[Point], sweep: bool) -> anyhow::Result<String> {
     if sweep {
         crate::plot::render_svg(&sweep_chart(title, points))
     } else {
+        let (series, x_label) = loop_histograms(points, |p| format!("{} B {}", p.size_bytes, p.label()));
         Ok(render_log_svg(&LogChart {
             title: title.into(),
-            x_label: "loop time (log scale; the card's log2 buckets of cycles)".into(),
+            x_label,
             y_label: "iterations (log scale)".into(),
             x_ticks: Ticks::Ns,
             y_ticks: Ticks::Count,
-            series: points
-                .iter()
-                .map(|p| LogSeries {
-                    label: format!("{} B {}", p.size_bytes, p.label()),
-                    kind: Mark::Bars(log2_buckets(&p.card.histogram, p.clock_hz)),
-                    points: Vec::new(),
-                })
-                .collect(),
+            series,
         }))
     }
 }
@@ -628,5 +645,40 @@ mod tests {
         assert_eq!(stddev(&[1.0]), None);
         let s = stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).expect("enough values");
         assert!((s - 2.138).abs() < 1e-3, "{s}");
+    }
+
+    fn fixture_points() -> Vec<Point> {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/results/loop.json")).expect("fixture");
+        serde_json::from_value(doc["points"].clone()).expect("points")
+    }
+
+    #[test]
+    fn loop_histograms_bin_the_samples_and_fall_back_to_the_card_buckets() {
+        let mut points = fixture_points();
+        assert!(points.len() >= 2 && points.iter().all(|p| !p.loop_cycles.is_empty()));
+        let (series, x_label) = loop_histograms(&points, |p| format!("{} B", p.size_bytes));
+        assert!(x_label.contains("from the samples") && !x_label.contains("log2"), "{x_label}");
+        // One binning for all: every series binned, on the same axis, each counting its samples.
+        let linear: Vec<bool> = series
+            .iter()
+            .map(|s| match &s.kind {
+                Mark::Binned { linear, .. } => *linear,
+                other => panic!("not binned: {other:?}"),
+            })
+            .collect();
+        assert!(linear.windows(2).all(|w| w[0] == w[1]));
+        for (s, p) in series.iter().zip(&points) {
+            let Mark::Binned { bars, .. } = &s.kind else { unreachable!() };
+            assert_eq!(bars.iter().map(|b| b.2).sum::<f64>(), p.loop_cycles.len() as f64, "{}", s.label);
+        }
+        // The figure of one point: bars over data bins, ticks in time units.
+        let svg = chart_svg("Real-time loop", &points[..1], false).expect("svg");
+        assert!(svg.contains("from the samples") && !svg.contains("log2"), "{svg}");
+        assert!(svg.contains(" ns</text>") || svg.contains(" µs</text>"), "ticks in ns or µs");
+        // A point without its samples (an older result): the card's log2 buckets, said so.
+        points[1].loop_cycles.clear();
+        let (series, x_label) = loop_histograms(&points, |p| format!("{} B", p.size_bytes));
+        assert!(x_label.contains("the card's log2 buckets"), "{x_label}");
+        assert!(series.iter().all(|s| matches!(s.kind, Mark::Bars(_))));
     }
 }

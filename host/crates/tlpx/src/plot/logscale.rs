@@ -21,6 +21,9 @@ use crate::output::{bytes, ns_text, xml_escape};
 pub enum Mark {
     /// Histogram bars over [from, to) with a count: outlined, translucent fill.
     Bars(Vec<(f64, f64, f64)>),
+    /// Histogram bars over bins chosen from the samples ([`super::bins::Binning`]): drawn as
+    /// [`Mark::Bars`], on a linear x axis when `linear` (linear bins), else a log one.
+    Binned { bars: Vec<(f64, f64, f64)>, linear: bool },
     /// A line through the points, with a circle on each.
     LinePoints,
 }
@@ -36,7 +39,7 @@ impl LogSeries {
     /// True when the series has something to draw.
     pub fn has_data(&self) -> bool {
         match &self.kind {
-            Mark::Bars(b) => !b.is_empty(),
+            Mark::Bars(b) | Mark::Binned { bars: b, .. } => !b.is_empty(),
             Mark::LinePoints => self.points.iter().any(|(x, y)| *x > 0.0 && *y > 0.0),
         }
     }
@@ -167,7 +170,7 @@ pub fn render_log_svg(c: &LogChart) -> String {
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for s in &c.series {
         match &s.kind {
-            Mark::Bars(bars) => {
+            Mark::Bars(bars) | Mark::Binned { bars, .. } => {
                 for &(from, to, n) in bars {
                     x0 = x0.min(from);
                     x1 = x1.max(to);
@@ -192,8 +195,13 @@ pub fn render_log_svg(c: &LogChart) -> String {
         (y0, y1) = (1.0, 10.0);
     }
     // Histograms over a narrow span get a linear x axis (the data choose, LINEAR_SPAN).
-    let all_bars = !c.series.is_empty() && c.series.iter().all(|s| matches!(s.kind, Mark::Bars(_)));
-    let linear_x = all_bars && x0 > 0.0 && x1 / x0 < LINEAR_SPAN;
+    let all_bars = !c.series.is_empty() && c.series.iter().all(|s| matches!(s.kind, Mark::Bars(_) | Mark::Binned { .. }));
+    // Bins chosen from the samples say themselves which axis they need.
+    let binned = c.series.iter().find_map(|s| match s.kind {
+        Mark::Binned { linear, .. } => Some(linear),
+        _ => None,
+    });
+    let linear_x = binned.unwrap_or(all_bars && x0 > 0.0 && x1 / x0 < LINEAR_SPAN);
     // Some room around the data, and never a zero-width range.
     let (lx0, mut lx1) = ((x0 / 1.3).log10(), (x1 * 1.3).log10());
     let (ly0, mut ly1) = ((y0 / 1.5).log10(), (y1 * 1.5).log10());
@@ -264,13 +272,13 @@ pub fn render_log_svg(c: &LogChart) -> String {
     // Data. Bars of several series share a bucket side by side (each its own slice of the
     // bucket), so that no series hides another.
     let base = py(10f64.powf(ly0));
-    let bar_series = c.series.iter().filter(|s| matches!(s.kind, Mark::Bars(_))).count().max(1);
+    let bar_series = c.series.iter().filter(|s| matches!(s.kind, Mark::Bars(_) | Mark::Binned { .. })).count().max(1);
     let mut bar_index = 0;
     let mut entries = Vec::new();
     for (i, series) in c.series.iter().enumerate() {
         let colour = palette::colour(i);
         match &series.kind {
-            Mark::Bars(bars) => {
+            Mark::Bars(bars) | Mark::Binned { bars, .. } => {
                 let mut d = String::new();
                 for &(from, to, n) in bars {
                     let (xa, xb, y) = (px(from), px(to), py(n));
@@ -484,5 +492,24 @@ mod tests {
     fn an_empty_chart_still_has_axes() {
         let svg = render_log_svg(&chart(vec![]));
         assert!(svg.contains("<rect") && svg.contains(">x</text>") && !svg.contains("class=\"data\""));
+    }
+
+    #[test]
+    fn bins_chosen_from_samples_set_the_axis_themselves() {
+        // Linear bins from 0 (no place on a log axis): a linear axis, equal bins equally wide.
+        let bars = vec![(0.0, 20.0, 3.0), (20.0, 40.0, 30.0), (40.0, 60.0, 5.0)];
+        let c = chart(vec![LogSeries { label: "a".into(), kind: Mark::Binned { bars: bars.clone(), linear: true }, points: vec![] }]);
+        let svg = render_log_svg(&c);
+        let edges = &bar_edges(&svg)[0];
+        assert_eq!(edges.len(), 3);
+        let w: Vec<f64> = edges.iter().map(|e| e.1 - e.0).collect();
+        assert!(w.iter().all(|x| x.is_finite() && (x - w[0]).abs() < 0.2 && *x > 10.0), "{edges:?}");
+        assert!(svg.contains(">20 ns</text>") || svg.contains(">10 ns</text>"), "{svg}");
+        // The same bars as log bins: a log axis, although their span (3x) would be linear
+        // for the card's buckets: [1, 2) is then wider than [2, 3).
+        let bars = vec![(1000.0, 2000.0, 3.0), (2000.0, 3000.0, 30.0)];
+        let c = chart(vec![LogSeries { label: "a".into(), kind: Mark::Binned { bars, linear: false }, points: vec![] }]);
+        let edges = &bar_edges(&render_log_svg(&c))[0];
+        assert!((edges[0].1 - edges[0].0) > 1.5 * (edges[1].1 - edges[1].0), "{edges:?}");
     }
 }
