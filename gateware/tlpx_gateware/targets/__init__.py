@@ -5,9 +5,9 @@
 See docs/boards.md.
 """
 
-from tlpx_gateware.targets import acorn, kc705, kc705_x8
+from tlpx_gateware.targets import acorn, kc705, kc705_x8, kcu105
 
-BOARDS = {board.name: board for board in (acorn.BOARD, kc705.BOARD, kc705_x8.BOARD)}
+BOARDS = {board.name: board for board in (acorn.BOARD, kc705.BOARD, kc705_x8.BOARD, kcu105.BOARD)}
 
 
 class UnknownBoard(ValueError):

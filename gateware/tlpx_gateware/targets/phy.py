@@ -14,6 +14,17 @@ beat. LitePCIe's vendor PHYs differ in two ways this module hides:
   `last` (a TLP starts on the beat after a last beat, and the PHY delivers whole TLPs aligned
   to beat 0, as LitePCIe's own depacketizer also assumes).
 
+USPCIEPHY (UltraScale hard IP, `pcie3_ultrascale`) is endianness "little" like the card, but
+has four streams, as the hard IP has (CQ: the host's requests, RC: completions for the card's
+requests, RQ: the card's requests, CC: the card's completions), behind LitePCIe's Verilog
+adapters between TLPs and Xilinx's descriptors (litepcie/phy/xilinx_us). `UltraScaleStreams`
+merges the two receive streams into one (whole TLPs, round robin), marks `first` (the 256-bit
+adapters leave it 0), routes each transmitted TLP by type (completions to CC, the rest to RQ)
+and, where LitePCIe's RQ adapter takes 4DW headers only (256 bits: the adapter places the
+4DW header's DW3 at the descriptor's address, so a 3DW request would send its first payload
+DW as the address; LitePCIe's own packetizer forces 4DW there for the same reason), widens
+3DW memory requests to 4DW (`RequestWidener`). The card's blocks stay PHY-agnostic.
+
 `HardwarePHY` is a plain Migen `Module` (not AutoCSR) on purpose: the vendor PHY's CSRs (link
 status, MSI/bus-master enable, MPS/MRRS) are left out of the card's register map, so a board's
 card has exactly the simulated card's map and map hash. Its link-up and configuration signals
@@ -21,10 +32,14 @@ are still here (`link_up`, `bus_master_enable`, `msi_enable`) for LEDs and later
 """
 
 from migen import *
+from migen.genlib.cdc import MultiReg
 
 from litex.soc.interconnect import stream
+from litex.soc.interconnect.packet import Arbiter, Dispatcher
 
 from litepcie.common import phy_layout
+
+from tlpx_gateware.tlp import TYPE_CPL, TYPE_CPL_LK, TYPE_MEM, TYPE_MEM_LK
 
 
 def _reverse_bytes(dw):
@@ -86,8 +101,139 @@ class PayloadByteSwap(Module):
             ]
 
 
+class MarkFirst(Module):
+    """sink -> source unchanged but for `first`, set on the beat after each `last` (whole TLPs,
+    as LitePCIe's depacketizer also assumes)."""
+    def __init__(self, data_width):
+        self.sink   = sink   = stream.Endpoint(phy_layout(data_width))
+        self.source = source = stream.Endpoint(phy_layout(data_width))
+
+        # # #
+
+        start = Signal(reset=1)
+        self.sync += If(sink.valid & sink.ready, start.eq(sink.last))
+        self.comb += [
+            sink.connect(source, omit={"first"}),
+            source.first.eq(start),
+        ]
+
+
+class RequestWidener(Module):
+    """sink -> source, 3DW memory requests (MRd32, MWr32, MRdLk32) rewritten as 4DW ones with
+    the upper address DW 0 (PCIe Base spec 2.2.4.1: the 64-bit form of an address below 4 GiB);
+    everything else passes unchanged. `first` must mark each TLP's first beat.
+
+    A widened TLP has one DW more: the 0 goes in at DW2, so every later DW moves up one lane
+    (the lane that falls off a beat is carried into the next), and a last beat whose top lane
+    is used needs one beat more (the sink waits meanwhile).
+    """
+    def __init__(self, data_width):
+        ndws = data_width // 32
+        if ndws < 4:
+            raise ValueError(f"RequestWidener needs the header's DW0..DW2 in one beat: 128 bits or more, not {data_width}")
+        self.sink   = sink   = stream.Endpoint(phy_layout(data_width))
+        self.source = source = stream.Endpoint(phy_layout(data_width))
+
+        # # #
+
+        def dw(d, j):
+            return d[32 * j:32 * (j + 1)]
+
+        def be(b, j):
+            return b[4 * j:4 * (j + 1)]
+
+        fmt, type_ = sink.dat[29:32], sink.dat[24:29]
+        widen_now = Signal()     # this first beat starts a 3DW memory request
+        shifting  = Signal()     # inside a widened TLP, after its first beat
+        carry     = Signal(32)   # the top DW of the previous beat, and its byte enables
+        carry_be  = Signal(4)
+        extra     = Signal()     # emitting the beat that holds only the carried DW
+        top_used  = Signal()
+        self.comb += [
+            widen_now.eq(sink.first & ~fmt[0] & ((type_ == TYPE_MEM) | (type_ == TYPE_MEM_LK))),
+            top_used.eq(be(sink.be, ndws - 1) != 0),
+        ]
+
+        shifted_dat = Cat(carry, *[dw(sink.dat, j) for j in range(ndws - 1)])
+        shifted_be  = Cat(carry_be, *[be(sink.be, j) for j in range(ndws - 1)])
+        widened_dat = Cat(dw(sink.dat, 0) | (1 << 29), dw(sink.dat, 1), Constant(0, 32),
+                          *[dw(sink.dat, j) for j in range(2, ndws - 1)])
+        widened_be  = Cat(be(sink.be, 0), be(sink.be, 1), Constant(0xF, 4),
+                          *[be(sink.be, j) for j in range(2, ndws - 1)])
+        self.comb += [
+            If(extra,
+                source.valid.eq(1),
+                source.first.eq(0),
+                source.last.eq(1),
+                source.dat.eq(carry),
+                source.be.eq(carry_be),
+                sink.ready.eq(0),
+            ).Else(
+                source.valid.eq(sink.valid),
+                source.first.eq(sink.first),
+                sink.ready.eq(source.ready),
+                If(widen_now,
+                    source.dat.eq(widened_dat),
+                    source.be.eq(widened_be),
+                    source.last.eq(sink.last & ~top_used),
+                ).Elif(shifting,
+                    source.dat.eq(shifted_dat),
+                    source.be.eq(shifted_be),
+                    source.last.eq(sink.last & ~top_used),
+                ).Else(
+                    source.dat.eq(sink.dat),
+                    source.be.eq(sink.be),
+                    source.last.eq(sink.last),
+                ),
+            ),
+        ]
+        self.sync += [
+            If(extra,
+                If(source.ready, extra.eq(0))
+            ).Elif(sink.valid & sink.ready,
+                carry.eq(dw(sink.dat, ndws - 1)),
+                carry_be.eq(be(sink.be, ndws - 1)),
+                If(widen_now | shifting,
+                    shifting.eq(~sink.last),
+                    extra.eq(sink.last & top_used),
+                ),
+            ),
+        ]
+
+
+class UltraScaleStreams(Module):
+    """USPCIEPHY's four streams as the card's two (`sink` card -> host, `source` host -> card).
+
+    Receive: CQ (the host's requests) and RC (completions) merged by whole TLPs, `first`
+    marked. Transmit: completions (Type 01010 / 01011) to CC, everything else to RQ, through a
+    RequestWidener where `widen_requests` (LitePCIe's 256-bit RQ adapter)."""
+    def __init__(self, vendor_phy, widen_requests):
+        data_width = vendor_phy.data_width
+        self.sink   = sink   = stream.Endpoint(phy_layout(data_width))
+        self.source = source = stream.Endpoint(phy_layout(data_width))
+
+        # # #
+
+        merged = stream.Endpoint(phy_layout(data_width))
+        self.submodules.rx_arbiter = Arbiter([vendor_phy.req_source, vendor_phy.cmp_source], merged)
+        self.submodules.rx_first = rx_first = MarkFirst(data_width)
+        self.comb += [merged.connect(rx_first.sink), rx_first.source.connect(source)]
+
+        requests = stream.Endpoint(phy_layout(data_width))
+        completions = stream.Endpoint(phy_layout(data_width))
+        self.submodules.tx_dispatcher = dispatcher = Dispatcher(sink, [requests, completions])
+        type_ = sink.dat[24:29]
+        self.comb += dispatcher.sel.eq((type_ == TYPE_CPL) | (type_ == TYPE_CPL_LK))
+        self.comb += completions.connect(vendor_phy.cmp_sink)
+        if widen_requests:
+            self.submodules.widener = widener = RequestWidener(data_width)
+            self.comb += [requests.connect(widener.sink), widener.source.connect(vendor_phy.req_sink)]
+        else:
+            self.comb += requests.connect(vendor_phy.req_sink)
+
+
 class HardwarePHY(Module):
-    """The interface of sim.simphy.SimPHY, on a LitePCIe vendor PHY (S7PCIEPHY, ...).
+    """The interface of sim.simphy.SimPHY, on a LitePCIe vendor PHY (S7PCIEPHY, USPCIEPHY).
 
     Attributes the card uses: data_width, endianness ("little"), qword_aligned, sink, source,
     msi, id, bar0_size, bar0_mask, max_request_size, max_payload_size; and, as SimPHY,
@@ -96,7 +242,7 @@ class HardwarePHY(Module):
     endianness    = "little"
     qword_aligned = False
 
-    def __init__(self, vendor_phy):
+    def __init__(self, vendor_phy, widen_requests=False):
         if vendor_phy.qword_aligned:
             raise ValueError("qword-aligned PHYs are not supported by the card")
         self.submodules.vendor = phy = vendor_phy
@@ -108,13 +254,23 @@ class HardwarePHY(Module):
         self.max_payload_size = phy.max_payload_size
         self.msi              = phy.msi
         self.link_up           = phy._link_status.fields.status
-        self.bus_master_enable = phy._bus_master_enable.status
         self.msi_enable        = phy._msi_enable.status
 
+        if hasattr(phy, "req_sink"):
+            # UltraScale: split request/completion streams, endianness "little".
+            self.submodules.streams = streams = UltraScaleStreams(phy, widen_requests)
+            self.source, self.sink = streams.source, streams.sink
+            # cfg_function_status bits of PF0 (PG156): 0 I/O Space, 1 Memory Space, 2 Bus Master
+            # Enable, 3 INTx Disable. LitePCIe 2024.12's CSR takes bit 0 (I/O Space Enable, which
+            # a host leaves off for a card without I/O BARs); the card reads bit 2.
+            self.bus_master_enable = Signal()
+            self.specials += MultiReg(phy.pcie_phy_params["o_cfg_function_status"][2], self.bus_master_enable, "sys")
+            return
+        if widen_requests:
+            raise ValueError("request widening is for UltraScale PHYs (split request/completion streams)")
+        self.bus_master_enable = phy._bus_master_enable.status
         if phy.endianness != "big":
-            # USPCIEPHY (little, but split request/completion streams) would need a merger
-            # and a splitter in front of the card: not built yet.
-            raise NotImplementedError(f"only endianness 'big' PHYs (S7PCIEPHY) are supported, not {phy.endianness!r}")
+            raise NotImplementedError(f"a shared-stream PHY must have endianness 'big' (S7PCIEPHY), not {phy.endianness!r}")
         self.submodules.rx_swap = rx = PayloadByteSwap(phy.data_width)
         self.submodules.tx_swap = tx = PayloadByteSwap(phy.data_width)
         self.comb += [
