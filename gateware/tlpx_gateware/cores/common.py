@@ -45,13 +45,63 @@ def pattern_word_py(kind, seed, dw_index):
     return (dw_index + seed) & 0xFFFFFFFF
 
 
+def _highest_set(bits):
+    """(any bit set, index of the highest set bit or 0) of a power-of-two list of bits, as a
+    balanced tree: "any bit set in the upper half?" is the index's top bit and picks the half
+    the rest comes from. log2(len) muxes deep, where a chain of priority Ifs is about as deep as
+    it is long after synthesis (the card's deepest paths at 250 MHz ran through such chains:
+    docs/resources.md). The index is None for a single bit (no index bits)."""
+    if len(bits) == 1:
+        return bits[0], None
+    half = len(bits) // 2
+    any_low, index_low = _highest_set(bits[:half])
+    any_high, index_high = _highest_set(bits[half:])
+    index = any_high if index_low is None else Cat(Mux(any_high, index_high, index_low), any_high)
+    return any_low | any_high, index
+
+
+def _padded(value, width):
+    size = 1
+    while size < width:
+        size *= 2
+    return [value[i] for i in range(width)] + [C(0, 1)] * (size - width)
+
+
 def log2_floor(value, width):
-    """Migen statements list + Signal: index of the highest set bit of `value` (0 for 0)."""
+    """Migen statements list + Signal: index of the highest set bit of `value` (0 for 0), a
+    balanced tree (_highest_set)."""
     result = Signal(max=max(width, 2))
-    stmts = [result.eq(0)]
-    for i in range(width):
-        stmts.append(If(value[i], result.eq(i)))
-    return result, stmts
+    _, index = _highest_set(_padded(value, width))
+    return result, [result.eq(0 if index is None else index)]
+
+
+def _lowest_set(bits):
+    """As _highest_set, for the lowest set bit: "any bit set in the lower half?" picks it; the
+    index is all ones when no bit is set."""
+    if len(bits) == 1:
+        return bits[0], None
+    half = len(bits) // 2
+    any_low, index_low = _lowest_set(bits[:half])
+    any_high, index_high = _lowest_set(bits[half:])
+    index = ~any_low if index_low is None else Cat(Mux(any_low, index_low, index_high), ~any_low)
+    return any_low | any_high, index
+
+
+def lowest_set(value, width):
+    """Migen statements list + (index, any): index of the lowest set bit of `value` (0 when no
+    bit is set) and whether any is, a balanced tree (_lowest_set)."""
+    index, found = Signal(max=max(width, 2)), Signal()
+    any_set, tree_index = _lowest_set(_padded(value, width))
+    if tree_index is None:
+        return (index, found), [index.eq(0), found.eq(any_set)]
+    return (index, found), [found.eq(any_set), index.eq(Mux(any_set, tree_index, 0))]
+
+
+def ones_to_highest(value, result):
+    """Migen statements: `result` (as wide as `value`) gets ones from bit 0 up to `value`'s highest
+    set bit (0 for 0). Bit i is "any bit of value from i up", a few LUTs deep, where a chain of
+    priority Ifs (one per bit) is as deep as it is long."""
+    return [result[i].eq(value[i:] != 0) for i in range(len(value))]
 
 
 class Log2Histogram(LiteXModule):
@@ -76,11 +126,14 @@ class Log2Histogram(LiteXModule):
         self.comb += stmts
         clamped = Signal(max=buckets)
         self.comb += If(index >= buckets, clamped.eq(buckets - 1)).Else(clamped.eq(index))
+        # Each bucket increments itself when chosen (the same counts as one shared incrementer
+        # behind a `buckets`-wide mux, which would put that mux and the carry chain on the path
+        # from `value`; this also takes fewer LUTs than the mux and its write-back).
         self.sync += [
             If(self.clear,
                 *[c.eq(0) for c in counters]
             ).Elif(self.add,
-                counters[clamped].eq(counters[clamped] + 1)
+                *[If(clamped == i, c.eq(c + 1)) for i, c in enumerate(counters)]
             )
         ]
         self.comb += count.status.eq(counters[select.storage[:len(clamped)]])

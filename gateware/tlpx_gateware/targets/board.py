@@ -94,6 +94,13 @@ class Board:
         """The family's LitePCIe PHY on `pads`, configured for this board, seen as SimPHY is
         (targets/phy.py). The hard-IP testbench (targets/hardip) gives pads and a PHY class
         of its own (the UltraScale PHY with the hard IP left out)."""
+        vendor = self.vendor_phy(platform, pads, data_width, clock_hz, bar0_size, phy_class)
+        return HardwarePHY(vendor, widen_requests=widens_requests(self))
+
+    def vendor_phy(self, platform, pads, data_width, clock_hz, bar0_size, phy_class=None):
+        """The family's LitePCIe PHY itself (S7PCIEPHY, USPCIEPHY) on `pads`, configured for this
+        board and crossing to the card's clock (`sys`). make_phy wraps it for the card; the
+        timing proxy's LitePCIe reference (targets/timing.py) uses it as LiteX does."""
         if self.family not in FAMILIES:
             raise ValueError(f"board {self.name}: unknown FPGA family {self.family!r} (one of {', '.join(FAMILIES)})")
         if clock_hz < pcie_user_clock_hz(self):
@@ -108,7 +115,7 @@ class Board:
             vendor.update_config(pcie3_ultrascale_config(self, bar0_size))
         if vendor.nlanes != self.lanes:
             raise ValueError(f"board {self.name}: {self.pcie_pads} has {vendor.nlanes} lanes, not {self.lanes}")
-        return HardwarePHY(vendor, widen_requests=widens_requests(self))
+        return vendor
 
 
 def widens_requests(board):

@@ -10,6 +10,10 @@ are the signals it drives that the rest of the card reads. So a block's figures 
 adds to the card; the CSR bank (storage registers and the bus decoder) is counted once, in
 "card minus PHY". The rule-30 core is the Amaranth core's own Verilog (top tlpx_rule30).
 Yosys estimates, not Vivado's: see the notes written into the report.
+
+The report's last section, the deepest logic path per clock domain of each board's card beside
+LitePCIe's own design on the same board (a timing proxy), comes from targets/timing.py, run in
+the same pool (--boards).
 """
 
 import argparse
@@ -180,7 +184,7 @@ ROWS = [b[0] for b in BLOCKS] + [RULE30_CORE, CARD]
 ROW_TEXT = {**{b[0]: b[2] for b in BLOCKS}, **ROW_NOTES}
 
 
-def report(results, widths, version, command):
+def report(results, widths, version, command, timing_lines=()):
     lines = [
         "# Resource estimates (Yosys, 7-series)",
         "",
@@ -236,9 +240,12 @@ def report(results, widths, version, command):
         "64 bits is the simulator's default card, 128 bits the boards' (`make bitstream BOARD=list`);",
         "the simulator also builds 256 bits. The whole card takes Yosys 4 to 10 minutes per width on",
         "the 2-core machines here (two rows at a time; the Yosys time column says how long this run",
-        "took); `make resources` 10 to 17 minutes.",
+        "took); these rows take `make resources` 10 to 17 minutes. The boards' timing proxy (the",
+        "last section) adds about 1.5 hours the first time (one board's card at a time, 15 to 27",
+        "minutes each) and a few minutes per board while build/timing's netlists are reused.",
         "",
     ]
+    lines += list(timing_lines)
     return "\n".join(lines)
 
 
@@ -248,6 +255,12 @@ def main(argv=None):
     parser.add_argument("--output", required=True, help="the Markdown report to write (docs/resources.md)")
     parser.add_argument("--data-widths", default="64,128", help="comma-separated: 64, 128, 256")
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {', '.join(ROWS)}")
+    parser.add_argument("--boards", default="all",
+                        help="the boards whose cards' deepest paths are measured (targets/timing.py): "
+                             "comma-separated, 'all' or 'none'")
+    parser.add_argument("--timing-dir", default="build/timing",
+                        help="the boards' designs, Yosys logs and netlists (about 100 MB a card); a rerun reuses "
+                             "a netlist whose inputs have not changed (targets/timing.py synthesize)")
     parser.add_argument("--jobs", type=int, default=2, help="parallel Yosys runs")
     parser.add_argument("--workdir", help="keep the Verilog and Yosys outputs here (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -262,39 +275,73 @@ def main(argv=None):
     bad = [r for r in rows if r not in ROWS]
     if bad:
         parser.error(f"--rows: unknown row {bad[0]!r}; rows are {', '.join(ROWS)}")
+    from tlpx_gateware.targets import BOARDS, board_names
+    from tlpx_gateware.targets import timing
+    boards = board_names() if args.boards == "all" else [] if args.boards == "none" else args.boards.split(",")
+    bad = [b for b in boards if b not in BOARDS]
+    if bad:
+        parser.error(f"--boards: unknown board {bad[0]!r}; boards are {', '.join(board_names())}")
 
     version = yosys_version()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.workdir or tmp)
+        timing_dir = Path(args.timing_dir).absolute()
         results = {}
         # One fresh process per row: Migen numbers signals with a process-wide counter, and the
         # order it emits statements in (hence Yosys' result, by a few LUTs) would otherwise
         # depend on which rows a worker ran before.
+        timing_results = {}
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1,
                 mp_context=multiprocessing.get_context("spawn")) as pool:
-            # The longest first (the whole card, the generator), so that the two cores stay busy.
+            # The longest first (the boards' whole cards, the simulated whole card, the
+            # generator), so that the two cores stay busy to the end.
             slow_first = sorted(rows, key=lambda r: (r != CARD, r != "generator"))
-            futures = {pool.submit(run_row, row, w, workdir): (row, w) for row in slow_first for w in widths}
+            boards_by_size = sorted(boards, key=lambda b: (-BOARDS[b].data_width, b))
+            tasks = [(("timing", b, "tlpx"), timing.run, (b, "tlpx", timing_dir)) for b in boards_by_size[:1]]
+            tasks += [((row, w), run_row, (row, w, workdir)) for row in slow_first[:1] for w in widths]
+            tasks += [(("timing", b, "tlpx"), timing.run, (b, "tlpx", timing_dir)) for b in boards_by_size[1:]]
+            tasks += [((row, w), run_row, (row, w, workdir)) for row in slow_first[1:] for w in widths]
+            tasks += [(("timing", b, "litepcie"), timing.run, (b, "litepcie", timing_dir)) for b in boards_by_size]
+            futures = {pool.submit(fn, *a): key for key, fn, a in tasks}
             for future in concurrent.futures.as_completed(futures):
-                row, w = futures[future]
+                key = futures[future]
                 try:
                     r = future.result()
                 except Exception as e:  # a failed row is reported, with Yosys' message
-                    print(f"resources: error: {row} at {w} bits: {e}", file=sys.stderr)
+                    print(f"resources: error: {' '.join(map(str, key))}: {e}", file=sys.stderr)
                     pool.shutdown(wait=True, cancel_futures=True)
                     return 1
-                results[(row, w)] = r
+                if key[0] == "timing":
+                    timing_results[key[1:]] = r
+                    deepest = {d["domain"]: d["by_lut"] for d in r["domains"] if d["by_lut"]}
+                    print(f"resources: timing {key[1]:9} {key[2]:9} {r['seconds']:6.1f} s  " +
+                          " ".join(f"{n}={p['lut'] + p['muxf']}L+{p['carry']}C" for n, p in sorted(deepest.items())),
+                          flush=True)
+                    continue
+                results[key] = r
+                row, w = key
                 print(f"resources: {row:13} dw{w:<4} {r['seconds']:6.1f} s  " +
                       " ".join(f"{k}={v}" for k, v in r["cells"].items() if v), flush=True)
         (workdir / "results.json").write_text(json.dumps(
             [results[k] for k in sorted(results)], indent=1) + "\n")
+        (workdir / "timing.json").write_text(json.dumps(
+            [timing_results[k] for k in sorted(timing_results)], indent=1) + "\n")
     if set(rows) != set(ROWS):
         print("resources: subset of rows: report not written", file=sys.stderr)
         return 0
     command = "PYTHONHASHSEED=0 python -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths " + \
-        ",".join(map(str, widths))
-    Path(args.output).write_text(report(results, widths, version, command))
+        ",".join(map(str, widths)) + ("" if set(boards) == set(BOARDS) else " --boards " + ",".join(boards))
+    # A subset of boards (--boards) is reported as such: the others are named as not measured.
+    timing_lines, unexplained = timing.report_section(timing_results, [b for b in board_names() if b in boards],
+                                                      {b: BOARDS[b].title for b in BOARDS},
+                                                      unmeasured=[b for b in board_names() if b not in boards])
+    Path(args.output).write_text(report(results, widths, version, command, timing_lines))
     print(f"resources: wrote {args.output}")
+    if unexplained:
+        # Not an error: the proxy's figures are for a reader to judge (docs/resources.md lists them).
+        print(f"resources: note: {unexplained} group(s) of tlpx registers deeper than LitePCIe's deepest in "
+              f"sys or pcie with no reason recorded (targets/timing.py REASONS; docs/resources.md lists them)",
+              file=sys.stderr)
     return 0
 
 

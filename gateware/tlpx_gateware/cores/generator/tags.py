@@ -14,6 +14,8 @@ from migen import *
 from litex.gen import *
 from litex.soc.interconnect import stream
 
+from tlpx_gateware.cores.common import lowest_set
+
 
 def cpl_port_layout(tags):
     """The completion checker's port into the tag table (the checker is the master)."""
@@ -84,9 +86,12 @@ class TagTable(LiteXModule):
         req_bytes  = Array(Signal(13, name=f"req_bytes{i}") for i in range(tags))
 
         any_free = Signal(name="any_free")
+        # The lowest free tag by a balanced tree (cores/common.py lowest_set), not a chain of
+        # `tags` priority Ifs: the same tag, log2(tags) muxes deep (docs/resources.md).
+        (lowest_free, found), statements = lowest_set(~busy, tags)
+        self.comb += statements
         self.comb += [
-            self.free_tag.eq(0), any_free.eq(0),
-            *[If(~busy[i], self.free_tag.eq(i), any_free.eq(1)) for i in reversed(range(tags))],
+            self.free_tag.eq(lowest_free), any_free.eq(found),
             self.can_issue.eq(any_free & (self.outstanding < self.max_outstanding)),
         ]
         self.comb += [

@@ -34,7 +34,7 @@ from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
 
-from tlpx_gateware.cores.common import Log2Histogram
+from tlpx_gateware.cores.common import Log2Histogram, ones_to_highest
 from tlpx_gateware.cores.isolate import OUTPUT_LAG
 from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.ring import RECORD_DWS, RecordRingWriter, record_layout
@@ -155,8 +155,11 @@ class IrqTimer(LiteXModule):
         span = Signal(32)
         mask = Signal(32)
         self.comb += span.eq(self.max_interval.storage - self.min_interval.storage)
-        mask_bits = [mask.eq(0)] + [If(span[i], mask.eq((1 << (i + 1)) - 1)) for i in range(32)]
-        self.comb += mask_bits
+        # mask: ones from bit 0 up to span's highest set bit, i.e. bit i set when any bit of
+        # span from i up is: each bit an OR of span's upper bits, a few LUTs deep, rather than a
+        # chain of 32 priority Ifs (the card's deepest path at 250 MHz ran through it:
+        # docs/resources.md).
+        self.comb += ones_to_highest(span, mask)
         draw = Signal(32)
         draw_ok = Signal()
         self.comb += [

@@ -1,0 +1,74 @@
+"""The timing proxy's runner (targets/timing.py) without a card: its reuse of a netlist whose
+inputs have not changed (a tiny design through the real Yosys), and its comparison and report
+on hand-written results (the figures `make resources` writes into docs/resources.md)."""
+
+from tlpx_gateware.targets import timing
+
+TINY = ("module tlpx_card(input sys_clk, input [7:0] a, output reg [7:0] q);\n"
+        "  reg [7:0] r; always @(posedge sys_clk) begin r <= a; q <= q + r; end\nendmodule\n")
+NO_VENDOR = {"files": [], "tops": {}}
+
+
+def test_a_netlist_of_the_same_inputs_is_reused_and_a_changed_design_is_not(tmp_path):
+    first = timing.synthesize({"tlpx_card.v": TINY}, NO_VENDOR, "xc7", tmp_path)
+    log = tmp_path / "yosys.log"
+    stamp = log.stat().st_mtime_ns
+    again = timing.synthesize({"tlpx_card.v": TINY}, NO_VENDOR, "xc7", tmp_path)
+    assert log.stat().st_mtime_ns == stamp, "Yosys ran again on the same inputs"
+    assert again[1] == first[1] and again[1].get("CARRY4") == 2 and again[4] == first[4]
+    # LiteX's header (date, commit) and module tree are comments: another date is the same design.
+    dated = "// Date       : 2026-11-28 15:06:34\n/*\n└─── crg (BoardCRG)\n*/\n" + TINY
+    timing.synthesize({"tlpx_card.v": dated}, NO_VENDOR, "xc7", tmp_path)
+    assert log.stat().st_mtime_ns == stamp, "Yosys ran again on a design that differs in its comments"
+    # Another design (a 16-bit accumulator) in the same folder: synthesised again.
+    changed = timing.synthesize({"tlpx_card.v": TINY.replace("[7:0]", "[15:0]")}, NO_VENDOR, "xc7", tmp_path)
+    assert log.stat().st_mtime_ns != stamp and changed[1].get("CARRY4") == 4
+    # The other family is another flow: not the same inputs either.
+    assert timing._inputs_digest({"tlpx_card.v": TINY}, "xcu") != timing._inputs_digest({"tlpx_card.v": TINY}, "xc7")
+
+
+def _path(lut, carry, start, end):
+    return {"lut": lut, "muxf": 0, "carry": carry, "start": start, "end": end, "end_pin": "D", "cells": []}
+
+
+def _result(variant, sys_paths, pcie_path, other=None):
+    def domain(name, hz, paths):
+        by_lut = [dict(p, register=p["end"]) for p in paths]
+        by_levels = sorted(by_lut, key=lambda p: -(p["lut"] + p["carry"]))
+        return {"domain": name, "aliases": [], "hz": hz, "elements": 10, "endpoints": len(paths),
+                "by_lut": paths[0], "by_levels": by_levels[0],
+                "by_lut_registers": by_lut, "by_levels_registers": by_levels}
+    domains = [domain("sys", 250e6, sys_paths), domain("pcie", 250e6, [pcie_path])]
+    if other:
+        domains.append(domain(other, None, [_path(1, 0, "x", "y")]))
+    return {"board": "b", "variant": variant, "family": "xc7", "part": "xc7k325t", "data_width": 128,
+            "clock_hz": 250e6, "luts": 100, "ffs": 100, "seconds": 60.0, "yosys_seconds": 60.0,
+            "blackboxes": [], "multiple_drivers": [], "domains": domains}
+
+
+def test_registers_deeper_than_litepcie_are_grouped_and_counted():
+    tlpx = _result("tlpx", [_path(12, 0, "a", "hist_bucket0"), _path(11, 0, "a", "hist_bucket1"),
+                            _path(10, 9, "b", "timer"), _path(9, 0, "c", "fine")],
+                   _path(5, 0, "p", "q"), other="crg_clkin")
+    ref = _result("litepcie", [_path(9, 0, "w", "bank_dat_r"), _path(7, 5, "l", "payload_we")],
+                  _path(5, 0, "p", "q"))
+    results = {("b", "tlpx"): tlpx, ("b", "litepcie"): ref}
+    deeper = timing.compare(results, ["b"])
+    # By LUT levels: the two buckets and the timer (10 > 9); `fine` ties LitePCIe's 9 and pcie ties.
+    assert [r["register"] for r, _ in deeper[("b", "sys", "by_lut")]] == ["hist_bucket0", "hist_bucket1", "timer"]
+    # By all levels (LitePCIe's 12, 7 of them LUTs): the timer's 19, and bucket0's 12 with more LUT
+    # levels (the tie-break); bucket1's 11 is not deeper.
+    assert [r["register"] for r, _ in deeper[("b", "sys", "by_levels")]] == ["timer", "hist_bucket0"]
+    assert ("b", "pcie", "by_lut") not in deeper
+    lines, unexplained = timing.report_section(results, ["b"], {"b": "A board"})
+    text = "\n".join(lines)
+    assert "| sys | 250 MHz | LUT levels | **12** (12 LUT + 0 carry): `a` → `hist_bucket0` (D) | **9**" in text
+    assert "| `hist_bucket#` (D) | 2 | 12 LUT + 0 carry | `a` |" in text
+    assert "`crg_clkin`" in text
+    assert unexplained == 4   # groups: the buckets and the timer, by each figure
+    timing.REASONS.append(("sys", r"timer", "a test's reason"))
+    try:
+        lines, unexplained = timing.report_section(results, ["b"], {"b": "A board"})
+    finally:
+        timing.REASONS.pop()
+    assert unexplained == 2 and "a test's reason" in "\n".join(lines)
