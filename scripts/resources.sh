@@ -4,7 +4,7 @@
 # board's card beside LitePCIe's own design on the same board (targets/timing.py: the timing
 # proxy) -> docs/resources.md. On the shared 2-core machines here: about 2 hours the first time
 # (Yosys takes 15 to 27 minutes per board's card, LitePCIe's designs 1 to 2), then about
-# 30 minutes while build/timing's netlists are reused (the block rows and the walks).
+# 50 minutes while build/timing's netlists are reused (49 min for the block rows and two boards' walks).
 # Extra arguments go to the Python tool (e.g. --jobs 4, --workdir build/resources, --boards none).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
