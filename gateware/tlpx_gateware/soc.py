@@ -51,12 +51,13 @@ from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, _CompoundCSR
 
 from litepcie.common import phy_layout
-from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
+from litepcie.core import LitePCIeEndpoint
 from litepcie.frontend.dma import LitePCIeDMA
 
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
+from tlpx_gateware.cores.msi import TlpxMSI
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
 from tlpx_gateware.cores.irq_timer import core as irq_timer_core
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
@@ -113,12 +114,38 @@ assert MSI_SOURCES.index("slot") == SLOT_MSI_INDEX
 # MSI mask).
 MSI_ENABLED_AT_RESET = ["slot"]
 
+# The card's requester tags: every block that sends requests stamps its own tags into them,
+# posted writes included (whose tag PCIe leaves unused), so that the spy names the block of
+# every TLP the card sends, and the completion dispatcher routes completions by them.
+# LitePCIe's DMA takes tags 0..LITEPCIE_TAGS-1 for its reads (its tag queue, one per pending
+# request) and stamps 32 into its writes (litepcie/tlp/controller.py, SEND-WRITE-REQ).
+LITEPCIE_TAGS = 8           # = LitePCIeEndpoint's max_pending_requests below
+LITEPCIE_WRITE_TAG = 32
+CARD_TAGS = {               # block: (first, last), inclusive
+    "litepcie":       (0, LITEPCIE_TAGS - 1),
+    "litepcie_write": (LITEPCIE_WRITE_TAG, LITEPCIE_WRITE_TAG),
+    "generator":      (TAG_BASE, FLUSH_TAG),
+    "rt_loop":        (LOOP_TAG, LOOP_TAG),
+    "slot":           (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
+    "spy":            (spy_core.RING_TAG, spy_core.RING_TAG),
+    "irq_timer":      (irq_timer_core.RING_TAG, irq_timer_core.RING_TAG),
+}
+for _a, (_lo, _hi) in CARD_TAGS.items():
+    assert 0 <= _lo <= _hi <= 255, (_a, _lo, _hi)
+    for _b, (_lo2, _hi2) in CARD_TAGS.items():
+        assert _a == _b or _hi < _lo2 or _hi2 < _lo, f"the card's tags of {_a} and {_b} overlap"
+
 # Constants of tlpx's blocks that the host and the firmware need, exported into csr.json's
 # constants (gateware/tools/gen_regs.py makes them tlpx_regs::constants and TLPX_CONST_* of the
 # firmware's header; it takes them from here when a card was built before one was exported).
 BLOCK_CONSTANTS = {
     "GENERATOR_TAG_BASE":           TAG_BASE,
     "GENERATOR_TAGS":               TAGS,
+    "GENERATOR_FLUSH_TAG":          FLUSH_TAG,
+    "SPY_RING_TAG":                 spy_core.RING_TAG,
+    "IRQ_TIMER_RING_TAG":           irq_timer_core.RING_TAG,
+    "LITEPCIE_TAGS":                LITEPCIE_TAGS,
+    "LITEPCIE_WRITE_TAG":           LITEPCIE_WRITE_TAG,
     "GENERATOR_MAX_TRANSFER_BYTES": generator_core.MAX_TRANSFER_BYTES,
     "GENERATOR_HISTOGRAM_BUCKETS":  generator_core.HISTOGRAM_BUCKETS,
     "GENERATOR_SAMPLE_FIFO_DEPTH":  generator_core.SAMPLE_FIFO_DEPTH,
@@ -258,7 +285,7 @@ class TlpxCard(SoCMini):
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
             features   = ["request_path", "msi", "dma_loopback"]
-                         + (["generator", "spy", "irq_timer", "rt_loop"] if tlpx_blocks else [])
+                         + (["generator", "spy", "irq_timer", "rt_loop", "slot"] if tlpx_blocks else [])
                          + (["rule30"] if rule30_in_slot else [])
                          + (["cpu"] if with_cpu else []),
             data_width = data_width,
@@ -267,6 +294,7 @@ class TlpxCard(SoCMini):
         )
         # Free-running: on the card clock (also while the core's clock is gated).
         self.timebase = ClockDomainsRenamer(self.base_domain)(Timebase())
+        self.comb += self.ident.cycles.eq(self.timebase.cycles)
         self.add_constant("IDENT_MAGIC", MAGIC)
         self.add_constant("IDENT_VERSION_MAJOR", VERSION_MAJOR)
         self.add_constant("IDENT_VERSION_MINOR", VERSION_MINOR)
@@ -276,7 +304,7 @@ class TlpxCard(SoCMini):
         self.pcie_endpoint = endpoint = LitePCIeEndpoint(endpoint_phy,
             endianness           = phy.endianness,
             address_width        = 32,
-            max_pending_requests = 8,
+            max_pending_requests = LITEPCIE_TAGS,
         )
         if tlpx_blocks:
             dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, slot_user, dut_map_hash)
@@ -294,7 +322,8 @@ class TlpxCard(SoCMini):
             relocation=(user.window_bytes, SLOT_WINDOW_BASE, RELOCATED_TLPX_BASE)
                        if user is not None and user.placement == "bar0" else None,
             tx_sources=tx_sources,
-            completion_dispatcher=dispatcher)
+            completion_dispatcher=dispatcher,
+            cycles=self.timebase.cycles)
         self.bus.add_master(name="request_path", master=self.request_path.bus)
         if tlpx_blocks:
             # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
@@ -329,8 +358,9 @@ class TlpxCard(SoCMini):
             self.add_constant("CPU_SRAM_SIZE", CPU_SRAM_SIZE)
 
         # MSI ------------------------------------------------------------------------------------
-        self.pcie_msi = msi = LitePCIeMSI(width=32)
-        msi.enable.storage.reset = Constant(sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET), 32)
+        # Per-source enable set/clear (cores/msi.py): no driver turns off another's source.
+        self.pcie_msi = msi = TlpxMSI(self.timebase.cycles, width=32,
+            enabled_at_reset=sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET))
         self.comb += msi.source.connect(phy.msi)
         if hasattr(self, "spy"):
             # The sources the spy's MSI records carry: the MSI block's vector as the MSI goes.
@@ -418,6 +448,7 @@ class TlpxCard(SoCMini):
         user = getattr(self, "slot_user_in_slot", None)
         if user is not None:
             terms += slot_core_activity(user)                       # the slot user's
+            terms.append(self.slot.lease.held)                      # the slot's lease counts down in the core
         if hasattr(self, "cpu_ctrl"):
             terms += [
                 self.cpu_ctrl.clock_on,                             # the CPU runs (or settles)
@@ -473,7 +504,10 @@ class TlpxCard(SoCMini):
             self.comb += dispatcher.slot.connect(user.cpl)
         else:
             self.comb += dispatcher.slot.ready.eq(1)  # completions for a user that sends no requests
-        self.slot = SlotBlock(user, irq=user.irq, counters=user.counters, dut_map_hash=dut_map_hash)
+        self.slot = SlotBlock(user, irq=user.irq, counters=user.counters, busy=user.busy, cycles=self.timebase.cycles,
+            clock_hz=clock_hz, dut_map_hash=dut_map_hash)
+        if getattr(user, "fence", None) is not None:
+            self.comb += user.fence.eq(self.slot.fenced)
         # Verilog files beside the card's (file name -> text): tlpx_gateware.build writes them
         # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
         self.verilog_sources.update(user.verilog_sources)

@@ -661,7 +661,7 @@ class RequestPath(LiteXModule):
     completions first and passes LitePCIe's on.
     """
     def __init__(self, phy, endpoint_phy, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32,
-                 tx_sources=(), completion_dispatcher=None, relocation=None):
+                 tx_sources=(), completion_dispatcher=None, relocation=None, cycles=None):
         dw = phy.data_width
         self.router     = router     = RequestRouter(dw)
         self.serializer = serializer = DWSerializer(dw)
@@ -681,3 +681,13 @@ class RequestPath(LiteXModule):
             self.comb += completion_dispatcher.other.connect(endpoint_phy.source)
         self.arbiter = Arbiter([endpoint_phy.sink, gatherer.source, *tx_sources], phy.sink)
         add_counters(self, processor)
+
+        # The card's stamp of the last memory write the host sent, as it entered the request path
+        # (its first beat out of the PHY): with pcie_msi.msi_cycle, the card's part of a
+        # software interrupt's latency, from the trigger write at the card to the MSI request.
+        if cycles is not None:
+            self.last_write_cycle = CSRStatus(64, description="Card cycle (timebase) at which the last memory write request (MWr) from the host entered the card (its first beat out of the PHY).")
+            req = router.requests
+            dw0 = req.dat[:32]
+            self.sync += If(req.valid & req.ready & req.first & dw0[30] & (dw0[24:29] == 0),
+                self.last_write_cycle.status.eq(cycles))
