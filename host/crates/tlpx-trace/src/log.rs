@@ -62,7 +62,8 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
     };
     let dir = record.direction().map(|d| d.name()).unwrap_or("?");
     // The block a card request (and its completion) belongs to, by tag: `  [generator]`.
-    let source = names.and_then(|n| n.source(record)).map_or_else(String::new, |s| format!("  [{s}]"));
+    // The host's own requests are named by the register they hit: no `[host]` on each line.
+    let source = names.and_then(|n| n.source(record)).filter(|s| s != "host").map_or_else(String::new, |s| format!("  [{s}]"));
     let (target, len, dur, lat, suffix) = match &record.body {
         Body::Request(r) => {
             let suffix = names.and_then(|n| n.name(record)).map_or_else(String::new, |name| format!("  {name}")) + &source;
