@@ -13,7 +13,7 @@ use tlpx_sim_protocol::{read_frame, DmaFaults, FrameError, HelloInfo, HostTime, 
 use crate::card::{built_library_path, env_library, CardLibrary};
 use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
 use crate::datapath::{choose_data_width, datapath_warning, default_lanes};
-use crate::engine::{EngineParams, Event, Sim};
+use crate::engine::{Credits, EngineParams, Event, Sim};
 use crate::hostmem::HostMemory;
 use crate::rundir::{EntryKind, RewrittenFile, RuntimeDir};
 
@@ -244,18 +244,24 @@ fn spawn_acceptor(listener: UnixListener, tx: Sender<Event>, quiet: bool) {
             let id = next_id;
             next_id += 1;
             let Ok(writer) = stream.try_clone() else { continue };
-            if tx.send(Event::Connected { id, writer }).is_err() {
+            let credits = Credits::new();
+            if tx.send(Event::Connected { id, writer, credits: Some(credits.clone()) }).is_err() {
                 return;
             }
             let tx = tx.clone();
-            std::thread::spawn(move || read_client(id, stream, tx, quiet));
+            std::thread::spawn(move || read_client(id, stream, tx, &credits, quiet));
         }
     });
 }
 
-fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, quiet: bool) {
+/// Reads a client's requests for the sim thread, each after a credit (engine::Credits): a
+/// client whose requests the sim has not executed yet waits in its own socket.
+fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, credits: &Credits, quiet: bool) {
     let mut reader = BufReader::with_capacity(64 * 1024, &stream);
     loop {
+        if !credits.acquire() {
+            return; // the sim closed the client
+        }
         match read_frame::<_, Request>(&mut reader) {
             Ok(request) => {
                 let at = std::time::Instant::now();

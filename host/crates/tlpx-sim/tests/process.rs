@@ -331,3 +331,78 @@ fn without_data_width_the_smallest_card_that_keeps_up_is_chosen() {
         assert!(!err.contains("error"), "{args:?}: {err}");
     }
 }
+
+/// A client that sends large frames behind a request that blocks (an `Advance` of a second
+/// of card time) is held back in its own socket: the sim reads at most its credits' worth
+/// of its requests (engine::CLIENT_REQUESTS_IN_FLIGHT), so the client's sends stop long
+/// before what it tries to send (the sim used to read them all into memory: 1 MiB frames took
+/// it from 18 MiB to 2 GiB), and another client is served meanwhile.
+#[test]
+fn a_client_flooding_behind_a_blocked_request_waits_in_its_own_socket() {
+    use std::os::unix::io::AsRawFd;
+    let sim = Sim::start(&[]);
+    let mut flood = raw_hello(&sim, "flood");
+    send(&mut flood, &Request::Advance { cycles: 125_000_000 });
+    flood.set_nonblocking(true).unwrap();
+    let mut frame = Vec::new();
+    // A config write of 1 MiB - 64 bytes: a frame just under the protocol's limit.
+    encode_frame(&Request::ConfigWrite { offset: 0, data: vec![0; (1 << 20) - 64] }, &mut frame).unwrap();
+    let limit: u64 = 512 << 20;
+    let mut sent = 0u64;
+    let mut pos = 0usize;
+    let held_back = loop {
+        match flood.write(&frame[pos..]) {
+            Ok(n) => {
+                sent += n as u64;
+                pos = (pos + n) % frame.len();
+                if sent >= limit {
+                    break false;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Full: the sim may only be busy decoding; held back when it stays full.
+                let mut pfd = libc::pollfd { fd: flood.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: poll on one pollfd of this test's own socket.
+                if unsafe { libc::poll(&mut pfd, 1, 3000) } == 0 {
+                    break true;
+                }
+            }
+            Err(e) => panic!("sending: {e}"),
+        }
+    };
+    assert!(held_back, "the sim read {sent} bytes of one client's requests without executing them");
+    assert!(sent < 64 << 20, "held back only after {sent} bytes");
+    // Another client is served while the first waits.
+    let mut other = sim.connect();
+    other.bar_write(0, SCRATCH, Width::W32, 0x1234).unwrap();
+    assert_eq!(other.bar_read(0, SCRATCH, Width::W32).unwrap(), 0x1234);
+    let s = other.stats().unwrap();
+    assert!(s.clients.iter().any(|c| c.connected && c.name == "flood"), "the flooding client is held back, not disconnected");
+}
+
+/// A client that does not read its replies keeps them in the sim (up to a bound) while the
+/// sim serves the others, and gets every one once it reads: the sim used to block on its
+/// socket (the other clients stalled for the 5 s write timeout) and then drop it.
+#[test]
+fn a_client_that_does_not_read_its_replies_stalls_no_other_and_gets_them_all() {
+    let sim = Sim::start(&[]);
+    let mut slow = raw_hello(&sim, "slow reader");
+    // 4 KiB replies: the socket's buffer holds a few dozen, the sim's outbox a few more.
+    let n = 2000;
+    let mut writer = slow.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for _ in 0..n {
+            send(&mut writer, &Request::ConfigRead { offset: 0, len: 4096 });
+        }
+    });
+    let mut other = sim.connect();
+    for i in 0..50u64 {
+        other.bar_write(0, SCRATCH, Width::W32, i).unwrap();
+        assert_eq!(other.bar_read(0, SCRATCH, Width::W32).unwrap(), i);
+    }
+    for i in 0..n {
+        let r: Reply = read_frame(&mut slow).unwrap_or_else(|e| panic!("reply {i} of {n}: {e}"));
+        assert!(matches!(r, Reply::ConfigData { ref data } if data.len() == 4096), "reply {i}: {r:?}");
+    }
+    sender.join().unwrap();
+}
