@@ -275,12 +275,7 @@ fn send_now(socket: &UnixStream, bytes: &[u8]) -> std::io::Result<usize> {
     while sent < bytes.len() {
         // SAFETY: send reads at most len bytes from the pointer, which points into `bytes`.
         let n = unsafe {
-            libc::send(
-                socket.as_raw_fd(),
-                bytes[sent..].as_ptr().cast(),
-                bytes.len() - sent,
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
+            libc::send(socket.as_raw_fd(), bytes[sent..].as_ptr().cast(), bytes.len() - sent, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
         };
         if n < 0 {
             let e = std::io::Error::last_os_error();

@@ -332,7 +332,11 @@ mod tests {
         assert_eq!(names.source(&read(constants::RT_LOOP_TAG)).as_deref(), Some("rt_loop"));
         assert_eq!(names.source(&read(constants::SLOT_TAG_BASE)).as_deref(), Some("pci_epf_test"));
         assert_eq!(names.source(&read(constants::SLOT_TAG_BASE + constants::SLOT_TAGS - 1)).as_deref(), Some("pci_epf_test"));
-        assert_ne!(names.source(&read(constants::SLOT_TAG_BASE + constants::SLOT_TAGS)).as_deref(), Some("pci_epf_test"), "past the slot's tags");
+        assert_ne!(
+            names.source(&read(constants::SLOT_TAG_BASE + constants::SLOT_TAGS)).as_deref(),
+            Some("pci_epf_test"),
+            "past the slot's tags"
+        );
         assert_eq!(Bar0Names::new(0).source(&read(constants::SLOT_TAG_BASE)).as_deref(), Some("rule30"), "the map's own DUT");
         // The completion answering it (down), not a host read's completion (up).
         let cpl = |dir| build::completion(0, dir, 0, 0x100, constants::SLOT_TAG_BASE as u8, 0, 4, 1, None, 1, true);

@@ -169,6 +169,32 @@ pub fn check_output_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `a` and `b` name the same file however they are spelt (`./x`, a hard or symbolic
+/// link): the same inode on the same device when both exist, else the same absolute path.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => match (std::path::absolute(a), std::path::absolute(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a == b,
+        },
+    }
+}
+
+/// Refuses an output (`out_flag` `out`) that is the file `other` (`other_flag`): an input it
+/// would destroy, or another output that would overwrite it.
+pub fn refuse_same_file(out_flag: &str, out: &Path, other_flag: &str, other: &Path) -> anyhow::Result<()> {
+    if same_file(out, other) {
+        bail!(
+            "{out_flag} {}: that is the file of {other_flag} ({}); writing one would destroy the other: give {out_flag} another name",
+            out.display(),
+            other.display()
+        );
+    }
+    Ok(())
+}
+
 /// [`check_output_file`] for an optional path.
 pub fn check_optional_output(flag: &str, path: Option<&Path>) -> anyhow::Result<()> {
     path.map_or(Ok(()), |p| check_output_file(flag, p))

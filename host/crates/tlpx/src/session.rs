@@ -116,6 +116,7 @@ impl Session {
                         Block::RtLoop => "the real-time loop (its DMA shares the link)",
                         Block::Rule30Batch => "the rule-30 accelerator's user (a batch's DMA shares the link)",
                         Block::Cpu => "a script on the card's CPU (it drives the card's blocks)",
+                        Block::Slot => "a session with the accelerator in the slot (its DMA shares the link)",
                     };
                     let text = format!("{what}, run by {}", owner.describe());
                     eprintln!("tlpx: note: this measurement is perturbed by {text}");

@@ -187,6 +187,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
         Action::Compile { source, output, disassemble } => {
+            crate::args::refuse_same_file("--output", output, "SOURCE", &source.file)?;
             let (file, result) = load(source)?;
             let program = match result {
                 Ok(p) => p,
@@ -389,6 +390,12 @@ fn run_on_card(
     device: &str,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    if let Some(out) = output {
+        crate::args::refuse_same_file("--output", out, "SOURCE", path)?;
+        if let Some(fw) = firmware {
+            crate::args::refuse_same_file("--output", out, "--firmware", fw)?;
+        }
+    }
     let sides = match parse_serve(serve) {
         Ok(s) => s,
         Err(e) => {
