@@ -118,12 +118,13 @@ MSI_ENABLED_AT_RESET = ["slot"]
 # posted writes included (whose tag PCIe leaves unused), so that the spy names the block of
 # every TLP the card sends, and the completion dispatcher routes completions by them.
 # LitePCIe's DMA takes tags 0..LITEPCIE_TAGS-1 for its reads (its tag queue, one per pending
-# request) and stamps 32 into its writes (litepcie/tlp/controller.py, SEND-WRITE-REQ).
+# request); its writer's requests go to a write-only crossbar port that stamps tag 0
+# (litepcie/frontend/dma.py, `port.source.tag.eq(0)`): inside the same range.
 LITEPCIE_TAGS = 8           # = LitePCIeEndpoint's max_pending_requests below
-LITEPCIE_WRITE_TAG = 32
+LITEPCIE_WRITE_TAG = 0
+assert LITEPCIE_WRITE_TAG < LITEPCIE_TAGS
 CARD_TAGS = {               # block: (first, last), inclusive
     "litepcie":       (0, LITEPCIE_TAGS - 1),
-    "litepcie_write": (LITEPCIE_WRITE_TAG, LITEPCIE_WRITE_TAG),
     "generator":      (TAG_BASE, FLUSH_TAG),
     "rt_loop":        (LOOP_TAG, LOOP_TAG),
     "slot":           (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),

@@ -5210,7 +5210,7 @@ pub mod constants {
     pub const IRQ_TIMER_HISTOGRAM_BUCKETS: u64 = 32;
     pub const IRQ_TIMER_RING_TAG: u64 = 203;
     pub const LITEPCIE_TAGS: u64 = 8;
-    pub const LITEPCIE_WRITE_TAG: u64 = 32;
+    pub const LITEPCIE_WRITE_TAG: u64 = 0;
     pub const MSI_GENERATOR: u64 = 3;
     pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;

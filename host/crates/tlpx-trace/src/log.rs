@@ -307,8 +307,9 @@ mod tests {
         let line = log_line_named(&rec, Some(&prev), 125_000_000, Some(&names));
         assert_eq!(line, format!("{}  spy.wr_index", log_line(&rec, Some(&prev), 125_000_000)));
         assert!(line.contains(&format!("0x{a:08x}")), "the address stays: {line}");
-        // The card's own write to host memory at the same address is not a register.
+        // The card's own write to host memory at the same address is not a register: only
+        // its source (tag 0: LitePCIe's DMA writer) follows it.
         let up = build::mem_write(0, Direction::Up, 150, 0x0100, 0, a, 1);
-        assert_eq!(log_line_named(&up, None, 125_000_000, Some(&names)), log_line(&up, None, 125_000_000));
+        assert_eq!(log_line_named(&up, None, 125_000_000, Some(&names)), format!("{}  [litepcie]", log_line(&up, None, 125_000_000)));
     }
 }

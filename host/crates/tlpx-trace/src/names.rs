@@ -237,7 +237,7 @@ enum TagOwner {
 
 /// Who owns a card tag of a write (`write`) or another request (the tag ranges the gateware
 /// exports: soc.CARD_TAGS). LitePCIe's DMA reads take tags 0..LITEPCIE_TAGS and its writes
-/// carry LITEPCIE_WRITE_TAG; the other blocks use one range for both.
+/// carry LITEPCIE_WRITE_TAG (in that range); the other blocks use one range for both.
 fn tag_owner(tag: u64, write: bool) -> Option<TagOwner> {
     let c = |lo: u64, n: u64| (lo..lo + n).contains(&tag);
     if (!write && c(0, constants::LITEPCIE_TAGS)) || (write && tag == constants::LITEPCIE_WRITE_TAG) {
@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(names.source(&read(0)).as_deref(), Some("litepcie"));
         assert_eq!(names.source(&read(constants::LITEPCIE_TAGS - 1)).as_deref(), Some("litepcie"));
         assert_eq!(names.source(&write(constants::LITEPCIE_WRITE_TAG)).as_deref(), Some("litepcie"));
-        assert_eq!(names.source(&write(0)), None, "a write with tag 0: a card from before the tags");
+        assert_eq!(names.source(&write(1)), None, "LitePCIe's writes carry one tag of its range");
         for (tag, block) in [
             (constants::GENERATOR_TAG_BASE, "generator"),
             (constants::GENERATOR_FLUSH_TAG, "generator"),

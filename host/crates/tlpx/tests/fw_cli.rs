@@ -19,11 +19,7 @@ use tlpx_script::FirmwareImage;
 use tlpx_testkit::SimProcess as Sim;
 
 mod common;
-use common::text;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
+use common::{repo_root, text};
 
 /// The firmware image; fails (does not skip) when the CPU card or the firmware is not built.
 fn firmware() -> PathBuf {
@@ -362,6 +358,41 @@ fn ctrl_c_stops_a_running_script_and_its_records_still_come() {
     let m = cpu.mailbox(&mut card).expect("mailbox");
     assert!(m.idle(), "{m:?}");
     assert_eq!(m.status, 7);
+}
+
+/// `fw stop`, `fw load`, `fw start` and `fw console` take the CPU's lease: while `script run`
+/// owns the CPU they are refused, naming it, and the script runs on undisturbed (before, they
+/// succeeded and the script died with a misleading error).
+#[test]
+fn fw_commands_are_refused_while_a_script_owns_the_cpu() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let script = sim.path("marks.tlpxs");
+    std::fs::write(&script, "loop 200 {\n    mark m\n    wait 50us\n}\n").expect("script");
+    let child = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")))
+        .args(["--device", &sim.selector(), "script", "run", path_str(&script)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tlpx");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut card = open_card(&sim);
+    let cpu = Cpu::open(&mut card).expect("a CPU");
+    while cpu.mailbox(&mut card).expect("mailbox").records_written < 3 {
+        assert!(std::time::Instant::now() < deadline, "the script did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let fw = path_str(&firmware()).to_owned();
+    for args in [vec!["fw", "stop"], vec!["fw", "load", &fw], vec!["fw", "start"], vec!["fw", "console"]] {
+        let out = tlpx(&sim.selector(), &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains("busy: the soft CPU is owned by PID") && err.contains(&child.id().to_string()), "{args:?}: {err}");
+    }
+    let out = child.wait_with_output().expect("tlpx ends");
+    assert_eq!(out.status.code(), Some(0), "the script ran to its end: {}{}", text(&out.stdout), text(&out.stderr));
+    // Free again: the commands run.
+    assert_eq!(tlpx(&sim.selector(), &["fw", "stop"]).status.code(), Some(0));
 }
 
 #[test]

@@ -173,6 +173,8 @@ fn check_msi(card: &mut Card) -> CheckResult {
     let bit = tlpx_regs::constants::MSI_SOFTWARE as u32;
     msi::clear_latched(card, bit)?;
     let found = msi::switch(card, bit, true)?;
+    // A read, so the writes above have reached the card: the figure is the trigger's alone.
+    card.read(pcie_msi::ENABLE)?;
     let mark = card.device().time_mark()?;
     // Both ends from the backend's one clock: on the simulator, card time (the posted trigger
     // write leaves when time next runs, i.e. from `before`); on hardware, the host's clock.
