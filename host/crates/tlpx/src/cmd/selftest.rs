@@ -193,31 +193,30 @@ fn check_msi(card: &mut Card) -> CheckResult {
         return Ok(Err(format!("no interrupt within 10 ms after the software trigger ({mode} time)")));
     };
     let vector = card.read(pcie_msi::VECTOR)?;
+    // The card's part, from its own stamps: the trigger write entering the card (its request
+    // path) to the MSI handed to the PCIe core. No host time is in it, whatever the time mode.
+    // Read before any further write (the request path stamps every host write).
+    let card_part = card.read(pcie_msi::MSI_CYCLE)?.wrapping_sub(card.read(request_path::LAST_WRITE_CYCLE)?);
     msi::clear_latched(card, bit)?;
     found.restore(card)?;
     if vector & (1 << bit) == 0 {
         return Ok(Err(format!("interrupt arrived but pcie_msi.vector is 0x{vector:x}")));
     }
-    // The card's part, from its own stamps: the trigger write acting on the card to the MSI
-    // handed to the PCIe core. No host time is in it, whatever the time mode.
-    let card_part = card.read(pcie_msi::MSI_CYCLE)?.wrapping_sub(card.read(ident::TRIGGER_CYCLE)?);
     let ns = after.saturating_sub(before);
-    let latency = match (card.device().clock_source(), mode) {
-        (ClockSource::SimulatedCard, TimeMode::Live) => {
-            let cycles = (ns as f64 * f64::from(card.identity().clock_hz) / 1e9).round();
-            format!(
-                "{cycles} card cycles ({ns} ns of card time) in live time: the simulator ran while this process woke up, so \
-                 the host's wake-up is in it"
-            )
-        }
-        (ClockSource::SimulatedCard, _) => {
+    let latency = match card.device().clock_source() {
+        ClockSource::SimulatedCard => {
             let cycles = (ns as f64 * f64::from(card.identity().clock_hz) / 1e9).round();
             format!("{cycles} card cycles ({ns} ns of card time, {mode} time)")
         }
-        (ClockSource::Host, _) => format!("{:.1} us of host time (CLOCK_MONOTONIC, includes the host's wake-up)", ns as f64 / 1e3),
+        ClockSource::Host => format!("{:.1} us of host time (CLOCK_MONOTONIC, includes the host's wake-up)", ns as f64 / 1e3),
+    };
+    let live = if mode == TimeMode::Live {
+        " (in live time the simulator ran while this process woke up: the host's wake-up is in that figure)"
+    } else {
+        ""
     };
     Ok(Ok(format!(
-        "MSI vector {} received {latency} after the trigger write was sent; the card's part (trigger write at the card \
+        "MSI vector {} received {latency} after the trigger write was sent{live}; the card's part (trigger write at the card \
          to MSI request, its own stamps): {card_part} cycles",
         irq.vector
     )))
