@@ -352,6 +352,43 @@ def test_throughput(width, capsys):
     assert rd_bpc > 2.0
 
 
+def copy_user(dut, src, dst, size, result, read_after=0, each_cycle=None):
+    """A user that streams rd_data into wr_data (pci_epf_test's COPY): the write requested
+    first, the read `read_after` cycles later; `each_cycle(bytes moved)`, a generator, runs in
+    every cycle. Ends at wr_done (the read's last DW went into the write before it); `result`
+    gets rd and wr (their error flags) and the cycles taken."""
+    yield dut.wr_req_valid.eq(1)
+    yield dut.wr_req_addr.eq(dst)
+    yield dut.wr_req_len.eq(size)
+    for _ in range(read_after):
+        yield
+    yield dut.rd_req_valid.eq(1)
+    yield dut.rd_req_addr.eq(src)
+    yield dut.rd_req_len.eq(size)
+    held, rd_end, wr_end, moved = None, None, None, 0
+    for cycle in range(30000):
+        yield dut.rd_ready.eq(held is None)
+        yield dut.wr_valid.eq(held is not None)
+        yield dut.wr_data.eq(held or 0)
+        yield
+        if each_cycle is not None:
+            yield from each_cycle(moved)
+        if (yield dut.rd_req_valid) and (yield dut.rd_req_ready):
+            yield dut.rd_req_valid.eq(0)
+        if (yield dut.wr_req_valid) and (yield dut.wr_req_ready):
+            yield dut.wr_req_valid.eq(0)
+        if (yield dut.wr_done):
+            wr_end = (yield dut.wr_error)
+            break
+        if held is not None and (yield dut.wr_ready):
+            held, moved = None, moved + 4
+        elif held is None and (yield dut.rd_valid):
+            held = (yield dut.rd_data)
+            if (yield dut.rd_last):
+                rd_end = (yield dut.rd_error)
+    result.update(rd=rd_end, wr=wr_end, cycles=cycle)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_copy_streams_reads_into_writes(width):
     """A user that streams rd_data into wr_data (pci_epf_test's COPY), the write requested first:
@@ -365,34 +402,7 @@ def test_copy_streams_reads_into_writes(width):
 
     def user():
         # The write first: its first MWr is ready to go before the first MRd is.
-        yield dut.wr_req_valid.eq(1)
-        yield dut.wr_req_addr.eq(dst)
-        yield dut.wr_req_len.eq(size)
-        for _ in range(10):
-            yield
-        yield dut.rd_req_valid.eq(1)
-        yield dut.rd_req_addr.eq(src)
-        yield dut.rd_req_len.eq(size)
-        held, rd_end, wr_end = None, None, None
-        for cycle in range(30000):
-            yield dut.rd_ready.eq(held is None)
-            yield dut.wr_valid.eq(held is not None)
-            yield dut.wr_data.eq(held or 0)
-            yield
-            if (yield dut.rd_req_valid) and (yield dut.rd_req_ready):
-                yield dut.rd_req_valid.eq(0)
-            if (yield dut.wr_req_valid) and (yield dut.wr_req_ready):
-                yield dut.wr_req_valid.eq(0)
-            if (yield dut.wr_done):
-                wr_end = (yield dut.wr_error)
-                break
-            if held is not None and (yield dut.wr_ready):
-                held = None
-            elif held is None and (yield dut.rd_valid):
-                held = (yield dut.rd_data)
-                if (yield dut.rd_last):
-                    rd_end = (yield dut.rd_error)
-        done.update(rd=rd_end, wr=wr_end, cycles=cycle)
+        yield from copy_user(dut, src, dst, size, done, read_after=10)
 
     run_simulation(dut, [user(), host.tx_gen(), host.cpl_gen()])
     assert done["rd"] == 0 and done["wr"] == 0, f"copy ended with {done}"
@@ -414,40 +424,20 @@ def test_fence_cuts_a_copy_short_and_refuses_until_lifted(width):
     done = []
     fenced_at = {}
 
-    def copy(fence_after_bytes=None):
-        yield dut.wr_req_valid.eq(1)
-        yield dut.wr_req_addr.eq(dst)
-        yield dut.wr_req_len.eq(size)
-        yield dut.rd_req_valid.eq(1)
-        yield dut.rd_req_addr.eq(src)
-        yield dut.rd_req_len.eq(size)
-        held, rd_end, wr_end, moved = None, None, None, 0
-        for _ in range(30000):
-            yield dut.rd_ready.eq(held is None)
-            yield dut.wr_valid.eq(held is not None)
-            yield dut.wr_data.eq(held or 0)
-            yield
-            if fence_after_bytes is not None and moved >= fence_after_bytes and not fenced_at:
+    def fence_after(limit):
+        def each_cycle(moved):
+            if moved >= limit and not fenced_at:
                 yield dut.fence.eq(1)
                 fenced_at.update(cycle=host.cycle, mwrs=len(host.mwrs), mrds=len(host.mrds))
-            if (yield dut.rd_req_valid) and (yield dut.rd_req_ready):
-                yield dut.rd_req_valid.eq(0)
-            if (yield dut.wr_req_valid) and (yield dut.wr_req_ready):
-                yield dut.wr_req_valid.eq(0)
-            if (yield dut.wr_done):
-                wr_end = (yield dut.wr_error)
-            if held is not None and (yield dut.wr_ready):
-                held, moved = None, moved + 4
-            elif held is None and (yield dut.rd_valid):
-                held = (yield dut.rd_data)
-                if (yield dut.rd_last):
-                    rd_end = (yield dut.rd_error)
-            if wr_end is not None and rd_end is not None and held is None:
-                break
-        done.append({"rd": rd_end, "wr": wr_end})
+        return each_cycle
+
+    def copy(each_cycle=None):
+        result = {}
+        yield from copy_user(dut, src, dst, size, result, each_cycle=each_cycle)
+        done.append({"rd": result["rd"], "wr": result["wr"]})
 
     def user():
-        yield from copy(fence_after_bytes=512)
+        yield from copy(fence_after(512))
         # Fenced: a new read is refused (filler, rd_error) and sends nothing.
         sent = len(host.mrds) + len(host.mwrs)
         result = {}

@@ -123,25 +123,10 @@ pub fn check_output_file(flag: &str, path: &Path) -> anyhow::Result<()> {
 /// or a socket by a regular file. A new name or a regular file is accepted.
 pub fn refuse_non_regular(flag: &str, path: &Path) -> anyhow::Result<()> {
     let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
-    let t = meta.file_type();
-    let kind = if t.is_file() {
+    if meta.is_file() {
         return Ok(());
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a folder"
-    } else {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() || t.is_block_device() {
-            "a device node"
-        } else if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        }
-    };
+    }
+    let kind = crate::input::kind(&meta);
     bail!(
         "{flag} {}: that is {kind}; tlpx writes a result by replacing the file (atomically), which would replace it: give a regular file or a new name (without {flag}, nothing is written)",
         path.display()

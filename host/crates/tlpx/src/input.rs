@@ -66,10 +66,15 @@ fn open_now(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// What a file that is not a regular one is, for messages: "a FIFO", "a character device".
-fn kind(meta: &std::fs::Metadata) -> &'static str {
+/// What a file that is not a regular one is, for messages: "a FIFO (named pipe)", "a
+/// character device", "a symbolic link" (for metadata that does not follow links).
+pub fn kind(meta: &std::fs::Metadata) -> &'static str {
     let t = meta.file_type();
-    if t.is_dir() {
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
         "a directory"
     } else if t.is_fifo() {
         "a FIFO (named pipe)"

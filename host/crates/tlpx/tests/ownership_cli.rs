@@ -258,7 +258,7 @@ fn a_result_never_replaces_a_symlink_or_a_device_node() {
     assert_eq!(std::fs::read_to_string(&target).expect("target"), "kept\n");
     let out = tlpx(&dev, &["bw", "--op", "read", "--sizes", "4096", "--count", "10", "--output", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("/dev/null: that is a device node"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("/dev/null: that is a character device"), "{}", text(&out.stderr));
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::metadata("/dev/null").expect("/dev/null").file_type().is_char_device());
 }
