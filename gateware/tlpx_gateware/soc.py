@@ -57,6 +57,7 @@ from litepcie.frontend.dma import LitePCIeDMA
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
+from tlpx_gateware.cores.ordering.core import MsiFence, RequestLedger, last_beats
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
 from tlpx_gateware.cores.irq_timer import core as irq_timer_core
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
@@ -78,6 +79,7 @@ from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.clocking import SimClocking, changed, core_enable_logic
 from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
+from tlpx_gateware.tlp import NONPOSTED_TAG_LIMIT
 
 DATA_WIDTHS = (64, 128, 256)
 DEFAULT_CLOCK_HZ = {64: 125e6, 128: 125e6, 256: 250e6}
@@ -99,6 +101,32 @@ CSR_MAP = {
     "dma_guard":    13,
     "slot":         14,
 }
+
+# The card's non-posted tags: LitePCIe's requester takes 0..LITEPCIE_PENDING_REQUESTS-1 (its tag
+# queue), each of tlpx's requesters a range of its own (completions are routed by it). All below
+# tlp.NONPOSTED_TAG_LIMIT, what the UltraScale hard IP can track.
+LITEPCIE_PENDING_REQUESTS = 8
+NONPOSTED_TAGS = {
+    "generator": (TAG_BASE, FLUSH_TAG),
+    "rt_loop":   (LOOP_TAG, LOOP_TAG),
+    "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
+}
+
+
+def check_tag_plan(ranges, litepcie=LITEPCIE_PENDING_REQUESTS, limit=NONPOSTED_TAG_LIMIT):
+    """The tag ranges are disjoint, clear of LitePCIe's 0..litepcie-1 and below `limit`."""
+    taken = sorted([("litepcie", 0, litepcie - 1)] + [(name, lo, hi) for name, (lo, hi) in ranges.items()],
+                   key=lambda t: t[1])
+    for (a, _, a_hi), (b, b_lo, _) in zip(taken, taken[1:]):
+        if b_lo <= a_hi:
+            raise ValueError(f"non-posted tags of {a} (..{a_hi}) and {b} ({b_lo}..) overlap")
+    name, _, hi = max(taken, key=lambda t: t[2])
+    if hi >= limit:
+        raise ValueError(f"{name}'s tags reach {hi}: every non-posted tag must be below {limit} "
+                         f"(the UltraScale hard IP's 6-bit tags, PG156)")
+
+
+check_tag_plan(NONPOSTED_TAGS)
 
 # Memory windows of BAR0 beside the CSRs.
 PIO_WINDOW_BASE = 0x10000
@@ -276,7 +304,7 @@ class TlpxCard(SoCMini):
         self.pcie_endpoint = endpoint = LitePCIeEndpoint(endpoint_phy,
             endianness           = phy.endianness,
             address_width        = 32,
-            max_pending_requests = 8,
+            max_pending_requests = LITEPCIE_PENDING_REQUESTS,
         )
         if tlpx_blocks:
             dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, slot_user, dut_map_hash)
@@ -331,7 +359,7 @@ class TlpxCard(SoCMini):
         # MSI ------------------------------------------------------------------------------------
         self.pcie_msi = msi = LitePCIeMSI(width=32)
         msi.enable.storage.reset = Constant(sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET), 32)
-        self.comb += msi.source.connect(phy.msi)
+
         if hasattr(self, "spy"):
             # The sources the spy's MSI records carry: the MSI block's vector as the MSI goes.
             self.comb += self.spy.msi_sources.eq(msi.vector.status)
@@ -372,6 +400,15 @@ class TlpxCard(SoCMini):
                 conv.source.ready.eq(dma.sink.ready),
             ]
 
+        # An MSI leaves for the hard IP only after the requests issued before it (by any
+        # requester: LitePCIe's DMA, tlpx's blocks) have left the transmit path (cores/ordering).
+        self.request_ledger = ledger = RequestLedger(
+            # LitePCIe's internal master ports take the requesters' requests on `sink`.
+            [last_beats(m.sink) for m in endpoint.crossbar.user_masters] + [last_beats(t) for t in tx_sources],
+            phy.requests_done)
+        self.msi_fence = fence = MsiFence(ledger)
+        self.comb += [msi.source.connect(fence.sink), fence.source.connect(phy.msi)]
+
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,
             "pcie_dma0_reader": dma.reader.irq,
@@ -408,6 +445,7 @@ class TlpxCard(SoCMini):
             changed(self, phy.cfg_in),                          # a configuration input changed
             phy.sink.valid, phy.tx_fifo.source.valid,           # a TLP beat to send (any source), one in the PHY
             phy.msi.valid, self.pcie_msi.irqs != 0,             # an MSI to send, an interrupt source firing
+            self.msi_fence.holding,                             # an MSI waits for earlier requests
             self.request_path.bus.cyc,                          # a bus access (CSR, windows) in flight
             dma.reader.enable, dma.writer.enable, dma.loopback.enable.storage,
         ]
@@ -433,11 +471,7 @@ class TlpxCard(SoCMini):
         # Traffic generator: its own TLPs, its own tags.
         self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
         # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
-        self.completions = dispatcher = CompletionDispatcher(data_width, routes={
-            "generator": (TAG_BASE, FLUSH_TAG),
-            "rt_loop":   (LOOP_TAG, LOOP_TAG),
-            "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
-        })
+        self.completions = dispatcher = CompletionDispatcher(data_width, routes=NONPOSTED_TAGS)
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
         # Passive spy on both PHY streams; it writes its records through the same transmit

@@ -892,14 +892,14 @@ pub mod generator {
         description: "Idle cycles after each request.",
     };
 
-    /// Reads in flight at most (1..64).
+    /// Reads in flight at most (1..32).
     pub const MAX_OUTSTANDING: Register = Register {
         region: "generator",
         name: "max_outstanding",
         offset: 0x2828,
         size_bits: 8,
         writable: true,
-        description: "Reads in flight at most (1..64).",
+        description: "Reads in flight at most (1..32).",
     };
 
     /// Bus address of the buffer.
@@ -4528,8 +4528,8 @@ pub mod constants {
     pub const GENERATOR_HISTOGRAM_BUCKETS: u64 = 32;
     pub const GENERATOR_MAX_TRANSFER_BYTES: u64 = 65536;
     pub const GENERATOR_SAMPLE_FIFO_DEPTH: u64 = 1024;
-    pub const GENERATOR_TAGS: u64 = 64;
-    pub const GENERATOR_TAG_BASE: u64 = 128;
+    pub const GENERATOR_TAGS: u64 = 32;
+    pub const GENERATOR_TAG_BASE: u64 = 16;
     pub const IDENT_MAGIC: u64 = 1414287448;
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
@@ -4549,13 +4549,13 @@ pub mod constants {
     pub const RT_LOOP_HISTOGRAM_BUCKETS: u64 = 32;
     pub const RT_LOOP_MAX_BUFFER_BYTES: u64 = 4096;
     pub const RT_LOOP_SAMPLE_FIFO_DEPTH: u64 = 1024;
-    pub const RT_LOOP_TAG: u64 = 193;
-    pub const RULE30_BATCH_TAG: u64 = 194;
+    pub const RT_LOOP_TAG: u64 = 49;
+    pub const RULE30_BATCH_TAG: u64 = 56;
     pub const RULE30_WINDOW_BASE: u64 = 131072;
     pub const RULE30_WINDOW_SIZE: u64 = 512;
     pub const SLOT_INTERFACE_VERSION: u64 = 1;
     pub const SLOT_TAGS: u64 = 8;
-    pub const SLOT_TAG_BASE: u64 = 194;
+    pub const SLOT_TAG_BASE: u64 = 56;
     pub const SLOT_WINDOW_BASE: u64 = 131072;
     pub const SLOT_WINDOW_MAX: u64 = 131072;
     pub const SPY_LATENCY_BUCKETS: u64 = 32;
