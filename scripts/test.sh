@@ -52,6 +52,9 @@ fi
 echo "demo: $(grep -c . build/demo/demo.log) lines of output, ended with: $(grep '^demo: ' build/demo/demo.log | head -1)"
 .venv/bin/python scripts/readme_demo.py --check build/demo/demo.log
 
+echo "== the KCU105 card against an independent model of its hard IP and root complex (cocotbext-pcie; make cocotb-pcie)"
+.venv/bin/python -m tlpx_gateware.targets.hardip --board kcu105
+
 echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
 scripts/qemu_vfio_test.sh
 

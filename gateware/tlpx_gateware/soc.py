@@ -58,6 +58,7 @@ from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE a
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
 from tlpx_gateware.cores.msi import TlpxMSI
+from tlpx_gateware.cores.ordering.core import MsiFence, RequestLedger, last_beats
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
 from tlpx_gateware.cores.irq_timer import core as irq_timer_core
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
@@ -79,6 +80,7 @@ from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.clocking import SimClocking, changed, core_enable_logic
 from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
+from tlpx_gateware.tlp import NONPOSTED_TAG_LIMIT
 
 DATA_WIDTHS = (64, 128, 256)
 DEFAULT_CLOCK_HZ = {64: 125e6, 128: 125e6, 256: 250e6}
@@ -101,6 +103,7 @@ CSR_MAP = {
     "slot":         14,
 }
 
+
 # Memory windows of BAR0 beside the CSRs.
 PIO_WINDOW_BASE = 0x10000
 PIO_WINDOW_SIZE = 0x10000
@@ -119,22 +122,42 @@ MSI_ENABLED_AT_RESET = ["slot"]
 # every TLP the card sends, and the completion dispatcher routes completions by them.
 # LitePCIe's DMA takes tags 0..LITEPCIE_TAGS-1 for its reads (its tag queue, one per pending
 # request); its writer's requests go to a write-only crossbar port that stamps tag 0
-# (litepcie/frontend/dma.py, `port.source.tag.eq(0)`): inside the same range.
+# (litepcie/frontend/dma.py, `port.source.tag.eq(0)`): inside the same range. Every tag, the
+# posted writes' too, is below tlp.NONPOSTED_TAG_LIMIT: the UltraScale hard IP tracks 64
+# (PG156), and one plan for both kinds keeps a block's tag one range.
 LITEPCIE_TAGS = 8           # = LitePCIeEndpoint's max_pending_requests below
 LITEPCIE_WRITE_TAG = 0
 assert LITEPCIE_WRITE_TAG < LITEPCIE_TAGS
+# The requesters whose completions come back to tlpx's blocks (CompletionDispatcher's routes).
+NONPOSTED_TAGS = {
+    "generator": (TAG_BASE, FLUSH_TAG),
+    "rt_loop":   (LOOP_TAG, LOOP_TAG),
+    "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
+}
 CARD_TAGS = {               # block: (first, last), inclusive
     "litepcie":       (0, LITEPCIE_TAGS - 1),
-    "generator":      (TAG_BASE, FLUSH_TAG),
-    "rt_loop":        (LOOP_TAG, LOOP_TAG),
-    "slot":           (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
+    **NONPOSTED_TAGS,
     "spy":            (spy_core.RING_TAG, spy_core.RING_TAG),
     "irq_timer":      (irq_timer_core.RING_TAG, irq_timer_core.RING_TAG),
 }
-for _a, (_lo, _hi) in CARD_TAGS.items():
-    assert 0 <= _lo <= _hi <= 255, (_a, _lo, _hi)
-    for _b, (_lo2, _hi2) in CARD_TAGS.items():
-        assert _a == _b or _hi < _lo2 or _hi2 < _lo, f"the card's tags of {_a} and {_b} overlap"
+
+
+def check_tag_plan(ranges, limit=NONPOSTED_TAG_LIMIT):
+    """The blocks' tag ranges (name: (first, last)) are disjoint and below `limit`."""
+    taken = sorted(((name, lo, hi) for name, (lo, hi) in ranges.items()), key=lambda t: t[1])
+    for name, lo, hi in taken:
+        if not 0 <= lo <= hi:
+            raise ValueError(f"{name}'s tags {lo}..{hi} are not a range")
+    for (a, _, a_hi), (b, b_lo, _) in zip(taken, taken[1:]):
+        if b_lo <= a_hi:
+            raise ValueError(f"the tags of {a} (..{a_hi}) and {b} ({b_lo}..) overlap")
+    name, _, hi = max(taken, key=lambda t: t[2])
+    if hi >= limit:
+        raise ValueError(f"{name}'s tags reach {hi}: every tag must be below {limit} "
+                         f"(the UltraScale hard IP's 6-bit tags, PG156)")
+
+
+check_tag_plan(CARD_TAGS)
 
 # Constants of tlpx's blocks that the host and the firmware need, exported into csr.json's
 # constants (gateware/tools/gen_regs.py makes them tlpx_regs::constants and TLPX_CONST_* of the
@@ -360,9 +383,9 @@ class TlpxCard(SoCMini):
 
         # MSI ------------------------------------------------------------------------------------
         # Per-source enable set/clear (cores/msi.py): no driver turns off another's source.
+        # Its messages go to the hard IP through the MSI fence (below).
         self.pcie_msi = msi = TlpxMSI(self.timebase.cycles, width=32,
             enabled_at_reset=sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET))
-        self.comb += msi.source.connect(phy.msi)
         if hasattr(self, "spy"):
             # The sources the spy's MSI records carry: the MSI block's vector as the MSI goes.
             self.comb += self.spy.msi_sources.eq(msi.vector.status)
@@ -403,6 +426,15 @@ class TlpxCard(SoCMini):
                 conv.source.ready.eq(dma.sink.ready),
             ]
 
+        # An MSI leaves for the hard IP only after the requests issued before it (by any
+        # requester: LitePCIe's DMA, tlpx's blocks) have left the transmit path (cores/ordering).
+        self.request_ledger = ledger = RequestLedger(
+            # LitePCIe's internal master ports take the requesters' requests on `sink`.
+            [last_beats(m.sink) for m in endpoint.crossbar.user_masters] + [last_beats(t) for t in tx_sources],
+            phy.requests_done)
+        self.msi_fence = fence = MsiFence(ledger)
+        self.comb += [msi.source.connect(fence.sink), fence.source.connect(phy.msi)]
+
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,
             "pcie_dma0_reader": dma.reader.irq,
@@ -439,6 +471,7 @@ class TlpxCard(SoCMini):
             changed(self, phy.cfg_in),                          # a configuration input changed
             phy.sink.valid, phy.tx_fifo.source.valid,           # a TLP beat to send (any source), one in the PHY
             phy.msi.valid, self.pcie_msi.irqs != 0,             # an MSI to send, an interrupt source firing
+            self.msi_fence.holding,                             # an MSI waits for earlier requests
             self.request_path.bus.cyc,                          # a bus access (CSR, windows) in flight
             dma.reader.enable, dma.writer.enable, dma.loopback.enable.storage,
         ]
@@ -465,11 +498,7 @@ class TlpxCard(SoCMini):
         # Traffic generator: its own TLPs, its own tags.
         self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
         # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
-        self.completions = dispatcher = CompletionDispatcher(data_width, routes={
-            "generator": (TAG_BASE, FLUSH_TAG),
-            "rt_loop":   (LOOP_TAG, LOOP_TAG),
-            "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
-        })
+        self.completions = dispatcher = CompletionDispatcher(data_width, routes=NONPOSTED_TAGS)
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
         # Passive spy on both PHY streams; it writes its records through the same transmit

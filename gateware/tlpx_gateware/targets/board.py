@@ -1,7 +1,9 @@
 """What every real-hardware target shares: a litex-boards platform, a PLL/MMCM CRG from the
-board's oscillator, LitePCIe's 7-series PHY configured with the card's PCI IDs, LEDs.
+board's oscillator, LitePCIe's PHY for the board's FPGA family (7-series: S7PCIEPHY on the
+`pcie_7x` hard IP; UltraScale: USPCIEPHY on `pcie3_ultrascale`) configured with the card's PCI
+IDs, LEDs.
 
-A board is a `Board` (a description; see acorn.py, kc705.py, kc705_x8.py). `TlpxCard(board=...)` calls
+A board is a `Board` (a description; see acorn.py, kc705.py, kc705_x8.py, kcu105.py). `TlpxCard(board=...)` calls
 `board.platform()` and then `board.add_clocking_and_phy(card, ...)`, which adds `card.crg`,
 `card.pcie_phy` (targets/phy.py: the vendor PHY seen as SimPHY is, its CSRs left out of the
 register map) and `card.leds`.
@@ -12,10 +14,10 @@ from dataclasses import dataclass, field
 from migen import *
 
 from litex.gen import LiteXModule
-from litex.soc.cores.clock import S7MMCM, S7PLL
+from litex.soc.cores.clock import S7MMCM, S7PLL, USMMCM, USPLL
 
 from litepcie.phy.s7pciephy import S7PCIEPHY
-
+from tlpx_gateware.targets.litepcie_us import FixedUSPCIEPHY
 from tlpx_gateware.targets.phy import HardwarePHY
 
 # The card's PCI identity (host/crates/tlpx/src/cmd/list.rs looks for it; docs/architecture.md).
@@ -24,8 +26,20 @@ PCI_DEVICE_ID = 0x7C01
 PCI_CLASS_CODE = 0x118000  # signal processing controller, other
 
 # Vivado version the targets are written for: LiteX/LitePCIe 2024.12 generate their IP Tcl for
-# the pcie_7x core of the 2022-2024 Vivado releases.
+# the pcie_7x and pcie3_ultrascale cores of the 2022-2024 Vivado releases.
 VIVADO_VERSION = "2024.2"
+
+# FPGA families and the LitePCIe PHY (and Xilinx hard IP) each uses.
+FAMILIES = {
+    "7series":    "S7PCIEPHY on pcie_7x",
+    "ultrascale": "USPCIEPHY on pcie3_ultrascale",
+}
+
+# The largest payload LitePCIe's PHYs let the card use (s7pciephy.py and uspciephy.py clamp the
+# negotiated Max_Payload_Size to 512 bytes; S7PCIEPHY configures pcie_7x for 256 at x8): the
+# Device Capabilities' Max_Payload_Size Supported the card's hard IP is configured with.
+def max_payload_supported(board):
+    return 256 if board.family == "7series" and board.lanes == 8 else 512
 
 
 @dataclass(frozen=True)
@@ -42,13 +56,14 @@ class Board:
     pcie_pads:     str    # platform resource of the PCIe lanes
     clock_pads:    str    # platform resource of the oscillator the CRG runs from
     clock_in_hz:   float
-    pll:           str    # "S7PLL" or "S7MMCM"
+    pll:           str    # "S7PLL", "S7MMCM" (7-series), "USPLL", "USMMCM" (UltraScale)
     reset_pads:    str = None                   # a reset button, if the board has one
     leds:          tuple = ()                   # user_led numbers: heartbeat, link up, bus master
     extra_outputs: tuple = ()                   # (resource, value) driven constant (e.g. CLKREQ#)
     vivado_edition: str = ""                    # which Vivado edition covers the part
     flash:         str = ""                     # how to load it (docs/boards.md has the details)
     notes:         tuple = field(default=())
+    family:        str = "7series"              # FAMILIES: which LitePCIe PHY and hard IP
 
     # Hooks called by TlpxCard ---------------------------------------------------------------------
 
@@ -67,29 +82,69 @@ class Board:
         card.crg = crg = BoardCRG(platform, self, clock_hz)
         for resource, value in self.extra_outputs:
             card.comb += platform.request(resource).eq(value)
-
-        s7pciephy = S7PCIEPHY(platform, platform.request(self.pcie_pads),
-            data_width = data_width,
-            bar0_size  = bar0_size,
-            cd         = "sys",
-        )
-        if s7pciephy.nlanes != self.lanes:
-            raise ValueError(f"board {self.name}: {self.pcie_pads} has {s7pciephy.nlanes} lanes, not {self.lanes}")
-        if clock_hz < pcie_user_clock_hz(self):
-            raise ValueError(f"board {self.name}: the card's clock ({clock_hz / 1e6:.0f} MHz) is slower than the "
-                             f"PHY's user clock ({pcie_user_clock_hz(self) / 1e6:.0f} MHz) at the same width")
-        s7pciephy.update_config(pcie_7x_config(self))
-        card.pcie_phy = phy = HardwarePHY(s7pciephy)
-        platform.add_false_path_constraints(crg.cd_sys.clk, s7pciephy.cd_pcie.clk)
+        card.pcie_phy = phy = self.make_phy(platform, platform.request(self.pcie_pads), data_width, clock_hz, bar0_size)
+        card.verilog_sources.update(getattr(phy.vendor, "verilog_sources", {}))
+        platform.add_false_path_constraints(crg.cd_sys.clk, phy.vendor.cd_pcie.clk)
 
         if self.leds:
             card.leds = BoardLEDs(platform, self.leds, clock_hz,
                 link_up=phy.link_up, bus_master_enable=phy.bus_master_enable)
 
+    def make_phy(self, platform, pads, data_width, clock_hz, bar0_size, phy_class=None):
+        """The family's LitePCIe PHY on `pads`, configured for this board, seen as SimPHY is
+        (targets/phy.py). The hard-IP testbench (targets/hardip) gives pads and a PHY class
+        of its own (the UltraScale PHY with the hard IP left out)."""
+        if self.family not in FAMILIES:
+            raise ValueError(f"board {self.name}: unknown FPGA family {self.family!r} (one of {', '.join(FAMILIES)})")
+        if clock_hz < pcie_user_clock_hz(self):
+            raise ValueError(f"board {self.name}: the card's clock ({clock_hz / 1e6:.0f} MHz) is slower than the "
+                             f"PHY's user clock ({pcie_user_clock_hz(self) / 1e6:.0f} MHz) at the same width")
+        if self.family == "7series":
+            vendor = (phy_class or S7PCIEPHY)(platform, pads, data_width=data_width, bar0_size=bar0_size, cd="sys")
+            vendor.update_config(pcie_7x_config(self))
+        else:
+            vendor = (phy_class or FixedUSPCIEPHY)(platform, pads, speed=f"gen{self.gen}", data_width=data_width,
+                                              bar0_size=bar0_size, cd="sys")
+            vendor.update_config(pcie3_ultrascale_config(self, bar0_size))
+        if vendor.nlanes != self.lanes:
+            raise ValueError(f"board {self.name}: {self.pcie_pads} has {vendor.nlanes} lanes, not {self.lanes}")
+        return HardwarePHY(vendor, widen_requests=widens_requests(self))
+
+
+def msi_64bit(board):
+    """Whether the board's hard IP offers 64-bit MSI addresses: LitePCIe's pcie_7x
+    configuration sets MSI_64b False; pcie3_ultrascale's MSI capability is 64-bit (PG156)."""
+    return board.family == "ultrascale"
+
+
+def hard_ip_profile(board):
+    """What the board's hard IP presents in configuration space, as tlpx-sim's --board
+    presents it (tlpx_gateware.build writes these into the card's boards.json)."""
+    return {
+        "title": board.title,
+        "hard_ip": {"7series": "pcie_7x", "ultrascale": "pcie3_ultrascale"}[board.family],
+        "max_link_gen": board.gen,
+        "max_link_lanes": board.lanes,
+        "mps_supported": max_payload_supported(board),
+        "msi_64bit": msi_64bit(board),
+        "msi_vectors": 1,
+        "extended_tags": True,
+    }
+
+
+def widens_requests(board):
+    """LitePCIe's 256-bit UltraScale RQ adapter (xilinx_us/s_axis_rq_adapt_256b.v) takes 4DW
+    request headers only (LitePCIe's own packetizer forces them on xcku/xcvu parts at 256
+    bits): the card's 3DW requests are widened in front of it (targets/phy.py)."""
+    return board.family == "ultrascale" and board.data_width == 256
+
 
 def pcie_user_clock_hz(board):
-    """The pcie_7x user clock LitePCIe's S7PCIEPHY configures (s7pciephy.py: userclk2 and
-    User_Clk_Freq): 250 MHz at x8, 125 MHz below; its interface is as wide as the card's."""
+    """The hard IP's user clock LitePCIe configures: pcie_7x (s7pciephy.py: userclk2 and
+    User_Clk_Freq) 250 MHz at x8, 125 MHz below; pcie3_ultrascale (uspciephy.py: axisten_freq)
+    250 MHz. Its interface is as wide as the card's."""
+    if board.family == "ultrascale":
+        return 250e6
     return 250e6 if board.lanes == 8 else 125e6
 
 
@@ -109,6 +164,30 @@ def pcie_7x_config(board):
     }
 
 
+def pcie3_ultrascale_config(board, bar0_size):
+    """pcie3_ultrascale IP parameters on top of LitePCIe's (uspciephy.py add_sources): the card's
+    IDs and class, the Max_Payload_Size the card takes (max_payload_supported), 64 requester
+    tags (Extended Tag Field supported: PG156, the Split Completion Table has 64 entries and
+    6-bit tags; the card's non-posted tags are all below 64), one MSI vector as on pcie_7x.
+    BAR0 in whole megabytes: LitePCIe writes `max(bar0_size/MB, 1)`, a float ("1.0")."""
+    if bar0_size % (1 << 20):
+        raise ValueError(f"BAR0 of the UltraScale card must be whole megabytes, not {bar0_size:#x} bytes")
+    return {
+        "pf0_bar0_scale":                      "Megabytes",
+        "pf0_bar0_size":                       str(bar0_size >> 20),
+        "vendor_id":                           f"{PCI_VENDOR_ID:04X}",
+        "PF0_DEVICE_ID":                       f"{PCI_DEVICE_ID:04X}",
+        "PF0_SUBSYSTEM_VENDOR_ID":             f"{PCI_VENDOR_ID:04X}",
+        "PF0_SUBSYSTEM_ID":                    f"{PCI_DEVICE_ID:04X}",
+        "PF0_Use_Class_Code_Lookup_Assistant": "false",
+        "PF0_CLASS_CODE":                      f"{PCI_CLASS_CODE:06X}",
+        "pf0_dev_cap_max_payload":             f"{max_payload_supported(board)}_bytes",
+        "extended_tag_field":                  "true",
+        "PF0_MSI_CAP_MULTIMSGCAP":             "1_vector",
+        "PL_LINK_CAP_MAX_LINK_SPEED":          {1: "2.5_GT/s", 2: "5.0_GT/s", 3: "8.0_GT/s"}[board.gen],
+    }
+
+
 class BoardCRG(LiteXModule):
     """sys (the card's clock) from the board's oscillator through a PLL or MMCM; held in reset
     until it locks (and while the reset button, if any, is pressed)."""
@@ -118,7 +197,7 @@ class BoardCRG(LiteXModule):
 
         # # #
 
-        self.pll = pll = {"S7PLL": S7PLL, "S7MMCM": S7MMCM}[board.pll](speedgrade=-2)
+        self.pll = pll = {"S7PLL": S7PLL, "S7MMCM": S7MMCM, "USPLL": USPLL, "USMMCM": USMMCM}[board.pll](speedgrade=-2)
         reset = self.rst
         if board.reset_pads:
             reset = reset | platform.request(board.reset_pads)

@@ -95,12 +95,16 @@ def generate(board, output, with_cpu=False, slot_user=None):
     for name, text in sorted(card.verilog_sources.items()):
         (output / name).write_text(text)
         card.platform.add_source(str(output / name), language="verilog")
-    # Verilog that comes from an installed package (the soft CPU's VexRiscv): copied into the
-    # project, so that the project does not point into this machine's .venv.
+    # Verilog that comes from an installed package (the soft CPU's VexRiscv, LitePCIe's
+    # UltraScale adapters): copied into the project, so that the project does not point into
+    # this machine's .venv.
     sources = []
+    copied = {}
     for filename, language, library, *rest in card.platform.sources:
         path = Path(filename)
-        if path.parent != output and "pythondata" in str(path):
+        if path.parent != output:
+            if copied.setdefault(path.name, path) != path:
+                raise TargetError(f"two sources named {path.name}: {copied[path.name]} and {path}")
             shutil.copyfile(path, output / path.name)
             filename = str(output / path.name)
         sources.append((filename, language, library, *rest))

@@ -36,8 +36,11 @@ def simulated_map():
 
 
 def test_registry_lists_the_boards_with_their_parameters():
-    assert sorted(BOARDS) == ["acorn", "kc705", "kc705_x8"]
+    assert sorted(BOARDS) == ["acorn", "kc705", "kc705_x8", "kcu105"]
     params = {name: (b.part, b.gen, b.lanes, b.data_width, b.clock_hz, b.pcie_pads) for name, b in BOARDS.items()}
+    # The UltraScale board: Gen3 x8, LitePCIe's 256-bit interface at 250 MHz.
+    assert params["kcu105"] == ("xcku040-ffva1156-2-e", 3, 8, 256, 250e6, "pcie_x8")
+    assert (BOARDS["kcu105"].family, BOARDS["kcu105"].pll) == ("ultrascale", "USMMCM")
     assert params["acorn"] == ("xc7a200t-fbg484-3", 2, 4, 128, 125e6, "pcie_x4")
     assert params["kc705"] == ("xc7k325t-ffg900-2", 2, 4, 128, 125e6, "pcie_x4")
     # The KC705's full edge: LitePCIe's x8 configuration (128-bit interface, 250 MHz user
@@ -58,7 +61,14 @@ def test_project_files_exist(projects, name):
         assert (folder / f).is_file() and (folder / f).stat().st_size > 0, f
     verilog = (folder / "tlpx_card.v").read_text()
     assert re.search(r"^module tlpx_card ?\(", verilog, re.MULTILINE)
-    assert re.search(r"^pcie_s7 pcie_s7\(", verilog, re.MULTILINE), "the 7-series hard IP is instantiated"
+    if BOARDS[name].family == "7series":
+        assert re.search(r"^pcie_s7 pcie_s7\(", verilog, re.MULTILINE), "the 7-series hard IP is instantiated"
+    else:
+        # LitePCIe's wrapper of pcie3_ultrascale (its adapters and the IP), copied into the project.
+        assert re.search(r"^pcie_support #\(", verilog, re.MULTILINE), "the UltraScale hard IP is instantiated"
+        for f in ["pcie_us_support.v", "axis_iff.v", "s_axis_rq_adapt_256b.v", "m_axis_rc_adapt_256b.v",
+                  "m_axis_cq_adapt_256b.v", "s_axis_cc_adapt_256b.v"]:
+            assert (folder / f).is_file(), f
     assert re.search(r"^tlpx_rule30 tlpx_rule30\(", verilog, re.MULTILINE)
     assert "tlpx_clock_gate" not in verilog, "the rule-30 clock gate is a simulation device"
     assert re.search(r"^module tlpx_rule30 ?\(", (folder / "tlpx_rule30.v").read_text(), re.MULTILINE)
@@ -69,17 +79,32 @@ def test_tcl_creates_the_pcie_ip_for_the_board_link_and_card_ids(projects, name)
     board = BOARDS[name]
     tcl = (projects / name / "tlpx_card.tcl").read_text()
     assert f"create_project -force -name tlpx_card -part {board.part}" in tcl
-    assert "create_ip -vendor xilinx.com -name pcie_7x -module_name pcie_s7" in tcl
     config = dict(re.findall(r"^CONFIG\.(\w+) \{(.*)\} \\$", tcl, re.MULTILINE))
-    assert config["Maximum_Link_Width"] == f"X{board.lanes}"
-    assert config["Link_Speed"] == {1: "2.5_GT/s", 2: "5.0_GT/s"}[board.gen]
-    assert config["Trgt_Link_Speed"] == f"4'h{board.gen}"
-    assert config["Interface_Width"] == f"{board.data_width}_bit"
-    assert int(config["User_Clk_Freq"]) * 1e6 == pcie_user_clock_hz(board) == (250e6 if board.lanes == 8 else 125e6)
-    assert config["Vendor_ID"] == f"{PCI_VENDOR_ID:04X}" == "10EE"
-    assert config["Device_ID"] == f"{PCI_DEVICE_ID:04X}" == "7C01"
-    assert (config["Class_Code_Base"], config["Class_Code_Sub"]) == ("11", "80")
-    assert config["Bar0_Size"] == "1" and config["Bar0_Scale"] == "Megabytes"
+    if board.family == "7series":
+        assert "create_ip -vendor xilinx.com -name pcie_7x -module_name pcie_s7" in tcl
+        assert config["Maximum_Link_Width"] == f"X{board.lanes}"
+        assert config["Link_Speed"] == {1: "2.5_GT/s", 2: "5.0_GT/s"}[board.gen]
+        assert config["Trgt_Link_Speed"] == f"4'h{board.gen}"
+        assert config["Interface_Width"] == f"{board.data_width}_bit"
+        assert int(config["User_Clk_Freq"]) * 1e6 == pcie_user_clock_hz(board) == (250e6 if board.lanes == 8 else 125e6)
+        assert config["Vendor_ID"] == f"{PCI_VENDOR_ID:04X}" == "10EE"
+        assert config["Device_ID"] == f"{PCI_DEVICE_ID:04X}" == "7C01"
+        assert (config["Class_Code_Base"], config["Class_Code_Sub"]) == ("11", "80")
+        assert config["Bar0_Size"] == "1" and config["Bar0_Scale"] == "Megabytes"
+    else:
+        assert "create_ip -vendor xilinx.com -name pcie3_ultrascale -module_name pcie_us" in tcl
+        assert config["PL_LINK_CAP_MAX_LINK_WIDTH"] == f"X{board.lanes}"
+        assert config["PL_LINK_CAP_MAX_LINK_SPEED"] == "8.0_GT/s"
+        assert config["axisten_if_width"] == f"{board.data_width}_bit"
+        assert int(config["axisten_freq"]) * 1e6 == pcie_user_clock_hz(board) == 250e6
+        assert config["vendor_id"] == f"{PCI_VENDOR_ID:04X}" == "10EE"
+        assert config["PF0_DEVICE_ID"] == f"{PCI_DEVICE_ID:04X}" == "7C01"
+        assert config["PF0_CLASS_CODE"] == "118000"
+        # LitePCIe writes the size as a float ("1.0"); the board's configuration overrides it.
+        assert config["pf0_bar0_size"] == "1" and config["pf0_bar0_scale"] == "Megabytes"
+        # The card's non-posted tags fit the IP's 64-entry Split Completion Table (PG156).
+        assert config["extended_tag_field"] == "true"
+        assert config["pf0_dev_cap_max_payload"] == "512_bytes"
     # Sources are read relative to the project folder, the tcl runs there.
     assert re.search(r"^read_verilog \{tlpx_rule30\.v\}$", tcl, re.MULTILINE)
     assert re.search(r"^write_bitstream -force tlpx_card\.bit", tcl, re.MULTILINE)
@@ -292,3 +317,37 @@ def test_a_bad_dut_manifest_is_refused_naming_it(tmp_path, capsys):
                               "--output", str(tmp_path / "out")]) == target_build.EXIT_USAGE
     err = capsys.readouterr().err
     assert str(bad) in err and "missing top, sources" in err
+
+
+@pytest.mark.parametrize("width", [128, 256])
+def test_the_cc_adapter_fix_changes_only_the_descriptor_line_to_pg156s_layout(width, tmp_path):
+    """{Requester ID, 1'b0, Poisoned, Status, 1'b0, Dword Count[9:0]}: Status at 45:43, Poisoned
+    at 46 (PG156), where LitePCIe 2024.12 has them one bit lower; a LitePCIe file without the
+    line is refused, not patched."""
+    from tlpx_gateware.targets.litepcie_us import (CC_DESCRIPTOR_LINE, LitePCIeFixError, cc_adapter_name,
+                                                   fixed_cc_adapter, litepcie_us_dir)
+    original = (litepcie_us_dir() / cc_adapter_name(width)).read_text().splitlines()
+    fixed = fixed_cc_adapter(width).splitlines()[1:]
+    changed = [(a, b) for a, b in zip(original, fixed) if a != b]
+    assert len(original) == len(fixed) and len(changed) == 1
+    assert CC_DESCRIPTOR_LINE[1] in changed[0][1]
+    (tmp_path / cc_adapter_name(width)).write_text("\n".join(l for l in original if CC_DESCRIPTOR_LINE[0] not in l))
+    with pytest.raises(LitePCIeFixError, match="not there once"):
+        fixed_cc_adapter(width, tmp_path)
+
+
+def test_the_kcu105_project_carries_the_corrected_cc_adapter(projects):
+    from tlpx_gateware.targets.litepcie_us import CC_DESCRIPTOR_LINE
+    text = (projects / "kcu105" / "s_axis_cc_adapt_256b.v").read_text()
+    assert CC_DESCRIPTOR_LINE[1] in text and CC_DESCRIPTOR_LINE[0] not in text
+    assert "s_axis_cc_adapt_256b.v" in (projects / "kcu105" / "tlpx_card.tcl").read_text()
+
+
+def test_the_socket_refuses_a_hard_ip_connection_it_does_not_know():
+    from tlpx_gateware.targets.hardip.socket import SocketError, socketed_support
+    from tlpx_gateware.targets.litepcie_us import litepcie_us_dir
+    text = (litepcie_us_dir() / "pcie_us_support.v").read_text()
+    out = socketed_support(text)
+    assert "pcie_us_i" not in out and "assign hip_s_axis_rq_tdata = s_axis_rq_tdata_a;" in out
+    with pytest.raises(SocketError, match="new_port"):
+        socketed_support(text.replace(".sys_reset ", ".new_port ( x ),\n    .sys_reset "))

@@ -43,8 +43,10 @@ from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.generator.checker import COUNTERS as CHECKER_COUNTERS, CompletionChecker
 from tlpx_gateware.cores.generator.tags import TagTable, TimeoutScan
 
-TAG_BASE  = 128
-TAGS      = 64
+# The card's non-posted tags all lie below tlp.NONPOSTED_TAG_LIMIT (soc.py checks the plan):
+# LitePCIe's requester 0..7, the generator 16..48, the real-time loop 49, the slot 56..63.
+TAG_BASE  = 16
+TAGS      = 32
 FLUSH_TAG = TAG_BASE + TAGS  # the flushing read that ends a run with writes
 
 OP_READ       = 0
@@ -178,7 +180,11 @@ class RequestEngine(LiteXModule):
         fmt = Signal(3)
         self.comb += fmt.eq(Cat(hdr4, C(int(is_write), 1), C(0, 1)))
         dw0 = Cat(dws[:10], C(0, 2), cfg.no_snoop, cfg.relaxed_ordering, C(0, 10), C(tlp.TYPE_MEM, 5), fmt)
-        dw1 = Cat(first_be, last_be, (tag + TAG_BASE)[:8] if not is_write else C(write_tag, 8), requester_id)
+        # The tag through a sized signal: a sum's width follows its operands (with TAG_BASE 16
+        # and 32 tags, 6 bits), and inside Cat a narrower field moves the requester ID down.
+        wire_tag = Signal(8)
+        self.comb += wire_tag.eq(tag + TAG_BASE)
+        dw1 = Cat(first_be, last_be, wire_tag if not is_write else C(write_tag, 8), requester_id)
         hdr = Array([
             dw0, dw1,
             Mux(hdr4, addr[32:], Cat(C(0, 2), addr[2:32])),

@@ -49,7 +49,7 @@ MODE_PERIODIC = 1
 HISTOGRAM_BUCKETS = 32  # of each stage's log2 histogram
 # Tag of the sample ring's MWrs (the spy attributes them to the timer by it; soc.py checks the
 # card's tags do not overlap).
-RING_TAG = 203
+RING_TAG = 51
 
 
 class StageStats(LiteXModule):

@@ -58,8 +58,10 @@ def dw_layout():
 class DWSerializer(LiteXModule):
     """Turns PHY beats (`data_width` bits, 4 `be` bits per DW) into one DW per cycle.
 
-    DWs whose byte enables are all zero (the unused tail of a last beat) are skipped; `last`
-    marks the final valid DW of the packet.
+    DWs whose byte enables are all zero (the unused tail of a last beat) are skipped, any
+    enabled byte makes a DW count (a PHY may pass on a TLP's byte enables: an UltraScale
+    adapter gives a 1-DW write with First BE 0010 the `be` 0010); `last` marks the final
+    valid DW of the packet.
     """
     def __init__(self, data_width):
         assert data_width in (64, 128, 256, 512), f"data width must be 64..512 bits, not {data_width!r}"
@@ -74,7 +76,7 @@ class DWSerializer(LiteXModule):
         beat_last = Signal()
         first     = Signal()
 
-        dw_valid_bits = Cat(*[sink.be[4*i] for i in range(n)])
+        dw_valid_bits = Cat(*[sink.be[4*i:4*(i+1)] != 0 for i in range(n)])
         self.comb += [
             source.valid.eq(valid_dws[0]),
             source.dat.eq(shreg[:32]),

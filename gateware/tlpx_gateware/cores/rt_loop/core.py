@@ -45,7 +45,7 @@ MAX_BUFFER_BYTES = 4096
 SAMPLE_FIFO_DEPTH = 1024
 HISTOGRAM_BUCKETS = 32
 # Tag of the DMA-return read (after the generator's tags and its flushing read).
-LOOP_TAG = 193
+LOOP_TAG = 49
 
 
 class RealTimeLoop(LiteXModule):

@@ -93,8 +93,8 @@ from tlpx_gateware.cores.rule30.core import CONTROL_HWO, Register
 from tlpx_gateware.cores.rule30.reference import MAX_LINE_LENGTH, RULE30, WORD_BITS, chars_to_words
 from tlpx_gateware.cores.lease import Lease
 
-# Tag of the descriptor reads (after the generator's 128..192 and the real-time loop's 193).
-BATCH_TAG = 194
+# Tag of the descriptor reads: the slot's first (rule 30 is the slot's user).
+BATCH_TAG = 56
 DESCRIPTOR_FIFO_DWS = 256
 RESULT_FIFO_DWS = 64
 MAX_WRITE_BYTES = 128

@@ -46,7 +46,7 @@ from tlpx_gateware.cores.lease import Lease
 SLOT_INTERFACE_VERSION = 1
 SLOT_WINDOW_BASE = 0x20000     # the window's internal offset (= its BAR0 offset with placement window)
 SLOT_WINDOW_MAX  = 0x20000     # at most 128 KiB: 0x20000..0x3ffff
-SLOT_TAG_BASE    = 194         # tags SLOT_TAG_BASE..SLOT_TAG_BASE+SLOT_TAGS-1 belong to the slot
+SLOT_TAG_BASE    = 56          # tags SLOT_TAG_BASE..SLOT_TAG_BASE+SLOT_TAGS-1 belong to the slot
 SLOT_TAGS        = 8
 RELOCATED_TLPX_BASE = 0x80000  # placement bar0: tlpx's map at this BAR0 offset
 PLACEMENTS = ("window", "bar0")

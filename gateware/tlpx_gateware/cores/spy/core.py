@@ -69,7 +69,7 @@ RECORD_VERSION = 2
 # and payload-size histograms.
 # Tag of the ring's MWrs (unused by PCIe in a posted write: the spy's own writes are
 # attributed to it by this tag; soc.py checks the card's tags do not overlap).
-RING_TAG = 202
+RING_TAG = 50
 RECORD_FIFO_DEPTH = 2048
 LATENCY_BUCKETS   = 32
 PAYLOAD_BUCKETS   = 13

@@ -7,7 +7,7 @@
 //!        ▲                                                                     │ detect: poll DW 0
 //!        │ loop time = result arrival - first data beat                        │ or wait for the MSI
 //!        └── register return: write `result` ◄── checksum of the data DWs ◄───┘
-//!            DMA return: store it in host memory + `doorbell`; the card reads it (MRd, tag 193)
+//!            DMA return: store it in host memory + `doorbell`; the card reads it (MRd, tag 49)
 //! ```
 //!
 //! [`run`] runs a loop of any length in chunks of at most [`CHUNK_ITERATIONS`] (the card's

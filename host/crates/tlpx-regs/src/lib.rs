@@ -998,7 +998,7 @@ pub mod generator {
         description: "Idle cycles after each request.",
     };
 
-    /// Reads in flight at most (1..64).
+    /// Reads in flight at most (1..32).
     pub const MAX_OUTSTANDING: Register = Register {
         region: "generator",
         name: "max_outstanding",
@@ -1006,7 +1006,7 @@ pub mod generator {
         size_bits: 8,
         writable: true,
         actions: 0x0,
-        description: "Reads in flight at most (1..64).",
+        description: "Reads in flight at most (1..32).",
     };
 
     /// Bus address of the buffer.
@@ -5198,17 +5198,17 @@ pub const ALL: &[Register] = &[
 pub mod constants {
     pub const CPU_SRAM_BASE: u64 = 262144;
     pub const CPU_SRAM_SIZE: u64 = 65536;
-    pub const GENERATOR_FLUSH_TAG: u64 = 192;
+    pub const GENERATOR_FLUSH_TAG: u64 = 48;
     pub const GENERATOR_HISTOGRAM_BUCKETS: u64 = 32;
     pub const GENERATOR_MAX_TRANSFER_BYTES: u64 = 65536;
     pub const GENERATOR_SAMPLE_FIFO_DEPTH: u64 = 1024;
-    pub const GENERATOR_TAGS: u64 = 64;
-    pub const GENERATOR_TAG_BASE: u64 = 128;
+    pub const GENERATOR_TAGS: u64 = 32;
+    pub const GENERATOR_TAG_BASE: u64 = 16;
     pub const IDENT_MAGIC: u64 = 1414287448;
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
     pub const IRQ_TIMER_HISTOGRAM_BUCKETS: u64 = 32;
-    pub const IRQ_TIMER_RING_TAG: u64 = 203;
+    pub const IRQ_TIMER_RING_TAG: u64 = 51;
     pub const LITEPCIE_TAGS: u64 = 8;
     pub const LITEPCIE_WRITE_TAG: u64 = 0;
     pub const MSI_GENERATOR: u64 = 3;
@@ -5226,18 +5226,18 @@ pub mod constants {
     pub const RT_LOOP_HISTOGRAM_BUCKETS: u64 = 32;
     pub const RT_LOOP_MAX_BUFFER_BYTES: u64 = 4096;
     pub const RT_LOOP_SAMPLE_FIFO_DEPTH: u64 = 1024;
-    pub const RT_LOOP_TAG: u64 = 193;
-    pub const RULE30_BATCH_TAG: u64 = 194;
+    pub const RT_LOOP_TAG: u64 = 49;
+    pub const RULE30_BATCH_TAG: u64 = 56;
     pub const RULE30_WINDOW_BASE: u64 = 131072;
     pub const RULE30_WINDOW_SIZE: u64 = 512;
     pub const SLOT_INTERFACE_VERSION: u64 = 1;
     pub const SLOT_TAGS: u64 = 8;
-    pub const SLOT_TAG_BASE: u64 = 194;
+    pub const SLOT_TAG_BASE: u64 = 56;
     pub const SLOT_WINDOW_BASE: u64 = 131072;
     pub const SLOT_WINDOW_MAX: u64 = 131072;
     pub const SPY_LATENCY_BUCKETS: u64 = 32;
     pub const SPY_PAYLOAD_BUCKETS: u64 = 13;
     pub const SPY_PAYLOAD_DWS_MAX: u64 = 16;
     pub const SPY_RECORD_FIFO_DEPTH: u64 = 2048;
-    pub const SPY_RING_TAG: u64 = 202;
+    pub const SPY_RING_TAG: u64 = 50;
 }

@@ -406,3 +406,51 @@ fn a_client_that_does_not_read_its_replies_stalls_no_other_and_gets_them_all() {
     }
     sender.join().unwrap();
 }
+
+#[test]
+fn the_board_sets_what_the_config_space_shows_and_a_link_beyond_its_hard_ip_is_refused() {
+    // The Device Capabilities (0x74) and Link Capabilities (0x7C) registers of the dump
+    // `--print-config` writes in libpci's form; the PCIe capability sits at 0x70.
+    fn config_dword(dump: &str, offset: usize) -> u32 {
+        let row = dump.lines().find(|l| l.starts_with(&format!("{:02x}: ", offset & !0xF))).expect("row");
+        let bytes: Vec<u8> = row[4..].split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+        let at = offset & 0xF;
+        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+    }
+    let print = |width: u32, args: &[&str]| {
+        let card = common::card_library(width);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tlpx-sim"))
+            .args(["--card", card.to_str().unwrap(), "--print-config"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // (card width, arguments, Max_Payload_Size supported code, max link speed, max width)
+    let cases: Vec<(u32, Vec<&str>, u32, u32, u32)> = vec![
+        (256, vec![], 2, 3, 8),                              // kcu105: 512 B, Gen3 x8
+        (128, vec!["--board", "kc705"], 2, 2, 4),            // pcie_7x in the KC705's Gen2 x4
+        (128, vec!["--gen", "3", "--lanes", "2"], 2, 5, 16), // beyond kc705 without --board: generic
+        (64, vec![], 2, 5, 16),                              // the 64-bit card: generic
+    ];
+    for (width, args, mps, speed, lanes) in cases {
+        let dump = print(width, &args);
+        let devcap = config_dword(&dump, 0x74);
+        let lnkcap = config_dword(&dump, 0x7C);
+        assert_eq!((devcap & 7, lnkcap & 0xF, (lnkcap >> 4) & 0x3F), (mps, speed, lanes), "{width} {args:?}:\n{dump}");
+        assert_ne!(devcap & (1 << 5), 0, "{width} {args:?}: Extended Tag Field Supported");
+    }
+    let card = common::card_library(128);
+    let card = card.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--board", "kc705", "--gen", "3"], "beyond the card's hard IP, which trains up to Gen2 x4"),
+        (vec!["--board", "kc705", "--lanes", "8"], "Gen2 x4"),
+        (vec!["--board", "kcu105"], "\"kcu105\""),
+    ];
+    for (args, needle) in cases {
+        let (code, err) = run_failing(&[&["--card", card, "--print-config"], args.as_slice()].concat());
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+    }
+}

@@ -172,6 +172,8 @@ impl Session {
                 host_time: "unknown".into(),
                 host_time_cap_ns: 0,
                 sim_version: String::new(),
+                board: s.board.clone(),
+                hard_ip: s.hard_ip.clone(),
             },
         });
         let link = link_report(&opened.pci);

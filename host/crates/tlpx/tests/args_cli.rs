@@ -35,7 +35,7 @@ fn negative_numbers_are_refused_naming_the_option_and_its_range() {
         (&["bw", "--count", "-1"], &["--count", "-1", "0..=1000000000"]),
         (&["bw", "--count=-1"], &["--count", "0..=1000000000"]),
         (&["bw", "--repeat", "-2"], &["--repeat", "1..=1000"]),
-        (&["bw", "--outstanding", "-8"], &["--outstanding", "1..=64"]),
+        (&["bw", "--outstanding", "-8"], &["--outstanding", "1..=32"]),
         (&["bw", "--request-size", "-512"], &["--request-size", "power of two in 4..=4096"]),
         (&["bw", "--sizes", "-64"], &["--sizes", "\"-64\" is negative", "1..=65536"]),
         (&["bw", "--sizes", "64,-4K"], &["--sizes", "\"-4K\" is negative", "1..=65536"]),

@@ -164,7 +164,7 @@ pub struct Cmd {
     // Help from sizes_help(): the limit is the generator's, from the register map.
     #[arg(long, default_value = "64..4096", allow_hyphen_values = true, help = sizes_help())]
     pub sizes: String,
-    /// Reads in flight at most: 1..=64 (the default keeps all the card's tags available).
+    /// Reads in flight at most: 1..=32, the generator's tags (the default keeps them all available).
     #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
     pub outstanding: u32,
     #[command(flatten)]
@@ -1185,8 +1185,8 @@ mod tests {
         let e = build_configs(&[Operation::Write], &[64], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("above MPS");
         assert!(e.contains("--payload-size 512") && e.contains("MPS of 256"), "{e}");
         let c = Common::parse(&args()).expect("valid");
-        let e = build_configs(&[Operation::Read], &[64], 65, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("tags");
-        assert!(e.contains("--outstanding must be 1..=64") && e.contains("65"), "{e}");
+        let e = build_configs(&[Operation::Read], &[64], TAGS + 1, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("tags");
+        assert!(e.contains(&format!("--outstanding must be 1..={TAGS}")) && e.contains(&format!("not {}", TAGS + 1)), "{e}");
         let mut a = args();
         a.window = "1K".into();
         let c = Common::parse(&a).expect("valid");

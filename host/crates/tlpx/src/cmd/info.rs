@@ -141,8 +141,10 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     crate::outln!("cycles      {} ({:.3} ms of card time)", info.cycles, card.cycles_to_duration(info.cycles).as_secs_f64() * 1e3);
     if let Some(s) = &info.simulated {
         crate::outln!(
-            "simulated   yes: tlpx-sim at {}, link model Gen{} x{}, MPS {} MRRS {} RCB {}, seed {}",
+            "simulated   yes: tlpx-sim at {}, hard IP of {} ({}), link model Gen{} x{}, MPS {} MRRS {} RCB {}, seed {}",
             s.socket,
+            s.board,
+            s.hard_ip,
             s.link.generation,
             s.link.lanes,
             s.link.mps,
