@@ -244,7 +244,7 @@ mod tests {
         assert!(e.contains("symbolic link") && e.contains("link.json"), "{e}");
         assert!(std::fs::symlink_metadata(&link).expect("still there").file_type().is_symlink());
         let e = format!("{:#}", check_output_file("--output", Path::new("/dev/null")).expect_err("a device"));
-        assert!(e.contains("/dev/null: that is a device node"), "{e}");
+        assert!(e.contains("/dev/null: that is a character device"), "{e}");
         assert_eq!(std::fs::read_dir(dir.path().join("kept")).expect("dir").count(), 0, "the probe is removed, the folder kept");
     }
 }

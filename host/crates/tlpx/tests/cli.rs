@@ -55,6 +55,20 @@ fn info_reports_identity_and_the_link_libpci_reads() {
     assert!(text.contains("simulated   yes"), "{text}");
 }
 
+/// The simulated card presents its board's hard IP (tlpx-sim --board): the KCU105's
+/// pcie3_ultrascale supports a 512-byte payload, not the 4096 bytes tlpx-sim once claimed, and
+/// `info` names the board both ways.
+#[test]
+fn info_names_the_board_whose_hard_ip_the_simulated_card_presents() {
+    let sim = Sim::start(&["--data-width", "256", "--board", "kcu105", "--gen", "3", "--lanes", "8"]);
+    let v = json(&tlpx(&sim.selector(), &["--json", "info"]));
+    assert_eq!(v["pcie"]["max_payload_supported"], 512, "{v}");
+    assert_eq!((v["simulated"]["board"].as_str(), v["simulated"]["hard_ip"].as_str()), (Some("kcu105"), Some("pcie3_ultrascale")), "{v}");
+    let text = tlpx(&sim.selector(), &["info"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("(supports 512 B)") && text.contains("hard IP of kcu105 (pcie3_ultrascale)"), "{text}");
+}
+
 #[test]
 fn selftest_passes_on_the_simulated_card() {
     let sim = Sim::start(&[]);
