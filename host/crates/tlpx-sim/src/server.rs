@@ -451,14 +451,18 @@ pub fn prepare(opts: &SimOptions) -> Result<Prepared, SimError> {
         LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false).map_err(|e| SimError::Invalid(e.to_string()))?;
     let clock_hz = card_clock_hz(&lib, opts.clock_mhz)?;
     let (board, profile) = board_profile(lib.path(), opts.board.as_deref(), (opts.generation, lanes))?;
+    // A board's hard IP advertises the fastest link it trains (a narrower slot shows in LnkSta);
+    // the generic card's IP is configured for whatever link was asked, so that is its capability.
+    let (max_link_generation, max_link_lanes) =
+        if board == GENERIC_BOARD { (opts.generation, lanes) } else { (profile.max_link_gen, profile.max_link_lanes) };
     let config = ConfigSpace::new(ConfigParams {
         generation: opts.generation,
         lanes,
         mps: opts.mps,
         mrrs: opts.mrrs,
         mps_supported: profile.mps_supported,
-        max_link_generation: profile.max_link_gen,
-        max_link_lanes: profile.max_link_lanes,
+        max_link_generation,
+        max_link_lanes,
         msi_64bit: profile.msi_64bit,
         bar0_address: BAR0_BUS_ADDRESS,
         bar0_size: BAR0_SIZE as u32,
@@ -502,6 +506,9 @@ pub struct HardIpProfile {
     pub extended_tags: bool,
 }
 
+/// The board of no particular hard IP: LitePCIe's payload limit with any link (boards.json).
+pub const GENERIC_BOARD: &str = "generic";
+
 #[derive(Debug, serde::Deserialize)]
 struct BoardsFile {
     default: String,
@@ -529,7 +536,7 @@ pub fn board_profile(library: &Path, requested: Option<&str>, link: (u8, u8)) ->
     let name = match requested {
         Some(name) => name.to_string(),
         None if default_fits => file.default.clone(),
-        None => "generic".to_string(),
+        None => GENERIC_BOARD.to_string(),
     };
     match file.boards.remove(&name) {
         Some(profile) => Ok((name, profile)),
