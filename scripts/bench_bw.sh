@@ -6,7 +6,7 @@
 # goes into docs/performance.md between <!-- bw:begin --> and <!-- bw:end --> (replaced if
 # there, appended if not). Raw results: build/bench/bw-*.json.
 #
-#   COUNT=2000 REPEAT=3 OUTSTANDING=64 scripts/bench_bw.sh      (defaults shown)
+#   COUNT=2000 REPEAT=3 OUTSTANDING=32 scripts/bench_bw.sh      (defaults shown: all the generator's tags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/simctl.sh
@@ -14,7 +14,7 @@ trap sim_stop EXIT
 
 COUNT=${COUNT:-2000}
 REPEAT=${REPEAT:-3}
-OUTSTANDING=${OUTSTANDING:-64}
+OUTSTANDING=${OUTSTANDING:-32}
 SIZES=64,256,1024,4096
 OUT=build/bench
 DOC=${DOC:-docs/performance.md}

@@ -95,7 +95,7 @@ burst_table() { # rows of the burst table for the series given
   echo "once in the root complex (a burst) or one every P card cycles (\`Device::idle\` between"
   echo "them). Both: the generator started by a posted write and the host's writes queued right"
   echo "behind it, so both directions run at once. Reads: the generator's 1-DW reads (MRd32 up, 1-DW"
-  echo "CplD down, up to 64 outstanding), the one host -> card traffic the card takes at the link's"
+  echo "CplD down, up to 32 outstanding), the one host -> card traffic the card takes at the link's"
   echo "pace (completions keep the full datapath width; requests, the host's writes included, go"
   echo "through the card's request path one DW per cycle). The pace actually reached is measured from"
   echo "the records' timestamps (card cycles between the first and the last TLP of each direction)."

@@ -189,7 +189,13 @@ TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
     --spy "$OUT/epf-copy.tlpx" > "$OUT/epf-copy.txt"
 grep -E "MSI of the slot|ok: src and dst|^# slot counters" "$OUT/epf-copy.txt"
 "$TLPX_BIN/tlpx" spy convert "$OUT/epf-copy.tlpx" --csv "$OUT/epf-copy.csv" > /dev/null 2>&1
-echo "spy: $(grep -c ',pci_epf_test$' "$OUT/epf-copy.csv") of $(($(wc -l < "$OUT/epf-copy.csv") - 1)) TLPs of the session attributed to pci_epf_test by the slot's tags;" \
+# Every TLP's source (the card's by its block's tag, the host's requests and their completions):
+# counted from the CSV's `source` column.
+sources=$(python3 -c 'import csv, sys, collections
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["kind"] not in ("Footer", "Payload")]
+c = collections.Counter(r["source"] or "(none)" for r in rows)
+print(f"{len(rows)} TLPs, by source: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))' "$OUT/epf-copy.csv")
+echo "spy: $sources;" \
      "the host's accesses named: $(grep -o 'pci_epf_test\.[a-z_]*' "$OUT/epf-copy.csv" | sort -u | head -4 | tr '\n' ' ')"
 sim_stop
 

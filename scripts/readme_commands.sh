@@ -175,10 +175,16 @@ for line in "${LINES[@]}"; do
     echo "readme_commands: $shown: ${wall} s, exit $status" >&2
 done
 
+# The report goes into docs/performance.md: a log folder inside the repository is named
+# relative to it (no machine's absolute path in a generated document).
+case "$LOG_DIR" in
+    "$ROOT"/*) LOG_SHOWN=${LOG_DIR#"$ROOT"/} ;;
+    *) LOG_SHOWN=$LOG_DIR ;;
+esac
 {
     echo "| command | wall s | exit | notes |"
     echo "|---|---:|---:|---|"
     printf '%s\n' "${ROWS[@]}"
     echo
-    echo "(scripts/readme_commands.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, tlpx-sim --data-width $DATA_WIDTH; logs in $LOG_DIR)"
+    echo "(scripts/readme_commands.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, tlpx-sim --data-width $DATA_WIDTH; logs in $LOG_SHOWN)"
 } >"${OUT:-/dev/stdout}"

@@ -10,6 +10,12 @@ echo "== Rust style and lints (cargo fmt --check, cargo clippy -D warnings)"
 (cd host && "$CARGO" fmt --all --check) || { echo "cargo fmt: the workspace is not formatted; run \`cd host && cargo fmt\`"; exit 1; }
 (cd host && "$CARGO" clippy --release --workspace --all-targets --quiet -- -D warnings)
 
+echo "== generated documents name paths relative to the repository (no machine's absolute path)"
+if grep -rnF "$PWD/" docs README.md || grep -rnE '(^|[ (`])/(work|home|root|Users)/' docs README.md; then
+    echo "docs: the lines above hold an absolute path of a machine (this checkout is $PWD): generated documents must name paths relative to the repository"
+    exit 1
+fi
+
 echo "== gateware tests (pytest)"
 .venv/bin/python -m pytest -q gateware/tlpx_gateware
 
@@ -45,6 +51,9 @@ if [ "$demo_status" != 0 ]; then
 fi
 echo "demo: $(grep -c . build/demo/demo.log) lines of output, ended with: $(grep '^demo: ' build/demo/demo.log | head -1)"
 .venv/bin/python scripts/readme_demo.py --check build/demo/demo.log
+
+echo "== the KCU105 card against an independent model of its hard IP and root complex (cocotbext-pcie; make cocotb-pcie)"
+.venv/bin/python -m tlpx_gateware.targets.hardip --board kcu105
 
 echo "== vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
 scripts/qemu_vfio_test.sh

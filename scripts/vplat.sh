@@ -15,6 +15,8 @@
 #                                          --lanes 4 --vfio-user' VPLAT_LINK='8GT/s x4')
 #   VPLAT_LINK='5GT/s x1'                  the link the card's lspci must show (tlpx-sim's default:
 #                                          Gen2, x1 for the 64-bit card)
+#   VPLAT_MPS_SUPPORTED=512                the max payload the card's DevCap must show (its board's
+#                                          hard IP's: tlpx-sim --board; 512 for the generic board)
 #   VPLAT_TIMEOUT=300                      wall-clock limit of the QEMU run (s)
 #   VPLAT_BOOTS='card pcitest'             which boots: "card" (the checks above, the card of
 #                                          build/card/dw64) and "pcitest" (Linux's endpoint test,
@@ -107,6 +109,11 @@ if want_boot card; then
     [[ "$ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_ID must be vendor:device in lower-case hex (like 1234:7070), not '$ID'"
 fi
 LINK=${VPLAT_LINK:-5GT/s x1}
+# The max payload the card's Device Capabilities must show: its board's hard IP's (tlpx-sim
+# --board; the 64-bit card stands for the generic board, LitePCIe's 512-byte limit), never the
+# 4096 bytes tlpx-sim once claimed.
+MPS_SUPPORTED=${VPLAT_MPS_SUPPORTED:-512}
+[[ "$MPS_SUPPORTED" =~ ^(128|256|512|1024|2048|4096)$ ]] || die "VPLAT_MPS_SUPPORTED must be 128, 256, ..., 4096 bytes, not '$MPS_SUPPORTED'"
 [[ "$LINK" =~ ^[0-9.]+GT/s\ x[0-9]+$ ]] || die "VPLAT_LINK must be 'SPEED WIDTH' as lspci prints them (like '5GT/s x1'), not '$LINK'"
 
 # The pcitest boot's device: the card with the pci_epf_test DUT (make gateware
@@ -248,7 +255,7 @@ if want_boot card; then
     boot "$RUN" "$ID" "$TIMEOUT" "" "${server_cmd[@]}"
     checker_args+=(--checks "$RUN/checks.log" --console "$RUN/console.log" --id "$ID"
         --qemu-status "$qemu_status" --timeout "$TIMEOUT" --server "$server_end" --server-command "${server_cmd[*]}"
-        --qemu-seconds "$qemu_seconds" --link "$LINK" --server-log "$RUN/server.log")
+        --qemu-seconds "$qemu_seconds" --link "$LINK" --mps-supported "$MPS_SUPPORTED" --server-log "$RUN/server.log")
 fi
 if want_boot pcitest; then
     # iomem=relaxed: the fault switch is written through /dev/mem while pci_endpoint_test holds

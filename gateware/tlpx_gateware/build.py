@@ -403,6 +403,10 @@ def build(data_width, output, clock_hz=None, with_verilate=True, jobs=2, trace=F
     litex_csv, litex_json = litex_csr_files(card)
     write_if_changed(output / "litex-csr.csv", litex_csv)
     write_if_changed(output / "litex-csr.json", litex_json)
+    # The hard IPs this card stands for in tlpx-sim (--board; docs/simulator-limits.md).
+    from tlpx_gateware.targets import sim_profiles
+    write_if_changed(output / "boards.json",
+                     json.dumps(sim_profiles(data_width, regmap["clock_hz"]), indent=2) + "\n")
     info = {
         "card": "tlpx",
         "data_width": data_width,

@@ -51,12 +51,14 @@ from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, _CompoundCSR
 
 from litepcie.common import phy_layout
-from litepcie.core import LitePCIeEndpoint, LitePCIeMSI
+from litepcie.core import LitePCIeEndpoint
 from litepcie.frontend.dma import LitePCIeDMA
 
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
+from tlpx_gateware.cores.msi import TlpxMSI
+from tlpx_gateware.cores.ordering.core import MsiFence, RequestLedger, last_beats
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
 from tlpx_gateware.cores.irq_timer import core as irq_timer_core
 from tlpx_gateware.cores.irq_timer.core import IrqTimer
@@ -78,6 +80,7 @@ from tlpx_gateware.cores.spy.core import Spy
 from tlpx_gateware.cores.timebase.core import Timebase
 from tlpx_gateware.sim.clocking import SimClocking, changed, core_enable_logic
 from tlpx_gateware.sim.simphy import SimPHY, simphy_ios
+from tlpx_gateware.tlp import NONPOSTED_TAG_LIMIT
 
 DATA_WIDTHS = (64, 128, 256)
 DEFAULT_CLOCK_HZ = {64: 125e6, 128: 125e6, 256: 250e6}
@@ -100,6 +103,7 @@ CSR_MAP = {
     "slot":         14,
 }
 
+
 # Memory windows of BAR0 beside the CSRs.
 PIO_WINDOW_BASE = 0x10000
 PIO_WINDOW_SIZE = 0x10000
@@ -113,12 +117,59 @@ assert MSI_SOURCES.index("slot") == SLOT_MSI_INDEX
 # MSI mask).
 MSI_ENABLED_AT_RESET = ["slot"]
 
+# The card's requester tags: every block that sends requests stamps its own tags into them,
+# posted writes included (whose tag PCIe leaves unused), so that the spy names the block of
+# every TLP the card sends, and the completion dispatcher routes completions by them.
+# LitePCIe's DMA takes tags 0..LITEPCIE_TAGS-1 for its reads (its tag queue, one per pending
+# request); its writer's requests go to a write-only crossbar port that stamps tag 0
+# (litepcie/frontend/dma.py, `port.source.tag.eq(0)`): inside the same range. Every tag, the
+# posted writes' too, is below tlp.NONPOSTED_TAG_LIMIT: the UltraScale hard IP tracks 64
+# (PG156), and one plan for both kinds keeps a block's tag one range.
+LITEPCIE_TAGS = 8           # = LitePCIeEndpoint's max_pending_requests below
+LITEPCIE_WRITE_TAG = 0
+assert LITEPCIE_WRITE_TAG < LITEPCIE_TAGS
+# The requesters whose completions come back to tlpx's blocks (CompletionDispatcher's routes).
+NONPOSTED_TAGS = {
+    "generator": (TAG_BASE, FLUSH_TAG),
+    "rt_loop":   (LOOP_TAG, LOOP_TAG),
+    "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
+}
+CARD_TAGS = {               # block: (first, last), inclusive
+    "litepcie":       (0, LITEPCIE_TAGS - 1),
+    **NONPOSTED_TAGS,
+    "spy":            (spy_core.RING_TAG, spy_core.RING_TAG),
+    "irq_timer":      (irq_timer_core.RING_TAG, irq_timer_core.RING_TAG),
+}
+
+
+def check_tag_plan(ranges, limit=NONPOSTED_TAG_LIMIT):
+    """The blocks' tag ranges (name: (first, last)) are disjoint and below `limit`."""
+    taken = sorted(((name, lo, hi) for name, (lo, hi) in ranges.items()), key=lambda t: t[1])
+    for name, lo, hi in taken:
+        if not 0 <= lo <= hi:
+            raise ValueError(f"{name}'s tags {lo}..{hi} are not a range")
+    for (a, _, a_hi), (b, b_lo, _) in zip(taken, taken[1:]):
+        if b_lo <= a_hi:
+            raise ValueError(f"the tags of {a} (..{a_hi}) and {b} ({b_lo}..) overlap")
+    name, _, hi = max(taken, key=lambda t: t[2])
+    if hi >= limit:
+        raise ValueError(f"{name}'s tags reach {hi}: every tag must be below {limit} "
+                         f"(the UltraScale hard IP's 6-bit tags, PG156)")
+
+
+check_tag_plan(CARD_TAGS)
+
 # Constants of tlpx's blocks that the host and the firmware need, exported into csr.json's
 # constants (gateware/tools/gen_regs.py makes them tlpx_regs::constants and TLPX_CONST_* of the
 # firmware's header; it takes them from here when a card was built before one was exported).
 BLOCK_CONSTANTS = {
     "GENERATOR_TAG_BASE":           TAG_BASE,
     "GENERATOR_TAGS":               TAGS,
+    "GENERATOR_FLUSH_TAG":          FLUSH_TAG,
+    "SPY_RING_TAG":                 spy_core.RING_TAG,
+    "IRQ_TIMER_RING_TAG":           irq_timer_core.RING_TAG,
+    "LITEPCIE_TAGS":                LITEPCIE_TAGS,
+    "LITEPCIE_WRITE_TAG":           LITEPCIE_WRITE_TAG,
     "GENERATOR_MAX_TRANSFER_BYTES": generator_core.MAX_TRANSFER_BYTES,
     "GENERATOR_HISTOGRAM_BUCKETS":  generator_core.HISTOGRAM_BUCKETS,
     "GENERATOR_SAMPLE_FIFO_DEPTH":  generator_core.SAMPLE_FIFO_DEPTH,
@@ -258,7 +309,7 @@ class TlpxCard(SoCMini):
         # Identification and timebase ------------------------------------------------------------
         self.ident = Identification(
             features   = ["request_path", "msi", "dma_loopback"]
-                         + (["generator", "spy", "irq_timer", "rt_loop"] if tlpx_blocks else [])
+                         + (["generator", "spy", "irq_timer", "rt_loop", "slot"] if tlpx_blocks else [])
                          + (["rule30"] if rule30_in_slot else [])
                          + (["cpu"] if with_cpu else []),
             data_width = data_width,
@@ -267,6 +318,7 @@ class TlpxCard(SoCMini):
         )
         # Free-running: on the card clock (also while the core's clock is gated).
         self.timebase = ClockDomainsRenamer(self.base_domain)(Timebase())
+        self.comb += self.ident.cycles.eq(self.timebase.cycles)
         self.add_constant("IDENT_MAGIC", MAGIC)
         self.add_constant("IDENT_VERSION_MAJOR", VERSION_MAJOR)
         self.add_constant("IDENT_VERSION_MINOR", VERSION_MINOR)
@@ -276,7 +328,7 @@ class TlpxCard(SoCMini):
         self.pcie_endpoint = endpoint = LitePCIeEndpoint(endpoint_phy,
             endianness           = phy.endianness,
             address_width        = 32,
-            max_pending_requests = 8,
+            max_pending_requests = LITEPCIE_TAGS,
         )
         if tlpx_blocks:
             dispatcher, tx_sources = self._add_blocks(platform, phy, data_width, clock_hz, slot_user, dut_map_hash)
@@ -294,7 +346,8 @@ class TlpxCard(SoCMini):
             relocation=(user.window_bytes, SLOT_WINDOW_BASE, RELOCATED_TLPX_BASE)
                        if user is not None and user.placement == "bar0" else None,
             tx_sources=tx_sources,
-            completion_dispatcher=dispatcher)
+            completion_dispatcher=dispatcher,
+            cycles=self.timebase.cycles)
         self.bus.add_master(name="request_path", master=self.request_path.bus)
         if tlpx_blocks:
             # Arbiter masters: LitePCIe, request-path completions, then tx_sources in order.
@@ -329,9 +382,10 @@ class TlpxCard(SoCMini):
             self.add_constant("CPU_SRAM_SIZE", CPU_SRAM_SIZE)
 
         # MSI ------------------------------------------------------------------------------------
-        self.pcie_msi = msi = LitePCIeMSI(width=32)
-        msi.enable.storage.reset = Constant(sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET), 32)
-        self.comb += msi.source.connect(phy.msi)
+        # Per-source enable set/clear (cores/msi.py): no driver turns off another's source.
+        # Its messages go to the hard IP through the MSI fence (below).
+        self.pcie_msi = msi = TlpxMSI(self.timebase.cycles, width=32,
+            enabled_at_reset=sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET))
         if hasattr(self, "spy"):
             # The sources the spy's MSI records carry: the MSI block's vector as the MSI goes.
             self.comb += self.spy.msi_sources.eq(msi.vector.status)
@@ -372,6 +426,15 @@ class TlpxCard(SoCMini):
                 conv.source.ready.eq(dma.sink.ready),
             ]
 
+        # An MSI leaves for the hard IP only after the requests issued before it (by any
+        # requester: LitePCIe's DMA, tlpx's blocks) have left the transmit path (cores/ordering).
+        self.request_ledger = ledger = RequestLedger(
+            # LitePCIe's internal master ports take the requesters' requests on `sink`.
+            [last_beats(m.sink) for m in endpoint.crossbar.user_masters] + [last_beats(t) for t in tx_sources],
+            phy.requests_done)
+        self.msi_fence = fence = MsiFence(ledger)
+        self.comb += [msi.source.connect(fence.sink), fence.source.connect(phy.msi)]
+
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,
             "pcie_dma0_reader": dma.reader.irq,
@@ -408,6 +471,7 @@ class TlpxCard(SoCMini):
             changed(self, phy.cfg_in),                          # a configuration input changed
             phy.sink.valid, phy.tx_fifo.source.valid,           # a TLP beat to send (any source), one in the PHY
             phy.msi.valid, self.pcie_msi.irqs != 0,             # an MSI to send, an interrupt source firing
+            self.msi_fence.holding,                             # an MSI waits for earlier requests
             self.request_path.bus.cyc,                          # a bus access (CSR, windows) in flight
             dma.reader.enable, dma.writer.enable, dma.loopback.enable.storage,
         ]
@@ -418,6 +482,7 @@ class TlpxCard(SoCMini):
         user = getattr(self, "slot_user_in_slot", None)
         if user is not None:
             terms += slot_core_activity(user)                       # the slot user's
+            terms.append(self.slot.lease.held)                      # the slot's lease counts down in the core
         if hasattr(self, "cpu_ctrl"):
             terms += [
                 self.cpu_ctrl.clock_on,                             # the CPU runs (or settles)
@@ -433,11 +498,7 @@ class TlpxCard(SoCMini):
         # Traffic generator: its own TLPs, its own tags.
         self.generator = Generator(data_width, phy.id, self.timebase.cycles, clock_hz=clock_hz)
         # Completions for the card's own requesters, by tag; the rest go to LitePCIe.
-        self.completions = dispatcher = CompletionDispatcher(data_width, routes={
-            "generator": (TAG_BASE, FLUSH_TAG),
-            "rt_loop":   (LOOP_TAG, LOOP_TAG),
-            "slot":      (SLOT_TAG_BASE, SLOT_TAG_BASE + SLOT_TAGS - 1),
-        })
+        self.completions = dispatcher = CompletionDispatcher(data_width, routes=NONPOSTED_TAGS)
         self.comb += dispatcher.generator.connect(self.generator.cpl_sink)
 
         # Passive spy on both PHY streams; it writes its records through the same transmit
@@ -473,7 +534,10 @@ class TlpxCard(SoCMini):
             self.comb += dispatcher.slot.connect(user.cpl)
         else:
             self.comb += dispatcher.slot.ready.eq(1)  # completions for a user that sends no requests
-        self.slot = SlotBlock(user, irq=user.irq, counters=user.counters, dut_map_hash=dut_map_hash)
+        self.slot = SlotBlock(user, irq=user.irq, counters=user.counters, busy=user.busy, cycles=self.timebase.cycles,
+            clock_hz=clock_hz, dut_map_hash=dut_map_hash)
+        if getattr(user, "fence", None) is not None:
+            self.comb += user.fence.eq(self.slot.fenced)
         # Verilog files beside the card's (file name -> text): tlpx_gateware.build writes them
         # next to tlpx_card.v, adds them to the platform's sources and verilates them together.
         self.verilog_sources.update(user.verilog_sources)

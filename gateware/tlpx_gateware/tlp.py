@@ -29,6 +29,13 @@ TYPE_CAS     = 0b01110
 MSG_TYPE_MASK = 0b11000  # Msg/MsgD: Type = 10rrr
 MSG_TYPE      = 0b10000
 
+# Tags (2.2.6.2) ------------------------------------------------------------------------------------
+# Every tag the card puts on a non-posted request is below this: the UltraScale hard IP keeps
+# its outstanding requests in a 64-entry Split Completion Table matched by 6-bit tags, with the
+# Extended Tag Field enabled (PG156, "Tag Management for Non-Posted Transactions"; 32 tags
+# without it). pcie_7x and the simulator take 8-bit tags; one plan serves every board.
+NONPOSTED_TAG_LIMIT = 64
+
 # Completion status (2.2.9, Table 2-34) ------------------------------------------------------------
 
 CPL_SC = 0b000

@@ -111,9 +111,15 @@ def check_card(card, regmap, config):
             raise GenError(f"{dma}'s descriptor table holds fewer than the driver's "
                            f"{config['DMA_BUFFER_COUNT']} descriptors (level is {level_bits} bits)")
     msi_base, msi = region_registers(regmap, "pcie_msi")
-    if sorted(msi) != ["clear", "enable", "vector"]:
-        raise GenError(f"pcie_msi has {sorted(msi)}: the compat header assumes LitePCIeMSI (single MSI: "
-                       "enable, clear, vector)")
+    # The driver reaches enable, clear and vector through csr.h; tlpx's MSI block (cores/msi.py)
+    # adds per-source set/clear and a timestamp beside them, which the driver never touches. An
+    # MSI-X or multi-vector block (a PBA, a table) is another controller than the header assumes.
+    missing = {"clear", "enable", "vector"} - set(msi)
+    other_kind = sorted(r for r in msi if "pba" in r or "table" in r)
+    if missing or other_kind:
+        raise GenError(f"pcie_msi has {sorted(msi)}: the compat header assumes LitePCIe's single MSI "
+                       f"(enable, clear, vector{'; missing ' + ', '.join(sorted(missing)) if missing else ''}"
+                       f"{'; MSI-X registers ' + ', '.join(other_kind) if other_kind else ''})")
     constants = card.constants
     interrupts = {}
     for dma in dma_regions:

@@ -207,8 +207,9 @@ def cpu_only_regions(base, cpu):
             mine = theirs.get(reg["name"])
             same = mine is not None and all(mine[k] == reg[k] for k in ("offset", "access"))
             if name == "ident" and reg["name"] == "features":
-                # The CPU card adds one field (cpu) above the others.
-                same = same and mine["fields"][:len(reg["fields"])] == reg["fields"]
+                # The CPU card adds one field (cpu, bit 8) to the others, which keep their bits.
+                same = same and all(f in mine["fields"] for f in reg["fields"]) \
+                    and [f["name"] for f in mine["fields"] if f not in reg["fields"]] == ["cpu"]
             else:
                 same = same and mine["size_bits"] == reg["size_bits"] and mine["fields"] == reg["fields"]
             if not same:
@@ -244,6 +245,9 @@ def render_rust(regmap):
             "    pub offset: u64,",
             "    pub size_bits: u32,",
             "    pub writable: bool,",
+            "    /// Bits of write-1-to-act fields (start, stop, clear, ...): the card acts on a 1 and does",
+            "    /// not keep it (they read 0), so a read-modify-write of another field writes them 0.",
+            "    pub actions: u64,",
             "    pub description: &'static str,",
             "}", "",
             "/// A bit field of a register.",
@@ -284,7 +288,7 @@ def render_rust(regmap):
             out.append(f"    /// {desc}")
             out.append(f"    pub const {const}: Register = Register {{ region: {json.dumps(rname)}, name: {json.dumps(reg['name'])}, "
                        f"offset: 0x{reg['offset']:x}, size_bits: {reg['size_bits']}, writable: {str(reg['access'] != 'ro').lower()}, "
-                       f"description: {json.dumps(desc)} }};")
+                       f"actions: 0x{action_mask(reg):x}, description: {json.dumps(desc)} }};")
             all_regs.append(f"{rname}::{const}")
             if reg["fields"]:
                 out.append(f"    /// Fields of `{reg['name']}`.")
@@ -375,6 +379,14 @@ def render_docs(regmap):
 
 def c_ident(*parts):
     return "_".join(["TLPX", *[p.upper() for p in parts]])
+
+
+def action_mask(reg):
+    """The write-1-to-act bits of a writable register: its fields of access ``wo`` (LiteX's
+    pulse fields, soc.register_map), which the card does not keep (cores/csr.py)."""
+    if reg["access"] == "ro":
+        return 0
+    return sum(((1 << f["size"]) - 1) << f["offset"] for f in reg["fields"] if f["access"] == "wo")
 
 
 def render_c(regmap):

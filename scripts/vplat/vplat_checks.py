@@ -66,13 +66,17 @@ def dma_refused(log, addr):
                 f"{stop.group(0) if stop else 'missing'}")
 
 
-def card_lspci(lines, link):
+def card_lspci(lines, link, mps_supported=None):
     """The card's `lspci -vv` in the guest against what tlpx-sim presents: BAR0 (1 MiB, 32-bit
     memory), the MSI capability (64-bit, one vector), a PCIe Endpoint whose LnkCap and LnkSta
-    both say `link` ("5GT/s x1"), and MPS/MRRS in Device Control. -> (ok, detail)."""
+    both say `link` ("5GT/s x1"), Device Capabilities' max payload `mps_supported` (the board's
+    hard IP's, not more: tlpx-sim --board), and MPS/MRRS in Device Control. -> (ok, detail)."""
     text = "\n".join(lines)
     speed, width = link.split() if link else ("?", "?")
     wants = [
+        (f"DevCap MaxPayload {mps_supported} bytes", rf"DevCap:\s+MaxPayload {mps_supported} bytes\b"),
+    ] if mps_supported else []
+    wants += [
         ("BAR0 1M 32-bit memory", r"Region 0: Memory at [0-9a-f]+ \(32-bit, non-prefetchable\) \[size=1M\]"),
         ("MSI capability", r"Capabilities: \[[0-9a-f]+\] MSI: Enable[+-] Count=1/1 Maskable- 64bit\+"),
         ("PCIe Endpoint", r"Capabilities: \[[0-9a-f]+\] Express \(v2\) Endpoint"),
@@ -83,7 +87,8 @@ def card_lspci(lines, link):
     missing = [what for what, rx in wants if not re.search(rx, text)]
     if not lines:
         return False, "no `lspci -vv` lines for the device"
-    found = [m.group(0) for rx in (r"Region 0: [^\n]*", r"LnkSta:\s+[^\n]*", r"MaxPayload \d+ bytes, MaxReadReq \d+ bytes")
+    found = [m.group(0) for rx in (r"Region 0: [^\n]*", r"DevCap:\s+MaxPayload \d+ bytes", r"LnkSta:\s+[^\n]*",
+                                   r"MaxPayload \d+ bytes, MaxReadReq \d+ bytes")
              for m in [re.search(rx, text)] if m]
     return not missing, ("; ".join(found) + (f"; missing: {', '.join(missing)}" if missing else ""))
 
@@ -164,7 +169,7 @@ def evaluate(data, want):
              f"{addr}: config space (sysfs, {len(cfg)} bytes) decoded here: IDs {got}, command {cfg[4] | cfg[5] << 8:#06x}, "
              f"class {cfg[0x0b]:02x}{cfg[0x0a]:02x}{cfg[0x09]:02x}, driver {m.group(2)} (want {want.get('id')} at {want.get('addr')})")
 
-    ok, detail = card_lspci(facts["lspci"], want.get("link"))
+    ok, detail = card_lspci(facts["lspci"], want.get("link"), want.get("mps_supported"))
     host("card_lspci", ok, detail)
     refused_at = by_kind.get("TLPX-REFUSED", [(0, None)])[0][1]
     ok, detail = dma_refused(want.get("server_log") or "", refused_at.group(1) if refused_at else None)
@@ -197,6 +202,7 @@ CARD_LSPCI = [
     "   Region 0: Memory at fe600000 (32-bit, non-prefetchable) [size=1M]",
     "   Capabilities: [50] MSI: Enable- Count=1/1 Maskable- 64bit+",
     "   Capabilities: [70] Express (v2) Endpoint, MSI 00",
+    "    DevCap: MaxPayload 512 bytes, PhantFunc 0, Latency L0s <64ns, L1 <1us",
     "     MaxPayload 128 bytes, MaxReadReq 512 bytes",
     "    LnkCap: Port #0, Speed 5GT/s, Width x1, ASPM not supported",
     "    LnkSta: Speed 5GT/s, Width x1",
@@ -224,7 +230,8 @@ def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01)):
 def self_test():
     """The parser refuses what it must; exits non-zero (naming the case) if it does not."""
     want = {"release": "6.1.0-56-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "tlpx_version": "tlpx 0.1.0",
-            "qemu_status": 0, "server": "exit 0", "timeout": 300, "link": "5GT/s x1", "server_log": GOOD_SERVER_LOG}
+            "qemu_status": 0, "server": "exit 0", "timeout": 300, "link": "5GT/s x1", "mps_supported": 512,
+            "server_log": GOOD_SERVER_LOG}
     failures = []
     checks, _, problems = evaluate(good_channel(), want)
     if problems or len(checks) != len(GUEST_CHECKS) + len(HOST_CHECKS):
@@ -260,6 +267,7 @@ def self_test():
                                    ("server crashed", {"server": "signal 11"}, "ended with signal 11"),
                                    ("other kernel", {"release": "6.12.0-1-amd64"}, "the initramfs was built for 6.12"),
                                    ("other link wanted", {"link": "8GT/s x4"}, "missing: LnkCap 8GT/s x4"),
+                                   ("a payload beyond the board's IP", {"mps_supported": 256}, "missing: DevCap MaxPayload 256 bytes"),
                                    ("no refusal in the server log", {"server_log": GOOD_SERVER_LOG.replace("0xdead0000", "0x1000")},
                                     "no refused read at 0xdead0000"),
                                    ("refusal not counted", {"server_log": GOOD_SERVER_LOG.replace("2 reads", "0 reads")},
@@ -336,6 +344,7 @@ def main():
     ap.add_argument("--qemu-seconds", type=float)
     ap.add_argument("--total-seconds", type=float)
     ap.add_argument("--link", help="the link the card's lspci must show, e.g. '5GT/s x1'")
+    ap.add_argument("--mps-supported", type=int, help="the max payload the card's DevCap must show (its board's hard IP's)")
     ap.add_argument("--server-log", help="the device server's log (server.log): its stop line")
     # The second boot (Linux's endpoint test): the same, for its own channel and server.
     ap.add_argument("--pcitest-checks", help="the pcitest boot's checks channel; without it, no pcitest boot ran")
@@ -384,7 +393,7 @@ def main():
     if a.checks:
         data = read(a.checks)
         want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
-                "timeout": a.timeout, "server": a.server, "link": a.link,
+                "timeout": a.timeout, "server": a.server, "link": a.link, "mps_supported": a.mps_supported,
                 "server_log": open(a.server_log, errors="replace").read() if a.server_log and os.path.exists(a.server_log) else ""}
         c, facts, p = evaluate(data, want)
         if facts["lspci"]:

@@ -34,7 +34,9 @@ class RecordRingWriter(LiteXModule):
     """`fifo` is a stream.SyncFIFO of record_layout(); `hold` keeps records in it (not
     written), `discard` pops its oldest record without writing it, `halt` starts no TLP."""
     def __init__(self, data_width, requester_id, fifo, ring_base, ring_size_log2, payload_size_log2,
-                 flush_cycles, rd_index, clear, hold=C(0, 1), discard=C(0, 1), halt=C(0, 1)):
+                 flush_cycles, rd_index, clear, tag, hold=C(0, 1), discard=C(0, 1), halt=C(0, 1)):
+        """``tag``: stamped into the ring's MWrs (unused by PCIe for a posted write), so the
+        spy attributes them to the block that owns the ring."""
         self.source   = stream.Endpoint(phy_layout(data_width))
         self.wr_index = wr_index = Signal(32)
 
@@ -128,7 +130,7 @@ class RecordRingWriter(LiteXModule):
         next_hdr = [Signal(32, name=f"ring_next_hdr{i}") for i in range(4)]
         self.comb += [
             next_hdr[0].eq(Cat((batch << 3)[:10], C(0, 19), Cat(hdr4, C(1, 1), C(0, 1)))),
-            next_hdr[1].eq(Cat(C(0xF, 4), C(0xF, 4), C(0, 8), requester_id)),
+            next_hdr[1].eq(Cat(C(0xF, 4), C(0xF, 4), C(tag, 8), requester_id)),
             next_hdr[2].eq(Mux(hdr4, address[32:], Cat(C(0, 2), address[2:32]))),
             next_hdr[3].eq(Cat(C(0, 2), address[2:32])),
         ]

@@ -97,6 +97,9 @@ class HostMemory:
                     if be >> b & 1:
                         self.data[addr + 4 * i + b - self.base] = (d >> (8 * b)) & 0xFF
             return True
+        # Every non-posted tag of the card fits the UltraScale hard IP's 6-bit tags (found by
+        # its independent model, targets/hardip: the generator used 128..191).
+        assert tag < tlp.NONPOSTED_TAG_LIMIT, f"card read with tag {tag}: tags must be below {tlp.NONPOSTED_TAG_LIMIT}"
         index = self.reads_seen
         self.reads_seen += 1
         fault = self.faults.get(index)
@@ -221,6 +224,11 @@ class Card:
                     self._partial.append(out.tx_dat[j])
             if out.tx_last:
                 self.link_log.append((self.cycles, 1, self._partial[0]))
+                # Every request of the card carries its own requester ID (a header field
+                # built too narrow shifted it once: the generator's tag sum).
+                is_request = (self._partial[0] >> 24) & 0x1F != tlp.TYPE_CPL
+                assert not is_request or self._partial[1] >> 16 == self.CARD_ID, \
+                    f"card request DW1 {self._partial[1]:#010x}: requester ID is not the card's {self.CARD_ID:#06x}"
                 if not (self.memory and self.memory.handle(self._partial, self.cycles)):
                     self.received.append(self._partial)
                 self._partial = []

@@ -108,6 +108,11 @@ class SimPHY(LiteXModule):
             self.bus_master_enable.eq(pads.cfg_bus_master_enable),
             self.msi_enable.eq(pads.cfg_msi_enable),
         ]
+        # Request TLPs handed to the simulator (cores/ordering: an MSI waits for the requests
+        # issued before it). Imported here: targets.phy holds the PHYs' shared stream helpers.
+        from tlpx_gateware.targets.phy import RequestsLeaving
+        self.leaving = leaving = RequestsLeaving(tx_fifo.source)
+        self.requests_done = leaving.count
         # The raw inputs, for the core's clock gate (sim/clocking.py): a beat arriving, a
         # configuration input changing.
         self.rx_valid_in = pads.rx_valid

@@ -6,13 +6,20 @@ four byte enables in ``be[4j:4j+4]``; a TLP's last beat may be partly filled.
 """
 
 
-def tlp_beats(dws, n):
-    """A TLP's DWs as (dat, be, first, last) beats of `n` DWs."""
+def tlp_beats(dws, n, payload_be=None):
+    """A TLP's DWs as (dat, be, first, last) beats of `n` DWs. `be` is 0xF for every DW (the
+    card's convention, SimPHY's), or, with `payload_be` (one value per payload DW, after a
+    `len(dws) - len(payload_be)`-DW header), the byte enables an UltraScale adapter passes
+    on (the hard IP's byte_en: First BE on the first payload DW, Last BE on the last)."""
+    enables = [0xF] * len(dws)
+    if payload_be is not None:
+        enables[len(dws) - len(payload_be):] = payload_be
     out = []
     for i in range(0, len(dws), n):
         chunk = dws[i:i + n]
         dat = sum(d << (32 * j) for j, d in enumerate(chunk))
-        out.append((dat, (1 << (4 * len(chunk))) - 1, int(i == 0), int(i + n >= len(dws))))
+        be = sum(e << (4 * j) for j, e in enumerate(enables[i:i + n]))
+        out.append((dat, be, int(i == 0), int(i + n >= len(dws))))
     return out
 
 

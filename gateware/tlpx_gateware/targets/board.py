@@ -17,8 +17,7 @@ from litex.gen import LiteXModule
 from litex.soc.cores.clock import S7MMCM, S7PLL, USMMCM, USPLL
 
 from litepcie.phy.s7pciephy import S7PCIEPHY
-from litepcie.phy.uspciephy import USPCIEPHY
-
+from tlpx_gateware.targets.litepcie_us import FixedUSPCIEPHY
 from tlpx_gateware.targets.phy import HardwarePHY
 
 # The card's PCI identity (host/crates/tlpx/src/cmd/list.rs looks for it; docs/architecture.md).
@@ -84,6 +83,7 @@ class Board:
         for resource, value in self.extra_outputs:
             card.comb += platform.request(resource).eq(value)
         card.pcie_phy = phy = self.make_phy(platform, platform.request(self.pcie_pads), data_width, clock_hz, bar0_size)
+        card.verilog_sources.update(getattr(phy.vendor, "verilog_sources", {}))
         platform.add_false_path_constraints(crg.cd_sys.clk, phy.vendor.cd_pcie.clk)
 
         if self.leds:
@@ -110,12 +110,33 @@ class Board:
             vendor = (phy_class or S7PCIEPHY)(platform, pads, data_width=data_width, bar0_size=bar0_size, cd="sys")
             vendor.update_config(pcie_7x_config(self))
         else:
-            vendor = (phy_class or USPCIEPHY)(platform, pads, speed=f"gen{self.gen}", data_width=data_width,
+            vendor = (phy_class or FixedUSPCIEPHY)(platform, pads, speed=f"gen{self.gen}", data_width=data_width,
                                               bar0_size=bar0_size, cd="sys")
             vendor.update_config(pcie3_ultrascale_config(self, bar0_size))
         if vendor.nlanes != self.lanes:
             raise ValueError(f"board {self.name}: {self.pcie_pads} has {vendor.nlanes} lanes, not {self.lanes}")
         return vendor
+
+
+def msi_64bit(board):
+    """Whether the board's hard IP offers 64-bit MSI addresses: LitePCIe's pcie_7x
+    configuration sets MSI_64b False; pcie3_ultrascale's MSI capability is 64-bit (PG156)."""
+    return board.family == "ultrascale"
+
+
+def hard_ip_profile(board):
+    """What the board's hard IP presents in configuration space, as tlpx-sim's --board
+    presents it (tlpx_gateware.build writes these into the card's boards.json)."""
+    return {
+        "title": board.title,
+        "hard_ip": {"7series": "pcie_7x", "ultrascale": "pcie3_ultrascale"}[board.family],
+        "max_link_gen": board.gen,
+        "max_link_lanes": board.lanes,
+        "mps_supported": max_payload_supported(board),
+        "msi_64bit": msi_64bit(board),
+        "msi_vectors": 1,
+        "extended_tags": True,
+    }
 
 
 def widens_requests(board):

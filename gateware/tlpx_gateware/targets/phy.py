@@ -32,14 +32,54 @@ are still here (`link_up`, `bus_master_enable`, `msi_enable`) for LEDs and later
 """
 
 from migen import *
-from migen.genlib.cdc import MultiReg
+from migen.genlib.cdc import GrayCounter, GrayDecoder, MultiReg
 
 from litex.soc.interconnect import stream
 from litex.soc.interconnect.packet import Arbiter, Dispatcher
 
 from litepcie.common import phy_layout
 
-from tlpx_gateware.tlp import TYPE_CPL, TYPE_CPL_LK, TYPE_MEM, TYPE_MEM_LK
+from tlpx_gateware.cores.ordering.core import COUNT_BITS, last_beats
+from tlpx_gateware.tlp import NONPOSTED_TAG_LIMIT, TYPE_CPL, TYPE_CPL_LK, TYPE_MEM, TYPE_MEM_LK
+
+
+def is_completion(dat):
+    """First-beat test: the TLP is a completion (Type 01010 Cpl/CplD, 01011 locked)."""
+    return (dat[24:29] == TYPE_CPL) | (dat[24:29] == TYPE_CPL_LK)
+
+
+class RequestsLeaving(Module):
+    """Counts the request TLPs (not completions) whose last beat leaves `endpoint` (sys)."""
+    def __init__(self, endpoint):
+        self.count = Signal(COUNT_BITS)
+
+        # # #
+
+        start = Signal(reset=1)
+        request = Signal()                           # the TLP in progress is a request
+        now = Signal()
+        self.comb += now.eq(Mux(start, ~is_completion(endpoint.dat), request))
+        self.sync += If(endpoint.valid & endpoint.ready,
+            start.eq(endpoint.last),
+            If(start, request.eq(~is_completion(endpoint.dat))),
+            If(endpoint.last & now, self.count.eq(self.count + 1)),
+        )
+
+
+class PulseCount(Module):
+    """A count, readable in `sys`, of the pulses of `pulse` in clock domain `domain` (a Gray
+    counter crossing, so that the count read is never torn)."""
+    def __init__(self, pulse, domain):
+        self.count = Signal(COUNT_BITS)
+
+        # # #
+
+        self.submodules.counter = counter = ClockDomainsRenamer(domain)(GrayCounter(COUNT_BITS))
+        self.comb += counter.ce.eq(pulse)
+        synced = Signal(COUNT_BITS)
+        self.specials += MultiReg(counter.q, synced, "sys")
+        self.submodules.decoder = decoder = GrayDecoder(COUNT_BITS)
+        self.comb += [decoder.i.eq(synced), self.count.eq(decoder.o)]
 
 
 def _reverse_bytes(dw):
@@ -116,6 +156,39 @@ class MarkFirst(Module):
             sink.connect(source, omit={"first"}),
             source.first.eq(start),
         ]
+
+
+class WholeDwEnables(Module):
+    """sink -> source with `be` set to 0xF on every DW of each TLP (its header and, per its
+    Length field, its payload) and 0 on the beat's unused DWs: the card's convention (SimPHY
+    and the 7-series PHY deliver whole DWs). LitePCIe's UltraScale adapters hand on the hard
+    IP's byte enables instead (m_axis_cq/rc tuser byte_en: a 1-DW write with First BE 0010
+    has `be` 0010, a zero-length write 0000), which would hide payload DWs from a block that
+    counts DWs by `be`. `first` must mark each TLP's first beat."""
+    def __init__(self, data_width):
+        ndws = data_width // 32
+        self.sink   = sink   = stream.Endpoint(phy_layout(data_width))
+        self.source = source = stream.Endpoint(phy_layout(data_width))
+
+        # # #
+
+        fmt, length = sink.dat[29:32], sink.dat[0:10]
+        first_total = Signal(11)    # DWs of the TLP starting in this beat
+        total       = Signal(11)    # DWs of the TLP in progress
+        base        = Signal(11)    # index of this beat's DW0 within the TLP
+        self.comb += first_total.eq(3 + fmt[0] + Mux(fmt[1], Mux(length == 0, 1024, length), 0))
+        self.sync += If(sink.valid & sink.ready,
+            If(sink.first,
+                total.eq(first_total),
+                base.eq(ndws),
+            ).Else(
+                base.eq(base + ndws),
+            )
+        )
+        self.comb += sink.connect(source, omit={"be"})
+        for j in range(ndws):
+            present = Mux(sink.first, j < first_total, base + j < total)
+            self.comb += source.be[4 * j:4 * (j + 1)].eq(Mux(present, 0xF, 0))
 
 
 class RequestWidener(Module):
@@ -201,43 +274,180 @@ class RequestWidener(Module):
         ]
 
 
+class IpTagGuard(Module):
+    """The UltraScale hard IP keeps every non-posted request in its Split Completion Table
+    until the request's last completion, or its own completion timeout (PG156: it then hands
+    the user a completion with error code "timeout"; LitePCIe's RC adapter passes it on as a
+    completion without data). A requester of the card that gives up a read sooner (its own
+    timeout) and sends the same tag again would send a tag the IP still holds: cocotbext-pcie
+    stops at "active tag reused", what the IP would do is undefined.
+
+    So: a non-posted request whose tag the IP still holds waits here (and the requests behind
+    it: the stream is in order) until the IP lets the tag go; the completion that lets it go
+    belongs to the old request and is dropped (`stale_completions`). A wait longer than
+    `max_wait` cycles (an IP whose timeout never comes) lets the request go and is counted
+    (`forced`). Completions and requests are seen in the card's convention (`first` marked)."""
+    def __init__(self, data_width, max_wait=1 << 24):
+        if data_width < 128:
+            raise ValueError(f"IpTagGuard reads the header from the first beat: 128 bits or more, not {data_width}")
+        layout = phy_layout(data_width)
+        self.req_sink,  self.req_source = stream.Endpoint(layout), stream.Endpoint(layout)
+        self.cpl_sink,  self.cpl_source = stream.Endpoint(layout), stream.Endpoint(layout)
+        self.stale_completions = Signal(32)
+        self.forced = Signal(32)
+
+        # # #
+
+        held = Signal(NONPOSTED_TAG_LIMIT)           # tags the IP holds
+        req, cpl = self.req_sink, self.cpl_sink
+
+        # Requests: a non-posted one (no data: MRd, MRdLk) whose tag is held waits.
+        req_tag = req.dat[40:48]
+        nonposted = req.first & ~req.dat[30]
+        blocked = Signal()
+        waited = Signal(max=max_wait + 1)
+        self.comb += [
+            blocked.eq(req.valid & nonposted & (held >> req_tag)[0] & (waited != max_wait)),
+            req.connect(self.req_source, omit={"valid", "ready"}),
+            self.req_source.valid.eq(req.valid & ~blocked),
+            req.ready.eq(self.req_source.ready & ~blocked),
+        ]
+        self.sync += If(blocked, waited.eq(waited + 1)).Else(waited.eq(0))
+
+        # Completions: the last one of a request lets its tag go. A completion is the last when
+        # its status is not SC, it carries no data, or its Byte Count is within its payload
+        # (PCIe Base spec 2.3.1.1). One for the tag a request waits on belongs to the old
+        # request: dropped.
+        cpl_tag = cpl.dat[72:80]
+        status, byte_count = cpl.dat[45:48], cpl.dat[32:44]
+        length, lower = cpl.dat[0:10], cpl.dat[64:66]
+        final = Signal()
+        stale = Signal()
+        self.comb += [
+            # Byte Count 0 means 4096, Length 0 means 1024 DWs.
+            final.eq((status != 0) | ~cpl.dat[30] |
+                     (Mux(byte_count == 0, 4096, byte_count) <= Cat(C(0, 2), Mux(length == 0, 1024, length)) - lower)),
+            stale.eq(blocked & (cpl_tag == req_tag)),
+        ]
+        dropping = Signal()
+        drop_now = Signal()
+        self.comb += [
+            drop_now.eq(Mux(cpl.first, stale, dropping)),
+            cpl.connect(self.cpl_source, omit={"valid", "ready"}),
+            self.cpl_source.valid.eq(cpl.valid & ~drop_now),
+            cpl.ready.eq(self.cpl_source.ready | drop_now),
+        ]
+        self.sync += If(cpl.valid & cpl.ready & cpl.first,
+            dropping.eq(stale & ~cpl.last),
+            If(stale, self.stale_completions.eq(self.stale_completions + 1)),
+        ).Elif(cpl.valid & cpl.ready & cpl.last,
+            dropping.eq(0),
+        )
+
+        release = Signal(NONPOSTED_TAG_LIMIT)
+        take = Signal(NONPOSTED_TAG_LIMIT)
+        self.comb += [
+            release.eq(Mux(cpl.valid & cpl.ready & cpl.first & final, 1 << cpl_tag[:6], 0) |
+                       Mux(req.valid & nonposted & (waited == max_wait), 1 << req_tag[:6], 0)),
+            take.eq(Mux(self.req_source.valid & self.req_source.ready & nonposted, 1 << req_tag[:6], 0)),
+        ]
+        self.sync += [
+            held.eq((held & ~release) | take),
+            If(req.valid & nonposted & (waited == max_wait) & (held >> req_tag)[0],
+                self.forced.eq(self.forced + 1)),
+        ]
+
+
 class UltraScaleStreams(Module):
     """USPCIEPHY's four streams as the card's two (`sink` card -> host, `source` host -> card).
 
     Receive: CQ (the host's requests) and RC (completions) merged by whole TLPs, `first`
-    marked. Transmit: completions (Type 01010 / 01011) to CC, everything else to RQ, through a
-    RequestWidener where `widen_requests` (LitePCIe's 256-bit RQ adapter)."""
-    def __init__(self, vendor_phy, widen_requests):
+    marked, `be` set per DW (WholeDwEnables). Transmit: completions (Type 01010 / 01011) to CC,
+    everything else to RQ, through a RequestWidener where `widen_requests` (LitePCIe's 256-bit
+    RQ adapter). Requests and completions pass an IpTagGuard (no tag the IP still holds is sent
+    again); completions wait for the requests before them (pcie_rq_seq_num)."""
+    def __init__(self, vendor_phy, widen_requests, order_timeout=1024):
         data_width = vendor_phy.data_width
         self.sink   = sink   = stream.Endpoint(phy_layout(data_width))
         self.source = source = stream.Endpoint(phy_layout(data_width))
 
         # # #
 
+        self.submodules.tag_guard = guard = IpTagGuard(data_width)
+        self.submodules.cq_first = cq_first = MarkFirst(data_width)
+        self.submodules.rc_first = rc_first = MarkFirst(data_width)
+        self.comb += [
+            vendor_phy.req_source.connect(cq_first.sink),
+            vendor_phy.cmp_source.connect(rc_first.sink),
+            rc_first.source.connect(guard.cpl_sink),
+        ]
         merged = stream.Endpoint(phy_layout(data_width))
-        self.submodules.rx_arbiter = Arbiter([vendor_phy.req_source, vendor_phy.cmp_source], merged)
-        self.submodules.rx_first = rx_first = MarkFirst(data_width)
-        self.comb += [merged.connect(rx_first.sink), rx_first.source.connect(source)]
+        self.submodules.rx_arbiter = Arbiter([cq_first.source, guard.cpl_source], merged)
+        self.submodules.rx_enables = rx_enables = WholeDwEnables(data_width)
+        self.comb += [merged.connect(rx_enables.sink), rx_enables.source.connect(source)]
 
         requests = stream.Endpoint(phy_layout(data_width))
         completions = stream.Endpoint(phy_layout(data_width))
         self.submodules.tx_dispatcher = dispatcher = Dispatcher(sink, [requests, completions])
-        type_ = sink.dat[24:29]
-        self.comb += dispatcher.sel.eq((type_ == TYPE_CPL) | (type_ == TYPE_CPL_LK))
-        self.comb += completions.connect(vendor_phy.cmp_sink)
+        self.comb += dispatcher.sel.eq(is_completion(sink.dat))
+
+        # Requests the IP has taken past its ordering point: it pulses pcie_rq_seq_num_vld once
+        # per request TLP at the point where nothing from the user can overtake it (PG156,
+        # "Maintaining Transaction Order"). LitePCIe leaves the output open; it is counted here.
+        seq_num_vld = Signal()
+        vendor_phy.pcie_phy_params["o_pcie_rq_seq_num_vld"] = seq_num_vld
+        self.submodules.seq_nums = seq_nums = PulseCount(seq_num_vld, "pcie")
+        self.requests_done = seq_nums.count
+
+        # A completion waits until the requests dispatched before it have passed that point:
+        # CC and RQ are separate interfaces of the IP, merged inside it, so a completion could
+        # otherwise pass an earlier posted write (PCIe Base spec 2.4.1). After `order_timeout`
+        # cycles it goes anyway (a request lost in the PHY must not hold completions for ever)
+        # and the loss is forgotten.
+        dispatched = Signal(COUNT_BITS)
+        self.sync += If(last_beats(requests), dispatched.eq(dispatched + 1))
+        skew = Signal(COUNT_BITS)
+        waited = Signal(max=order_timeout + 1)
+        self.cc_timeouts = Signal(32)
+        behind = Signal()
+        self.comb += behind.eq(((self.requests_done + skew) - dispatched)[COUNT_BITS - 1])
+        hold = Signal()
+        started = Signal()                                   # the completion in progress began
+        self.comb += hold.eq(completions.valid & ~started & behind & (waited != order_timeout))
+        self.sync += [
+            If(completions.valid & completions.ready, started.eq(~completions.last)),
+            If(completions.valid & ~started & behind,
+                If(waited == order_timeout,
+                    skew.eq(dispatched - self.requests_done),
+                    self.cc_timeouts.eq(self.cc_timeouts + 1),
+                    waited.eq(0),
+                ).Else(
+                    waited.eq(waited + 1),
+                )
+            ).Else(
+                waited.eq(0),
+            ),
+        ]
+        self.comb += [
+            completions.connect(vendor_phy.cmp_sink, omit={"valid", "ready"}),
+            vendor_phy.cmp_sink.valid.eq(completions.valid & ~hold),
+            completions.ready.eq(vendor_phy.cmp_sink.ready & ~hold),
+        ]
+        self.comb += requests.connect(guard.req_sink)
         if widen_requests:
             self.submodules.widener = widener = RequestWidener(data_width)
-            self.comb += [requests.connect(widener.sink), widener.source.connect(vendor_phy.req_sink)]
+            self.comb += [guard.req_source.connect(widener.sink), widener.source.connect(vendor_phy.req_sink)]
         else:
-            self.comb += requests.connect(vendor_phy.req_sink)
+            self.comb += guard.req_source.connect(vendor_phy.req_sink)
 
 
 class HardwarePHY(Module):
     """The interface of sim.simphy.SimPHY, on a LitePCIe vendor PHY (S7PCIEPHY, USPCIEPHY).
 
     Attributes the card uses: data_width, endianness ("little"), qword_aligned, sink, source,
-    msi, id, bar0_size, bar0_mask, max_request_size, max_payload_size; and, as SimPHY,
-    bus_master_enable and msi_enable; plus link_up and `vendor` (the LitePCIe PHY itself).
+    msi, id, bar0_size, bar0_mask, max_request_size, max_payload_size, requests_done (the
+    request TLPs that have left, cores/ordering); and, as SimPHY, bus_master_enable and
+    msi_enable; plus link_up and `vendor` (the LitePCIe PHY itself).
     """
     endianness    = "little"
     qword_aligned = False
@@ -260,6 +470,7 @@ class HardwarePHY(Module):
             # UltraScale: split request/completion streams, endianness "little".
             self.submodules.streams = streams = UltraScaleStreams(phy, widen_requests)
             self.source, self.sink = streams.source, streams.sink
+            self.requests_done = streams.requests_done
             # cfg_function_status bits of PF0 (PG156): 0 I/O Space, 1 Memory Space, 2 Bus Master
             # Enable, 3 INTx Disable. LitePCIe 2024.12's CSR takes bit 0 (I/O Space Enable, which
             # a host leaves off for a card without I/O BARs); the card reads bit 2.
@@ -278,3 +489,8 @@ class HardwarePHY(Module):
             tx.source.connect(phy.sink),
         ]
         self.source, self.sink = rx.source, tx.sink
+        # pcie_7x has one transmit interface for requests and completions, and no report of a
+        # request's progress inside it: requests are counted as LitePCIe's PHY takes them
+        # (before its clock-domain crossing; docs/boards.md says what this leaves unordered).
+        self.submodules.leaving = leaving = RequestsLeaving(tx.source)
+        self.requests_done = leaving.count

@@ -317,3 +317,37 @@ def test_a_bad_dut_manifest_is_refused_naming_it(tmp_path, capsys):
                               "--output", str(tmp_path / "out")]) == target_build.EXIT_USAGE
     err = capsys.readouterr().err
     assert str(bad) in err and "missing top, sources" in err
+
+
+@pytest.mark.parametrize("width", [128, 256])
+def test_the_cc_adapter_fix_changes_only_the_descriptor_line_to_pg156s_layout(width, tmp_path):
+    """{Requester ID, 1'b0, Poisoned, Status, 1'b0, Dword Count[9:0]}: Status at 45:43, Poisoned
+    at 46 (PG156), where LitePCIe 2024.12 has them one bit lower; a LitePCIe file without the
+    line is refused, not patched."""
+    from tlpx_gateware.targets.litepcie_us import (CC_DESCRIPTOR_LINE, LitePCIeFixError, cc_adapter_name,
+                                                   fixed_cc_adapter, litepcie_us_dir)
+    original = (litepcie_us_dir() / cc_adapter_name(width)).read_text().splitlines()
+    fixed = fixed_cc_adapter(width).splitlines()[1:]
+    changed = [(a, b) for a, b in zip(original, fixed) if a != b]
+    assert len(original) == len(fixed) and len(changed) == 1
+    assert CC_DESCRIPTOR_LINE[1] in changed[0][1]
+    (tmp_path / cc_adapter_name(width)).write_text("\n".join(l for l in original if CC_DESCRIPTOR_LINE[0] not in l))
+    with pytest.raises(LitePCIeFixError, match="not there once"):
+        fixed_cc_adapter(width, tmp_path)
+
+
+def test_the_kcu105_project_carries_the_corrected_cc_adapter(projects):
+    from tlpx_gateware.targets.litepcie_us import CC_DESCRIPTOR_LINE
+    text = (projects / "kcu105" / "s_axis_cc_adapt_256b.v").read_text()
+    assert CC_DESCRIPTOR_LINE[1] in text and CC_DESCRIPTOR_LINE[0] not in text
+    assert "s_axis_cc_adapt_256b.v" in (projects / "kcu105" / "tlpx_card.tcl").read_text()
+
+
+def test_the_socket_refuses_a_hard_ip_connection_it_does_not_know():
+    from tlpx_gateware.targets.hardip.socket import SocketError, socketed_support
+    from tlpx_gateware.targets.litepcie_us import litepcie_us_dir
+    text = (litepcie_us_dir() / "pcie_us_support.v").read_text()
+    out = socketed_support(text)
+    assert "pcie_us_i" not in out and "assign hip_s_axis_rq_tdata = s_axis_rq_tdata_a;" in out
+    with pytest.raises(SocketError, match="new_port"):
+        socketed_support(text.replace(".sys_reset ", ".new_port ( x ),\n    .sys_reset "))

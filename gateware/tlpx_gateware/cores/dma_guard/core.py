@@ -26,6 +26,7 @@ from litex.gen import *
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 from litex.soc.integration.doc import ModuleDoc
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware import tlp
 
 
@@ -39,7 +40,7 @@ class DmaGuard(LiteXModule):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0])
         self.reset = Signal()  # out: one cycle, resets LitePCIe's crossbar and DMA
 
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("reset", size=1, pulse=True, description="Write 1 to reset LitePCIe's DMA engines and tag controller now (between packets), as a timeout does."),
         ], description="DMA guard control.")
         self.timeout = CSRStorage(32, reset=int(clock_hz // 1000), description="Cycles LitePCIe may wait for a completion of an outstanding read before its DMA is reset (default 1 ms of card time).")

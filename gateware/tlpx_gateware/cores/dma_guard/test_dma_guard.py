@@ -113,3 +113,15 @@ def test_a_host_reset_leaves_a_working_dma(card):
     w(card, "dma_guard.control", 1)
     card.run(10)
     assert loopback(card) and copied(card)
+
+
+def test_the_writer_s_msi_leaves_after_its_last_write(card):
+    """The MSI of LitePCIe's DMA writer reaches the PHY only after the writer's last MWr has
+    left it (cores/ordering): the independent model of the UltraScale hard IP saw the MSI
+    first, the last 256 bytes not yet in host memory."""
+    fresh(card, {})
+    assert loopback(card)
+    writes = [e["cycle"] for e in card.memory.log if e["kind"] == "write" and e["addr"] >= DST]
+    msi_cycle = card.msis[0][0]
+    assert writes and msi_cycle >= max(writes), f"MSI at cycle {msi_cycle}, last write at {max(writes)}"
+    assert copied(card)

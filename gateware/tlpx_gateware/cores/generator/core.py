@@ -36,14 +36,17 @@ from litex.soc.integration.doc import ModuleDoc
 
 from litepcie.common import phy_layout
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram, pattern_word, PATTERN_COUNTER, PATTERN_PRBS
 from tlpx_gateware.cores.lease import Lease
 from tlpx_gateware.cores.generator.checker import COUNTERS as CHECKER_COUNTERS, CompletionChecker
 from tlpx_gateware.cores.generator.tags import TagTable, TimeoutScan
 
-TAG_BASE  = 128
-TAGS      = 64
+# The card's non-posted tags all lie below tlp.NONPOSTED_TAG_LIMIT (soc.py checks the plan):
+# LitePCIe's requester 0..7, the generator 16..48, the real-time loop 49, the slot 56..63.
+TAG_BASE  = 16
+TAGS      = 32
 FLUSH_TAG = TAG_BASE + TAGS  # the flushing read that ends a run with writes
 
 OP_READ       = 0
@@ -72,8 +75,12 @@ class RequestEngine(LiteXModule):
     The next request's header is computed while the current one is on the wire, so requests
     leave with no idle beat between them unless idle cycles are asked for.
     """
-    def __init__(self, data_width, is_write, cfg, requester_id):
+    def __init__(self, data_width, is_write, cfg, requester_id, write_tag=None):
+        """``write_tag``: the tag a write engine stamps into its MWrs (a posted write's tag is
+        not used by PCIe: the spy attributes the write to its block by it), default the
+        generator's first tag."""
         n = data_width // 32
+        write_tag = TAG_BASE if write_tag is None else write_tag
         self.source = source = stream.Endpoint(phy_layout(data_width))
 
         self.start    = Signal()  # pulse: begin
@@ -173,7 +180,11 @@ class RequestEngine(LiteXModule):
         fmt = Signal(3)
         self.comb += fmt.eq(Cat(hdr4, C(int(is_write), 1), C(0, 1)))
         dw0 = Cat(dws[:10], C(0, 2), cfg.no_snoop, cfg.relaxed_ordering, C(0, 10), C(tlp.TYPE_MEM, 5), fmt)
-        dw1 = Cat(first_be, last_be, (tag + TAG_BASE)[:8] if not is_write else C(0, 8), requester_id)
+        # The tag through a sized signal: a sum's width follows its operands (with TAG_BASE 16
+        # and 32 tags, 6 bits), and inside Cat a narrower field moves the requester ID down.
+        wire_tag = Signal(8)
+        self.comb += wire_tag.eq(tag + TAG_BASE)
+        dw1 = Cat(first_be, last_be, wire_tag if not is_write else C(write_tag, 8), requester_id)
         hdr = Array([
             dw0, dw1,
             Mux(hdr4, addr[32:], Cat(C(0, 2), addr[2:32])),
@@ -451,7 +462,7 @@ class Generator(LiteXModule):
         self.tx_idle   = Signal(reset=1)
 
         # Configuration ----------------------------------------------------------------------------
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start a run."),
             CSRField("stop",  size=1, pulse=True, description="Write 1 to stop issuing requests; the run ends when outstanding reads complete or time out."),
             CSRField("clear", size=1, pulse=True, description="Write 1 to zero counters, histograms and latency samples."),

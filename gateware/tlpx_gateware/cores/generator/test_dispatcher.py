@@ -19,7 +19,7 @@ from tlpx_gateware import tlp
 from tlpx_gateware.cores.generator.core import FLUSH_TAG, TAG_BASE, CompletionDispatcher
 from tlpx_gateware.sim.stream import put_beat, stretches, tlp_beats
 
-ROUTES = {"generator": (TAG_BASE, FLUSH_TAG), "rt_loop": (0x20, 0x23)}
+ROUTES = {"generator": (TAG_BASE, FLUSH_TAG), "rt_loop": (0x38, 0x3B)}
 
 
 def route_of(tag):
@@ -29,7 +29,7 @@ def route_of(tag):
 def random_tlp(rng, n):
     """A completion's beats (dat, be, first, last) with a random tag; its data DWs random."""
     tag = rng.choice([rng.randrange(256), rng.randint(*ROUTES["generator"]), rng.randint(*ROUTES["rt_loop"]),
-                      TAG_BASE - 1, FLUSH_TAG + 1, FLUSH_TAG, 0x1F, 0x24])
+                      TAG_BASE - 1, FLUSH_TAG + 1, FLUSH_TAG, 0x37, 0x3C])
     length = rng.choice([0, 1, 2, 3, 5, 16, 33])  # 0: a completion without data
     dws = [tlp.dw0(tlp.FMT_3DW_DATA if length else tlp.FMT_3DW_NO_DATA, tlp.TYPE_CPL, length),
            rng.getrandbits(32), (rng.getrandbits(16) << 16) | (tag << 8) | rng.getrandbits(7)]

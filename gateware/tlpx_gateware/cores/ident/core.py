@@ -11,6 +11,8 @@ from litex.gen import *
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
 
+from tlpx_gateware.cores.csr import ActionStorage
+
 MAGIC = 0x544C5058  # "TLPX"
 VERSION_MAJOR = 0
 VERSION_MINOR = 1
@@ -28,6 +30,7 @@ FEATURES = [
     # Only in the map of the card built with it (the card without keeps its 8-bit field and
     # its map hash; bit 8 reads 0 there).
     ("cpu",          "Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000."),
+    ("slot",         "Accelerator slot with its lease (slot): a device under test, its window, DMA and interrupt."),
 ]
 OPTIONAL_FEATURES = {"cpu"}
 
@@ -58,11 +61,13 @@ class Identification(LiteXModule):
         self.data_width = CSRStatus(16, description="TLP datapath width in bits (64, 128 or 256).")
         self.clock_hz = CSRStatus(32, description="Card clock frequency in Hz: the unit of every cycle count.")
         self.scratch = CSRStorage(32, reset=0x12345678, description="Scratch register: reads back what was written.")
-        self.software_irq = CSRStorage(fields=[
+        self.software_irq = ActionStorage(fields=[
             CSRField("trigger", size=1, pulse=True, description="Write 1 to raise the software interrupt (MSI source ``software``)."),
         ], description="Software-triggered interrupt, for interrupt round-trip tests.")
+        self.trigger_cycle = CSRStatus(64, description="Card cycle (timebase) at which ``software_irq.trigger`` last acted: with ``pcie_msi.msi_cycle`` the card's part of the software interrupt's latency.")
 
         self.irq = Signal()
+        self.cycles = Signal(64)  # in: the card's timebase (trigger_cycle's stamp)
 
         # # #
 
@@ -77,3 +82,4 @@ class Identification(LiteXModule):
             self.clock_hz.status.eq(int(clock_hz)),
             self.irq.eq(self.software_irq.fields.trigger),
         ]
+        self.sync += If(self.software_irq.fields.trigger, self.trigger_cycle.status.eq(self.cycles))

@@ -34,6 +34,7 @@ from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware.cores.common import Log2Histogram, ones_to_highest
 from tlpx_gateware.cores.isolate import OUTPUT_LAG
 from tlpx_gateware.cores.lease import Lease
@@ -46,6 +47,9 @@ MODE_RANDOM = 0
 MODE_PERIODIC = 1
 
 HISTOGRAM_BUCKETS = 32  # of each stage's log2 histogram
+# Tag of the sample ring's MWrs (the spy attributes them to the timer by it; soc.py checks the
+# card's tags do not overlap).
+RING_TAG = 51
 
 
 class StageStats(LiteXModule):
@@ -83,7 +87,7 @@ class IrqTimer(LiteXModule):
         """)
         self.irq    = Signal()
 
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start firing."),
             CSRField("stop",  size=1, pulse=True, description="Write 1 to stop firing (a waiting sample can still be acknowledged)."),
             CSRField("clear", size=1, pulse=True, description="Write 1 to zero statistics, counters, sequence and ring indices."),
@@ -280,7 +284,7 @@ class IrqTimer(LiteXModule):
         self.ring = ring = RecordRingWriter(data_width, requester_id, record_fifo,
             ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
             payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
-            rd_index=self.rd_index.storage, clear=clear, halt=halted)
+            rd_index=self.rd_index.storage, clear=clear, tag=RING_TAG, halt=halted)
         self.source = ring.source
         self.comb += self.wr_index.status.eq(ring.wr_index)
 

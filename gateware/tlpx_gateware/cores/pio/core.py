@@ -14,6 +14,7 @@ from litex.soc.interconnect import wishbone
 from litex.soc.interconnect.csr import CSRStatus, CSRStorage, CSRField
 from litex.soc.integration.doc import ModuleDoc
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware.cores.common import Log2Histogram
 
 MAX_READ_DELAY = 4000  # cycles; below the request path's bus timeout
@@ -31,7 +32,7 @@ class PIOWindow(LiteXModule):
         last ``control.clear``.
         """)
         self.bus = bus = wishbone.Interface(data_width=32)
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("clear", size=1, pulse=True, description="Write 1 to zero the counters and histograms."),
         ], description="Counter control.")
         self.read_delay = CSRStorage(12, description=f"Cycles each read DW waits before it is returned (0..{MAX_READ_DELAY}).")

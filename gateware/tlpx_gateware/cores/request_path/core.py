@@ -58,8 +58,10 @@ def dw_layout():
 class DWSerializer(LiteXModule):
     """Turns PHY beats (`data_width` bits, 4 `be` bits per DW) into one DW per cycle.
 
-    DWs whose byte enables are all zero (the unused tail of a last beat) are skipped; `last`
-    marks the final valid DW of the packet.
+    DWs whose byte enables are all zero (the unused tail of a last beat) are skipped, any
+    enabled byte makes a DW count (a PHY may pass on a TLP's byte enables: an UltraScale
+    adapter gives a 1-DW write with First BE 0010 the `be` 0010); `last` marks the final
+    valid DW of the packet.
     """
     def __init__(self, data_width):
         assert data_width in (64, 128, 256, 512), f"data width must be 64..512 bits, not {data_width!r}"
@@ -74,7 +76,7 @@ class DWSerializer(LiteXModule):
         beat_last = Signal()
         first     = Signal()
 
-        dw_valid_bits = Cat(*[sink.be[4*i] for i in range(n)])
+        dw_valid_bits = Cat(*[sink.be[4*i:4*(i+1)] != 0 for i in range(n)])
         self.comb += [
             source.valid.eq(valid_dws[0]),
             source.dat.eq(shreg[:32]),
@@ -661,7 +663,7 @@ class RequestPath(LiteXModule):
     completions first and passes LitePCIe's on.
     """
     def __init__(self, phy, endpoint_phy, bar0_mask, mapped=((0, 1 << 20),), max_read_dws=32,
-                 tx_sources=(), completion_dispatcher=None, relocation=None):
+                 tx_sources=(), completion_dispatcher=None, relocation=None, cycles=None):
         dw = phy.data_width
         self.router     = router     = RequestRouter(dw)
         self.serializer = serializer = DWSerializer(dw)
@@ -681,3 +683,13 @@ class RequestPath(LiteXModule):
             self.comb += completion_dispatcher.other.connect(endpoint_phy.source)
         self.arbiter = Arbiter([endpoint_phy.sink, gatherer.source, *tx_sources], phy.sink)
         add_counters(self, processor)
+
+        # The card's stamp of the last memory write the host sent, as it entered the request path
+        # (its first beat out of the PHY): with pcie_msi.msi_cycle, the card's part of a
+        # software interrupt's latency, from the trigger write at the card to the MSI request.
+        if cycles is not None:
+            self.last_write_cycle = CSRStatus(64, description="Card cycle (timebase) at which the last memory write request (MWr) from the host entered the card (its first beat out of the PHY).")
+            req = router.requests
+            dw0 = req.dat[:32]
+            self.sync += If(req.valid & req.ready & req.first & dw0[30] & (dw0[24:29] == 0),
+                self.last_write_cycle.status.eq(cycles))

@@ -34,6 +34,7 @@ from litex.soc.interconnect.packet import Arbiter
 
 from litepcie.common import phy_layout
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram, PATTERN_PRBS
 from tlpx_gateware.cores.generator.core import ADDR_FIXED, RequestEngine
@@ -44,7 +45,7 @@ MAX_BUFFER_BYTES = 4096
 SAMPLE_FIFO_DEPTH = 1024
 HISTOGRAM_BUCKETS = 32
 # Tag of the DMA-return read (after the generator's tags and its flushing read).
-LOOP_TAG = 193
+LOOP_TAG = 49
 
 
 class RealTimeLoop(LiteXModule):
@@ -62,7 +63,7 @@ class RealTimeLoop(LiteXModule):
         self.sent = Signal()  # in: a TLP's first beat went to the link (the isolated block's TxBoundary)
         self.tx_idle = Signal(reset=1)  # in: every TLP the loop sent has left the card (TxBoundary.idle)
 
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start the iterations."),
             CSRField("stop",  size=1, pulse=True, description="Write 1 to stop after the current iteration's buffer."),
             CSRField("clear", size=1, pulse=True, description="Write 1 to zero the statistics and samples."),
@@ -137,7 +138,7 @@ class RealTimeLoop(LiteXModule):
             cfg.base.eq(self.buffer_base.storage + 4),
             cfg.transfer_size.eq(self.size.storage - 4),
         ]
-        self.writer = writer = RequestEngine(data_width, True, cfg, requester_id)
+        self.writer = writer = RequestEngine(data_width, True, cfg, requester_id, write_tag=LOOP_TAG)
         self.comb += [writer.enable.eq(1), writer.elapsed.eq(0), writer.stop.eq(self.lease.stop | killed)]
 
         # Token: one 1-DW MWr, built a DW at a time.
@@ -148,7 +149,8 @@ class RealTimeLoop(LiteXModule):
         self.comb += hdr4.eq(base[32:] != 0)
         token_dws = [
             Cat(C(1, 10), C(0, 14), C(tlp.TYPE_MEM, 5), hdr4, C(1, 1), C(0, 1)),
-            Cat(C(0xF, 4), C(0, 4), C(0, 8), requester_id),
+            # The loop's tag in its posted writes too: the spy attributes them to the loop.
+            Cat(C(0xF, 4), C(0, 4), C(LOOP_TAG, 8), requester_id),
             Mux(hdr4, base[32:], Cat(C(0, 2), base[2:32])),
             Cat(C(0, 2), base[2:32]),
         ]

@@ -85,6 +85,7 @@ from litex.soc.integration.doc import ModuleDoc
 
 from litepcie.common import phy_layout
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.request_path.core import DWGatherer, dw_layout
 from tlpx_gateware.cores.rule30.block import PORT_LATENCY
@@ -92,8 +93,8 @@ from tlpx_gateware.cores.rule30.core import CONTROL_HWO, Register
 from tlpx_gateware.cores.rule30.reference import MAX_LINE_LENGTH, RULE30, WORD_BITS, chars_to_words
 from tlpx_gateware.cores.lease import Lease
 
-# Tag of the descriptor reads (after the generator's 128..192 and the real-time loop's 193).
-BATCH_TAG = 194
+# Tag of the descriptor reads: the slot's first (rule 30 is the slot's user).
+BATCH_TAG = 56
 DESCRIPTOR_FIFO_DWS = 256
 RESULT_FIFO_DWS = 64
 MAX_WRITE_BYTES = 128
@@ -194,7 +195,7 @@ class Rule30Batch(LiteXModule):
         self.active   = Signal()  # a batch runs: the window refuses host writes
         self.refused_write = Signal()  # in: pulse from the window, counted here
 
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start a batch (ignored while one runs)."),
             CSRField("abort", size=1, pulse=True, description="Write 1 to end the running batch early (``status.aborted``): a packet being loaded or computed is dropped (the core finishes computing it), one whose result is being queued is written."),
             CSRField("clear", size=1, pulse=True, description="Write 1 to zero ``errors``, ``batches``, ``unexpected`` and ``refused_writes``."),
@@ -382,7 +383,8 @@ class Rule30Batch(LiteXModule):
         ]
         wr_dw = Array([
             Cat(wr_len, C(0, 4), C(0, 14), C(tlp.TYPE_MEM, 5), wr_hdr4, C(1, 1), C(0, 1)),
-            Cat(C(0xF, 4), Mux(wr_len == 1, C(0, 4), C(0xF, 4)), C(0, 8), requester_id),
+            # The batch's tag in its posted writes too: the spy attributes the results to it.
+            Cat(C(0xF, 4), Mux(wr_len == 1, C(0, 4), C(0xF, 4)), C(BATCH_TAG, 8), requester_id),
             Mux(wr_hdr4, wr_addr[32:], Cat(C(0, 2), wr_addr[2:32])),
             Cat(C(0, 2), wr_addr[2:32]),
         ])

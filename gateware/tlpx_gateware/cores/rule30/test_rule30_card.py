@@ -2,7 +2,7 @@
 
     test (MWr/MRd on BAR0) ──► request path ──► rule-30 window ──► tlpx_rule30 (Amaranth → Verilog)
                                                  batch engine ──┘   │ irq ─► MSI "rule30"
-    HostMemory ◄── descriptor MRd (tag 194) / result MWr ───┘
+    HostMemory ◄── descriptor MRd (tag 56) / result MWr ───┘
 
 The core is the Amaranth component of core.py, converted to Verilog and instantiated in the
 LiteX card; these tests drive it as a host would, through PCIe TLPs, and judge every result

@@ -8,9 +8,18 @@
  completions with tags SLOT_TAG_BASE.. ──dispatcher route slot─►│ cpl
  transmit arbiter ◄──────────────────────────────────── tx ─────┤ (its TLPs, tags of the slot)
  MSI source `slot` (index 6, enabled at reset) ◄──────── irq ───┤
- core clock / isolation ◄────────────────────────────── busy ───┘
- CSR block `slot`: who is in the slot, its interface, its DMA and interrupt counts
+ core clock / isolation, slot.status.busy ◄──────────── busy ───┤
+ slot.status.fenced (the lease ended while busy) ────── fence ──►┘ (the DMA mover refuses)
+ CSR block `slot`: who is in the slot, its interface, its DMA and interrupt counts, its lease
 ```
+
+The slot's lease (``slot.lease_*``, cores/lease.py) is claimed by a host session that drives
+the DUT (``tlpx slot run``, a ``tlpx reg write`` into its window). When it ends (released, or
+expired: its owner is gone) while the DUT is still working, the slot is *fenced* until the DUT
+and its DMA are quiet (``busy`` low): the DMA mover refuses every request and cuts the one it
+serves short (cores/slot/dma.py), so nothing more reaches the buffers of the session that
+started the command. A stock host driver of the DUT (Linux's pci_endpoint_test) never claims
+the lease: without a claim nothing is fenced, and the DUT works as a plain PCIe function.
 
 A slot user is what soc.TlpxCard takes (``slot_user=`` a factory). The contract between the
 card and a user is `SlotUser` below (a documented base class; a duck type with the same
@@ -31,11 +40,13 @@ from litex.gen import *
 from litex.soc.integration.doc import ModuleDoc
 from litex.soc.interconnect.csr import CSRField, CSRStatus
 
+from tlpx_gateware.cores.lease import Lease
+
 # The interface (constants exported into csr.json by soc.py) --------------------------------------
 SLOT_INTERFACE_VERSION = 1
 SLOT_WINDOW_BASE = 0x20000     # the window's internal offset (= its BAR0 offset with placement window)
 SLOT_WINDOW_MAX  = 0x20000     # at most 128 KiB: 0x20000..0x3ffff
-SLOT_TAG_BASE    = 194         # tags SLOT_TAG_BASE..SLOT_TAG_BASE+SLOT_TAGS-1 belong to the slot
+SLOT_TAG_BASE    = 56          # tags SLOT_TAG_BASE..SLOT_TAG_BASE+SLOT_TAGS-1 belong to the slot
 SLOT_TAGS        = 8
 RELOCATED_TLPX_BASE = 0x80000  # placement bar0: tlpx's map at this BAR0 offset
 PLACEMENTS = ("window", "bar0")
@@ -50,6 +61,7 @@ DMA_COUNTERS = (
     ("dma_read_bytes",  "Bytes the slot's DMA reads moved from host memory."),
     ("dma_write_bytes", "Bytes the slot's DMA writes moved to host memory."),
     ("dma_errors",      "DMA reads answered with an error or timed out, and writes refused."),
+    ("dma_fenced",      "DMA requests the slot's mover refused or cut short because the slot's lease had ended while the DUT worked (``status.fenced``); also in dma_errors."),
 )
 
 
@@ -82,7 +94,12 @@ class SlotUser(LiteXModule):
       tags (dropped by the card when None).
     - ``irq``: Signal(), a one-cycle pulse per interrupt: MSI source ``slot``.
     - ``busy``: Signal(), high whenever the user's state can change without an input (a bus
-      access, a completion): the simulated card's core clock runs while it is high.
+      access, a completion): the simulated card's core clock runs while it is high, and
+      ``slot.status.busy`` shows it (the host waits on it before it frees buffers).
+    - ``fence`` (optional): Signal(), an input the card drives high while the slot is fenced
+      (see the module docstring); a user with DMA of its own stops sending requests to host
+      memory while it is high. The Verilog user's DMA mover takes it; rule 30's batch engine
+      has a lease of its own (``rule30_batch``) and does not look at it.
     - ``counters``: {name: Signal} for some of DMA_COUNTERS: a 1-bit Signal is an event counted
       by the slot block, a wider one the count itself (the user's own counter).
     - ``verilog_sources``: {file name: text} verilated with the card.
@@ -111,6 +128,7 @@ class SlotUser(LiteXModule):
         self.cpl = None
         self.irq = Signal()
         self.busy = Signal()
+        self.fence = Signal()
         self.counters = {}
         self.verilog_sources = {}
 
@@ -154,9 +172,11 @@ class SlotBlock(LiteXModule):
     """CSR block ``slot``: who is in the accelerator slot and what it did.
 
     ``irq``: the user's interrupt pulse (counted in ``irqs``); ``counters``: the user's
-    (SlotUser.counters).
+    (SlotUser.counters); ``busy``: the user's (its DUT's and its DMA's); ``cycles`` and
+    ``clock_hz``: the timebase and the clock, for the lease. ``fenced`` (out): the lease ended
+    while the user was busy, and it still is: its DMA must refuse (the user's ``fence``).
     """
-    def __init__(self, user, irq, counters, dut_map_hash=0):
+    def __init__(self, user, irq, counters, busy, cycles, clock_hz, dut_map_hash=0):
         check_user(user)
         if not 0 <= dut_map_hash < 2**32:
             raise SlotUserError(f"the DUT's map hash must be a 32-bit value, not {dut_map_hash!r}")
@@ -188,8 +208,22 @@ class SlotBlock(LiteXModule):
         for name, description in DMA_COUNTERS:
             setattr(self, name, CSRStatus(32, name=name, description=description))
         self.irqs = CSRStatus(32, description="Interrupts the DUT raised (MSI source ``slot``, counted whether enabled or not).")
+        self.status = CSRStatus(fields=[
+            CSRField("busy", size=1, offset=0, description="The DUT is working or its DMA is in flight (the slot user's ``busy``): a host frees the buffers of a command only once this is 0."),
+            CSRField("fenced", size=1, offset=1, description="The slot's lease ended (released, or expired: its owner is gone) while the DUT was busy: its DMA mover refuses every request until the DUT is quiet."),
+        ], description="What the slot is doing.")
+        # The slot's owner: a host session driving the DUT (``tlpx slot run``). Optional: a
+        # stock driver of the DUT never claims it, and nothing is fenced without a claim.
+        self.lease = Lease(cycles, clock_hz)
+        self.fenced = Signal()
 
         # # #
+
+        self.sync += If(self.lease.stop & busy, self.fenced.eq(1)).Elif(~busy, self.fenced.eq(0))
+        self.comb += [
+            self.status.fields.busy.eq(busy),
+            self.status.fields.fenced.eq(self.fenced),
+        ]
 
         # Constants, driven (a status register's reset value is only its initial one).
         self.comb += [

@@ -46,6 +46,15 @@ max(1, ceil(len / 4)) filler DWs with ``rd_error``; a write pulses ``wr_done`` w
 ``wr_error`` in the cycle after the request and takes no ``wr_data`` (the user sends none).
 Both are counted in ``errors``.
 
+The fence: while ``fence`` is high (the slot's lease ended while the DUT was still working:
+its owner is gone and the host may have freed the buffers, cores/slot/core.py) nothing more
+reaches host memory. A new request is refused as above; a read being served issues no further
+MRd (those in flight complete, their data is delivered, then filler with ``rd_error``); a
+write being served sends no further MWr (the TLP on its way is finished: a TLP cannot be cut):
+the rest of its data is taken from the user and dropped, and ``wr_done`` comes with
+``wr_error``. Each request the fence refused or cut is counted in ``dma_fenced`` (and in
+``dma_errors``).
+
 Throughput: at most one DW per cycle each way (the interface's 32-bit data), less the TLP
 headers (3 or 4 header DWs per MWr of 32 DWs) and, for reads, whatever of the round trip
 the other slots' data does not cover (test_dma.py measures both).
@@ -131,9 +140,10 @@ class DmaMover(LiteXModule):
         self.tx  = stream.Endpoint(phy_layout(data_width))  # MRd and MWr TLPs (source)
         self.cpl = stream.Endpoint(phy_layout(data_width))  # completions with the slot's tags (sink)
         self.tx_idle = Signal(reset=1)  # in: nothing of the mover's waits in the card's transmit path
+        self.fence = Signal()  # in: refuse and cut short every request (the slot's lease ended)
         self.busy = Signal()
         self.counters = {name: Signal(32, name=name) for name in
-                         ("dma_reads", "dma_writes", "dma_read_bytes", "dma_write_bytes", "dma_errors")}
+                         ("dma_reads", "dma_writes", "dma_read_bytes", "dma_write_bytes", "dma_errors", "dma_fenced")}
 
         # # #
 
@@ -149,7 +159,7 @@ class DmaMover(LiteXModule):
         rd_ok_len  = Signal(MAX_LEN_BITS)  # the request's length, counted when it ends well
         bad_rd     = Signal()
         self.comb += [
-            bad_rd.eq((self.rd_req_addr[:2] != 0) | (self.rd_req_len == 0)),
+            bad_rd.eq((self.rd_req_addr[:2] != 0) | (self.rd_req_len == 0) | self.fence),
         ]
         rd_accept = Signal()
         self.comb += rd_accept.eq(self.rd_req_valid & self.rd_req_ready)
@@ -362,7 +372,7 @@ class DmaMover(LiteXModule):
                 head.eq(0),
                 dlv.eq(0),
             ).Else(
-                If(fault, rd_fail.eq(1)),
+                If(fault | self.fence, rd_fail.eq(1)),
                 If(deliver,
                     out_left.eq(out_left - 1),
                     If(self.rd_last, rd_active.eq(0)),
@@ -414,9 +424,11 @@ class DmaMover(LiteXModule):
             wr_dws.eq((wr_chunk + 3)[2:]),
         ]
         bad_wr   = Signal()
-        self.comb += bad_wr.eq((self.wr_req_addr[:2] != 0) | (self.wr_req_len == 0))
+        self.comb += bad_wr.eq((self.wr_req_addr[:2] != 0) | (self.wr_req_len == 0) | self.fence)
         wr_refuse = Signal()
         wr_ok     = Signal()
+        wr_cut    = Signal()  # a write the fence cut short ends now
+        wr_by_fence = Signal()  # the write being refused was refused by the fence
         self.wr_fsm = wr_fsm = FSM(reset_state="IDLE")
         wr_fsm.act("IDLE",
             self.wr_req_ready.eq(1),
@@ -425,6 +437,7 @@ class DmaMover(LiteXModule):
                 NextValue(wr_left, self.wr_req_len),
                 NextValue(wr_total, self.wr_req_len),
                 If(bad_wr,
+                    NextValue(wr_by_fence, self.fence),
                     NextState("REFUSE")
                 ).Else(
                     NextValue(wr_in_left, (self.wr_req_len + 3)[2:]),
@@ -439,7 +452,9 @@ class DmaMover(LiteXModule):
             NextState("IDLE")
         )
         wr_fsm.act("NEXT",
-            If(wr_fifo.level >= wr_dws,
+            If(self.fence,
+                NextState("DROP")
+            ).Elif(wr_fifo.level >= wr_dws,
                 NextValue(mwr_len, wr_dws),
                 NextValue(mwr_addr, wr_addr),
                 NextValue(mwr_hdr4, wr_addr[32:] != 0),
@@ -480,6 +495,18 @@ class DmaMover(LiteXModule):
                 )
             )
         )
+        # The fence cut the write short between two TLPs: the rest of its data is taken from the
+        # user and dropped (a user streaming a copy must not stall), then it ends with an error
+        # once the TLPs already sent have left.
+        wr_fsm.act("DROP",
+            wr_fifo.source.ready.eq(1),
+            If((wr_in_left == 0) & ~wr_fifo.source.valid & ~wr_gatherer.source.valid & self.tx_idle,
+                wr_cut.eq(1),
+                self.wr_done.eq(1),
+                self.wr_error.eq(1),
+                NextState("IDLE")
+            )
+        )
         # The last TLP's final beat is still in the gatherer until the arbiter takes it.
         wr_fsm.act("FINISH",
             If(~wr_gatherer.source.valid & self.tx_idle,
@@ -495,13 +522,18 @@ class DmaMover(LiteXModule):
         k = self.counters
         rd_failed_end = Signal()
         self.comb += rd_failed_end.eq(rd_end & rd_fail)
+        # A read the fence refused (at its request) or cut short (failed while fenced, counted
+        # at its end as every failed read), a write it refused or cut.
+        rd_fenced = Signal()
+        self.sync += If(rd_accept, rd_fenced.eq(self.fence)).Elif(self.fence & rd_active & ~rd_fail, rd_fenced.eq(1))
         self.sync += [
+            k["dma_fenced"].eq(k["dma_fenced"] + (rd_failed_end & rd_fenced) + (wr_refuse & wr_by_fence) + wr_cut),
             If(rd_accept & ~bad_rd, k["dma_reads"].eq(k["dma_reads"] + 1)),
             If(rd_end & ~rd_fail, k["dma_read_bytes"].eq(k["dma_read_bytes"] + rd_ok_len)),
             If(wr_fsm.ongoing("IDLE") & self.wr_req_valid & ~bad_wr, k["dma_writes"].eq(k["dma_writes"] + 1)),
             If(wr_ok, k["dma_write_bytes"].eq(k["dma_write_bytes"] + wr_total)),
             # A failed read is counted once, when its last DW is delivered (a refused one too).
-            k["dma_errors"].eq(k["dma_errors"] + rd_failed_end + wr_refuse),
+            k["dma_errors"].eq(k["dma_errors"] + rd_failed_end + wr_refuse + wr_cut),
         ]
 
         # Busy: every state in which a register can change without an input event.

@@ -46,6 +46,7 @@ class Host:
         self.cycle = 0
         self.mrds = []        # (addr, dws, tag)
         self.mwrs = []        # (addr, dws)
+        self.mwr_cycles = []  # the cycle each MWr's last beat was taken
 
     def offset(self, addr, nbytes):
         off = addr - self.base
@@ -73,6 +74,7 @@ class Host:
             assert length * 4 <= MAX_WRITE_BYTES and addr // MAX_WRITE_BYTES == (addr + 4 * length - 1) // MAX_WRITE_BYTES, \
                 f"MWr at {addr:#x} of {length} DWs crosses a 128-byte boundary"
             self.mwrs.append((addr, length))
+            self.mwr_cycles.append(self.cycle)
             for i, dw in enumerate(payload):
                 be = first_be if i == 0 else (last_be if i == length - 1 else 0xF)
                 for b in range(4):
@@ -256,7 +258,7 @@ def test_read_delivers_every_byte_in_order(width, size):
     assert len(res["data"]) == 4 * ((size + 3) // 4)
     assert res["data"][:size] == expected(host0, addr, size)
     assert sum(length for _, length, _ in host.mrds) == (size + 3) // 4
-    assert k == {"dma_reads": 1, "dma_writes": 0, "dma_read_bytes": size, "dma_write_bytes": 0, "dma_errors": 0}
+    assert k == {"dma_reads": 1, "dma_writes": 0, "dma_read_bytes": size, "dma_write_bytes": 0, "dma_errors": 0, "dma_fenced": 0}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -271,7 +273,7 @@ def test_write_lands_every_byte_and_nothing_else(width, size):
     assert host.mem[off:off + size] == payload
     assert host.mem[:off] == before[:off] and host.mem[off + size:] == before[off + size:]
     assert all(n <= MAX_WRITE_BYTES // 4 for _, n in host.mwrs)
-    assert k == {"dma_reads": 0, "dma_writes": 1, "dma_read_bytes": 0, "dma_write_bytes": size, "dma_errors": 0}
+    assert k == {"dma_reads": 0, "dma_writes": 1, "dma_read_bytes": 0, "dma_write_bytes": size, "dma_errors": 0, "dma_fenced": 0}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -350,6 +352,43 @@ def test_throughput(width, capsys):
     assert rd_bpc > 2.0
 
 
+def copy_user(dut, src, dst, size, result, read_after=0, each_cycle=None):
+    """A user that streams rd_data into wr_data (pci_epf_test's COPY): the write requested
+    first, the read `read_after` cycles later; `each_cycle(bytes moved)`, a generator, runs in
+    every cycle. Ends at wr_done (the read's last DW went into the write before it); `result`
+    gets rd and wr (their error flags) and the cycles taken."""
+    yield dut.wr_req_valid.eq(1)
+    yield dut.wr_req_addr.eq(dst)
+    yield dut.wr_req_len.eq(size)
+    for _ in range(read_after):
+        yield
+    yield dut.rd_req_valid.eq(1)
+    yield dut.rd_req_addr.eq(src)
+    yield dut.rd_req_len.eq(size)
+    held, rd_end, wr_end, moved = None, None, None, 0
+    for cycle in range(30000):
+        yield dut.rd_ready.eq(held is None)
+        yield dut.wr_valid.eq(held is not None)
+        yield dut.wr_data.eq(held or 0)
+        yield
+        if each_cycle is not None:
+            yield from each_cycle(moved)
+        if (yield dut.rd_req_valid) and (yield dut.rd_req_ready):
+            yield dut.rd_req_valid.eq(0)
+        if (yield dut.wr_req_valid) and (yield dut.wr_req_ready):
+            yield dut.wr_req_valid.eq(0)
+        if (yield dut.wr_done):
+            wr_end = (yield dut.wr_error)
+            break
+        if held is not None and (yield dut.wr_ready):
+            held, moved = None, moved + 4
+        elif held is None and (yield dut.rd_valid):
+            held = (yield dut.rd_data)
+            if (yield dut.rd_last):
+                rd_end = (yield dut.rd_error)
+    result.update(rd=rd_end, wr=wr_end, cycles=cycle)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_copy_streams_reads_into_writes(width):
     """A user that streams rd_data into wr_data (pci_epf_test's COPY), the write requested first:
@@ -363,36 +402,73 @@ def test_copy_streams_reads_into_writes(width):
 
     def user():
         # The write first: its first MWr is ready to go before the first MRd is.
-        yield dut.wr_req_valid.eq(1)
-        yield dut.wr_req_addr.eq(dst)
-        yield dut.wr_req_len.eq(size)
-        for _ in range(10):
-            yield
-        yield dut.rd_req_valid.eq(1)
-        yield dut.rd_req_addr.eq(src)
-        yield dut.rd_req_len.eq(size)
-        held, rd_end, wr_end = None, None, None
-        for cycle in range(30000):
-            yield dut.rd_ready.eq(held is None)
-            yield dut.wr_valid.eq(held is not None)
-            yield dut.wr_data.eq(held or 0)
-            yield
-            if (yield dut.rd_req_valid) and (yield dut.rd_req_ready):
-                yield dut.rd_req_valid.eq(0)
-            if (yield dut.wr_req_valid) and (yield dut.wr_req_ready):
-                yield dut.wr_req_valid.eq(0)
-            if (yield dut.wr_done):
-                wr_end = (yield dut.wr_error)
-                break
-            if held is not None and (yield dut.wr_ready):
-                held = None
-            elif held is None and (yield dut.rd_valid):
-                held = (yield dut.rd_data)
-                if (yield dut.rd_last):
-                    rd_end = (yield dut.rd_error)
-        done.update(rd=rd_end, wr=wr_end, cycles=cycle)
+        yield from copy_user(dut, src, dst, size, done, read_after=10)
 
     run_simulation(dut, [user(), host.tx_gen(), host.cpl_gen()])
     assert done["rd"] == 0 and done["wr"] == 0, f"copy ended with {done}"
     off = dst - BASE
     assert bytes(host.mem[off:off + size]) == original[src - BASE:src - BASE + size]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_fence_cuts_a_copy_short_and_refuses_until_lifted(width):
+    """The slot's lease ends in the middle of a COPY (cores/slot/core.py raises ``fence``):
+    after the TLP on its way no MWr reaches host memory, no further MRd leaves, the copy ends
+    with rd_error and wr_error (its remaining data taken and dropped, so the user does not
+    stall), both cut requests are counted; a request while fenced is refused without a TLP;
+    once the fence is lifted the next copy lands whole."""
+    size, src, dst = 2048, BASE + 8, BASE + 2 * 4096 + 4
+    dut = DmaMover(width, Signal(16, reset=0x0100), TAG_BASE, TAGS, timeout_cycles=20000)
+    host = Host(dut, width, BASE, 512)
+    original = bytes(host.mem)
+    done = []
+    fenced_at = {}
+
+    def fence_after(limit):
+        def each_cycle(moved):
+            if moved >= limit and not fenced_at:
+                yield dut.fence.eq(1)
+                fenced_at.update(cycle=host.cycle, mwrs=len(host.mwrs), mrds=len(host.mrds))
+        return each_cycle
+
+    def copy(each_cycle=None):
+        result = {}
+        yield from copy_user(dut, src, dst, size, result, each_cycle=each_cycle)
+        done.append({"rd": result["rd"], "wr": result["wr"]})
+
+    def user():
+        yield from copy(fence_after(512))
+        # Fenced: a new read is refused (filler, rd_error) and sends nothing.
+        sent = len(host.mrds) + len(host.mwrs)
+        result = {}
+        yield from user_read(dut, src, 64, result, random.Random(0))
+        done.append({"rd": result["error"], "tlps": len(host.mrds) + len(host.mwrs) - sent})
+        for _ in range(100):
+            yield
+        assert not (yield dut.busy), "the mover is busy after the cut copy"
+        counters = {}
+        for name, sig in dut.counters.items():
+            counters[name] = (yield sig)
+        fenced_at["counters"] = counters
+        fenced_at["mwrs_fenced"], fenced_at["mrds_fenced"] = len(host.mwrs), len(host.mrds)
+        yield dut.fence.eq(0)
+        yield
+        host.mem[dst - BASE:dst - BASE + size] = bytes(size)
+        yield from copy()
+
+    run_simulation(dut, [user(), host.tx_gen(), host.cpl_gen()])
+    assert len(done) == 3, f"the simulation ended early: {done}"
+    cut, refused, whole = done
+    assert cut == {"rd": 1, "wr": 1}, "the cut copy ends with an error on both sides"
+    # After the fence: at most the MWr whose TLP was on its way (its header leaves before the
+    # cycle its last beat is taken, which the model records), and no MRd.
+    late = [c for c in host.mwr_cycles[fenced_at["mwrs"]:fenced_at["mwrs_fenced"]] if c > fenced_at["cycle"]]
+    assert len(late) <= 1, f"MWrs after the fence: {late}"
+    assert fenced_at["mrds_fenced"] - fenced_at["mrds"] <= 1, "at most the MRd being emitted leaves after the fence"
+    landed = sum(n for _, n in host.mwrs[:fenced_at["mwrs"] + len(late)])
+    assert landed * 4 < size, "the copy did not land whole"
+    assert refused == {"rd": 1, "tlps": 0}
+    k = fenced_at["counters"]
+    assert k["dma_fenced"] == 3 and k["dma_errors"] == 3, k
+    assert whole == {"rd": 0, "wr": 0}
+    assert bytes(host.mem[dst - BASE:dst - BASE + size]) == original[src - BASE:src - BASE + size]

@@ -162,7 +162,9 @@ def test_slot_block_counts_events_and_shows_counts_and_interrupts():
     user = _CountingUser()
     user.counters = {"dma_reads": event, "dma_read_bytes": count}
     from tlpx_gateware.cores.slot.core import SlotBlock
-    block = SlotBlock(user, irq=irq, counters=user.counters, dut_map_hash=0x1234ABCD)
+    busy = Signal()
+    block = SlotBlock(user, irq=irq, counters=user.counters, busy=busy, cycles=Signal(64), clock_hz=125e6,
+        dut_map_hash=0x1234ABCD)
     seen = {}
 
     def bench():
@@ -170,7 +172,10 @@ def test_slot_block_counts_events_and_shows_counts_and_interrupts():
             yield event.eq(k % 2 == 0)  # 3 events in 5 cycles
             yield irq.eq(k == 3)        # 1 interrupt
             yield count.eq(100 * k)
+            yield busy.eq(k == 2)
             yield
+            if k == 2:
+                seen["busy_shown"] = (yield block.status.fields.busy)
         yield event.eq(0)
         yield irq.eq(0)
         yield
@@ -179,7 +184,7 @@ def test_slot_block_counts_events_and_shows_counts_and_interrupts():
 
     run_simulation(block, bench())
     assert seen == {"dma_reads": 3, "dma_read_bytes": 400, "dma_writes": 0, "irqs": 1,
-                    "dut_map_hash": 0x1234ABCD, "window_bytes": 4096}
+                    "dut_map_hash": 0x1234ABCD, "window_bytes": 4096, "busy_shown": 1}
 
 
 # The build's command line --------------------------------------------------------------------------

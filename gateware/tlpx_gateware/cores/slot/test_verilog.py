@@ -98,10 +98,10 @@ def test_slot_user_is_wired_port_for_port(tmp_path, width):
     m = load_manifest(EXAMPLE)
     user = m.make(data_width=width, requester_id=Signal(16), cycles=Signal(64), clock_hz=125e6, base_domain="sys")
     check_user(user)
-    assert set(user.counters) == {"dma_reads", "dma_writes", "dma_read_bytes", "dma_write_bytes", "dma_errors"}
+    assert set(user.counters) == {"dma_reads", "dma_writes", "dma_read_bytes", "dma_write_bytes", "dma_errors", "dma_fenced"}
     assert user.verilog_sources == m.sources and user.regions() == m.regions()
     ios = {user.bus.adr, user.bus.dat_w, user.bus.dat_r, user.bus.sel, user.bus.cyc, user.bus.stb, user.bus.we,
-           user.bus.ack, user.irq, user.busy, *user.counters.values(),
+           user.bus.ack, user.irq, user.busy, user.fence, *user.counters.values(),
            *[getattr(user.tx, f) for f in ("valid", "ready", "first", "last", "dat", "be")],
            *[getattr(user.cpl, f) for f in ("valid", "ready", "first", "last", "dat", "be")]}
     wrapper = tmp_path / "wrapper.v"

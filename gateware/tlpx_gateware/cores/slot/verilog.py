@@ -243,6 +243,7 @@ class VerilogSlotUser(LiteXModule):
         self.busy = Signal()
         self.verilog_sources = dict(manifest.sources)
         self.mover = DmaMover(data_width, requester_id, SLOT_TAG_BASE, SLOT_TAGS, clock_hz=clock_hz)
+        self.fence = self.mover.fence  # in: the slot is fenced (cores/slot/core.py): the mover refuses
         self.tx = self.mover.tx
         self.cpl = self.mover.cpl
         self.counters = self.mover.counters

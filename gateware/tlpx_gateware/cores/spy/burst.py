@@ -9,7 +9,7 @@ a 1-DW CplD is the same four DWs on the link as a 1-DW MWr, and the spy records 
 
 from tlpx_gateware import tlp
 from tlpx_gateware.conftest import reg, csr_map
-from tlpx_gateware.cores.generator.core import OP_WRITE, TAG_BASE
+from tlpx_gateware.cores.generator.core import OP_WRITE, TAG_BASE, TAGS
 from tlpx_gateware.cores.generator.test_generator import BASE, GeneratorDriver
 from tlpx_gateware.sim.card import HostMemory
 
@@ -59,7 +59,7 @@ def burst(card, count, payload_dws=0):
               + [cm.encode("generator.control", start=1)])
     for i in range(count):
         card.send([tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, 1), 4,
-                   (card.CARD_ID << 16) | ((TAG_BASE + 63) << 8), 0x03020100 + 0x04040404 * (i & 0x3F)])
+                   (card.CARD_ID << 16) | ((TAG_BASE + TAGS - 1) << 8), 0x03020100 + 0x04040404 * (i & 0x3F)])
     # The generator's MSI says its run is over (polling would add MMIO traffic to the burst).
     card.run_until(lambda: not card.tx_queue and card.msis, 20 * count + 1000)
     end = card.cycles

@@ -57,6 +57,7 @@ from litex.soc.integration.doc import ModuleDoc
 
 from litepcie.common import phy_layout
 
+from tlpx_gateware.cores.csr import ActionStorage
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import Log2Histogram
 from tlpx_gateware.cores.lease import Lease
@@ -66,6 +67,9 @@ RECORD_VERSION = 2
 # Records the record FIFO holds (the most `pre` records of a start trigger, plus one; the same
 # on every width, so that the host's limit is one constant), and the buckets of the latency
 # and payload-size histograms.
+# Tag of the ring's MWrs (unused by PCIe in a posted write: the spy's own writes are
+# attributed to it by this tag; soc.py checks the card's tags do not overlap).
+RING_TAG = 50
 RECORD_FIFO_DEPTH = 2048
 LATENCY_BUCKETS   = 32
 PAYLOAD_BUCKETS   = 13
@@ -317,7 +321,7 @@ class Spy(LiteXModule):
         self.record_source = stream.Endpoint(record_layout())
         self.irq    = Signal()
 
-        self.control = CSRStorage(fields=[
+        self.control = ActionStorage(fields=[
             CSRField("enable", size=1, description="Capture records (counters and histograms run regardless)."),
             CSRField("clear", size=1, offset=1, pulse=True, description="Write 1 to zero counters, histograms, sequence and ring indices, and to re-arm the trigger."),
             CSRField("include_own", size=1, offset=2, description="Also record the spy's own ring writes (with ``to_dma_writer``: LitePCIe's DMA TLPs, which carry the records)."),
@@ -853,7 +857,8 @@ class Spy(LiteXModule):
         self.ring = ring = RecordRingWriter(data_width, requester_id, ring_view,
             ring_base=self.ring_base.storage, ring_size_log2=self.ring_size_log2.storage,
             payload_size_log2=self.payload_size_log2.storage, flush_cycles=self.flush_cycles.storage,
-            rd_index=self.rd_index.storage, clear=clear, hold=holding | to_writer, discard=drop_oldest, halt=halted)
+            rd_index=self.rd_index.storage, clear=clear, tag=RING_TAG, hold=holding | to_writer, discard=drop_oldest,
+            halt=halted)
         record_ready = Signal()   # a record (not a pad) can go to the DMA writer
         pad_left = Signal(16)
         streamed = Signal(32)

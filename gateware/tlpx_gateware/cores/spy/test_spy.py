@@ -13,7 +13,7 @@ import pytest
 
 from tlpx_gateware import tlp
 from tlpx_gateware.conftest import reg
-from tlpx_gateware.cores.generator.core import OP_READ, OP_WRITE
+from tlpx_gateware.cores.generator.core import FLUSH_TAG, OP_READ, OP_WRITE, TAG_BASE
 from tlpx_gateware.cores.generator.test_generator import BASE, SIZE, GeneratorDriver, fill
 from tlpx_gateware.cores.spy.core import CLASSES, RECORD_FIFO_DEPTH, TRIGGER_START
 from tlpx_gateware.sim.card import HostMemory
@@ -221,7 +221,7 @@ def test_dropped_completion_gives_a_timeout_event(card):
     recs = ring_records(card)
     events = [r for r in recs if r["fmt"] == 7 and r["type"] != 4]  # not the run's MSI
     assert len(events) == 1 and events[0]["type"] == 1 and events[0]["dir"] == 1
-    assert events[0]["tag"] >= 128 and events[0]["w"][6] > 500
+    assert TAG_BASE <= events[0]["tag"] <= FLUSH_TAG and events[0]["w"][6] > 500
     assert events[0]["w"][4] & 0xFFFF == card.CARD_ID  # the read's requester: the card
     # The event carries the timestamp of the read it gave up on (64-bit, as the read's record).
     read = next(r for r in recs if r["dir"] == 1 and r["type"] == tlp.TYPE_MEM and r["tag"] == events[0]["tag"])

@@ -15,7 +15,7 @@ import pytest
 
 from tlpx_gateware import tlp
 from tlpx_gateware.conftest import csr_map, reg
-from tlpx_gateware.cores.generator.core import OP_READ, OP_WRITE, TAG_BASE
+from tlpx_gateware.cores.generator.core import OP_READ, OP_WRITE, TAG_BASE, TAGS
 from tlpx_gateware.cores.generator.test_generator import BASE, SIZE, GeneratorDriver, fill
 from tlpx_gateware.cores.spy.burst import burst
 from tlpx_gateware.cores.spy.core import (CLASSES, EVENT_MSI, EVENT_PAYLOAD, PAYLOAD_DWS_MAX, PAYLOAD_RECORD_DWS,
@@ -316,7 +316,7 @@ def test_lease_ending_mid_ring_write_finishes_the_tlp(card):
     spy_w(card, "lease_claim", 7)
     enable(card)
     for i in range(1500):  # 1-DW CplD back to back: records faster than the writer sends them
-        card.send([tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, 1), 4, (card.CARD_ID << 16) | ((TAG_BASE + 63) << 8), i])
+        card.send([tlp.dw0(tlp.FMT_3DW_DATA, tlp.TYPE_CPL, 1), 4, (card.CARD_ID << 16) | ((TAG_BASE + TAGS - 1) << 8), i])
     card.run(3000)
     assert spy_r(card, "status") >> 2 & 1, "halted: the lease expired"
     # The card still answers: its completions are not stuck behind a half-sent ring write.

@@ -18,7 +18,8 @@ use crate::{LinkLimits, RegWrite};
 /// map's value names: `read`, `read_write`, `write_then_read`, `sequential`, `prbs`, ...).
 pub use tlpx_regs::generator::config::{AddressPattern, DataPattern, Operation};
 
-/// Tags the generator may have outstanding (its tag range on the link is 128..128+TAGS).
+/// Tags the generator may have outstanding (its tag range on the link is TAG_BASE..TAG_BASE+TAGS,
+/// inside the 64 tags every requester on the card shares: gateware tlp.py).
 pub const TAGS: u32 = tlpx_regs::constants::GENERATOR_TAGS as u32;
 /// Largest transfer one descriptor moves.
 pub const MAX_TRANSFER_BYTES: u32 = tlpx_regs::constants::GENERATOR_MAX_TRANSFER_BYTES as u32;

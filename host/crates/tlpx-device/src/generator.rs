@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use tlpx_regs::{generator as gen, pcie_msi, Register};
+use tlpx_regs::{generator as gen, Register};
 
 use crate::card::{Card, Feature};
 use crate::lease::Block;
+use crate::msi;
 use crate::{ClockSource, DeviceError, DmaBuffer};
 
 /// The generator's configuration, limits and encoding live in the pure block crate; the
@@ -206,9 +207,10 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout
         card.write(w.register, w.value)?;
     }
 
-    let irq_bit = tlpx_regs::constants::MSI_GENERATOR;
-    card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
-    card.write(pcie_msi::ENABLE, 1 << irq_bit)?;
+    let irq_bit = tlpx_regs::constants::MSI_GENERATOR as u32;
+    msi::clear_latched(card, irq_bit)?;
+    // Its own source only: the others' bits (the slot's, on for a DUT's stock driver) stay.
+    let found = msi::switch(card, irq_bit, true)?;
     // A read so every write above has arrived, then drop interrupts queued before this run
     // (a stopped earlier run's, a taken-over dead owner's).
     card.read(gen::STATUS)?;
@@ -252,8 +254,8 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout
             card.device().wait_interrupt(1, Duration::from_millis(5))?;
         }
     }
-    card.write(pcie_msi::CLEAR, 1 << irq_bit)?;
-    card.write(pcie_msi::ENABLE, 0)?;
+    msi::clear_latched(card, irq_bit)?;
+    found.restore(card)?;
     if interrupted {
         return Err(DeviceError::Interrupted);
     }

@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tlpx_regs::irq_timer as regs;
-use tlpx_regs::pcie_msi;
 
 use crate::card::{Card, Feature};
 use crate::lease::Block;
+use crate::msi;
 use crate::{DeviceError, DmaBuffer};
 
 /// Size of one sample record in bytes.
@@ -432,9 +432,8 @@ impl Run {
             // Every numbered record is either in the ring or lost; a still-pending fire (not
             // acknowledged) has no record yet and never will.
             if c.wr_index == c.sequence.wrapping_sub(c.lost) && self.rd_index == c.wr_index {
-                let bit = 1u64 << msi_bit();
-                card.write(pcie_msi::ENABLE, 0)?;
-                card.write(pcie_msi::CLEAR, bit)?;
+                msi::set(card, msi_bit(), false)?;
+                msi::clear_latched(card, msi_bit())?;
                 return Ok(RunEnd { counters: c, delivered: self.delivered, pending_at_stop });
             }
             if Instant::now() > deadline {
@@ -475,9 +474,8 @@ fn program_ring_and_msi(card: &mut Card, ring: &DmaBuffer, ring_records: u32) ->
     for w in tlpx_blocks::irq_timer::ring_writes(ring.bus_addr, ring_records) {
         card.write(w.register, w.value)?;
     }
-    let bit = 1u64 << msi_bit();
-    card.write(pcie_msi::CLEAR, bit)?;
-    card.write(pcie_msi::ENABLE, bit)?;
+    msi::clear_latched(card, msi_bit())?;
+    msi::set(card, msi_bit(), true)?;
     // Interrupts queued before this run (an earlier run's last, another source's) would be
     // taken for fires: a read so every write above has arrived, then empty the queue.
     let sequence = card.read(regs::SEQUENCE)?;
@@ -539,8 +537,7 @@ impl Responder {
     pub fn finish(mut self, card: &mut Card) -> Result<(u64, Vec<Sample>), DeviceError> {
         card.write(regs::CONTROL, regs::control::STOP.set(1))?;
         let copied = self.run.poll(card, &mut self.samples);
-        let bit = 1u64 << msi_bit();
-        let disabled = card.read(pcie_msi::ENABLE).and_then(|e| card.write(pcie_msi::ENABLE, e & !bit));
+        let disabled = msi::set(card, msi_bit(), false);
         let freed = card.device().free_dma(self.run.ring);
         let released = card.release(Block::IrqTimer);
         copied?;

@@ -1,8 +1,8 @@
 //! Leases: one owner at a time for each block of the card that acts on its own.
 //!
-//! The generator, the spy, the interrupt timer, the real-time loop, the rule-30 batch engine
-//! and the soft CPU each carry a lease in their register page (`<block>.lease_*`; the card's
-//! side is gateware/tlpx_gateware/cores/lease.py):
+//! The generator, the spy, the interrupt timer, the real-time loop, the rule-30 batch engine,
+//! the soft CPU and the accelerator slot each carry a lease in their register page
+//! (`<block>.lease_*`; the card's side is gateware/tlpx_gateware/cores/lease.py):
 //!
 //! ```text
 //!  Card::claim(block) ─► lease_claim = token ─► lease_owner == token? ─► ours: pid, host, time
@@ -36,6 +36,10 @@ pub enum Block {
     RtLoop,
     Rule30Batch,
     Cpu,
+    /// The accelerator slot: the device under test in it and its DMA. Claimed by a host
+    /// session that drives the DUT (`tlpx slot run`, a `tlpx reg write` into its window); a
+    /// stock driver of the DUT never claims it (the lease is optional for the DUT's own path).
+    Slot,
 }
 
 /// The registers of one block's lease.
@@ -70,7 +74,7 @@ macro_rules! lease_regs {
 }
 
 impl Block {
-    pub const ALL: [Block; 6] = [Block::Generator, Block::Spy, Block::IrqTimer, Block::RtLoop, Block::Rule30Batch, Block::Cpu];
+    pub const ALL: [Block; 7] = [Block::Generator, Block::Spy, Block::IrqTimer, Block::RtLoop, Block::Rule30Batch, Block::Cpu, Block::Slot];
 
     /// The block's register page name, also its name on the command line (`tlpx stop spy`).
     pub fn name(self) -> &'static str {
@@ -81,6 +85,7 @@ impl Block {
             Block::RtLoop => "rt_loop",
             Block::Rule30Batch => "rule30_batch",
             Block::Cpu => "cpu",
+            Block::Slot => "slot",
         }
     }
 
@@ -95,7 +100,41 @@ impl Block {
             // ...) share its registers, so a second user of either would corrupt the first.
             Block::Rule30Batch => "the rule-30 accelerator",
             Block::Cpu => "the soft CPU",
+            Block::Slot => "the accelerator slot",
         }
+    }
+
+    /// What a write into the block breaks while another process owns it (`--force`).
+    pub fn force_breaks(self) -> &'static str {
+        match self {
+            Block::Generator => "its owner's run: its figures, and the data it checks",
+            Block::Spy => "its owner's capture: records missed or lost without being counted",
+            Block::IrqTimer => "its owner's interrupt measurement",
+            Block::RtLoop => "its owner's loop measurement",
+            Block::Rule30Batch => "its owner's rule-30 operations and their results",
+            Block::Cpu => "the script its owner runs on the CPU",
+            Block::Slot => "its owner's session with the accelerator: the command it runs and the buffers it checks",
+        }
+    }
+
+    /// The block whose lease covers writes into register region `region` of the card's map
+    /// (`generator`, `rule30`, `cpu_ctrl`, ...); `dut` is true for a region the accelerator in
+    /// the slot owns (its window, its CSR banks): the slot's. None: a region no lease covers
+    /// (ident, timebase, pcie_msi, pcie_dma0, pio, ...).
+    pub fn of_region(region: &str, dut: bool) -> Option<Block> {
+        if dut {
+            return Some(Block::Slot);
+        }
+        Some(match region {
+            "generator" => Block::Generator,
+            "spy" => Block::Spy,
+            "irq_timer" => Block::IrqTimer,
+            "rt_loop" => Block::RtLoop,
+            "rule30" | "rule30_batch" => Block::Rule30Batch,
+            "cpu_ctrl" | "uart" | "cpu_sram" => Block::Cpu,
+            "slot" => Block::Slot,
+            _ => return None,
+        })
     }
 
     /// The identification feature the card has when it carries the block.
@@ -107,6 +146,7 @@ impl Block {
             Block::RtLoop => Feature::RtLoop,
             Block::Rule30Batch => Feature::Rule30,
             Block::Cpu => Feature::Cpu,
+            Block::Slot => Feature::Slot,
         }
     }
 
@@ -116,7 +156,7 @@ impl Block {
     }
 
     /// Parses a block name (`generator`, `spy`, `irq_timer`/`irq`, `rt_loop`/`loop`,
-    /// `rule30_batch`/`rule30`, `cpu`).
+    /// `rule30_batch`/`rule30`, `cpu`, `slot`).
     pub fn parse(text: &str) -> Result<Block, DeviceError> {
         match text.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "generator" | "gen" => Ok(Block::Generator),
@@ -125,8 +165,9 @@ impl Block {
             "rt_loop" | "loop" => Ok(Block::RtLoop),
             "rule30_batch" | "rule30" => Ok(Block::Rule30Batch),
             "cpu" => Ok(Block::Cpu),
+            "slot" => Ok(Block::Slot),
             other => Err(DeviceError::InvalidArgument(format!(
-                "block must be one of generator, spy, irq_timer, rt_loop, rule30_batch, cpu (or all), not {other:?}"
+                "block must be one of generator, spy, irq_timer, rt_loop, rule30_batch, cpu, slot (or all), not {other:?}"
             ))),
         }
     }
@@ -139,6 +180,7 @@ impl Block {
             Block::RtLoop => lease_regs!(rt_loop),
             Block::Rule30Batch => lease_regs!(rule30_batch),
             Block::Cpu => lease_regs!(cpu_ctrl),
+            Block::Slot => lease_regs!(slot),
         }
     }
 }
@@ -365,30 +407,44 @@ fn flush_spy(card: &mut Card) -> Result<(), DeviceError> {
 /// ended, so the next owner never starts under reads still in flight (a stopped generator
 /// lets its outstanding reads complete or time out: at most its completion timeout, 1 ms).
 fn stop_job(card: &mut Card, block: Block) -> Result<(), DeviceError> {
-    use tlpx_regs::{cpu_ctrl, generator, irq_timer, rt_loop, rule30_batch};
     issue_stop(card, block)?;
-    let running = |card: &mut Card| -> Result<bool, DeviceError> {
-        Ok(match block {
-            Block::Generator => generator::status::RUNNING.get(card.read(generator::STATUS)?) != 0,
-            Block::IrqTimer => irq_timer::status::RUNNING.get(card.read(irq_timer::STATUS)?) != 0,
-            Block::RtLoop => rt_loop::status::RUNNING.get(card.read(rt_loop::STATUS)?) != 0,
-            Block::Rule30Batch => rule30_batch::status::RUNNING.get(card.read(rule30_batch::STATUS)?) != 0,
-            Block::Cpu => cpu_ctrl::status::STATE.get(card.read(cpu_ctrl::STATUS)?) != 0,
-            Block::Spy => false,
-        })
-    };
-    let step = Duration::from_micros(100);
-    for _ in 0..50 {
+    // The spy's stop is immediate (its FIFO is flushed or emptied by the lease's end).
+    let running = |card: &mut Card| if block == Block::Spy { Ok(false) } else { job_running(card, block) };
+    // A fenced DUT still streams the rest of its command (refused: filler, no TLP) before it
+    // is quiet, about a DW per cycle: 100 ms covers a command of 50 MB on the 125 MHz card.
+    let (step, steps) = (Duration::from_micros(100), if block == Block::Slot { 1000 } else { 50 });
+    for _ in 0..steps {
         if !running(card)? {
             return Ok(());
         }
         card.device().idle(step)?;
     }
-    Err(DeviceError::Backend(format!("{} is still running 5 ms (card time) after it was stopped", block.title())))
+    Err(DeviceError::Backend(format!(
+        "{} is still running {} ms (card time) after it was stopped",
+        block.title(),
+        (step * steps).as_millis()
+    )))
+}
+
+/// Whether `block` has a job running now: a generator run, a capture (the spy recording and
+/// not halted), the timer firing, the loop iterating, a rule-30 batch, the CPU out of reset, the
+/// DUT in the slot busy (working, or its DMA in flight).
+pub fn job_running(card: &mut Card, block: Block) -> Result<bool, DeviceError> {
+    use tlpx_regs::{cpu_ctrl, generator, irq_timer, rt_loop, rule30_batch, slot, spy};
+    Ok(match block {
+        Block::Generator => generator::status::RUNNING.get(card.read(generator::STATUS)?) != 0,
+        Block::IrqTimer => irq_timer::status::RUNNING.get(card.read(irq_timer::STATUS)?) != 0,
+        Block::RtLoop => rt_loop::status::RUNNING.get(card.read(rt_loop::STATUS)?) != 0,
+        Block::Rule30Batch => rule30_batch::status::RUNNING.get(card.read(rule30_batch::STATUS)?) != 0,
+        Block::Cpu => cpu_ctrl::status::STATE.get(card.read(cpu_ctrl::STATUS)?) != 0,
+        // The DUT's command ends (its DMA refused by the fence) and it goes quiet.
+        Block::Slot => slot::status::BUSY.get(card.read(slot::STATUS)?) != 0,
+        Block::Spy => spy::control::ENABLE.get(card.read(spy::CONTROL)?) != 0 && spy::status::HALTED.get(card.read(spy::STATUS)?) == 0,
+    })
 }
 
 fn issue_stop(card: &mut Card, block: Block) -> Result<(), DeviceError> {
-    use tlpx_regs::{cpu_ctrl, generator, irq_timer, rt_loop, rule30_batch, spy};
+    use tlpx_regs::{cpu_ctrl, generator, irq_timer, rt_loop, rule30_batch, slot, spy};
     match block {
         Block::Generator => card.write(generator::CONTROL, generator::control::STOP.set(1)),
         Block::Spy => {
@@ -401,6 +457,20 @@ fn issue_stop(card: &mut Card, block: Block) -> Result<(), DeviceError> {
         // A script the CPU runs for a dead host: hold the CPU in reset (`tlpx fw load` starts
         // the firmware again).
         Block::Cpu => card.write(cpu_ctrl::CONTROL, 0),
+        // No generic stop exists for an accelerator: the slot fences its DMA when a lease ends
+        // while the DUT is busy (a released owner's lease did already). A job that runs
+        // without an owner is fenced by a lease of our own, claimed and released at once.
+        Block::Slot => {
+            if card.read(slot::LEASE_OWNER)? != 0 {
+                return Ok(());
+            }
+            let token = new_token();
+            card.write(slot::LEASE_CLAIM, u64::from(token))?;
+            if card.read(slot::LEASE_OWNER)? as u32 == token {
+                card.write(slot::LEASE_RELEASE, u64::from(token))?;
+            }
+            Ok(())
+        }
     }
 }
 

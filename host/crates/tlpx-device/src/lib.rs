@@ -17,6 +17,7 @@ pub mod irq_timer;
 pub mod isr_trace;
 pub mod lease;
 pub mod litepcie_dma;
+pub mod msi;
 pub mod paths;
 pub mod pci;
 pub mod perf;

@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use tlpx_regs::{pcie_dma0, pcie_msi};
+use tlpx_regs::pcie_dma0;
 
 use crate::card::Card;
+use crate::msi;
 use crate::{DeviceError, DmaBuffer};
 
 /// Largest descriptor the table takes (24-bit length).
@@ -47,8 +48,8 @@ pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
     card.write(pcie_dma0::READER_ENABLE, 0)?;
     card.write(pcie_dma0::WRITER_ENABLE, 0)?;
     card.write(pcie_dma0::LOOPBACK_ENABLE, 0)?;
-    card.write(pcie_msi::ENABLE, 0)?;
-    Ok(())
+    msi::set(card, tlpx_regs::constants::MSI_PCIE_DMA0_WRITER as u32, false)?;
+    msi::set(card, tlpx_regs::constants::MSI_PCIE_DMA0_READER as u32, false)
 }
 
 /// Copies `src` to `dst` through the card (reader -> loopback -> writer) and waits up to
@@ -72,16 +73,16 @@ pub fn loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, timeout: Dura
     card.write(pcie_dma0::WRITER_TABLE_WE, dst.bus_addr >> 32)?;
     card.write(pcie_dma0::READER_TABLE_VALUE, src_desc)?;
     card.write(pcie_dma0::READER_TABLE_WE, src.bus_addr >> 32)?;
-    let writer_bit = tlpx_regs::constants::MSI_PCIE_DMA0_WRITER;
-    card.write(pcie_msi::CLEAR, 1 << writer_bit)?;
-    card.write(pcie_msi::ENABLE, 1 << writer_bit)?;
+    let writer_bit = tlpx_regs::constants::MSI_PCIE_DMA0_WRITER as u32;
+    msi::clear_latched(card, writer_bit)?;
+    msi::set(card, writer_bit, true)?;
     let start = card.cycles()?;
     card.write(pcie_dma0::WRITER_ENABLE, 1)?;
     card.write(pcie_dma0::READER_ENABLE, 1)?;
     // `timeout` is card time (the loopback's own work), whatever the backend's clock.
     let irq = card.wait_interrupt_card_time(1, timeout)?;
     let end = card.cycles()?;
-    card.write(pcie_msi::CLEAR, 1 << writer_bit)?;
+    msi::clear_latched(card, writer_bit)?;
     stop(card)?;
     Ok(Loopback { cycles: end.saturating_sub(start), completed: irq.is_some() })
 }

@@ -132,12 +132,57 @@ impl Device for Relocated {
     fn set_bar_path(&mut self, path: BarPath) -> Result<(), DeviceError> {
         self.inner.set_bar_path(path)
     }
-    // Raw TLPs carry bus addresses of their own: injected as they are.
+    // Raw TLPs: a memory request into BAR0 goes to tlpx's map too (see the TlpInjector impl).
     fn try_as_tlp_injector(&mut self) -> Option<&mut dyn TlpInjector> {
-        self.inner.try_as_tlp_injector()
+        self.inner.try_as_tlp_injector()?;
+        Some(self)
     }
     fn try_as_driver_dma(&mut self) -> Option<&mut dyn backends::litepcie::DriverDma> {
         self.inner.try_as_driver_dma()
+    }
+}
+
+/// A memory request (MRd/MWr, 3- or 4-DW header) whose address falls in BAR0 is moved by the
+/// base as every other BAR0 access is: an offset computed from tlpx's map (`BAR0 +
+/// ident.magic`) reaches tlpx's register there, not the DUT at BAR0 0. Other TLPs (config,
+/// messages, completions, requests outside BAR0) are injected as they are.
+impl TlpInjector for Relocated {
+    fn inject_tlp(&mut self, dwords: &[u32], timeout: Duration) -> Result<Option<Vec<u32>>, DeviceError> {
+        let bar0 = self.inner.config_read(0x10, 4)?;
+        let bar0 = u64::from(u32::from_le_bytes([bar0[0], bar0[1], bar0[2], bar0[3]]) & !0xF);
+        let mut dws = dwords.to_vec();
+        relocate_memory_request(&mut dws, bar0, tlpx_regs::BAR_SIZE, self.base);
+        let backend = self.inner.description().backend;
+        let inner = self.inner.try_as_tlp_injector().ok_or(DeviceError::Unsupported {
+            backend,
+            what: "inject TLPs".into(),
+            instead: "the simulator (sim:)".into(),
+        })?;
+        inner.inject_tlp(&dws, timeout)
+    }
+}
+
+/// Adds `base` to the address of the memory request in `dws` when it lies in BAR0 (`bar0`,
+/// `size` bytes) below `size - base` (the relocated map's part of BAR0).
+fn relocate_memory_request(dws: &mut [u32], bar0: u64, size: u64, base: u64) {
+    let Some(&dw0) = dws.first() else { return };
+    let (fmt, tlp_type) = (dw0 >> 29, (dw0 >> 24) & 0x1F);
+    // Memory requests (PCIe Base spec 2.2.7): Type 0 (MRd/MWr), Fmt 0..3.
+    if tlp_type != 0 || fmt > 3 {
+        return;
+    }
+    let four = fmt & 1 != 0;
+    if dws.len() < if four { 4 } else { 3 } {
+        return;
+    }
+    let address = if four { (u64::from(dws[2]) << 32) | u64::from(dws[3]) } else { u64::from(dws[2]) };
+    let Some(offset) = address.checked_sub(bar0).filter(|o| *o + base < size) else { return };
+    let moved = bar0 + offset + base;
+    if four {
+        dws[2] = (moved >> 32) as u32;
+        dws[3] = moved as u32;
+    } else {
+        dws[2] = moved as u32;
     }
 }
 
@@ -147,6 +192,31 @@ pub(crate) mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[test]
+    fn injected_memory_requests_into_bar0_move_to_the_relocated_map_and_nothing_else_does() {
+        let (bar0, size, base) = (0xf000_0000u64, 1u64 << 20, RELOCATED_TLPX_BASE);
+        let moved = |dws: &[u32]| {
+            let mut d = dws.to_vec();
+            relocate_memory_request(&mut d, bar0, size, base);
+            d
+        };
+        // MRd32 of BAR0 + 0x0 (ident.magic in tlpx's offsets) -> BAR0 + 0x80000.
+        assert_eq!(moved(&[0x0000_0001, 0x0000_010f, 0xf000_0000])[2], 0xf008_0000);
+        // MWr32 with data.
+        assert_eq!(moved(&[0x4000_0001, 0x0000_000f, 0xf000_0018, 7]), [0x4000_0001, 0x0000_000f, 0xf008_0018, 7]);
+        // MRd64 (4-DW header) of the same place.
+        assert_eq!(moved(&[0x2000_0001, 0x0000_010f, 0, 0xf000_0000]), [0x2000_0001, 0x0000_010f, 0, 0xf008_0000]);
+        // Outside BAR0, above the relocated map's part, a config read, a completion: as given.
+        for dws in [
+            vec![0x0000_0001, 0x0000_010f, 0x4000_0000],
+            vec![0x0000_0001, 0x0000_010f, (bar0 + size - base) as u32],
+            vec![0x0400_0001, 0x0000_5a0f, 0x0100_0000],
+            vec![0x4a00_0001, 0x0100_0004, 0x0000_0100, 9],
+        ] {
+            assert_eq!(moved(&dws), dws);
+        }
+    }
 
     /// A card in memory: BAR0 as a map of DWs (unwritten DWs read 0), of `bar0_size` bytes
     /// (an access past it fails, as on a BAR that small), with tlpx's ident block at `base`.

@@ -7,7 +7,7 @@
 //!        ▲                                                                     │ detect: poll DW 0
 //!        │ loop time = result arrival - first data beat                        │ or wait for the MSI
 //!        └── register return: write `result` ◄── checksum of the data DWs ◄───┘
-//!            DMA return: store it in host memory + `doorbell`; the card reads it (MRd, tag 193)
+//!            DMA return: store it in host memory + `doorbell`; the card reads it (MRd, tag 49)
 //! ```
 //!
 //! [`run`] runs a loop of any length in chunks of at most [`CHUNK_ITERATIONS`] (the card's
@@ -23,12 +23,12 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tlpx_regs::pcie_msi;
 use tlpx_regs::rt_loop as regs;
 
 use crate::card::{Card, Feature};
 use crate::generator::{pattern_word, DataPattern};
 use crate::lease::Block;
+use crate::msi;
 use crate::{DeviceError, DmaBuffer};
 
 use tlpx_blocks::rt_loop::{chunk_writes, RESULT_OFFSET};
@@ -171,9 +171,8 @@ fn run_with(card: &mut Card, valid: &ValidLoopConfig, buffer: &DmaBuffer) -> Res
     for w in valid.setup_writes(buffer.bus_addr) {
         card.write(w.register, w.value)?;
     }
-    let bit = 1u64 << msi_bit();
-    card.write(pcie_msi::CLEAR, bit)?;
-    card.write(pcie_msi::ENABLE, if config.detect == Detect::Irq { bit } else { 0 })?;
+    msi::clear_latched(card, msi_bit())?;
+    msi::set(card, msi_bit(), config.detect == Detect::Irq)?;
     let mut done = 0u32;
     while done < config.iterations {
         let n = (config.iterations - done).min(CHUNK_ITERATIONS);
@@ -347,9 +346,7 @@ impl Responder {
             for w in config.setup_writes(buffer.bus_addr) {
                 card.write(w.register, w.value)?;
             }
-            let bit = 1u64 << msi_bit();
-            let enabled = card.read(pcie_msi::ENABLE)?;
-            card.write(pcie_msi::ENABLE, enabled & !bit)
+            msi::set(card, msi_bit(), false)
         })();
         if let Err(e) = programmed {
             let _ = card.device().free_dma(buffer);
@@ -406,9 +403,8 @@ fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
 /// Stops the loop (after the current iteration) and disables its MSI.
 pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
     card.write(regs::CONTROL, regs::control::STOP.set(1))?;
-    let bit = 1u64 << msi_bit();
-    card.write(pcie_msi::ENABLE, 0)?;
-    card.write(pcie_msi::CLEAR, bit)
+    msi::set(card, msi_bit(), false)?;
+    msi::clear_latched(card, msi_bit())
 }
 
 #[cfg(test)]

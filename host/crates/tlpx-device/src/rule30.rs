@@ -23,9 +23,9 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use tlpx_regs::pcie_msi;
 
 use crate::card::{Card, Feature};
+use crate::msi;
 use crate::{DeviceError, Width};
 
 /// Byte offset of the accelerator's window in BAR0.
@@ -163,9 +163,12 @@ pub fn configure(card: &mut Card, op: &OpConfig, mode: HwMode, generations_per_s
     let irq = mode == HwMode::Irq;
     let control = if irq { CONTROL_IRQ_ENABLE } else { 0 } | if mode == HwMode::Hwo { CONTROL_HWO } else { 0 };
     write(card, reg::CONTROL, control)?;
-    let bit = 1u64 << msi_bit();
-    card.write(pcie_msi::CLEAR, bit)?;
-    card.write(pcie_msi::ENABLE, if irq { bit } else { 0 })?;
+    // Rule 30 interrupts through the slot's source, on at reset for a stock driver: only the
+    // interrupt mode turns it on, and nothing here turns it off (the card's default stays).
+    msi::clear_latched(card, msi_bit())?;
+    if irq {
+        msi::set(card, msi_bit(), true)?;
+    }
     // A read so every write above has arrived, then (for the interrupt mode, the only one
     // that waits for one) drop interrupts queued before. The other modes never wait: on a
     // backend whose interrupts belong to a driver (LitePCIe's), asking would be refused.
@@ -283,11 +286,11 @@ pub mod batch {
     use std::time::Duration;
 
     use serde::Serialize;
-    use tlpx_regs::pcie_msi;
     use tlpx_regs::rule30_batch as regs;
 
     use super::{configure, HwMode, OpConfig, WAIT_MASK, WORDS};
     use crate::card::Card;
+    use crate::msi;
     use crate::DeviceError;
 
     use tlpx_blocks::rule30::batch::{batch_writes, setup_writes};
@@ -357,12 +360,11 @@ pub mod batch {
         results: &crate::DmaBuffer,
     ) -> Result<BatchRun, DeviceError> {
         let n = op.words();
-        let bit = 1u64 << super::msi_bit();
         for w in setup_writes() {
             card.write(w.register, w.value)?;
         }
-        card.write(pcie_msi::CLEAR, bit)?;
-        card.write(pcie_msi::ENABLE, bit)?;
+        msi::clear_latched(card, super::msi_bit())?;
+        let found = msi::switch(card, super::msi_bit(), true)?;
         let mut run = BatchRun::default();
         for chunk in inputs.chunks(MAX_BATCH) {
             let list: Vec<u32> = chunk.iter().flat_map(|w| descriptor(op, generations, Some(w))).collect();
@@ -417,7 +419,7 @@ pub mod batch {
             run.operations += chunk.len() as u32;
             run.batches += 1;
         }
-        card.write(pcie_msi::ENABLE, 0)?;
+        found.restore(card)?;
         Ok(run)
     }
 }

@@ -135,6 +135,8 @@ impl Selector {
                     data_width: hello.data_width,
                     config_dump: hello.config_dump_path.clone(),
                     seed: hello.seed,
+                    board: hello.board.clone(),
+                    hard_ip: hello.hard_ip.clone(),
                 };
                 Ok(Opened { device: Box::new(sim), pci, sim: Some(summary) })
             }
@@ -241,6 +243,9 @@ pub struct SimSummary {
     pub data_width: u32,
     pub config_dump: String,
     pub seed: u64,
+    /// The board whose hard IP the sim's config space presents, and that IP (tlpx-sim --board).
+    pub board: String,
+    pub hard_ip: String,
 }
 
 /// An open card: the device, its PCI function as libpci reads it, and sim details.

@@ -716,7 +716,7 @@ fn spy_run(card: &mut Card, control: &mut SimDevice, buffer: &tlpx_device::DmaBu
         cfg.window = 1 << 16;
         cfg.payload_size = 4;
         cfg.request_size = 4;
-        cfg.max_outstanding = 64;
+        cfg.max_outstanding = tlpx_device::generator::TAGS;
         cfg.idle_cycles = period.saturating_sub(1);
         cfg.flush_writes = false;
         card.claim(Block::Generator).expect("generator");

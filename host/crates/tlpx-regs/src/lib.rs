@@ -6,9 +6,9 @@
 #![allow(clippy::unreadable_literal)]
 
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
-pub const MAP_HASH: u32 = 0x31a68479;
+pub const MAP_HASH: u32 = 0x17830c0c;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
-pub const MAP_HASH_CPU: u32 = 0x5a2f683a;
+pub const MAP_HASH_CPU: u32 = 0x1770ddcc;
 /// Hash of the DUT-owned regions (slot.dut_map_hash) with rule 30 in the accelerator slot.
 pub const RULE30_DUT_MAP_HASH: u32 = 0x4636ad39;
 /// Regions owned by the DUT in the accelerator slot (rule 30's): not covered by MAP_HASH.
@@ -30,6 +30,9 @@ pub struct Register {
     pub offset: u64,
     pub size_bits: u32,
     pub writable: bool,
+    /// Bits of write-1-to-act fields (start, stop, clear, ...): the card acts on a 1 and does
+    /// not keep it (they read 0), so a read-modify-write of another field writes them 0.
+    pub actions: u64,
     pub description: &'static str,
 }
 
@@ -71,12 +74,20 @@ pub mod ident {
         offset: 0x0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Identifies a tlpx card: always 0x544C5058 (\"TLPX\").",
     };
 
     /// Register map version.
-    pub const VERSION: Register =
-        Register { region: "ident", name: "version", offset: 0x4, size_bits: 32, writable: false, description: "Register map version." };
+    pub const VERSION: Register = Register {
+        region: "ident",
+        name: "version",
+        offset: 0x4,
+        size_bits: 32,
+        writable: false,
+        actions: 0x0,
+        description: "Register map version.",
+    };
     /// Fields of `version`.
     pub mod version {
         use super::Field;
@@ -91,8 +102,9 @@ pub mod ident {
         region: "ident",
         name: "features",
         offset: 0x8,
-        size_bits: 9,
+        size_bits: 10,
         writable: false,
+        actions: 0x0,
         description: "Blocks this card carries: one bit each.",
     };
     /// Fields of `features`.
@@ -116,6 +128,8 @@ pub mod ident {
         pub const RT_LOOP: Field = Field { shift: 7, width: 1 };
         /// Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000.
         pub const CPU: Field = Field { shift: 8, width: 1 };
+        /// Accelerator slot with its lease (slot): a device under test, its window, DMA and interrupt.
+        pub const SLOT: Field = Field { shift: 9, width: 1 };
 
         /// A block a card can carry: one bit of `features`, in bit order.
         /// (with the `serde` feature: (de)serialized as its name)
@@ -149,11 +163,14 @@ pub mod ident {
             /// Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000.
             #[cfg_attr(feature = "serde", serde(rename = "cpu"))]
             Cpu,
+            /// Accelerator slot with its lease (slot): a device under test, its window, DMA and interrupt.
+            #[cfg_attr(feature = "serde", serde(rename = "slot"))]
+            Slot,
         }
 
         impl Feature {
             /// Every feature, in bit order.
-            pub const ALL: [Feature; 9] = [
+            pub const ALL: [Feature; 10] = [
                 Feature::RequestPath,
                 Feature::Msi,
                 Feature::DmaLoopback,
@@ -163,6 +180,7 @@ pub mod ident {
                 Feature::Rule30,
                 Feature::RtLoop,
                 Feature::Cpu,
+                Feature::Slot,
             ];
             /// The feature's bit in `features`.
             pub const fn field(self) -> Field {
@@ -176,6 +194,7 @@ pub mod ident {
                     Feature::Rule30 => RULE30,
                     Feature::RtLoop => RT_LOOP,
                     Feature::Cpu => CPU,
+                    Feature::Slot => SLOT,
                 }
             }
             /// The feature's name in the register map.
@@ -190,6 +209,7 @@ pub mod ident {
                     Feature::Rule30 => "rule30",
                     Feature::RtLoop => "rt_loop",
                     Feature::Cpu => "cpu",
+                    Feature::Slot => "slot",
                 }
             }
             /// Whether a `features` value has this feature's bit set.
@@ -206,6 +226,7 @@ pub mod ident {
         offset: 0xc,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "FNV-1a hash of the register map (names, addresses, sizes, fields) this card was built with.",
     };
 
@@ -216,6 +237,7 @@ pub mod ident {
         offset: 0x10,
         size_bits: 16,
         writable: false,
+        actions: 0x0,
         description: "TLP datapath width in bits (64, 128 or 256).",
     };
 
@@ -226,6 +248,7 @@ pub mod ident {
         offset: 0x14,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Card clock frequency in Hz: the unit of every cycle count.",
     };
 
@@ -236,6 +259,7 @@ pub mod ident {
         offset: 0x18,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Scratch register: reads back what was written.",
     };
 
@@ -246,6 +270,7 @@ pub mod ident {
         offset: 0x1c,
         size_bits: 1,
         writable: true,
+        actions: 0x1,
         description: "Software-triggered interrupt, for interrupt round-trip tests.",
     };
     /// Fields of `software_irq`.
@@ -254,6 +279,9 @@ pub mod ident {
         /// Write 1 to raise the software interrupt (MSI source ``software``).
         pub const TRIGGER: Field = Field { shift: 0, width: 1 };
     }
+
+    /// Card cycle (timebase) at which ``software_irq.trigger`` last acted: with ``pcie_msi.msi_cycle`` the card's part of the software interrupt's latency.
+    pub const TRIGGER_CYCLE: Register = Register { region: "ident", name: "trigger_cycle", offset: 0x20, size_bits: 64, writable: false, actions: 0x0, description: "Card cycle (timebase) at which ``software_irq.trigger`` last acted: with ``pcie_msi.msi_cycle`` the card's part of the software interrupt's latency." };
 }
 
 /// Region `timebase` at BAR0 offset 0x0800.
@@ -272,6 +300,7 @@ pub mod timebase {
         offset: 0x800,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycle counter, bits 31:0. Reading it latches bits 63:32 into cycles_hi.",
     };
 
@@ -282,6 +311,7 @@ pub mod timebase {
         offset: 0x804,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycle counter, bits 63:32, as latched by the last read of cycles_lo.",
     };
 }
@@ -302,6 +332,7 @@ pub mod request_path {
         offset: 0x1000,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Memory reads executed (MRd32 answered with CplD).",
     };
 
@@ -312,6 +343,7 @@ pub mod request_path {
         offset: 0x1004,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Memory writes executed (MWr32).",
     };
 
@@ -322,6 +354,7 @@ pub mod request_path {
         offset: 0x1008,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Non-posted requests answered with Unsupported Request (MRd64, Cfg, IO, MRdLk, atomics, ...).",
     };
 
@@ -332,6 +365,7 @@ pub mod request_path {
         offset: 0x100c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Unsupported posted requests dropped (MWr64, Msg, MsgD).",
     };
 
@@ -342,6 +376,7 @@ pub mod request_path {
         offset: 0x1010,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Configuration requests that reached the card (answered with UR).",
     };
 
@@ -352,6 +387,7 @@ pub mod request_path {
         offset: 0x1014,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "MRd64/MWr64 requests (BAR0 is a 32-bit BAR): UR or dropped.",
     };
 
@@ -362,6 +398,7 @@ pub mod request_path {
         offset: 0x1018,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Poisoned (EP=1) writes dropped.",
     };
 
@@ -372,6 +409,7 @@ pub mod request_path {
         offset: 0x101c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Reads longer than the card serves in one completion, answered with Completer Abort.",
     };
 
@@ -382,6 +420,7 @@ pub mod request_path {
         offset: 0x1020,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Register accesses that timed out or failed on the internal bus.",
     };
 
@@ -392,6 +431,7 @@ pub mod request_path {
         offset: 0x1024,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Requests whose payload did not match their Length field.",
     };
 
@@ -402,8 +442,12 @@ pub mod request_path {
         offset: 0x1028,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Header DW0 of the last request that was not executed.",
     };
+
+    /// Card cycle (timebase) at which the last memory write request (MWr) from the host entered the card (its first beat out of the PHY).
+    pub const LAST_WRITE_CYCLE: Register = Register { region: "request_path", name: "last_write_cycle", offset: 0x102c, size_bits: 64, writable: false, actions: 0x0, description: "Card cycle (timebase) at which the last memory write request (MWr) from the host entered the card (its first beat out of the PHY)." };
 }
 
 /// Region `pcie_msi` at BAR0 offset 0x1800.
@@ -422,6 +466,7 @@ pub mod pcie_msi {
         offset: 0x1800,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).",
     };
 
@@ -432,6 +477,7 @@ pub mod pcie_msi {
         offset: 0x1804,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "MSI Clear Control. Write bit(s) to ``1`` to clear corresponding MSI IRQ(s).",
     };
 
@@ -442,7 +488,34 @@ pub mod pcie_msi {
         offset: 0x1808,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "MSI Vector Status. Current MSI IRQs vector value.",
+    };
+
+    /// Write a mask to enable those MSI sources (bit = source, as ``enable``); the other sources' bits are left as they are. Each driver sets only its own source's bit. Reads back the last mask written.
+    pub const ENABLE_SET: Register = Register { region: "pcie_msi", name: "enable_set", offset: 0x180c, size_bits: 32, writable: true, actions: 0x0, description: "Write a mask to enable those MSI sources (bit = source, as ``enable``); the other sources' bits are left as they are. Each driver sets only its own source's bit. Reads back the last mask written." };
+
+    /// Write a mask to disable those MSI sources; the other sources' bits are left as they are. Reads back the last mask written.
+    pub const ENABLE_CLEAR: Register = Register {
+        region: "pcie_msi",
+        name: "enable_clear",
+        offset: 0x1810,
+        size_bits: 32,
+        writable: true,
+        actions: 0x0,
+        description:
+            "Write a mask to disable those MSI sources; the other sources' bits are left as they are. Reads back the last mask written.",
+    };
+
+    /// Card cycle (timebase) at which the last MSI was handed to the PCIe core; 0 before the first.
+    pub const MSI_CYCLE: Register = Register {
+        region: "pcie_msi",
+        name: "msi_cycle",
+        offset: 0x1814,
+        size_bits: 64,
+        writable: false,
+        actions: 0x0,
+        description: "Card cycle (timebase) at which the last MSI was handed to the PCIe core; 0 before the first.",
     };
 }
 
@@ -462,6 +535,7 @@ pub mod pcie_dma0 {
         offset: 0x2000,
         size_bits: 2,
         writable: true,
+        actions: 0x0,
         description: "DMA Writer Control. Write ``1`` to enable DMA Writer.",
     };
 
@@ -472,6 +546,7 @@ pub mod pcie_dma0 {
         offset: 0x2004,
         size_bits: 58,
         writable: true,
+        actions: 0x0,
         description: "64-bit DMA descriptor to be written to the table.",
     };
     /// Fields of `writer_table_value`.
@@ -494,6 +569,7 @@ pub mod pcie_dma0 {
         offset: 0x200c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write and 32-bit MSB Address of the descriptor (bytes-aligned)",
     };
     /// Fields of `writer_table_we`.
@@ -504,7 +580,7 @@ pub mod pcie_dma0 {
     }
 
     /// Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table.
-    pub const WRITER_TABLE_LOOP_PROG_N: Register = Register { region: "pcie_dma0", name: "writer_table_loop_prog_n", offset: 0x2010, size_bits: 1, writable: true, description: "Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table." };
+    pub const WRITER_TABLE_LOOP_PROG_N: Register = Register { region: "pcie_dma0", name: "writer_table_loop_prog_n", offset: 0x2010, size_bits: 1, writable: true, actions: 0x0, description: "Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table." };
 
     /// Loop monitoring for software synchronization.
     pub const WRITER_TABLE_LOOP_STATUS: Register = Register {
@@ -513,6 +589,7 @@ pub mod pcie_dma0 {
         offset: 0x2014,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Loop monitoring for software synchronization.",
     };
     /// Fields of `writer_table_loop_status`.
@@ -531,6 +608,7 @@ pub mod pcie_dma0 {
         offset: 0x2018,
         size_bits: 9,
         writable: false,
+        actions: 0x0,
         description: "Number descriptors in the table.",
     };
 
@@ -541,6 +619,7 @@ pub mod pcie_dma0 {
         offset: 0x201c,
         size_bits: 1,
         writable: true,
+        actions: 0x0,
         description: "A write to this register resets the table.",
     };
 
@@ -551,6 +630,7 @@ pub mod pcie_dma0 {
         offset: 0x2020,
         size_bits: 2,
         writable: true,
+        actions: 0x0,
         description: "DMA Reader Control. Write ``1`` to enable DMA Reader.",
     };
 
@@ -561,6 +641,7 @@ pub mod pcie_dma0 {
         offset: 0x2024,
         size_bits: 58,
         writable: true,
+        actions: 0x0,
         description: "64-bit DMA descriptor to be written to the table.",
     };
     /// Fields of `reader_table_value`.
@@ -583,6 +664,7 @@ pub mod pcie_dma0 {
         offset: 0x202c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write and 32-bit MSB Address of the descriptor (bytes-aligned)",
     };
     /// Fields of `reader_table_we`.
@@ -593,7 +675,7 @@ pub mod pcie_dma0 {
     }
 
     /// Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table.
-    pub const READER_TABLE_LOOP_PROG_N: Register = Register { region: "pcie_dma0", name: "reader_table_loop_prog_n", offset: 0x2030, size_bits: 1, writable: true, description: "Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table." };
+    pub const READER_TABLE_LOOP_PROG_N: Register = Register { region: "pcie_dma0", name: "reader_table_loop_prog_n", offset: 0x2030, size_bits: 1, writable: true, actions: 0x0, description: "Mode Selection. ``0``: **Prog** mode / ``1``: **Loop** mode. **Prog** mode should be used to program the table by software and for cases where automatic refill of the table is not needed: A descriptor is only executed once and when all the descriptors have been executed (ie the table is empty), the DMA just stops until the next software refill. **Loop** mode should be used once the table has been filled by software in **Prog** mode and allow continuous Scatter-Gather DMA: Each descriptor sent to the DMA is refilled to the table." };
 
     /// Loop monitoring for software synchronization.
     pub const READER_TABLE_LOOP_STATUS: Register = Register {
@@ -602,6 +684,7 @@ pub mod pcie_dma0 {
         offset: 0x2034,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Loop monitoring for software synchronization.",
     };
     /// Fields of `reader_table_loop_status`.
@@ -620,6 +703,7 @@ pub mod pcie_dma0 {
         offset: 0x2038,
         size_bits: 9,
         writable: false,
+        actions: 0x0,
         description: "Number descriptors in the table.",
     };
 
@@ -630,6 +714,7 @@ pub mod pcie_dma0 {
         offset: 0x203c,
         size_bits: 1,
         writable: true,
+        actions: 0x0,
         description: "A write to this register resets the table.",
     };
 
@@ -640,6 +725,7 @@ pub mod pcie_dma0 {
         offset: 0x2040,
         size_bits: 1,
         writable: true,
+        actions: 0x0,
         description: "DMA Loopback Enable Control. Write ``1`` to enable DMA internal loopback (DMA Reader to DMA Writer).",
     };
 }
@@ -654,8 +740,15 @@ pub mod generator {
     pub const DUT_OWNED: bool = false;
 
     /// Run control.
-    pub const CONTROL: Register =
-        Register { region: "generator", name: "control", offset: 0x2800, size_bits: 3, writable: true, description: "Run control." };
+    pub const CONTROL: Register = Register {
+        region: "generator",
+        name: "control",
+        offset: 0x2800,
+        size_bits: 3,
+        writable: true,
+        actions: 0x7,
+        description: "Run control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -668,8 +761,15 @@ pub mod generator {
     }
 
     /// Run configuration.
-    pub const CONFIG: Register =
-        Register { region: "generator", name: "config", offset: 0x2804, size_bits: 10, writable: true, description: "Run configuration." };
+    pub const CONFIG: Register = Register {
+        region: "generator",
+        name: "config",
+        offset: 0x2804,
+        size_bits: 10,
+        writable: true,
+        actions: 0x0,
+        description: "Run configuration.",
+    };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -839,6 +939,7 @@ pub mod generator {
         offset: 0x2808,
         size_bits: 18,
         writable: true,
+        actions: 0x0,
         description: "Bytes per transfer (1..65536).",
     };
 
@@ -849,6 +950,7 @@ pub mod generator {
         offset: 0x280c,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Transfers per engine; 0: until duration.",
     };
 
@@ -859,6 +961,7 @@ pub mod generator {
         offset: 0x2814,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Card cycles the engines issue for; 0: until count.",
     };
 
@@ -869,6 +972,7 @@ pub mod generator {
         offset: 0x281c,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "log2 of the largest read request in bytes (<= MRRS).",
     };
 
@@ -879,6 +983,7 @@ pub mod generator {
         offset: 0x2820,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "log2 of the largest write payload in bytes (<= MPS).",
     };
 
@@ -889,17 +994,19 @@ pub mod generator {
         offset: 0x2824,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Idle cycles after each request.",
     };
 
-    /// Reads in flight at most (1..64).
+    /// Reads in flight at most (1..32).
     pub const MAX_OUTSTANDING: Register = Register {
         region: "generator",
         name: "max_outstanding",
         offset: 0x2828,
         size_bits: 8,
         writable: true,
-        description: "Reads in flight at most (1..64).",
+        actions: 0x0,
+        description: "Reads in flight at most (1..32).",
     };
 
     /// Bus address of the buffer.
@@ -909,6 +1016,7 @@ pub mod generator {
         offset: 0x282c,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Bus address of the buffer.",
     };
 
@@ -919,6 +1027,7 @@ pub mod generator {
         offset: 0x2834,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Window size - 1 (a power of two minus one).",
     };
 
@@ -929,6 +1038,7 @@ pub mod generator {
         offset: 0x2838,
         size_bits: 5,
         writable: true,
+        actions: 0x0,
         description: "log2 of the distance between transfer slots.",
     };
 
@@ -939,6 +1049,7 @@ pub mod generator {
         offset: 0x283c,
         size_bits: 6,
         writable: true,
+        actions: 0x0,
         description: "Byte offset of each transfer in its slot.",
     };
 
@@ -949,6 +1060,7 @@ pub mod generator {
         offset: 0x2840,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Seed of the data pattern and of the address LFSR.",
     };
 
@@ -959,12 +1071,20 @@ pub mod generator {
         offset: 0x2844,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Completion timeout in card cycles.",
     };
 
     /// Run status.
-    pub const STATUS: Register =
-        Register { region: "generator", name: "status", offset: 0x2848, size_bits: 16, writable: false, description: "Run status." };
+    pub const STATUS: Register = Register {
+        region: "generator",
+        name: "status",
+        offset: 0x2848,
+        size_bits: 16,
+        writable: false,
+        actions: 0x0,
+        description: "Run status.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -1032,6 +1152,7 @@ pub mod generator {
         offset: 0x284c,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description:
             "Card cycles of the last run, from start to its last completion (with config.flush: of the flushing read after the writes).",
     };
@@ -1043,6 +1164,7 @@ pub mod generator {
         offset: 0x2854,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Transfers completed (reads: all their completions arrived).",
     };
 
@@ -1053,6 +1175,7 @@ pub mod generator {
         offset: 0x285c,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "MRd TLPs sent.",
     };
 
@@ -1063,6 +1186,7 @@ pub mod generator {
         offset: 0x2864,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Bytes of read requests that completed successfully.",
     };
 
@@ -1073,6 +1197,7 @@ pub mod generator {
         offset: 0x286c,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Completion TLPs received for the generator's tags.",
     };
 
@@ -1083,6 +1208,7 @@ pub mod generator {
         offset: 0x2874,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "MWr TLPs sent.",
     };
 
@@ -1093,6 +1219,7 @@ pub mod generator {
         offset: 0x287c,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Payload bytes written.",
     };
 
@@ -1103,6 +1230,7 @@ pub mod generator {
         offset: 0x2884,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Read requests whose latency was measured.",
     };
 
@@ -1113,6 +1241,7 @@ pub mod generator {
         offset: 0x288c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Smallest read latency (cycles, request's last beat to its last completion's last beat).",
     };
 
@@ -1123,6 +1252,7 @@ pub mod generator {
         offset: 0x2890,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Largest read latency (cycles).",
     };
 
@@ -1133,6 +1263,7 @@ pub mod generator {
         offset: 0x2894,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Sum of read latencies (cycles).",
     };
 
@@ -1143,6 +1274,7 @@ pub mod generator {
         offset: 0x289c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions with status Unsupported Request.",
     };
 
@@ -1153,6 +1285,7 @@ pub mod generator {
         offset: 0x28a0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions with status Completer Abort.",
     };
 
@@ -1163,6 +1296,7 @@ pub mod generator {
         offset: 0x28a4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions with another non-successful status.",
     };
 
@@ -1173,6 +1307,7 @@ pub mod generator {
         offset: 0x28a8,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions with the EP (poisoned) bit.",
     };
 
@@ -1183,6 +1318,7 @@ pub mod generator {
         offset: 0x28ac,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Reads whose completion did not arrive within the timeout.",
     };
 
@@ -1193,6 +1329,7 @@ pub mod generator {
         offset: 0x28b0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions for a tag that had no read outstanding.",
     };
 
@@ -1203,11 +1340,12 @@ pub mod generator {
         offset: 0x28b4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Read DWs that differed from the data pattern.",
     };
 
     /// Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const LAT_HIST_SELECT: Register = Register { region: "generator", name: "lat_hist_select", offset: 0x28b8, size_bits: 8, writable: true, description: "Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const LAT_HIST_SELECT: Register = Register { region: "generator", name: "lat_hist_select", offset: 0x28b8, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the read latency (cycles) histogram to read in lat_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the read latency (cycles) histogram bucket chosen by lat_hist_select.
     pub const LAT_HIST_COUNT: Register = Register {
@@ -1216,6 +1354,7 @@ pub mod generator {
         offset: 0x28bc,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the read latency (cycles) histogram bucket chosen by lat_hist_select.",
     };
 
@@ -1226,6 +1365,7 @@ pub mod generator {
         offset: 0x28c0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Oldest latency sample (cycles); reading it removes it from the FIFO.",
     };
 
@@ -1236,6 +1376,7 @@ pub mod generator {
         offset: 0x28c4,
         size_bits: 16,
         writable: false,
+        actions: 0x0,
         description: "Latency sample FIFO level.",
     };
     /// Fields of `lat_samples`.
@@ -1252,11 +1393,12 @@ pub mod generator {
         offset: 0x28c8,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Latency samples not kept because the FIFO was full.",
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "generator", name: "lease_claim", offset: 0x28cc, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "generator", name: "lease_claim", offset: 0x28cc, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
@@ -1265,6 +1407,7 @@ pub mod generator {
         offset: 0x28d0,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
     };
 
@@ -1275,11 +1418,12 @@ pub mod generator {
         offset: 0x28d4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the block's owner; 0: the block is free.",
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "generator", name: "lease_length", offset: 0x28d8, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "generator", name: "lease_length", offset: 0x28d8, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
@@ -1288,6 +1432,7 @@ pub mod generator {
         offset: 0x28dc,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles left before the lease expires; 0 while the block is free.",
     };
 
@@ -1298,6 +1443,7 @@ pub mod generator {
         offset: 0x28e0,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the present owner claimed the block.",
     };
 
@@ -1308,6 +1454,7 @@ pub mod generator {
         offset: 0x28e8,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's process ID (written by the owner after its claim won; for messages only).",
     };
 
@@ -1318,6 +1465,7 @@ pub mod generator {
         offset: 0x28ec,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
     };
 
@@ -1328,6 +1476,7 @@ pub mod generator {
         offset: 0x28f0,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
     };
 
@@ -1338,6 +1487,7 @@ pub mod generator {
         offset: 0x28f4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Leases that expired without a refresh (the block then stopped its job by itself).",
     };
 
@@ -1348,6 +1498,7 @@ pub mod generator {
         offset: 0x28f8,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
@@ -1398,8 +1549,15 @@ pub mod pio {
     pub const DUT_OWNED: bool = false;
 
     /// Counter control.
-    pub const CONTROL: Register =
-        Register { region: "pio", name: "control", offset: 0x3000, size_bits: 1, writable: true, description: "Counter control." };
+    pub const CONTROL: Register = Register {
+        region: "pio",
+        name: "control",
+        offset: 0x3000,
+        size_bits: 1,
+        writable: true,
+        actions: 0x1,
+        description: "Counter control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -1414,6 +1572,7 @@ pub mod pio {
         offset: 0x3004,
         size_bits: 12,
         writable: true,
+        actions: 0x0,
         description: "Cycles each read DW waits before it is returned (0..4000).",
     };
 
@@ -1424,6 +1583,7 @@ pub mod pio {
         offset: 0x3008,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Write TLPs that hit the window.",
     };
 
@@ -1434,6 +1594,7 @@ pub mod pio {
         offset: 0x3010,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Bytes written (enabled bytes of those TLPs).",
     };
 
@@ -1444,6 +1605,7 @@ pub mod pio {
         offset: 0x3018,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the first counted write completed.",
     };
 
@@ -1454,6 +1616,7 @@ pub mod pio {
         offset: 0x3020,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the last counted write completed.",
     };
 
@@ -1464,6 +1627,7 @@ pub mod pio {
         offset: 0x3028,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Read TLPs that hit the window.",
     };
 
@@ -1474,11 +1638,12 @@ pub mod pio {
         offset: 0x3030,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Bytes read (enabled bytes).",
     };
 
     /// Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const WRITE_SIZE_SELECT: Register = Register { region: "pio", name: "write_size_select", offset: 0x3038, size_bits: 8, writable: true, description: "Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const WRITE_SIZE_SELECT: Register = Register { region: "pio", name: "write_size_select", offset: 0x3038, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the write TLP payload bytes histogram to read in write_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the write TLP payload bytes histogram bucket chosen by write_size_select.
     pub const WRITE_SIZE_COUNT: Register = Register {
@@ -1487,11 +1652,12 @@ pub mod pio {
         offset: 0x303c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the write TLP payload bytes histogram bucket chosen by write_size_select.",
     };
 
     /// Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const READ_SIZE_SELECT: Register = Register { region: "pio", name: "read_size_select", offset: 0x3040, size_bits: 8, writable: true, description: "Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const READ_SIZE_SELECT: Register = Register { region: "pio", name: "read_size_select", offset: 0x3040, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the read TLP bytes histogram to read in read_size_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the read TLP bytes histogram bucket chosen by read_size_select.
     pub const READ_SIZE_COUNT: Register = Register {
@@ -1500,6 +1666,7 @@ pub mod pio {
         offset: 0x3044,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the read TLP bytes histogram bucket chosen by read_size_select.",
     };
 }
@@ -1514,8 +1681,15 @@ pub mod spy {
     pub const DUT_OWNED: bool = false;
 
     /// Spy control.
-    pub const CONTROL: Register =
-        Register { region: "spy", name: "control", offset: 0x3800, size_bits: 4, writable: true, description: "Spy control." };
+    pub const CONTROL: Register = Register {
+        region: "spy",
+        name: "control",
+        offset: 0x3800,
+        size_bits: 4,
+        writable: true,
+        actions: 0x2,
+        description: "Spy control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -1536,11 +1710,12 @@ pub mod spy {
         offset: 0x3804,
         size_bits: 2,
         writable: true,
+        actions: 0x0,
         description: "Directions to record: bit 0 down (host to card), bit 1 up (card to host).",
     };
 
     /// Classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other, 8 msi (the card's MSIs: MSI records, direction up).
-    pub const CLASS_MASK: Register = Register { region: "spy", name: "class_mask", offset: 0x3808, size_bits: 9, writable: true, description: "Classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other, 8 msi (the card's MSIs: MSI records, direction up)." };
+    pub const CLASS_MASK: Register = Register { region: "spy", name: "class_mask", offset: 0x3808, size_bits: 9, writable: true, actions: 0x0, description: "Classes to record, bit per class: 0 mrd, 1 mwr, 2 cpl, 3 cpld, 4 msg, 5 cfg, 6 io, 7 other, 8 msi (the card's MSIs: MSI records, direction up)." };
 
     /// Requests are recorded when (address & address_mask) == (address_base & address_mask).
     pub const ADDRESS_BASE: Register = Register {
@@ -1549,6 +1724,7 @@ pub mod spy {
         offset: 0x380c,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Requests are recorded when (address & address_mask) == (address_base & address_mask).",
     };
 
@@ -1559,6 +1735,7 @@ pub mod spy {
         offset: 0x3814,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Address bits compared (0: every address).",
     };
 
@@ -1569,6 +1746,7 @@ pub mod spy {
         offset: 0x381c,
         size_bits: 16,
         writable: true,
+        actions: 0x0,
         description: "Requester ID compared under requester_mask.",
     };
 
@@ -1579,12 +1757,13 @@ pub mod spy {
         offset: 0x3820,
         size_bits: 16,
         writable: true,
+        actions: 0x0,
         description: "Requester ID bits compared (0: every requester).",
     };
 
     /// Trigger.
     pub const TRIGGER: Register =
-        Register { region: "spy", name: "trigger", offset: 0x3824, size_bits: 18, writable: true, description: "Trigger." };
+        Register { region: "spy", name: "trigger", offset: 0x3824, size_bits: 18, writable: true, actions: 0x0, description: "Trigger." };
     /// Fields of `trigger`.
     pub mod trigger {
         use super::Field;
@@ -1650,6 +1829,7 @@ pub mod spy {
         offset: 0x3828,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "The trigger matches requests whose (address & mask) == (base & mask).",
     };
 
@@ -1660,6 +1840,7 @@ pub mod spy {
         offset: 0x3830,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Trigger address bits compared.",
     };
 
@@ -1670,6 +1851,7 @@ pub mod spy {
         offset: 0x3838,
         size_bits: 16,
         writable: true,
+        actions: 0x0,
         description: "Records kept before the trigger (start mode), up to 2047.",
     };
 
@@ -1680,6 +1862,7 @@ pub mod spy {
         offset: 0x383c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Records kept from the trigger on (at least 1: the trigger itself).",
     };
 
@@ -1690,6 +1873,7 @@ pub mod spy {
         offset: 0x3840,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Cycles after which a read the spy saw without its last completion is reported as a completion timeout.",
     };
 
@@ -1700,6 +1884,7 @@ pub mod spy {
         offset: 0x3844,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Bus address of the ring (32-byte aligned).",
     };
 
@@ -1710,6 +1895,7 @@ pub mod spy {
         offset: 0x384c,
         size_bits: 5,
         writable: true,
+        actions: 0x0,
         description: "log2 of the ring size in records (capacity 2^n records of 32 bytes).",
     };
 
@@ -1720,6 +1906,7 @@ pub mod spy {
         offset: 0x3850,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "log2 of the largest ring write in bytes (<= MPS, >= 32).",
     };
 
@@ -1730,6 +1917,7 @@ pub mod spy {
         offset: 0x3854,
         size_bits: 16,
         writable: true,
+        actions: 0x0,
         description: "Write a partial batch of records once no record came for this many cycles.",
     };
 
@@ -1740,6 +1928,7 @@ pub mod spy {
         offset: 0x3858,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Records the host has consumed (written by the host).",
     };
 
@@ -1750,6 +1939,7 @@ pub mod spy {
         offset: 0x385c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Records written to the ring (in host memory when this is read).",
     };
 
@@ -1760,6 +1950,7 @@ pub mod spy {
         offset: 0x3860,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Records numbered so far (the next record's sequence number).",
     };
 
@@ -1770,12 +1961,20 @@ pub mod spy {
         offset: 0x3864,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Records numbered but lost: a FIFO was full (ring full or spy too slow).",
     };
 
     /// Capture status.
-    pub const STATUS: Register =
-        Register { region: "spy", name: "status", offset: 0x3868, size_bits: 24, writable: false, description: "Capture status." };
+    pub const STATUS: Register = Register {
+        region: "spy",
+        name: "status",
+        offset: 0x3868,
+        size_bits: 24,
+        writable: false,
+        actions: 0x0,
+        description: "Capture status.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -1796,6 +1995,7 @@ pub mod spy {
         offset: 0x386c,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "Counter set to read: direction * 8 + class (classes: mrd, mwr, cpl, cpld, msg, cfg, io, other, msi).",
     };
 
@@ -1806,6 +2006,7 @@ pub mod spy {
         offset: 0x3870,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "TLPs of the selected direction and class (all TLPs, filters do not apply).",
     };
 
@@ -1816,6 +2017,7 @@ pub mod spy {
         offset: 0x3878,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Bytes of those TLPs on the datapath (header and payload DWs).",
     };
 
@@ -1826,6 +2028,7 @@ pub mod spy {
         offset: 0x3880,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Payload bytes of those TLPs (Length DWs of TLPs with data).",
     };
 
@@ -1836,11 +2039,12 @@ pub mod spy {
         offset: 0x3888,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Cycles those TLPs waited with valid high and ready low.",
     };
 
     /// Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const LATENCY_HIST_SELECT: Register = Register { region: "spy", name: "latency_hist_select", offset: 0x3890, size_bits: 8, writable: true, description: "Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const LATENCY_HIST_SELECT: Register = Register { region: "spy", name: "latency_hist_select", offset: 0x3890, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the matched read latency, request to last completion (cycles) histogram to read in latency_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select.
     pub const LATENCY_HIST_COUNT: Register = Register {
@@ -1849,12 +2053,13 @@ pub mod spy {
         offset: 0x3894,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Count of the matched read latency, request to last completion (cycles) histogram bucket chosen by latency_hist_select.",
     };
 
     /// Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const PAYLOAD_HIST_DOWN_SELECT: Register = Register { region: "spy", name: "payload_hist_down_select", offset: 0x3898, size_bits: 8, writable: true, description: "Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const PAYLOAD_HIST_DOWN_SELECT: Register = Register { region: "spy", name: "payload_hist_down_select", offset: 0x3898, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the payload bytes per host-to-card TLP with data histogram to read in payload_hist_down_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select.
     pub const PAYLOAD_HIST_DOWN_COUNT: Register = Register {
@@ -1863,11 +2068,12 @@ pub mod spy {
         offset: 0x389c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the payload bytes per host-to-card TLP with data histogram bucket chosen by payload_hist_down_select.",
     };
 
     /// Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const PAYLOAD_HIST_UP_SELECT: Register = Register { region: "spy", name: "payload_hist_up_select", offset: 0x38a0, size_bits: 8, writable: true, description: "Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const PAYLOAD_HIST_UP_SELECT: Register = Register { region: "spy", name: "payload_hist_up_select", offset: 0x38a0, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the payload bytes per card-to-host TLP with data histogram to read in payload_hist_up_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select.
     pub const PAYLOAD_HIST_UP_COUNT: Register = Register {
@@ -1876,11 +2082,12 @@ pub mod spy {
         offset: 0x38a4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the payload bytes per card-to-host TLP with data histogram bucket chosen by payload_hist_up_select.",
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "spy", name: "lease_claim", offset: 0x38a8, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "spy", name: "lease_claim", offset: 0x38a8, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
@@ -1889,6 +2096,7 @@ pub mod spy {
         offset: 0x38ac,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
     };
 
@@ -1899,11 +2107,12 @@ pub mod spy {
         offset: 0x38b0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the block's owner; 0: the block is free.",
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "spy", name: "lease_length", offset: 0x38b4, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "spy", name: "lease_length", offset: 0x38b4, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
@@ -1912,6 +2121,7 @@ pub mod spy {
         offset: 0x38b8,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles left before the lease expires; 0 while the block is free.",
     };
 
@@ -1922,6 +2132,7 @@ pub mod spy {
         offset: 0x38bc,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the present owner claimed the block.",
     };
 
@@ -1932,6 +2143,7 @@ pub mod spy {
         offset: 0x38c4,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's process ID (written by the owner after its claim won; for messages only).",
     };
 
@@ -1942,6 +2154,7 @@ pub mod spy {
         offset: 0x38c8,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
     };
 
@@ -1952,6 +2165,7 @@ pub mod spy {
         offset: 0x38cc,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
     };
 
@@ -1962,6 +2176,7 @@ pub mod spy {
         offset: 0x38d0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Leases that expired without a refresh (the block then stopped its job by itself).",
     };
 
@@ -1972,16 +2187,24 @@ pub mod spy {
         offset: 0x38d4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
 
     /// Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only.
-    pub const PAD: Register = Register { region: "spy", name: "pad", offset: 0x38d8, size_bits: 16, writable: true, description: "Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only." };
+    pub const PAD: Register = Register { region: "spy", name: "pad", offset: 0x38d8, size_bits: 16, writable: true, actions: 0x0, description: "Writing N sends N zero records into the DMA writer after every record it holds (``to_dma_writer``): the host completes the driver's last buffer at the end of a capture, as the writer moves whole requests only." };
 
     /// Payload capture.
-    pub const PAYLOAD: Register =
-        Register { region: "spy", name: "payload", offset: 0x38dc, size_bits: 18, writable: true, description: "Payload capture." };
+    pub const PAYLOAD: Register = Register {
+        region: "spy",
+        name: "payload",
+        offset: 0x38dc,
+        size_bits: 18,
+        writable: true,
+        actions: 0x0,
+        description: "Payload capture.",
+    };
     /// Fields of `payload`.
     pub mod payload {
         use super::Field;
@@ -2000,6 +2223,7 @@ pub mod spy {
         offset: 0x38e0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Sequence number of the record that matched the trigger (valid when status.triggered).",
     };
 
@@ -2010,6 +2234,7 @@ pub mod spy {
         offset: 0x38e4,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "The spy's own ring writes (TLPs), counted always (include_own or not).",
     };
 
@@ -2020,6 +2245,7 @@ pub mod spy {
         offset: 0x38ec,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Bytes of the spy's own ring writes on the datapath (header and payload DWs, like count_bytes).",
     };
 
@@ -2030,6 +2256,7 @@ pub mod spy {
         offset: 0x38f4,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "MSIs the hard IP accepted (all of them: the filters do not apply).",
     };
 }
@@ -2044,8 +2271,15 @@ pub mod irq_timer {
     pub const DUT_OWNED: bool = false;
 
     /// Timer control.
-    pub const CONTROL: Register =
-        Register { region: "irq_timer", name: "control", offset: 0x4000, size_bits: 3, writable: true, description: "Timer control." };
+    pub const CONTROL: Register = Register {
+        region: "irq_timer",
+        name: "control",
+        offset: 0x4000,
+        size_bits: 3,
+        writable: true,
+        actions: 0x7,
+        description: "Timer control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -2058,8 +2292,15 @@ pub mod irq_timer {
     }
 
     /// Timer configuration.
-    pub const CONFIG: Register =
-        Register { region: "irq_timer", name: "config", offset: 0x4004, size_bits: 1, writable: true, description: "Timer configuration." };
+    pub const CONFIG: Register = Register {
+        region: "irq_timer",
+        name: "config",
+        offset: 0x4004,
+        size_bits: 1,
+        writable: true,
+        actions: 0x0,
+        description: "Timer configuration.",
+    };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -2116,6 +2357,7 @@ pub mod irq_timer {
         offset: 0x4008,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Shortest interval between fires (cycles, >= 1).",
     };
 
@@ -2126,6 +2368,7 @@ pub mod irq_timer {
         offset: 0x400c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Longest interval between fires (cycles, >= min_interval).",
     };
 
@@ -2136,6 +2379,7 @@ pub mod irq_timer {
         offset: 0x4010,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Fires to do; 0: until control.stop.",
     };
 
@@ -2146,14 +2390,15 @@ pub mod irq_timer {
         offset: 0x4014,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Seed of the interval LFSR.",
     };
 
     /// Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting.
-    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4018, size_bits: 32, writable: true, description: "Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting." };
+    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4018, size_bits: 32, writable: true, actions: 0x0, description: "Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting." };
 
     /// Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement.
-    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x401c, size_bits: 32, writable: true, description: "Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement." };
+    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x401c, size_bits: 32, writable: true, actions: 0x0, description: "Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement." };
 
     /// Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).
     pub const PING: Register = Register {
@@ -2162,6 +2407,7 @@ pub mod irq_timer {
         offset: 0x4020,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).",
     };
 
@@ -2172,6 +2418,7 @@ pub mod irq_timer {
         offset: 0x4024,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the last ping arrived.",
     };
 
@@ -2182,12 +2429,20 @@ pub mod irq_timer {
         offset: 0x402c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles between the last two pings: the card-side cost of one posted register write.",
     };
 
     /// Timer status.
-    pub const STATUS: Register =
-        Register { region: "irq_timer", name: "status", offset: 0x4030, size_bits: 4, writable: false, description: "Timer status." };
+    pub const STATUS: Register = Register {
+        region: "irq_timer",
+        name: "status",
+        offset: 0x4030,
+        size_bits: 4,
+        writable: false,
+        actions: 0x0,
+        description: "Timer status.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -2208,6 +2463,7 @@ pub mod irq_timer {
         offset: 0x4034,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Interrupts fired since control.clear: also the number of the last fire.",
     };
 
@@ -2218,6 +2474,7 @@ pub mod irq_timer {
         offset: 0x4038,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Number of the fire waiting for ack_user (0: none).",
     };
 
@@ -2228,6 +2485,7 @@ pub mod irq_timer {
         offset: 0x403c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Fires while the previous fire still waited for ack_user (that sample is closed incomplete).",
     };
 
@@ -2238,6 +2496,7 @@ pub mod irq_timer {
         offset: 0x4040,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "ack_isr writes that named no fire waiting for one (none waited, or another fire's number).",
     };
 
@@ -2248,6 +2507,7 @@ pub mod irq_timer {
         offset: 0x4044,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "ack_user writes that named no waiting fire (none waited, or another fire's number: a late acknowledgement).",
     };
 
@@ -2258,6 +2518,7 @@ pub mod irq_timer {
         offset: 0x4048,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Sample records that found the record FIFO full (numbered, so the host sees the gap).",
     };
 
@@ -2268,6 +2529,7 @@ pub mod irq_timer {
         offset: 0x404c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Sample records numbered so far.",
     };
 
@@ -2278,6 +2540,7 @@ pub mod irq_timer {
         offset: 0x4050,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Bus address of the sample ring (32-byte records).",
     };
 
@@ -2288,6 +2551,7 @@ pub mod irq_timer {
         offset: 0x4058,
         size_bits: 5,
         writable: true,
+        actions: 0x0,
         description: "log2 of the ring size in records.",
     };
 
@@ -2298,6 +2562,7 @@ pub mod irq_timer {
         offset: 0x405c,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "log2 of the largest ring write in bytes (<= MPS).",
     };
 
@@ -2308,6 +2573,7 @@ pub mod irq_timer {
         offset: 0x4060,
         size_bits: 16,
         writable: true,
+        actions: 0x0,
         description: "Write a partial batch once no record came for this many cycles.",
     };
 
@@ -2318,6 +2584,7 @@ pub mod irq_timer {
         offset: 0x4064,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Records the host has consumed.",
     };
 
@@ -2328,6 +2595,7 @@ pub mod irq_timer {
         offset: 0x4068,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Records written to the ring.",
     };
 
@@ -2338,6 +2606,7 @@ pub mod irq_timer {
         offset: 0x406c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "ISR samples measured.",
     };
 
@@ -2348,6 +2617,7 @@ pub mod irq_timer {
         offset: 0x4070,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Smallest ISR latency (cycles from the fire).",
     };
 
@@ -2358,6 +2628,7 @@ pub mod irq_timer {
         offset: 0x4074,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Largest ISR latency (cycles).",
     };
 
@@ -2368,11 +2639,12 @@ pub mod irq_timer {
         offset: 0x4078,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Sum of ISR latencies (cycles).",
     };
 
     /// Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x4080, size_bits: 8, writable: true, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x4080, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the ISR latency (cycles) histogram bucket chosen by hist_select.
     pub const ISR_HIST_COUNT: Register = Register {
@@ -2381,6 +2653,7 @@ pub mod irq_timer {
         offset: 0x4084,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the ISR latency (cycles) histogram bucket chosen by hist_select.",
     };
 
@@ -2391,6 +2664,7 @@ pub mod irq_timer {
         offset: 0x4088,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "user samples measured.",
     };
 
@@ -2401,6 +2675,7 @@ pub mod irq_timer {
         offset: 0x408c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Smallest user latency (cycles from the fire).",
     };
 
@@ -2411,6 +2686,7 @@ pub mod irq_timer {
         offset: 0x4090,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Largest user latency (cycles).",
     };
 
@@ -2421,11 +2697,12 @@ pub mod irq_timer {
         offset: 0x4094,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Sum of user latencies (cycles).",
     };
 
     /// Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x409c, size_bits: 8, writable: true, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x409c, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the user latency (cycles) histogram bucket chosen by hist_select.
     pub const USER_HIST_COUNT: Register = Register {
@@ -2434,11 +2711,12 @@ pub mod irq_timer {
         offset: 0x40a0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the user latency (cycles) histogram bucket chosen by hist_select.",
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "irq_timer", name: "lease_claim", offset: 0x40a4, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "irq_timer", name: "lease_claim", offset: 0x40a4, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
@@ -2447,6 +2725,7 @@ pub mod irq_timer {
         offset: 0x40a8,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
     };
 
@@ -2457,11 +2736,12 @@ pub mod irq_timer {
         offset: 0x40ac,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the block's owner; 0: the block is free.",
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "irq_timer", name: "lease_length", offset: 0x40b0, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "irq_timer", name: "lease_length", offset: 0x40b0, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
@@ -2470,6 +2750,7 @@ pub mod irq_timer {
         offset: 0x40b4,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles left before the lease expires; 0 while the block is free.",
     };
 
@@ -2480,6 +2761,7 @@ pub mod irq_timer {
         offset: 0x40b8,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the present owner claimed the block.",
     };
 
@@ -2490,6 +2772,7 @@ pub mod irq_timer {
         offset: 0x40c0,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's process ID (written by the owner after its claim won; for messages only).",
     };
 
@@ -2500,6 +2783,7 @@ pub mod irq_timer {
         offset: 0x40c4,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
     };
 
@@ -2510,6 +2794,7 @@ pub mod irq_timer {
         offset: 0x40c8,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
     };
 
@@ -2520,6 +2805,7 @@ pub mod irq_timer {
         offset: 0x40cc,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Leases that expired without a refresh (the block then stopped its job by itself).",
     };
 
@@ -2530,6 +2816,7 @@ pub mod irq_timer {
         offset: 0x40d0,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
@@ -2545,8 +2832,15 @@ pub mod rt_loop {
     pub const DUT_OWNED: bool = false;
 
     /// Loop control.
-    pub const CONTROL: Register =
-        Register { region: "rt_loop", name: "control", offset: 0x4800, size_bits: 3, writable: true, description: "Loop control." };
+    pub const CONTROL: Register = Register {
+        region: "rt_loop",
+        name: "control",
+        offset: 0x4800,
+        size_bits: 3,
+        writable: true,
+        actions: 0x7,
+        description: "Loop control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -2559,8 +2853,15 @@ pub mod rt_loop {
     }
 
     /// Loop configuration.
-    pub const CONFIG: Register =
-        Register { region: "rt_loop", name: "config", offset: 0x4804, size_bits: 2, writable: true, description: "Loop configuration." };
+    pub const CONFIG: Register = Register {
+        region: "rt_loop",
+        name: "config",
+        offset: 0x4804,
+        size_bits: 2,
+        writable: true,
+        actions: 0x0,
+        description: "Loop configuration.",
+    };
     /// Fields of `config`.
     pub mod config {
         use super::Field;
@@ -2577,6 +2878,7 @@ pub mod rt_loop {
         offset: 0x4808,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Bus address of the buffer (DW aligned).",
     };
 
@@ -2587,6 +2889,7 @@ pub mod rt_loop {
         offset: 0x4810,
         size_bits: 13,
         writable: true,
+        actions: 0x0,
         description: "Buffer bytes, token included (8..4096, a multiple of 4).",
     };
 
@@ -2597,6 +2900,7 @@ pub mod rt_loop {
         offset: 0x4814,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "log2 of the largest write payload (<= MPS).",
     };
 
@@ -2607,6 +2911,7 @@ pub mod rt_loop {
         offset: 0x4818,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Iterations to run.",
     };
 
@@ -2617,6 +2922,7 @@ pub mod rt_loop {
         offset: 0x481c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Token of the first iteration (then +1 each).",
     };
 
@@ -2627,6 +2933,7 @@ pub mod rt_loop {
         offset: 0x4820,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Register return: the host writes the checksum (32-bit sum of the data DWs) here; its arrival ends the iteration.",
     };
 
@@ -2637,6 +2944,7 @@ pub mod rt_loop {
         offset: 0x4824,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "DMA return: bus address (DW aligned) of the DW where the host stores the checksum.",
     };
 
@@ -2647,6 +2955,7 @@ pub mod rt_loop {
         offset: 0x482c,
         size_bits: 1,
         writable: true,
+        actions: 0x0,
         description: "DMA return: any write asks the card to read the checksum at ``result_address``.",
     };
 
@@ -2657,12 +2966,20 @@ pub mod rt_loop {
         offset: 0x4830,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "DMA return: cycles to wait for the read's completion before counting an error.",
     };
 
     /// Loop status.
-    pub const STATUS: Register =
-        Register { region: "rt_loop", name: "status", offset: 0x4834, size_bits: 3, writable: false, description: "Loop status." };
+    pub const STATUS: Register = Register {
+        region: "rt_loop",
+        name: "status",
+        offset: 0x4834,
+        size_bits: 3,
+        writable: false,
+        actions: 0x0,
+        description: "Loop status.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -2681,6 +2998,7 @@ pub mod rt_loop {
         offset: 0x4838,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the current (or last) iteration.",
     };
 
@@ -2691,12 +3009,20 @@ pub mod rt_loop {
         offset: 0x483c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Checksum the card expects for the current iteration.",
     };
 
     /// Iterations completed.
-    pub const COUNT: Register =
-        Register { region: "rt_loop", name: "count", offset: 0x4840, size_bits: 32, writable: false, description: "Iterations completed." };
+    pub const COUNT: Register = Register {
+        region: "rt_loop",
+        name: "count",
+        offset: 0x4840,
+        size_bits: 32,
+        writable: false,
+        actions: 0x0,
+        description: "Iterations completed.",
+    };
 
     /// Results that differed from the checksum of the data.
     pub const MISMATCHES: Register = Register {
@@ -2705,6 +3031,7 @@ pub mod rt_loop {
         offset: 0x4844,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Results that differed from the checksum of the data.",
     };
 
@@ -2715,6 +3042,7 @@ pub mod rt_loop {
         offset: 0x4848,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Shortest loop (cycles from the buffer's first beat to the result's arrival).",
     };
 
@@ -2725,6 +3053,7 @@ pub mod rt_loop {
         offset: 0x484c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Longest loop (cycles).",
     };
 
@@ -2735,11 +3064,12 @@ pub mod rt_loop {
         offset: 0x4850,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Sum of loop times (cycles).",
     };
 
     /// Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const LOOP_HIST_SELECT: Register = Register { region: "rt_loop", name: "loop_hist_select", offset: 0x4858, size_bits: 8, writable: true, description: "Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const LOOP_HIST_SELECT: Register = Register { region: "rt_loop", name: "loop_hist_select", offset: 0x4858, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the loop time (cycles) histogram to read in loop_hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the loop time (cycles) histogram bucket chosen by loop_hist_select.
     pub const LOOP_HIST_COUNT: Register = Register {
@@ -2748,6 +3078,7 @@ pub mod rt_loop {
         offset: 0x485c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Count of the loop time (cycles) histogram bucket chosen by loop_hist_select.",
     };
 
@@ -2758,6 +3089,7 @@ pub mod rt_loop {
         offset: 0x4860,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Oldest loop-time sample (cycles); reading it removes it.",
     };
 
@@ -2768,6 +3100,7 @@ pub mod rt_loop {
         offset: 0x4864,
         size_bits: 16,
         writable: false,
+        actions: 0x0,
         description: "Samples waiting (up to 1024).",
     };
 
@@ -2778,6 +3111,7 @@ pub mod rt_loop {
         offset: 0x4868,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Samples not kept because the FIFO was full.",
     };
 
@@ -2788,6 +3122,7 @@ pub mod rt_loop {
         offset: 0x486c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "DMA return: cycles from the last doorbell's arrival to its completion.",
     };
 
@@ -2798,6 +3133,7 @@ pub mod rt_loop {
         offset: 0x4870,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "DMA return: sum of the doorbell-to-completion cycles of the completed iterations.",
     };
 
@@ -2808,6 +3144,7 @@ pub mod rt_loop {
         offset: 0x4878,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``.",
     };
 
@@ -2818,11 +3155,12 @@ pub mod rt_loop {
         offset: 0x487c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions with the loop's tag when no read was outstanding (dropped).",
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "rt_loop", name: "lease_claim", offset: 0x4880, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "rt_loop", name: "lease_claim", offset: 0x4880, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
@@ -2831,6 +3169,7 @@ pub mod rt_loop {
         offset: 0x4884,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
     };
 
@@ -2841,11 +3180,12 @@ pub mod rt_loop {
         offset: 0x4888,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the block's owner; 0: the block is free.",
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "rt_loop", name: "lease_length", offset: 0x488c, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "rt_loop", name: "lease_length", offset: 0x488c, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
@@ -2854,6 +3194,7 @@ pub mod rt_loop {
         offset: 0x4890,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles left before the lease expires; 0 while the block is free.",
     };
 
@@ -2864,6 +3205,7 @@ pub mod rt_loop {
         offset: 0x4894,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the present owner claimed the block.",
     };
 
@@ -2874,6 +3216,7 @@ pub mod rt_loop {
         offset: 0x489c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's process ID (written by the owner after its claim won; for messages only).",
     };
 
@@ -2884,6 +3227,7 @@ pub mod rt_loop {
         offset: 0x48a0,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
     };
 
@@ -2894,6 +3238,7 @@ pub mod rt_loop {
         offset: 0x48a4,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
     };
 
@@ -2904,6 +3249,7 @@ pub mod rt_loop {
         offset: 0x48a8,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Leases that expired without a refresh (the block then stopped its job by itself).",
     };
 
@@ -2914,6 +3260,7 @@ pub mod rt_loop {
         offset: 0x48ac,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
@@ -2929,8 +3276,15 @@ pub mod rule30_batch {
     pub const DUT_OWNED: bool = true;
 
     /// Batch control.
-    pub const CONTROL: Register =
-        Register { region: "rule30_batch", name: "control", offset: 0x5000, size_bits: 3, writable: true, description: "Batch control." };
+    pub const CONTROL: Register = Register {
+        region: "rule30_batch",
+        name: "control",
+        offset: 0x5000,
+        size_bits: 3,
+        writable: true,
+        actions: 0x7,
+        description: "Batch control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -2949,6 +3303,7 @@ pub mod rule30_batch {
         offset: 0x5004,
         size_bits: 1,
         writable: true,
+        actions: 0x0,
         description: "Batch configuration.",
     };
     /// Fields of `config`.
@@ -2965,6 +3320,7 @@ pub mod rule30_batch {
         offset: 0x5008,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Bus address of the descriptor list (DW aligned; bits 1:0 ignored).",
     };
 
@@ -2975,6 +3331,7 @@ pub mod rule30_batch {
         offset: 0x5010,
         size_bits: 24,
         writable: true,
+        actions: 0x0,
         description: "Bytes of the descriptor list (a multiple of 4; bits 1:0 ignored). The engine reads no further.",
     };
 
@@ -2985,6 +3342,7 @@ pub mod rule30_batch {
         offset: 0x5014,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Packets in the batch (0: the batch ends at once).",
     };
 
@@ -2995,6 +3353,7 @@ pub mod rule30_batch {
         offset: 0x5018,
         size_bits: 64,
         writable: true,
+        actions: 0x0,
         description: "Bus address (DW aligned) where the result records are written, back to back.",
     };
 
@@ -3005,6 +3364,7 @@ pub mod rule30_batch {
         offset: 0x5020,
         size_bits: 4,
         writable: true,
+        actions: 0x0,
         description: "log2 of the largest descriptor read request in bytes, 5..9 (other values are clamped); keep it <= the link's MRRS.",
     };
 
@@ -3015,6 +3375,7 @@ pub mod rule30_batch {
         offset: 0x5024,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Cycles to wait for a descriptor read's completions before ending the batch with ``timeout``.",
     };
 
@@ -3025,6 +3386,7 @@ pub mod rule30_batch {
         offset: 0x5028,
         size_bits: 15,
         writable: false,
+        actions: 0x0,
         description: "Batch status; the cause bits are those of the current or last batch.",
     };
     /// Fields of `status`.
@@ -3059,6 +3421,7 @@ pub mod rule30_batch {
         offset: 0x502c,
         size_bits: 8,
         writable: false,
+        actions: 0x0,
         description: "Sequence number of the current or last batch (bits 23:16 of its result status DWs); +1 at every start.",
     };
 
@@ -3069,6 +3432,7 @@ pub mod rule30_batch {
         offset: 0x5030,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Packets of the current or last batch whose result record has been queued for writing.",
     };
 
@@ -3079,6 +3443,7 @@ pub mod rule30_batch {
         offset: 0x5034,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycles of the current or last batch, from the start write to the end (interrupt).",
     };
 
@@ -3089,6 +3454,7 @@ pub mod rule30_batch {
         offset: 0x503c,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description:
             "Cycles in which the core computed (``busy``) for the current or last batch (latency_cycles and generations of its packets).",
     };
@@ -3100,6 +3466,7 @@ pub mod rule30_batch {
         offset: 0x5044,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Error events since ``control.clear``: error or poisoned completions, read timeouts, bad descriptors, short lists.",
     };
 
@@ -3110,6 +3477,7 @@ pub mod rule30_batch {
         offset: 0x5048,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Batches ended since ``control.clear``.",
     };
 
@@ -3120,6 +3488,7 @@ pub mod rule30_batch {
         offset: 0x504c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions with the batch's tag while no read was outstanding (dropped).",
     };
 
@@ -3130,11 +3499,12 @@ pub mod rule30_batch {
         offset: 0x5050,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled.",
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "rule30_batch", name: "lease_claim", offset: 0x5054, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "rule30_batch", name: "lease_claim", offset: 0x5054, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
@@ -3143,6 +3513,7 @@ pub mod rule30_batch {
         offset: 0x5058,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
     };
 
@@ -3153,11 +3524,12 @@ pub mod rule30_batch {
         offset: 0x505c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the block's owner; 0: the block is free.",
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "rule30_batch", name: "lease_length", offset: 0x5060, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "rule30_batch", name: "lease_length", offset: 0x5060, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
@@ -3166,6 +3538,7 @@ pub mod rule30_batch {
         offset: 0x5064,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles left before the lease expires; 0 while the block is free.",
     };
 
@@ -3176,6 +3549,7 @@ pub mod rule30_batch {
         offset: 0x5068,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the present owner claimed the block.",
     };
 
@@ -3186,6 +3560,7 @@ pub mod rule30_batch {
         offset: 0x5070,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's process ID (written by the owner after its claim won; for messages only).",
     };
 
@@ -3196,6 +3571,7 @@ pub mod rule30_batch {
         offset: 0x5074,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
     };
 
@@ -3206,6 +3582,7 @@ pub mod rule30_batch {
         offset: 0x5078,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
     };
 
@@ -3216,6 +3593,7 @@ pub mod rule30_batch {
         offset: 0x507c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Leases that expired without a refresh (the block then stopped its job by itself).",
     };
 
@@ -3226,6 +3604,7 @@ pub mod rule30_batch {
         offset: 0x5080,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
@@ -3241,8 +3620,15 @@ pub mod cpu_ctrl {
     pub const DUT_OWNED: bool = false;
 
     /// CPU run control.
-    pub const CONTROL: Register =
-        Register { region: "cpu_ctrl", name: "control", offset: 0x5800, size_bits: 1, writable: true, description: "CPU run control." };
+    pub const CONTROL: Register = Register {
+        region: "cpu_ctrl",
+        name: "control",
+        offset: 0x5800,
+        size_bits: 1,
+        writable: true,
+        actions: 0x0,
+        description: "CPU run control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -3257,6 +3643,7 @@ pub mod cpu_ctrl {
         offset: 0x5804,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Bytes of the firmware image at ``sram_base`` (a multiple of 4, 4..``sram_size``).",
     };
 
@@ -3267,12 +3654,20 @@ pub mod cpu_ctrl {
         offset: 0x5808,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "CRC-32 (IEEE/zlib) of the image the host claims; the card computes its own before it starts the CPU.",
     };
 
     /// CPU status.
-    pub const STATUS: Register =
-        Register { region: "cpu_ctrl", name: "status", offset: 0x580c, size_bits: 5, writable: false, description: "CPU status." };
+    pub const STATUS: Register = Register {
+        region: "cpu_ctrl",
+        name: "status",
+        offset: 0x580c,
+        size_bits: 5,
+        writable: false,
+        actions: 0x0,
+        description: "CPU status.",
+    };
     /// Fields of `status`.
     pub mod status {
         use super::Field;
@@ -3398,6 +3793,7 @@ pub mod cpu_ctrl {
         offset: 0x5810,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "CRC-32 the card computed over the last image it checked.",
     };
 
@@ -3408,6 +3804,7 @@ pub mod cpu_ctrl {
         offset: 0x5814,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Address of the CPU's SRAM (BAR0 offset and CPU address).",
     };
 
@@ -3418,6 +3815,7 @@ pub mod cpu_ctrl {
         offset: 0x5818,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Bytes of the CPU's SRAM.",
     };
 
@@ -3428,6 +3826,7 @@ pub mod cpu_ctrl {
         offset: 0x581c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Images that passed the check and started the CPU.",
     };
 
@@ -3438,11 +3837,12 @@ pub mod cpu_ctrl {
         offset: 0x5820,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Images the card refused.",
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "cpu_ctrl", name: "lease_claim", offset: 0x5824, size_bits: 32, writable: true, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "cpu_ctrl", name: "lease_claim", offset: 0x5824, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
@@ -3451,6 +3851,7 @@ pub mod cpu_ctrl {
         offset: 0x5828,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
     };
 
@@ -3461,11 +3862,12 @@ pub mod cpu_ctrl {
         offset: 0x582c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Token of the block's owner; 0: the block is free.",
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "cpu_ctrl", name: "lease_length", offset: 0x5830, size_bits: 32, writable: true, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "cpu_ctrl", name: "lease_length", offset: 0x5830, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
@@ -3474,6 +3876,7 @@ pub mod cpu_ctrl {
         offset: 0x5834,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles left before the lease expires; 0 while the block is free.",
     };
 
@@ -3484,6 +3887,7 @@ pub mod cpu_ctrl {
         offset: 0x5838,
         size_bits: 64,
         writable: false,
+        actions: 0x0,
         description: "Card cycle at which the present owner claimed the block.",
     };
 
@@ -3494,6 +3898,7 @@ pub mod cpu_ctrl {
         offset: 0x5840,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's process ID (written by the owner after its claim won; for messages only).",
     };
 
@@ -3504,6 +3909,7 @@ pub mod cpu_ctrl {
         offset: 0x5844,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
     };
 
@@ -3514,6 +3920,7 @@ pub mod cpu_ctrl {
         offset: 0x5848,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
     };
 
@@ -3524,6 +3931,7 @@ pub mod cpu_ctrl {
         offset: 0x584c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Leases that expired without a refresh (the block then stopped its job by itself).",
     };
 
@@ -3534,6 +3942,7 @@ pub mod cpu_ctrl {
         offset: 0x5850,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description:
             "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
@@ -3549,15 +3958,30 @@ pub mod uart {
     pub const DUT_OWNED: bool = false;
 
     /// rxtx
-    pub const RXTX: Register = Register { region: "uart", name: "rxtx", offset: 0x6000, size_bits: 8, writable: true, description: "rxtx" };
+    pub const RXTX: Register =
+        Register { region: "uart", name: "rxtx", offset: 0x6000, size_bits: 8, writable: true, actions: 0x0, description: "rxtx" };
 
     /// TX FIFO Full.
-    pub const TXFULL: Register =
-        Register { region: "uart", name: "txfull", offset: 0x6004, size_bits: 1, writable: false, description: "TX FIFO Full." };
+    pub const TXFULL: Register = Register {
+        region: "uart",
+        name: "txfull",
+        offset: 0x6004,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "TX FIFO Full.",
+    };
 
     /// RX FIFO Empty.
-    pub const RXEMPTY: Register =
-        Register { region: "uart", name: "rxempty", offset: 0x6008, size_bits: 1, writable: false, description: "RX FIFO Empty." };
+    pub const RXEMPTY: Register = Register {
+        region: "uart",
+        name: "rxempty",
+        offset: 0x6008,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "RX FIFO Empty.",
+    };
 
     /// This register contains the current raw level of the rx event trigger. Writes to this register have no effect.
     pub const EV_STATUS: Register = Register {
@@ -3566,6 +3990,7 @@ pub mod uart {
         offset: 0x600c,
         size_bits: 2,
         writable: false,
+        actions: 0x0,
         description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect.",
     };
     /// Fields of `ev_status`.
@@ -3578,7 +4003,7 @@ pub mod uart {
     }
 
     /// When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register.
-    pub const EV_PENDING: Register = Register { region: "uart", name: "ev_pending", offset: 0x6010, size_bits: 2, writable: false, description: "When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register." };
+    pub const EV_PENDING: Register = Register { region: "uart", name: "ev_pending", offset: 0x6010, size_bits: 2, writable: false, actions: 0x0, description: "When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register." };
     /// Fields of `ev_pending`.
     pub mod ev_pending {
         use super::Field;
@@ -3595,6 +4020,7 @@ pub mod uart {
         offset: 0x6014,
         size_bits: 2,
         writable: true,
+        actions: 0x0,
         description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.",
     };
     /// Fields of `ev_enable`.
@@ -3607,24 +4033,59 @@ pub mod uart {
     }
 
     /// TX FIFO Empty.
-    pub const TXEMPTY: Register =
-        Register { region: "uart", name: "txempty", offset: 0x6018, size_bits: 1, writable: false, description: "TX FIFO Empty." };
+    pub const TXEMPTY: Register = Register {
+        region: "uart",
+        name: "txempty",
+        offset: 0x6018,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "TX FIFO Empty.",
+    };
 
     /// RX FIFO Full.
-    pub const RXFULL: Register =
-        Register { region: "uart", name: "rxfull", offset: 0x601c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+    pub const RXFULL: Register = Register {
+        region: "uart",
+        name: "rxfull",
+        offset: 0x601c,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "RX FIFO Full.",
+    };
 
     /// xover_rxtx
-    pub const XOVER_RXTX: Register =
-        Register { region: "uart", name: "xover_rxtx", offset: 0x6020, size_bits: 8, writable: true, description: "xover_rxtx" };
+    pub const XOVER_RXTX: Register = Register {
+        region: "uart",
+        name: "xover_rxtx",
+        offset: 0x6020,
+        size_bits: 8,
+        writable: true,
+        actions: 0x0,
+        description: "xover_rxtx",
+    };
 
     /// TX FIFO Full.
-    pub const XOVER_TXFULL: Register =
-        Register { region: "uart", name: "xover_txfull", offset: 0x6024, size_bits: 1, writable: false, description: "TX FIFO Full." };
+    pub const XOVER_TXFULL: Register = Register {
+        region: "uart",
+        name: "xover_txfull",
+        offset: 0x6024,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "TX FIFO Full.",
+    };
 
     /// RX FIFO Empty.
-    pub const XOVER_RXEMPTY: Register =
-        Register { region: "uart", name: "xover_rxempty", offset: 0x6028, size_bits: 1, writable: false, description: "RX FIFO Empty." };
+    pub const XOVER_RXEMPTY: Register = Register {
+        region: "uart",
+        name: "xover_rxempty",
+        offset: 0x6028,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "RX FIFO Empty.",
+    };
 
     /// This register contains the current raw level of the rx event trigger. Writes to this register have no effect.
     pub const XOVER_EV_STATUS: Register = Register {
@@ -3633,6 +4094,7 @@ pub mod uart {
         offset: 0x602c,
         size_bits: 2,
         writable: false,
+        actions: 0x0,
         description: "This register contains the current raw level of the rx event trigger. Writes to this register have no effect.",
     };
     /// Fields of `xover_ev_status`.
@@ -3645,7 +4107,7 @@ pub mod uart {
     }
 
     /// When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register.
-    pub const XOVER_EV_PENDING: Register = Register { region: "uart", name: "xover_ev_pending", offset: 0x6030, size_bits: 2, writable: false, description: "When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register." };
+    pub const XOVER_EV_PENDING: Register = Register { region: "uart", name: "xover_ev_pending", offset: 0x6030, size_bits: 2, writable: false, actions: 0x0, description: "When a rx event occurs, the corresponding bit will be set in this register. To clear the Event, set the corresponding bit in this register." };
     /// Fields of `xover_ev_pending`.
     pub mod xover_ev_pending {
         use super::Field;
@@ -3662,6 +4124,7 @@ pub mod uart {
         offset: 0x6034,
         size_bits: 2,
         writable: true,
+        actions: 0x0,
         description: "This register enables the corresponding rx events. Write a ``0`` to this register to disable individual events.",
     };
     /// Fields of `xover_ev_enable`.
@@ -3674,12 +4137,26 @@ pub mod uart {
     }
 
     /// TX FIFO Empty.
-    pub const XOVER_TXEMPTY: Register =
-        Register { region: "uart", name: "xover_txempty", offset: 0x6038, size_bits: 1, writable: false, description: "TX FIFO Empty." };
+    pub const XOVER_TXEMPTY: Register = Register {
+        region: "uart",
+        name: "xover_txempty",
+        offset: 0x6038,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "TX FIFO Empty.",
+    };
 
     /// RX FIFO Full.
-    pub const XOVER_RXFULL: Register =
-        Register { region: "uart", name: "xover_rxfull", offset: 0x603c, size_bits: 1, writable: false, description: "RX FIFO Full." };
+    pub const XOVER_RXFULL: Register = Register {
+        region: "uart",
+        name: "xover_rxfull",
+        offset: 0x603c,
+        size_bits: 1,
+        writable: false,
+        actions: 0x0,
+        description: "RX FIFO Full.",
+    };
 }
 
 /// Region `dma_guard` at BAR0 offset 0x6800.
@@ -3692,8 +4169,15 @@ pub mod dma_guard {
     pub const DUT_OWNED: bool = false;
 
     /// DMA guard control.
-    pub const CONTROL: Register =
-        Register { region: "dma_guard", name: "control", offset: 0x6800, size_bits: 1, writable: true, description: "DMA guard control." };
+    pub const CONTROL: Register = Register {
+        region: "dma_guard",
+        name: "control",
+        offset: 0x6800,
+        size_bits: 1,
+        writable: true,
+        actions: 0x1,
+        description: "DMA guard control.",
+    };
     /// Fields of `control`.
     pub mod control {
         use super::Field;
@@ -3708,6 +4192,7 @@ pub mod dma_guard {
         offset: 0x6804,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description:
             "Cycles LitePCIe may wait for a completion of an outstanding read before its DMA is reset (default 1 ms of card time).",
     };
@@ -3719,6 +4204,7 @@ pub mod dma_guard {
         offset: 0x6808,
         size_bits: 8,
         writable: false,
+        actions: 0x0,
         description: "Reads LitePCIe has outstanding now.",
     };
 
@@ -3729,6 +4215,7 @@ pub mod dma_guard {
         offset: 0x680c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Resets of LitePCIe's DMA and tag controller: timeouts and control.reset.",
     };
 
@@ -3739,6 +4226,7 @@ pub mod dma_guard {
         offset: 0x6810,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Reads given up: outstanding reads at each timeout reset.",
     };
 
@@ -3749,6 +4237,7 @@ pub mod dma_guard {
         offset: 0x6814,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions to LitePCIe with a status other than Successful Completion (UR, CA, CRS).",
     };
 
@@ -3759,6 +4248,7 @@ pub mod dma_guard {
         offset: 0x6818,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Completions to LitePCIe with EP set (poisoned data: LitePCIe passes the data on as good).",
     };
 }
@@ -3779,6 +4269,7 @@ pub mod slot {
         offset: 0x7000,
         size_bits: 128,
         writable: false,
+        actions: 0x0,
         description: "ASCII name of the accelerator in the slot, NUL-padded; byte 0 in bits 7:0 of the first word.",
     };
 
@@ -3789,6 +4280,7 @@ pub mod slot {
         offset: 0x7010,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Version of the DUT in the slot.",
     };
     /// Fields of `dut_version`.
@@ -3807,12 +4299,20 @@ pub mod slot {
         offset: 0x7014,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "FNV-1a hash (as ident.map_hash) of the DUT-owned regions of the map only.",
     };
 
     /// The slot interface.
-    pub const INTERFACE: Register =
-        Register { region: "slot", name: "interface", offset: 0x7018, size_bits: 10, writable: false, description: "The slot interface." };
+    pub const INTERFACE: Register = Register {
+        region: "slot",
+        name: "interface",
+        offset: 0x7018,
+        size_bits: 10,
+        writable: false,
+        actions: 0x0,
+        description: "The slot interface.",
+    };
     /// Fields of `interface`.
     pub mod interface {
         use super::Field;
@@ -3873,6 +4373,7 @@ pub mod slot {
         offset: 0x701c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Size of the DUT's register window in bytes.",
     };
 
@@ -3883,6 +4384,7 @@ pub mod slot {
         offset: 0x7020,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "DMA read requests the slot's mover accepted (0 when the user sends its own TLPs).",
     };
 
@@ -3893,6 +4395,7 @@ pub mod slot {
         offset: 0x7024,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "DMA write requests the slot's mover accepted (0 when the user sends its own TLPs).",
     };
 
@@ -3903,6 +4406,7 @@ pub mod slot {
         offset: 0x7028,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Bytes the slot's DMA reads moved from host memory.",
     };
 
@@ -3913,6 +4417,7 @@ pub mod slot {
         offset: 0x702c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Bytes the slot's DMA writes moved to host memory.",
     };
 
@@ -3923,17 +4428,147 @@ pub mod slot {
         offset: 0x7030,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "DMA reads answered with an error or timed out, and writes refused.",
     };
+
+    /// DMA requests the slot's mover refused or cut short because the slot's lease had ended while the DUT worked (``status.fenced``); also in dma_errors.
+    pub const DMA_FENCED: Register = Register { region: "slot", name: "dma_fenced", offset: 0x7034, size_bits: 32, writable: false, actions: 0x0, description: "DMA requests the slot's mover refused or cut short because the slot's lease had ended while the DUT worked (``status.fenced``); also in dma_errors." };
 
     /// Interrupts the DUT raised (MSI source ``slot``, counted whether enabled or not).
     pub const IRQS: Register = Register {
         region: "slot",
         name: "irqs",
-        offset: 0x7034,
+        offset: 0x7038,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Interrupts the DUT raised (MSI source ``slot``, counted whether enabled or not).",
+    };
+
+    /// What the slot is doing.
+    pub const STATUS: Register = Register {
+        region: "slot",
+        name: "status",
+        offset: 0x703c,
+        size_bits: 2,
+        writable: false,
+        actions: 0x0,
+        description: "What the slot is doing.",
+    };
+    /// Fields of `status`.
+    pub mod status {
+        use super::Field;
+        /// The DUT is working or its DMA is in flight (the slot user's ``busy``): a host frees the buffers of a command only once this is 0.
+        pub const BUSY: Field = Field { shift: 0, width: 1 };
+        /// The slot's lease ended (released, or expired: its owner is gone) while the DUT was busy: its DMA mover refuses every request until the DUT is quiet.
+        pub const FENCED: Field = Field { shift: 1, width: 1 };
+    }
+
+    /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
+    pub const LEASE_CLAIM: Register = Register { region: "slot", name: "lease_claim", offset: 0x7040, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+
+    /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
+    pub const LEASE_RELEASE: Register = Register {
+        region: "slot",
+        name: "lease_release",
+        offset: 0x7044,
+        size_bits: 32,
+        writable: true,
+        actions: 0x0,
+        description: "Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.",
+    };
+
+    /// Token of the block's owner; 0: the block is free.
+    pub const LEASE_OWNER: Register = Register {
+        region: "slot",
+        name: "lease_owner",
+        offset: 0x7048,
+        size_bits: 32,
+        writable: false,
+        actions: 0x0,
+        description: "Token of the block's owner; 0: the block is free.",
+    };
+
+    /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
+    pub const LEASE_LENGTH: Register = Register { region: "slot", name: "lease_length", offset: 0x704c, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+
+    /// Cycles left before the lease expires; 0 while the block is free.
+    pub const LEASE_LEFT: Register = Register {
+        region: "slot",
+        name: "lease_left",
+        offset: 0x7050,
+        size_bits: 32,
+        writable: false,
+        actions: 0x0,
+        description: "Cycles left before the lease expires; 0 while the block is free.",
+    };
+
+    /// Card cycle at which the present owner claimed the block.
+    pub const LEASE_SINCE: Register = Register {
+        region: "slot",
+        name: "lease_since",
+        offset: 0x7054,
+        size_bits: 64,
+        writable: false,
+        actions: 0x0,
+        description: "Card cycle at which the present owner claimed the block.",
+    };
+
+    /// The owner's process ID (written by the owner after its claim won; for messages only).
+    pub const LEASE_PID: Register = Register {
+        region: "slot",
+        name: "lease_pid",
+        offset: 0x705c,
+        size_bits: 32,
+        writable: true,
+        actions: 0x0,
+        description: "The owner's process ID (written by the owner after its claim won; for messages only).",
+    };
+
+    /// An identifier of the owner's host and PID namespace (written by the owner; for messages only).
+    pub const LEASE_HOST: Register = Register {
+        region: "slot",
+        name: "lease_host",
+        offset: 0x7060,
+        size_bits: 32,
+        writable: true,
+        actions: 0x0,
+        description: "An identifier of the owner's host and PID namespace (written by the owner; for messages only).",
+    };
+
+    /// The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).
+    pub const LEASE_TIME: Register = Register {
+        region: "slot",
+        name: "lease_time",
+        offset: 0x7064,
+        size_bits: 32,
+        writable: true,
+        actions: 0x0,
+        description: "The owner's clock (Unix seconds) when it claimed the block (written by the owner; for messages only).",
+    };
+
+    /// Leases that expired without a refresh (the block then stopped its job by itself).
+    pub const LEASE_EXPIRIES: Register = Register {
+        region: "slot",
+        name: "lease_expiries",
+        offset: 0x7068,
+        size_bits: 32,
+        writable: false,
+        actions: 0x0,
+        description: "Leases that expired without a refresh (the block then stopped its job by itself).",
+    };
+
+    /// Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.
+    pub const LEASE_REFUSALS: Register = Register {
+        region: "slot",
+        name: "lease_refusals",
+        offset: 0x706c,
+        size_bits: 32,
+        writable: false,
+        actions: 0x0,
+        description:
+            "Claims refused because another token owned the block (or the token was 0), and releases with a token that did not own it.",
     };
 }
 
@@ -3953,6 +4588,7 @@ pub mod rule30 {
         offset: 0x20000,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Register map version: major (bits 31:16), minor (15:0).",
     };
 
@@ -3963,6 +4599,7 @@ pub mod rule30 {
         offset: 0x20004,
         size_bits: 2,
         writable: true,
+        actions: 0x0,
         description: "Control, sampled at completion.",
     };
     /// Fields of `control`.
@@ -3981,6 +4618,7 @@ pub mod rule30 {
         offset: 0x20008,
         size_bits: 3,
         writable: true,
+        actions: 0x0,
         description: "Status; write 1 to clear complete or error.",
     };
     /// Fields of `status`.
@@ -4001,6 +4639,7 @@ pub mod rule30 {
         offset: 0x2000c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Any write resets the core (registers, input/output, counters); aborts a running operation.",
     };
 
@@ -4011,6 +4650,7 @@ pub mod rule30 {
         offset: 0x20010,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "MSI source index of this core's interrupt.",
     };
 
@@ -4021,6 +4661,7 @@ pub mod rule30 {
         offset: 0x20014,
         size_bits: 8,
         writable: true,
+        actions: 0x0,
         description:
             "Elementary rule, bit-encoded (Wolfram): bit k is the new cell for neighbourhood k = left*4 + centre*2 + right. 30 after reset.",
     };
@@ -4032,6 +4673,7 @@ pub mod rule30 {
         offset: 0x20018,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Cells in the line, 1..1024 (a start with another value is refused).",
     };
 
@@ -4042,6 +4684,7 @@ pub mod rule30 {
         offset: 0x2001c,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Any write starts an operation (refused if parameters are bad, ignored if busy).",
     };
 
@@ -4052,6 +4695,7 @@ pub mod rule30 {
         offset: 0x20020,
         size_bits: 1024,
         writable: true,
+        actions: 0x0,
         description: "input[0..31]: cell c is bit c % 32 of input[c // 32].",
     };
 
@@ -4062,6 +4706,7 @@ pub mod rule30 {
         offset: 0x200a0,
         size_bits: 1024,
         writable: false,
+        actions: 0x0,
         description: "output[0..31]: the result, same bit order; cells >= line_length read 0.",
     };
 
@@ -4072,6 +4717,7 @@ pub mod rule30 {
         offset: 0x20120,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Extra card cycles before the computation: emulates slower hardware.",
     };
 
@@ -4082,6 +4728,7 @@ pub mod rule30 {
         offset: 0x20124,
         size_bits: 32,
         writable: true,
+        actions: 0x0,
         description: "Generations per start, 1..65535 (a start with another value is refused). 1 after reset.",
     };
 
@@ -4092,6 +4739,7 @@ pub mod rule30 {
         offset: 0x20128,
         size_bits: 3,
         writable: true,
+        actions: 0x0,
         description: "Sticky causes of refused or ignored starts; write 1 to clear a bit.",
     };
     /// Fields of `errors`.
@@ -4112,6 +4760,7 @@ pub mod rule30 {
         offset: 0x2012c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Starts refused for bad line_length or generations.",
     };
 
@@ -4122,6 +4771,7 @@ pub mod rule30 {
         offset: 0x20130,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Starts ignored because the core was busy.",
     };
 
@@ -4132,6 +4782,7 @@ pub mod rule30 {
         offset: 0x20134,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Operations completed.",
     };
 
@@ -4142,6 +4793,7 @@ pub mod rule30 {
         offset: 0x20138,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles with busy high, bits 31:0; reading it latches bits 63:32 into busy_cycles_hi.",
     };
 
@@ -4152,6 +4804,7 @@ pub mod rule30 {
         offset: 0x2013c,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Bits 63:32 of busy_cycles, as latched by the last read of busy_cycles_lo.",
     };
 
@@ -4162,6 +4815,7 @@ pub mod rule30 {
         offset: 0x20140,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Cycles one generation really takes in this core.",
     };
 
@@ -4172,6 +4826,7 @@ pub mod rule30 {
         offset: 0x20144,
         size_bits: 32,
         writable: false,
+        actions: 0x0,
         description: "Fixed cycles of an operation beyond generations and latency.",
     };
 }
@@ -4186,6 +4841,7 @@ pub const ALL: &[Register] = &[
     ident::CLOCK_HZ,
     ident::SCRATCH,
     ident::SOFTWARE_IRQ,
+    ident::TRIGGER_CYCLE,
     timebase::CYCLES_LO,
     timebase::CYCLES_HI,
     request_path::MEM_READS,
@@ -4199,9 +4855,13 @@ pub const ALL: &[Register] = &[
     request_path::BUS_ERRORS,
     request_path::MALFORMED,
     request_path::LAST_REJECTED,
+    request_path::LAST_WRITE_CYCLE,
     pcie_msi::ENABLE,
     pcie_msi::CLEAR,
     pcie_msi::VECTOR,
+    pcie_msi::ENABLE_SET,
+    pcie_msi::ENABLE_CLEAR,
+    pcie_msi::MSI_CYCLE,
     pcie_dma0::WRITER_ENABLE,
     pcie_dma0::WRITER_TABLE_VALUE,
     pcie_dma0::WRITER_TABLE_WE,
@@ -4497,7 +5157,20 @@ pub const ALL: &[Register] = &[
     slot::DMA_READ_BYTES,
     slot::DMA_WRITE_BYTES,
     slot::DMA_ERRORS,
+    slot::DMA_FENCED,
     slot::IRQS,
+    slot::STATUS,
+    slot::LEASE_CLAIM,
+    slot::LEASE_RELEASE,
+    slot::LEASE_OWNER,
+    slot::LEASE_LENGTH,
+    slot::LEASE_LEFT,
+    slot::LEASE_SINCE,
+    slot::LEASE_PID,
+    slot::LEASE_HOST,
+    slot::LEASE_TIME,
+    slot::LEASE_EXPIRIES,
+    slot::LEASE_REFUSALS,
     rule30::VERSION,
     rule30::CONTROL,
     rule30::STATUS,
@@ -4525,15 +5198,19 @@ pub const ALL: &[Register] = &[
 pub mod constants {
     pub const CPU_SRAM_BASE: u64 = 262144;
     pub const CPU_SRAM_SIZE: u64 = 65536;
+    pub const GENERATOR_FLUSH_TAG: u64 = 48;
     pub const GENERATOR_HISTOGRAM_BUCKETS: u64 = 32;
     pub const GENERATOR_MAX_TRANSFER_BYTES: u64 = 65536;
     pub const GENERATOR_SAMPLE_FIFO_DEPTH: u64 = 1024;
-    pub const GENERATOR_TAGS: u64 = 64;
-    pub const GENERATOR_TAG_BASE: u64 = 128;
+    pub const GENERATOR_TAGS: u64 = 32;
+    pub const GENERATOR_TAG_BASE: u64 = 16;
     pub const IDENT_MAGIC: u64 = 1414287448;
     pub const IDENT_VERSION_MAJOR: u64 = 0;
     pub const IDENT_VERSION_MINOR: u64 = 1;
     pub const IRQ_TIMER_HISTOGRAM_BUCKETS: u64 = 32;
+    pub const IRQ_TIMER_RING_TAG: u64 = 51;
+    pub const LITEPCIE_TAGS: u64 = 8;
+    pub const LITEPCIE_WRITE_TAG: u64 = 0;
     pub const MSI_GENERATOR: u64 = 3;
     pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
@@ -4549,17 +5226,18 @@ pub mod constants {
     pub const RT_LOOP_HISTOGRAM_BUCKETS: u64 = 32;
     pub const RT_LOOP_MAX_BUFFER_BYTES: u64 = 4096;
     pub const RT_LOOP_SAMPLE_FIFO_DEPTH: u64 = 1024;
-    pub const RT_LOOP_TAG: u64 = 193;
-    pub const RULE30_BATCH_TAG: u64 = 194;
+    pub const RT_LOOP_TAG: u64 = 49;
+    pub const RULE30_BATCH_TAG: u64 = 56;
     pub const RULE30_WINDOW_BASE: u64 = 131072;
     pub const RULE30_WINDOW_SIZE: u64 = 512;
     pub const SLOT_INTERFACE_VERSION: u64 = 1;
     pub const SLOT_TAGS: u64 = 8;
-    pub const SLOT_TAG_BASE: u64 = 194;
+    pub const SLOT_TAG_BASE: u64 = 56;
     pub const SLOT_WINDOW_BASE: u64 = 131072;
     pub const SLOT_WINDOW_MAX: u64 = 131072;
     pub const SPY_LATENCY_BUCKETS: u64 = 32;
     pub const SPY_PAYLOAD_BUCKETS: u64 = 13;
     pub const SPY_PAYLOAD_DWS_MAX: u64 = 16;
     pub const SPY_RECORD_FIFO_DEPTH: u64 = 2048;
+    pub const SPY_RING_TAG: u64 = 50;
 }

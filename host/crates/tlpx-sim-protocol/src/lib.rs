@@ -29,7 +29,7 @@ pub use tlpx_model::link::LinkConfig;
 /// file_offset`; `SimStats::dma_read_faults_freed` and `dma_write_faults_freed`.
 /// 5: live time (`Request::SetLive`, `Reply::LiveSet`, `SimStats::live_clients`,
 /// `live_cycles`, `live_paced_seconds`, `ClientStats::live`).
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Largest block MMIO access in bytes (a CPU's 64-byte store or write-combining burst).
 pub const MAX_BLOCK_BYTES: usize = 64;
@@ -246,6 +246,10 @@ pub struct HelloInfo {
     pub host_time: HostTime,
     /// In `real` mode, the most wall time one gap is charged as (`--host-time-cap-us`), ns.
     pub host_time_cap_ns: u64,
+    /// The board whose hard IP the config space presents (`--board`: kcu105, kc705, ...,
+    /// generic) and that IP (pcie3_ultrascale, pcie_7x, generic).
+    pub board: String,
+    pub hard_ip: String,
     /// Client id the sim gave this connection (appears in stats and logs).
     pub client_id: u64,
 }

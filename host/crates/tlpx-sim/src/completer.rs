@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn many_outstanding_reads_with_high_tags_complete_in_arrival_order() {
-        // 64 reads of 512 bytes with the generator's tags 128..191, one per cycle.
+        // 64 reads of 512 bytes with tags 128..191 (any tag values work), one per cycle.
         let mut c = ReadCompleter::new(0, 50, 7, 1);
         let mut faults = InjectedFaultCounts::default();
         for i in 0..64u32 {

@@ -2,8 +2,9 @@
 //! none) and hands the card what a hard IP would through its cfg_* inputs.
 //!
 //! Type 0 header (PCI Local Bus 3.0, 6.1) with a capability list: Power Management (PCI PM
-//! 1.2), MSI with 64-bit addresses and one vector (PCI 3.0, 6.8.1) and the PCI Express
-//! capability of an endpoint (PCIe Base, 7.5.3). No extended capabilities.
+//! 1.2), MSI with one vector, 64- or 32-bit addresses as the board's hard IP has it (PCI 3.0,
+//! 6.8.1) and the PCI Express capability of an endpoint (PCIe Base, 7.5.3), whose Device and
+//! Link Capabilities are the board's (server.rs, `--board`). No extended capabilities.
 //!
 //! At start the command register has memory space and bus mastering enabled and MSI is
 //! enabled with its one vector, as if a driver had already set the card up.
@@ -19,7 +20,8 @@ pub const CLASS_CODE: u32 = 0x11_80_00; // Signal processing controller, other
 /// probe refuses any other revision (docs/litepcie-driver.md, docs/virtual-platform.md).
 pub const REVISION: u8 = 0;
 pub const SUBSYSTEM_VENDOR_ID: u16 = 0x10EE;
-pub const SUBSYSTEM_ID: u16 = 0x0007;
+/// The card's own ID again, as the board targets configure their hard IP (targets/board.py).
+pub const SUBSYSTEM_ID: u16 = 0x7C01;
 
 pub const COMMAND: usize = 0x04;
 pub const CMD_MEMORY: u16 = 1 << 1;
@@ -29,11 +31,12 @@ pub const CAP_PM: usize = 0x40;
 pub const CAP_MSI: usize = 0x50;
 pub const CAP_PCIE: usize = 0x70;
 
-// MSI capability registers (64-bit layout).
+// MSI capability registers (the data word follows the upper address in the 64-bit layout,
+// the lower address in the 32-bit one).
 const MSI_CONTROL: usize = CAP_MSI + 2;
 const MSI_ADDR_LO: usize = CAP_MSI + 4;
 const MSI_ADDR_HI: usize = CAP_MSI + 8;
-const MSI_DATA: usize = CAP_MSI + 12;
+const MSI_64BIT: u16 = 1 << 7;
 
 // PCI Express capability registers.
 const PCIE_DEVCAP: usize = CAP_PCIE + 0x04;
@@ -48,6 +51,10 @@ const PCIE_LINKCTL2: usize = CAP_PCIE + 0x30;
 
 /// Where MSIs are addressed at start (the x86 local APIC window, as Linux programs it).
 pub const MSI_DEFAULT_ADDRESS: u32 = 0xFEE0_0000;
+
+fn msi_data_offset(msi_64bit: bool) -> usize {
+    CAP_MSI + if msi_64bit { 12 } else { 8 }
+}
 
 /// Encodes 128..4096 bytes as the 3-bit size field of Device Control / Capabilities.
 pub fn size_code(bytes: u32) -> Option<u16> {
@@ -91,6 +98,12 @@ pub struct ConfigParams {
     pub mrrs: u32,
     /// Largest payload the card supports (Device Capabilities).
     pub mps_supported: u32,
+    /// The fastest, widest link the board's hard IP can train (Link Capabilities); the link
+    /// (`generation`, `lanes`) is what it trained to (Link Status).
+    pub max_link_generation: u8,
+    pub max_link_lanes: u8,
+    /// MSI with 64-bit message addresses (else 32-bit).
+    pub msi_64bit: bool,
     pub bar0_address: u32,
     pub bar0_size: u32,
 }
@@ -108,6 +121,12 @@ impl ConfigSpace {
         }
         if ![1, 2, 4, 8, 16].contains(&p.lanes) {
             return Err(format!("link width must be 1, 2, 4, 8 or 16 lanes, not {}", p.lanes));
+        }
+        if p.generation > p.max_link_generation || p.lanes > p.max_link_lanes {
+            return Err(format!(
+                "a Gen{} x{} link is beyond the card's hard IP, which trains up to Gen{} x{}",
+                p.generation, p.lanes, p.max_link_generation, p.max_link_lanes
+            ));
         }
         if !p.bar0_size.is_power_of_two() || p.bar0_size < 16 || !p.bar0_address.is_multiple_of(p.bar0_size) {
             return Err(format!("BAR0 at {:#x} of {:#x} bytes is not naturally aligned", p.bar0_address, p.bar0_size));
@@ -139,16 +158,18 @@ impl ConfigSpace {
         c.put16(CAP_PM + 4, 0x0008);
         c.mask16(CAP_PM + 4, 0x0003); // PowerState
 
-        // MSI: 64-bit, one vector (LitePCIe's MSI block always sends vector 0 and names the
-        // source in its pcie_msi.vector register), enabled.
+        // MSI: one vector (LitePCIe's MSI block always sends vector 0 and names the source in
+        // its pcie_msi.vector register), enabled; 64- or 32-bit addresses as the hard IP has.
         c.bytes[CAP_MSI] = 0x05;
         c.bytes[CAP_MSI + 1] = CAP_PCIE as u8;
-        c.put16(MSI_CONTROL, (1 << 7) | 1);
+        c.put16(MSI_CONTROL, if p.msi_64bit { MSI_64BIT } else { 0 } | 1);
         c.mask16(MSI_CONTROL, (7 << 4) | 1);
         c.put32(MSI_ADDR_LO, MSI_DEFAULT_ADDRESS);
         c.mask32(MSI_ADDR_LO, !3);
-        c.mask32(MSI_ADDR_HI, !0);
-        c.mask16(MSI_DATA, 0xFFFF);
+        if p.msi_64bit {
+            c.mask32(MSI_ADDR_HI, !0);
+        }
+        c.mask16(msi_data_offset(p.msi_64bit), 0xFFFF);
 
         // PCI Express capability, version 2, endpoint.
         c.bytes[CAP_PCIE] = 0x10;
@@ -160,7 +181,7 @@ impl ConfigSpace {
         c.put16(PCIE_DEVCTL, (1 << 4) | (1 << 8) | (1 << 11) | (mps_code << 5) | (mrrs_code << 12));
         c.mask16(PCIE_DEVCTL, 0x000F | (1 << 4) | (7 << 5) | (1 << 8) | (1 << 11) | (7 << 12));
         // Link Capabilities: max speed, max width, port 0.
-        c.put32(PCIE_LINKCAP, u32::from(p.generation) | (u32::from(p.lanes) << 4));
+        c.put32(PCIE_LINKCAP, u32::from(p.max_link_generation) | (u32::from(p.max_link_lanes) << 4));
         c.mask16(PCIE_LINKCTL, 0x0003 | (1 << 6) | (1 << 7)); // ASPM, common clock, ext synch
                                                               // Link Status: current speed and negotiated width; slot clock configuration.
         c.put16(PCIE_LINKSTA, u16::from(p.generation) | (u16::from(p.lanes) << 4) | (1 << 12));
@@ -168,9 +189,9 @@ impl ConfigSpace {
         c.put32(PCIE_DEVCAP2, 0x1F);
         c.mask16(PCIE_DEVCTL2, 0x001F);
         // Link Capabilities 2: supported speeds vector (bit 1 = 2.5 GT/s ...).
-        let speeds = ((1u32 << p.generation) - 1) << 1;
+        let speeds = ((1u32 << p.max_link_generation) - 1) << 1;
         c.put32(PCIE_LINKCAP2, speeds);
-        c.put16(PCIE_LINKCTL2, u16::from(p.generation));
+        c.put16(PCIE_LINKCTL2, u16::from(p.max_link_generation));
         c.mask16(PCIE_LINKCTL2, 0x000F);
         Ok(c)
     }
@@ -248,8 +269,12 @@ impl ConfigSpace {
             bus_master_enable: cmd & CMD_BUS_MASTER != 0,
             msi_enable: msi & 1 != 0,
             msi_vectors: 1 << mme.min(5),
-            msi_address: (u64::from(self.get32(MSI_ADDR_HI)) << 32) | u64::from(self.get32(MSI_ADDR_LO)),
-            msi_data: self.get16(MSI_DATA),
+            msi_address: if msi & MSI_64BIT != 0 {
+                (u64::from(self.get32(MSI_ADDR_HI)) << 32) | u64::from(self.get32(MSI_ADDR_LO))
+            } else {
+                u64::from(self.get32(MSI_ADDR_LO))
+            },
+            msi_data: self.get16(msi_data_offset(msi & MSI_64BIT != 0)),
             max_payload_size: size_bytes(devctl >> 5).min(size_bytes(self.get16(PCIE_DEVCAP))),
             max_read_request_size: size_bytes(devctl >> 12),
             bar0: u64::from(self.get32(BAR0) & !0xF),
@@ -263,7 +288,18 @@ mod tests {
     use tlpx_device::pci::decode;
 
     fn params() -> ConfigParams {
-        ConfigParams { generation: 3, lanes: 4, mps: 256, mrrs: 512, mps_supported: 4096, bar0_address: 0xF000_0000, bar0_size: 1 << 20 }
+        ConfigParams {
+            generation: 3,
+            lanes: 4,
+            mps: 256,
+            mrrs: 512,
+            mps_supported: 4096,
+            max_link_generation: 3,
+            max_link_lanes: 8,
+            msi_64bit: true,
+            bar0_address: 0xF000_0000,
+            bar0_size: 1 << 20,
+        }
     }
 
     #[test]
@@ -324,6 +360,19 @@ mod tests {
         assert!(e.contains("not 300"), "{e}");
         let e = ConfigSpace::new(ConfigParams { mps: 4096, mps_supported: 512, ..params() }).err().unwrap_or_default();
         assert!(e.contains("4096") && e.contains("512"), "{e}");
+        let e = ConfigSpace::new(ConfigParams { generation: 4, lanes: 16, ..params() }).err().unwrap_or_default();
+        assert!(e.contains("Gen4 x16") && e.contains("Gen3 x8"), "{e}");
+    }
+
+    #[test]
+    fn msi_with_32_bit_addresses_as_pcie_7x_has_it() {
+        let mut c = ConfigSpace::new(ConfigParams { msi_64bit: false, ..params() }).unwrap();
+        let m = decode::msi(c.bytes()).expect("MSI capability");
+        assert!(!m.is_64bit);
+        // The data word follows the lower address; the upper address does not exist.
+        c.write((CAP_MSI + 8) as u16, &0x4321u16.to_le_bytes()).unwrap();
+        c.write((CAP_MSI + 12) as u16, &0x1234u16.to_le_bytes()).unwrap();
+        assert_eq!((c.view().msi_data, c.view().msi_address), (0x4321, 0xFEE0_0000));
     }
 
     #[test]
@@ -331,7 +380,8 @@ mod tests {
         let c = ConfigSpace::new(params()).unwrap();
         let p = decode::pcie(c.bytes()).expect("PCIe capability");
         assert_eq!(p.device_type, 0);
-        assert_eq!((p.generation, p.link_width, p.max_link_width), (3, 4, 4));
+        // A Gen3 x4 link trained on an IP that could do x8: LnkSta says x4, LnkCap x8.
+        assert_eq!((p.generation, p.link_width, p.max_link_width), (3, 4, 8));
         assert_eq!((p.max_payload_supported, p.max_payload_size, p.max_read_request_size), (4096, 256, 512));
         let m = decode::msi(c.bytes()).expect("MSI capability");
         assert!(m.enabled && m.is_64bit);

@@ -8,10 +8,9 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
-use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tlpx_model::link::LinkConfig;
@@ -45,6 +44,18 @@ const PACE_SLACK: Duration = Duration::from_millis(1);
 const MAX_QUEUED_IRQS: usize = 4096;
 /// Requests a blocked client may queue before it is disconnected.
 const MAX_QUEUED_REQUESTS: usize = 1 << 16;
+/// Requests of one client read from its socket and not yet executed (on the way to the sim
+/// thread or queued behind a blocking one): its reader thread reads no further frame until
+/// the sim has executed one (`Credits`). With frames of at most 1 MiB a client holds at most
+/// this many MiB of the sim's memory in requests, whatever it sends.
+pub const CLIENT_REQUESTS_IN_FLIGHT: usize = 16;
+/// Reply bytes the sim keeps for a client whose socket does not take them (it does not read
+/// its replies): past this, or past `OUTBOX_FRAMES` replies, the sim executes none of its
+/// requests until the client has read some (the others are served meanwhile).
+const OUTBOX_BYTES: usize = 4 << 20;
+const OUTBOX_FRAMES: usize = 16;
+/// How often the sim retries the sockets of clients with unsent replies while idle.
+const OUTBOX_RETRY: Duration = Duration::from_millis(1);
 /// Requester ID of the root complex (bus 0, device 0, function 0).
 const RC_ID: u16 = 0x0000;
 /// IOMMU faults logged (unless --quiet) before they are only counted.
@@ -52,11 +63,62 @@ const FAULT_LOG_LIMIT: u64 = 16;
 /// Kinds counted per direction (indexes of `Kind as usize`).
 const KINDS: usize = Kind::Other as usize + 1;
 
+/// Backpressure between a client's reader thread and the sim thread: the requests of the
+/// client read and not yet executed, at most `CLIENT_REQUESTS_IN_FLIGHT`. The reader takes a
+/// credit before it reads a frame and the sim gives it back when it executes the request, so a
+/// client that sends faster than the sim executes (or that is blocked, or does not read its
+/// replies) waits in its own socket: the sim's memory and the other clients are not affected.
+pub struct Credits {
+    state: Mutex<(usize, bool)>,
+    freed: Condvar,
+}
+
+impl Credits {
+    pub fn new() -> Arc<Credits> {
+        Arc::new(Credits { state: Mutex::new((0, false)), freed: Condvar::new() })
+    }
+
+    /// Waits for a credit; false once the client was closed (the reader then stops).
+    pub fn acquire(&self) -> bool {
+        let Ok(mut state) = self.state.lock() else { return false };
+        loop {
+            if state.1 {
+                return false;
+            }
+            if state.0 < CLIENT_REQUESTS_IN_FLIGHT {
+                state.0 += 1;
+                return true;
+            }
+            state = match self.freed.wait(state) {
+                Ok(s) => s,
+                Err(_) => return false,
+            };
+        }
+    }
+
+    fn release(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.0 = state.0.saturating_sub(1);
+            self.freed.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1 = true;
+            self.freed.notify_all();
+        }
+    }
+}
+
 /// What the reader threads and the signal thread tell the sim thread.
 pub enum Event {
+    /// `credits`: the reader thread's backpressure (None: an in-process client that sends
+    /// one request at a time, vfio-user's bridge).
     Connected {
         id: u64,
         writer: UnixStream,
+        credits: Option<Arc<Credits>>,
     },
     /// `at`: when the reader thread had the whole frame (the request's wall-clock arrival).
     Request {
@@ -175,6 +237,11 @@ impl Blocked {
 
 struct Client {
     writer: UnixStream,
+    credits: Option<Arc<Credits>>,
+    /// Reply bytes the socket did not take yet (the client is not reading), and how many
+    /// replies they hold; written as the socket takes them.
+    outbox: VecDeque<u8>,
+    outbox_frames: usize,
     hello: bool,
     dead: bool,
     /// Requests behind a blocking one, with their arrival on the host clock.
@@ -190,6 +257,37 @@ struct Client {
     charged: bool,
     /// The client holds a claim on live time (`SetLive`).
     live: bool,
+}
+
+impl Client {
+    /// Its socket does not take its replies (it is not reading them): execute nothing more of
+    /// it until it does.
+    fn outbox_full(&self) -> bool {
+        self.outbox.len() >= OUTBOX_BYTES || self.outbox_frames >= OUTBOX_FRAMES
+    }
+}
+
+/// Writes what the socket takes now of `bytes` without waiting (MSG_DONTWAIT: the socket is
+/// shared with the client's blocking reader thread, so it stays a blocking socket); the count.
+fn send_now(socket: &UnixStream, bytes: &[u8]) -> std::io::Result<usize> {
+    use std::os::unix::io::AsRawFd;
+    let mut sent = 0;
+    while sent < bytes.len() {
+        // SAFETY: send reads at most len bytes from the pointer, which points into `bytes`.
+        let n = unsafe {
+            libc::send(socket.as_raw_fd(), bytes[sent..].as_ptr().cast(), bytes.len() - sent, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::WouldBlock => break,
+                std::io::ErrorKind::Interrupted => continue,
+                _ => return Err(e),
+            }
+        }
+        sent += n as usize;
+    }
+    Ok(sent)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -400,6 +498,7 @@ impl Sim {
                     Err(TryRecvError::Disconnected) => return,
                 }
             }
+            self.flush_outboxes();
             self.reap_dead();
             if self.shutdown {
                 return;
@@ -419,6 +518,12 @@ impl Sim {
                 };
                 let ev = match ev {
                     Some(ev) => ev,
+                    // Replies a client's socket did not take: look again soon.
+                    None if self.clients.values().any(|c| !c.outbox.is_empty()) => match rx.recv_timeout(OUTBOX_RETRY) {
+                        Ok(ev) => ev,
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    },
                     None => match rx.recv() {
                         Ok(ev) => ev,
                         Err(_) => return,
@@ -1069,12 +1174,14 @@ impl Sim {
 
     fn on_event(&mut self, ev: Event) {
         match ev {
-            Event::Connected { id, writer } => {
-                let _ = writer.set_write_timeout(Some(Duration::from_secs(5)));
+            Event::Connected { id, writer, credits } => {
                 self.clients.insert(
                     id,
                     Client {
                         writer,
+                        credits,
+                        outbox: VecDeque::new(),
+                        outbox_frames: 0,
                         hello: false,
                         dead: false,
                         queue: VecDeque::new(),
@@ -1108,7 +1215,7 @@ impl Sim {
             return;
         }
         c.stats.requests += 1;
-        if c.blocked.is_some() || !c.queue.is_empty() {
+        if c.blocked.is_some() || !c.queue.is_empty() || c.outbox_full() {
             if c.queue.len() >= MAX_QUEUED_REQUESTS {
                 self.kill(id, format!("more than {MAX_QUEUED_REQUESTS} requests queued behind a blocking one"));
                 return;
@@ -1169,7 +1276,7 @@ impl Sim {
     fn pump(&mut self, id: u64) {
         loop {
             let Some(c) = self.clients.get_mut(&id) else { return };
-            if c.blocked.is_some() || c.dead {
+            if c.blocked.is_some() || c.dead || c.outbox_full() {
                 return;
             }
             let Some((req, at)) = c.queue.pop_front() else { return };
@@ -1199,9 +1306,21 @@ impl Sim {
             c.dead = true;
             return;
         }
-        if let Err(e) = c.writer.write_all(&self.frame) {
-            c.dead = true;
-            self.dead.push((id, format!("write failed: {e}")));
+        if c.outbox.is_empty() {
+            match send_now(&c.writer, &self.frame) {
+                Ok(sent) if sent == self.frame.len() => {}
+                Ok(sent) => {
+                    c.outbox.extend(&self.frame[sent..]);
+                    c.outbox_frames += 1;
+                }
+                Err(e) => {
+                    c.dead = true;
+                    self.dead.push((id, format!("write failed: {e}")));
+                }
+            }
+        } else {
+            c.outbox.extend(&self.frame);
+            c.outbox_frames += 1;
         }
         if let Some(host) = host {
             // The client's host time starts when its answer has left: socket delivery, the
@@ -1232,6 +1351,33 @@ impl Sim {
         self.pump(id);
     }
 
+    /// Writes what the clients' sockets take of their unsent replies; a client whose outbox
+    /// fell below its limit runs its queued requests again.
+    fn flush_outboxes(&mut self) {
+        let pending: Vec<u64> = self.clients.iter().filter(|(_, c)| !c.outbox.is_empty() && !c.dead).map(|(id, _)| *id).collect();
+        for id in pending {
+            let Some(c) = self.clients.get_mut(&id) else { continue };
+            let was_full = c.outbox_full();
+            let (head, _) = c.outbox.as_slices();
+            match send_now(&c.writer, head) {
+                Ok(sent) => {
+                    c.outbox.drain(..sent);
+                    if c.outbox.is_empty() {
+                        c.outbox_frames = 0;
+                    }
+                }
+                Err(e) => {
+                    c.dead = true;
+                    self.dead.push((id, format!("write failed: {e}")));
+                    continue;
+                }
+            }
+            if was_full && !c.outbox_full() {
+                self.pump(id);
+            }
+        }
+    }
+
     /// Marks a client dead; it is removed (and its socket shut) outside the cycle loop.
     fn kill(&mut self, id: u64, reason: String) {
         if let Some(c) = self.clients.get_mut(&id) {
@@ -1258,6 +1404,9 @@ impl Sim {
             self.live_claim_ended(id, "it left");
         }
         let _ = c.writer.shutdown(std::net::Shutdown::Both);
+        if let Some(credits) = &c.credits {
+            credits.close();
+        }
         for slot in self.tags.iter_mut().flatten() {
             if slot.client == Some(id) {
                 slot.client = None;
@@ -1285,6 +1434,10 @@ impl Sim {
 
     fn execute(&mut self, id: u64, req: Request) {
         let Some(c) = self.clients.get_mut(&id) else { return };
+        // Executed: the client's reader may read its next frame.
+        if let Some(credits) = &c.credits {
+            credits.release();
+        }
         if !c.hello {
             match req {
                 Request::Hello { protocol_version, client_name } => {

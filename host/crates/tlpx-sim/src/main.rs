@@ -86,6 +86,18 @@ struct Cli {
     /// charged as, in µs (1..10000000); longer gaps are counted in Stats (host_time.capped_gaps).
     #[arg(long, default_value_t = 10_000, value_name = "US")]
     host_time_cap_us: u64,
+    /// The board whose PCIe hard IP the config space presents: its Max_Payload_Size supported,
+    /// Link Capabilities (a faster or wider --gen/--lanes is refused), MSI address size. One of
+    /// the boards of the card's datapath width and clock (kcu105 for the 256-bit card; kc705,
+    /// acorn for the 128-bit one), or generic (LitePCIe's 512-byte payload limit, any link)
+    /// [default: the card's board when its hard IP trains the --gen/--lanes asked for, else
+    /// generic; generic for the 64-bit card].
+    #[arg(long, value_name = "NAME")]
+    board: Option<String>,
+    /// Print the configuration space this run would present (`lspci -xxxx` form: libpci's dump
+    /// format) and exit without serving: what the chosen --board's hard IP shows a host.
+    #[arg(long, conflicts_with = "vfio_user")]
+    print_config: bool,
     /// Serve the card as a vfio-user device on this socket (for QEMU's `vfio-user-pci`) instead
     /// of serving tlpx clients: one connection; config space, BAR0 and MSI as tlpx-sim presents
     /// them, the card's DMA into the guest's DMA-mapped memory (docs/virtual-platform.md).
@@ -177,8 +189,22 @@ fn main() -> ExitCode {
         free_run: cli.free_run,
         host_time: cli.host_time,
         host_time_cap_us: cli.host_time_cap_us,
+        board: cli.board,
         quiet: cli.quiet,
     };
+    if cli.print_config {
+        return match tlpx_sim::server::prepare(&opts) {
+            Ok(p) => {
+                let (domain, bus, dev, func) = tlpx_sim::server::PCI_ADDRESS;
+                print!("{}", tlpx_device::pci::render_dump(domain, bus, dev, func, p.config.bytes()));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tlpx-sim: error: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let served = match &cli.vfio_user {
         Some(path) => tlpx_sim::vfu::serve_vfio_user(&opts, path),
         None => serve(&opts),

@@ -13,7 +13,7 @@ use tlpx_sim_protocol::{read_frame, DmaFaults, FrameError, HelloInfo, HostTime, 
 use crate::card::{built_library_path, env_library, CardLibrary};
 use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
 use crate::datapath::{choose_data_width, datapath_warning, default_lanes};
-use crate::engine::{EngineParams, Event, Sim};
+use crate::engine::{Credits, EngineParams, Event, Sim};
 use crate::hostmem::HostMemory;
 use crate::rundir::{EntryKind, RewrittenFile, RuntimeDir};
 
@@ -70,6 +70,9 @@ pub struct SimOptions {
     pub host_time: HostTime,
     /// The most wall time one gap is charged as, µs (1..=10 s).
     pub host_time_cap_us: u64,
+    /// The board whose hard IP config space presents (boards.json beside the card library);
+    /// None: the card's default (the board of its width and clock, else generic).
+    pub board: Option<String>,
     pub quiet: bool,
 }
 
@@ -244,18 +247,24 @@ fn spawn_acceptor(listener: UnixListener, tx: Sender<Event>, quiet: bool) {
             let id = next_id;
             next_id += 1;
             let Ok(writer) = stream.try_clone() else { continue };
-            if tx.send(Event::Connected { id, writer }).is_err() {
+            let credits = Credits::new();
+            if tx.send(Event::Connected { id, writer, credits: Some(credits.clone()) }).is_err() {
                 return;
             }
             let tx = tx.clone();
-            std::thread::spawn(move || read_client(id, stream, tx, quiet));
+            std::thread::spawn(move || read_client(id, stream, tx, &credits, quiet));
         }
     });
 }
 
-fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, quiet: bool) {
+/// Reads a client's requests for the sim thread, each after a credit (engine::Credits): a
+/// client whose requests the sim has not executed yet waits in its own socket.
+fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, credits: &Credits, quiet: bool) {
     let mut reader = BufReader::with_capacity(64 * 1024, &stream);
     loop {
+        if !credits.acquire() {
+            return; // the sim closed the client
+        }
         match read_frame::<_, Request>(&mut reader) {
             Ok(request) => {
                 let at = std::time::Instant::now();
@@ -426,6 +435,9 @@ pub struct Prepared {
     pub host_mem_bytes: u64,
     pub iova_size: u64,
     pub completion_timeout_cycles: u64,
+    /// The board whose hard IP the config space presents (`--board`), and that IP.
+    pub board: String,
+    pub profile: HardIpProfile,
 }
 
 /// Checks the options, loads and instantiates the card, builds its config space.
@@ -438,20 +450,24 @@ pub fn prepare(opts: &SimOptions) -> Result<Prepared, SimError> {
     let link =
         LinkConfig::new(opts.generation, lanes, opts.mps, opts.mrrs, opts.rcb, false).map_err(|e| SimError::Invalid(e.to_string()))?;
     let clock_hz = card_clock_hz(&lib, opts.clock_mhz)?;
-    let mps_supported = build_info_number(lib.build_info(), "max_payload_size")
-        .map(|v| v as u32)
-        .filter(|v| v.is_power_of_two() && (128..=4096).contains(v))
-        .unwrap_or(4096);
+    let (board, profile) = board_profile(lib.path(), opts.board.as_deref(), (opts.generation, lanes))?;
+    // A board's hard IP advertises the fastest link it trains (a narrower slot shows in LnkSta);
+    // the generic card's IP is configured for whatever link was asked, so that is its capability.
+    let (max_link_generation, max_link_lanes) =
+        if board == GENERIC_BOARD { (opts.generation, lanes) } else { (profile.max_link_gen, profile.max_link_lanes) };
     let config = ConfigSpace::new(ConfigParams {
         generation: opts.generation,
         lanes,
         mps: opts.mps,
         mrrs: opts.mrrs,
-        mps_supported,
+        mps_supported: profile.mps_supported,
+        max_link_generation,
+        max_link_lanes,
+        msi_64bit: profile.msi_64bit,
         bar0_address: BAR0_BUS_ADDRESS,
         bar0_size: BAR0_SIZE as u32,
     })
-    .map_err(SimError::Invalid)?;
+    .map_err(|e| SimError::Invalid(format!("--board {board} ({}): {e}", profile.hard_ip)))?;
     if opts.host_mem_mib == 0 || opts.host_mem_mib > 65536 {
         return Err(SimError::Invalid(format!("--host-mem-mib must be 1..65536, not {}", opts.host_mem_mib)));
     }
@@ -472,7 +488,64 @@ pub fn prepare(opts: &SimOptions) -> Result<Prepared, SimError> {
     }
     let card = lib.instantiate()?;
     let completion_timeout_cycles = ((opts.completion_timeout_us as f64) * clock_hz / 1e6).ceil() as u64;
-    Ok(Prepared { lib, card, link, clock_hz, config, host_mem_bytes, iova_size, completion_timeout_cycles })
+    Ok(Prepared { lib, card, link, clock_hz, config, host_mem_bytes, iova_size, completion_timeout_cycles, board, profile })
+}
+
+/// A board's hard IP as the gateware describes it: what config space presents with `--board`
+/// (tlpx_gateware.targets, written by the card's build into boards.json beside the library).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct HardIpProfile {
+    pub title: String,
+    /// "pcie_7x", "pcie3_ultrascale", or "generic" (the simulated card's own).
+    pub hard_ip: String,
+    pub max_link_gen: u8,
+    pub max_link_lanes: u8,
+    pub mps_supported: u32,
+    pub msi_64bit: bool,
+    pub msi_vectors: u32,
+    pub extended_tags: bool,
+}
+
+/// The board of no particular hard IP: LitePCIe's payload limit with any link (boards.json).
+pub const GENERIC_BOARD: &str = "generic";
+
+#[derive(Debug, serde::Deserialize)]
+struct BoardsFile {
+    default: String,
+    boards: std::collections::BTreeMap<String, HardIpProfile>,
+}
+
+/// The board `requested` among those the card library's boards.json lists: its name
+/// and profile. None: the card's default board when its hard IP trains the `link`
+/// (generation, lanes) asked for, else generic (the link is the user's explicit choice,
+/// the board only a default; an explicit --board beyond its IP is refused later).
+pub fn board_profile(library: &Path, requested: Option<&str>, link: (u8, u8)) -> Result<(String, HardIpProfile), SimError> {
+    let path = library.with_file_name("boards.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        SimError::Invalid(format!(
+            "cannot read {} ({e}): the card's build writes it beside the library; rebuild the card (make gateware)",
+            path.display()
+        ))
+    })?;
+    if text.len() > 1 << 20 {
+        return Err(SimError::Invalid(format!("{} is larger than 1 MiB: not a card's boards.json", path.display())));
+    }
+    let mut file: BoardsFile =
+        serde_json::from_str(&text).map_err(|e| SimError::Invalid(format!("{}: not a card's boards.json: {e}", path.display())))?;
+    let default_fits = file.boards.get(&file.default).is_some_and(|p| link.0 <= p.max_link_gen && link.1 <= p.max_link_lanes);
+    let name = match requested {
+        Some(name) => name.to_string(),
+        None if default_fits => file.default.clone(),
+        None => GENERIC_BOARD.to_string(),
+    };
+    match file.boards.remove(&name) {
+        Some(profile) => Ok((name, profile)),
+        None => Err(SimError::Invalid(format!(
+            "--board {name:?}: this {} card stands for {} (the boards of its datapath width and clock, and generic)",
+            library.display(),
+            file.boards.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))),
+    }
 }
 
 /// HelloOk's fields for this run (without the per-client ones).
@@ -500,6 +573,8 @@ pub fn hello_info(p: &Prepared, opts: &SimOptions, files: &RuntimeFiles) -> Hell
         free_run: opts.free_run,
         host_time: opts.host_time,
         host_time_cap_ns: opts.host_time_cap_us * 1000,
+        board: p.board.clone(),
+        hard_ip: p.profile.hard_ip.clone(),
         client_id: 0,
     }
 }
@@ -656,5 +731,33 @@ mod tests {
         let e = iova_window(0xE000_0000, 512 * MIB).unwrap_err();
         assert!(e.contains("smaller than the host memory (512 MiB") && e.contains("BAR0"), "{e}");
         assert!(iova_window(u64::MAX - 4095, MIB).is_err());
+    }
+
+    #[test]
+    fn the_board_comes_from_the_cards_boards_json_and_an_unknown_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libtlpxcard.so");
+        let e = board_profile(&lib, None, (1, 1)).unwrap_err().to_string();
+        assert!(e.contains("boards.json") && e.contains("make gateware"), "{e}");
+        let profile = r#"{"title": "t", "hard_ip": "pcie3_ultrascale", "max_link_gen": 3, "max_link_lanes": 8,
+                          "mps_supported": 512, "msi_64bit": true, "msi_vectors": 1, "extended_tags": true}"#;
+        std::fs::write(
+            dir.path().join("boards.json"),
+            format!(r#"{{"default": "kcu105", "boards": {{"kcu105": {profile}, "generic": {profile}}}}}"#),
+        )
+        .unwrap();
+        let (name, p) = board_profile(&lib, None, (3, 8)).unwrap();
+        assert_eq!((name.as_str(), p.mps_supported, p.max_link_gen), ("kcu105", 512, 3));
+        // A link beyond the default board's IP, asked for without --board: generic.
+        assert_eq!(board_profile(&lib, None, (4, 8)).unwrap().0, "generic");
+        assert_eq!(board_profile(&lib, None, (3, 16)).unwrap().0, "generic");
+        // An explicit board is kept (the config space refuses the link later).
+        assert_eq!(board_profile(&lib, Some("kcu105"), (4, 8)).unwrap().0, "kcu105");
+        assert_eq!(board_profile(&lib, Some("generic"), (1, 1)).unwrap().0, "generic");
+        let e = board_profile(&lib, Some("acorn"), (1, 1)).unwrap_err().to_string();
+        assert!(e.contains("\"acorn\"") && e.contains("generic, kcu105"), "{e}");
+        std::fs::write(dir.path().join("boards.json"), "[1, 2").unwrap();
+        let e = board_profile(&lib, None, (1, 1)).unwrap_err().to_string();
+        assert!(e.contains("not a card's boards.json"), "{e}");
     }
 }

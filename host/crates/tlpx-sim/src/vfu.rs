@@ -87,7 +87,8 @@ struct Bridge {
 impl Bridge {
     fn connect(id: u64, tx: Sender<Event>, name: &str) -> Result<Bridge, String> {
         let (ours, engine_end) = UnixStream::pair().map_err(|e| format!("cannot make a socket pair: {e}"))?;
-        tx.send(Event::Connected { id, writer: engine_end }).map_err(|_| "the sim thread is gone".to_string())?;
+        // One request at a time (call waits for its reply): no credits needed.
+        tx.send(Event::Connected { id, writer: engine_end, credits: None }).map_err(|_| "the sim thread is gone".to_string())?;
         let mut b = Bridge { id, tx, replies: BufReader::new(ours) };
         match b.call(Request::Hello { protocol_version: PROTOCOL_VERSION, client_name: name.into() })? {
             Reply::HelloOk(_) => Ok(b),

@@ -331,3 +331,126 @@ fn without_data_width_the_smallest_card_that_keeps_up_is_chosen() {
         assert!(!err.contains("error"), "{args:?}: {err}");
     }
 }
+
+/// A client that sends large frames behind a request that blocks (an `Advance` of a second
+/// of card time) is held back in its own socket: the sim reads at most its credits' worth
+/// of its requests (engine::CLIENT_REQUESTS_IN_FLIGHT), so the client's sends stop long
+/// before what it tries to send (the sim used to read them all into memory: 1 MiB frames took
+/// it from 18 MiB to 2 GiB), and another client is served meanwhile.
+#[test]
+fn a_client_flooding_behind_a_blocked_request_waits_in_its_own_socket() {
+    use std::os::unix::io::AsRawFd;
+    let sim = Sim::start(&[]);
+    let mut flood = raw_hello(&sim, "flood");
+    send(&mut flood, &Request::Advance { cycles: 125_000_000 });
+    flood.set_nonblocking(true).unwrap();
+    let mut frame = Vec::new();
+    // A config write of 1 MiB - 64 bytes: a frame just under the protocol's limit.
+    encode_frame(&Request::ConfigWrite { offset: 0, data: vec![0; (1 << 20) - 64] }, &mut frame).unwrap();
+    let limit: u64 = 512 << 20;
+    let mut sent = 0u64;
+    let mut pos = 0usize;
+    let held_back = loop {
+        match flood.write(&frame[pos..]) {
+            Ok(n) => {
+                sent += n as u64;
+                pos = (pos + n) % frame.len();
+                if sent >= limit {
+                    break false;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Full: the sim may only be busy decoding; held back when it stays full.
+                let mut pfd = libc::pollfd { fd: flood.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: poll on one pollfd of this test's own socket.
+                if unsafe { libc::poll(&mut pfd, 1, 3000) } == 0 {
+                    break true;
+                }
+            }
+            Err(e) => panic!("sending: {e}"),
+        }
+    };
+    assert!(held_back, "the sim read {sent} bytes of one client's requests without executing them");
+    assert!(sent < 64 << 20, "held back only after {sent} bytes");
+    // Another client is served while the first waits.
+    let mut other = sim.connect();
+    other.bar_write(0, SCRATCH, Width::W32, 0x1234).unwrap();
+    assert_eq!(other.bar_read(0, SCRATCH, Width::W32).unwrap(), 0x1234);
+    let s = other.stats().unwrap();
+    assert!(s.clients.iter().any(|c| c.connected && c.name == "flood"), "the flooding client is held back, not disconnected");
+}
+
+/// A client that does not read its replies keeps them in the sim (up to a bound) while the
+/// sim serves the others, and gets every one once it reads: the sim used to block on its
+/// socket (the other clients stalled for the 5 s write timeout) and then drop it.
+#[test]
+fn a_client_that_does_not_read_its_replies_stalls_no_other_and_gets_them_all() {
+    let sim = Sim::start(&[]);
+    let mut slow = raw_hello(&sim, "slow reader");
+    // 4 KiB replies: the socket's buffer holds a few dozen, the sim's outbox a few more.
+    let n = 2000;
+    let mut writer = slow.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for _ in 0..n {
+            send(&mut writer, &Request::ConfigRead { offset: 0, len: 4096 });
+        }
+    });
+    let mut other = sim.connect();
+    for i in 0..50u64 {
+        other.bar_write(0, SCRATCH, Width::W32, i).unwrap();
+        assert_eq!(other.bar_read(0, SCRATCH, Width::W32).unwrap(), i);
+    }
+    for i in 0..n {
+        let r: Reply = read_frame(&mut slow).unwrap_or_else(|e| panic!("reply {i} of {n}: {e}"));
+        assert!(matches!(r, Reply::ConfigData { ref data } if data.len() == 4096), "reply {i}: {r:?}");
+    }
+    sender.join().unwrap();
+}
+
+#[test]
+fn the_board_sets_what_the_config_space_shows_and_a_link_beyond_its_hard_ip_is_refused() {
+    // The Device Capabilities (0x74) and Link Capabilities (0x7C) registers of the dump
+    // `--print-config` writes in libpci's form; the PCIe capability sits at 0x70.
+    fn config_dword(dump: &str, offset: usize) -> u32 {
+        let row = dump.lines().find(|l| l.starts_with(&format!("{:02x}: ", offset & !0xF))).expect("row");
+        let bytes: Vec<u8> = row[4..].split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+        let at = offset & 0xF;
+        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+    }
+    let print = |width: u32, args: &[&str]| {
+        let card = common::card_library(width);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tlpx-sim"))
+            .args(["--card", card.to_str().unwrap(), "--print-config"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // (card width, arguments, Max_Payload_Size supported code, max link speed, max width)
+    let cases: Vec<(u32, Vec<&str>, u32, u32, u32)> = vec![
+        (256, vec![], 2, 3, 8),                             // kcu105: 512 B, Gen3 x8
+        (128, vec!["--board", "kc705"], 2, 2, 4),           // pcie_7x in the KC705's Gen2 x4
+        (128, vec!["--gen", "3", "--lanes", "2"], 2, 3, 2), // beyond kc705 without --board: generic, capable of the link asked
+        (64, vec![], 2, 2, 1),                              // the 64-bit card: generic at its default Gen2 x1
+    ];
+    for (width, args, mps, speed, lanes) in cases {
+        let dump = print(width, &args);
+        let devcap = config_dword(&dump, 0x74);
+        let lnkcap = config_dword(&dump, 0x7C);
+        assert_eq!((devcap & 7, lnkcap & 0xF, (lnkcap >> 4) & 0x3F), (mps, speed, lanes), "{width} {args:?}:\n{dump}");
+        assert_ne!(devcap & (1 << 5), 0, "{width} {args:?}: Extended Tag Field Supported");
+    }
+    let card = common::card_library(128);
+    let card = card.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--board", "kc705", "--gen", "3"], "beyond the card's hard IP, which trains up to Gen2 x4"),
+        (vec!["--board", "kc705", "--lanes", "8"], "Gen2 x4"),
+        (vec!["--board", "kcu105"], "\"kcu105\""),
+    ];
+    for (args, needle) in cases {
+        let (code, err) = run_failing(&[&["--card", card, "--print-config"], args.as_slice()].concat());
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+    }
+}

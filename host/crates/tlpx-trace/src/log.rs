@@ -62,7 +62,8 @@ pub fn log_line_named(record: &Record, previous: Option<&Record>, clock_hz: u64,
     };
     let dir = record.direction().map(|d| d.name()).unwrap_or("?");
     // The block a card request (and its completion) belongs to, by tag: `  [generator]`.
-    let source = names.and_then(|n| n.source(record)).map_or_else(String::new, |s| format!("  [{s}]"));
+    // The host's own requests are named by the register they hit: no `[host]` on each line.
+    let source = names.and_then(|n| n.source(record)).filter(|s| s != "host").map_or_else(String::new, |s| format!("  [{s}]"));
     let (target, len, dur, lat, suffix) = match &record.body {
         Body::Request(r) => {
             let suffix = names.and_then(|n| n.name(record)).map_or_else(String::new, |name| format!("  {name}")) + &source;
@@ -306,8 +307,9 @@ mod tests {
         let line = log_line_named(&rec, Some(&prev), 125_000_000, Some(&names));
         assert_eq!(line, format!("{}  spy.wr_index", log_line(&rec, Some(&prev), 125_000_000)));
         assert!(line.contains(&format!("0x{a:08x}")), "the address stays: {line}");
-        // The card's own write to host memory at the same address is not a register.
+        // The card's own write to host memory at the same address is not a register: only
+        // its source (tag 0: LitePCIe's DMA writer) follows it.
         let up = build::mem_write(0, Direction::Up, 150, 0x0100, 0, a, 1);
-        assert_eq!(log_line_named(&up, None, 125_000_000, Some(&names)), log_line(&up, None, 125_000_000));
+        assert_eq!(log_line_named(&up, None, 125_000_000, Some(&names)), format!("{}  [litepcie]", log_line(&up, None, 125_000_000)));
     }
 }

@@ -195,27 +195,35 @@ impl Bar0Names {
         bar0_name(offset)
     }
 
-    /// The block a card request belongs to, by its tag (`generator`, `rt_loop`, the slot's
-    /// DUT by name): the card's non-posted requests (MRd, up), the completions that answer
-    /// them (down), and the posted writes of the slot's DMA mover, which stamps the slot's
-    /// first tag into them (a posted write's tag is undefined by PCIe; the generator's and the
-    /// other blocks' writes carry 0 and stay unattributed).
+    /// Who sent a TLP, or whose transaction it belongs to: every record gets one.
+    ///
+    /// - The card's requests (up) by their tag: each block stamps tags of its own range into
+    ///   its reads and, although PCIe leaves a posted write's tag unused, its writes
+    ///   (gateware soc.CARD_TAGS, exported as constants): `generator`, `rt_loop`, `irq_timer`,
+    ///   `spy`, `litepcie` (LitePCIe's DMA), the slot's DUT by name; the spy's own traffic
+    ///   (its ring, or LitePCIe's DMA carrying its records) is `spy` whatever the tag.
+    /// - The completions that answer them (down), and a read's completion timeout: the reader's.
+    /// - The host's requests (down) and the card's completions of them (up): `host`.
+    /// - An MSI: its sources (`generator`, `slot`, ...).
+    ///
+    /// None only for a footer, a payload chunk, or a card request whose tag no block owns (a
+    /// card built before the tags, or a broken one).
     pub fn source(&self, record: &Record) -> Option<String> {
-        let (direction, tag) = match &record.body {
-            Body::Request(r) if matches!(r.kind(), RequestKind::MRd32 | RequestKind::MRd64) => (r.direction, r.tag),
-            Body::Request(r)
-                if matches!(r.kind(), RequestKind::MWr32 | RequestKind::MWr64) && u64::from(r.tag) == constants::SLOT_TAG_BASE =>
-            {
-                (r.direction, r.tag)
-            }
-            // A completion down answers a request that went up.
-            Body::Completion(c) => (if c.direction == Direction::Down { Direction::Up } else { Direction::Down }, c.tag),
-            _ => return None,
+        let (direction, tag, own, write) = match &record.body {
+            Body::Request(r) => (r.direction, r.tag, r.own, matches!(r.kind(), RequestKind::MWr32 | RequestKind::MWr64)),
+            // A completion down answers a request (a read) that went up.
+            Body::Completion(c) => (c.direction.other(), c.tag, false, false),
+            Body::Timeout(t) => (t.direction, t.tag, t.own, false),
+            Body::Msi(m) => return Some(msi_sources_text(m.sources)),
+            Body::Footer(_) | Body::Payload(_) => return None,
         };
-        if direction != Direction::Up {
-            return None;
+        if own {
+            return Some("spy".to_owned());
         }
-        tag_owner(u64::from(tag)).map(|owner| match owner {
+        if direction == Direction::Down {
+            return Some("host".to_owned());
+        }
+        tag_owner(u64::from(tag), write).map(|owner| match owner {
             TagOwner::Slot => self.dut.clone().unwrap_or_else(|| "rule30".to_owned()),
             TagOwner::Block(name) => name.to_owned(),
         })
@@ -227,14 +235,23 @@ enum TagOwner {
     Slot,
 }
 
-/// Who owns a card tag (the tag ranges the gateware exports).
-fn tag_owner(tag: u64) -> Option<TagOwner> {
-    if (constants::GENERATOR_TAG_BASE..constants::GENERATOR_TAG_BASE + constants::GENERATOR_TAGS).contains(&tag) {
+/// Who owns a card tag of a write (`write`) or another request (the tag ranges the gateware
+/// exports: soc.CARD_TAGS). LitePCIe's DMA reads take tags 0..LITEPCIE_TAGS and its writes
+/// carry LITEPCIE_WRITE_TAG (in that range); the other blocks use one range for both.
+fn tag_owner(tag: u64, write: bool) -> Option<TagOwner> {
+    let c = |lo: u64, n: u64| (lo..lo + n).contains(&tag);
+    if (!write && c(0, constants::LITEPCIE_TAGS)) || (write && tag == constants::LITEPCIE_WRITE_TAG) {
+        Some(TagOwner::Block("litepcie"))
+    } else if c(constants::GENERATOR_TAG_BASE, constants::GENERATOR_TAGS) || tag == constants::GENERATOR_FLUSH_TAG {
         Some(TagOwner::Block("generator"))
     } else if tag == constants::RT_LOOP_TAG {
         Some(TagOwner::Block("rt_loop"))
-    } else if (constants::SLOT_TAG_BASE..constants::SLOT_TAG_BASE + constants::SLOT_TAGS).contains(&tag) {
+    } else if c(constants::SLOT_TAG_BASE, constants::SLOT_TAGS) {
         Some(TagOwner::Slot)
+    } else if tag == constants::SPY_RING_TAG {
+        Some(TagOwner::Block("spy"))
+    } else if tag == constants::IRQ_TIMER_RING_TAG {
+        Some(TagOwner::Block("irq_timer"))
     } else {
         None
     }
@@ -315,14 +332,36 @@ mod tests {
         assert_eq!(names.source(&read(constants::RT_LOOP_TAG)).as_deref(), Some("rt_loop"));
         assert_eq!(names.source(&read(constants::SLOT_TAG_BASE)).as_deref(), Some("pci_epf_test"));
         assert_eq!(names.source(&read(constants::SLOT_TAG_BASE + constants::SLOT_TAGS - 1)).as_deref(), Some("pci_epf_test"));
-        assert_eq!(names.source(&read(constants::SLOT_TAG_BASE + constants::SLOT_TAGS)), None, "past the slot's tags");
+        assert_ne!(
+            names.source(&read(constants::SLOT_TAG_BASE + constants::SLOT_TAGS)).as_deref(),
+            Some("pci_epf_test"),
+            "past the slot's tags"
+        );
         assert_eq!(Bar0Names::new(0).source(&read(constants::SLOT_TAG_BASE)).as_deref(), Some("rule30"), "the map's own DUT");
         // The completion answering it (down), not a host read's completion (up).
         let cpl = |dir| build::completion(0, dir, 0, 0x100, constants::SLOT_TAG_BASE as u8, 0, 4, 1, None, 1, true);
         assert_eq!(names.source(&cpl(Direction::Down)).as_deref(), Some("pci_epf_test"));
-        assert_eq!(names.source(&cpl(Direction::Up)), None);
-        // A host read with the same tag value is the host's.
+        // A host read with the same tag value is the host's, and so is its completion (up).
         let host = build::mem_read(0, Direction::Down, 0, 0, constants::SLOT_TAG_BASE as u8, 0xf000_0000, 1);
-        assert_eq!(names.source(&host), None);
+        assert_eq!(names.source(&host).as_deref(), Some("host"));
+        assert_eq!(names.source(&cpl(Direction::Up)).as_deref(), Some("host"));
+        // Every block's tags, writes included (PCIe leaves a posted write's tag unused).
+        let write = |tag: u64| build::mem_write(0, Direction::Up, 0, 0x100, tag as u8, 0x4000_0000, 1);
+        assert_eq!(names.source(&read(0)).as_deref(), Some("litepcie"));
+        assert_eq!(names.source(&read(constants::LITEPCIE_TAGS - 1)).as_deref(), Some("litepcie"));
+        assert_eq!(names.source(&write(constants::LITEPCIE_WRITE_TAG)).as_deref(), Some("litepcie"));
+        assert_eq!(names.source(&write(1)), None, "LitePCIe's writes carry one tag of its range");
+        for (tag, block) in [
+            (constants::GENERATOR_TAG_BASE, "generator"),
+            (constants::GENERATOR_FLUSH_TAG, "generator"),
+            (constants::RT_LOOP_TAG, "rt_loop"),
+            (constants::SLOT_TAG_BASE, "pci_epf_test"),
+            (constants::SPY_RING_TAG, "spy"),
+            (constants::IRQ_TIMER_RING_TAG, "irq_timer"),
+        ] {
+            assert_eq!(names.source(&write(tag)).as_deref(), Some(block), "tag {tag}");
+            assert_eq!(names.source(&read(tag)).as_deref(), Some(block), "tag {tag}");
+        }
+        assert_eq!(names.source(&write(100)), None, "a tag no block owns");
     }
 }

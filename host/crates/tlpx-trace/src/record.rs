@@ -43,6 +43,14 @@ impl Direction {
             Direction::Up => "up",
         }
     }
+
+    /// The opposite direction: the one of the request a completion answers.
+    pub fn other(self) -> Direction {
+        match self {
+            Direction::Down => Direction::Up,
+            Direction::Up => Direction::Down,
+        }
+    }
 }
 
 impl fmt::Display for Direction {

@@ -310,12 +310,13 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     // window by offset, the footer row empty.
     assert_eq!(csv_registers(bytes.clone()), ["spy.wr_index", "ident.scratch", "", "pio+0x40", "", "", ""]);
     // `source`: the slot's reads and their completions, by the slot's DUT name (the header's
-    // slot_dut; rule 30 when the header has none).
+    // slot_dut; rule 30 when the header has none); the host's requests, `host`.
     let mut out = Vec::new();
     trace_to_csv(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
     let sources: Vec<String> =
         String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.split(',').nth(source_column()).unwrap().to_owned()).collect();
-    assert_eq!(sources, ["", "", "", "", "rule30", "rule30", ""]);
+    // The host's requests are the host's; the card's tag-0 write is LitePCIe's DMA writer's.
+    assert_eq!(sources, ["host", "host", "litepcie", "host", "rule30", "rule30", ""]);
     // VCD: the `register` string signal of `down` carries the names while the TLP is on the link.
     let mut out = Vec::new();
     trace_to_vcd(TraceReader::from_bytes(bytes.clone()).unwrap(), &mut out).unwrap();
@@ -329,7 +330,7 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     assert_eq!(names, ["-", "spy.wr_index", "-", "ident.scratch", "-", "pio+0x40", "-"], "{vcd}");
     let up_source = v.vars.iter().find(|(_, (scope, name))| scope == "tlpx.up" && name == "source").map(|(id, _)| id.clone()).unwrap();
     let sources: Vec<&str> = v.changes.iter().filter(|(_, id, _)| *id == up_source).map(|(_, _, value)| value.as_str()).collect();
-    assert_eq!(sources, ["rule30", "-"], "{vcd}");
+    assert_eq!(sources, ["litepcie", "-", "rule30", "-"], "{vcd}");
     // Log: the name ends the line of the host's requests.
     let records = TraceReader::from_bytes(bytes.clone()).unwrap().read_all().unwrap();
     let header = TraceReader::from_bytes(bytes).unwrap().header().clone();
@@ -337,7 +338,11 @@ fn host_requests_into_bar0_are_named_in_csv_vcd_and_log() {
     assert_eq!(names, Some(tlpx_trace::Bar0Names::new(0xf000_0000)));
     let lines: Vec<String> = records.iter().map(|r| tlpx_trace::log_line_named(r, None, 125_000_000, names.as_ref())).collect();
     assert!(lines[0].ends_with("  spy.wr_index") && lines[1].ends_with("  ident.scratch"), "{lines:?}");
-    assert_eq!(lines[2], log_line(&records[2], None, 125_000_000), "the card's own write is not a register access");
+    assert_eq!(
+        lines[2],
+        format!("{}  [litepcie]", log_line(&records[2], None, 125_000_000)),
+        "the card's own write is not a register access, only its source follows"
+    );
     assert!(lines[4].ends_with("  [rule30]") && lines[5].ends_with("  [rule30]"), "{lines:?}");
 }
 
@@ -369,7 +374,7 @@ fn another_dut_in_the_slot_is_named_from_the_header() {
     trace_to_csv(TraceReader::from_bytes(bytes).unwrap(), &mut out).unwrap();
     let sources: Vec<String> =
         String::from_utf8(out).unwrap().lines().skip(1).map(|l| l.split(',').nth(source_column()).unwrap().to_owned()).collect();
-    assert_eq!(sources, ["", "", "pci_epf_test", ""]);
+    assert_eq!(sources, ["host", "host", "pci_epf_test", ""]);
 }
 
 #[test]

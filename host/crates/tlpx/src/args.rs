@@ -123,25 +123,10 @@ pub fn check_output_file(flag: &str, path: &Path) -> anyhow::Result<()> {
 /// or a socket by a regular file. A new name or a regular file is accepted.
 pub fn refuse_non_regular(flag: &str, path: &Path) -> anyhow::Result<()> {
     let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
-    let t = meta.file_type();
-    let kind = if t.is_file() {
+    if meta.is_file() {
         return Ok(());
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a folder"
-    } else {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() || t.is_block_device() {
-            "a device node"
-        } else if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        }
-    };
+    }
+    let kind = crate::input::kind(&meta);
     bail!(
         "{flag} {}: that is {kind}; tlpx writes a result by replacing the file (atomically), which would replace it: give a regular file or a new name (without {flag}, nothing is written)",
         path.display()
@@ -165,6 +150,32 @@ pub fn check_output_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
     std::fs::remove_file(&probe).with_context(|| format!("{flag} {shown}: cannot remove {}", probe.display()))?;
     if !existed {
         std::fs::remove_dir(dir).with_context(|| format!("{flag} {shown}: cannot remove the folder made to check it"))?;
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` name the same file however they are spelt (`./x`, a hard or symbolic
+/// link): the same inode on the same device when both exist, else the same absolute path.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => match (std::path::absolute(a), std::path::absolute(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a == b,
+        },
+    }
+}
+
+/// Refuses an output (`out_flag` `out`) that is the file `other` (`other_flag`): an input it
+/// would destroy, or another output that would overwrite it.
+pub fn refuse_same_file(out_flag: &str, out: &Path, other_flag: &str, other: &Path) -> anyhow::Result<()> {
+    if same_file(out, other) {
+        bail!(
+            "{out_flag} {}: that is the file of {other_flag} ({}); writing one would destroy the other: give {out_flag} another name",
+            out.display(),
+            other.display()
+        );
     }
     Ok(())
 }
@@ -233,7 +244,7 @@ mod tests {
         assert!(e.contains("symbolic link") && e.contains("link.json"), "{e}");
         assert!(std::fs::symlink_metadata(&link).expect("still there").file_type().is_symlink());
         let e = format!("{:#}", check_output_file("--output", Path::new("/dev/null")).expect_err("a device"));
-        assert!(e.contains("/dev/null: that is a device node"), "{e}");
+        assert!(e.contains("/dev/null: that is a character device"), "{e}");
         assert_eq!(std::fs::read_dir(dir.path().join("kept")).expect("dir").count(), 0, "the probe is removed, the folder kept");
     }
 }

@@ -5,11 +5,17 @@
 //! [`read_capped`] reads at most cap + 1 bytes, so an endless input (/dev/zero, a pipe or
 //! FIFO whose writer never stops) ends with an error naming the cap instead of taking every
 //! byte of memory, and a regular file that is larger is refused by its size without being
-//! read. A directory is refused as such.
+//! read. A directory is refused as such. A FIFO is opened without waiting for a writer (a
+//! FIFO nobody writes to reads as empty, where `open` used to wait for ever).
+//!
+//! An input read as a stream rather than whole (a spy trace: records are read one at a time,
+//! memory stays bounded whatever its size) must be a regular file: [`regular_file`].
 
 use std::fmt;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// Why [`read_capped`] returned no bytes.
@@ -46,9 +52,57 @@ pub fn size_text(bytes: u64) -> String {
     }
 }
 
+/// Opens `path` for reading without waiting: `open` of a FIFO without a writer would block
+/// until one came. The descriptor is made blocking again for the reads (a writer that is
+/// there is waited for, as `cat` waits).
+fn open_now(path: &Path) -> std::io::Result<File> {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// What a file that is not a regular one is, for messages: "a FIFO (named pipe)", "a
+/// character device", "a symbolic link" (for metadata that does not follow links).
+pub fn kind(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// `Ok` when `path` is a regular file (after symbolic links); otherwise an error saying what
+/// it is, for an input read as a stream that must end (a trace: /dev/zero or a FIFO would be
+/// read, or waited for, without end).
+pub fn regular_file(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(format!("it is {}, not a regular file: give a file", kind(&meta)))
+}
+
 /// Reads the file at `path` whole when it holds at most `cap` bytes.
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, CappedReadError> {
-    let file = File::open(path).map_err(CappedReadError::Io)?;
+    let file = open_now(path).map_err(CappedReadError::Io)?;
     let meta = file.metadata().map_err(CappedReadError::Io)?;
     if meta.is_dir() {
         return Err(CappedReadError::Directory);
@@ -95,6 +149,23 @@ mod tests {
         assert!(matches!(e, CappedReadError::Endless { cap: 1048576 }), "{e:?}");
         assert!(e.to_string().contains("1048576 bytes (1 MiB)"), "{e}");
         assert_eq!(read_capped(Path::new("/dev/null"), 4).expect("empty"), b"");
+    }
+
+    #[test]
+    fn a_fifo_without_a_writer_reads_as_empty_at_once_and_is_not_a_regular_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("path");
+        // SAFETY: mkfifo reads the NUL-terminated path only.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        assert_eq!(read_capped(&fifo, 16).expect("no writer: empty"), b"");
+        let e = regular_file(&fifo).expect_err("a FIFO");
+        assert!(e.contains("a FIFO") && e.contains("not a regular file"), "{e}");
+        assert!(regular_file(Path::new("/dev/zero")).expect_err("a device").contains("character device"));
+        assert!(regular_file(dir.path()).expect_err("a directory").contains("directory"));
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").expect("write");
+        assert!(regular_file(&file).is_ok());
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! the partial result is written, marked `"interrupted": true`); a second one exits at once.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -17,6 +19,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 static STOP: AtomicBool = AtomicBool::new(false);
 static PRESSES: AtomicU32 = AtomicU32::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// Partial outputs (temporary files) removed when a second signal quits at once.
+static PARTIAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Exit status after an interrupted measurement (128 + SIGINT, as shells report it).
 pub const INTERRUPTED_EXIT: u8 = 130;
@@ -33,12 +37,39 @@ pub fn install_stop_handler() {
         if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 {
             eprintln!("\ntlpx: stopping after the current point (Ctrl-C again to quit at once)");
         } else {
+            // The handler runs in a thread of its own (ctrlc), not in signal context.
+            if let Ok(partial) = PARTIAL.lock() {
+                for path in partial.iter() {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
             eprintln!("\ntlpx: quitting; what this process runs on the card stops when its lease expires, or at once when the next tlpx finds it gone");
             std::process::exit(i32::from(INTERRUPTED_EXIT));
         }
     });
     if let Err(e) = result {
         eprintln!("tlpx: warning: Ctrl-C cannot stop sweeps cleanly here: {e}");
+    }
+}
+
+/// Signals (Ctrl-C, SIGTERM, SIGHUP) this process has had: a step that began after an earlier
+/// signal (a capture's conversion, after the signal that ended the capture) stops at the next.
+pub fn signals() -> u32 {
+    PRESSES.load(Ordering::SeqCst)
+}
+
+/// `path` is a partial output (a temporary file): a second signal, which quits at once,
+/// removes it first. [`forget_partial`] when it is complete (renamed) or removed.
+pub fn partial_output(path: &Path) {
+    if let Ok(mut partial) = PARTIAL.lock() {
+        partial.push(path.to_path_buf());
+    }
+}
+
+/// `path` is no longer a partial output.
+pub fn forget_partial(path: &Path) {
+    if let Ok(mut partial) = PARTIAL.lock() {
+        partial.retain(|p| p != path);
     }
 }
 

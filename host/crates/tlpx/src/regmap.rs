@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use serde_json::Value;
 
 /// One field as the build script writes it from tlpx-regs.
@@ -117,6 +117,9 @@ pub struct RegDef {
     pub description: String,
     pub fields: Vec<FieldDef>,
     pub owner: Owner,
+    /// Bits of its write-1-to-act fields (start, stop, clear): the card does not keep them, so
+    /// a read-modify-write of another field must write them 0, never the value read back.
+    pub actions: u64,
 }
 
 impl RegDef {
@@ -162,6 +165,10 @@ impl Target {
     }
 }
 
+/// Largest `--regs` file read: a card build's csr.json is about 130 KiB (the CPU card's with
+/// every description); 16 MiB stops an endless input at once and leaves room for any DUT.
+pub const MAX_REGS_BYTES: u64 = 16 << 20;
+
 pub struct RegMap {
     pub registers: Vec<RegDef>,
 }
@@ -197,6 +204,7 @@ impl RegMap {
                     description: r.description.to_owned(),
                     fields,
                     owner: Owner::Card,
+                    actions: r.actions,
                 }
             })
             .collect();
@@ -218,7 +226,10 @@ impl RegMap {
     /// name: the file describes the accelerator this card carries). Returns the DUT map hash
     /// of the file's DUT regions and their names.
     pub fn add_dut_regions(&mut self, path: &Path) -> anyhow::Result<DutRegions> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading --regs {}", path.display()))?;
+        let bytes =
+            crate::input::read_capped(path, MAX_REGS_BYTES).map_err(|e| anyhow!("--regs {}: cannot read it: {e}", path.display()))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| anyhow!("--regs {}: not UTF-8 text: give a card build's csr.json", path.display()))?;
         let doc: Value = serde_json::from_str(&text)
             .map_err(|e| anyhow!("--regs {}: not JSON ({e}): give a card build's csr.json (build/card/<name>/csr.json)", path.display()))?;
         let regions = doc.get("regions").and_then(Value::as_array).ok_or_else(|| {
@@ -244,7 +255,8 @@ impl RegMap {
             names.push(name);
         }
         self.registers.sort_by_key(|r| r.offset);
-        Ok(DutRegions { hash, names })
+        let placement = doc.pointer("/dut/placement").and_then(Value::as_str).map(str::to_owned);
+        Ok(DutRegions { hash, names, placement })
     }
 
     /// The register or field `text` names (see the module's doc); numbers are BAR0 offsets.
@@ -263,6 +275,7 @@ impl RegMap {
                 description: String::new(),
                 fields: Vec::new(),
                 owner: Owner::Card,
+                actions: 0,
             })));
         }
         let parts: Vec<&str> = text.split('.').collect();
@@ -312,6 +325,8 @@ pub struct DutRegions {
     /// map_hash of the file's DUT-owned regions (to compare with slot.dut_map_hash).
     pub hash: u32,
     pub names: Vec<String>,
+    /// The card build's slot placement (`window`, `bar0`), when the file says.
+    pub placement: Option<String>,
 }
 
 fn parse_region(region: &Value) -> anyhow::Result<Vec<RegDef>> {
@@ -332,12 +347,17 @@ fn parse_region(region: &Value) -> anyhow::Result<Vec<RegDef>> {
             .filter(|b| (1..=1024).contains(b))
             .ok_or_else(|| anyhow!("{rname}.{name}: size_bits is not 1..=1024"))?;
         let mut fields = Vec::new();
+        let mut actions = 0u64;
         for f in g.get("fields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             let fname = f.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("{rname}.{name}: a field has no name"))?;
             let shift = f.get("offset").and_then(Value::as_u64).ok_or_else(|| anyhow!("{rname}.{name}.{fname}: no offset"))?;
             let width = f.get("size").and_then(Value::as_u64).ok_or_else(|| anyhow!("{rname}.{name}.{fname}: no size"))?;
             if width == 0 || shift + width > u64::from(size_bits).min(64) {
                 bail!("{rname}.{name}.{fname}: bits {shift}+{width} do not fit the {size_bits}-bit register");
+            }
+            // A write-only field of a writable register acts on a write (gen_regs.py's rule).
+            if access != Access::Ro && f.get("access").and_then(Value::as_str) == Some("wo") {
+                actions |= (((1u128 << width) - 1) as u64) << shift;
             }
             let values = f
                 .get("values")
@@ -364,6 +384,7 @@ fn parse_region(region: &Value) -> anyhow::Result<Vec<RegDef>> {
             description: g.get("description").and_then(Value::as_str).unwrap_or("").to_owned(),
             fields,
             owner: Owner::Dut,
+            actions,
         });
     }
     Ok(out)

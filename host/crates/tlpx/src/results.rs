@@ -267,6 +267,12 @@ pub struct SimEnvironment {
     pub host_time: String,
     pub host_time_cap_ns: u64,
     pub sim_version: String,
+    /// The board whose hard IP the simulator's config space presented (tlpx-sim --board), and
+    /// that IP ("pcie3_ultrascale", "pcie_7x", "generic"); empty in results from before.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub board: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hard_ip: String,
 }
 
 impl SimEnvironment {
@@ -284,6 +290,8 @@ impl SimEnvironment {
             host_time: format!("{:?}", hello.host_time).to_lowercase(),
             host_time_cap_ns: hello.host_time_cap_ns,
             sim_version: hello.sim_version.clone(),
+            board: hello.board.clone(),
+            hard_ip: hello.hard_ip.clone(),
         }
     }
 }
@@ -670,6 +678,8 @@ mod tests {
             host_time: "virtual".into(),
             host_time_cap_ns: 10_000_000,
             sim_version: "0.1.0".into(),
+            board: "kcu105".into(),
+            hard_ip: "pcie3_ultrascale".into(),
         });
         env
     }

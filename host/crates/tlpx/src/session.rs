@@ -116,6 +116,7 @@ impl Session {
                         Block::RtLoop => "the real-time loop (its DMA shares the link)",
                         Block::Rule30Batch => "the rule-30 accelerator's user (a batch's DMA shares the link)",
                         Block::Cpu => "a script on the card's CPU (it drives the card's blocks)",
+                        Block::Slot => "a session with the accelerator in the slot (its DMA shares the link)",
                     };
                     let text = format!("{what}, run by {}", owner.describe());
                     eprintln!("tlpx: note: this measurement is perturbed by {text}");
@@ -171,6 +172,8 @@ impl Session {
                 host_time: "unknown".into(),
                 host_time_cap_ns: 0,
                 sim_version: String::new(),
+                board: s.board.clone(),
+                hard_ip: s.hard_ip.clone(),
             },
         });
         let link = link_report(&opened.pci);

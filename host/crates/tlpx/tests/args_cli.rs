@@ -35,7 +35,7 @@ fn negative_numbers_are_refused_naming_the_option_and_its_range() {
         (&["bw", "--count", "-1"], &["--count", "-1", "0..=1000000000"]),
         (&["bw", "--count=-1"], &["--count", "0..=1000000000"]),
         (&["bw", "--repeat", "-2"], &["--repeat", "1..=1000"]),
-        (&["bw", "--outstanding", "-8"], &["--outstanding", "1..=64"]),
+        (&["bw", "--outstanding", "-8"], &["--outstanding", "1..=32"]),
         (&["bw", "--request-size", "-512"], &["--request-size", "power of two in 4..=4096"]),
         (&["bw", "--sizes", "-64"], &["--sizes", "\"-64\" is negative", "1..=65536"]),
         (&["bw", "--sizes", "64,-4K"], &["--sizes", "\"-4K\" is negative", "1..=65536"]),
@@ -290,4 +290,45 @@ fn a_bad_output_path_fails_before_anything_is_measured() {
         // Nothing was measured: not even the card's description was printed.
         assert!(stdout.is_empty(), "{args:?} measured before failing:\n{stdout}");
     }
+}
+
+// Found by the skeptical sweep of issue 26 -------------------------------------------------------
+
+/// An output that is the input (or another output) is refused before anything is read or
+/// written, the input left whole (before: `report bw.json -o bw.json` replaced the result
+/// with its report, `script compile -o s.tlpxs s.tlpxs` the source with its image, and
+/// `lat --svg F --output F` kept only one of the two); `bw --duration 1ns` (0 transfers, exit
+/// 0 before) and `fw console --duration` without `--follow` (accepted, ignored) are refused.
+#[test]
+fn outputs_that_are_inputs_and_meaningless_durations_are_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let device = absent(dir.path());
+    let result = dir.path().join("bw.json");
+    std::fs::write(&result, "{\"kept\": true}").expect("write");
+    let source = dir.path().join("s.tlpxs");
+    std::fs::write(&source, "mark m\n").expect("write");
+    let same = dir.path().join("f");
+    let alias = dir.path().join("./f");
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
+        (vec!["report", path_str(&result), "-o", path_str(&result)], &["--output", "that is the file of RESULTS"]),
+        (vec!["script", "compile", "-o", path_str(&source), path_str(&source)], &["--output", "that is the file of SOURCE"]),
+        (vec!["script", "run", path_str(&source), "--output", path_str(&source)], &["--output", "that is the file of SOURCE"]),
+        (vec!["lat", "--svg", path_str(&same), "--output", path_str(&alias)], &["--svg", "that is the file of --output"]),
+        (vec!["irq", "--svg", path_str(&same), "--output", path_str(&same)], &["--svg", "that is the file of --output"]),
+        (vec!["loop", "--svg", path_str(&same), "--output", path_str(&same)], &["--svg", "that is the file of --output"]),
+        (vec!["bw", "--duration", "1ns"], &["--duration 1ns", "shorter than 1us", "give 1us or more"]),
+        (vec!["fw", "console", "--duration", "2s"], &["--follow"]),
+    ];
+    for (args, needles) in &cases {
+        let out = tlpx(&device, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{args:?}: {n:?} is not in {err}");
+        }
+        assert!(!err.contains("no simulated card"), "{args:?}: refused only after reaching for the card: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&result).expect("read"), "{\"kept\": true}");
+    assert_eq!(std::fs::read_to_string(&source).expect("read"), "mark m\n");
+    assert!(!same.exists());
 }

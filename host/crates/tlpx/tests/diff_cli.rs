@@ -138,3 +138,31 @@ fn inputs_that_cannot_be_compared_exit_2_naming_the_file() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("CLOCKS DIFFER"), "{}", text(&o.stdout));
 }
+
+/// Two results with no figure in common (every row "only in A" or "only in B") compared
+/// nothing: that is no evidence of "no change" (before: "no significant change", exit 0).
+#[test]
+fn results_with_nothing_in_common_exit_2_saying_nothing_was_compared() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results");
+    let bw = fixtures.join("bw.json");
+    let mut other: Value = serde_json::from_str(&std::fs::read_to_string(&bw).expect("read")).expect("JSON");
+    for p in other["points"].as_array_mut().expect("points") {
+        let size = p["transfer_size"].as_u64().expect("transfer_size");
+        p["transfer_size"] = (size + 4).into();
+        if p["config"].is_object() {
+            p["config"]["transfer_size"] = (size + 4).into();
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("other-sizes.json");
+    std::fs::write(&path, serde_json::to_string(&other).expect("JSON")).expect("write");
+    let o = diff(&[s(&bw), s(&path)]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(out.contains("nothing compared: 0 of "), "{out}");
+    assert!(err.contains("nothing was compared") && err.contains("only in one"), "{err}");
+    let o = diff(&["--json", s(&bw), s(&path)]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!((v["verdict"].as_str(), v["compared"].as_u64()), (Some("nothing compared"), Some(0)), "{v}");
+}

@@ -11,40 +11,13 @@
 //! write's data come back through `dump`, and the fault switch's flipped byte is the one the
 //! DUT's README names (byte size/2).
 
-use std::path::PathBuf;
 use std::process::Output;
 
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
 mod common;
-use common::{text, tlpx};
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
-
-/// The card build with pci_epf_test in its slot; fails (does not skip) when it is not built.
-fn dut_card() -> PathBuf {
-    let dir = repo_root().join("build/card/dw64-pci_epf_test");
-    let lib = dir.join("libtlpxcard.so");
-    assert!(
-        lib.exists() && dir.join("csr.json").exists(),
-        "{} is missing: build the card with the pci_epf_test DUT (`make test` does; by hand: \
-         PYTHONPATH=gateware .venv/bin/python -m tlpx_gateware.build --data-width 64 \
-         --dut accelerators/pci_epf_test/dut.toml --output-root build/card)",
-        lib.display()
-    );
-    lib
-}
-
-fn regs() -> String {
-    repo_root().join("build/card/dw64-pci_epf_test/csr.json").display().to_string()
-}
-
-fn script(name: &str) -> String {
-    repo_root().join("accelerators/pci_epf_test").join(name).display().to_string()
-}
+use common::{dut_card, epf_regs as regs, epf_script as script, text, tlpx};
 
 fn ok(out: &Output) -> String {
     assert!(out.status.success(), "tlpx failed ({:?}): {}\n{}", out.status.code(), text(&out.stderr), text(&out.stdout));

@@ -19,11 +19,7 @@ use tlpx_script::FirmwareImage;
 use tlpx_testkit::SimProcess as Sim;
 
 mod common;
-use common::text;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
+use common::{repo_root, text};
 
 /// The firmware image; fails (does not skip) when the CPU card or the firmware is not built.
 fn firmware() -> PathBuf {
@@ -329,26 +325,33 @@ fn more_records_than_the_ring_holds_all_arrive_in_order() {
     assert_eq!(doc["end"]["records"], 1502);
 }
 
-#[test]
-fn ctrl_c_stops_a_running_script_and_its_records_still_come() {
-    let sim = cpu_sim();
-    load_firmware(&sim);
-    let script = sim.path("long.tlpxs");
-    std::fs::write(&script, "loop 1000000 {\n    mark m\n    wait 100us\n}\n").expect("script");
+/// Starts `tlpx script run` of `source` and waits (bounded) until the firmware has written
+/// `records` of its records; returns the process and a card and CPU to look at it with.
+fn run_script_until(sim: &Sim, source: &str, records: u32) -> (std::process::Child, Card, Cpu) {
+    let script = sim.path("running.tlpxs");
+    std::fs::write(&script, source).expect("script");
     let child = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")))
         .args(["--device", &sim.selector(), "script", "run", path_str(&script)])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run tlpx");
-    // wait until the script runs, then Ctrl-C
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut card = open_card(&sim);
+    let mut card = open_card(sim);
     let cpu = Cpu::open(&mut card).expect("a CPU");
-    while cpu.mailbox(&mut card).expect("mailbox").records_written < 5 {
+    while cpu.mailbox(&mut card).expect("mailbox").records_written < records {
         assert!(std::time::Instant::now() < deadline, "the script did not start");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    (child, card, cpu)
+}
+
+#[test]
+fn ctrl_c_stops_a_running_script_and_its_records_still_come() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let (child, mut card, cpu) = run_script_until(&sim, "loop 1000000 {\n    mark m\n    wait 100us\n}\n", 5);
+    // it runs: Ctrl-C
     // SAFETY: sending SIGINT to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("tlpx ends");
@@ -362,6 +365,27 @@ fn ctrl_c_stops_a_running_script_and_its_records_still_come() {
     let m = cpu.mailbox(&mut card).expect("mailbox");
     assert!(m.idle(), "{m:?}");
     assert_eq!(m.status, 7);
+}
+
+/// `fw stop`, `fw load`, `fw start` and `fw console` take the CPU's lease: while `script run`
+/// owns the CPU they are refused, naming it, and the script runs on undisturbed (before, they
+/// succeeded and the script died with a misleading error).
+#[test]
+fn fw_commands_are_refused_while_a_script_owns_the_cpu() {
+    let sim = cpu_sim();
+    load_firmware(&sim);
+    let (child, _card, _cpu) = run_script_until(&sim, "loop 200 {\n    mark m\n    wait 50us\n}\n", 3);
+    let fw = path_str(&firmware()).to_owned();
+    for args in [vec!["fw", "stop"], vec!["fw", "load", &fw], vec!["fw", "start"], vec!["fw", "console"]] {
+        let out = tlpx(&sim.selector(), &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains("busy: the soft CPU is owned by PID") && err.contains(&child.id().to_string()), "{args:?}: {err}");
+    }
+    let out = child.wait_with_output().expect("tlpx ends");
+    assert_eq!(out.status.code(), Some(0), "the script ran to its end: {}{}", text(&out.stdout), text(&out.stderr));
+    // Free again: the commands run.
+    assert_eq!(tlpx(&sim.selector(), &["fw", "stop"]).status.code(), Some(0));
 }
 
 #[test]

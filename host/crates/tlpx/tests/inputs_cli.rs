@@ -210,3 +210,59 @@ fn a_script_that_does_not_fit_the_script_area_is_refused_by_check_compile_and_ru
     let message = doc["errors"][0]["message"].as_str().expect("a message");
     assert!(message.contains("16384 bytes") && message.contains(&format!("{needs} bytes")), "{doc}");
 }
+
+fn fifo(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let c = std::ffi::CString::new(s(&path)).expect("path");
+    // SAFETY: mkfifo reads the NUL-terminated path only.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    path
+}
+
+/// Every file option of every command ends at once on /dev/zero and on a FIFO nobody writes
+/// to (before: `reg --regs /dev/zero` read until memory ran out, a FIFO given to `spy
+/// convert` or `--regs` waited for ever), exit 2, the option or file and what is accepted
+/// named, before a card is reached for.
+#[test]
+fn every_file_option_is_bounded_and_never_waits_for_a_fifo() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = fifo(dir.path(), "fifo");
+    let zero = "/dev/zero";
+    let out_csv = dir.path().join("o.csv");
+    let out = |p: &PathBuf| p.to_str().expect("utf-8").to_owned();
+    let csv = out(&out_csv);
+    let script = dir.path().join("ok.tlpxs");
+    std::fs::write(&script, "mark m\n").expect("write");
+    let script = out(&script);
+    for input in [zero, s(&fifo)] {
+        let cases: Vec<(Vec<&str>, Vec<String>)> = vec![
+            (vec!["reg", "--regs", input, "read", "ident.magic"], vec![format!("--regs {input}")]),
+            (vec!["reg", "--regs", input, "list"], vec![format!("--regs {input}")]),
+            (vec!["slot", "run", "--regs", input, "-e", "read ident.magic"], vec![format!("--regs {input}")]),
+            // A FIFO nobody writes to is an empty script.
+            (vec!["slot", "check", input], vec![if input == zero { format!("the script {input}") } else { "no lines to run".into() }]),
+            (vec!["slot", "run", input], vec![if input == zero { format!("the script {input}") } else { "no lines to run".into() }]),
+            (vec!["spy", "capture", "--regs", input, "-o", &csv], vec![format!("--regs {input}")]),
+            (vec!["spy", "convert", input, "--csv", &csv], vec![input.to_owned()]),
+            (vec!["diff", input, input], vec![input.to_owned()]),
+            (vec!["script", "run", "--firmware", input, &script], vec![input.to_owned()]),
+        ];
+        for (args, needles) in cases {
+            let out = run(&args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: exit {:?}; {err}", out.status);
+            for n in &needles {
+                assert!(err.contains(n.as_str()), "{args:?}: {n:?} is not in {err}");
+            }
+            assert!(!err.contains("nonexistent") && !err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+    // What is accepted is named: the cap for the files read whole, a regular file for a trace.
+    let err = text(&run(&["reg", "--regs", zero, "list"]).stderr);
+    assert!(err.contains("16 MiB"), "{err}");
+    let err = text(&run(&["spy", "convert", zero, "--csv", &csv]).stderr);
+    assert!(err.contains("character device, not a regular file"), "{err}");
+    let err = text(&run(&["spy", "convert", s(&fifo), "--csv", &csv]).stderr);
+    assert!(err.contains("a FIFO (named pipe), not a regular file"), "{err}");
+    assert!(!out_csv.exists());
+}

@@ -45,7 +45,11 @@ fn live_capture(sim: &Sim, name: &str) -> Child {
             return child;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the capture ended ({status}) before it owned the spy");
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            panic!("the capture ended ({status}) before it owned the spy: {err}");
         }
         assert!(Instant::now() < deadline, "the capture never owned the spy");
         std::thread::sleep(Duration::from_millis(20));

@@ -258,7 +258,7 @@ fn a_result_never_replaces_a_symlink_or_a_device_node() {
     assert_eq!(std::fs::read_to_string(&target).expect("target"), "kept\n");
     let out = tlpx(&dev, &["bw", "--op", "read", "--sizes", "4096", "--count", "10", "--output", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("/dev/null: that is a device node"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("/dev/null: that is a character device"), "{}", text(&out.stderr));
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::metadata("/dev/null").expect("/dev/null").file_type().is_char_device());
 }
@@ -287,4 +287,85 @@ fn tlpx_stop_generator_ends_a_multi_point_bw_with_its_finished_points_and_the_ne
         let out = tlpx(&dev, &["--json", "bw", "--op", "read", "--sizes", "4096", "--count", "100"]);
         assert_eq!(bw_figures(&out), (100, 0), "{}", text(&out.stdout));
     }
+}
+
+/// `tlpx reg write` and a session's `write` lines honour leases on tlpx's own blocks: a
+/// write into a block another process owns is refused with the owner named, unless --force,
+/// which says what it breaks. Before: `reg write spy.control.enable 0` during another's
+/// capture was accepted (the capture then missed every TLP and reported "lost 0"), and
+/// `generator.control.stop 1` during a bw wrote start again with it and did not stop it.
+#[test]
+fn register_writes_into_an_owned_block_are_refused_naming_the_owner_unless_forced() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    let bw = spawn(&dev, &["--json", "bw", "--op", "read", "--sizes", "4096", "--count", "200000"]);
+    wait_owned(&dev, "generator", bw.id());
+    let out = tlpx(&dev, &["reg", "write", "generator.control.stop", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("busy: the traffic generator is owned by PID") && err.contains(&bw.id().to_string()), "{err}");
+    assert!(err.contains("--force writes anyway (it breaks its owner's run"), "{err}");
+    // A session's write line is refused the same way.
+    let out = tlpx(&dev, &["slot", "run", "-e", "write generator.config.operation write"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("busy: the traffic generator"), "{}", text(&out.stderr));
+    // Forced: said, and the stop acts (it no longer writes start back with it).
+    let out = tlpx(&dev, &["reg", "write", "--force", "generator.control.stop", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("warning: --force: writing generator.control.stop into the traffic generator while PID"));
+    let out = bw.wait_with_output().expect("bw");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["points"][0]["runs"][0]["ended_by"], "stopped", "{v}");
+    assert!(v["points"][0]["transfers"].as_u64().expect("transfers") < 200000);
+
+    let mut capture = spawn(&dev, &["spy", "capture", "-q", "-o", sim.path("c.tlpx").to_str().expect("utf-8")]);
+    wait_owned(&dev, "spy", capture.id());
+    let out = tlpx(&dev, &["reg", "write", "spy.control.enable", "0"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("busy: the spy is owned by PID"), "{}", text(&out.stderr));
+    assert!(tlpx(&dev, &["spy", "stop"]).status.success());
+    assert!(capture.wait().expect("capture").success());
+}
+
+/// The High finding of issue 26: after a run, `reg write generator.control.clear 1` read the
+/// control register back with start = 1 and wrote start and clear: a run nobody owned went to
+/// the earlier run's freed buffer. The same for rule 30's batch control.
+#[test]
+fn a_field_write_after_a_run_starts_nothing_and_a_job_started_by_hand_ends_with_the_command() {
+    let sim = Sim::start(&[]);
+    let dev = sim.selector();
+    assert!(tlpx(&dev, &["bw", "--op", "read", "--sizes", "256", "--count", "1000"]).status.success());
+    let before = json(&tlpx(&dev, &["--json", "reg", "read", "generator.read_requests"]))["value"].as_u64();
+    let out = tlpx(&dev, &["reg", "write", "generator.control.clear", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let control = json(&tlpx(&dev, &["--json", "reg", "read", "generator.control"]));
+    assert_eq!(control["value"], 0, "write-1-to-act bits read back 0: {control}");
+    let status = json(&tlpx(&dev, &["--json", "reg", "read", "generator.status"]));
+    let running = status["fields"].as_array().expect("fields").iter().find(|f| f["name"] == "running").expect("running")["value"].clone();
+    assert_eq!(running, 0, "{status}");
+    let after = json(&tlpx(&dev, &["--json", "reg", "read", "generator.read_requests"]))["value"].as_u64();
+    assert!(after.is_some() && after <= before, "no request after the clear ({before:?} -> {after:?}: clear zeroes them)");
+    assert_eq!(owner_of(&dev, "generator"), None);
+
+    assert!(tlpx(&dev, &["rule30", "run", "--mode", "hw-batch", "--packets", "20"]).status.success());
+    let batches = json(&tlpx(&dev, &["--json", "reg", "read", "rule30_batch.batches"]))["value"].as_u64().expect("batches");
+    let out = tlpx(&dev, &["reg", "write", "rule30_batch.control.clear", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status = json(&tlpx(&dev, &["--json", "reg", "read", "rule30_batch.status"]));
+    assert_eq!(status["fields"][0]["value"], 0, "no batch runs: {status}");
+    let now = json(&tlpx(&dev, &["--json", "reg", "read", "rule30_batch.batches"]))["value"].as_u64().expect("batches");
+    assert!(now <= batches, "no batch started ({batches} -> {now})");
+
+    // A run started by hand has this process as its owner only for the write: it ends with it.
+    assert!(tlpx(&dev, &["reg", "write", "generator.duration", "100000000"]).status.success());
+    assert!(tlpx(&dev, &["reg", "write", "generator.count", "0"]).status.success());
+    let out = tlpx(&dev, &["--json", "reg", "write", "generator.control.start", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("the traffic generator was working when this command ended") && err.contains("the card stopped it"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["leases_held"], serde_json::json!(["generator"]), "{doc}");
+    let status = json(&tlpx(&dev, &["--json", "reg", "read", "generator.status"]));
+    let running = status["fields"].as_array().expect("fields").iter().find(|f| f["name"] == "running").expect("running")["value"].clone();
+    assert_eq!(running, 0, "no run without an owner: {status}");
 }

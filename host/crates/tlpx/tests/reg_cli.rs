@@ -213,7 +213,7 @@ fn regs_adds_the_duts_registers_checked_against_the_slot() {
     assert_eq!(v["value"], 1);
     // Refused: no such file, not JSON, no DUT region (the regions it has are listed).
     let err = refused(&tlpx(&dev, &["reg", "--regs", "/nonexistent/csr.json", "read", "rule30.version"]));
-    assert!(err.contains("reading --regs /nonexistent/csr.json"), "{err}");
+    assert!(err.contains("--regs /nonexistent/csr.json: cannot read it"), "{err}");
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "not json").expect("write");
     let err = refused(&tlpx(&dev, &["reg", "--regs", bad.to_str().expect("path"), "read", "rule30.version"]));

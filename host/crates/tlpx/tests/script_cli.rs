@@ -43,7 +43,7 @@ fn check_reports_every_error_with_file_line_col_and_exits_2() {
     let err = text(&out.stderr);
     assert!(err.contains(&format!("{f}:4:6: unknown register \"spy.contrl\": did you mean \"spy.control\"?")), "{err}");
     assert!(err.contains(&format!("{f}:5:6: the wait needs a unit")), "{err}");
-    assert!(err.contains(&format!("{f}:6:38: outstanding (reads in flight) must be 1..=64, not 99")), "{err}");
+    assert!(err.contains(&format!("{f}:6:38: outstanding (reads in flight) must be 1..=32, not 99")), "{err}");
     assert!(err.contains("3 error(s)"), "{err}");
     assert!(text(&out.stdout).is_empty());
 

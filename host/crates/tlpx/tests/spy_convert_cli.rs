@@ -58,3 +58,51 @@ fn a_trace_that_fails_half_way_leaves_no_output_and_keeps_an_older_one() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read(dir.path().join("old.csv")).expect("old"), b"an older file\n");
 }
+
+/// A trace of `records` generated records, big enough that converting it takes a while.
+fn big_trace(path: &Path, records: u32) {
+    use tlpx_trace::record::{build, Direction};
+    let mut w = tlpx_trace::TraceWriter::create(path, &tlpx_trace::sample::info()).expect("create");
+    for i in 0..records {
+        let r = if i % 2 == 0 {
+            build::mem_write(i, Direction::Down, u64::from(i) * 8, 0, 0, 0xf000_0018, 1)
+        } else {
+            build::mem_read(i, Direction::Up, u64::from(i) * 8, 0x100, 0x80, 0x4000_0000 + u64::from(i) * 64, 16)
+        };
+        w.write(&r).expect("write");
+    }
+    w.finish(records, tlpx_trace::Footer { records_created: u64::from(records), records_lost: 0, trigger_sequence: None }).expect("finish");
+}
+
+/// Ctrl-C or SIGTERM during a conversion ends it: exit 130, no output and no temporary file
+/// left (before: the first Ctrl-C was ignored, and SIGTERM left a partial `.tmp`).
+#[test]
+fn a_signal_during_a_conversion_ends_it_leaving_nothing_behind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    big_trace(&dir.path().join("big.tlpx"), 3_000_000);
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let child = Command::new(tlpx_bin())
+            .current_dir(dir.path())
+            .args(["spy", "convert", "big.tlpx", "--csv", "big.csv"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tlpx");
+        // Once its temporary file is there, the conversion runs.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let tmp = dir.path().join(format!(".big.csv.{}.tmp", child.id()));
+        while !tmp.exists() {
+            assert!(std::time::Instant::now() < deadline, "the conversion never started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: kill(2) on our own child's PID.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let out = child.wait_with_output().expect("tlpx ends");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "signal {signal}: {err}");
+        assert!(err.contains("conversion stopped by a signal; no output was written"), "{err}");
+        let left: Vec<String> =
+            std::fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, vec!["big.tlpx".to_string()], "signal {signal} left files behind");
+    }
+}

@@ -34,6 +34,9 @@ use crate::sizes::{parse_duration, parse_size_list};
 
 /// Largest DMA window (and buffer) a sweep allocates.
 pub const MAX_WINDOW: u64 = 64 << 20;
+/// The shortest --duration: a run ends at its duration, and a transfer takes longer than a few
+/// card cycles (a run of 1 ns moved nothing and passed).
+const MIN_DURATION_SECONDS: f64 = 1e-6;
 /// Transfers per point when neither --count nor --duration is given.
 pub const DEFAULT_COUNT: u64 = 1000;
 /// Most transfers one run may ask for.
@@ -161,7 +164,7 @@ pub struct Cmd {
     // Help from sizes_help(): the limit is the generator's, from the register map.
     #[arg(long, default_value = "64..4096", allow_hyphen_values = true, help = sizes_help())]
     pub sizes: String,
-    /// Reads in flight at most: 1..=64 (the default keeps all the card's tags available).
+    /// Reads in flight at most: 1..=32, the generator's tags (the default keeps them all available).
     #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
     pub outstanding: u32,
     #[command(flatten)]
@@ -226,6 +229,13 @@ impl Common {
             })
             .collect::<Result<Vec<u32>, String>>()?;
         let duration_seconds = a.duration.as_deref().map(|d| parse_duration("--duration", d)).transpose()?;
+        if let (Some(s), Some(text)) = (duration_seconds, a.duration.as_deref()) {
+            if s < MIN_DURATION_SECONDS {
+                return Err(format!(
+                    "--duration {text}: shorter than 1us, and a run that short ends before its first transfer: give 1us or more"
+                ));
+            }
+        }
         let count = match (a.count, duration_seconds) {
             (Some(0), None) => return Err("--count 0 needs a --duration (a run must end); use --count 1 or more".into()),
             (Some(c), _) if c > MAX_COUNT => return Err(format!("--count must be at most {MAX_COUNT}, not {c}")),
@@ -656,10 +666,11 @@ pub struct BwPoint {
 }
 
 impl BwPoint {
-    /// True when the point is not clean: card errors, bad data, or a run that did not end
-    /// by its count or duration.
+    /// True when the point is not clean: card errors, bad data, a run that did not end by its
+    /// count or duration, or no transfer at all (nothing was measured).
     pub fn failed(&self) -> bool {
-        self.card_error_total > 0
+        self.transfers == 0
+            || self.card_error_total > 0
             || self.host_check.as_ref().is_some_and(|c| c.bad() > 0)
             || self.runs.iter().any(|r| r.ended_by != "count" && r.ended_by != "duration")
     }
@@ -969,6 +980,7 @@ pub fn point_line(p: &BwPoint) -> String {
     };
     let ended: Vec<&str> = p.runs.iter().map(|r| r.ended_by.as_str()).filter(|e| *e != "count" && *e != "duration").collect();
     let ended = if ended.is_empty() { String::new() } else { format!("  ENDED BY {}", ended.join(",")) };
+    let ended = if p.transfers == 0 { format!("{ended}  NO TRANSFER (nothing measured)") } else { ended };
     format!(
         "{:<6} {:>7} {:>7} {:>3} {:<6} {:>21} {:>11} {:>8} {:>11} {:>6}  {data}{ended}",
         p.operation,
@@ -1173,8 +1185,8 @@ mod tests {
         let e = build_configs(&[Operation::Write], &[64], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("above MPS");
         assert!(e.contains("--payload-size 512") && e.contains("MPS of 256"), "{e}");
         let c = Common::parse(&args()).expect("valid");
-        let e = build_configs(&[Operation::Read], &[64], 65, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("tags");
-        assert!(e.contains("--outstanding must be 1..=64") && e.contains("65"), "{e}");
+        let e = build_configs(&[Operation::Read], &[64], TAGS + 1, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("tags");
+        assert!(e.contains(&format!("--outstanding must be 1..={TAGS}")) && e.contains(&format!("not {}", TAGS + 1)), "{e}");
         let mut a = args();
         a.window = "1K".into();
         let c = Common::parse(&a).expect("valid");

@@ -47,7 +47,7 @@ pub struct Cmd {
     /// DMA window: a power of two, 64 bytes to 64M.
     #[arg(long, default_value = "1M", allow_hyphen_values = true)]
     pub window: String,
-    /// Reads in flight at most for the bandwidth sweep: 1..=64 (default: all the card's tags).
+    /// Reads in flight at most for the bandwidth sweep: 1..=32 (default: all the generator's tags).
     #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
     pub outstanding: u32,
     /// Runs per DMA point (the median is what the table keeps).

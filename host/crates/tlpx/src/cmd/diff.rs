@@ -1,7 +1,8 @@
 //! `tlpx diff A.json B.json`: every figure of two results of the same kind side by side, with
 //! the change and whether it is more than the run-to-run spread the documents record
 //! (results/diff.rs has the rules). Exit 0: no significant change; 1: changed; 2: inputs that
-//! cannot be compared (not results, different kinds, different clocks or cards).
+//! cannot be compared (not results, different kinds, different clocks or cards, or no figure
+//! in common: nothing was compared, which is no evidence of "no change").
 //!
 //! ```text
 //!   A.json B.json ──load + check (report's reader)──► AnyResult ×2 ──results::diff::compare──►
@@ -70,14 +71,26 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
     let (a, b) = (&docs[0], &docs[1]);
     let (na, nb) = (cmd.a.display().to_string(), cmd.b.display().to_string());
     let d = diff::compare(a, b, cmd.threshold / 100.0, cmd.across_clocks).map_err(|e| anyhow::anyhow!("{na} (A) and {nb} (B): {e}"))?;
-    let verdict = if d.changed > 0 { "changed" } else { "no significant change" };
+    let verdict = match (d.compared, d.changed) {
+        (0, _) => "nothing compared",
+        (_, 0) => "no significant change",
+        _ => "changed",
+    };
     if json {
-        print_json(&Output { a: na, b: nb, verdict, diff: &d })?;
+        print_json(&Output { a: na.clone(), b: nb.clone(), verdict, diff: &d })?;
     } else {
         for line in text(&d, &na, &nb, cmd.changed_only) {
             crate::outln!("{line}");
         }
         crate::outln!("{verdict}: {} of {} figures changed", d.changed, d.rows.len());
+    }
+    if d.compared == 0 {
+        eprintln!(
+            "tlpx: nothing was compared: no figure of {na} (A) is in {nb} (B) ({} figures, each only in one): give two results \
+             of the same measurement (the same sizes, operations, points)",
+            d.rows.len()
+        );
+        return Ok(ExitCode::from(crate::exit::BAD_INPUT));
     }
     Ok(ExitCode::from(if d.changed > 0 { 1 } else { 0 }))
 }

@@ -20,6 +20,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use tlpx_device::card::Card;
 use tlpx_device::cpu::{self, Cpu, CpuState, CpuStatus, Mailbox};
+use tlpx_device::lease::Block;
 use tlpx_script::{firmware, FirmwareImage, FirmwareImageError};
 
 use crate::input::CappedReadError;
@@ -60,7 +61,7 @@ enum Action {
         #[arg(long)]
         follow: bool,
         /// With --follow: stop after this long (wall time), e.g. 2s.
-        #[arg(long)]
+        #[arg(long, requires = "follow")]
         duration: Option<String>,
     },
 }
@@ -75,6 +76,19 @@ pub(crate) fn open_cpu(device: &str) -> anyhow::Result<(Card, Cpu)> {
     let opened = tlpx_device::selector::open(device)?;
     let mut card = Card::open(opened.device).context("opening the card")?;
     let cpu = Cpu::open(&mut card)?;
+    Ok((card, cpu))
+}
+
+/// [`open_cpu`] for a command that changes what the CPU runs or takes its console's output
+/// (`fw load`, `start`, `stop`, `console`): it claims the CPU's lease for its run, so a
+/// `tlpx script run` (which owns the CPU) is answered "busy", naming it, instead of having
+/// its script stopped or replaced under it. A dead owner's CPU is taken over (said).
+fn open_cpu_owned(device: &str) -> anyhow::Result<(Card, Cpu)> {
+    let (mut card, cpu) = open_cpu(device)?;
+    card.claim(Block::Cpu)?;
+    for note in card.take_notes() {
+        eprintln!("tlpx: note: {note}");
+    }
     Ok((card, cpu))
 }
 
@@ -225,7 +239,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             let timeout = parse_wall("--timeout", timeout)?;
             // the file first: a bad one is refused before the card is even opened
             let image = read_image(file)?;
-            let (mut card, mut cpu) = open_cpu(device)?;
+            let (mut card, mut cpu) = open_cpu_owned(device)?;
             cpu.timeout = timeout;
             load_checked(&mut card, &cpu, &image, file)?;
             if !json {
@@ -270,7 +284,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Action::Start { timeout } => {
-            let (mut card, mut cpu) = open_cpu(device)?;
+            let (mut card, mut cpu) = open_cpu_owned(device)?;
             cpu.timeout = parse_wall("--timeout", timeout)?;
             let started = start_and_report(&mut card, &cpu, json)?;
             if json {
@@ -285,7 +299,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Action::Stop => {
-            let (mut card, cpu) = open_cpu(device)?;
+            let (mut card, cpu) = open_cpu_owned(device)?;
             cpu.stop(&mut card)?;
             let s = cpu.status(&mut card)?;
             if json {
@@ -314,7 +328,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         Action::Console { follow, duration } => {
             let limit = duration.as_deref().map(|d| parse_wall("--duration", d)).transpose()?;
-            let (mut card, cpu) = open_cpu(device)?;
+            let (mut card, cpu) = open_cpu_owned(device)?;
             let mut all = Vec::new();
             if !*follow {
                 // what is there now (the console keeps at most a few hundred characters)

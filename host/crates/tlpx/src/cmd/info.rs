@@ -140,8 +140,14 @@ pub fn run(_cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     crate::outln!("cycles      {} ({:.3} ms of card time)", info.cycles, card.cycles_to_duration(info.cycles).as_secs_f64() * 1e3);
     if let Some(s) = &info.simulated {
+        // The generic card stands for no board: say so rather than "hard IP of generic".
+        let ip = if s.board == s.hard_ip {
+            format!("no board's hard IP ({}: LitePCIe's payload limit, any link)", s.board)
+        } else {
+            format!("hard IP of {} ({})", s.board, s.hard_ip)
+        };
         crate::outln!(
-            "simulated   yes: tlpx-sim at {}, link model Gen{} x{}, MPS {} MRRS {} RCB {}, seed {}",
+            "simulated   yes: tlpx-sim at {}, {ip}, link model Gen{} x{}, MPS {} MRRS {} RCB {}, seed {}",
             s.socket,
             s.link.generation,
             s.link.lanes,

@@ -750,6 +750,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let plan = Plan::parse(cmd, DefaultsFor::of_device(device)?)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
+    if let (Some(svg), Some(output)) = (&cmd.svg, &cmd.output) {
+        crate::args::refuse_same_file("--svg", svg, "--output", output)?;
+    }
     let mut session = Session::open(device)?;
     session.card.require(Feature::IrqTimer, "interrupt latency timer")?;
     plan.timer_config(session.clock_hz)?;

@@ -288,6 +288,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     build_configs(&cmd.op, &sizes, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
+    if let (Some(svg), Some(output)) = (&cmd.svg, &cmd.output) {
+        crate::args::refuse_same_file("--svg", svg, "--output", output)?;
+    }
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();

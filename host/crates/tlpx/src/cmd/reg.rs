@@ -27,6 +27,7 @@ use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use tlpx_device::card::Card;
+use tlpx_device::lease::{self, Block, OwnerProcess};
 use tlpx_device::Width;
 
 use crate::output::print_json;
@@ -52,11 +53,20 @@ enum Action {
         register: String,
     },
     /// Write a register, or one field of a read-write register (read-modify-write).
+    ///
+    /// A write into a block that acts on its own (generator, spy, irq_timer, rt_loop, rule 30,
+    /// the CPU, the accelerator in the slot) takes the block's lease for the write: a block
+    /// another process owns is refused, naming it; a job the write starts ends when the command
+    /// does (no DMA runs without an owner).
     Write {
         /// `region.register`, `region.register.field` or a BAR0 offset.
         register: String,
         /// The value: a number (decimal or 0x hex), or a field's value name.
         value: String,
+        /// Write even into a block another process owns (its owner's job may then fail or
+        /// report wrong figures: what it breaks is said).
+        #[arg(long)]
+        force: bool,
     },
     /// Poll registers and print each change with its time, until Ctrl-C or --count polls.
     Watch {
@@ -161,6 +171,14 @@ pub(crate) fn read_number(card: &mut Card, reg: &RegDef) -> anyhow::Result<u64> 
     }
 }
 
+/// The value a write of `value` into field `f` of `reg` writes, from the register's value
+/// `before`: the other fields kept, but never a write-1-to-act bit (start, stop, clear): the
+/// card acts on every 1 written there, so writing back one read (an older card kept them)
+/// would start, stop or clear again.
+pub(crate) fn field_write(reg: &RegDef, f: &crate::regmap::FieldDef, before: u64, value: u64) -> u64 {
+    (before & !f.mask() & !reg.actions) | (value << f.shift)
+}
+
 pub(crate) fn write_number(card: &mut Card, reg: &RegDef, value: u64) -> anyhow::Result<()> {
     if reg.size_bits <= 32 {
         return bar_write(card, reg.offset, Width::W32, value);
@@ -170,6 +188,20 @@ pub(crate) fn write_number(card: &mut Card, reg: &RegDef, value: u64) -> anyhow:
     }
     bar_write(card, reg.offset, Width::W32, value & 0xFFFF_FFFF)?;
     bar_write(card, reg.offset + 4, Width::W32, value >> 32)
+}
+
+/// The registers of accelerator `dut` from `map` (those `--regs` added), by their offset in
+/// its window: a trace's header carries them so that the spy's conversions name the host's
+/// accesses to them (`card.slot_registers`, traces/FORMAT.md).
+pub(crate) fn slot_registers(map: &RegMap, dut: &str) -> Vec<tlpx_trace::SlotRegister> {
+    map.registers
+        .iter()
+        .filter(|r| r.owner == crate::regmap::Owner::Dut && r.region == dut)
+        .filter_map(|r| {
+            let offset = r.offset.checked_sub(tlpx_regs::constants::SLOT_WINDOW_BASE)?;
+            Some(tlpx_trace::SlotRegister { name: r.name.clone(), offset, size_bits: r.size_bits })
+        })
+        .collect()
 }
 
 /// The names `reg` knows: the card's map, plus `--regs`'s DUT regions (which [`Loaded::check`]
@@ -229,6 +261,117 @@ fn check_slot(card: &mut Card, path: &std::path::Path, dut: &crate::regmap::DutR
     Ok(())
 }
 
+// Leases of writes --------------------------------------------------------------------------------
+
+/// The region of tlpx's map at BAR0 offset `offset` (tlpx-internal), for a write given by
+/// number: the CSR page it is in, or the window (`dut` for the slot's, `cpu_sram`, `pio`).
+fn region_at(offset: u64) -> Option<(&'static str, bool)> {
+    use tlpx_regs::constants as c;
+    if (c::SLOT_WINDOW_BASE..c::SLOT_WINDOW_BASE + c::SLOT_WINDOW_MAX).contains(&offset) {
+        return Some(("slot window", true));
+    }
+    if (c::CPU_SRAM_BASE..c::CPU_SRAM_BASE + c::CPU_SRAM_SIZE).contains(&offset) {
+        return Some(("cpu_sram", false));
+    }
+    // CSR pages (0x800 bytes each) below the PIO window.
+    let page = offset & !0x7ff;
+    tlpx_regs::ALL
+        .iter()
+        .find(|r| r.offset & !0x7ff == page && page < c::PIO_WINDOW_BASE)
+        .map(|r| (r.region, tlpx_regs::DUT_REGIONS.contains(&r.region)))
+}
+
+/// The blocks whose leases cover a write into `reg`: the block of its region; for the
+/// accelerator's registers (its window, its CSR banks) the slot's, and rule 30's own lease too
+/// for rule 30's (`tlpx rule30` holds that one).
+pub(crate) fn write_blocks(reg: &RegDef) -> Vec<Block> {
+    let (region, dut) = if reg.region == "bar0" {
+        match region_at(reg.offset) {
+            Some((r, dut)) => (r, dut),
+            None => return Vec::new(),
+        }
+    } else {
+        let dut = reg.owner == crate::regmap::Owner::Dut || tlpx_regs::DUT_REGIONS.contains(&reg.region.as_str());
+        (reg.region.as_str(), dut)
+    };
+    let mut blocks = Vec::new();
+    if dut {
+        blocks.push(Block::Slot);
+    }
+    if let Some(b) = Block::of_region(region, false) {
+        if !blocks.contains(&b) {
+            blocks.push(b);
+        }
+    }
+    blocks
+}
+
+/// Before a write of `what` into `blocks`: a block a live process owns is refused (busy, its
+/// owner named) unless `force`, which writes anyway and says what it breaks; a free block (or
+/// one whose owner is gone) is claimed for this process, so that nothing the write starts
+/// runs without an owner. Returns the blocks claimed here (give them to [`end_write_leases`]).
+pub(crate) fn write_leases(card: &mut Card, blocks: &[Block], what: &str, force: bool) -> anyhow::Result<Vec<Block>> {
+    let mut claimed = Vec::new();
+    for &block in blocks {
+        if !card.has_feature(block.feature()) || card.holds(block) {
+            continue;
+        }
+        let owner = lease::owner(card, block)?;
+        match owner {
+            Some(o) if o.process != OwnerProcess::Gone => {
+                if !force {
+                    return Err(anyhow::Error::new(tlpx_device::DeviceError::Busy { block, owner: o.describe() }).context(format!(
+                        "refusing to write {what} into {}, which another process owns; --force writes anyway (it breaks {})",
+                        block.title(),
+                        block.force_breaks()
+                    )));
+                }
+                eprintln!(
+                    "tlpx: warning: --force: writing {what} into {} while {} owns it: this breaks {}",
+                    block.title(),
+                    o.describe(),
+                    block.force_breaks()
+                );
+            }
+            _ => {
+                card.claim(block)?;
+                claimed.push(block);
+            }
+        }
+    }
+    for note in card.take_notes() {
+        eprintln!("tlpx: note: {note}");
+    }
+    Ok(claimed)
+}
+
+/// Gives back the leases [`write_leases`] claimed. A job the write started ends with them
+/// (the card ends a block's job when its lease is released; the slot fences its DMA): said,
+/// since nothing this process does keeps it running. Returns the notes said.
+pub(crate) fn end_write_leases(card: &mut Card, claimed: &[Block]) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for &block in claimed {
+        // The CPU runs on after its lease's release (the firmware stays): nothing ends.
+        let ends = block != Block::Cpu && lease::job_running(card, block)?;
+        card.release(block)?;
+        if ends {
+            let how = match block {
+                Block::Slot => "the slot fenced its DMA until the accelerator is quiet",
+                Block::Spy => "the spy halted",
+                _ => "the card stopped it",
+            };
+            let note = format!(
+                "{} was working when this command ended: tlpx held its lease for the write only, and at its release {how} \
+                 (nothing runs without an owner; a session that owns it: tlpx slot run, tlpx bw, tlpx spy capture, ...)",
+                block.title()
+            );
+            eprintln!("tlpx: note: {note}");
+            notes.push(note);
+        }
+    }
+    Ok(notes)
+}
+
 pub(crate) fn flush(card: &mut Card) -> anyhow::Result<()> {
     // A read so the posted write has reached the card when this returns.
     bar_read(card, tlpx_regs::ident::MAGIC.offset, Width::W32).map(|_| ())
@@ -247,7 +390,19 @@ fn field_json(reg: &RegDef, value: u64) -> Vec<serde_json::Value> {
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     match &cmd.action {
         Action::List { region } => {
-            let map = load_map(cmd.regs.as_ref())?.map;
+            let loaded = load_map(cmd.regs.as_ref())?;
+            // A card whose DUT sits at BAR0 0 (placement bar0, from --regs): the host sees the
+            // DUT's registers at their window offset and tlpx's map at RELOCATED_TLPX_BASE.
+            let relocated = loaded.dut.as_ref().and_then(|(_, d)| d.placement.as_deref()) == Some("bar0");
+            let bar0 = |r: &RegDef| -> u64 {
+                use tlpx_regs::constants::{RELOCATED_TLPX_BASE, SLOT_WINDOW_BASE};
+                match (relocated, r.owner) {
+                    (false, _) => r.offset,
+                    (true, crate::regmap::Owner::Dut) if r.offset >= SLOT_WINDOW_BASE => r.offset - SLOT_WINDOW_BASE,
+                    (true, _) => r.offset + RELOCATED_TLPX_BASE,
+                }
+            };
+            let map = loaded.map;
             let rows: Vec<&RegDef> = map.registers.iter().filter(|r| region.as_deref().is_none_or(|want| r.region == want)).collect();
             if rows.is_empty() {
                 bail!("no region {:?} in the register map; regions: {}", region.as_deref().unwrap_or(""), map.regions().join(", "));
@@ -261,20 +416,21 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                             .iter()
                             .map(|f| json!({"name": f.name, "shift": f.shift, "width": f.width, "description": f.description, "values": f.values.iter().map(|(n, v)| json!({"name": n, "value": v})).collect::<Vec<_>>()}))
                             .collect();
-                        json!({"name": r.full_name(), "offset": r.offset, "bits": r.size_bits, "writable": r.access != Access::Ro, "access": r.access.name(), "description": r.description, "fields": fields})
+                        json!({"name": r.full_name(), "offset": r.offset, "bar0_offset": bar0(r), "bits": r.size_bits, "writable": r.access != Access::Ro, "access": r.access.name(), "description": r.description, "fields": fields})
                     })
                     .collect();
                 print_json(&v)?;
             } else {
-                for r in rows {
+                if relocated {
                     crate::outln!(
-                        "{:#07x}  {:<40} {:>2} bits {}  {}",
-                        r.offset,
-                        r.full_name(),
-                        r.size_bits,
-                        r.access.name(),
-                        r.description
+                        "# offsets are BAR0 as the host sees this card (placement bar0, from --regs): the DUT's registers at BAR0 0, \
+                         tlpx's map at {:#x}; a number given to `tlpx reg read` is tlpx's own offset (BAR0 - {:#x})",
+                        tlpx_regs::constants::RELOCATED_TLPX_BASE,
+                        tlpx_regs::constants::RELOCATED_TLPX_BASE
                     );
+                }
+                for r in rows {
+                    crate::outln!("{:#07x}  {:<40} {:>2} bits {}  {}", bar0(r), r.full_name(), r.size_bits, r.access.name(), r.description);
                     for f in &r.fields {
                         let bits = if f.width == 1 { format!("{}", f.shift) } else { format!("{}:{}", f.shift + f.width - 1, f.shift) };
                         let values = if f.values.is_empty() {
@@ -389,7 +545,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Action::Write { register, value } => {
+        Action::Write { register, value, force } => {
             // Names, access and value are checked before any card is opened.
             let loaded = load_map(cmd.regs.as_ref())?;
             let target = loaded.map.resolve(register)?;
@@ -427,27 +583,26 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             };
             let mut session = Session::open_as_is(device)?;
             loaded.check(&mut session.card, &[target.register()])?;
-            match &target {
+            let claimed = write_leases(&mut session.card, &write_blocks(&reg), &target.name(), *force)?;
+            let written = match &target {
                 Target::Register(_) => {
-                    let v = value;
-                    write_number(&mut session.card, &reg, v)?;
-                    flush(&mut session.card)?;
-                    if json {
-                        print_json(&json!({"name": reg.full_name(), "offset": reg.offset, "written": v}))?;
-                    }
+                    write_number(&mut session.card, &reg, value)?;
+                    json!({"name": reg.full_name(), "offset": reg.offset, "written": value})
                 }
                 Target::Field(_, f) => {
-                    let v = value;
                     let before = read_number(&mut session.card, &reg)?;
-                    let after = (before & !f.mask()) | (v << f.shift);
+                    let after = field_write(&reg, f, before, value);
                     write_number(&mut session.card, &reg, after)?;
-                    flush(&mut session.card)?;
-                    if json {
-                        print_json(
-                            &json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "field_value": v, "before": before, "written": after}),
-                        )?;
-                    }
+                    json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "field_value": value, "before": before, "written": after})
                 }
+            };
+            flush(&mut session.card)?;
+            let notes = end_write_leases(&mut session.card, &claimed)?;
+            if json {
+                let mut doc = written;
+                doc["leases_held"] = json!(claimed.iter().map(|b| b.name()).collect::<Vec<_>>());
+                doc["notes"] = json!(notes);
+                print_json(&doc)?;
             }
             Ok(ExitCode::SUCCESS)
         }

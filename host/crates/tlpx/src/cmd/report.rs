@@ -79,6 +79,10 @@ struct Summary {
 }
 
 pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
+    // The page replaces the file at --output: never one of the results it is drawn from.
+    for path in &cmd.results {
+        crate::args::refuse_same_file("--output", &cmd.output, "RESULTS", path)?;
+    }
     let mut docs = Vec::new();
     let mut errors = Vec::new();
     for path in &cmd.results {

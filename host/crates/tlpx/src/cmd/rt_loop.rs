@@ -481,6 +481,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let plan = Plan::parse(cmd)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
+    if let (Some(svg), Some(output)) = (&cmd.svg, &cmd.output) {
+        crate::args::refuse_same_file("--svg", svg, "--output", output)?;
+    }
     let mut session = Session::open(device)?;
     session.card.require(Feature::RtLoop, "real-time loop")?;
     progress::install_stop_handler();

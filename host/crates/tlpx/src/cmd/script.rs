@@ -187,6 +187,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
         Action::Compile { source, output, disassemble } => {
+            crate::args::refuse_same_file("--output", output, "SOURCE", &source.file)?;
             let (file, result) = load(source)?;
             let program = match result {
                 Ok(p) => p,
@@ -389,6 +390,12 @@ fn run_on_card(
     device: &str,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    if let Some(out) = output {
+        crate::args::refuse_same_file("--output", out, "SOURCE", path)?;
+        if let Some(fw) = firmware {
+            crate::args::refuse_same_file("--output", out, "--firmware", fw)?;
+        }
+    }
     let sides = match parse_serve(serve) {
         Ok(s) => s,
         Err(e) => {
@@ -416,9 +423,15 @@ fn run_on_card(
         })
         .transpose()?;
 
+    // A firmware file given is read (and checked) before the card is opened.
+    let given_firmware = firmware.map(|p| super::fw::read_image(p).map(|image| (p.to_path_buf(), image))).transpose()?;
+
     let mut session = crate::session::Session::open(device)?;
     let card = &mut session.card;
     let mut cpu = tlpx_device::cpu::Cpu::open(card)?;
+    // The CPU's lease before anything is loaded into it: a script another process runs is
+    // not replaced under it (the run below keeps the claim).
+    card.claim(tlpx_device::lease::Block::Cpu)?;
     let id = card.identity().clone();
     // the card's clock converts the times; its map hash goes into the image
     let Some(mut program) = compile_or_report(&file, &text, &Options { clock_hz: id.clock_hz }) else {
@@ -445,15 +458,21 @@ fn run_on_card(
     let status = cpu.status(card)?;
     let ready = status.state == tlpx_device::cpu::CpuState::Running && cpu.mailbox(card)?.ready();
     let mut firmware_used = None;
-    if !ready || firmware.is_some() {
-        let fw_path = firmware.map(Path::to_path_buf).unwrap_or_else(super::fw::default_firmware_path);
-        if !fw_path.exists() {
-            anyhow::bail!(
-                "the CPU is not running a ready firmware and there is no image at {}: build it with `make firmware`, or pass --firmware IMG",
-                fw_path.display()
-            );
-        }
-        let fw = super::fw::read_image(&fw_path)?;
+    if !ready || given_firmware.is_some() {
+        let (fw_path, fw) = match given_firmware {
+            Some(given) => given,
+            None => {
+                let fw_path = super::fw::default_firmware_path();
+                if !fw_path.exists() {
+                    anyhow::bail!(
+                        "the CPU is not running a ready firmware and there is no image at {}: build it with `make firmware`, or pass --firmware IMG",
+                        fw_path.display()
+                    );
+                }
+                let fw = super::fw::read_image(&fw_path)?;
+                (fw_path, fw)
+            }
+        };
         super::fw::load_checked(card, &cpu, &fw, &fw_path)?;
         cpu.timeout = tlpx_device::cpu::DEFAULT_BOOT_TIMEOUT;
         let s = cpu.start(card)?;

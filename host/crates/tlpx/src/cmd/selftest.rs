@@ -4,7 +4,11 @@
 //! 2. counter: the 64-bit cycle counter increases and its halves are latched together;
 //! 3. msi: a software interrupt reaches the host; the time from the trigger write to the
 //!    interrupt's delivery is taken at both ends from one clock, the backend's (card time on
-//!    the simulator, the host's CLOCK_MONOTONIC on hardware) and labelled with it;
+//!    the simulator, the host's CLOCK_MONOTONIC on hardware) and labelled with it and with the
+//!    time mode it ran in (on the simulator in live time, which another client's capture
+//!    turns on, the host's wake-up is counted in card cycles); the card's own part, from the
+//!    trigger write at the card to the MSI handed to the PCIe core, is measured apart by the
+//!    card's stamps (`ident.trigger_cycle`, `pcie_msi.msi_cycle`), the same in every mode;
 //! 4. ur: unsupported requests (CfgRd0, MRd64) are answered with UR and counted
 //!    (needs a backend that can inject TLPs: the simulator);
 //! 5. dma: a buffer goes host -> card -> host through LitePCIe's DMA loopback, data checked;
@@ -20,7 +24,7 @@ use clap::Args;
 use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 use tlpx_device::card::Card;
-use tlpx_device::{litepcie_dma, ClockSource, DeviceError, DmaBuffer};
+use tlpx_device::{litepcie_dma, msi, ClockSource, DeviceError, DmaBuffer, TimeMode};
 use tlpx_regs::{dma_guard, ident, pcie_msi, request_path};
 
 use crate::args::{whole, whole_as};
@@ -68,6 +72,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let location = opened.device.description().location;
     let mut card = Card::open(opened.device)?;
     let mut checks = Vec::new();
+    // A check that ended with an error of the card, its backend or the simulator (one that
+    // died mid-run): exit 3 as every command does, not 1 (a check that ran and failed).
+    let mut device_failed = false;
     let steps: [Step; 5] = [
         ("scratch", &check_scratch),
         ("counter", &check_counter),
@@ -80,7 +87,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             Ok(Ok(detail)) if detail.starts_with("not run") => Check { name, result: "not-run", detail },
             Ok(Ok(detail)) => Check { name, result: "pass", detail },
             Ok(Err(detail)) => Check { name, result: "fail", detail },
-            Err(e) => Check { name, result: "fail", detail: format!("{e:#}") },
+            Err(e) => {
+                device_failed |= crate::exit::status_of(&e) == crate::exit::DEVICE;
+                Check { name, result: "fail", detail: format!("{e:#}") }
+            }
         };
         if !json {
             crate::outln!("{:<13} {:<7} {}", check.name, check.result.to_uppercase(), check.detail);
@@ -94,7 +104,11 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         crate::outln!("selftest      {}", if passed { "PASS" } else { "FAIL" });
     }
-    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::from(crate::exit::CHECK_FAILED) })
+    Ok(match (passed, device_failed) {
+        (true, _) => ExitCode::SUCCESS,
+        (false, true) => ExitCode::from(crate::exit::DEVICE),
+        (false, false) => ExitCode::from(crate::exit::CHECK_FAILED),
+    })
 }
 
 fn check_scratch(card: &mut Card) -> CheckResult {
@@ -156,9 +170,12 @@ fn check_msi(card: &mut Card) -> CheckResult {
         // the MSI is shown by the driver's handler counting its DMA's buffers.
         return driver_loopback(card, 0x6d73_6900, true);
     }
-    let bit = tlpx_regs::constants::MSI_SOFTWARE;
-    card.write(pcie_msi::CLEAR, 1 << bit)?;
-    card.write(pcie_msi::ENABLE, 1 << bit)?;
+    let bit = tlpx_regs::constants::MSI_SOFTWARE as u32;
+    msi::clear_latched(card, bit)?;
+    let found = msi::switch(card, bit, true)?;
+    // A read, so the writes above have reached the card: the figure is the trigger's alone.
+    card.read(pcie_msi::ENABLE)?;
+    let mark = card.device().time_mark()?;
     // Both ends from the backend's one clock: on the simulator, card time (the posted trigger
     // write leaves when time next runs, i.e. from `before`); on hardware, the host's clock.
     let before = card.device().clock_ns()?;
@@ -170,13 +187,18 @@ fn check_msi(card: &mut Card) -> CheckResult {
         ClockSource::Host => card.wait_interrupt_card_time(u32::MAX, Duration::from_millis(10))?,
     };
     let after = card.device().clock_ns()?;
+    let mode = card.device().time_mark()?.mode_since(&mark);
     let Some(irq) = irq else {
-        card.write(pcie_msi::ENABLE, 0)?;
-        return Ok(Err("no interrupt within 10 ms after the software trigger".to_string()));
+        found.restore(card)?;
+        return Ok(Err(format!("no interrupt within 10 ms after the software trigger ({mode} time)")));
     };
     let vector = card.read(pcie_msi::VECTOR)?;
-    card.write(pcie_msi::CLEAR, 1 << bit)?;
-    card.write(pcie_msi::ENABLE, 0)?;
+    // The card's part, from its own stamps: the trigger write entering the card (its request
+    // path) to the MSI handed to the PCIe core. No host time is in it, whatever the time mode.
+    // Read before any further write (the request path stamps every host write).
+    let card_part = card.read(pcie_msi::MSI_CYCLE)?.wrapping_sub(card.read(request_path::LAST_WRITE_CYCLE)?);
+    msi::clear_latched(card, bit)?;
+    found.restore(card)?;
     if vector & (1 << bit) == 0 {
         return Ok(Err(format!("interrupt arrived but pcie_msi.vector is 0x{vector:x}")));
     }
@@ -184,11 +206,20 @@ fn check_msi(card: &mut Card) -> CheckResult {
     let latency = match card.device().clock_source() {
         ClockSource::SimulatedCard => {
             let cycles = (ns as f64 * f64::from(card.identity().clock_hz) / 1e9).round();
-            format!("{cycles} card cycles ({ns} ns of card time, simulated)")
+            format!("{cycles} card cycles ({ns} ns of card time, {mode} time)")
         }
         ClockSource::Host => format!("{:.1} us of host time (CLOCK_MONOTONIC, includes the host's wake-up)", ns as f64 / 1e3),
     };
-    Ok(Ok(format!("MSI vector {} received {latency} after the trigger write was sent", irq.vector)))
+    let live = if mode == TimeMode::Live {
+        " (in live time the simulator ran while this process woke up: the host's wake-up is in that figure)"
+    } else {
+        ""
+    };
+    Ok(Ok(format!(
+        "MSI vector {} received {latency} after the trigger write was sent{live}; the card's part (trigger write at the card \
+         to MSI request, its own stamps): {card_part} cycles",
+        irq.vector
+    )))
 }
 
 fn check_ur(card: &mut Card) -> CheckResult {

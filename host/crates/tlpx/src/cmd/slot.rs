@@ -28,6 +28,8 @@ use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 use serde_json::json;
 use tlpx_device::card::{Card, Feature};
+use tlpx_device::lease::{self, Block, OwnerProcess};
+use tlpx_device::msi;
 use tlpx_device::spy::{Capture, Filters, Trigger, RECORD_BYTES};
 use tlpx_device::DmaBuffer;
 use tlpx_regs::{pcie_msi, slot as slot_regs};
@@ -86,6 +88,10 @@ pub struct RunArgs {
     /// Seed of `random` buffers [default: from the clock; printed, so a run can be repeated].
     #[arg(long, value_parser = crate::args::whole(0u64, u64::MAX), allow_negative_numbers = true)]
     seed: Option<u64>,
+    /// Run even when another process owns the slot (or a block a `write` line writes into):
+    /// the other session's command and checks may then fail (what it breaks is said).
+    #[arg(long)]
+    force: bool,
 }
 
 // The script -------------------------------------------------------------------------------
@@ -509,9 +515,69 @@ fn crc32(data: &[u8]) -> u32 {
 
 struct Buffers {
     held: Vec<(String, DmaBuffer)>,
+    /// Each buffer's CRC-32 as filled.
+    crcs: Vec<u32>,
 }
 
 impl Buffers {
+    /// Allocates and fills every buffer of `script`, in the script's order (the random fills
+    /// take the seeded generator's bytes in that order), before the session writes anything to
+    /// the card: a backend that cannot allocate (LitePCIe's driver owns its buffers) or a host
+    /// out of DMA memory stops the run with the card untouched. On an error the buffers
+    /// already allocated are freed.
+    fn allocate(card: &mut Card, script: &Script, rng: &mut rand_chacha::ChaCha8Rng) -> anyhow::Result<Buffers> {
+        let mut buffers = Buffers { held: Vec::new(), crcs: Vec::new() };
+        for step in &script.steps {
+            let Op::Buffer { name, size, fill } = &step.op else { continue };
+            let data: Vec<u8> = match fill {
+                Fill::Random => {
+                    let mut d = vec![0u8; *size];
+                    rng.fill_bytes(&mut d);
+                    d
+                }
+                Fill::Zero => vec![0; *size],
+                Fill::Byte(b) => vec![*b; *size],
+            };
+            let allocated = card.device().alloc_dma(*size).map_err(anyhow::Error::new).and_then(|buf| match buf.write_bytes(0, &data) {
+                Ok(()) => Ok(buf),
+                Err(e) => {
+                    let _ = card.device().free_dma(buf);
+                    Err(e.into())
+                }
+            });
+            match allocated {
+                Ok(buf) => {
+                    buffers.held.push((name.clone(), buf));
+                    buffers.crcs.push(crc32(&data));
+                }
+                Err(e) => {
+                    buffers.free(card);
+                    return Err(e.context(format!(
+                        "{} `{}`: allocating the buffer (before anything was written to the card)",
+                        step.place, step.text
+                    )));
+                }
+            }
+        }
+        Ok(buffers)
+    }
+
+    fn index(&self, name: &str) -> anyhow::Result<usize> {
+        self.held.iter().position(|(n, _)| n == name).ok_or_else(|| anyhow!("internal: buffer {name} was not allocated"))
+    }
+
+    /// Frees every buffer; the failures as text.
+    fn free(&mut self, card: &mut Card) -> Vec<String> {
+        let mut errors = Vec::new();
+        for (name, buf) in self.held.drain(..) {
+            if let Err(e) = card.device().free_dma(buf) {
+                errors.push(format!("{name}: {e}"));
+            }
+        }
+        self.crcs.clear();
+        errors
+    }
+
     fn get(&self, i: usize) -> &DmaBuffer {
         &self.held[i].1
     }
@@ -599,6 +665,14 @@ impl SlotCounters {
     }
 }
 
+/// Whether the accelerator is working (the DUT busy, its DMA or interrupt in flight).
+fn slot_busy(card: &mut Card) -> anyhow::Result<bool> {
+    Ok(slot_regs::status::BUSY.get(card.read(slot_regs::STATUS)?) != 0)
+}
+
+/// Wait slices the end of a session gives a command still running to end (100 ms of card time).
+const QUIET_SLICES: u32 = 2000;
+
 /// The MSI of the slot: LitePCIe's MSI block sends vector 0 for every source; the source is
 /// the bit of `pcie_msi.vector`.
 const MSI_WAIT_MASK: u32 = 1;
@@ -626,7 +700,6 @@ struct Runner<'a> {
     spy: Option<SpySession>,
     json: bool,
     seed: u64,
-    rng: rand_chacha::ChaCha8Rng,
     /// Every step's JSON record.
     records: Vec<serde_json::Value>,
     msis: u64,
@@ -683,31 +756,19 @@ impl Runner<'_> {
         let mut rec = json!({"line": step.place, "text": step.text, "run": step.expanded});
         match &step.op {
             Op::Buffer { name, size, fill } => {
-                let buf = self.card.device().alloc_dma(*size)?;
-                let data: Vec<u8> = match fill {
-                    Fill::Random => {
-                        let mut d = vec![0u8; *size];
-                        self.rng.fill_bytes(&mut d);
-                        d
-                    }
-                    Fill::Zero => vec![0; *size],
-                    Fill::Byte(b) => vec![*b; *size],
-                };
-                buf.write_bytes(0, &data)?;
+                // Allocated and filled before the session touched the card (Buffers::allocate).
+                let i = self.buffers.index(name)?;
+                let bus_addr = self.buffers.get(i).bus_addr;
+                let crc = self.buffers.crcs[i];
                 let fill_text = match fill {
                     Fill::Random => format!("random (seed {})", self.seed),
                     Fill::Zero => "zero".into(),
                     Fill::Byte(b) => format!("0x{b:02x}"),
                 };
-                self.say(format_args!(
-                    "    buffer {name}: {size} bytes at bus 0x{:x}, {fill_text}, crc32 0x{:08x}",
-                    buf.bus_addr,
-                    crc32(&data)
-                ));
-                rec["bus_addr"] = json!(buf.bus_addr);
+                self.say(format_args!("    buffer {name}: {size} bytes at bus 0x{bus_addr:x}, {fill_text}, crc32 0x{crc:08x}"));
+                rec["bus_addr"] = json!(bus_addr);
                 rec["size"] = json!(size);
-                rec["crc32"] = json!(crc32(&data));
-                self.buffers.held.push((name.clone(), buf));
+                rec["crc32"] = json!(crc);
             }
             Op::Write { target, value } => {
                 let reg = target.register().clone();
@@ -718,10 +779,7 @@ impl Runner<'_> {
                 }
                 let written = match target {
                     Target::Register(_) => v,
-                    Target::Field(_, f) => {
-                        let before = reg::read_number(self.card, &reg)?;
-                        (before & !f.mask()) | (v << f.shift)
-                    }
+                    Target::Field(_, f) => reg::field_write(&reg, f, reg::read_number(self.card, &reg)?, v),
                 };
                 reg::write_number(self.card, &reg, written)?;
                 reg::flush(self.card)?;
@@ -757,12 +815,13 @@ impl Runner<'_> {
                     if let Some(spy) = self.spy.as_mut() {
                         spy.poll(self.card)?;
                     }
-                    if got.is_some() {
-                        let vector = self.card.read(pcie_msi::VECTOR)?;
+                    // The slot's latched bit says its MSI came, also when another process's wait
+                    // took the interrupt itself (the simulator gives each to one waiter); with no
+                    // other source enabled, every MSI is the slot's (two share one latched bit).
+                    let vector = self.card.read(pcie_msi::VECTOR)?;
+                    if got.is_some() || vector & slot_bit() != 0 {
                         let enable = self.card.read(pcie_msi::ENABLE)?;
-                        // The slot's bit says it was the slot's; with no other source enabled,
-                        // every MSI is (two MSIs of the slot share one latched bit).
-                        if vector & slot_bit() != 0 || enable & !slot_bit() == 0 {
+                        if vector & slot_bit() != 0 || (got.is_some() && enable & !slot_bit() == 0) {
                             self.card.write(pcie_msi::CLEAR, slot_bit())?;
                             self.msis += 1;
                             let after = self.card.cycles()?.saturating_sub(start);
@@ -859,26 +918,51 @@ impl Runner<'_> {
         Ok(rec)
     }
 
-    /// Waits (a bounded time) for the slot's DMA counters to stand still, so that buffers the
-    /// accelerator may still be writing are not freed under it.
-    fn quiesce(&mut self) -> anyhow::Result<bool> {
-        let mut last = slot_counters(self.card)?;
-        let mut still = 0;
-        for _ in 0..2000 {
-            // The device's own idle: a Ctrl-C that ended the run must not end this bounded wait.
+    /// Waits at most `slices` wait slices (card time) for the accelerator to be quiet:
+    /// `slot.status.busy` low (the DUT idle, its DMA and interrupt done). True when it is.
+    fn wait_quiet(&mut self, slices: u32) -> anyhow::Result<bool> {
+        for _ in 0..slices {
+            if !slot_busy(self.card)? {
+                return Ok(true);
+            }
+            // The device's own idle: a Ctrl-C that ended the run must not end this bounded
+            // wait (the leases are refreshed between slices all the same).
+            self.card.keep_leases()?;
             self.card.device().idle(WAIT_SLICE)?;
             if let Some(spy) = self.spy.as_mut() {
                 spy.poll(self.card)?;
             }
-            let now = slot_counters(self.card)?;
-            let moving = now.dma_read_bytes != last.dma_read_bytes || now.dma_write_bytes != last.dma_write_bytes;
-            still = if moving { 0 } else { still + 1 };
-            if still >= 4 {
-                return Ok(true);
-            }
-            last = now;
         }
-        Ok(false)
+        slot_busy(self.card).map(|b| !b)
+    }
+
+    /// Before the buffers are freed: the accelerator quiet, so nothing of it reaches them
+    /// after. A command still running gets `QUIET_SLICES` of card time to end; then the slot's
+    /// lease is given back, which fences its DMA (the card refuses and cuts short every request
+    /// of the slot's mover until the DUT is quiet), and it gets as long again. Returns what
+    /// happened, for a note; None when it was quiet at once.
+    fn quiesce(&mut self, holds_slot: bool) -> anyhow::Result<Option<String>> {
+        if !slot_busy(self.card)? {
+            return Ok(None);
+        }
+        if self.wait_quiet(QUIET_SLICES)? {
+            return Ok(Some(
+                "the accelerator was still working when the session ended: it finished (slot.status.busy 0) before the buffers were freed"
+                    .into(),
+            ));
+        }
+        if !holds_slot {
+            return Ok(Some("the accelerator is still working (slot.status.busy 1) and this session does not own the slot (--force): its buffers are freed under it".into()));
+        }
+        self.card.release(Block::Slot)?;
+        let fenced = self.card.read(slot_regs::DMA_FENCED)?;
+        if self.wait_quiet(QUIET_SLICES)? {
+            return Ok(Some(format!(
+                "the accelerator was still working {} of card time after the session ended: the slot's lease was given back, which fenced its DMA, and it became quiet (slot.dma_fenced {fenced}) before the buffers were freed",
+                crate::output::ns_text((WAIT_SLICE * QUIET_SLICES).as_nanos() as f64)
+            )));
+        }
+        Ok(Some("the accelerator is still busy (slot.status.busy 1) with its DMA fenced: nothing of it reaches the freed buffers, but it holds a command it does not finish".into()))
     }
 }
 
@@ -921,7 +1005,7 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64 & 0xFFFF_FFFF)
     });
-    let mut session = Session::open(device)?;
+    let mut session = Session::open_observer(device)?;
     let targets: Vec<&RegDef> = script
         .steps
         .iter()
@@ -950,59 +1034,38 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
     // Ctrl-C ends the run between lines (or a wait within a slice), so the buffers are freed.
     crate::progress::install_stop_handler();
     let card = &mut session.card;
-    if waits_irq {
-        // The slot's MSI must be enabled (it is at reset; another tool may have masked it), its
-        // latched bit clear, and interrupts queued before the session dropped.
-        let enable = card.read(pcie_msi::ENABLE)?;
-        if enable & slot_bit() == 0 {
-            card.write(pcie_msi::ENABLE, enable | slot_bit())?;
-            if !json {
-                crate::outln!("# pcie_msi.enable had the slot's bit off: turned on");
-            }
+    // Host memory first: every buffer is allocated and filled before anything is written to
+    // the card, so a backend without per-line allocation (LitePCIe's driver) or a host out of
+    // DMA memory ends the run with the card untouched.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut buffers = Buffers::allocate(card, &script, &mut rng)?;
+    let owned = match own_the_slot(card, &script, args.force, waits_irq) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = buffers.free(card);
+            return Err(e);
         }
-        card.write(pcie_msi::CLEAR, slot_bit())?;
-        while card.device().wait_interrupt(MSI_WAIT_MASK, Duration::ZERO)?.is_some() {}
+    };
+    for n in &owned.notes {
+        if !json {
+            crate::outln!("# {n}");
+        }
     }
     let spy = match &args.spy {
-        Some(path) => {
-            card.require(Feature::Spy, "spy")?;
-            let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
-            let (filters, trigger) = (Filters::default(), Trigger::default());
-            let (mut header, _) = crate::cmd::spy::trace_header(&mut session, &filters, &trigger, time_mode)?;
-            // The DUT's registers from --regs: the trace names its window's accesses by them.
-            header.card.slot_registers = loaded
-                .map
-                .registers
-                .iter()
-                .filter(|r| r.owner == crate::regmap::Owner::Dut && r.region == info.dut_name)
-                .filter_map(|r| {
-                    let offset = r.offset.checked_sub(tlpx_regs::constants::SLOT_WINDOW_BASE)?;
-                    Some(tlpx_trace::SlotRegister { name: r.name.clone(), offset, size_bits: r.size_bits })
-                })
-                .collect();
-            let (mps, _) = session.mps_mrrs();
-            let card = &mut session.card;
-            let mut writer = TraceWriter::create(path, &header).map_err(|e| anyhow!("creating {}: {e}", path.display()))?;
-            writer.flush().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-            let capture = Capture::start_with_mps(card, SPY_RING_RECORDS, mps, &filters, &trigger)?;
-            Some(SpySession { path: path.clone(), writer, capture, batch: Vec::new() })
-        }
+        Some(path) => match start_spy(&mut session, path, &loaded, &info) {
+            Ok(spy) => Some(spy),
+            Err(e) => {
+                let card = &mut session.card;
+                let _ = buffers.free(card);
+                let _ = owned.restore(card);
+                return Err(e);
+            }
+        },
         None => None,
     };
     let card = &mut session.card;
     let before = slot_counters(card)?;
-    let mut runner = Runner {
-        card,
-        script: &script,
-        buffers: Buffers { held: Vec::new() },
-        spy,
-        json,
-        seed,
-        rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
-        records: Vec::new(),
-        msis: 0,
-        unwaited: Vec::new(),
-    };
+    let mut runner = Runner { card, script: &script, buffers, spy, json, seed, records: Vec::new(), msis: 0, unwaited: Vec::new() };
     let mut failure: Option<(String, anyhow::Error)> = None;
     for step in &runner.script.steps {
         if step.expanded == step.text {
@@ -1031,21 +1094,16 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             break;
         }
     }
-    // The end of every run, whatever happened: the card left as quiet as it can be made, the
-    // buffers freed, the trace finished.
+    // The end of every run, whatever happened: the accelerator quiet before its buffers are
+    // freed, the trace finished, the MSI enable as the session found it, the leases given back.
     let mut notes = Vec::new();
-    // Without buffers nothing of the host's can be written by a transfer still running.
-    if !runner.unwaited.is_empty() && !runner.buffers.held.is_empty() {
-        let quiet = runner.quiesce();
-        notes.push(format!(
-            "{} wrote to the card after the last completed wait: the accelerator may have been working when the session ended; {}",
-            runner.unwaited.join(", "),
-            match quiet {
-                Ok(true) => "its DMA counters (slot.dma_*_bytes) then stood still for 200 us of card time before the buffers were freed".to_string(),
-                Ok(false) => "its DMA counters were still moving after 100 ms of card time: it may still use buffers that are now freed".to_string(),
-                Err(e) => format!("its DMA counters could not be read ({e}): it may still use buffers that are now freed"),
-            }
-        ));
+    match runner.quiesce(owned.holds_slot) {
+        Ok(None) => {}
+        Ok(Some(what)) if runner.unwaited.is_empty() => notes.push(what),
+        Ok(Some(what)) => notes.push(format!("{} wrote to the card after the last completed wait; {what}", runner.unwaited.join(", "))),
+        Err(e) => {
+            notes.push(format!("whether the accelerator was quiet could not be read ({e:#}): it may still use buffers that are now freed"))
+        }
     }
     let after = slot_counters(runner.card);
     // MSIs that came and nobody waited for (a second interrupt of one command).
@@ -1063,14 +1121,12 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             Err(e) => notes.push(format!("the spy capture did not end cleanly: {e:#}")),
         }
     }
-    let mut freed_errors = Vec::new();
-    for (name, buf) in runner.buffers.held.drain(..) {
-        if let Err(e) = runner.card.device().free_dma(buf) {
-            freed_errors.push(format!("{name}: {e}"));
-        }
-    }
+    let freed_errors = runner.buffers.free(runner.card);
     if !freed_errors.is_empty() {
         notes.push(format!("freeing buffers failed: {}", freed_errors.join("; ")));
+    }
+    if let Err(e) = owned.restore(runner.card) {
+        notes.push(format!("the slot's MSI enable could not be put back as the session found it: {e:#}"));
     }
     let delta = after.as_ref().map(|a| a.since(&before)).ok();
     if json {
@@ -1083,9 +1139,10 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             "msis": runner.msis,
             "msis_not_waited_for": unclaimed,
             "slot_counters": delta,
+            "owned": {"slot": owned.holds_slot, "blocks": owned.others.iter().map(|b| b.name()).collect::<Vec<_>>()},
             "spy": trace.as_ref().map(|(p, (w, l))| json!({"output": p.display().to_string(), "records_written": w, "records_lost": l})),
             "failed": failure.as_ref().map(|(place, e)| json!({"line": place, "error": format!("{e:#}")})),
-            "notes": notes,
+            "notes": owned.notes.iter().chain(&notes).collect::<Vec<_>>(),
         });
         crate::output::print_json(&doc)?;
     } else {
@@ -1122,6 +1179,130 @@ fn run_script(args: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCo
             Err(e.context(place))
         }
     }
+}
+
+/// What a session owns and changed on the card before its first line, to give back at its end.
+struct Owned {
+    /// This session holds the slot's lease (not with --force while another session held it).
+    holds_slot: bool,
+    /// The other blocks its `write` lines write into, held for the session.
+    others: Vec<Block>,
+    /// The slot's MSI enable as the session found it (a script that waits for interrupts
+    /// turns it on), put back at the end.
+    msi: Option<msi::Found>,
+    /// What taking the slot did, said at the start.
+    notes: Vec<String>,
+}
+
+impl Owned {
+    fn restore(&self, card: &mut Card) -> anyhow::Result<()> {
+        if let Some(found) = &self.msi {
+            found.restore(card)?;
+        }
+        Ok(())
+    }
+}
+
+/// Waits at most `slices` wait slices of card time for `slot.status.busy` to fall.
+fn wait_slot_quiet(card: &mut Card, slices: u32) -> anyhow::Result<bool> {
+    for _ in 0..slices {
+        if !slot_busy(card)? {
+            return Ok(true);
+        }
+        card.idle(WAIT_SLICE)?;
+    }
+    Ok(!slot_busy(card)?)
+}
+
+/// Takes the slot for a session: its lease (a live owner refused, naming it, unless `force`;
+/// a dead one's command fenced and waited for, said), the leases of the blocks the script's
+/// `write` lines write into, an accelerator that is still busy with a command no one owns
+/// made quiet (the session never inherits another's command), and, for a script that waits
+/// for interrupts, the slot's MSI enabled, its latched bit and the queued interrupts dropped.
+fn own_the_slot(card: &mut Card, script: &Script, force: bool, waits_irq: bool) -> anyhow::Result<Owned> {
+    let mut owned = Owned { holds_slot: false, others: Vec::new(), msi: None, notes: Vec::new() };
+    match lease::owner(card, Block::Slot)? {
+        Some(o) if o.process != OwnerProcess::Gone => {
+            if !force {
+                return Err(anyhow::Error::new(tlpx_device::DeviceError::Busy { block: Block::Slot, owner: o.describe() }).context(
+                    format!("another session drives the accelerator; --force runs anyway (it breaks {})", Block::Slot.force_breaks()),
+                ));
+            }
+            eprintln!("tlpx: warning: --force: running while {} owns the slot: this breaks {}", o.describe(), Block::Slot.force_breaks());
+        }
+        _ => {
+            card.claim(Block::Slot)?;
+            owned.holds_slot = true;
+        }
+    }
+    owned.notes.extend(card.take_notes());
+    let blocks: Vec<Block> = script
+        .steps
+        .iter()
+        .filter_map(|s| match &s.op {
+            Op::Write { target, .. } => Some(reg::write_blocks(target.register())),
+            _ => None,
+        })
+        .flatten()
+        .filter(|b| *b != Block::Slot)
+        .fold(Vec::new(), |mut all, b| {
+            if !all.contains(&b) {
+                all.push(b);
+            }
+            all
+        });
+    owned.others = reg::write_leases(card, &blocks, "the script's write lines", force)?;
+    if owned.holds_slot && slot_busy(card)? && !wait_slot_quiet(card, QUIET_SLICES)? {
+        // A command nobody owns (a forced register write, a driver's): fenced by a lease
+        // ending while the DUT is busy, as a dead owner's is, then waited for.
+        card.release(Block::Slot)?;
+        card.claim(Block::Slot)?;
+        if !wait_slot_quiet(card, QUIET_SLICES)? {
+            bail!(
+                "the accelerator is busy (slot.status.busy) with a command this session did not start, and stays busy with its DMA fenced: \
+                 reset the card (restart tlpx-sim) before running a session"
+            );
+        }
+        owned.notes.push("the accelerator was busy with a command no session owned: its DMA was fenced and it is quiet now".into());
+    }
+    if waits_irq {
+        // The slot's MSI must be enabled (it is at reset; another tool may have masked it), its
+        // latched bit clear, and interrupts queued before the session dropped.
+        let bit = tlpx_regs::constants::MSI_SLOT as u32;
+        let found = msi::switch(card, bit, true)?;
+        if !found.was_on {
+            owned.notes.push("pcie_msi.enable had the slot's bit off: turned on for the session".into());
+        }
+        owned.msi = Some(found);
+        msi::clear_latched(card, bit)?;
+        while card.device().wait_interrupt(MSI_WAIT_MASK, Duration::ZERO)?.is_some() {}
+    }
+    Ok(owned)
+}
+
+/// Starts `--spy`'s capture: the trace's header (with the DUT's registers from --regs) and the
+/// spy's capture of the whole session.
+fn start_spy(
+    session: &mut Session,
+    path: &std::path::Path,
+    loaded: &reg::Loaded,
+    info: &crate::slot::SlotInfo,
+) -> anyhow::Result<SpySession> {
+    {
+        let card = &mut session.card;
+        card.require(Feature::Spy, "spy")?;
+    }
+    let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
+    let (filters, trigger) = (Filters::default(), Trigger::default());
+    let (mut header, _) = crate::cmd::spy::trace_header(session, &filters, &trigger, time_mode)?;
+    // The DUT's registers from --regs: the trace names its window's accesses by them.
+    header.card.slot_registers = reg::slot_registers(&loaded.map, &info.dut_name);
+    let (mps, _) = session.mps_mrrs();
+    let card = &mut session.card;
+    let mut writer = TraceWriter::create(path, &header).map_err(|e| anyhow!("creating {}: {e}", path.display()))?;
+    writer.flush().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    let capture = Capture::start_with_mps(card, SPY_RING_RECORDS, mps, &filters, &trigger)?;
+    Ok(SpySession { path: path.to_path_buf(), writer, capture, batch: Vec::new() })
 }
 
 #[cfg(test)]

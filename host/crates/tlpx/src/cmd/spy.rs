@@ -138,6 +138,11 @@ pub struct CaptureArgs {
     /// trace file (--output, which is written in any case) when the capture ends.
     #[arg(long, value_name = "OUT")]
     pcapng: Option<PathBuf>,
+    /// A card build's csr.json (as `tlpx reg --regs`): the accelerator's registers go into the
+    /// trace's header, so its log and every conversion name the host's accesses to them
+    /// (checked against the card's slot.dut_map_hash).
+    #[arg(long, value_name = "FILE")]
+    regs: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -326,7 +331,7 @@ impl Plan {
         check_output_file("--output", &a.output)?;
         if let Some(path) = &a.pcapng {
             check_output_file("--pcapng", path)?;
-            if path == &a.output || same_file(path, &a.output) {
+            if path == &a.output || crate::args::same_file(path, &a.output) {
                 bail!("--pcapng {}: that is the --output file {}; give the pcapng file another name", path.display(), a.output.display());
             }
         }
@@ -569,17 +574,27 @@ pub(crate) fn trace_header(
 
 fn capture(a: &CaptureArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let plan = Plan::parse(a)?;
+    // A bad --regs file is refused before the card is opened.
+    let loaded = crate::cmd::reg::load_map(a.regs.as_ref())?;
     let started = Instant::now();
     let mut session = Session::open_observer(device)?;
     let (mps, _) = session.mps_mrrs();
     session.card.require(Feature::Spy, "spy")?;
+    if a.regs.is_some() {
+        loaded.check(&mut session.card, &[])?;
+    }
     // Live time for the whole capture (it ends with this process's connection): the traffic
     // another process starts while this one sleeps between polls runs and is recorded.
     session.hold_live_time()?;
     let time_mode = session.environment.time_mode_at_start().unwrap_or(tlpx_device::TimeMode::Hardware);
     let clock_hz = u64::from(session.clock_hz);
     let link_model = session.link.as_ref().and_then(|l| l.model(false));
-    let (info, names) = trace_header(&mut session, &plan.filters, &plan.trigger, time_mode)?;
+    let (mut info, mut names) = trace_header(&mut session, &plan.filters, &plan.trigger, time_mode)?;
+    if a.regs.is_some() {
+        let dut = crate::slot::dut_name(&mut session.card)?;
+        info.card.slot_registers = crate::cmd::reg::slot_registers(&loaded.map, &dut);
+        names = names.map(|n| n.with_dut_registers(info.card.slot_registers.clone()));
+    }
     // The spy first: a capture refused because another owns the spy leaves --output as it was.
     session.card.claim(Block::Spy)?;
     for note in session.card.take_notes() {
@@ -960,16 +975,6 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 // Convert -------------------------------------------------------------------------------------
 
-/// Whether `a` and `b` name the same existing file (the same inode on the same device), however
-/// they are spelt: `./x`, a hard or symbolic link.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
 /// Writes a converter's output `out` (given with `flag`) from the trace `input`: checked as a
 /// capture checks its outputs (folder created, not a folder or a special file), refused when it
 /// is the input itself (which it would destroy), written into a temporary file beside it and
@@ -982,13 +987,15 @@ fn write_converted<T>(
     write: impl FnOnce(BufWriter<File>) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     check_output_file(flag, out)?;
-    if same_file(input, out) {
+    if crate::args::same_file(input, out) {
         bail!("{flag} {}: that is the trace being converted ({}); give the output another name", out.display(), input.display());
     }
     let name = out.file_name().map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
     let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let file =
         File::create(&tmp).map(BufWriter::new).with_context(|| format!("{flag} {}: cannot create {}", out.display(), tmp.display()))?;
+    // A second Ctrl-C (or SIGTERM) quits at once: it removes the temporary file first.
+    progress::partial_output(&tmp);
     let result = write(file).and_then(|v| {
         std::fs::rename(&tmp, out).with_context(|| format!("{flag} {}: cannot rename {} to it", out.display(), tmp.display()))?;
         Ok(v)
@@ -996,12 +1003,57 @@ fn write_converted<T>(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    progress::forget_partial(&tmp);
     result
+}
+
+/// A trace file's bytes for a conversion that a signal (Ctrl-C, SIGTERM, SIGHUP) coming after
+/// it began ends: the next read fails, the conversion stops, its partial output is removed.
+struct StopOnSignal {
+    file: File,
+    signals_at_start: u32,
+}
+
+impl std::io::Read for StopOnSignal {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if progress::signals() > self.signals_at_start {
+            // Not ErrorKind::Interrupted: read_exact would retry that.
+            return Err(std::io::Error::other("stopped by a signal (Ctrl-C, SIGTERM or SIGHUP)"));
+        }
+        self.file.read(buf)
+    }
+}
+
+impl std::io::Seek for StopOnSignal {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.seek(pos)
+    }
+}
+
+/// Opens the trace at `path` for a conversion: a regular file (a trace is read with seeks,
+/// from its end too: /dev/zero or a FIFO are refused, not read or waited for without end),
+/// read through [`StopOnSignal`].
+fn open_trace(path: &std::path::Path) -> anyhow::Result<TraceReader<std::io::BufReader<StopOnSignal>>> {
+    crate::input::regular_file(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    progress::install_stop_handler();
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let inner = std::io::BufReader::with_capacity(1 << 16, StopOnSignal { file, signals_at_start: progress::signals() });
+    TraceReader::new(inner).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// The exit of a conversion that failed: 130 when a signal stopped it (said, no output),
+/// else the error.
+fn conversion_failed(e: anyhow::Error, signals_at_start: u32) -> anyhow::Result<ExitCode> {
+    if progress::signals() > signals_at_start {
+        eprintln!("tlpx: conversion stopped by a signal; no output was written ({e:#})");
+        return Ok(ExitCode::from(progress::INTERRUPTED_EXIT));
+    }
+    Err(e)
 }
 
 /// Converts the trace at `trace` to pcapng at `out`; returns the packets written.
 fn write_pcapng(trace: &std::path::Path, out: &std::path::Path) -> anyhow::Result<u64> {
-    let reader = TraceReader::open(trace).map_err(|e| anyhow!("{}: {e}", trace.display()))?;
+    let reader = open_trace(trace)?;
     write_converted("--pcapng", trace, out, |file| {
         tlpx_trace::pcapng::trace_to_pcapng(reader, file).map_err(|e| anyhow!("writing {} from {}: {e}", out.display(), trace.display()))
     })
@@ -1011,7 +1063,15 @@ fn convert(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
     if a.csv.is_none() && a.vcd.is_none() && a.pcapng.is_none() && !a.log {
         bail!("say what to write: --csv OUT, --vcd OUT, --pcapng OUT or --log");
     }
-    let reader = TraceReader::open(&a.file).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
+    let signals_at_start = progress::signals();
+    match convert_trace(a, json) {
+        Ok(code) => Ok(code),
+        Err(e) => conversion_failed(e, signals_at_start),
+    }
+}
+
+fn convert_trace(a: &ConvertArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let reader = open_trace(&a.file)?;
     let input = &a.file;
     let failed = |e: tlpx_trace::TraceError| anyhow!("{}: {e}", input.display());
     let (what, rows) = if let Some(out) = &a.csv {

@@ -33,7 +33,7 @@ use crate::session::Session;
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// Blocks to stop and free: generator, spy, irq_timer (irq), rt_loop (loop),
-    /// rule30_batch (rule30), cpu, or all.
+    /// rule30_batch (rule30), cpu, slot (the accelerator: its DMA fenced until it is quiet), or all.
     #[arg(required = true, value_name = "BLOCK")]
     blocks: Vec<String>,
 }

@@ -420,6 +420,8 @@ pub struct Diff {
     pub rows: Vec<Row>,
     /// Rows that changed.
     pub changed: usize,
+    /// Rows with a value in both documents: the figures compared (the others are only in one).
+    pub compared: usize,
 }
 
 /// Why two documents cannot be compared figure by figure.
@@ -468,7 +470,8 @@ pub fn compare(a: &AnyResult, b: &AnyResult, threshold: f64, accept_clocks: bool
         }
     }
     let changed = rows.iter().filter(|r| r.changed).count();
-    Ok(Diff { kind: a.kind(), threshold, context, clocks_differ: mismatch.is_some(), rows, changed })
+    let compared = rows.iter().filter(|r| r.a.is_some() && r.b.is_some()).count();
+    Ok(Diff { kind: a.kind(), threshold, context, clocks_differ: mismatch.is_some(), rows, changed, compared })
 }
 
 fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {

@@ -47,3 +47,33 @@ pub fn repeated_colours(svg: &str) -> Vec<String> {
     }
     out
 }
+
+/// The repository's root (tests find the cards, the accelerators' scripts under it).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+/// The card build with pci_epf_test in its slot (placement bar0); fails (does not skip) when
+/// it is not built.
+pub fn dut_card() -> PathBuf {
+    let dir = repo_root().join("build/card/dw64-pci_epf_test");
+    let lib = dir.join("libtlpxcard.so");
+    assert!(
+        lib.exists() && dir.join("csr.json").exists(),
+        "{} is missing: build the card with the pci_epf_test DUT (`make test` does; by hand: \
+         PYTHONPATH=gateware .venv/bin/python -m tlpx_gateware.build --data-width 64 \
+         --dut accelerators/pci_epf_test/dut.toml --output-root build/card)",
+        lib.display()
+    );
+    lib
+}
+
+/// That card build's csr.json (`--regs`).
+pub fn epf_regs() -> String {
+    repo_root().join("build/card/dw64-pci_epf_test/csr.json").display().to_string()
+}
+
+/// A session script of accelerators/pci_epf_test/.
+pub fn epf_script(name: &str) -> String {
+    repo_root().join("accelerators/pci_epf_test").join(name).display().to_string()
+}
