@@ -17,7 +17,9 @@ if grep -rnF "$PWD/" docs README.md || grep -rnE '(^|[ (`])/(work|home|root|User
 fi
 
 echo "== gateware tests (pytest)"
-.venv/bin/python -m pytest -q gateware/tlpx_gateware
+# One worker per core, one test file per worker (--dist loadfile): a file's module fixtures (the
+# slot's and the DUTs' cards, the board projects) are built once, by one worker.
+.venv/bin/python -m pytest -q -n "$(nproc)" --dist loadfile gateware/tlpx_gateware
 
 echo "== dashboards: Grafana's dashboard-linter rules, PromQL through promql-parser and promtool, key panels on synthetic series (pytest)"
 .venv/bin/python -m pytest -q dashboards/tests

@@ -331,6 +331,9 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
         "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
         "-Wno-fatal", "-Wno-WIDTH", "-Wno-COMBDLY", "-Wno-INITIALDLY", "-Wno-CASEINCOMPLETE",
         "-Wno-UNOPTFLAT", "-Wno-STMTDLY",
+        # A register written from two always blocks (two clock domains) is what Vivado refuses
+        # as a multi-driven net: no card is built with one.
+        "-Werror-MULTIDRIVEN",
         *(["--trace"] if trace else []),
     ], env)
     flags_info = {"compiler": tc.kind, "cxx": tc.cxx, "version": tc.version, "opt": "-O3", "pgo": "off"}

@@ -411,6 +411,13 @@ class TlpxCard(SoCMini):
             ]
             ClockDomainsRenamer("dma")(endpoint.crossbar)
             ClockDomainsRenamer("dma")(dma)
+            # LitePCIe's reader and writer write their own enable CSR (bit 1: "idle") from
+            # their logic, now in `dma`, while LiteX's CSR bank writes the same register from
+            # `sys`: two always blocks driving one register (Verilator's MULTIDRIVEN; Vivado
+            # refuses a multi-driven net). The two storages' write logic joins their logic in
+            # `dma` (the same clock; the guard's reset already clears them, as before).
+            for enable in (dma.reader._enable, dma.writer._enable):
+                ClockDomainsRenamer("dma")(enable)
 
         if tlpx_blocks:
             # The spy's records into the DMA writer (spy control.to_dma_writer; the writer takes

@@ -104,7 +104,7 @@ def build_model(files, build_dir, waves=False):
            "-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator",
            "--timescale", "1ns/1ps", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
            "-Wno-fatal", "-Wno-WIDTH", "-Wno-COMBDLY", "-Wno-INITIALDLY", "-Wno-CASEINCOMPLETE",
-           "-Wno-UNOPTFLAT", "-Wno-STMTDLY", "-Wno-PINMISSING", "-Wno-MULTIDRIVEN",
+           "-Wno-UNOPTFLAT", "-Wno-STMTDLY", "-Wno-PINMISSING", "-Werror-MULTIDRIVEN",
            *(["--trace"] if waves else []), str(verilator_cpp), *map(str, files)]
     for step in (cmd, ["make", "-j2", "-C", str(build_dir), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}"]):
         proc = subprocess.run(step, capture_output=True, text=True)
