@@ -132,7 +132,11 @@ def design_files(board, variant):
                 raise ValueError(f"{special.of} is instantiated twice with different parameters")
     if stubs:
         files["blackboxes.v"] = "".join(stubs[k] for k in sorted(stubs))
-    return files, {"files": vendor, "tops": vendor_tops}
+    # The pre-pass reads the vendor's files and the card's own Verilog beside them: a vendor
+    # module tlpx replaces (the KCU105's CC adapter, corrected in targets/litepcie_us.py) is
+    # defined there, and must not become a black box that redefines it.
+    own = sorted(n for n in getattr(soc, "verilog_sources", {}) if n not in vendor)
+    return files, {"files": vendor + own, "tops": vendor_tops}
 
 
 def _parameter(value):
