@@ -86,3 +86,13 @@ def test_the_kcu105_black_boxes_are_the_hard_ip_alone(tmp_path):
         (tmp_path / name).write_text(text)
     stubs = timing.derive_stubs(files, vendor, tmp_path)
     assert re.findall(r"^module (\w+)", stubs, re.M) == ["pcie_us"]
+
+
+def test_the_kcu105_reference_is_litepcies_own_phy():
+    """The reference is LitePCIe's design as LiteX builds it: its stock UltraScale PHY, not the
+    card's with the corrected CC adapter (whose replacement file the reference does not carry:
+    Yosys stopped on its parameters)."""
+    from litepcie.phy.uspciephy import USPCIEPHY
+    from tlpx_gateware.targets import BOARDS
+    soc = timing.litepcie_reference(BOARDS["kcu105"])
+    assert type(soc.pcie_phy) is USPCIEPHY

@@ -82,6 +82,7 @@ def _elaborate(board, variant):
 def litepcie_reference(board):
     """LitePCIe's own design on the board (see the module's docstring)."""
     from litex.soc.integration.soc_core import SoCMini
+    from litepcie.phy.uspciephy import USPCIEPHY
     from tlpx_gateware.targets.board import BoardCRG
 
     class LitePCIeReference(SoCMini):
@@ -90,8 +91,11 @@ def litepcie_reference(board):
             # No identifier ROM (its date would change the netlist) and no controller, as the card.
             SoCMini.__init__(self, platform, clk_freq=board.clock_hz, csr_data_width=32, ident="", with_ctrl=False)
             self.crg = BoardCRG(platform, board, board.clock_hz)
+            # LitePCIe's own PHY: on UltraScale its stock CC adapter, not the card's corrected one
+            # (targets/litepcie_us.py), which is tlpx's code.
+            stock = USPCIEPHY if board.family == "ultrascale" else None
             self.pcie_phy = board.vendor_phy(platform, platform.request(board.pcie_pads), board.data_width,
-                                             board.clock_hz, bar0_size=0x100000)
+                                             board.clock_hz, bar0_size=0x100000, phy_class=stock)
             self.add_pcie(phy=self.pcie_phy, ndmas=1, address_width=32)
 
     soc = LitePCIeReference()
