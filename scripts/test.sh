@@ -20,7 +20,7 @@ if grep -rnF "$PWD/" docs README.md || grep -rnE '(^|[ (`])/(work|home|root|User
 fi
 
 stage "gateware tests (pytest)"
-# One worker per core, one test file per worker (--dist loadfile): a file's module fixtures (the
+# One worker per core, each test file on one worker (--dist loadfile): a file's module fixtures (the
 # slot's and the DUTs' cards, the board projects) are built once, by one worker.
 .venv/bin/python -m pytest -q -n "$(nproc)" --dist loadfile gateware/tlpx_gateware
 

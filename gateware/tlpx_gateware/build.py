@@ -315,7 +315,8 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
     sources = [*verilog, output / "build_info.h", SIM_DIR / "tlpx_card.cpp", SIM_DIR / "tlpx_card.h",
                *([SIM_DIR / "tlpx_trainer.cpp"] if pgo else [])]
     stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources) +
-                           f"{data_width}{trace}|{tc.kind}|{tc.version}|pgo={pgo}|{BUILD_RECIPE}".encode()).hexdigest()
+                           f"{data_width}{trace}|{tc.kind}|{tc.version}|pgo={pgo}|{BUILD_RECIPE}|"
+                           f"{' '.join(VERILATOR_FLAGS)}".encode()).hexdigest()
     stamp_file = output / ".verilated"
     lib = output / "libtlpxcard.so"
     if lib.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
@@ -327,13 +328,7 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
             shutil.rmtree(d)
     run([
         str(root / "bin" / "verilator"), "--cc", *map(str, verilog),
-        "--top-module", "tlpx_card", "--Mdir", str(obj_dir),
-        "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
-        "-Wno-fatal", "-Wno-WIDTH", "-Wno-COMBDLY", "-Wno-INITIALDLY", "-Wno-CASEINCOMPLETE",
-        "-Wno-UNOPTFLAT", "-Wno-STMTDLY",
-        # A register written from two always blocks (two clock domains) is what Vivado refuses
-        # as a multi-driven net: no card is built with one.
-        "-Werror-MULTIDRIVEN",
+        "--top-module", "tlpx_card", "--Mdir", str(obj_dir), *VERILATOR_FLAGS,
         *(["--trace"] if trace else []),
     ], env)
     flags_info = {"compiler": tc.kind, "cxx": tc.cxx, "version": tc.version, "opt": "-O3", "pgo": "off"}
@@ -365,8 +360,17 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
     return True
 
 
-# Changes whenever the recipe above changes what it builds (part of the stamp).
+# Changes whenever the recipe above changes what it builds (part of the stamp, with the flags).
 BUILD_RECIPE = "make-O3-gnu++17-pgo1"
+# Verilator's flags for every card (part of the stamp: a change rebuilds the cards).
+VERILATOR_FLAGS = (
+    "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
+    "-Wno-fatal", "-Wno-WIDTH", "-Wno-COMBDLY", "-Wno-INITIALDLY", "-Wno-CASEINCOMPLETE",
+    "-Wno-UNOPTFLAT", "-Wno-STMTDLY",
+    # A register written from two always blocks (two clock domains) is what Vivado refuses
+    # as a multi-driven net: no card is built with one.
+    "-Werror-MULTIDRIVEN",
+)
 
 
 def run(cmd, env):

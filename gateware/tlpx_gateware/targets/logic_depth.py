@@ -15,8 +15,14 @@ What is counted (the rules the report quotes):
   synchronous R/S are endpoints; the asynchronous CLR/PRE are not timing paths of the clock),
   shift-register LUTs (SRL16E, SRLC32E), distributed RAM (RAM32M, RAM64M, RAM32X1D, ...: the
   write port's pins are endpoints, the contents are launched by the write clock), block RAM
-  and DSP slices (RAMB18/36, DSP48: every input is an endpoint, every output a start; logic
-  inside a DSP with registers bypassed is not seen).
+  (RAMB18/36: every input is an endpoint, every output a start), and the registers of a DSP
+  slice (DSP48E1/E2, from its *REG parameters: an input behind its own register, behind
+  the multiplier's MREG or the output's PREG is an endpoint; the outputs are starts where
+  any register drives them).
+- A DSP slice with registers bypassed is combinational: its unregistered inputs reach its
+  outputs through one DSP level, counted with the LUT levels (a multiply through a DSP
+  takes several LUT levels' time; the figure names the DSPs so they are seen). Yosys maps a
+  32-bit multiply to several DSPs in cascade (PCOUT -> PCIN): each is a level.
 - Between them it crosses LUT1..LUT6 and INV (one LUT level each), MUXF7/8/9 (one level each,
   as Vivado counts them), CARRY4/CARRY8 (one carry cell each, with the carry's per-bit arcs:
   output bit k depends on inputs 0..k only), and the asynchronous read of a distributed RAM or
@@ -94,10 +100,22 @@ LUTRAMS = {
     "RAM128X1S": _ram_x1s(128),
     "RAM256X1S": _ram_x1s(256),
 }
-# Block RAM and DSP: every input an endpoint, every output a start, in the domain of its clock
-# pins (a block RAM with two different clocks: each port's pins in its own clock's domain).
+# Block RAM: every input an endpoint, every output a start, in the domain of its clock pins (a
+# block RAM with two different clocks: each port's pins in its own clock's domain).
 BRAMS = {"RAMB18E1", "RAMB36E1", "RAMB18E2", "RAMB36E2", "FIFO18E1", "FIFO36E1", "FIFO18E2", "FIFO36E2", "URAM288"}
 DSPS = {"DSP48E1", "DSP48E2"}
+# A DSP slice's data and control inputs and the parameter of the register each can pass
+# (UG479/UG579); inputs without one (the cascade and PCIN) reach the ALU and then PREG.
+DSP_INPUT_REGISTER = {
+    "A": "AREG", "ACIN": "AREG", "B": "BREG", "BCIN": "BREG", "C": "CREG", "D": "DREG",
+    "OPMODE": "OPMODEREG", "ALUMODE": "ALUMODEREG", "INMODE": "INMODEREG",
+    "CARRYIN": "CARRYINREG", "CARRYINSEL": "CARRYINSELREG",
+    "PCIN": None, "CARRYCASCIN": None, "MULTSIGNIN": None,
+}
+# Inputs that pass the multiplier (and so its MREG) on their way to P.
+DSP_MULTIPLIER_INPUTS = {"A", "ACIN", "B", "BCIN", "D", "INMODE"}
+# The A and B cascade outputs come from the A and B input paths, not from P.
+DSP_CASCADE_OUTPUTS = {"ACOUT": ("A", "ACIN"), "BCOUT": ("B", "BCIN")}
 # Global clock buffers (and input buffers) followed back to find and name a clock; they carry no
 # data path.
 CLOCK_BUFFERS = {"BUFG": "I", "BUFGCE": "I", "BUFH": "I", "BUFHCE": "I", "IBUF": "I", "IBUFG": "I"}
@@ -117,24 +135,29 @@ class Levels:
     lut:   int = 0   # LUT1..6, INV, distributed-RAM / SRL reads
     muxf:  int = 0   # MUXF7/8/9
     carry: int = 0   # CARRY4 / CARRY8
+    dsp:   int = 0   # DSP48E1/E2 crossed with their registers bypassed
 
     def __add__(self, other):
-        return Levels(self.lut + other.lut, self.muxf + other.muxf, self.carry + other.carry)
+        return Levels(self.lut + other.lut, self.muxf + other.muxf, self.carry + other.carry,
+                      self.dsp + other.dsp)
 
     @property
     def lut_levels(self):
-        """LUT levels: LUTs and the wide-function muxes after them (MUXF7/8/9)."""
-        return self.lut + self.muxf
+        """LUT levels: LUTs, the wide-function muxes after them (MUXF7/8/9) and combinational
+        DSPs (each slower than a LUT: counting it as one level understates it)."""
+        return self.lut + self.muxf + self.dsp
 
     @property
     def total(self):
         """Vivado's "Logic Levels": every cell on the path."""
-        return self.lut + self.muxf + self.carry
+        return self.lut + self.muxf + self.carry + self.dsp
 
     def text(self):
         parts = [f"{self.lut} LUT"]
         if self.muxf:
             parts.append(f"{self.muxf} MUXF")
+        if self.dsp:
+            parts.append(f"{self.dsp} DSP")
         parts.append(f"{self.carry} carry")
         return " + ".join(parts)
 
@@ -145,7 +168,7 @@ METRICS = {
     "by_lut":    lambda v: (v.lut_levels, v.carry),
     "by_levels": lambda v: (v.total, v.lut_levels),
 }
-WEIGHT = {"lut": Levels(lut=1), "muxf": Levels(muxf=1), "carry": Levels(carry=1)}
+WEIGHT = {"lut": Levels(lut=1), "muxf": Levels(muxf=1), "carry": Levels(carry=1), "dsp": Levels(dsp=1)}
 
 
 @dataclass
@@ -253,8 +276,11 @@ def _bram_port_clock(cell, pin):
         if pin.startswith(("DI", "WE", "ADDRBWRADDR", "ENBWREN", "ADDRENB")):
             return "CLKBWRCLK"
         return "CLKARDCLK"
+    # Port A's pins: the 7-series names (DIADI, DOADO, ...) and UltraScale's (DINADIN,
+    # DOUTADOUT, the A cascade pins).
     port_a = re.match(r"(ADDRARDADDR|ADDRENA|CASDIMUXA|CASDOMUXA|CASOREGIMUXA|CASOREGIMUXEN_A|CASDOMUXEN_A|"
-                      r"DIADI|DIPADIP|DOADO|DOPADOP|ENARDEN|REGCEAREGCE|RSTRAMARSTRAM|RSTREGARSTREG|WEA|"
+                      r"DIADI|DIPADIP|DOADO|DOPADOP|DINADIN|DINPADINP|DOUTADOUT|DOUTPADOUTP|"
+                      r"CASDINA|CASDINPA|CASDOUTA|CASDOUTPA|ENARDEN|REGCEAREGCE|RSTRAMARSTRAM|RSTREGARSTREG|WEA|"
                       r"CLKARDCLK|CASINSBITERR|CASINDBITERR)", pin)
     return "CLKARDCLK" if port_a else "CLKBWRCLK"
 
@@ -288,16 +314,14 @@ class Graph:
                 for address, data in reads.items():
                     for out in data:
                         self._arc(name, cell, out, list(address), "lut")
-            elif t in BRAMS or t in DSPS:
+            elif t in DSPS:
+                self._dsp(name, cell)
+            elif t in BRAMS:
                 directions = cell["port_directions"]
                 clocks = {p for p in directions if p in ("CLK", "CLKARDCLK", "CLKBWRCLK", "WRCLK", "RDCLK")}
                 inputs = [p for p, d in directions.items() if d == "input" and p not in clocks]
                 outputs = [p for p, d in directions.items() if d == "output"]
-                if t in DSPS:
-                    clock_of = lambda pin: "CLK"
-                else:
-                    clock_of = lambda pin, cell=cell: _bram_port_clock(cell, pin)
-                self._sequential(name, cell, clock_of, inputs, outputs)
+                self._sequential(name, cell, lambda pin, cell=cell: _bram_port_clock(cell, pin), inputs, outputs)
             elif t in BOUNDARY or t == "$scopeinfo":
                 pass
             elif t in netlist.blackboxes:
@@ -329,6 +353,36 @@ class Graph:
                 bits = _bits(cell, port)
                 if k < len(bits) and isinstance(bits[k], int):
                     self.arcs.setdefault(bits[k], []).append((name, WEIGHT["carry"], inputs))
+
+    def _dsp(self, name, cell):
+        """A DSP slice: the inputs its registers capture are endpoints, the outputs its
+        registers drive are starts, and an input with no register between it and an output
+        reaches that output through one DSP level."""
+        params = cell.get("parameters", {})
+        reg = lambda p: p is not None and (_param_int(params.get(p)) or 0) > 0
+        multiply = str(params.get("USE_MULT", "MULTIPLY")).strip() != "NONE"
+        preg, mreg = reg("PREG"), reg("MREG") and multiply
+        directions = cell["port_directions"]
+        cut = {}          # input port -> a register captures it before P
+        for port, register in DSP_INPUT_REGISTER.items():
+            if port in directions:
+                cut[port] = reg(register) or (mreg and port in DSP_MULTIPLIER_INPUTS) or preg
+        registered = preg or mreg or any(reg(p) for p in set(DSP_INPUT_REGISTER.values()) - {None})
+        endpoints = [p for p, c in cut.items() if c]
+        if registered:
+            # Clock enables and resets act on the registers only.
+            endpoints += [p for p, d in directions.items() if d == "input" and p.startswith(("CE", "RST"))]
+        outputs = [p for p, d in directions.items() if d == "output"]
+        # The outputs are launched by the slice's registers where it has any (an output also
+        # reached combinationally from an unregistered input gets both).
+        self._sequential(name, cell, lambda pin: "CLK", endpoints, outputs if registered else [])
+        for out in outputs:
+            sources = DSP_CASCADE_OUTPUTS.get(out, tuple(cut))
+            if out in DSP_CASCADE_OUTPUTS and reg(DSP_INPUT_REGISTER[sources[0]]):
+                continue
+            free = [p for p in sources if p in cut and not cut[p]]
+            if free:
+                self._arc(name, cell, out, free, "dsp")
 
     def _sequential(self, name, cell, clock_of, endpoints, outputs):
         t = cell["type"]
@@ -473,6 +527,10 @@ def deepest_paths(netlist, preferred=("sys", "pcie"), graph=None):
     domains = []
     for root in sorted(graph.elements, key=lambda b: clock_name(netlist, graph.clock_nets[b], preferred)):
         name, aliases = clock_name(netlist, graph.clock_nets[root], preferred)
+        # Results are keyed by the domain's name: two clock nets of one name would merge.
+        if any(d.name == name for d in domains):
+            raise NetlistError(f"two clock nets are both named {name!r} (nets {graph.clock_nets[root]} and "
+                               f"{next(d.clock for d in domains if d.name == name)}): the domains cannot be told apart")
         result = Domain(clock=root, name=name, aliases=aliases, elements=graph.elements[root], endpoints=0)
         for metric in METRICS:
             paths = endpoint_paths(graph, root, metric)

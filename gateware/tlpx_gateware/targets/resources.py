@@ -315,7 +315,7 @@ def main(argv=None):
                     timing_results[key[1:]] = r
                     deepest = {d["domain"]: d["by_lut"] for d in r["domains"] if d["by_lut"]}
                     print(f"resources: timing {key[1]:9} {key[2]:9} {r['seconds']:6.1f} s  " +
-                          " ".join(f"{n}={p['lut'] + p['muxf']}L+{p['carry']}C" for n, p in sorted(deepest.items())),
+                          " ".join(f"{n}={timing._levels(p).lut_levels}L+{p['carry']}C" for n, p in sorted(deepest.items())),
                           flush=True)
                     continue
                 results[key] = r
@@ -330,7 +330,7 @@ def main(argv=None):
         print("resources: subset of rows: report not written", file=sys.stderr)
         return 0
     command = "PYTHONHASHSEED=0 python -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths " + \
-        ",".join(map(str, widths)) + ("" if set(boards) == set(BOARDS) else " --boards " + ",".join(boards))
+        ",".join(map(str, widths)) + ("" if set(boards) == set(BOARDS) else " --boards " + (",".join(boards) or "none"))
     # A subset of boards (--boards) is reported as such: the others are named as not measured.
     timing_lines, unexplained = timing.report_section(timing_results, [b for b in board_names() if b in boards],
                                                       {b: BOARDS[b].title for b in BOARDS},

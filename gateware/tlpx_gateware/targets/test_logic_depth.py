@@ -190,3 +190,66 @@ def test_synthesised_adder_carry_chain(tmp_path, family):
     assert {t for _, t, _ in domains["a"].by_levels.cells} == {"CARRY4", "LUT2"} | ({"LUT1"} if a.lut > 1 else set())
     # b: a 6-input AND of registers is one LUT6, at least one level and no carry.
     assert domains["b"].by_lut.levels.carry == 0 and domains["b"].by_lut.levels.lut_levels >= 1
+
+
+def test_dsp_slices_by_their_registers(tmp_path):
+    """A DSP48E1 with every register bypassed is a level on the path through it (the figure
+    names it); one with AREG/BREG and PREG set ends the path at its inputs and starts one at P;
+    one without a clock at all (what Yosys makes of a multiply it cannot pack registers into)
+    is still walked through."""
+    def dsp(name, params, clock, a, b, p):
+        ps = ", ".join(f".{k}({v})" for k, v in params.items())
+        clk = f".CLK({clock}), " if clock else ""
+        return (f"  wire [47:0] {p}; DSP48E1 #({ps}) u_{name} ({clk}.A({a}), .B({b}), .C(48'b0), .D(25'b0),"
+                f" .OPMODE(7'b0000101), .ALUMODE(4'b0), .INMODE(5'b0), .CARRYIN(1'b0), .CARRYINSEL(3'b0),"
+                f" .CEA1(1'b1), .CEA2(1'b1), .CEB1(1'b1), .CEB2(1'b1), .CEP(1'b1), .CEM(1'b1), .P({p}));\n")
+    bypassed = {k: 0 for k in ("AREG", "BREG", "CREG", "DREG", "ADREG", "MREG", "PREG", "ACASCREG", "BCASCREG",
+                               "OPMODEREG", "ALUMODEREG", "INMODEREG", "CARRYINREG", "CARRYINSELREG")}
+    registered = {**bypassed, "AREG": 1, "BREG": 1, "ACASCREG": 1, "BCASCREG": 1, "PREG": 1}
+    v = ["module hand(input c_pad, output [2:0] o);\n",
+         "  wire c_clk; BUFG u_b (.I(c_pad), .O(c_clk));\n",
+         _ff("src", "c_clk", "1'b0")]
+    v.append("  wire l1; LUT1 #(.INIT(2'b10)) u_l1 (.I0(src_q), .O(l1));\n")
+    # src -> LUT -> combinational DSP (no clock) -> combinational DSP (clocked, all bypassed) -> LUT -> comb_q
+    v.append(dsp("d1", bypassed, None, "{29'b0, l1}", "{17'b0, l1}", "p1"))
+    v.append(dsp("d2", bypassed, "c_clk", "p1[29:0]", "p1[17:0]", "p2"))
+    v.append("  wire l2; LUT1 #(.INIT(2'b10)) u_l2 (.I0(p2[0]), .O(l2));\n")
+    v.append(_ff("comb", "c_clk", "l2"))
+    # src -> LUT -> registered DSP: the path ends at A; P starts a new one (P -> LUT -> reg_q).
+    v.append(dsp("d3", registered, "c_clk", "{29'b0, l1}", "18'b0", "p3"))
+    v.append("  wire l3; LUT1 #(.INIT(2'b10)) u_l3 (.I0(p3[0]), .O(l3));\n")
+    v.append(_ff("reg", "c_clk", "l3"))
+    v.append("  assign o = {comb_q, reg_q, src_q};\nendmodule\n")
+    data = _yosys(tmp_path, "".join(v), "read_verilog -lib +/xilinx/cells_sim.v; hierarchy -top hand; proc; opt_clean", "hand")
+    graph = logic_depth.Graph(Netlist.from_json(data, "hand"))
+    (c,) = deepest_paths(graph.n, graph=graph)
+    # By the capturing cell (the registers' nets are also the output's bits, named o[...]).
+    by_end = {p.end.cell: p for p in logic_depth.endpoint_paths(graph, c.clock, "by_lut") if p.end.pin == "D"}
+    assert by_end["u_comb"].levels == Levels(lut=2, dsp=2)
+    assert by_end["u_comb"].levels.lut_levels == 4 and "2 DSP" in by_end["u_comb"].levels.text()
+    assert [t for _, t, _ in by_end["u_comb"].cells] == ["LUT1", "DSP48E1", "DSP48E1", "LUT1"]
+    assert by_end["u_comb"].start.cell == "u_src"
+    # The registered slice: its A input is an endpoint one LUT from src, P launches reg_q's path.
+    assert by_end["u_reg"].levels == Levels(lut=1) and by_end["u_reg"].start.cell == "u_d3"
+    at_d3 = {p.end.pin: p for p in logic_depth.endpoint_paths(graph, c.clock, "by_lut") if p.end.cell == "u_d3"}
+    assert at_d3["A[0]"].levels == Levels(lut=1) and at_d3["A[0]"].start.cell == "u_src"
+    # The bypassed slices' pins are no endpoints.
+    assert not any(p.end.cell in ("u_d1", "u_d2") for p in logic_depth.endpoint_paths(graph, c.clock, "by_lut"))
+    # The elements: src, comb, reg and the registered slice (a slice with every register
+    # bypassed is logic, clocked or not).
+    assert c.elements == 4
+
+
+def test_synthesised_multiply_chain_is_seen(tmp_path):
+    """Through the real flow, lowbias32 (two 32-bit multiplies between registers, the mixer of
+    the card's PRBS pattern until this walk counted DSPs and showed it) maps to DSPs Yosys
+    cannot give registers; the path crosses them, so the figure shows at least two DSP levels
+    (Yosys 0.70 makes six)."""
+    verilog = ("module mix(input c_clk, input [31:0] x, output reg [31:0] y);\n"
+               "  reg [31:0] xr; wire [31:0] x1 = xr ^ (xr >> 16); wire [31:0] x2 = x1 * 32'h7feb352d;\n"
+               "  wire [31:0] x3 = x2 ^ (x2 >> 15); wire [31:0] x4 = x3 * 32'h846ca68b;\n"
+               "  always @(posedge c_clk) begin xr <= x; y <= x4 ^ (x4 >> 16); end\nendmodule\n")
+    data = _yosys(tmp_path, verilog, "synth_xilinx -family xc7 -flatten -top mix", "mix")
+    (c,) = deepest_paths(Netlist.from_json(data, "mix"))
+    assert c.by_lut.levels.dsp >= 2, c.by_lut.text()
+    assert c.by_lut.end.pin == "D" and c.by_lut.start.type == "FDRE"

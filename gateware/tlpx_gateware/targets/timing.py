@@ -246,7 +246,7 @@ def yosys_version():
 def synthesize(files, vendor, family, workdir):
     """Writes the files, runs Yosys synth_xilinx; returns (netlist JSON path, cell counts, black
     boxes, nets with multiple drivers, seconds). When `workdir` holds the netlist of the same
-    inputs (same files, this module, Yosys release: `inputs.sha256`), Yosys is not run again
+    inputs (same files but their comments, same flow, same Yosys release: `inputs.sha256`), Yosys is not run again
     and the seconds are the first run's."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -296,7 +296,7 @@ def _register(point):
 
 def _path_dict(path):
     return {
-        "lut": path.levels.lut, "muxf": path.levels.muxf, "carry": path.levels.carry,
+        "lut": path.levels.lut, "muxf": path.levels.muxf, "carry": path.levels.carry, "dsp": path.levels.dsp,
         "start": path.start.net, "end": path.end.net, "end_pin": path.end.pin,
         "cells": [t for _, t, _ in path.cells],
     }
@@ -370,7 +370,8 @@ def _family(register):
 
 
 def _levels(p):
-    return logic_depth.Levels(lut=p["lut"], muxf=p["muxf"], carry=p["carry"])
+    # "dsp" is absent from results written before DSPs were walked (they read as none).
+    return logic_depth.Levels(lut=p["lut"], muxf=p["muxf"], carry=p["carry"], dsp=p.get("dsp", 0))
 
 
 def _cell(p, metric):
@@ -428,15 +429,18 @@ def report_section(results, boards, titles, unmeasured=()):
         "",
         "What is counted: paths launched and captured by sequential cells clocked by the same net",
         "(flip-flops: D, CE and the synchronous set/reset; shift-register LUTs; distributed RAM's",
-        "write port; block RAM and DSP pins), through LUT1-6 and INV (a LUT level each), MUXF7/8",
-        "(a level each, as Vivado counts them), CARRY4 (a carry cell each, with the carry's",
-        "per-bit arcs) and distributed-RAM/SRL reads (address to data: a LUT level). Not counted:",
+        "write port; block RAM pins; a DSP slice's registers, from its parameters), through LUT1-6",
+        "and INV (a LUT level each), MUXF7/8 (a level each, as Vivado counts them), CARRY4 (a carry",
+        "cell each, with the carry's per-bit arcs), distributed-RAM/SRL reads (address to data: a",
+        "LUT level) and DSP slices with their registers bypassed (input to output: a DSP level,",
+        "counted with the LUT levels and named, as a combinational multiply takes several LUT",
+        "levels' time). Not counted:",
         "paths from or to the design's pins and the vendor's hard IP (a black box here: pcie_7x,",
         "pcie3_ultrascale; its ports have no flip-flop in the netlist), paths between two clock",
         "domains (clock-domain crossings, false paths in the constraints), asynchronous",
-        "clears/presets, and logic inside block RAMs and DSPs.",
+        "clears/presets, and logic inside block RAMs and inside a DSP slice.",
         "",
-        "Two figures per domain: **LUT levels** (LUTs and MUXFs on the path; ties broken by carry",
+        "Two figures per domain: **LUT levels** (LUTs, MUXFs and DSPs on the path; ties broken by carry",
         "cells) and **all levels** (carry cells included, Vivado's \"Logic Levels\"; ties broken by",
         "LUT levels). A carry chain is a fast dedicated path (Vivado: about 0.1 ns per CARRY4 once",
         "entered, against 0.3 to 0.6 ns for a LUT and its net), so LUT levels are what mostly sets",
@@ -551,9 +555,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.board not in board_names():
         parser.error(f"--board: unknown board {args.board!r}; boards are {', '.join(board_names())}")
+    variants = [v.strip() for v in args.variants.split(",")]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        parser.error(f"--variants: unknown variant(s) {', '.join(map(repr, unknown))}; variants are {', '.join(VARIANTS)}")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.workdir or tmp)
-        for variant in args.variants.split(","):
+        for variant in variants:
             result = run(args.board, variant, workdir, keep_netlist=bool(args.workdir))
             (workdir / f"timing_{args.board}_{variant}.json").write_text(json.dumps(result, indent=1) + "\n")
             print(f"{args.board} {variant}: {result['luts']} LUTs, {result['seconds']} s")
@@ -561,7 +569,7 @@ def main(argv=None):
                 for metric in logic_depth.METRICS:
                     p = d[metric]
                     if p:
-                        print(f"  {d['domain']:8} {metric:9} {p['lut']} LUT {p['muxf']} MUXF {p['carry']} carry: "
+                        print(f"  {d['domain']:8} {metric:9} {_levels(p).text()}: "
                               f"{p['start']} -> {p['end']} ({p['end_pin']})")
     return 0
 

@@ -88,15 +88,6 @@ def build_model(files, build_dir, waves=False):
     card's ports."""
     import subprocess
     import cocotb_tools.config
-    stamp = hashlib.sha256(b"".join(sorted(p.read_bytes() for p in files)) +
-                           f"waves={waves}|{MODEL_OPT}|{os.environ.get('MAKEFLAGS')}".encode()).hexdigest()
-    stamp_file = build_dir / ".built"
-    binary = build_dir / "tlpx_card"
-    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
-        return False
-    if build_dir.exists():
-        shutil.rmtree(build_dir)  # no objects of another compiler or flags left behind
-    build_dir.mkdir(parents=True)
     libs = cocotb_tools.config.libs_dir
     verilator_cpp = cocotb_tools.config.share_dir / "lib" / "verilator" / "verilator.cpp"
     cmd = ["verilator", "-cc", "--exe", "-Mdir", str(build_dir), "--top-module", "tlpx_card",
@@ -106,6 +97,16 @@ def build_model(files, build_dir, waves=False):
            "-Wno-fatal", "-Wno-WIDTH", "-Wno-COMBDLY", "-Wno-INITIALDLY", "-Wno-CASEINCOMPLETE",
            "-Wno-UNOPTFLAT", "-Wno-STMTDLY", "-Wno-PINMISSING", "-Werror-MULTIDRIVEN",
            *(["--trace"] if waves else []), str(verilator_cpp), *map(str, files)]
+    # The command (flags, paths) is part of the stamp: a changed flag rebuilds.
+    stamp = hashlib.sha256(b"".join(sorted(p.read_bytes() for p in files)) +
+                           f"waves={waves}|{MODEL_OPT}|{os.environ.get('MAKEFLAGS')}|{' '.join(cmd)}".encode()).hexdigest()
+    stamp_file = build_dir / ".built"
+    binary = build_dir / "tlpx_card"
+    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        return False
+    if build_dir.exists():
+        shutil.rmtree(build_dir)  # no objects of another compiler or flags left behind
+    build_dir.mkdir(parents=True)
     for step in (cmd, ["make", "-j2", "-C", str(build_dir), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}"]):
         proc = subprocess.run(step, capture_output=True, text=True)
         if proc.returncode != 0:
