@@ -63,6 +63,58 @@ impl Drop for Serve {
     }
 }
 
+/// A long-running command exporting its card (`--metrics-listen 127.0.0.1:0`: a port of its
+/// own, printed on stderr. A port found free here and handed to the command raced with the
+/// other tests' exporters: one of them could bind it first, the command then failed to
+/// listen, and the scrape reached the other exporter.) Its stderr is read line by line by a
+/// thread: to learn the address, and to show what it said when anything fails.
+struct Exporting {
+    child: Child,
+    address: String,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Exporting {
+    fn start(device: &str, args: &[&str]) -> Exporting {
+        let mut child = tlpx_command(device, &[&["--metrics-listen", "127.0.0.1:0"], args].concat())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the command");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut seen = Vec::new();
+        let address = loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("the command printed no metrics URL ({e}); its stderr: {seen:?}"));
+            seen.push(line.clone());
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                break url.trim_start_matches("http://").trim_end_matches("/metrics").to_string();
+            }
+        };
+        assert!(!address.ends_with(":0"), "the bound port is printed, not 0: {seen:?}");
+        Exporting { child, address, lines, seen }
+    }
+
+    fn connect(&self) -> TcpStream {
+        TcpStream::connect(&self.address).unwrap_or_else(|e| panic!("connect to {}: {e}; stderr: {:?}", self.address, self.seen))
+    }
+
+    /// Waits for the command to end: (its exit status, all it wrote on stderr).
+    fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().expect("the command ends");
+        self.seen.extend(self.lines.iter());
+        (status, self.seen.join("\n"))
+    }
+}
+
 /// One HTTP/1.0 request: (status line, headers, body).
 fn get(address: &str, path: &str) -> (String, String, String) {
     let s = TcpStream::connect(address).expect("connect to the exporter");
@@ -359,39 +411,22 @@ fn serve_refuses_a_bad_listen_address_with_exit_2() {
 #[test]
 fn a_long_running_command_exports_the_card_while_it_runs() {
     let sim = Sim::start(&[]);
-    // A free port (released at once; the command binds it a moment later).
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let address = format!("127.0.0.1:{port}");
     // Far longer than the test: the command is killed once scraped (a run that ended by
     // itself before the first scrape lost the race on a loaded machine).
-    let child = tlpx_command(&sim.selector(), &["--metrics-listen", &address, "loop", "--iterations", "1000000", "--size", "1K"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tlpx loop");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let body = loop {
-        // The first connection that is accepted is scraped: the exporter answers only once
-        // it has a first reading, so the card is there from the first scrape on.
-        if let Ok(s) = TcpStream::connect(&address) {
-            let (status, _, body) = request(s, &address, "/metrics");
-            assert!(status.contains("200"), "{status}");
-            break body;
-        }
-        assert!(std::time::Instant::now() < deadline, "nothing listens on {address} while the command runs");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut command = Exporting::start(&sim.selector(), &["loop", "--iterations", "1000000", "--size", "1K"]);
+    // The exporter answers only once it has a first reading, so the card is there from the
+    // first scrape on.
+    let (status, _, body) = request(command.connect(), &command.address, "/metrics");
+    assert!(status.contains("200"), "{status}");
     let (_, samples) = parse_exposition(&body);
     assert_eq!(value(&samples, "tlpx_card_up", &[]), 1.0, "{body}");
     assert!(body.contains("tlpx_card_info{") && body.contains(&format!("card=\"sim:{}\"", sim.socket().display())), "{body}");
     // Scraped while it ran: what it does afterwards is not this test's (SIGKILL: a Ctrl-C can
     // arrive before the command's handler is installed).
-    let mut child = child;
-    child.kill().expect("kill");
-    let out = child.wait_with_output().expect("the command ends");
-    assert!(text(&out.stderr).contains(&format!("http://{address}/metrics")), "{}", text(&out.stderr));
+    command.child.kill().expect("kill");
+    command.wait();
     // A quick command has nothing to export over time: refused, naming what applies.
-    let out = tlpx_command(&sim.selector(), &["--metrics-listen", &address, "info"]).output().expect("run tlpx");
+    let out = tlpx_command(&sim.selector(), &["--metrics-listen", "127.0.0.1:0", "info"]).output().expect("run tlpx");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("applies to the long-running commands"), "{}", text(&out.stderr));
 }
@@ -399,46 +434,25 @@ fn a_long_running_command_exports_the_card_while_it_runs() {
 #[test]
 fn rule30_exports_lines_per_mode_while_it_runs() {
     let sim = Sim::start(&[]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let address = format!("127.0.0.1:{port}");
     // sw-char first (fast), then a long hw-poll point during which the exporter is scraped.
-    let child = tlpx_command(
+    let command = Exporting::start(
         &sim.selector(),
-        &[
-            "--metrics-listen",
-            &address,
-            "rule30",
-            "run",
-            "--mode",
-            "sw-char,hw-poll",
-            "--packets",
-            "100",
-            "--generations",
-            "20",
-            "--length",
-            "512",
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("start tlpx rule30");
+        &["rule30", "run", "--mode", "sw-char,hw-poll", "--packets", "100", "--generations", "20", "--length", "512"],
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let samples = loop {
-        if let Ok(s) = TcpStream::connect(&address) {
-            let (_, _, body) = request(s, &address, "/metrics");
-            let (_, samples) = parse_exposition(&body);
-            if samples.iter().any(|s| s.name == "tlpx_rule30_mode_lines_total") {
-                break samples;
-            }
+        let (_, _, body) = request(command.connect(), &command.address, "/metrics");
+        let (_, samples) = parse_exposition(&body);
+        if samples.iter().any(|s| s.name == "tlpx_rule30_mode_lines_total") {
+            break samples;
         }
         assert!(std::time::Instant::now() < deadline, "no per-mode rule-30 metrics while the command ran");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(value(&samples, "tlpx_rule30_mode_lines_total", &[("mode", "sw-char")]), 2000.0, "100 packets x 20 lines");
     assert!(value(&samples, "tlpx_rule30_mode_line_seconds", &[("mode", "sw-char")]) > 0.0);
-    let out = child.wait_with_output().expect("the command ends");
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (status, stderr) = command.wait();
+    assert!(status.success(), "{stderr}");
 }
 
 // The exporter's bounds ("Unbounded inputs"): request head, connections, slow clients, exposure.
