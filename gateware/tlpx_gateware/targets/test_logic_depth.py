@@ -241,10 +241,10 @@ def test_dsp_slices_by_their_registers(tmp_path):
 
 
 def test_synthesised_multiply_chain_is_seen(tmp_path):
-    """Through the real flow, lowbias32 (two 32-bit multiplies between registers, the mixer of
-    the card's PRBS pattern until this walk counted DSPs and showed it) maps to DSPs Yosys
-    cannot give registers; the path crosses them, so the figure shows at least two DSP levels
-    (Yosys 0.70 makes six)."""
+    """Through the real flow, the card's PRBS mixer (lowbias32: two 32-bit multiplies between
+    registers, as the generator's pattern and its checker have them) maps to DSPs Yosys cannot
+    give registers; the path crosses them, so the figure shows at least two DSP levels (Yosys
+    0.70 makes six)."""
     verilog = ("module mix(input c_clk, input [31:0] x, output reg [31:0] y);\n"
                "  reg [31:0] xr; wire [31:0] x1 = xr ^ (xr >> 16); wire [31:0] x2 = x1 * 32'h7feb352d;\n"
                "  wire [31:0] x3 = x2 ^ (x2 >> 15); wire [31:0] x4 = x3 * 32'h846ca68b;\n"
