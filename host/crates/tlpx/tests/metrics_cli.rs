@@ -28,6 +28,17 @@ fn tlpx_command(device: &str, args: &[&str]) -> Command {
     c
 }
 
+/// The lines of a child's output, read by a thread (so a test can wait for one with a timeout).
+fn lines_of(output: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 /// A running `tlpx serve` and the address it printed.
 struct Serve {
     child: Child,
@@ -41,13 +52,7 @@ impl Serve {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start tlpx serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let rx = lines_of(child.stdout.take().expect("stdout"));
         let line = rx.recv_timeout(Duration::from_secs(30)).expect("tlpx serve prints its URL");
         let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no URL in {line:?}"));
         let address = url.trim_start_matches("http://").trim_end_matches("/metrics").to_string();
@@ -82,13 +87,7 @@ impl Exporting {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the command");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let lines = lines_of(child.stderr.take().expect("stderr"));
         let mut seen = Vec::new();
         let address = loop {
             let line = lines
