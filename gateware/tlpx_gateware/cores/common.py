@@ -115,6 +115,9 @@ class Log2Histogram(LiteXModule):
         self.add   = Signal()
         self.value = Signal(value_width)
         self.clear = Signal()
+        # An add taken and not yet counted, or a count whose status is not yet updated (the
+        # stages below): a block gated when idle (cores/isolate.py) is busy while it is set.
+        self.pending = Signal()
         # The CSRs take the submodule's name as prefix: <name>_select, <name>_count.
         self.select = select = CSRStorage(8, description=f"Bucket of the {description} histogram to read in {name}_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).")
         self.count  = count  = CSRStatus(32, description=f"Count of the {description} histogram bucket chosen by {name}_select.")
@@ -126,14 +129,30 @@ class Log2Histogram(LiteXModule):
         self.comb += stmts
         clamped = Signal(max=buckets)
         self.comb += If(index >= buckets, clamped.eq(buckets - 1)).Else(clamped.eq(index))
+        # Input stage: the bucket is chosen in one cycle and counted in the next, so that the
+        # bit scan and the buckets' carry chains are not on one path (at 250 MHz they were
+        # among the card's deepest: docs/resources.md). An add in the cycle of a clear is
+        # dropped, as it was without the stage.
+        bucket = Signal(max=buckets)
+        staged = Signal()    # an add registered, counted in this cycle
+        settling = Signal()  # a count changed (or a clear) a cycle ago: the status follows now
+        self.sync += [
+            staged.eq(self.add & ~self.clear),
+            bucket.eq(clamped),
+            settling.eq(staged | self.clear),
+        ]
+        self.comb += self.pending.eq(staged | settling)
         # Each bucket increments itself when chosen (the same counts as one shared incrementer
         # behind a `buckets`-wide mux, which would put that mux and the carry chain on the path
         # from `value`; this also takes fewer LUTs than the mux and its write-back).
         self.sync += [
             If(self.clear,
                 *[c.eq(0) for c in counters]
-            ).Elif(self.add,
-                *[If(clamped == i, c.eq(c + 1)) for i, c in enumerate(counters)]
+            ).Elif(staged,
+                *[If(bucket == i, c.eq(c + 1)) for i, c in enumerate(counters)]
             )
         ]
-        self.comb += count.status.eq(counters[select.storage[:len(clamped)]])
+        # Registered: the bucket multiplexer and LiteX's CSR read multiplexer are not one path.
+        # It follows a select's write within the cycles a register write keeps an isolated block
+        # running, and a count's change by one cycle (`settling`, in `pending`: the block's busy).
+        self.sync += count.status.eq(counters[select.storage[:len(clamped)]])

@@ -140,6 +140,7 @@ def test_histogram_counts_each_value_in_its_bucket():
         for b in range(buckets):
             yield hist.select.storage.eq(b)
             yield
+            yield  # the count is registered from the selected bucket
             read.append((yield hist.count.status))
     run_simulation(hist, bench())
     assert read == model and sum(model) > 0

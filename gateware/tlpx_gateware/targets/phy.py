@@ -384,7 +384,13 @@ class UltraScaleStreams(Module):
         merged = stream.Endpoint(phy_layout(data_width))
         self.submodules.rx_arbiter = Arbiter([cq_first.source, guard.cpl_source], merged)
         self.submodules.rx_enables = rx_enables = WholeDwEnables(data_width)
-        self.comb += [merged.connect(rx_enables.sink), rx_enables.source.connect(source)]
+        # A register stage before the card: the guard's drop decision (a completion's status,
+        # byte count and tag against the request it is held for), the merge and the byte
+        # enables are otherwise one path with LitePCIe's depacketizer and its completion
+        # reordering FIFOs behind them (docs/resources.md). A TLP arrives a cycle later.
+        self.submodules.rx_pipe = rx_pipe = stream.PipeValid(phy_layout(data_width))
+        self.comb += [merged.connect(rx_enables.sink), rx_enables.source.connect(rx_pipe.sink),
+                      rx_pipe.source.connect(source)]
 
         requests = stream.Endpoint(phy_layout(data_width))
         completions = stream.Endpoint(phy_layout(data_width))
@@ -433,7 +439,12 @@ class UltraScaleStreams(Module):
             vendor_phy.cmp_sink.valid.eq(completions.valid & ~hold),
             completions.ready.eq(vendor_phy.cmp_sink.ready & ~hold),
         ]
-        self.comb += requests.connect(guard.req_sink)
+        # A register stage before the guard: its tag check (a request's tag against the tags the
+        # IP holds) decides both whether the request goes and whether a completion is dropped,
+        # so without it the transmit path's FIFOs and arbiter reached the receive path's
+        # registers in one cycle (the KCU105's deepest path: docs/resources.md).
+        self.submodules.req_pipe = req_pipe = stream.PipeValid(phy_layout(data_width))
+        self.comb += [requests.connect(req_pipe.sink), req_pipe.source.connect(guard.req_sink)]
         if widen_requests:
             self.submodules.widener = widener = RequestWidener(data_width)
             self.comb += [guard.req_source.connect(widener.sink), widener.source.connect(vendor_phy.req_sink)]

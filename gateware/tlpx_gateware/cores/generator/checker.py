@@ -8,6 +8,9 @@
 ```
 """
 
+from functools import reduce
+from operator import or_
+
 from migen import *
 
 from litex.gen import *
@@ -123,15 +126,31 @@ class CompletionChecker(LiteXModule):
         mismatches = Signal(max=n + 1)
         check = Signal()
         self.comb += check.eq(self.check & ~c_ep & (c_status == tlp.CPL_SC))
+        # Two stages: each DW's expected word (the pattern's multiplies) is registered with the DW
+        # and whether it is to be checked, and compared and counted a cycle later, so that the
+        # pattern and the count's compare, sum and add are not one path (docs/resources.md).
+        # A DW taken in the cycle of a clear is not counted, as before the stage.
         mismatch_bits = []
+        checking = []
         for j in range(n):
             p = Signal(12, name=f"cpl_p{j}")
             self.comb += p.eq(beat * n + j - 3)
+            to_check = Signal(name=f"cpl_check{j}")
+            received = Signal(32, name=f"cpl_received{j}")
+            expected = Signal(32, name=f"cpl_expected{j}")
+            self.sync += [
+                to_check.eq(sink.valid & tag_known & c_ours & check & (beat * n + j >= 3) & (p < c_length) & ~self.clear),
+                received.eq(sink.dat[32*j:32*(j+1)]),
+                expected.eq(pattern_word(self.data_pattern, self.seed, (cpl.dw + p)[:32])),
+            ]
             bad = Signal(name=f"cpl_bad{j}")
-            self.comb += bad.eq(sink.valid & tag_known & c_ours & check & (beat * n + j >= 3) & (p < c_length) &
-                (sink.dat[32*j:32*(j+1)] != pattern_word(self.data_pattern, self.seed, (cpl.dw + p)[:32])))
+            self.comb += bad.eq(to_check & (received != expected))
             mismatch_bits.append(bad)
+            checking.append(to_check)
         self.comb += mismatches.eq(sum(mismatch_bits))
+        # DWs taken and not yet compared: the generator is busy (cores/isolate.py).
+        self.pending = Signal()
+        self.comb += self.pending.eq(reduce(or_, checking))
 
         # End of a completion: update the tag, and on the request's last completion measure it.
         cpl_end = self.end

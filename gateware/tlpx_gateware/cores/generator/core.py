@@ -809,4 +809,5 @@ class Generator(LiteXModule):
         self.comb += self.busy.eq(running | engines_busy | (outstanding != 0) | (tags.busy != 0) | flush_pending |
             tags.waiting | wrrd_first_pending |
             self.lease.held | (done != done_d) | hand_valid | wrrd_reading |
-            self.wr_source.valid | self.rd_source.valid | fl.valid | self.cpl_sink.valid)
+            self.wr_source.valid | self.rd_source.valid | fl.valid | self.cpl_sink.valid | self.lat_hist.pending |
+            checker.pending)

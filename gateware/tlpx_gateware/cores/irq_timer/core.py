@@ -63,16 +63,28 @@ class StageStats(LiteXModule):
         self.sum   = CSRStatus(64, name="sum", description=f"Sum of {name} latencies (cycles).")
         self.hist  = Log2Histogram("hist", 32, HISTOGRAM_BUCKETS, f"{name} latency (cycles)")
 
+        # An add taken and not yet counted (the input stage below, and the histogram's).
+        self.pending = Signal()
+
         # # #
 
-        self.comb += [self.hist.add.eq(self.add), self.hist.value.eq(self.value), self.hist.clear.eq(clear)]
+        # Input stage: the latency (a 64-bit difference of timestamps) is registered before
+        # the 64-bit sum and the comparisons take it, so that the two carry chains are not on
+        # one path (docs/resources.md). An add in the cycle of a clear is dropped.
+        add = Signal()
+        value = Signal(32)
+        self.sync += [add.eq(self.add & ~clear), value.eq(self.value)]
+        self.comb += [
+            self.hist.add.eq(add), self.hist.value.eq(value), self.hist.clear.eq(clear),
+            self.pending.eq(add | self.hist.pending),
+        ]
         self.sync += If(clear,
             self.count.status.eq(0), self.min.status.eq(0xFFFFFFFF), self.max.status.eq(0), self.sum.status.eq(0),
-        ).Elif(self.add,
+        ).Elif(add,
             self.count.status.eq(self.count.status + 1),
-            self.sum.status.eq(self.sum.status + self.value),
-            If(self.value < self.min.status, self.min.status.eq(self.value)),
-            If(self.value > self.max.status, self.max.status.eq(self.value)),
+            self.sum.status.eq(self.sum.status + value),
+            If(value < self.min.status, self.min.status.eq(value)),
+            If(value > self.max.status, self.max.status.eq(value)),
         )
 
 
@@ -153,29 +165,38 @@ class IrqTimer(LiteXModule):
 
         # Interval: min + uniform [0, span] by rejection from an LFSR draw masked to span's width.
         # The LFSR steps only while the timer runs: an idle timer runs nothing (cores/isolate.py).
+        # Pipelined for the card's clock (the draw was the card's deepest path at 250 MHz:
+        # docs/resources.md): span registered from the CSRs (it changes only on a register
+        # write, and a start is a later write), the masked draw registered from the LFSR, and
+        # only the check and the sum of a registered draw before the interval's registers.
         lfsr = Signal(32, reset=1)
         self.sync += If(start, lfsr.eq(Mux(self.seed.storage == 0, 1, self.seed.storage))).Elif(running,
             lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0x80200003, lfsr >> 1)))
         span = Signal(32)
-        mask = Signal(32)
-        self.comb += span.eq(self.max_interval.storage - self.min_interval.storage)
+        self.sync += span.eq(self.max_interval.storage - self.min_interval.storage)
         # mask: ones from bit 0 up to span's highest set bit, i.e. bit i set when any bit of
         # span from i up is: each bit an OR of span's upper bits, a few LUTs deep, rather than a
-        # chain of 32 priority Ifs (the card's deepest path at 250 MHz ran through it:
-        # docs/resources.md).
+        # chain of 32 priority Ifs.
+        mask = Signal(32)
         self.comb += ones_to_highest(span, mask)
+        # draw: the LFSR masked, as it was a cycle before; draw_valid: draw comes from this
+        # run's LFSR (a start reseeds it: the same seed gives the same intervals).
         draw = Signal(32)
-        draw_ok = Signal()
-        self.comb += [
-            draw.eq(lfsr & mask),
-            draw_ok.eq((self.config.fields.mode == MODE_PERIODIC) | (draw <= span)),
+        draw_valid = Signal()
+        self.sync += [
+            If(running, draw.eq(lfsr & mask)),
+            draw_valid.eq(running & ~start),
         ]
+        draw_ok = Signal()
+        self.comb += draw_ok.eq(draw_valid & ((self.config.fields.mode == MODE_PERIODIC) | (draw <= span)))
         next_interval = Signal(32)
         self.comb += next_interval.eq(self.min_interval.storage + Mux(self.config.fields.mode == MODE_PERIODIC, 0, draw))
         need_interval = Signal()
 
+        # timer: cycles left to the fire, loaded with the interval and fired at 1 or 0 (no
+        # decrement between the sum and the register; a 0 or 1 interval fires at once).
         fire = Signal()
-        self.comb += fire.eq(running & ~need_interval & (timer == 0))
+        self.comb += fire.eq(running & ~need_interval & (timer[1:] == 0))
         count = self.count.storage
         self.sync += [
             If(start,
@@ -185,7 +206,7 @@ class IrqTimer(LiteXModule):
             ).Elif(running & need_interval,
                 If(draw_ok,
                     interval.eq(next_interval),
-                    timer.eq(Mux(next_interval == 0, 0, next_interval - 1)),
+                    timer.eq(next_interval),
                     need_interval.eq(0),
                 )
             ).Elif(fire,
@@ -292,4 +313,4 @@ class IrqTimer(LiteXModule):
         # (cores/isolate.py gates the block on it).
         self.busy = Signal()
         self.comb += self.busy.eq(running | pending | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") |
-            self.lease.held | self.source.valid)
+            self.lease.held | self.source.valid | isr.pending | user.pending)

@@ -386,4 +386,5 @@ class RealTimeLoop(LiteXModule):
         # Busy: every state in which a register of the loop can change without a CSR access or
         # a completion arriving (cores/isolate.py gates the block on it).
         self.busy = Signal()
-        self.comb += self.busy.eq(~fsm.ongoing("IDLE") | self.lease.held | self.source.valid | writer.busy | start_pending)
+        self.comb += self.busy.eq(~fsm.ongoing("IDLE") | self.lease.held | self.source.valid | writer.busy | start_pending |
+            self.loop_hist.pending)

@@ -48,6 +48,9 @@ without loss. Payload capture makes 2..4 records of a TLP: the builder takes tha
 cycles, and the payload FIFOs (512) fill first.
 """
 
+from functools import reduce
+from operator import or_
+
 from migen import *
 
 from litex.gen import *
@@ -391,6 +394,7 @@ class Spy(LiteXModule):
         self.up_filter   = up_filter   = SpyFilter(up.fields, cfg)
 
         counters = {k: Array(Signal(64, name=f"spy_{k}{i}") for i in range(16)) for k in ("tlps", "bytes", "payload", "wait")}
+        counting = []  # a TLP's counts registered and not yet added, or their statuses (in busy)
         for obs in (down, up):
             cls, stmts = tlp_class(obs.fields.hdr0)
             self.comb += stmts
@@ -405,15 +409,39 @@ class Spy(LiteXModule):
             # The spy's own ring writes do not count unless included.
             counted = Signal()
             self.comb += counted.eq(obs.summary & (cfg.include_own | ~obs.fields.own))
-            self.sync += If(counted & ~clear,
-                counters["tlps"][idx].eq(counters["tlps"][idx] + 1),
-                counters["bytes"][idx].eq(counters["bytes"][idx] + ((hdr_dws + Mux(has_data, length, 0)) << 2)),
-                counters["payload"][idx].eq(counters["payload"][idx] + Mux(has_data, length << 2, 0)),
-                counters["wait"][idx].eq(counters["wait"][idx] + obs.fields.wait),
+            # Input stage: the TLP's class, sizes and wait are registered, and its counters add
+            # them a cycle later, so that the header's decoding and the 64-bit adds are not on
+            # one path (docs/resources.md). The two observers' counters differ by direction
+            # (idx), so their adds never meet. An add in the cycle of a clear is dropped.
+            add = Signal()
+            add_idx = Signal(4)
+            add_bytes = Signal(13)
+            add_payload = Signal(13)
+            add_wait = Signal(len(obs.fields.wait))
+            self.sync += [
+                add.eq(counted & ~clear),
+                add_idx.eq(idx),
+                add_bytes.eq((hdr_dws + Mux(has_data, length, 0)) << 2),
+                add_payload.eq(Mux(has_data, length << 2, 0)),
+                add_wait.eq(obs.fields.wait),
+            ]
+            counting.append(add)
+            self.sync += If(add,
+                counters["tlps"][add_idx].eq(counters["tlps"][add_idx] + 1),
+                counters["bytes"][add_idx].eq(counters["bytes"][add_idx] + add_bytes),
+                counters["payload"][add_idx].eq(counters["payload"][add_idx] + add_payload),
+                counters["wait"][add_idx].eq(counters["wait"][add_idx] + add_wait),
             )
         self.sync += If(clear, *[c.eq(0) for arr in counters.values() for c in arr])
         sel = self.counter_select.storage
-        self.comb += [
+        # Registered: the 16-way multiplexers and LiteX's CSR read multiplexer are not one path.
+        # They follow a select's write within the cycles a register write keeps the spy running
+        # (cores/isolate.py), and a count's change or a clear by one cycle (`counters_settling`,
+        # in busy).
+        counters_settling = Signal()
+        self.sync += counters_settling.eq(counting[0] | counting[1] | clear)
+        counting.append(counters_settling)
+        self.sync += [
             self.count_tlps.status.eq(counters["tlps"][sel]),
             self.count_bytes.status.eq(counters["bytes"][sel]),
             self.count_payload.status.eq(counters["payload"][sel]),
@@ -894,4 +922,6 @@ class Spy(LiteXModule):
         self.busy = Signal()
         self.comb += self.busy.eq(down.active | up.active | down_fifo.source.valid | up_fifo.source.valid |
             builder_in.valid | msi_fifo.source.valid | (phase != 0) | (record_fifo.level != 0) | ~ring.fsm.ongoing("IDLE") | (pending_reads != 0) |
-            self.lease.held | self.source.valid | (pad_left != 0) | rs.valid)
+            self.lease.held | self.source.valid | (pad_left != 0) | rs.valid |
+            self.latency_hist.pending | self.payload_hist_down.pending | self.payload_hist_up.pending |
+            reduce(or_, counting))
