@@ -5,7 +5,7 @@
 # proxy) -> docs/resources.md. On the shared 2-core machines here: about 2 hours the first time
 # (Yosys takes 15 to 27 minutes per board's card, LitePCIe's designs 1 to 2), then about
 # 50 minutes while build/timing's netlists are reused (49 min for the block rows and two boards' walks).
-# Extra arguments go to the Python tool (e.g. --jobs 4, --workdir build/resources, --boards none).
+# Extra arguments go to the Python tool (e.g. --jobs 4, --boards none, --report-only).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="$ROOT/.venv/bin/python"
@@ -15,4 +15,8 @@ cd "$ROOT"
 # A fixed hash seed: Migen emits some statements in set order, and Yosys's result moves by a
 # few LUTs with the order.
 export PYTHONHASHSEED=0
-exec "$PY" -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths 64,128 "$@"
+# The run's results are kept in build/resources: after editing the reasons the report gives
+# for deep paths (targets/timing.py REASONS), `scripts/resources.sh --report-only` writes the
+# report again from them in seconds.
+exec "$PY" -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths 64,128 \
+    --workdir build/resources "$@"

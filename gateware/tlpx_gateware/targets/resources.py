@@ -262,8 +262,16 @@ def main(argv=None):
                         help="the boards' designs, Yosys logs and netlists (about 100 MB a card); a rerun reuses "
                              "a netlist whose inputs have not changed (targets/timing.py synthesize)")
     parser.add_argument("--jobs", type=int, default=2, help="parallel Yosys runs")
-    parser.add_argument("--workdir", help="keep the Verilog and Yosys outputs here (default: a temporary folder)")
+    parser.add_argument("--workdir", help="keep the Verilog and Yosys outputs here (default: a temporary folder), "
+                                          "and the results the report is written from")
+    parser.add_argument("--report-only", action="store_true",
+                        help="synthesise nothing: write the report from the results an earlier run kept in --workdir "
+                             "(e.g. after editing targets/timing.py REASONS); that run's figures and command")
     args = parser.parse_args(argv)
+    if args.report_only:
+        if not args.workdir:
+            parser.error("--report-only needs --workdir: the folder an earlier run kept its results in")
+        return report_from_workdir(Path(args.workdir), args.output)
     try:
         widths = [int(w) for w in args.data_widths.split(",")]
     except ValueError:
@@ -331,12 +339,40 @@ def main(argv=None):
         return 0
     command = "PYTHONHASHSEED=0 python -m tlpx_gateware.targets.resources --output docs/resources.md --data-widths " + \
         ",".join(map(str, widths)) + ("" if set(boards) == set(BOARDS) else " --boards " + (",".join(boards) or "none"))
+    run = {"version": version, "widths": widths, "boards": boards, "command": command}
+    if args.workdir:
+        (workdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    return write_report(args.output, results, timing_results, run)
+
+
+def report_from_workdir(workdir, output):
+    """The report from a run's kept results (run.json, results.json, timing.json in `workdir`)."""
+    try:
+        run = json.loads((workdir / "run.json").read_text())
+        rows = json.loads((workdir / "results.json").read_text())
+        timings = json.loads((workdir / "timing.json").read_text())
+    except FileNotFoundError as e:
+        print(f"resources: error: --report-only: {e.filename} is missing: the folder must hold a whole run's "
+              f"results (a run with --workdir and every row)", file=sys.stderr)
+        return 1
+    except json.JSONDecodeError as e:
+        print(f"resources: error: --report-only: a results file in {workdir} is not JSON ({e})", file=sys.stderr)
+        return 1
+    results = {(r["row"], r["data_width"]): r for r in rows}
+    timing_results = {(t["board"], t["variant"]): t for t in timings}
+    return write_report(output, results, timing_results, run)
+
+
+def write_report(output, results, timing_results, run):
+    from tlpx_gateware.targets import BOARDS, board_names
+    from tlpx_gateware.targets import timing
+    boards = run["boards"]
     # A subset of boards (--boards) is reported as such: the others are named as not measured.
     timing_lines, unexplained = timing.report_section(timing_results, [b for b in board_names() if b in boards],
                                                       {b: BOARDS[b].title for b in BOARDS},
                                                       unmeasured=[b for b in board_names() if b not in boards])
-    Path(args.output).write_text(report(results, widths, version, command, timing_lines))
-    print(f"resources: wrote {args.output}")
+    Path(output).write_text(report(results, run["widths"], run["version"], run["command"], timing_lines))
+    print(f"resources: wrote {output}")
     if unexplained:
         # Not an error: the proxy's figures are for a reader to judge (docs/resources.md lists them).
         print(f"resources: note: {unexplained} group(s) of tlpx registers deeper than LitePCIe's deepest in "

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tlpx_gateware.targets import logic_depth
@@ -354,10 +355,138 @@ def run(board_name, variant, workdir, keep_netlist=True):
 # on every board (LitePCIe's design closes timing at the boards' clocks, 125 and 250 MHz).
 CHECKED_DOMAINS = ("sys", "pcie")
 
+@dataclass(frozen=True)
+class Reason:
+    """Why tlpx paths deeper than LitePCIe's deepest stay as they are. A register deeper than
+    the bar takes the first reason whose patterns both match (re.search): `start` in its deepest
+    path's start register, `end` in the register itself ("" matches any), in `domain`, and, when
+    `dsp` is set, only a path through a DSP slice; when `max_lut` is set, only a path of at most
+    that many LUT levels (the rest carry cells)."""
+    key:     str
+    start:   str
+    end:     str
+    text:    str
+    domain:  str = "sys"
+    dsp:     bool = False
+    max_lut: int = None
+
+    def matches(self, domain, entry):
+        return (domain == self.domain and re.search(self.start, entry["start"]) is not None and
+                re.search(self.end, entry["register"]) is not None and (not self.dsp or entry.get("dsp", 0) > 0) and
+                (self.max_lut is None or _levels(entry).lut_levels <= self.max_lut))
+
+
 # tlpx registers whose deepest path in sys or pcie is deeper than LitePCIe's deepest there,
-# kept as they are, and why: (domain, endpoint register pattern, reason). Each pattern must
-# match one of the card's registers (an endpoint's net name without its bit index).
-REASONS = []
+# kept as they are, and why: one entry per cause (docs/resources.md lists them per board).
+REASONS = [
+    Reason("carry-chain", "", "", max_lut=4, text=
+        "Counters and accumulators (64-bit event counters and sums, the spy's live counters after "
+        "their input stage): a carry chain behind at most four LUT levels, deeper than LitePCIe's "
+        "deepest by all levels only, not by LUT levels. A carry chain is the fabric's fastest "
+        "path (Vivado: about 0.1 ns per CARRY4, or per CARRY8 on UltraScale, once entered)."),
+    Reason("prbs-pattern", "", "", dsp=True, text=
+        "The PRBS data pattern, lowbias32 of the DW address (cores/common.py): two 32-bit multiplies "
+        "per DW lane of the generator's and the real-time loop's write data and of the completion "
+        "checker's expected data, which Yosys maps to DSP slices with every register bypassed (the "
+        "figure counts a DSP as one level; a 32x32 multiply through cascaded DSPs is slower than a "
+        "LUT). Shortened by a mixer without multiplies (a four-round SPN, one LUT level a round, is "
+        "drafted on branch h-pipe with the host's side) or by the multiplies pipelined inside the "
+        "DSPs with the address run a beat ahead. Stays for now: the pattern is the data every "
+        "result, the host's checker and the golden traces carry, and the drafted mixer made "
+        "Migen's simulation of the checker's tests over eight times slower (53 s to more than 7 "
+        "minutes; each round a combinational "
+        "signal, and Migen's simulator runs every statement once per propagation step)."),
+    Reason("rx-into-litepcie", r"rx_pipe_source|rx_swap|comb_rhs_complexslicelowerer_slice_proxy0\[", "", text=
+        "Received TLPs from the PHY's register (the KCU105's `rx_pipe`; LitePCIe's 7-series PHY "
+        "output) through tlpx's receive chain (7-series: payload byte swap and `first`; every "
+        "board: the request path's routing of a completion by tag to LitePCIe's endpoint or a "
+        "tlpx requester) into LitePCIe's own depacketizer, crossbar and completion reordering "
+        "FIFOs, which alone are as deep as LitePCIe's deepest path. Shortened by a register stage "
+        "at LitePCIe's endpoint input (`EndpointPHYView.source`). Stays for now: that stage moves "
+        "every completion LitePCIe's DMA receives by a cycle on every card, the simulated ones "
+        "included, and with it the card-time figures and golden traces the tests compare; the "
+        "KCU105's own adapters were cut from it by `rx_pipe` in this round."),
+    Reason("tx-merge", r"packetizer_header_inserter|litepciemasterinternalport|litepcieendpoint_master_in|"
+                       r"txboundary\d*_syncfifo|tx_datapath_cdc|board_i\[|^storage_\d+_dat\d", "", text=
+        "LitePCIe's transmit side (DMA master ports, its request tag queue, crossbar, packetizer) "
+        "merged with tlpx's "
+        "requesters (their `TxBoundary` FIFOs) by the request path's arbiter, then the request "
+        "ledger and MSI fence (cores/ordering): the arbiter's grant and the ready it returns reach "
+        "back into LitePCIe's endpoint FIFOs, and LitePCIe's MSI waits on the fence, in one cycle. "
+        "Shortened by a register slice with a registered ready (a skid buffer) on LitePCIe's "
+        "transmit output. Stays for now: the slice adds a cycle to every TLP LitePCIe sends and "
+        "to the MSI fence's view of it, on every card; the KCU105's tag guard was cut from it by "
+        "`req_pipe` in this round."),
+    Reason("csr-bus", r"comb_rhs_self\d+\[", "", text=
+        "LiteX's CSR bus: the request processor's register address (shared with the PIO and slot "
+        "windows' decoders) decoded into the card's CSR banks (on the KCU105, tlpx's design has 13 "
+        "banks of up to 63 32-bit words, LitePCIe's 4 of up to 21) for the write enables and the "
+        "read multiplexer, in one cycle. "
+        "LiteX's code (`csr_bus.CSRBank`), deeper here because the map is bigger; shortened by "
+        "splitting the largest banks or by a registered bank select in LiteX's bridge (a cycle "
+        "more per register access). Register accesses are the host's MMIO, one at a time."),
+    Reason("spy-builder", r"spy_(up|down)_fifo_fifo_out|spy_(up|down)_start|spy_(up|down)_beat|spy_(up|down)_active", "", text=
+        "The spy's record builder, one summary per cycle: the two directions' 64-bit start times "
+        "compared (the older goes first), the summary selected, its class decoded, the read-"
+        "matching table (distributed RAM, read and written for the same tag) looked up and "
+        "updated, and the record formed into the record FIFO; and the observers' sizes into the "
+        "FIFOs' levels and the loss count. Shortened by pipelining the builder, which needs "
+        "forwarding between consecutive summaries of one tag (a read and its first completion can "
+        "be adjacent) and must keep the sequence numbers the records carry exact (a lost summary "
+        "takes a number in the cycle it is lost). Stays until that is built and checked against "
+        "the golden traces."),
+    Reason("completion-checker", r"rhs_slice_proxy\d+\[|checker_cpl_received",
+           r"generator_checker|generator_lat_hist|generator_tagtable|csrbank\d+_(lat_|read_bytes|err_|completions)|^\$", text=
+        "The generator's completion checker: the completion's header (tag, status, lengths) from "
+        "the generator's completion input selects the tag's entry, qualifies the data check and "
+        "updates the latency statistics, the latency sample FIFO and the error counters in one "
+        "cycle; and the data check's "
+        "second stage (this round: the expected words are registered) compares eight DWs, sums "
+        "the mismatches and adds them. Shortened by registering the header's decode a beat ahead "
+        "(the data beats follow it), not done in this round."),
+    Reason("tag-table", r"tagtable_busy|tagtable_scan_tag|checker_sink_payload_dat|cpl_sink.*payload_dat_late|checker_now|reader_addr", "", text=
+        "The generator's tag table: the lowest free tag (a tree over 32 tags) decides the read "
+        "engine's issue and the issued tag's stamp and byte count in the same cycle, and a "
+        "completion's tag selects the entry it advances. Shortened by a free-tag FIFO (issue pops, "
+        "release pushes), which changes which tag each read takes (the lowest free one, as "
+        "cores/generator/tags.py specifies and the spy's traces show). Stays: the tree is five "
+        "levels of the path, and a free-tag FIFO is a change of the generator's behaviour to be "
+        "made with its tests and the golden traces."),
+    Reason("run-config", r"_storage_late|lease_owner|owner_status|run_start|max_interval_storage|request_log|"
+                         r"csrbank\d+_lease_|rt_loop_iteration", "", text=
+        "Registers the host writes before a run (sizes as log2, ring sizes, intervals, a lease's "
+        "owner, the real-time loop's iteration count) feeding a running block's address, size, "
+        "ring-pointer, end-of-run and access logic, with the "
+        "values derived from them (masks, byte counts) recomputed every cycle. Shortened by "
+        "registering the derived values when a run starts; a multicycle constraint would be "
+        "right only if the card refused writes during a run, which it does not."),
+    Reason("irq-draw", r"irq_timer_mask", r"irq_timer_draw", text=
+        "The interrupt timer's random interval: the mask of the span's width (each bit an OR of "
+        "the span's bits above it, a few LUTs as a tree) is mapped by Yosys' ABC as a chain, "
+        "into the registered draw. The span is registered (this round); registering the mask "
+        "too (it changes only with a register write) cuts it: next round."),
+    Reason("latency-stats", r"rt_loop_t_start|irq_timer_record|rt_loop_t_doorbell|timebase_cycles|pending_fire", "", text=
+        "Latency statistics from 64-bit timestamps: a difference of two timestamps into min, max "
+        "and sum (carry chains and comparators) and the sample FIFOs, in one cycle (the real-time "
+        "loop's loop time; the interrupt timer's records). The interrupt timer's per-stage "
+        "statistics and every histogram now take a registered value (this round); the loop's "
+        "statistics and the record FIFOs' inputs still compute it in the cycle of the event; and "
+        "the interrupt timer's acknowledgement, compared with the pending fire, into its record "
+        "FIFO."),
+    Reason("pio-stats", r"requestprocessor_(length|first_be)", "", text=
+        "The PIO window's and the request path's access statistics (TLP, byte and write counters, "
+        "first and last write stamps) from the request's header in the cycle it is served: "
+        "length decode and 64-bit adds."),
+    Reason("litepcie-phy-cdc", r"fixeduspciephy_rq_datapath_cdc", r"s_axis_rq_adapt", domain="pcie", text=
+        "In the PHY's clock, LitePCIe's own code only: its UltraScale PHY's request CDC FIFO into "
+        "its RQ adapter (`s_axis_rq_adapt_256b.v`), the same Verilog as in LitePCIe's design, where "
+        "Yosys mapped it one LUT level shallower (7 LUT + 1 carry there, 8 LUT here). No tlpx "
+        "logic is on the path (the card's request widener is on the card's side of the CDC)."),
+    Reason("rule30-slot", r"tlpx_rule\d*\.|user_batch|rule\d*batch", "", text=
+        "The rule-30 slot user's batch engine and its Amaranth core: read-request formation from "
+        "the batch registers and the core's generation step (`last_cell`), with the lease gating "
+        "the core's register port."),
+]
 
 
 # Groups of registers shown per domain and figure in the report.
@@ -392,11 +521,9 @@ def deeper_registers(tlpx_domain, ref_domain, metric):
     return [r for r in tlpx_domain[f"{metric}_registers"] if key(_levels(r)) > than]
 
 
-def reason_for(domain, register):
-    for d, pattern, reason in REASONS:
-        if d == domain and re.fullmatch(pattern, register):
-            return reason
-    return None
+def reason_for(domain, entry):
+    """The first Reason for a register entry of `domain` (a `*_registers` item), or None."""
+    return next((r for r in REASONS if r.matches(domain, entry)), None)
 
 
 def compare(results, boards):
@@ -411,7 +538,7 @@ def compare(results, boards):
             for metric in logic_depth.METRICS:
                 deeper = deeper_registers(d, ref_domains.get(d["domain"]), metric)
                 if deeper:
-                    out[(board, d["domain"], metric)] = [(r, reason_for(d["domain"], r["register"])) for r in deeper]
+                    out[(board, d["domain"], metric)] = [(r, reason_for(d["domain"], r)) for r in deeper]
     return out
 
 
@@ -468,8 +595,11 @@ def report_section(results, boards, titles, unmeasured=()):
         "boards (litex-boards' targets), so its deepest path in `sys` and `pcie` is the bar. A tlpx",
         "path deeper than it is not proof of a failing path, but it is where Vivado's report is to",
         "be read first; the tlpx registers deeper than LitePCIe's deepest are listed under each",
-        "board's table, in groups, with the reason they stay when one is recorded",
-        "(`targets/timing.py` REASONS). `sys` is the card's clock (the `dma` domain, LitePCIe's DMA",
+        "board's table by cause and in groups, and each cause's reason (what makes the path deep,",
+        "what would shorten it and why it stays) follows the boards (`targets/timing.py`",
+        "REASONS; after editing them, `scripts/resources.sh --report-only` writes this file again",
+        "from the last run's results, kept in build/resources). `sys` is the card's clock (the",
+        "`dma` domain, LitePCIe's DMA",
         "behind tlpx's guard, is the same clock and counts as `sys`); `pcie` is the PHY's user",
         "clock, LitePCIe's and the vendor's code in both designs (the PHY's side of its",
         "clock-domain crossings and, on the KCU105, the vendor's AXI adapters).",
@@ -480,6 +610,7 @@ def report_section(results, boards, titles, unmeasured=()):
                   f"`--boards {','.join(boards)}`; `make resources` measures every board).", ""]
     comparison = compare(results, boards)
     unexplained = 0
+    used_reasons = {}
     for board in boards:
         tlpx, ref = results[(board, "tlpx")], results[(board, "litepcie")]
         lines += [f"### {board}: {titles[board]}", "",
@@ -528,19 +659,43 @@ def report_section(results, boards, titles, unmeasured=()):
             families = {}
             for r, reason in entries:
                 families.setdefault(_family(r["register"]), []).append((r, reason))
-            shown = list(families.items())[:SHOWN]
-            reasons = any(members[0][1] for _, members in shown)
+            # By cause: registers, groups and the deepest path of each (None: no reason recorded).
+            causes = {}
+            for r, reason in entries:
+                c = causes.setdefault(reason, {"registers": 0, "groups": set(), "deepest": r})
+                c["registers"] += 1
+                c["groups"].add(_family(r["register"]))
             lines += [f"tlpx registers in `{domain}` deeper than LitePCIe's deepest there by {figure} "
                       f"({_levels(ref_path).text()}): {len(entries)} registers in {len(families)} groups "
-                      f"(a group: the same name but for its numbers), the {len(shown)} deepest:", "",
-                      "| registers | count | deepest path | from |" + (" why it stays |" if reasons else ""),
-                      "|---|---:|---|---|" + ("---|" if reasons else "")]
+                      f"(a group: the same name but for its numbers). By cause (the reasons below the "
+                      f"boards' tables):", "",
+                      "| cause | registers | groups | deepest path |",
+                      "|---|---:|---:|---|"]
+            for reason, c in sorted(causes.items(), key=lambda kv: (kv[0] is not None, -kv[1]["registers"])):
+                r = c["deepest"]
+                name = f"**{reason.key}**" if reason else "**no reason recorded**"
+                lines.append(f"| {name} | {c['registers']} | {len(c['groups'])} | {_levels(r).text()}: "
+                             f"`{r['start']}` → `{r['register']}` ({r['end_pin']}) |")
+                if reason:
+                    used_reasons[reason.key] = reason
+            shown = list(families.items())[:SHOWN]
+            lines += ["", f"The {len(shown)} deepest groups:", "",
+                      "| registers | count | deepest path | from | cause |",
+                      "|---|---:|---|---|---|"]
             for family, members in shown:
                 r, reason = members[0]
-                lines.append(f"| `{family}` ({r['end_pin']}) | {len(members)} | {_levels(r).text()} | `{r['start']}` |" +
-                             (f" {reason or '—'} |" if reasons else ""))
-            unexplained += sum(1 for members in families.values() if members[0][1] is None)
+                keys = sorted({m[1].key if m[1] else "no reason recorded" for m in members})
+                lines.append(f"| `{family}` ({r['end_pin']}) | {len(members)} | {_levels(r).text()} | `{r['start']}` | "
+                             f"{', '.join(keys)} |")
+            unexplained += sum(1 for members in families.values() if any(reason is None for _, reason in members))
             lines.append("")
+    if used_reasons:
+        lines += ["### Why the deeper paths stay", "",
+                  "Each cause, as `targets/timing.py` REASONS records it (a register takes the first "
+                  "whose patterns match its deepest path's start and end):", ""]
+        lines += [f"- **{r.key}** (`{r.start or '*'}` → `{r.end or '*'}`{', through a DSP slice' if r.dsp else ''}): "
+                  f"{r.text}" for r in REASONS if r.key in used_reasons]
+        lines.append("")
     return lines, unexplained
 
 
