@@ -401,7 +401,8 @@ REASONS = [
         "output) through tlpx's receive chain (7-series: payload byte swap and `first`; every "
         "board: the request path's routing of a completion by tag to LitePCIe's endpoint or a "
         "tlpx requester) into LitePCIe's own depacketizer, crossbar and completion reordering "
-        "FIFOs, which alone are as deep as LitePCIe's deepest path. Shortened by a register stage "
+        "FIFOs, which alone are as deep as LitePCIe's deepest path; and the ready that comes back "
+        "the same way into the PHY's receive CDC FIFO (7-series). Shortened by a register stage "
         "at LitePCIe's endpoint input (`EndpointPHYView.source`). Stays for now: that stage moves "
         "every completion LitePCIe's DMA receives by a cycle on every card, the simulated ones "
         "included, and with it the card-time figures and golden traces the tests compare; the "
@@ -444,10 +445,12 @@ REASONS = [
         "second stage (this round: the expected words are registered) compares eight DWs, sums "
         "the mismatches and adds them. Shortened by registering the header's decode a beat ahead "
         "(the data beats follow it), not done in this round."),
-    Reason("tag-table", r"tagtable_busy|tagtable_scan_tag|checker_sink_payload_dat|cpl_sink.*payload_dat_late|checker_now|reader_addr", "", text=
+    Reason("tag-table", r"tagtable_busy|tagtable_scan_tag|tagtable_issue_time|checker_sink_payload_dat|"
+                        r"cpl_sink.*payload_dat_late|checker_now|reader_addr", "", text=
         "The generator's tag table: the lowest free tag (a tree over 32 tags) decides the read "
-        "engine's issue and the issued tag's stamp and byte count in the same cycle, and a "
-        "completion's tag selects the entry it advances. Shortened by a free-tag FIFO (issue pops, "
+        "engine's issue and the issued tag's stamp and byte count in the same cycle, a "
+        "completion's tag selects the entry it advances, and the timeout scan's 64-bit age "
+        "compare frees a tag in the cycle it reads its stamp. Shortened by a free-tag FIFO (issue pops, "
         "release pushes), which changes which tag each read takes (the lowest free one, as "
         "cores/generator/tags.py specifies and the spy's traces show). Stays: the tree is five "
         "levels of the path, and a free-tag FIFO is a change of the generator's behaviour to be "
@@ -472,20 +475,31 @@ REASONS = [
         "statistics and every histogram now take a registered value (this round); the loop's "
         "statistics and the record FIFOs' inputs still compute it in the cycle of the event; and "
         "the interrupt timer's acknowledgement, compared with the pending fire, into its record "
-        "FIFO."),
+        "FIFO. Shortened the same way (the difference registered, the statistics a cycle later, "
+        "the block's busy covering it); not done in this round."),
+    Reason("loop-return", r"rt_loop_cpl_beat", "", text=
+        "The real-time loop's DMA return: the checksum DW taken from the completion's beat "
+        "(its position from the beat count) and compared with the expected checksum into the "
+        "mismatch counter in one cycle. Shortened by registering the returned DW first (the "
+        "compare a cycle later); one register group on the KC705 x8 only."),
     Reason("pio-stats", r"requestprocessor_(length|first_be)", "", text=
         "The PIO window's and the request path's access statistics (TLP, byte and write counters, "
         "first and last write stamps) from the request's header in the cycle it is served: "
-        "length decode and 64-bit adds."),
-    Reason("litepcie-phy-cdc", r"fixeduspciephy_rq_datapath_cdc", r"s_axis_rq_adapt", domain="pcie", text=
-        "In the PHY's clock, LitePCIe's own code only: its UltraScale PHY's request CDC FIFO into "
-        "its RQ adapter (`s_axis_rq_adapt_256b.v`), the same Verilog as in LitePCIe's design, where "
-        "Yosys mapped it one LUT level shallower (7 LUT + 1 carry there, 8 LUT here). No tlpx "
-        "logic is on the path (the card's request widener is on the card's side of the CDC)."),
+        "length decode and 64-bit adds. Shortened by an input stage as the spy's live counters "
+        "have; not done in this round (MMIO-rate events, one request at a time)."),
+    Reason("litepcie-phy-cdc", r"fixeduspciephy_(rq|cc)_datapath_cdc", r"s_axis_(rq|cc)_adapt", domain="pcie", text=
+        "In the PHY's clock, LitePCIe's own code only: its UltraScale PHY's CDC FIFOs into its RQ "
+        "and CC adapters (`s_axis_rq_adapt_256b.v`, and `s_axis_cc_adapt_256b.v` with the one "
+        "descriptor bit tlpx corrects, `targets/litepcie_us.py`), the same logic as in LitePCIe's "
+        "design, where Yosys mapped it a level or two shallower (7 LUT + 1 carry there). No tlpx "
+        "logic is on these paths (the card's request widener and tag guard are on the card's side "
+        "of the CDC)."),
     Reason("rule30-slot", r"tlpx_rule\d*\.|user_batch|rule\d*batch", "", text=
         "The rule-30 slot user's batch engine and its Amaranth core: read-request formation from "
         "the batch registers and the core's generation step (`last_cell`), with the lease gating "
-        "the core's register port."),
+        "the core's register port. The core is the device under test (Amaranth; its register "
+        "map is the Simics paper's); its batch engine is shortened as "
+        "run-config is (derived sizes registered at a batch's start); not done in this round."),
 ]
 
 
