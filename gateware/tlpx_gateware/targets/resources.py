@@ -358,8 +358,22 @@ def report_from_workdir(workdir, output):
     except json.JSONDecodeError as e:
         print(f"resources: error: --report-only: a results file in {workdir} is not JSON ({e})", file=sys.stderr)
         return 1
-    results = {(r["row"], r["data_width"]): r for r in rows}
-    timing_results = {(t["board"], t["variant"]): t for t in timings}
+    try:
+        results = {(r["row"], r["data_width"]): r for r in rows}
+        timing_results = {(t["board"], t["variant"]): t for t in timings}
+        missing = [f"{row} at {w} bits" for w in run["widths"] for row in ROWS if (row, w) not in results]
+        missing += [f"timing of {b} ({v})" for b in run["boards"] for v in ("tlpx", "litepcie")
+                    if (b, v) not in timing_results]
+    except (KeyError, TypeError) as e:
+        print(f"resources: error: --report-only: the results in {workdir} are not a run's ({e!r} missing or malformed)",
+              file=sys.stderr)
+        return 1
+    if missing:
+        # A later run of a subset of rows (--rows) in the same folder replaces results.json.
+        print(f"resources: error: --report-only: the results in {workdir} lack {', '.join(missing[:5])}"
+              f"{' and more' if len(missing) > 5 else ''}: run every row again with --workdir {workdir}",
+              file=sys.stderr)
+        return 1
     return write_report(output, results, timing_results, run)
 
 
