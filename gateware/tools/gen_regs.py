@@ -217,10 +217,45 @@ def cpu_only_regions(base, cpu):
     return [n for n in cpu_regions if n not in base_regions]
 
 
+def render_rust_field_table(regmap):
+    """The fields of every register as one table (names, positions, descriptions, named values):
+    what a tool that decodes registers by name at run time searches (`tlpx reg`). The field
+    modules above hold the same facts as constants and enums, made for code."""
+    out = ["/// One named value of a field: its name in the register map, the value, what it means.",
+           "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
+           "pub struct NamedValue {", "    pub name: &'static str,", "    pub value: u64,", "    pub description: &'static str,", "}", "",
+           "/// A field of a register as a table row.",
+           "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
+           "pub struct FieldInfo {", "    pub name: &'static str,", "    pub field: Field,", "    pub description: &'static str,",
+           "    pub values: &'static [NamedValue],", "}", "",
+           "/// A register that has fields, with its fields in bit order.",
+           "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
+           "pub struct RegisterFields {", "    pub register: Register,", "    pub fields: &'static [FieldInfo],", "}", "",
+           "/// Every register that has fields, in BAR0 order.",
+           "pub const FIELDS: &[RegisterFields] = &["]
+    for region in regmap["regions"]:
+        for reg in region["registers"]:
+            if not reg["fields"]:
+                continue
+            out.append(f"    RegisterFields {{ register: {region['name']}::{rust_ident(reg['name'])}, fields: &[")
+            for f in reg["fields"]:
+                values = ", ".join(f"NamedValue {{ name: {json.dumps(name)}, value: {value}, description: {json.dumps(desc)} }}"
+                                   for value, name, desc in field_values(f))
+                out.append(f"        FieldInfo {{ name: {json.dumps(f['name'])}, field: Field {{ shift: {f['offset']}, width: {f['size']} }}, "
+                           f"description: {json.dumps(doc_line(f['description']) or f['name'])}, values: &[{values}] }},")
+            out.append("    ] },")
+    out += ["];", ""]
+    return out
+
+
 def render_rust(regmap):
     out = [f"// {HEADER}.", "//! The tlpx card's register map, generated from the gateware's csr.json.", "//!",
            "//! Offsets are bytes from the start of BAR0. Each region is one gateware block.", "",
            "#![allow(clippy::unreadable_literal)]", "",
+           "/// A typed reader of csr.json (a card build's map, e.g. a DUT's regions for `tlpx reg --regs`):",
+           "/// hand-written beside this generated file, in the format this map was generated from.",
+           "#[cfg(feature = \"serde\")]",
+           "pub mod csr_json;", "",
            f"/// Hash of the register map of the card without the soft CPU (ident.map_hash on it).",
            f"pub const MAP_HASH: u32 = {regmap['map_hash']};",
            f"/// Hash of the register map of the card with the soft CPU: this crate's map, a superset.",
@@ -320,6 +355,7 @@ def render_rust(regmap):
         out.append(f"    {r},")
     out.append("];")
     out.append("")
+    out += render_rust_field_table(regmap)
     out.append("/// Constants the gateware exported with the map (MSI source numbers, the blocks' limits, FIFO")
     out.append("/// depths and histogram sizes).")
     out.append("pub mod constants {")

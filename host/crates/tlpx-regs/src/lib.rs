@@ -5,6 +5,11 @@
 
 #![allow(clippy::unreadable_literal)]
 
+/// A typed reader of csr.json (a card build's map, e.g. a DUT's regions for `tlpx reg --regs`):
+/// hand-written beside this generated file, in the format this map was generated from.
+#[cfg(feature = "serde")]
+pub mod csr_json;
+
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
 pub const MAP_HASH: u32 = 0x17830c0c;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
@@ -5191,6 +5196,237 @@ pub const ALL: &[Register] = &[
     rule30::BUSY_CYCLES_HI,
     rule30::MIN_CYCLES_PER_GENERATION,
     rule30::OVERHEAD_CYCLES,
+];
+
+/// One named value of a field: its name in the register map, the value, what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamedValue {
+    pub name: &'static str,
+    pub value: u64,
+    pub description: &'static str,
+}
+
+/// A field of a register as a table row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldInfo {
+    pub name: &'static str,
+    pub field: Field,
+    pub description: &'static str,
+    pub values: &'static [NamedValue],
+}
+
+/// A register that has fields, with its fields in bit order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisterFields {
+    pub register: Register,
+    pub fields: &'static [FieldInfo],
+}
+
+/// Every register that has fields, in BAR0 order.
+pub const FIELDS: &[RegisterFields] = &[
+    RegisterFields { register: ident::VERSION, fields: &[
+        FieldInfo { name: "minor", field: Field { shift: 0, width: 16 }, description: "Minor version of the register map.", values: &[] },
+        FieldInfo { name: "major", field: Field { shift: 16, width: 16 }, description: "Major version of the register map.", values: &[] },
+    ] },
+    RegisterFields { register: ident::FEATURES, fields: &[
+        FieldInfo { name: "request_path", field: Field { shift: 0, width: 1 }, description: "Every host request answered (UR for unsupported ones) and counted.", values: &[] },
+        FieldInfo { name: "msi", field: Field { shift: 1, width: 1 }, description: "MSI interrupts (LitePCIe MSI block).", values: &[] },
+        FieldInfo { name: "dma_loopback", field: Field { shift: 2, width: 1 }, description: "LitePCIe scatter-gather DMA reader and writer with internal loopback.", values: &[] },
+        FieldInfo { name: "generator", field: Field { shift: 3, width: 1 }, description: "Traffic generator (DMA/PIO).", values: &[] },
+        FieldInfo { name: "spy", field: Field { shift: 4, width: 1 }, description: "Passive transaction spy.", values: &[] },
+        FieldInfo { name: "irq_timer", field: Field { shift: 5, width: 1 }, description: "Interrupt latency timer.", values: &[] },
+        FieldInfo { name: "rule30", field: Field { shift: 6, width: 1 }, description: "Rule-30 accelerator.", values: &[] },
+        FieldInfo { name: "rt_loop", field: Field { shift: 7, width: 1 }, description: "Real-time loop (DataMover): card-to-host buffer, host result, loop time.", values: &[] },
+        FieldInfo { name: "cpu", field: Field { shift: 8, width: 1 }, description: "Soft CPU (VexRiscv) running card firmware: cpu_ctrl, uart, SRAM at 0x40000.", values: &[] },
+        FieldInfo { name: "slot", field: Field { shift: 9, width: 1 }, description: "Accelerator slot with its lease (slot): a device under test, its window, DMA and interrupt.", values: &[] },
+    ] },
+    RegisterFields { register: ident::SOFTWARE_IRQ, fields: &[
+        FieldInfo { name: "trigger", field: Field { shift: 0, width: 1 }, description: "Write 1 to raise the software interrupt (MSI source ``software``).", values: &[] },
+    ] },
+    RegisterFields { register: pcie_dma0::WRITER_TABLE_VALUE, fields: &[
+        FieldInfo { name: "address_lsb", field: Field { shift: 0, width: 32 }, description: "32-bit LSB Address of the descriptor (bytes-aligned).", values: &[] },
+        FieldInfo { name: "length", field: Field { shift: 32, width: 24 }, description: "24-bit Length of the descriptor (in bytes).", values: &[] },
+        FieldInfo { name: "irq_disable", field: Field { shift: 56, width: 1 }, description: "IRQ Disable Control of the descriptor.", values: &[] },
+        FieldInfo { name: "last_disable", field: Field { shift: 57, width: 1 }, description: "Last Disable Control of the descriptor.", values: &[] },
+    ] },
+    RegisterFields { register: pcie_dma0::WRITER_TABLE_WE, fields: &[
+        FieldInfo { name: "address_msb", field: Field { shift: 0, width: 32 }, description: "32-bit MSB Address of the descriptor (bytes-aligned), in 64-bit mode.", values: &[] },
+    ] },
+    RegisterFields { register: pcie_dma0::WRITER_TABLE_LOOP_STATUS, fields: &[
+        FieldInfo { name: "index", field: Field { shift: 0, width: 16 }, description: "Index of the last descriptor executed in the DMA descriptor table.", values: &[] },
+        FieldInfo { name: "count", field: Field { shift: 16, width: 16 }, description: "Loops of the DMA descriptor table since started.", values: &[] },
+    ] },
+    RegisterFields { register: pcie_dma0::READER_TABLE_VALUE, fields: &[
+        FieldInfo { name: "address_lsb", field: Field { shift: 0, width: 32 }, description: "32-bit LSB Address of the descriptor (bytes-aligned).", values: &[] },
+        FieldInfo { name: "length", field: Field { shift: 32, width: 24 }, description: "24-bit Length of the descriptor (in bytes).", values: &[] },
+        FieldInfo { name: "irq_disable", field: Field { shift: 56, width: 1 }, description: "IRQ Disable Control of the descriptor.", values: &[] },
+        FieldInfo { name: "last_disable", field: Field { shift: 57, width: 1 }, description: "Last Disable Control of the descriptor.", values: &[] },
+    ] },
+    RegisterFields { register: pcie_dma0::READER_TABLE_WE, fields: &[
+        FieldInfo { name: "address_msb", field: Field { shift: 0, width: 32 }, description: "32-bit MSB Address of the descriptor (bytes-aligned), in 64-bit mode.", values: &[] },
+    ] },
+    RegisterFields { register: pcie_dma0::READER_TABLE_LOOP_STATUS, fields: &[
+        FieldInfo { name: "index", field: Field { shift: 0, width: 16 }, description: "Index of the last descriptor executed in the DMA descriptor table.", values: &[] },
+        FieldInfo { name: "count", field: Field { shift: 16, width: 16 }, description: "Loops of the DMA descriptor table since started.", values: &[] },
+    ] },
+    RegisterFields { register: generator::CONTROL, fields: &[
+        FieldInfo { name: "start", field: Field { shift: 0, width: 1 }, description: "Write 1 to start a run.", values: &[] },
+        FieldInfo { name: "stop", field: Field { shift: 1, width: 1 }, description: "Write 1 to stop issuing requests; the run ends when outstanding reads complete or time out.", values: &[] },
+        FieldInfo { name: "clear", field: Field { shift: 2, width: 1 }, description: "Write 1 to zero counters, histograms and latency samples.", values: &[] },
+    ] },
+    RegisterFields { register: generator::CONFIG, fields: &[
+        FieldInfo { name: "operation", field: Field { shift: 0, width: 2 }, description: "What the run does.", values: &[NamedValue { name: "read", value: 0, description: "BW_RD / LAT_RD: the card reads host memory." }, NamedValue { name: "write", value: 1, description: "BW_WR: the card writes host memory." }, NamedValue { name: "read_write", value: 2, description: "BW_RDWR: both at once, independent streams." }, NamedValue { name: "write_then_read", value: 3, description: "LAT_WRRD: write a transfer, read it back, repeat." }] },
+        FieldInfo { name: "address_pattern", field: Field { shift: 2, width: 2 }, description: "Transfer addresses.", values: &[NamedValue { name: "sequential", value: 0, description: "transfer n at window offset (n << stride_log2)." }, NamedValue { name: "fixed", value: 1, description: "every transfer at window offset 0." }, NamedValue { name: "random", value: 2, description: "a stride slot chosen by an LFSR." }] },
+        FieldInfo { name: "data_pattern", field: Field { shift: 4, width: 1 }, description: "Data written, and expected on reads.", values: &[NamedValue { name: "counter", value: 0, description: "DW at byte address a = a/4 + seed." }, NamedValue { name: "prbs", value: 1, description: "DW at byte address a = lowbias32(a/4 ^ seed)." }] },
+        FieldInfo { name: "check_data", field: Field { shift: 5, width: 1 }, description: "Check read data against the pattern (DW-aligned transfers only).", values: &[] },
+        FieldInfo { name: "addr64", field: Field { shift: 6, width: 1 }, description: "Force 4DW (64-bit) headers even below 4 GiB.", values: &[] },
+        FieldInfo { name: "relaxed_ordering", field: Field { shift: 7, width: 1 }, description: "Set the Relaxed Ordering attribute.", values: &[] },
+        FieldInfo { name: "no_snoop", field: Field { shift: 8, width: 1 }, description: "Set the No Snoop attribute.", values: &[] },
+        FieldInfo { name: "flush", field: Field { shift: 9, width: 1 }, description: "End a run with writes with a 1-DW read of the buffer, so that its cycles cover every write reaching host memory.", values: &[] },
+    ] },
+    RegisterFields { register: generator::STATUS, fields: &[
+        FieldInfo { name: "running", field: Field { shift: 0, width: 1 }, description: "A run is in progress.", values: &[] },
+        FieldInfo { name: "done", field: Field { shift: 1, width: 1 }, description: "The last run has ended (cleared by start).", values: &[] },
+        FieldInfo { name: "ended_by", field: Field { shift: 2, width: 2 }, description: "Why the last run ended.", values: &[NamedValue { name: "count", value: 1, description: "the transfer count was reached." }, NamedValue { name: "duration", value: 2, description: "the duration elapsed." }, NamedValue { name: "stop", value: 3, description: "control.stop." }] },
+        FieldInfo { name: "outstanding", field: Field { shift: 8, width: 8 }, description: "Reads in flight now.", values: &[] },
+    ] },
+    RegisterFields { register: generator::LAT_SAMPLES, fields: &[
+        FieldInfo { name: "level", field: Field { shift: 0, width: 16 }, description: "Samples waiting in the FIFO (up to 1024).", values: &[] },
+    ] },
+    RegisterFields { register: pio::CONTROL, fields: &[
+        FieldInfo { name: "clear", field: Field { shift: 0, width: 1 }, description: "Write 1 to zero the counters and histograms.", values: &[] },
+    ] },
+    RegisterFields { register: spy::CONTROL, fields: &[
+        FieldInfo { name: "enable", field: Field { shift: 0, width: 1 }, description: "Capture records (counters and histograms run regardless).", values: &[] },
+        FieldInfo { name: "clear", field: Field { shift: 1, width: 1 }, description: "Write 1 to zero counters, histograms, sequence and ring indices, and to re-arm the trigger.", values: &[] },
+        FieldInfo { name: "include_own", field: Field { shift: 2, width: 1 }, description: "Also record the spy's own ring writes (with ``to_dma_writer``: LitePCIe's DMA TLPs, which carry the records).", values: &[] },
+        FieldInfo { name: "to_dma_writer", field: Field { shift: 3, width: 1 }, description: "Send the records into LitePCIe's DMA writer (pcie_dma0, loopback off) instead of the ring: for a driver that owns the DMA buffers. ``wr_index`` then counts records (and pad records) handed to the writer.", values: &[] },
+    ] },
+    RegisterFields { register: spy::TRIGGER, fields: &[
+        FieldInfo { name: "mode", field: Field { shift: 0, width: 2 }, description: "Trigger mode.", values: &[NamedValue { name: "off", value: 0, description: "record continuously." }, NamedValue { name: "start", value: 1, description: "keep the last `pre` records until the trigger matches, then record `post` records (the trigger's included) and stop." }, NamedValue { name: "stop", value: 2, description: "record continuously until the trigger matches, then `post` more records and stop." }] },
+        FieldInfo { name: "class_mask", field: Field { shift: 8, width: 8 }, description: "Classes that can trigger.", values: &[] },
+        FieldInfo { name: "direction_mask", field: Field { shift: 16, width: 2 }, description: "Directions that can trigger.", values: &[] },
+    ] },
+    RegisterFields { register: spy::STATUS, fields: &[
+        FieldInfo { name: "triggered", field: Field { shift: 0, width: 1 }, description: "The trigger has matched.", values: &[] },
+        FieldInfo { name: "stopped", field: Field { shift: 1, width: 1 }, description: "Capture stopped after the trigger's post count.", values: &[] },
+        FieldInfo { name: "halted", field: Field { shift: 2, width: 1 }, description: "The capture's lease ended (expired or released): nothing is recorded or written to the ring until ``control.clear``.", values: &[] },
+        FieldInfo { name: "records", field: Field { shift: 8, width: 16 }, description: "Records waiting in the spy's record FIFO.", values: &[] },
+    ] },
+    RegisterFields { register: spy::PAYLOAD, fields: &[
+        FieldInfo { name: "dws", field: Field { shift: 0, width: 5 }, description: "Data DWs to capture per TLP with data, 0..16 (0: off; more than 16 captures 16): min(dws, Length) DWs follow the TLP's record as payload records of up to 6 DWs.", values: &[] },
+        FieldInfo { name: "class_mask", field: Field { shift: 8, width: 8 }, description: "TLP classes whose payload is captured (bits as class_mask).", values: &[] },
+        FieldInfo { name: "direction_mask", field: Field { shift: 16, width: 2 }, description: "Directions whose payload is captured: bit 0 down, bit 1 up.", values: &[] },
+    ] },
+    RegisterFields { register: irq_timer::CONTROL, fields: &[
+        FieldInfo { name: "start", field: Field { shift: 0, width: 1 }, description: "Write 1 to start firing.", values: &[] },
+        FieldInfo { name: "stop", field: Field { shift: 1, width: 1 }, description: "Write 1 to stop firing (a waiting sample can still be acknowledged).", values: &[] },
+        FieldInfo { name: "clear", field: Field { shift: 2, width: 1 }, description: "Write 1 to zero statistics, counters, sequence and ring indices.", values: &[] },
+    ] },
+    RegisterFields { register: irq_timer::CONFIG, fields: &[
+        FieldInfo { name: "mode", field: Field { shift: 0, width: 1 }, description: "Interval between a fire and the next.", values: &[NamedValue { name: "random", value: 0, description: "the interval is drawn uniformly in [min_interval, max_interval] by an LFSR." }, NamedValue { name: "periodic", value: 1, description: "the interval is always min_interval." }] },
+    ] },
+    RegisterFields { register: irq_timer::STATUS, fields: &[
+        FieldInfo { name: "running", field: Field { shift: 0, width: 1 }, description: "The timer fires.", values: &[] },
+        FieldInfo { name: "pending", field: Field { shift: 1, width: 1 }, description: "A fire waits for ack_user.", values: &[] },
+        FieldInfo { name: "done", field: Field { shift: 2, width: 1 }, description: "count fires were made and acknowledged (or the timer was stopped).", values: &[] },
+        FieldInfo { name: "halted", field: Field { shift: 3, width: 1 }, description: "The lease ended: the timer stopped and writes nothing to its ring until control.clear.", values: &[] },
+    ] },
+    RegisterFields { register: rt_loop::CONTROL, fields: &[
+        FieldInfo { name: "start", field: Field { shift: 0, width: 1 }, description: "Write 1 to start the iterations.", values: &[] },
+        FieldInfo { name: "stop", field: Field { shift: 1, width: 1 }, description: "Write 1 to stop after the current iteration's buffer.", values: &[] },
+        FieldInfo { name: "clear", field: Field { shift: 2, width: 1 }, description: "Write 1 to zero the statistics and samples.", values: &[] },
+    ] },
+    RegisterFields { register: rt_loop::CONFIG, fields: &[
+        FieldInfo { name: "irq", field: Field { shift: 0, width: 1 }, description: "Raise the rt_loop MSI once a buffer (with its token) is written.", values: &[] },
+        FieldInfo { name: "dma_return", field: Field { shift: 1, width: 1 }, description: "The host returns the checksum in its memory at ``result_address`` and writes ``doorbell``; the card DMA-reads it.", values: &[] },
+    ] },
+    RegisterFields { register: rt_loop::STATUS, fields: &[
+        FieldInfo { name: "running", field: Field { shift: 0, width: 1 }, description: "Iterations are running.", values: &[] },
+        FieldInfo { name: "waiting", field: Field { shift: 1, width: 1 }, description: "The buffer is written; the card waits for the result.", values: &[] },
+        FieldInfo { name: "done", field: Field { shift: 2, width: 1 }, description: "The last run has ended.", values: &[] },
+    ] },
+    RegisterFields { register: rule30_batch::CONTROL, fields: &[
+        FieldInfo { name: "start", field: Field { shift: 0, width: 1 }, description: "Write 1 to start a batch (ignored while one runs).", values: &[] },
+        FieldInfo { name: "abort", field: Field { shift: 1, width: 1 }, description: "Write 1 to end the running batch early (``status.aborted``): a packet being loaded or computed is dropped (the core finishes computing it), one whose result is being queued is written.", values: &[] },
+        FieldInfo { name: "clear", field: Field { shift: 2, width: 1 }, description: "Write 1 to zero ``errors``, ``batches``, ``unexpected`` and ``refused_writes``.", values: &[] },
+    ] },
+    RegisterFields { register: rule30_batch::CONFIG, fields: &[
+        FieldInfo { name: "irq", field: Field { shift: 0, width: 1 }, description: "Raise the ``slot`` MSI (rule 30 is in the accelerator slot) once at the end of each batch (also one that ends in error).", values: &[] },
+    ] },
+    RegisterFields { register: rule30_batch::STATUS, fields: &[
+        FieldInfo { name: "running", field: Field { shift: 0, width: 1 }, description: "A batch runs.", values: &[] },
+        FieldInfo { name: "done", field: Field { shift: 1, width: 1 }, description: "The last batch has ended (its writes have left the card).", values: &[] },
+        FieldInfo { name: "error", field: Field { shift: 2, width: 1 }, description: "The last batch ended early: see the cause bits.", values: &[] },
+        FieldInfo { name: "cpl_status", field: Field { shift: 8, width: 1 }, description: "A descriptor read was answered with UR, CA or CRS.", values: &[] },
+        FieldInfo { name: "poisoned", field: Field { shift: 9, width: 1 }, description: "A descriptor read returned poisoned data (EP).", values: &[] },
+        FieldInfo { name: "timeout", field: Field { shift: 10, width: 1 }, description: "A descriptor read was not (fully) answered within ``read_timeout`` cycles.", values: &[] },
+        FieldInfo { name: "bad_descriptor", field: Field { shift: 11, width: 1 }, description: "A descriptor header had line_length 0 or > 1024, or generations 0.", values: &[] },
+        FieldInfo { name: "list_short", field: Field { shift: 12, width: 1 }, description: "The descriptor list ended before ``count`` packets.", values: &[] },
+        FieldInfo { name: "refused", field: Field { shift: 13, width: 1 }, description: "The core did not start a packet (cannot happen with valid descriptors).", values: &[] },
+        FieldInfo { name: "aborted", field: Field { shift: 14, width: 1 }, description: "``control.abort`` ended the batch.", values: &[] },
+    ] },
+    RegisterFields { register: cpu_ctrl::CONTROL, fields: &[
+        FieldInfo { name: "run", field: Field { shift: 0, width: 1 }, description: "Write 1: check the image at ``sram_base`` (``image_length`` bytes against ``image_crc``) and, if it passes, release the CPU from reset (a running CPU is reset and the image checked again). Write 0: hold the CPU in reset.", values: &[] },
+    ] },
+    RegisterFields { register: cpu_ctrl::STATUS, fields: &[
+        FieldInfo { name: "state", field: Field { shift: 0, width: 2 }, description: "CPU state.", values: &[NamedValue { name: "stopped", value: 0, description: "held in reset" }, NamedValue { name: "checking", value: 1, description: "the card reads the image back and computes its CRC" }, NamedValue { name: "running", value: 2, description: "the CPU runs the image" }, NamedValue { name: "refused", value: 3, description: "the image was refused (see reason); the CPU is in reset" }] },
+        FieldInfo { name: "reason", field: Field { shift: 2, width: 3 }, description: "Why the last image was refused.", values: &[NamedValue { name: "none", value: 0, description: "not refused" }, NamedValue { name: "empty", value: 1, description: "image_length is 0" }, NamedValue { name: "too_long", value: 2, description: "image_length is larger than sram_size" }, NamedValue { name: "unaligned", value: 3, description: "image_length is not a multiple of 4" }, NamedValue { name: "crc", value: 4, description: "the CRC the card computed differs from image_crc" }] },
+    ] },
+    RegisterFields { register: uart::EV_STATUS, fields: &[
+        FieldInfo { name: "tx", field: Field { shift: 0, width: 1 }, description: "Level of the ``tx`` event", values: &[] },
+        FieldInfo { name: "rx", field: Field { shift: 1, width: 1 }, description: "Level of the ``rx`` event", values: &[] },
+    ] },
+    RegisterFields { register: uart::EV_PENDING, fields: &[
+        FieldInfo { name: "tx", field: Field { shift: 0, width: 1 }, description: "`1` if a `tx` event occurred. This Event is triggered on a **falling** edge.", values: &[] },
+        FieldInfo { name: "rx", field: Field { shift: 1, width: 1 }, description: "`1` if a `rx` event occurred. This Event is triggered on a **falling** edge.", values: &[] },
+    ] },
+    RegisterFields { register: uart::EV_ENABLE, fields: &[
+        FieldInfo { name: "tx", field: Field { shift: 0, width: 1 }, description: "Write a ``1`` to enable the ``tx`` Event", values: &[] },
+        FieldInfo { name: "rx", field: Field { shift: 1, width: 1 }, description: "Write a ``1`` to enable the ``rx`` Event", values: &[] },
+    ] },
+    RegisterFields { register: uart::XOVER_EV_STATUS, fields: &[
+        FieldInfo { name: "tx", field: Field { shift: 0, width: 1 }, description: "Level of the ``tx`` event", values: &[] },
+        FieldInfo { name: "rx", field: Field { shift: 1, width: 1 }, description: "Level of the ``rx`` event", values: &[] },
+    ] },
+    RegisterFields { register: uart::XOVER_EV_PENDING, fields: &[
+        FieldInfo { name: "tx", field: Field { shift: 0, width: 1 }, description: "`1` if a `tx` event occurred. This Event is triggered on a **falling** edge.", values: &[] },
+        FieldInfo { name: "rx", field: Field { shift: 1, width: 1 }, description: "`1` if a `rx` event occurred. This Event is triggered on a **falling** edge.", values: &[] },
+    ] },
+    RegisterFields { register: uart::XOVER_EV_ENABLE, fields: &[
+        FieldInfo { name: "tx", field: Field { shift: 0, width: 1 }, description: "Write a ``1`` to enable the ``tx`` Event", values: &[] },
+        FieldInfo { name: "rx", field: Field { shift: 1, width: 1 }, description: "Write a ``1`` to enable the ``rx`` Event", values: &[] },
+    ] },
+    RegisterFields { register: dma_guard::CONTROL, fields: &[
+        FieldInfo { name: "reset", field: Field { shift: 0, width: 1 }, description: "Write 1 to reset LitePCIe's DMA engines and tag controller now (between packets), as a timeout does.", values: &[] },
+    ] },
+    RegisterFields { register: slot::DUT_VERSION, fields: &[
+        FieldInfo { name: "minor", field: Field { shift: 0, width: 16 }, description: "Minor version of the DUT.", values: &[] },
+        FieldInfo { name: "major", field: Field { shift: 16, width: 16 }, description: "Major version of the DUT.", values: &[] },
+    ] },
+    RegisterFields { register: slot::INTERFACE, fields: &[
+        FieldInfo { name: "version", field: Field { shift: 0, width: 8 }, description: "Version of the slot interface the DUT was built for.", values: &[] },
+        FieldInfo { name: "placement", field: Field { shift: 8, width: 1 }, description: "Where the DUT's register window is in BAR0.", values: &[NamedValue { name: "window", value: 0, description: "The window is at BAR0 0x20000, tlpx's map at BAR0 0." }, NamedValue { name: "bar0", value: 1, description: "The window is at BAR0 0, tlpx's map at BAR0 0x80000." }] },
+        FieldInfo { name: "dma", field: Field { shift: 9, width: 1 }, description: "The DUT sends TLPs of its own (DMA) with the slot's tags.", values: &[] },
+    ] },
+    RegisterFields { register: slot::STATUS, fields: &[
+        FieldInfo { name: "busy", field: Field { shift: 0, width: 1 }, description: "The DUT is working or its DMA is in flight (the slot user's ``busy``): a host frees the buffers of a command only once this is 0.", values: &[] },
+        FieldInfo { name: "fenced", field: Field { shift: 1, width: 1 }, description: "The slot's lease ended (released, or expired: its owner is gone) while the DUT was busy: its DMA mover refuses every request until the DUT is quiet.", values: &[] },
+    ] },
+    RegisterFields { register: rule30::CONTROL, fields: &[
+        FieldInfo { name: "irq_enable", field: Field { shift: 0, width: 1 }, description: "Pulse the slot MSI (rule 30 is in the accelerator slot) at completion (and at a refused start).", values: &[] },
+        FieldInfo { name: "hwo", field: Field { shift: 1, width: 1 }, description: "At completion, copy output to input (the seed's hwo latch).", values: &[] },
+    ] },
+    RegisterFields { register: rule30::STATUS, fields: &[
+        FieldInfo { name: "complete", field: Field { shift: 0, width: 1 }, description: "An operation completed (write 1 to clear; an accepted start clears it).", values: &[] },
+        FieldInfo { name: "error", field: Field { shift: 1, width: 1 }, description: "Some bit of errors is set (write 1 to clear all of errors).", values: &[] },
+        FieldInfo { name: "busy", field: Field { shift: 2, width: 1 }, description: "An operation is running.", values: &[] },
+    ] },
+    RegisterFields { register: rule30::ERRORS, fields: &[
+        FieldInfo { name: "bad_line_length", field: Field { shift: 0, width: 1 }, description: "A start was refused: line_length not 1..1024.", values: &[] },
+        FieldInfo { name: "bad_generations", field: Field { shift: 1, width: 1 }, description: "A start was refused: generations not 1..65535.", values: &[] },
+        FieldInfo { name: "start_while_busy", field: Field { shift: 2, width: 1 }, description: "A start was ignored: an operation was running.", values: &[] },
+    ] },
 ];
 
 /// Constants the gateware exported with the map (MSI source numbers, the blocks' limits, FIFO

@@ -1,6 +1,6 @@
 //! The register map `tlpx reg` works with at run time: the card's generated map (tlpx-regs,
-//! with the fields and value names its build script extracts) plus, with `--regs FILE`, the
-//! DUT-owned regions of a card build's csr.json (the accelerator's own registers).
+//! its field table `tlpx_regs::FIELDS`) plus, with `--regs FILE`, the DUT-owned regions of a
+//! card build's csr.json (the accelerator's own registers, read by `tlpx_regs::csr_json`).
 //!
 //! Names: `region.register` names a register, `region.register.field` one of its fields; a
 //! register name alone is accepted when one region has it. Values are numbers (decimal or
@@ -9,20 +9,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail};
-use serde_json::Value;
-
-/// One field as the build script writes it from tlpx-regs.
-pub struct GenField {
-    pub name: &'static str,
-    pub shift: u32,
-    pub width: u32,
-    pub description: &'static str,
-    /// (name, value, description) of each named value.
-    pub values: &'static [(&'static str, u64, &'static str)],
-}
-
-/// (region, register, fields) for every register of tlpx-regs that has fields.
-static GEN_FIELDS: &[(&str, &str, &[GenField])] = include!(concat!(env!("OUT_DIR"), "/reg_fields.rs"));
+use tlpx_regs::csr_json::{self, CsrJson, Region};
 
 /// Who a region belongs to (csr.json's `owner`): tlpx's card, or the accelerator in its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,18 +166,18 @@ impl RegMap {
         let registers = tlpx_regs::ALL
             .iter()
             .map(|r| {
-                let fields = GEN_FIELDS
+                let fields = tlpx_regs::FIELDS
                     .iter()
-                    .find(|(region, name, _)| *region == r.region && *name == r.name)
-                    .map(|(_, _, fields)| {
-                        fields
+                    .find(|t| t.register == *r)
+                    .map(|t| {
+                        t.fields
                             .iter()
                             .map(|f| FieldDef {
                                 name: f.name.to_owned(),
-                                shift: f.shift,
-                                width: f.width,
+                                shift: f.field.shift,
+                                width: f.field.width,
                                 description: f.description.to_owned(),
-                                values: f.values.iter().map(|(n, v, _)| ((*n).to_owned(), *v)).collect(),
+                                values: f.values.iter().map(|v| (v.name.to_owned(), v.value)).collect(),
                             })
                             .collect()
                     })
@@ -230,32 +217,31 @@ impl RegMap {
             crate::input::read_capped(path, MAX_REGS_BYTES).map_err(|e| anyhow!("--regs {}: cannot read it: {e}", path.display()))?;
         let text =
             String::from_utf8(bytes).map_err(|_| anyhow!("--regs {}: not UTF-8 text: give a card build's csr.json", path.display()))?;
-        let doc: Value = serde_json::from_str(&text)
-            .map_err(|e| anyhow!("--regs {}: not JSON ({e}): give a card build's csr.json (build/card/<name>/csr.json)", path.display()))?;
-        let regions = doc.get("regions").and_then(Value::as_array).ok_or_else(|| {
-            anyhow!("--regs {}: no `regions` array: not a tlpx card build's csr.json (build/card/<name>/csr.json)", path.display())
+        let doc: CsrJson = serde_json::from_str(&text).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => anyhow!(
+                "--regs {}: not a tlpx card build's csr.json ({e}): give build/card/<name>/csr.json (its `regions`, each with `registers`)",
+                path.display()
+            ),
+            _ => anyhow!("--regs {}: not JSON ({e}): give a card build's csr.json (build/card/<name>/csr.json)", path.display()),
         })?;
-        let dut: Vec<&Value> = regions.iter().filter(|r| r.get("owner").and_then(Value::as_str) == Some("dut")).collect();
+        let dut: Vec<&Region> = doc.regions.iter().filter(|r| r.is_dut()).collect();
         if dut.is_empty() {
             bail!(
                 "--regs {}: no region has \"owner\": \"dut\" (regions: {}): the file names no accelerator's registers; give the csr.json of a card built with a DUT (make gateware DUT=...)",
                 path.display(),
-                regions.iter().filter_map(|r| r.get("name").and_then(Value::as_str)).collect::<Vec<_>>().join(", ")
+                doc.regions.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
             );
         }
-        let hash =
-            map_hash(&dut.iter().map(|r| (*r).clone()).collect::<Vec<_>>()).map_err(|e| anyhow!("--regs {}: {e}", path.display()))?;
+        let hash = csr_json::map_hash(dut.iter().copied());
         let mut names = Vec::new();
         for region in dut {
             let parsed = parse_region(region).map_err(|e| anyhow!("--regs {}: {e}", path.display()))?;
-            let name = parsed.first().map(|r| r.region.clone()).unwrap_or_default();
-            let name = if name.is_empty() { region.get("name").and_then(Value::as_str).unwrap_or("").to_owned() } else { name };
-            self.registers.retain(|r| r.region != name);
+            self.registers.retain(|r| r.region != region.name);
             self.registers.extend(parsed);
-            names.push(name);
+            names.push(region.name.clone());
         }
         self.registers.sort_by_key(|r| r.offset);
-        let placement = doc.pointer("/dut/placement").and_then(Value::as_str).map(str::to_owned);
+        let placement = doc.dut.and_then(|d| d.placement);
         Ok(DutRegions { hash, names, placement })
     }
 
@@ -329,99 +315,52 @@ pub struct DutRegions {
     pub placement: Option<String>,
 }
 
-fn parse_region(region: &Value) -> anyhow::Result<Vec<RegDef>> {
-    let rname = region.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("a region has no name"))?;
-    let regs = region.get("registers").and_then(Value::as_array).ok_or_else(|| anyhow!("region {rname} has no registers array"))?;
+fn parse_region(region: &Region) -> anyhow::Result<Vec<RegDef>> {
+    let rname = &region.name;
     let mut out = Vec::new();
-    for g in regs {
-        let s = |k: &str| g.get(k).and_then(Value::as_str).ok_or_else(|| anyhow!("a register of {rname} has no {k}"));
-        let n = |k: &str| g.get(k).and_then(Value::as_u64).ok_or_else(|| anyhow!("a register of {rname} has no numeric {k}"));
-        let name = s("name")?;
-        let access = Access::parse(s("access")?).ok_or_else(|| anyhow!("{rname}.{name}: access {:?} is not ro, rw or wo", g["access"]))?;
-        let offset = n("offset")?;
+    for g in &region.registers {
+        let name = &g.name;
+        let access = Access::parse(&g.access).ok_or_else(|| anyhow!("{rname}.{name}: access {:?} is not ro, rw or wo", g.access))?;
+        let offset = g.offset;
         if offset >= tlpx_regs::BAR_SIZE || !offset.is_multiple_of(4) {
             bail!("{rname}.{name}: offset {offset:#x} is not a DW-aligned BAR0 offset (0..{:#x})", tlpx_regs::BAR_SIZE);
         }
-        let size_bits = u32::try_from(n("size_bits")?)
+        let size_bits = u32::try_from(g.size_bits)
             .ok()
             .filter(|b| (1..=1024).contains(b))
             .ok_or_else(|| anyhow!("{rname}.{name}: size_bits is not 1..=1024"))?;
         let mut fields = Vec::new();
         let mut actions = 0u64;
-        for f in g.get("fields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-            let fname = f.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("{rname}.{name}: a field has no name"))?;
-            let shift = f.get("offset").and_then(Value::as_u64).ok_or_else(|| anyhow!("{rname}.{name}.{fname}: no offset"))?;
-            let width = f.get("size").and_then(Value::as_u64).ok_or_else(|| anyhow!("{rname}.{name}.{fname}: no size"))?;
+        for f in &g.fields {
+            let (fname, shift, width) = (&f.name, f.offset, f.size);
             if width == 0 || shift + width > u64::from(size_bits).min(64) {
                 bail!("{rname}.{name}.{fname}: bits {shift}+{width} do not fit the {size_bits}-bit register");
             }
             // A write-only field of a writable register acts on a write (gen_regs.py's rule).
-            if access != Access::Ro && f.get("access").and_then(Value::as_str) == Some("wo") {
+            if access != Access::Ro && f.access.as_deref() == Some("wo") {
                 actions |= (((1u128 << width) - 1) as u64) << shift;
             }
-            let values = f
-                .get("values")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|v| Some((v.get("name")?.as_str()?.to_owned(), v.get("value")?.as_u64()?)))
-                .collect();
             fields.push(FieldDef {
-                name: fname.to_owned(),
+                name: fname.clone(),
                 shift: shift as u32,
                 width: width as u32,
-                description: f.get("description").and_then(Value::as_str).unwrap_or("").to_owned(),
-                values,
+                description: f.description.clone(),
+                values: f.named_values().map_err(|e| anyhow!("{rname}.{name}: {e}"))?,
             });
         }
         out.push(RegDef {
-            region: rname.to_owned(),
-            name: name.to_owned(),
+            region: rname.clone(),
+            name: name.clone(),
             offset,
             size_bits,
             access,
-            description: g.get("description").and_then(Value::as_str).unwrap_or("").to_owned(),
+            description: g.description.clone(),
             fields,
             owner: Owner::Dut,
             actions,
         });
     }
     Ok(out)
-}
-
-/// The register map hash of csr.json regions, as the gateware computes it (soc.py
-/// `map_hash`): 32-bit FNV-1a over the compact JSON of
-/// `[[region, offset, [[register, offset, size_bits, access, [[field, offset, size]...]]...]]...]`.
-/// The one Rust implementation: `--regs` compares it with `slot.dut_map_hash`.
-pub fn map_hash(regions: &[Value]) -> anyhow::Result<u32> {
-    let get = |v: &Value, k: &str| v.get(k).cloned().ok_or_else(|| anyhow!("a map entry has no {k:?}: {v}"));
-    let mut structure = Vec::new();
-    for r in regions {
-        let mut regs = Vec::new();
-        for g in r.get("registers").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-            let mut fields = Vec::new();
-            for f in g.get("fields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-                fields.push(Value::Array(vec![get(f, "name")?, get(f, "offset")?, get(f, "size")?]));
-            }
-            regs.push(Value::Array(vec![
-                get(g, "name")?,
-                get(g, "offset")?,
-                get(g, "size_bits")?,
-                get(g, "access")?,
-                Value::Array(fields),
-            ]));
-        }
-        structure.push(Value::Array(vec![get(r, "name")?, get(r, "offset")?, Value::Array(regs)]));
-    }
-    // serde_json's compact form is Python's json.dumps(separators=(",", ":")) for these
-    // ASCII names and integers.
-    let text = serde_json::to_string(&Value::Array(structure))?;
-    Ok(fnv1a(text.as_bytes()))
-}
-
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811C_9DC5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
 pub fn parse_number(text: &str) -> anyhow::Result<u64> {
@@ -477,29 +416,34 @@ mod tests {
         // The card builds' csr.json carry the hash soc.py computed over their card-owned
         // regions (ident.map_hash); the DUT-owned ones (rule 30's) hash to slot.dut_map_hash.
         let builds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../build/card");
-        let owned = |regions: &[Value], dut: bool| -> Vec<Value> {
-            regions.iter().filter(|r| (r.get("owner").and_then(Value::as_str) == Some("dut")) == dut).cloned().collect()
+        let read = |build: &str| -> CsrJson {
+            let path = builds.join(build).join("csr.json");
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("csr.json (make gateware)")).expect("csr.json")
         };
         for build in ["dw64", "dw64-cpu", "dw128"] {
-            let path = builds.join(build).join("csr.json");
-            let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("csr.json (make gateware)")).expect("JSON");
-            let regions = doc["regions"].as_array().expect("regions");
-            let want = doc["map_hash"].as_str().and_then(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok()).expect("map_hash");
-            assert_eq!(map_hash(&owned(regions, false)).expect("hash"), want, "{}", path.display());
-            assert_eq!(map_hash(&owned(regions, true)).expect("hash"), tlpx_regs::RULE30_DUT_MAP_HASH, "{}", path.display());
+            let doc = read(build);
+            let want = doc.map_hash.as_deref().and_then(|h| u32::from_str_radix(h.trim_start_matches("0x"), 16).ok()).expect("map_hash");
+            assert_eq!(csr_json::map_hash(doc.regions.iter().filter(|r| !r.is_dut())), want, "{build}");
+            assert_eq!(csr_json::map_hash(doc.regions.iter().filter(|r| r.is_dut())), tlpx_regs::RULE30_DUT_MAP_HASH, "{build}");
         }
         // A change of one register's offset changes it.
-        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(builds.join("dw64/csr.json")).expect("csr.json")).expect("JSON");
-        let before = map_hash(v["regions"].as_array().expect("regions")).expect("hash");
-        v["regions"][0]["registers"][0]["offset"] = 4.into();
-        assert_ne!(map_hash(v["regions"].as_array().expect("regions")).expect("hash"), before);
+        let mut doc = read("dw64");
+        let before = csr_json::map_hash(&doc.regions);
+        doc.regions[0].registers[0].offset = 4;
+        assert_ne!(csr_json::map_hash(&doc.regions), before);
     }
 
     #[test]
-    fn fnv1a_matches_the_reference_vectors() {
-        // FNV-1a 32-bit test vectors (the FNV authors' table).
-        assert_eq!(fnv1a(b""), 0x811c9dc5);
-        assert_eq!(fnv1a(b"a"), 0xe40c292c);
-        assert_eq!(fnv1a(b"foobar"), 0xbf9cf968);
+    fn the_generated_field_table_agrees_with_the_field_constants() {
+        // tlpx_regs::FIELDS and the per-register field modules come from one csr.json: spot
+        // checks that they name the same bits and values.
+        let map = RegMap::card();
+        let Target::Field(_, f) = map.resolve("spy.trigger.mode").expect("field") else { panic!("a field") };
+        let mode = tlpx_regs::spy::trigger::MODE;
+        assert_eq!((f.shift, f.width), (mode.shift, mode.width));
+        let names: Vec<&str> = tlpx_regs::spy::trigger::Mode::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(f.values.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), names);
+        let with_fields = tlpx_regs::ALL.iter().filter(|r| tlpx_regs::FIELDS.iter().any(|t| t.register == **r)).count();
+        assert_eq!(with_fields, tlpx_regs::FIELDS.len(), "one table row per register with fields");
     }
 }
