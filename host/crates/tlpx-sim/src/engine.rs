@@ -1721,7 +1721,7 @@ impl Sim {
         if let Ok(cfg) = LinkConfig::new(l.generation, l.lanes, v.max_payload_size, v.max_read_request_size, l.rcb, l.addr64) {
             self.link.set_config(cfg);
         }
-        let dump = tlpx_device::pci::render_dump(domain, bus, dev, func, self.config.bytes());
+        let dump = tlpx_pci::render_dump(domain, bus, dev, func, self.config.bytes());
         if let Err(e) = self.p.dump.write(dump.as_bytes()) {
             self.warn(&format!("cannot write {}: {e}", self.p.dump.path().display()));
         }
