@@ -120,6 +120,26 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_json::Map<String, Value>) -> Result<(), String> {
+    let mut vdev = open_edu(addr, rep, results)?;
+    let mmapped = vdev.bar_access(0) == Some(BarAccess::MmapUncached);
+    let can_reset = vdev.can_reset();
+    let dev: &mut dyn Device = &mut vdev;
+
+    rep.check(
+        "bar0_mmap_uncached",
+        if mmapped { Ok("BAR0 reached through the vfio region mmap".into()) } else { Err("BAR0 is not mmapped".into()) },
+    );
+    let ident = register_checks(dev, rep, results)?;
+    dma_checks(dev, ident, rep, results)?;
+    interrupt_checks(dev, addr, samples, rep, results)?;
+    reset_check(&mut vdev, can_reset, ident, rep, results)?;
+    bad_input_check(&mut vdev, rep);
+    Ok(())
+}
+
+/// Opens edu through vfio (after checking that a write-combining mapping of its BAR0 is
+/// refused) and records what the device looks like.
+fn open_edu(addr: &str, rep: &mut Report, results: &mut serde_json::Map<String, Value>) -> Result<VfioDevice, String> {
     // A write-combining mapping of edu's BAR0 (not prefetchable) must be refused, clearly.
     let wc = VfioOptions { write_combining: vec![0], ..Default::default() };
     rep.check(
@@ -132,7 +152,7 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
     );
 
     let opts = VfioOptions { iova_window: 0x10_0000..1 << 28, ..Default::default() };
-    let mut vdev = VfioDevice::open_with(addr, &opts).map_err(e)?;
+    let vdev = VfioDevice::open_with(addr, &opts).map_err(e)?;
     let desc = vdev.description();
     rep.check(
         "open",
@@ -160,15 +180,12 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
             "can_reset": vdev.can_reset(),
         }),
     );
-    let mmapped = vdev.bar_access(0) == Some(BarAccess::MmapUncached);
-    let can_reset = vdev.can_reset();
-    let dev: &mut dyn Device = &mut vdev;
+    Ok(vdev)
+}
 
-    rep.check(
-        "bar0_mmap_uncached",
-        if mmapped { Ok("BAR0 reached through the vfio region mmap".into()) } else { Err("BAR0 is not mmapped".into()) },
-    );
-
+/// edu's registers through the BAR and config space: identification (returned), liveness,
+/// ids and command, block accesses, and the two BAR paths.
+fn register_checks(dev: &mut dyn Device, rep: &mut Report, results: &mut serde_json::Map<String, Value>) -> Result<u32, String> {
     let ident = r32(dev, IDENT)?;
     rep.check(
         "ident",
@@ -219,7 +236,11 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
     // The two BAR paths (rule 30's hw-poll vs hw-syscall): loads on the mapping, then
     // pread/pwrite on the device fd; the same registers, the same answers; 2000 reads each.
     rep.check("bar_path_syscall", bar_paths(dev, ident, results));
+    Ok(ident)
+}
 
+/// edu's DMA through the IOMMU: a round trip, and a write to an unmapped IOVA blocked.
+fn dma_checks(dev: &mut dyn Device, ident: u32, rep: &mut Report, results: &mut serde_json::Map<String, Value>) -> Result<(), String> {
     // DMA: host buffer A -> edu -> host buffer B through the IOMMU.
     let a = dev.alloc_dma(4096).map_err(e)?;
     let b = dev.alloc_dma(4096).map_err(e)?;
@@ -268,7 +289,17 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
 
     dev.free_dma(a).map_err(e)?;
     dev.free_dma(b).map_err(e)?;
+    Ok(())
+}
 
+/// edu's MSI through the eventfd, its latency, and the split at the kernel's handler.
+fn interrupt_checks(
+    dev: &mut dyn Device,
+    addr: &str,
+    samples: usize,
+    rep: &mut Report,
+    results: &mut serde_json::Map<String, Value>,
+) -> Result<(), String> {
     // MSI through the eventfd.
     let none = dev.wait_interrupt(1, Duration::from_millis(50)).map_err(e)?;
     w32(dev, IRQ_RAISE, 1)?;
@@ -323,13 +354,23 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
         );
     }
     rep.check("isr_stage", isr_stages(trace, &raises, results));
+    Ok(())
+}
+
+fn reset_check(
+    vdev: &mut VfioDevice,
+    can_reset: bool,
+    ident: u32,
+    rep: &mut Report,
+    results: &mut serde_json::Map<String, Value>,
+) -> Result<(), String> {
     // Function-level reset.
     let reset = vdev.reset();
     rep.check(
         "reset",
         match (can_reset, reset) {
             (true, Ok(())) => {
-                let dev: &mut dyn Device = &mut vdev;
+                let dev: &mut dyn Device = vdev;
                 let id = r32(dev, IDENT)?;
                 w32(dev, LIVENESS, 0x0f0f_0f0f)?;
                 let l = r32(dev, LIVENESS)?;
@@ -345,9 +386,12 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
         },
     );
     results.insert("reset_supported".into(), json!(can_reset));
+    Ok(())
+}
 
+fn bad_input_check(vdev: &mut VfioDevice, rep: &mut Report) {
     // Bad input is refused, never a panic.
-    let dev: &mut dyn Device = &mut vdev;
+    let dev: &mut dyn Device = vdev;
     let bad = [
         dev.bar_read(0, 1 << 20, Width::W32).err().map(|x| x.to_string()),
         dev.bar_read(0, 2, Width::W32).err().map(|x| x.to_string()),
@@ -362,7 +406,6 @@ fn run_edu(addr: &str, samples: usize, rep: &mut Report, results: &mut serde_jso
             Err(format!("{bad:?}"))
         },
     );
-    Ok(())
 }
 
 /// Reads edu's identification `n` times on the current path: (median ns per read, all equal).

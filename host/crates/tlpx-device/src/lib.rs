@@ -18,7 +18,6 @@ pub mod isr_trace;
 pub mod lease;
 pub mod litepcie_dma;
 pub mod msi;
-pub mod paths;
 pub mod pci;
 pub mod perf;
 pub mod pio;
@@ -32,6 +31,9 @@ pub mod stop;
 use std::time::Duration;
 
 pub use error::DeviceError;
+/// Where the build puts what the tools load; it lives in tlpx-sim-protocol so the simulator
+/// finds its card libraries without depending on this crate.
+pub use tlpx_sim_protocol::paths;
 
 /// Width of one BAR access. A 64-bit access is one 2-DW TLP on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -11,6 +11,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod paths;
 pub mod tlp;
 
 use std::collections::BTreeMap;

@@ -206,7 +206,7 @@ pub fn env_library() -> Option<PathBuf> {
 /// found by walking up from the executable's directory and then from the current directory.
 /// Returns the first candidate that exists, else the path where it was expected.
 pub fn built_library_path(data_width: u32) -> PathBuf {
-    tlpx_device::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}/libtlpxcard.so")))
+    tlpx_sim_protocol::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}/libtlpxcard.so")))
 }
 
 /// The default card library: env TLPX_CARD_LIB, else [`built_library_path`].

@@ -285,7 +285,7 @@ impl ConfigSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tlpx_device::pci::decode;
+    use tlpx_pci::decode;
 
     fn params() -> ConfigParams {
         ConfigParams {

@@ -196,7 +196,7 @@ fn main() -> ExitCode {
         return match tlpx_sim::server::prepare(&opts) {
             Ok(p) => {
                 let (domain, bus, dev, func) = tlpx_sim::server::PCI_ADDRESS;
-                print!("{}", tlpx_device::pci::render_dump(domain, bus, dev, func, p.config.bytes()));
+                print!("{}", tlpx_pci::render_dump(domain, bus, dev, func, p.config.bytes()));
                 ExitCode::SUCCESS
             }
             Err(e) => {

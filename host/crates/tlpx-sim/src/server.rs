@@ -383,7 +383,7 @@ pub fn choose_card(opts: &SimOptions) -> Result<(CardLibrary, u8, Option<String>
 /// found as [`built_library_path`] finds the card without it (walking up from the executable's
 /// directory, then from the current directory); the expected path when it is nowhere.
 pub fn built_cpu_library_path(data_width: u32) -> PathBuf {
-    tlpx_device::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}-cpu/libtlpxcard.so")))
+    tlpx_sim_protocol::paths::find_built_file(Path::new(&format!("build/card/dw{data_width}-cpu/libtlpxcard.so")))
 }
 
 /// The size of the IOVA window that starts at `--dma-base`: the bus addresses DMA

@@ -7,22 +7,22 @@
 //!
 //! - [`scan`] lists functions with their ids, names and config bytes;
 //! - [`PciFunction`]'s methods decode the capability list, the PCI Express capability, MSI
-//!   and BARs from those bytes in pure Rust ([`decode`]);
+//!   and BARs from those bytes in pure Rust ([`decode`], from the tlpx-pci crate);
 //! - [`parse_address`] reads `0000:03:00.0` / `03:00.0`.
 //!
 //! libpci is reached through a small C shim (csrc/tlpx_pci.c) that keeps libpci's structure
 //! layouts out of Rust and turns libpci's fatal errors — which would otherwise exit the
 //! process — into [`DeviceError::Pci`].
 
-pub mod decode;
-mod dump;
 mod ffi;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-pub use decode::{Bar, Capability, ExtendedCapability, MsiInfo, PcieInfo};
-pub use dump::{render_dump, MAX_DUMP_CONFIG_BYTES};
+// The pure part (decoders and the dump format) lives in tlpx-pci, so the simulator can use it
+// without libpci; re-exported here so `tlpx_device::pci::...` paths keep working.
+pub use tlpx_pci::decode;
+pub use tlpx_pci::{render_dump, Bar, Capability, ExtendedCapability, MsiInfo, PcieInfo, MAX_DUMP_CONFIG_BYTES};
 
 use crate::DeviceError;
 use ffi::{LibPci, NameKind};

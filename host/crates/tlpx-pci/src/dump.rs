@@ -1,6 +1,6 @@
 //! Writing config space in the text format of `lspci -x` / `-xxx` / `-xxxx`, which libpci's
-//! "dump" access method reads back (`lspci -F <file>`, and [`super::scan`] with
-//! [`super::PciSource::DumpFile`]).
+//! "dump" access method reads back (`lspci -F <file>`, and `tlpx_device::pci::scan` with
+//! `tlpx_device::pci::PciSource::DumpFile`).
 //!
 //! What libpci's parser (lib/dump.c of pciutils) accepts, and so what this writes:
 //! - a function starts with a line `DDDD:BB:DD.F ` (or `BB:DD.F `), hex fields of exactly

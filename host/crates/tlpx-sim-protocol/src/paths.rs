@@ -1,5 +1,9 @@
 //! Where the build puts what the tools load: `build/card/dw<N>[-cpu]/libtlpxcard.so`,
 //! `build/firmware/tlpx-fw.img`.
+//!
+//! Here, in the crate the simulator and every client already share, because both sides look
+//! for built files the same way (the sim for its card libraries, the tlpx CLI for the firmware
+//! image) and this crate needs nothing else (no libpci): `tlpx_device::paths` re-exports it.
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +37,7 @@ mod tests {
 
     #[test]
     fn finds_a_file_above_the_current_directory_or_names_where_it_was_expected() {
-        // Cargo.toml of this crate's workspace is above the test's directory (crates/tlpx-device).
+        // Cargo.lock of this crate's workspace is above the test's directory (crates/tlpx-sim-protocol).
         let found = find_built_file(Path::new("Cargo.lock"));
         assert!(found.exists() && found.ends_with("Cargo.lock"), "{}", found.display());
         let missing = find_built_file(Path::new("build/no/such/file.img"));
