@@ -41,6 +41,10 @@
 //! of how many planned.
 //! Version 1 may gain fields; a field changing meaning or disappearing bumps the version.
 //!
+//! The plain-data parts of the envelope (schema, kinds, [`SimLimit`], [`Partial`], the card,
+//! link and model records) and the typed reader's deserializer live in the tlpx-results
+//! crate; this module adds what needs the running tlpx (the environment's clock, writing).
+//!
 //! Documents are read back into the types that wrote them ([`AnyResult`], `read.rs`): every
 //! body type derives `Deserialize` too. Names the writers pick from fixed tables are
 //! `&'static str`, which serde reads only from input that lives as long: `read.rs`'s
@@ -56,55 +60,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::{Device, TimeMark, TimeMode};
-use tlpx_model::link::{CompletionSplit, LinkConfig};
+use tlpx_model::link::LinkConfig;
 
 pub mod diff;
 mod kinds;
 mod read;
 pub use kinds::{AnyResult, SpyStats};
 pub use read::{check_version, read_value};
-
-pub const SCHEMA: &str = "tlpx-result";
-pub const SCHEMA_VERSION: u32 = 1;
-/// The kinds of result this tlpx writes.
-pub const KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
-
-/// Something the simulator fixes by construction or cannot model, recorded in a result next
-/// to the figures it concerns (docs/simulator-limits.md has the whole list).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SimLimit {
-    /// Stable name, e.g. "efficiency_paced_by_the_model".
-    pub id: &'static str,
-    /// The figures (JSON fields) or knobs (flags) it concerns.
-    pub concerns: Vec<String>,
-    /// What the simulator does instead, and what to use on real hardware.
-    pub statement: String,
-}
-
-impl SimLimit {
-    pub fn new(id: &'static str, concerns: &[&str], statement: impl Into<String>) -> SimLimit {
-        SimLimit { id, concerns: concerns.iter().map(ToString::to_string).collect(), statement: statement.into() }
-    }
-
-    /// The statement as a note (`notes` of the result, `note:` lines of the text output).
-    pub fn note(&self) -> String {
-        format!("SIMULATED: {}", self.statement)
-    }
-}
-
-/// How much of its run a partial document holds (`partial`, with `"interrupted": true`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Partial {
-    /// "interrupted": the run stopped on a signal and wrote this at its end; "checkpoint":
-    /// written after a finished point while the run went on (see the module's text).
-    pub state: &'static str,
-    /// Finished points the document holds (a point stopped in its middle is not one of them).
-    pub points_done: usize,
-    pub points_planned: usize,
-}
-
-/// The states of [`Partial`].
-pub const PARTIAL_STATES: &[&str] = &["interrupted", "checkpoint"];
+pub use tlpx_results::{CardEnvironment, LinkReport, ModelConfig, Partial, SimLimit, KINDS, PARTIAL_STATES, SCHEMA, SCHEMA_VERSION};
 
 /// The machine and card a result was measured on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -237,17 +200,6 @@ impl Environment {
     }
 }
 
-/// What the card's identification block says.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct CardEnvironment {
-    pub data_width: u32,
-    pub clock_hz: u32,
-    pub map_hash: u32,
-    pub version: String,
-    pub features: Vec<&'static str>,
-}
-
 /// The simulator's own description of what it models.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SimEnvironment {
@@ -294,42 +246,6 @@ impl SimEnvironment {
             hard_ip: hello.hard_ip.clone(),
         }
     }
-}
-
-/// The link as libpci reports it from the card's PCI Express capability.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinkReport {
-    /// Where the figures come from: "libpci" (config space of the card).
-    pub source: String,
-    pub generation: u8,
-    pub lanes: u8,
-    pub speed_gt_s: f64,
-    pub mps: u32,
-    pub mrrs: u32,
-    /// From the Link Control register's Read Completion Boundary bit (64 when clear).
-    pub rcb: u32,
-    pub max_payload_supported: u32,
-}
-
-impl LinkReport {
-    /// The model's configuration for this link; `None` when the model cannot describe it
-    /// (link down, Gen6, a width it has no table for).
-    pub fn model(&self, addr64: bool) -> Option<LinkConfig> {
-        LinkConfig::new(self.generation, self.lanes, self.mps, self.mrrs, self.rcb, addr64).ok()
-    }
-}
-
-impl std::fmt::Display for LinkReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gen{} x{}, MPS {}, MRRS {}, RCB {}", self.generation, self.lanes, self.mps, self.mrrs, self.rcb)
-    }
-}
-
-/// The model configuration a result compares against.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ModelConfig {
-    pub link: LinkConfig,
-    pub completion_split: CompletionSplit,
 }
 
 /// One result document; `body` is flattened next to the common fields (its `points`, ...).
@@ -649,6 +565,7 @@ pub fn utc_now() -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tlpx_model::link::CompletionSplit;
     use tlpx_model::stats::Summary;
 
     #[derive(Serialize)]

@@ -27,6 +27,7 @@ use serde::Serialize;
 use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Direction, Filters, Trigger, TriggerMode, CLASSES, RECORD_BYTES};
+use tlpx_results::spy::OwnTraffic as StatsOwn;
 use tlpx_trace::{CardInfo, Footer, GapDetector, HeaderInfo, LinkInfo, Record, TraceReader, TraceWriter};
 
 use crate::args::{check_output_file, refuse_duplicates, whole, whole_as};
@@ -818,18 +819,6 @@ struct Stats {
     payload_histogram_down: Vec<u64>,
     payload_histogram_up: Vec<u64>,
     clock_hz: u32,
-}
-
-/// The spy's own ring writes against the rest of the card-to-host traffic since the last clear
-/// (the counters have no time span: the link's share needs one, see `spy capture` and `top`).
-#[derive(Debug, Serialize)]
-struct StatsOwn {
-    tlps: u64,
-    bytes: u64,
-    /// Plus the link's framing per TLP.
-    wire_bytes: u64,
-    /// Of the card-to-host bytes on the wire (framing included) since the last clear.
-    share_of_up_traffic: f64,
 }
 
 fn stats_own(c: &spy::SpyCounters, own_counted: bool) -> StatsOwn {

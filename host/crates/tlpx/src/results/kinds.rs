@@ -7,14 +7,17 @@
 //!
 //! Each kind is read into the parameters and body its command writes. Two commands keep
 //! theirs private for now (`bw` and `spy stats`): their bodies are read into
-//! [`Points<BwPoint>`] and [`SpyStats`], which have the same fields, and their parameters as
-//! JSON; the round-trip tests below hold the shapes together.
+//! [`Points<BwPoint>`] and [`SpyStats`], which have the same fields (the spy's own traffic is
+//! one type for both, `tlpx_results::spy::OwnTraffic`), and their parameters as JSON; the
+//! round-trip tests below hold the shapes together.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tlpx_device::spy::SpyCounters;
+use tlpx_results::read::ReadError;
+use tlpx_results::spy::OwnTraffic;
 
-use super::read::{document_from_value, ReadError};
+use super::read::document_from_value;
 use super::ResultDoc;
 use crate::cmd::bw::BwPoint;
 use crate::cmd::{bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script};
@@ -30,10 +33,10 @@ pub struct Points<T> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpyStats {
     pub counters: SpyCounters,
-    /// The spy's own ring writes against the card-to-host traffic (cmd/spy.rs `StatsOwn`);
+    /// The spy's own ring writes against the card-to-host traffic (what cmd/spy.rs writes);
     /// absent from documents written before record format 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own_traffic: Option<Value>,
+    pub own_traffic: Option<OwnTraffic>,
     /// The TLP class of each index of the counters.
     pub classes: Vec<String>,
     /// Bucket k counts read latencies in [2^k, 2^(k+1)) card cycles.
