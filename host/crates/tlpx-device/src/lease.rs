@@ -26,6 +26,25 @@ use tlpx_regs::Register;
 use crate::card::{Card, Feature};
 use crate::DeviceError;
 
+/// What can go wrong with a lease other than [`DeviceError::Busy`] and
+/// [`DeviceError::LeaseLost`]; [`DeviceError::Lease`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// A block name that is no block's (the caller's input).
+    #[error("invalid argument: block must be one of generator, spy, irq_timer, rt_loop, rule30_batch, cpu, slot (or all), not {0:?}")]
+    UnknownBlock(String),
+    /// A job that did not end within `after` (card time) of its block's stop.
+    #[error("{} is still running {} ms (card time) after it was stopped", .block.title(), .after.as_millis())]
+    StillRunning { block: Block, after: Duration },
+}
+
+impl LeaseError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, LeaseError::UnknownBlock(_))
+    }
+}
+
 /// A block of the card that acts on its own and therefore has an owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,9 +185,7 @@ impl Block {
             "rule30_batch" | "rule30" => Ok(Block::Rule30Batch),
             "cpu" => Ok(Block::Cpu),
             "slot" => Ok(Block::Slot),
-            other => Err(DeviceError::InvalidArgument(format!(
-                "block must be one of generator, spy, irq_timer, rt_loop, rule30_batch, cpu, slot (or all), not {other:?}"
-            ))),
+            other => Err(LeaseError::UnknownBlock(other.to_string()).into()),
         }
     }
 
@@ -419,11 +436,7 @@ fn stop_job(card: &mut Card, block: Block) -> Result<(), DeviceError> {
         }
         card.device().idle(step)?;
     }
-    Err(DeviceError::Backend(format!(
-        "{} is still running {} ms (card time) after it was stopped",
-        block.title(),
-        (step * steps).as_millis()
-    )))
+    Err(LeaseError::StillRunning { block, after: step * steps }.into())
 }
 
 /// Whether `block` has a job running now: a generator run, a capture (the spy recording and
