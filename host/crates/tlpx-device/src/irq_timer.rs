@@ -39,7 +39,7 @@ pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::IRQ_TIMER_HISTOGRAM_B
 /// The timer's schedule, its checks and its register writes live in the pure block crate;
 /// the driver programs what it encodes.
 pub use tlpx_blocks::irq_timer::{
-    ns_to_cycles, TimerConfigError, Mode, TimerConfig, ValidTimerConfig, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
+    ns_to_cycles, Mode, TimerConfig, TimerConfigError, ValidTimerConfig, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
 };
 /// What can go wrong with the interrupt timer, one variant per failure;
 /// [`DeviceError::IrqTimer`] carries it.
@@ -468,9 +468,13 @@ impl Run {
                 return Ok(RunEnd { counters: c, delivered: self.delivered, pending_at_stop });
             }
             if Instant::now() > deadline {
-                return Err(
-                    IrqTimerError::DrainTimeout { sequence: c.sequence, lost: c.lost, wr_index: c.wr_index, rd_index: self.rd_index }.into()
-                );
+                return Err(IrqTimerError::DrainTimeout {
+                    sequence: c.sequence,
+                    lost: c.lost,
+                    wr_index: c.wr_index,
+                    rd_index: self.rd_index,
+                }
+                .into());
             }
             card.device().idle(settle)?;
         }

@@ -226,9 +226,8 @@ fn run_with(card: &mut Card, valid: &ValidLoopConfig, buffer: &DmaBuffer) -> Res
 /// Serves one iteration: detect the buffer with `token`, checksum it, return the result.
 pub fn serve(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer, token: u32, host: &mut HostStats) -> Result<(), DeviceError> {
     let deadline = Instant::now() + config.detect_timeout;
-    let late = |host: &HostStats| {
-        DeviceError::from(RtLoopError::BufferLate { token, iteration: host.served, timeout: config.detect_timeout })
-    };
+    let late =
+        |host: &HostStats| DeviceError::from(RtLoopError::BufferLate { token, iteration: host.served, timeout: config.detect_timeout });
     match config.detect {
         Detect::Poll => {
             let mut polls = 0u64;

@@ -75,7 +75,10 @@ pub enum SpyError {
     /// The LitePCIe driver's writer ring is too small for whole records.
     #[error("the LitePCIe driver's writer ring ({buffers} buffers of {size} bytes) cannot hold whole 32-byte records")]
     DriverRingUnfit { buffers: usize, size: usize },
-    #[error("the LitePCIe driver's writer buffers hold {records} records each; the spy can complete at most {} (its pad register)", u16::MAX)]
+    #[error(
+        "the LitePCIe driver's writer buffers hold {records} records each; the spy can complete at most {} (its pad register)",
+        u16::MAX
+    )]
     DriverBuffersTooLarge { records: usize },
     /// The card wrote more records than the ring holds since the host's last read.
     #[error(
@@ -136,9 +139,7 @@ impl Direction {
         match s.trim().to_ascii_lowercase().as_str() {
             "down" => Ok(Direction::Down),
             "up" => Ok(Direction::Up),
-            other => {
-                Err(SpyError::Direction(other.to_string()).into())
-            }
+            other => Err(SpyError::Direction(other.to_string()).into()),
         }
     }
 }
@@ -161,9 +162,7 @@ pub fn class_mask(names: &[&str]) -> Result<u16, DeviceError> {
         }
         match FILTER_CLASSES.iter().position(|c| *c == n) {
             Some(i) => mask |= 1 << i,
-            None => {
-                return Err(SpyError::UnknownType { name: name.to_string(), accepted: &FILTER_CLASSES }.into())
-            }
+            None => return Err(SpyError::UnknownType { name: name.to_string(), accepted: &FILTER_CLASSES }.into()),
         }
     }
     Ok(mask)

@@ -47,8 +47,8 @@ const DOC: &str = "docs/litepcie-driver.md";
 pub mod abi;
 mod sysfs;
 
-pub use sysfs::{canonical_address, parse_resource, Node, SysfsLayout};
 use sysfs::not_loaded;
+pub use sysfs::{canonical_address, parse_resource, Node, SysfsLayout};
 
 /// Buffer counts of one DMA engine, as the driver keeps them: `hw` buffers the card has done
 /// (updated by the driver's interrupt handler, every 32 buffers), `sw` buffers user space has

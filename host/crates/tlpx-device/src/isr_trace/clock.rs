@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::trace::TraceClock;
 use super::error::IsrTraceError;
+use super::trace::TraceClock;
 use crate::card::Card;
 use crate::DeviceError;
 

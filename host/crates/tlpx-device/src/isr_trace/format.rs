@@ -154,9 +154,7 @@ fn read_uint(raw: &[u8], offset: usize, size: usize) -> Option<u64> {
 
 /// Decodes the raw data of one tracepoint sample (PERF_SAMPLE_RAW) with `layout`.
 pub fn decode_irq_entry(layout: &IrqEntryLayout, raw: &[u8]) -> Result<DecodedIrqEntry, DeviceError> {
-    let short = |what: &'static str, end: usize| {
-        DeviceError::from(IsrTraceError::RawRecordTooShort { len: raw.len(), what, needs: end })
-    };
+    let short = |what: &'static str, end: usize| DeviceError::from(IsrTraceError::RawRecordTooShort { len: raw.len(), what, needs: end });
     if let (Some((off, size)), Some(id)) = (layout.common_type, layout.event_id) {
         let found = read_uint(raw, off, size).ok_or_else(|| short("common_type", off + size))?;
         if found != id {

@@ -48,7 +48,8 @@ impl TracepointId {
                 roots.push(root);
             }
         }
-        TracepointId::find_in(&roots).map_err(|tried| IsrTraceError::TracepointNotFound(find_failure_message(&tried, &mounts, &PermissionFacts::read())).into())
+        TracepointId::find_in(&roots)
+            .map_err(|tried| IsrTraceError::TracepointNotFound(find_failure_message(&tried, &mounts, &PermissionFacts::read())).into())
     }
 
     /// Reads the id under the first of `roots` (tracefs roots) that has it; otherwise returns

@@ -36,7 +36,7 @@ use ffi::*;
 use iova::IovaAllocator;
 use mmio::{load, load16, piece, store, store16, store_fence, width_of};
 pub use sys::parse_iova_ranges;
-use sys::{errno, io_err, iommu_info, ioctl_ptr, ioctl_val, open_rw, page_size, pread_exact, pwrite_all, region_info, set_irqs_eventfd};
+use sys::{errno, io_err, ioctl_ptr, ioctl_val, iommu_info, open_rw, page_size, pread_exact, pwrite_all, region_info, set_irqs_eventfd};
 
 const BACKEND: &str = "vfio";
 
@@ -233,11 +233,7 @@ fn open_group(sysfs: &Sysfs, addr: &str, group_id: u32) -> Result<OwnedFd, Devic
              (or to no driver) before vfio lets one of them be used. Bound to host drivers: {}. Bind them with \
              `tlpx vfio bind ADDR` (they are unusable by the host meanwhile), or put the card in a slot with its \
              own group (behind a port with ACS)",
-            if blocking.is_empty() {
-                "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into()
-            } else {
-                blocking.join(", ")
-            }
+            if blocking.is_empty() { "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into() } else { blocking.join(", ") }
         )));
     }
     Ok(group)

@@ -67,7 +67,12 @@ pub(super) fn page_size() -> u64 {
 /// Runs `step` (one pread or pwrite of the part from byte `done` on, returning what the call
 /// returned) until `len` bytes are moved, again after EINTR; a call that moves nothing fails
 /// with `short` (the end of the region on a read, nothing taken on a write).
-fn transfer_all(len: usize, short: std::io::ErrorKind, what: &dyn Fn() -> String, mut step: impl FnMut(usize) -> isize) -> Result<(), DeviceError> {
+fn transfer_all(
+    len: usize,
+    short: std::io::ErrorKind,
+    what: &dyn Fn() -> String,
+    mut step: impl FnMut(usize) -> isize,
+) -> Result<(), DeviceError> {
     let mut done = 0;
     while done < len {
         let n = step(done);
