@@ -56,7 +56,7 @@ pub struct TimerConfig {
 
 /// Why a timer schedule or ring cannot be programmed; the messages name the value.
 #[derive(Debug, Clone, PartialEq)]
-pub enum IrqTimerError {
+pub enum TimerConfigError {
     /// A time that is not 1..=u32::MAX cycles of the card's clock.
     Cycles {
         what: String,
@@ -82,56 +82,56 @@ pub enum IrqTimerError {
     },
 }
 
-impl fmt::Display for IrqTimerError {
+impl fmt::Display for TimerConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            IrqTimerError::Cycles { what, ns, cycles, clock_hz } => write!(
+            TimerConfigError::Cycles { what, ns, cycles, clock_hz } => write!(
                 f,
                 "{what} of {ns} ns is {cycles} cycles of the card's {:.0} MHz clock: it must be 1..={} cycles",
                 f64::from(*clock_hz) / 1e6,
                 u32::MAX
             ),
-            IrqTimerError::InvertedNs { min_ns, max_ns } => {
+            TimerConfigError::InvertedNs { min_ns, max_ns } => {
                 write!(f, "the interval is inverted: minimum {min_ns} ns is above maximum {max_ns} ns; give min <= max")
             }
-            IrqTimerError::MinZero => write!(f, "the minimum interval must be at least 1 card cycle, not 0"),
-            IrqTimerError::Inverted { min, max } => {
+            TimerConfigError::MinZero => write!(f, "the minimum interval must be at least 1 card cycle, not 0"),
+            TimerConfigError::Inverted { min, max } => {
                 write!(f, "the interval is inverted: minimum {min} cycles is above maximum {max} cycles; give min <= max")
             }
-            IrqTimerError::PeriodicTwoIntervals { min, max } => {
+            TimerConfigError::PeriodicTwoIntervals { min, max } => {
                 write!(f, "a periodic timer has one interval, but min is {min} and max {max} cycles")
             }
-            IrqTimerError::RingRecords { records } => {
+            TimerConfigError::RingRecords { records } => {
                 write!(f, "ring size must be a power of two in {MIN_RING_RECORDS}..={MAX_RING_RECORDS} records, not {records}")
             }
         }
     }
 }
 
-impl std::error::Error for IrqTimerError {}
+impl std::error::Error for TimerConfigError {}
 
 /// Converts a time in ns to card cycles at `clock_hz`, rounding to the nearest cycle.
-pub fn ns_to_cycles(what: &str, ns: f64, clock_hz: u32) -> Result<u32, IrqTimerError> {
+pub fn ns_to_cycles(what: &str, ns: f64, clock_hz: u32) -> Result<u32, TimerConfigError> {
     let cycles = (ns * f64::from(clock_hz) / 1e9).round();
     if !cycles.is_finite() || cycles < 1.0 || cycles > f64::from(u32::MAX) {
-        return Err(IrqTimerError::Cycles { what: what.to_string(), ns, cycles, clock_hz });
+        return Err(TimerConfigError::Cycles { what: what.to_string(), ns, cycles, clock_hz });
     }
     Ok(cycles as u32)
 }
 
 /// `records` as the size of a sample ring: a power of two in 16..=2^24.
-pub fn ring_records(records: u32) -> Result<u32, IrqTimerError> {
+pub fn ring_records(records: u32) -> Result<u32, TimerConfigError> {
     if !records.is_power_of_two() || !(MIN_RING_RECORDS..=MAX_RING_RECORDS).contains(&records) {
-        return Err(IrqTimerError::RingRecords { records });
+        return Err(TimerConfigError::RingRecords { records });
     }
     Ok(records)
 }
 
 impl TimerConfig {
     /// Random intervals in [min_ns, max_ns].
-    pub fn random_ns(min_ns: f64, max_ns: f64, count: u32, seed: u32, clock_hz: u32) -> Result<TimerConfig, IrqTimerError> {
+    pub fn random_ns(min_ns: f64, max_ns: f64, count: u32, seed: u32, clock_hz: u32) -> Result<TimerConfig, TimerConfigError> {
         if max_ns < min_ns {
-            return Err(IrqTimerError::InvertedNs { min_ns, max_ns });
+            return Err(TimerConfigError::InvertedNs { min_ns, max_ns });
         }
         let c = TimerConfig {
             mode: Mode::Random,
@@ -145,23 +145,23 @@ impl TimerConfig {
     }
 
     /// A fire every `period_ns`.
-    pub fn periodic_ns(period_ns: f64, count: u32, seed: u32, clock_hz: u32) -> Result<TimerConfig, IrqTimerError> {
+    pub fn periodic_ns(period_ns: f64, count: u32, seed: u32, clock_hz: u32) -> Result<TimerConfig, TimerConfigError> {
         let p = ns_to_cycles("the period", period_ns, clock_hz)?;
         let c = TimerConfig { mode: Mode::Periodic, min_interval_cycles: p, max_interval_cycles: p, count, seed };
         c.validate()?;
         Ok(c)
     }
 
-    pub fn validate(&self) -> Result<(), IrqTimerError> {
+    pub fn validate(&self) -> Result<(), TimerConfigError> {
         let (min, max) = (self.min_interval_cycles, self.max_interval_cycles);
         if min == 0 {
-            return Err(IrqTimerError::MinZero);
+            return Err(TimerConfigError::MinZero);
         }
         if max < min {
-            return Err(IrqTimerError::Inverted { min, max });
+            return Err(TimerConfigError::Inverted { min, max });
         }
         if self.mode == Mode::Periodic && max != min {
-            return Err(IrqTimerError::PeriodicTwoIntervals { min, max });
+            return Err(TimerConfigError::PeriodicTwoIntervals { min, max });
         }
         Ok(())
     }
@@ -172,7 +172,7 @@ impl TimerConfig {
 pub struct ValidTimerConfig(TimerConfig);
 
 impl ValidTimerConfig {
-    pub fn new(config: &TimerConfig) -> Result<ValidTimerConfig, IrqTimerError> {
+    pub fn new(config: &TimerConfig) -> Result<ValidTimerConfig, TimerConfigError> {
         config.validate()?;
         Ok(ValidTimerConfig(config.clone()))
     }
@@ -216,9 +216,9 @@ mod tests {
     fn schedule_edges() {
         let c = |mode, min, max| TimerConfig { mode, min_interval_cycles: min, max_interval_cycles: max, count: 1, seed: 1 };
         assert!(c(Mode::Random, 1, 1).validate().is_ok());
-        assert_eq!(c(Mode::Random, 0, 5).validate(), Err(IrqTimerError::MinZero));
-        assert_eq!(c(Mode::Random, 6, 5).validate(), Err(IrqTimerError::Inverted { min: 6, max: 5 }));
-        assert_eq!(c(Mode::Periodic, 5, 6).validate(), Err(IrqTimerError::PeriodicTwoIntervals { min: 5, max: 6 }));
+        assert_eq!(c(Mode::Random, 0, 5).validate(), Err(TimerConfigError::MinZero));
+        assert_eq!(c(Mode::Random, 6, 5).validate(), Err(TimerConfigError::Inverted { min: 6, max: 5 }));
+        assert_eq!(c(Mode::Periodic, 5, 6).validate(), Err(TimerConfigError::PeriodicTwoIntervals { min: 5, max: 6 }));
         assert!(ValidTimerConfig::new(&c(Mode::Random, 6, 5)).is_err());
         // Half a cycle rounds to one; a third rounds to none.
         assert_eq!(ns_to_cycles("t", 4.0, 125_000_000), Ok(1));
@@ -226,14 +226,14 @@ mod tests {
         assert_eq!(e, "the period of 2 ns is 0 cycles of the card's 125 MHz clock: it must be 1..=4294967295 cycles");
         assert!(ns_to_cycles("t", f64::NAN, 125_000_000).is_err());
         assert!(ns_to_cycles("t", 1e12, 125_000_000).is_err());
-        assert!(matches!(TimerConfig::random_ns(2.0, 1.0, 1, 1, 125_000_000), Err(IrqTimerError::InvertedNs { .. })));
+        assert!(matches!(TimerConfig::random_ns(2.0, 1.0, 1, 1, 125_000_000), Err(TimerConfigError::InvertedNs { .. })));
     }
 
     #[test]
     fn ring_edges() {
         assert_eq!(ring_records(MIN_RING_RECORDS), Ok(16));
         assert_eq!(ring_records(MAX_RING_RECORDS), Ok(1 << 24));
-        assert_eq!(ring_records(8), Err(IrqTimerError::RingRecords { records: 8 }));
+        assert_eq!(ring_records(8), Err(TimerConfigError::RingRecords { records: 8 }));
         assert!(ring_records(100).expect_err("not a power of two").to_string().ends_with("not 100"));
         let w = ring_writes(0x1000, 1024);
         let names: Vec<&str> = w.iter().map(|w| w.register.name).collect();

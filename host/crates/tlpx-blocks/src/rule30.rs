@@ -1,8 +1,6 @@
 //! The rule-30 accelerator's operation ([`OpConfig`]: rule, line length, latency) with its
 //! checks, and the DMA batch mode's packet descriptors and register writes ([`batch`]).
 
-use std::fmt;
-
 use serde::Serialize;
 
 /// Longest line, in cells.
@@ -21,37 +19,14 @@ pub struct OpConfig {
     pub latency_cycles: u32,
 }
 
-/// Why an operation or a batch cannot be programmed; the messages name the value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Rule30Error {
-    LineLength { cells: u32 },
-    Latency { ns: f64, cycles: f64, clock_hz: u32 },
-    Generations { generations: u32 },
-}
-
-impl fmt::Display for Rule30Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rule30Error::LineLength { cells } => write!(f, "line length must be 1..={MAX_LINE_LENGTH} cells, not {cells}"),
-            Rule30Error::Latency { ns, cycles, clock_hz } => write!(
-                f,
-                "a latency of {ns} ns is {cycles} cycles of the card's {:.0} MHz clock: it must be 0..={} cycles",
-                f64::from(*clock_hz) / 1e6,
-                u32::MAX
-            ),
-            Rule30Error::Generations { generations } => {
-                write!(f, "a batch descriptor holds 1..={} generations, not {generations}", batch::MAX_GENERATIONS)
-            }
-        }
-    }
-}
-
-impl std::error::Error for Rule30Error {}
+/// Why an operation or a batch cannot be programmed; the messages name the value. One type
+/// for every rule-30 value, the model crate's (tlpx-rule30), so a caller matches one enum.
+pub use tlpx_rule30::Rule30Error;
 
 impl OpConfig {
     pub fn validate(&self) -> Result<(), Rule30Error> {
         if !(1..=MAX_LINE_LENGTH).contains(&self.line_length) {
-            return Err(Rule30Error::LineLength { cells: self.line_length });
+            return Err(Rule30Error::LineLength(self.line_length as usize));
         }
         Ok(())
     }
@@ -94,7 +69,7 @@ pub mod batch {
     /// `generations` as a descriptor's: 1..=[`MAX_GENERATIONS`].
     pub fn generations(generations: u32) -> Result<u32, Rule30Error> {
         if !(1..=MAX_GENERATIONS).contains(&generations) {
-            return Err(Rule30Error::Generations { generations });
+            return Err(Rule30Error::Generations { generations, max: MAX_GENERATIONS });
         }
         Ok(generations)
     }
@@ -137,7 +112,7 @@ mod tests {
     fn line_length_and_latency_edges() {
         let op = |line_length| OpConfig { rule: 30, line_length, latency_cycles: 0 };
         assert!(op(1).validate().is_ok() && op(MAX_LINE_LENGTH).validate().is_ok());
-        assert_eq!(op(0).validate(), Err(Rule30Error::LineLength { cells: 0 }));
+        assert_eq!(op(0).validate(), Err(Rule30Error::LineLength(0)));
         assert_eq!(op(MAX_LINE_LENGTH + 1).validate().expect_err("long").to_string(), "line length must be 1..=1024 cells, not 1025");
         assert_eq!((op(1).words(), op(32).words(), op(33).words(), op(1024).words()), (1, 1, 2, 32));
         assert_eq!(latency_cycles(10_000.0, 125_000_000), Ok(1250));
@@ -149,7 +124,7 @@ mod tests {
     #[test]
     fn batch_descriptors_pack_the_header_fields() {
         assert_eq!(batch::generations(batch::MAX_GENERATIONS), Ok(4095));
-        assert_eq!(batch::generations(0), Err(Rule30Error::Generations { generations: 0 }));
+        assert_eq!(batch::generations(0), Err(Rule30Error::Generations { generations: 0, max: 4095 }));
         assert!(batch::generations(4096).expect_err("4096").to_string().contains("1..=4095"));
         let op = OpConfig { rule: 30, line_length: 40, latency_cycles: 0 };
         let input = [0xa5a5_a5a5u32; WORDS];

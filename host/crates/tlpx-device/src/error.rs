@@ -3,10 +3,20 @@
 use thiserror::Error;
 
 use crate::card::Feature;
-use crate::lease::Block;
+use crate::generator::GeneratorError;
+use crate::irq_timer::IrqTimerError;
+use crate::isr_trace::IsrTraceError;
+use crate::lease::{Block, LeaseError};
+use crate::litepcie_dma::LitepcieDmaError;
+use crate::pio::PioError;
+use crate::rt_loop::RtLoopError;
+use crate::rule30::Rule30BlockError;
+use crate::spy::SpyError;
 
 #[derive(Debug, Error)]
 pub enum DeviceError {
+    /// A parameter of the core's accesses or of a backend out of range (the blocks' own are
+    /// in their typed errors below).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("no simulated card at {path}: {reason}. Start one with `tlpx-sim` (or `make sim`), or choose another device with --device")]
@@ -25,6 +35,7 @@ pub enum DeviceError {
     Pci(String),
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
+    /// A backend's failure that has no variant of its own (the blocks have typed errors).
     #[error("{0}")]
     Backend(String),
     /// A block another live process owns (a lease on the card, `tlpx_device::lease`).
@@ -46,24 +57,64 @@ pub enum DeviceError {
     /// A capability this backend does not have: never a wrong figure instead.
     #[error("the {backend} backend cannot {what}: {instead}")]
     Unsupported { backend: String, what: String, instead: String },
+    // The blocks' own errors, typed so that a caller can match a failure ("overrun", "no
+    // interrupt") rather than parse a message; each displays as its block's message.
+    #[error(transparent)]
+    Spy(#[from] SpyError),
+    #[error(transparent)]
+    Generator(#[from] GeneratorError),
+    #[error(transparent)]
+    IrqTimer(#[from] IrqTimerError),
+    #[error(transparent)]
+    RtLoop(#[from] RtLoopError),
+    #[error(transparent)]
+    Rule30(#[from] Rule30BlockError),
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Pio(#[from] PioError),
+    #[error(transparent)]
+    LitepcieDma(#[from] LitepcieDmaError),
+    #[error(transparent)]
+    IsrTrace(#[from] IsrTraceError),
 }
 
-/// A block configuration that cannot be programmed (tlpx-blocks' errors) is a bad argument:
-/// its message names the value and what is accepted.
-macro_rules! invalid_argument_from {
-    ($($error:ty),* $(,)?) => {
+/// A block configuration that cannot be programmed (tlpx-blocks' errors) is a bad argument of
+/// that block: its message names the value and what is accepted. `?` on one gives the
+/// block's typed error (`DeviceError::Spy(SpyError::Config(..))`), not its text.
+macro_rules! block_config_error_from {
+    ($($error:ty => $block:ident :: $variant:ident),* $(,)?) => {
         $(impl From<$error> for DeviceError {
             fn from(e: $error) -> DeviceError {
-                DeviceError::InvalidArgument(e.to_string())
+                DeviceError::$block(e.into())
             }
         })*
     };
 }
 
-invalid_argument_from!(
-    tlpx_blocks::generator::GenConfigError,
-    tlpx_blocks::spy::SpyConfigError,
-    tlpx_blocks::irq_timer::IrqTimerError,
-    tlpx_blocks::rt_loop::LoopConfigError,
-    tlpx_blocks::rule30::Rule30Error,
+block_config_error_from!(
+    tlpx_blocks::generator::GenConfigError => Generator::Config,
+    tlpx_blocks::spy::SpyConfigError => Spy::Config,
+    tlpx_blocks::irq_timer::TimerConfigError => IrqTimer::Config,
+    tlpx_blocks::rt_loop::LoopConfigError => RtLoop::Config,
+    tlpx_blocks::rule30::Rule30Error => Rule30::Config,
 );
+
+impl DeviceError {
+    /// The caller's input was refused (a parameter out of range, a name that is no block's),
+    /// not the card or its backend: a command line maps it to "bad input".
+    pub fn is_invalid_argument(&self) -> bool {
+        match self {
+            DeviceError::InvalidArgument(_) => true,
+            DeviceError::Spy(e) => e.is_invalid_argument(),
+            DeviceError::Generator(e) => e.is_invalid_argument(),
+            DeviceError::IrqTimer(e) => e.is_invalid_argument(),
+            DeviceError::RtLoop(e) => e.is_invalid_argument(),
+            DeviceError::Rule30(e) => e.is_invalid_argument(),
+            DeviceError::Lease(e) => e.is_invalid_argument(),
+            DeviceError::Pio(_) | DeviceError::LitepcieDma(_) => true,
+            DeviceError::IsrTrace(e) => e.is_invalid_argument(),
+            _ => false,
+        }
+    }
+}

@@ -28,6 +28,25 @@ pub use tlpx_blocks::generator::{
 };
 pub use tlpx_blocks::LinkLimits;
 
+/// What can go wrong with the generator; [`DeviceError::Generator`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum GeneratorError {
+    /// A configuration the generator cannot run (tlpx-blocks' checks): the caller's input.
+    #[error("invalid argument: {0}")]
+    Config(#[from] GenConfigError),
+    /// The run did not end: its status register, the reads still outstanding, and whether
+    /// it had been stopped (a run that timed out).
+    #[error("the generator did not finish (status 0x{status:x}, {outstanding} reads outstanding){}", if *.stopped { " even after being stopped" } else { "" })]
+    NotFinished { status: u64, outstanding: u64, stopped: bool },
+}
+
+impl GeneratorError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, GeneratorError::Config(_))
+    }
+}
+
 /// Read-latency statistics as the hardware keeps them (card cycles).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyStats {
@@ -261,11 +280,7 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout
     }
     let status = card.read(gen::STATUS)?;
     if gen::status::DONE.get(status) == 0 {
-        return Err(DeviceError::Backend(format!(
-            "the generator did not finish (status 0x{status:x}, {} reads outstanding){}",
-            gen::status::OUTSTANDING.get(status),
-            if timed_out { " even after being stopped" } else { "" }
-        )));
+        return Err(GeneratorError::NotFinished { status, outstanding: gen::status::OUTSTANDING.get(status), stopped: timed_out }.into());
     }
     let ended_by = if timed_out {
         "timeout"

@@ -39,8 +39,46 @@ pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::IRQ_TIMER_HISTOGRAM_B
 /// The timer's schedule, its checks and its register writes live in the pure block crate;
 /// the driver programs what it encodes.
 pub use tlpx_blocks::irq_timer::{
-    ns_to_cycles, IrqTimerError, Mode, TimerConfig, ValidTimerConfig, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
+    ns_to_cycles, Mode, TimerConfig, TimerConfigError, ValidTimerConfig, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS,
 };
+/// What can go wrong with the interrupt timer, one variant per failure;
+/// [`DeviceError::IrqTimer`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum IrqTimerError {
+    /// A schedule or ring the timer cannot take (tlpx-blocks' checks): the caller's input.
+    #[error("invalid argument: {0}")]
+    Config(#[from] TimerConfigError),
+    #[error("invalid argument: ping rounds must be at least 1, not 0")]
+    NoPingRounds,
+    #[error("record {record} is not an interrupt timer sample: its kind is fmt {fmt} type {ty}, a sample is fmt 7 type 3")]
+    NotASample { record: u32, fmt: u32, ty: u32 },
+    #[error("the ring's bus address 0x{bus:x} is not 32-byte aligned")]
+    RingMisaligned { bus: u64 },
+    /// The card wrote more records than the ring holds since the host's last read.
+    #[error(
+        "the timer's write index {wr} is {ahead} records past the host's read index {rd_index} in a ring of {ring_records}: \
+         the timer was cleared or another run took over"
+    )]
+    Overrun { wr: u32, ahead: u32, rd_index: u32, ring_records: u32 },
+    #[error("the timer still holds records after 10 s of draining (sequence {sequence}, lost {lost}, write index {wr_index}, read index {rd_index})")]
+    DrainTimeout { sequence: u32, lost: u32, wr_index: u32, rd_index: u32 },
+    /// Firing, yet nobody holds its lease.
+    #[error(
+        "the interrupt timer is firing without an owner (started by the card's firmware or by register writes): \
+         `tlpx stop irq_timer` stops it"
+    )]
+    Unowned,
+    #[error("the timer did not clear: its sequence counter reads {sequence}")]
+    NotCleared { sequence: u64 },
+}
+
+impl IrqTimerError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, IrqTimerError::Config(_) | IrqTimerError::NoPingRounds)
+    }
+}
+
 /// Record kind bits (w3 bits 8:1): fmt 7, type 3.
 const KIND_FMT: u32 = 7;
 const KIND_TYPE: u32 = 3;
@@ -72,10 +110,7 @@ pub fn decode(record: &[u8; RECORD_BYTES]) -> Result<Sample, DeviceError> {
     let fmt = (w[3] >> 1) & 0x7;
     let ty = (w[3] >> 4) & 0x1F;
     if (fmt, ty) != (KIND_FMT, KIND_TYPE) {
-        return Err(DeviceError::Backend(format!(
-            "record {} is not an interrupt timer sample: its kind is fmt {fmt} type {ty}, a sample is fmt 7 type 3",
-            w[0]
-        )));
+        return Err(IrqTimerError::NotASample { record: w[0], fmt, ty }.into());
     }
     let isr_seen = w[3] & (1 << 9) != 0;
     let overrun = w[3] & (1 << 10) != 0;
@@ -273,7 +308,7 @@ pub fn ping(card: &mut Card) -> Result<u32, DeviceError> {
 /// The median of `rounds` ping measurements (cycles), and all of them.
 pub fn ping_cost(card: &mut Card, rounds: usize) -> Result<(u32, Vec<u32>), DeviceError> {
     if rounds == 0 {
-        return Err(DeviceError::InvalidArgument("ping rounds must be at least 1, not 0".into()));
+        return Err(IrqTimerError::NoPingRounds.into());
     }
     let mut all = Vec::with_capacity(rounds);
     for _ in 0..rounds {
@@ -330,7 +365,7 @@ impl Run {
         if ring.bus_addr % RECORD_BYTES as u64 != 0 {
             let bus = ring.bus_addr;
             card.device().free_dma(ring)?;
-            return Err(DeviceError::Backend(format!("the ring's bus address 0x{bus:x} is not 32-byte aligned")));
+            return Err(IrqTimerError::RingMisaligned { bus }.into());
         }
         if let Err(e) = program(card, &ring, ring_records, &config) {
             let _ = card.device().free_dma(ring);
@@ -364,11 +399,7 @@ impl Run {
             return Ok(0);
         }
         if n > self.ring_records {
-            return Err(DeviceError::Backend(format!(
-                "the timer's write index {wr} is {n} records past the host's read index {} in a ring of {}: \
-                 the timer was cleared or another run took over",
-                self.rd_index, self.ring_records
-            )));
+            return Err(IrqTimerError::Overrun { wr, ahead: n, rd_index: self.rd_index, ring_records: self.ring_records }.into());
         }
         let first = self.rd_index & (self.ring_records - 1);
         let contiguous = n.min(self.ring_records - first);
@@ -437,10 +468,13 @@ impl Run {
                 return Ok(RunEnd { counters: c, delivered: self.delivered, pending_at_stop });
             }
             if Instant::now() > deadline {
-                return Err(DeviceError::Backend(format!(
-                    "the timer still holds records after 10 s of draining (sequence {}, lost {}, write index {}, read index {})",
-                    c.sequence, c.lost, c.wr_index, self.rd_index
-                )));
+                return Err(IrqTimerError::DrainTimeout {
+                    sequence: c.sequence,
+                    lost: c.lost,
+                    wr_index: c.wr_index,
+                    rd_index: self.rd_index,
+                }
+                .into());
             }
             card.device().idle(settle)?;
         }
@@ -452,11 +486,7 @@ impl Run {
 fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
     if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
         card.release(Block::IrqTimer)?;
-        return Err(DeviceError::Backend(
-            "the interrupt timer is firing without an owner (started by the card's firmware or by register writes): \
-             `tlpx stop irq_timer` stops it"
-                .into(),
-        ));
+        return Err(IrqTimerError::Unowned.into());
     }
     Ok(())
 }
@@ -480,7 +510,7 @@ fn program_ring_and_msi(card: &mut Card, ring: &DmaBuffer, ring_records: u32) ->
     // taken for fires: a read so every write above has arrived, then empty the queue.
     let sequence = card.read(regs::SEQUENCE)?;
     if sequence != 0 {
-        return Err(DeviceError::Backend(format!("the timer did not clear: its sequence counter reads {sequence}")));
+        return Err(IrqTimerError::NotCleared { sequence }.into());
     }
     while card.device().wait_interrupt(WAIT_MASK, Duration::ZERO)?.is_some() {}
     Ok(())

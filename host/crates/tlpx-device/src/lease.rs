@@ -21,10 +21,29 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use tlpx_regs::Register;
 
+use crate::block_table::{BlockInfo, LeaseRegs, BLOCKS};
 use crate::card::{Card, Feature};
 use crate::DeviceError;
+
+/// What can go wrong with a lease other than [`DeviceError::Busy`] and
+/// [`DeviceError::LeaseLost`]; [`DeviceError::Lease`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// A block name that is no block's (the caller's input).
+    #[error("invalid argument: block must be one of {names} (or all), not {0:?}", names = crate::block_table::names())]
+    UnknownBlock(String),
+    /// A job that did not end within `after` (card time) of its block's stop.
+    #[error("{} is still running {} ms (card time) after it was stopped", .block.title(), .after.as_millis())]
+    StillRunning { block: Block, after: Duration },
+}
+
+impl LeaseError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, LeaseError::UnknownBlock(_))
+    }
+}
 
 /// A block of the card that acts on its own and therefore has an owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -42,79 +61,28 @@ pub enum Block {
     Slot,
 }
 
-/// The registers of one block's lease.
-struct LeaseRegs {
-    claim: Register,
-    release: Register,
-    owner: Register,
-    length: Register,
-    left: Register,
-    since: Register,
-    pid: Register,
-    host: Register,
-    time: Register,
-    expiries: Register,
-}
-
-macro_rules! lease_regs {
-    ($m:ident) => {
-        LeaseRegs {
-            claim: tlpx_regs::$m::LEASE_CLAIM,
-            release: tlpx_regs::$m::LEASE_RELEASE,
-            owner: tlpx_regs::$m::LEASE_OWNER,
-            length: tlpx_regs::$m::LEASE_LENGTH,
-            left: tlpx_regs::$m::LEASE_LEFT,
-            since: tlpx_regs::$m::LEASE_SINCE,
-            pid: tlpx_regs::$m::LEASE_PID,
-            host: tlpx_regs::$m::LEASE_HOST,
-            time: tlpx_regs::$m::LEASE_TIME,
-            expiries: tlpx_regs::$m::LEASE_EXPIRIES,
-        }
-    };
-}
-
 impl Block {
     pub const ALL: [Block; 7] = [Block::Generator, Block::Spy, Block::IrqTimer, Block::RtLoop, Block::Rule30Batch, Block::Cpu, Block::Slot];
 
+    /// The block's row of the block table: its name, title, feature and lease registers.
+    pub fn info(self) -> &'static BlockInfo {
+        // BLOCKS is in the order of the enum (block_table's test checks it).
+        &BLOCKS[self as usize]
+    }
+
     /// The block's register page name, also its name on the command line (`tlpx stop spy`).
     pub fn name(self) -> &'static str {
-        match self {
-            Block::Generator => "generator",
-            Block::Spy => "spy",
-            Block::IrqTimer => "irq_timer",
-            Block::RtLoop => "rt_loop",
-            Block::Rule30Batch => "rule30_batch",
-            Block::Cpu => "cpu",
-            Block::Slot => "slot",
-        }
+        self.info().name
     }
 
     /// What a person calls it.
     pub fn title(self) -> &'static str {
-        match self {
-            Block::Generator => "the traffic generator",
-            Block::Spy => "the spy",
-            Block::IrqTimer => "the interrupt timer",
-            Block::RtLoop => "the real-time loop",
-            // One lease for the whole core: a batch and single operations (hw-poll, hw-irq,
-            // ...) share its registers, so a second user of either would corrupt the first.
-            Block::Rule30Batch => "the rule-30 accelerator",
-            Block::Cpu => "the soft CPU",
-            Block::Slot => "the accelerator slot",
-        }
+        self.info().title
     }
 
     /// What a write into the block breaks while another process owns it (`--force`).
     pub fn force_breaks(self) -> &'static str {
-        match self {
-            Block::Generator => "its owner's run: its figures, and the data it checks",
-            Block::Spy => "its owner's capture: records missed or lost without being counted",
-            Block::IrqTimer => "its owner's interrupt measurement",
-            Block::RtLoop => "its owner's loop measurement",
-            Block::Rule30Batch => "its owner's rule-30 operations and their results",
-            Block::Cpu => "the script its owner runs on the CPU",
-            Block::Slot => "its owner's session with the accelerator: the command it runs and the buffers it checks",
-        }
+        self.info().force_breaks
     }
 
     /// The block whose lease covers writes into register region `region` of the card's map
@@ -125,29 +93,12 @@ impl Block {
         if dut {
             return Some(Block::Slot);
         }
-        Some(match region {
-            "generator" => Block::Generator,
-            "spy" => Block::Spy,
-            "irq_timer" => Block::IrqTimer,
-            "rt_loop" => Block::RtLoop,
-            "rule30" | "rule30_batch" => Block::Rule30Batch,
-            "cpu_ctrl" | "uart" | "cpu_sram" => Block::Cpu,
-            "slot" => Block::Slot,
-            _ => return None,
-        })
+        BLOCKS.iter().find(|b| b.regions.contains(&region)).map(|b| b.block)
     }
 
     /// The identification feature the card has when it carries the block.
     pub fn feature(self) -> Feature {
-        match self {
-            Block::Generator => Feature::Generator,
-            Block::Spy => Feature::Spy,
-            Block::IrqTimer => Feature::IrqTimer,
-            Block::RtLoop => Feature::RtLoop,
-            Block::Rule30Batch => Feature::Rule30,
-            Block::Cpu => Feature::Cpu,
-            Block::Slot => Feature::Slot,
-        }
+        self.info().feature
     }
 
     /// [`DeviceError::MissingBlock`] unless `card` carries the block.
@@ -155,33 +106,18 @@ impl Block {
         card.require(self.feature(), self.title().trim_start_matches("the "))
     }
 
-    /// Parses a block name (`generator`, `spy`, `irq_timer`/`irq`, `rt_loop`/`loop`,
-    /// `rule30_batch`/`rule30`, `cpu`, `slot`).
+    /// Parses a block name or one of its aliases (`generator`/`gen`, `spy`, `irq_timer`/`irq`,
+    /// `rt_loop`/`loop`, `rule30_batch`/`rule30`, `cpu`, `slot`).
     pub fn parse(text: &str) -> Result<Block, DeviceError> {
-        match text.trim().to_ascii_lowercase().replace('-', "_").as_str() {
-            "generator" | "gen" => Ok(Block::Generator),
-            "spy" => Ok(Block::Spy),
-            "irq_timer" | "irq" => Ok(Block::IrqTimer),
-            "rt_loop" | "loop" => Ok(Block::RtLoop),
-            "rule30_batch" | "rule30" => Ok(Block::Rule30Batch),
-            "cpu" => Ok(Block::Cpu),
-            "slot" => Ok(Block::Slot),
-            other => Err(DeviceError::InvalidArgument(format!(
-                "block must be one of generator, spy, irq_timer, rt_loop, rule30_batch, cpu, slot (or all), not {other:?}"
-            ))),
+        let name = text.trim().to_ascii_lowercase().replace('-', "_");
+        match BLOCKS.iter().find(|b| b.name == name || b.aliases.contains(&name.as_str())) {
+            Some(b) => Ok(b.block),
+            None => Err(LeaseError::UnknownBlock(name).into()),
         }
     }
 
-    fn regs(self) -> LeaseRegs {
-        match self {
-            Block::Generator => lease_regs!(generator),
-            Block::Spy => lease_regs!(spy),
-            Block::IrqTimer => lease_regs!(irq_timer),
-            Block::RtLoop => lease_regs!(rt_loop),
-            Block::Rule30Batch => lease_regs!(rule30_batch),
-            Block::Cpu => lease_regs!(cpu_ctrl),
-            Block::Slot => lease_regs!(slot),
-        }
+    fn regs(self) -> &'static LeaseRegs {
+        &self.info().lease
     }
 }
 
@@ -419,11 +355,7 @@ fn stop_job(card: &mut Card, block: Block) -> Result<(), DeviceError> {
         }
         card.device().idle(step)?;
     }
-    Err(DeviceError::Backend(format!(
-        "{} is still running {} ms (card time) after it was stopped",
-        block.title(),
-        (step * steps).as_millis()
-    )))
+    Err(LeaseError::StillRunning { block, after: step * steps }.into())
 }
 
 /// Whether `block` has a job running now: a generator run, a capture (the spy recording and

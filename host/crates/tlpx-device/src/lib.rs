@@ -9,6 +9,7 @@
 //! capabilities that only some backends have are reached through `try_as_*` methods.
 
 pub mod backends;
+pub mod block_table;
 pub mod card;
 pub mod cpu;
 pub mod error;

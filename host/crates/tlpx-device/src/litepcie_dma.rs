@@ -16,6 +16,19 @@ use crate::{DeviceError, DmaBuffer};
 /// Largest descriptor the table takes (24-bit length).
 pub const MAX_DESCRIPTOR_BYTES: usize = (1 << 24) - 4;
 
+/// A buffer the card's LitePCIe DMA cannot take (the caller's input);
+/// [`DeviceError::LitepcieDma`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum LitepcieDmaError {
+    #[error("invalid argument: a DMA descriptor covers 4..={MAX_DESCRIPTOR_BYTES} bytes in whole DWs, not {len}")]
+    DescriptorLength { len: usize },
+    /// The card's DMA is built with 32-bit descriptor addresses.
+    #[error("invalid argument: the card's LitePCIe DMA addresses 32 bits, and the buffer at bus address {bus_addr:#x} ({len} bytes) ends above 4 GiB")]
+    Above4GiB { bus_addr: u64, len: usize },
+    #[error("invalid argument: loopback source ({src} bytes) and destination ({dst} bytes) must be the same size")]
+    SizeMismatch { src: usize, dst: usize },
+}
+
 /// Outcome of one loopback transfer.
 #[derive(Debug, Clone, Copy)]
 pub struct Loopback {
@@ -27,18 +40,12 @@ pub struct Loopback {
 
 fn descriptor(buffer: &DmaBuffer) -> Result<u64, DeviceError> {
     if buffer.len == 0 || buffer.len > MAX_DESCRIPTOR_BYTES || !buffer.len.is_multiple_of(4) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "a DMA descriptor covers 4..={MAX_DESCRIPTOR_BYTES} bytes in whole DWs, not {}",
-            buffer.len
-        )));
+        return Err(LitepcieDmaError::DescriptorLength { len: buffer.len }.into());
     }
     // The card's LitePCIe DMA is built with 32-bit descriptor addresses: a buffer above 4 GiB
     // (an IOVA the IOMMU handed out) would be truncated to another address, so it is refused.
     if buffer.bus_addr.checked_add(buffer.len as u64).is_none_or(|end| end > 1 << 32) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "the card's LitePCIe DMA addresses 32 bits, and the buffer at bus address {:#x} ({} bytes) ends above 4 GiB",
-            buffer.bus_addr, buffer.len
-        )));
+        return Err(LitepcieDmaError::Above4GiB { bus_addr: buffer.bus_addr, len: buffer.len }.into());
     }
     Ok(pcie_dma0::reader_table_value::ADDRESS_LSB.set(buffer.bus_addr) | pcie_dma0::reader_table_value::LENGTH.set(buffer.len as u64))
 }
@@ -57,10 +64,7 @@ pub fn stop(card: &mut Card) -> Result<(), DeviceError> {
 /// stopped.
 pub fn loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, timeout: Duration) -> Result<Loopback, DeviceError> {
     if src.len != dst.len {
-        return Err(DeviceError::InvalidArgument(format!(
-            "loopback source ({} bytes) and destination ({} bytes) must be the same size",
-            src.len, dst.len
-        )));
+        return Err(LitepcieDmaError::SizeMismatch { src: src.len, dst: dst.len }.into());
     }
     let (src_desc, dst_desc) = (descriptor(src)?, descriptor(dst)?);
     stop(card)?;

@@ -37,6 +37,13 @@ pub const SIZE_BUCKETS: usize = tlpx_regs::constants::PIO_SIZE_BUCKETS as usize;
 /// Largest read delay the window accepts, in cycles.
 pub const MAX_READ_DELAY: u32 = tlpx_regs::constants::PIO_MAX_READ_DELAY as u32;
 
+/// A PIO window setting out of range (the caller's input); [`DeviceError::Pio`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum PioError {
+    #[error("invalid argument: PIO read delay must be 0..={MAX_READ_DELAY} cycles, not {cycles}")]
+    ReadDelay { cycles: u32 },
+}
+
 /// Clears the window's counters.
 pub fn reset(card: &mut Card) -> Result<(), DeviceError> {
     card.require(Feature::Generator, "PIO window")?;
@@ -47,7 +54,7 @@ pub fn reset(card: &mut Card) -> Result<(), DeviceError> {
 pub fn set_read_delay(card: &mut Card, cycles: u32) -> Result<(), DeviceError> {
     card.require(Feature::Generator, "PIO window")?;
     if cycles > MAX_READ_DELAY {
-        return Err(DeviceError::InvalidArgument(format!("PIO read delay must be 0..={MAX_READ_DELAY} cycles, not {cycles}")));
+        return Err(PioError::ReadDelay { cycles }.into());
     }
     card.write(pio::READ_DELAY, u64::from(cycles))
 }

@@ -35,6 +35,32 @@ use tlpx_blocks::rt_loop::{chunk_writes, RESULT_OFFSET};
 /// The loop's configuration, its checks and its register writes live in the pure block crate;
 /// the driver programs what it encodes.
 pub use tlpx_blocks::rt_loop::{Detect, LoopConfig, LoopConfigError, Return, ValidLoopConfig, MAX_SIZE, MIN_SIZE};
+
+/// What can go wrong with the real-time loop; [`DeviceError::RtLoop`] carries it.
+#[derive(Debug, thiserror::Error)]
+pub enum RtLoopError {
+    /// A loop configuration the block cannot run (tlpx-blocks' checks): the caller's input.
+    #[error("invalid argument: {0}")]
+    Config(#[from] LoopConfigError),
+    /// The card's buffer with `token` was not seen in time (a missed deadline of the loop).
+    #[error("the real-time loop's buffer with token {token} (iteration {iteration}) did not come within {timeout:?}")]
+    BufferLate { token: u32, iteration: u64, timeout: Duration },
+    #[error("the real-time loop did not end after its last result (status 0x{status:x}, return errors {return_errors})")]
+    DidNotEnd { status: u64, return_errors: u64 },
+    /// Running, yet nobody holds its lease.
+    #[error(
+        "the real-time loop runs without an owner (started by the card's firmware or by register writes): \
+         `tlpx stop rt_loop` stops it"
+    )]
+    Unowned,
+}
+
+impl RtLoopError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, RtLoopError::Config(_))
+    }
+}
 /// Iterations per chunk: the card's sample FIFO depth.
 pub const CHUNK_ITERATIONS: u32 = tlpx_regs::constants::RT_LOOP_SAMPLE_FIFO_DEPTH as u32;
 /// Buckets of the card's loop-time log2 histogram.
@@ -200,12 +226,8 @@ fn run_with(card: &mut Card, valid: &ValidLoopConfig, buffer: &DmaBuffer) -> Res
 /// Serves one iteration: detect the buffer with `token`, checksum it, return the result.
 pub fn serve(card: &mut Card, config: &LoopConfig, buffer: &DmaBuffer, token: u32, host: &mut HostStats) -> Result<(), DeviceError> {
     let deadline = Instant::now() + config.detect_timeout;
-    let late = |host: &HostStats| {
-        DeviceError::Backend(format!(
-            "the real-time loop's buffer with token {token} (iteration {}) did not come within {:?}",
-            host.served, config.detect_timeout
-        ))
-    };
+    let late =
+        |host: &HostStats| DeviceError::from(RtLoopError::BufferLate { token, iteration: host.served, timeout: config.detect_timeout });
     match config.detect {
         Detect::Poll => {
             let mut polls = 0u64;
@@ -285,9 +307,7 @@ fn wait_done(card: &mut Card, config: &LoopConfig, host: &mut HostStats) -> Resu
         }
         if Instant::now() > deadline {
             let errors = card.read(regs::RETURN_ERRORS)?;
-            return Err(DeviceError::Backend(format!(
-                "the real-time loop did not end after its last result (status 0x{status:x}, return errors {errors})"
-            )));
+            return Err(RtLoopError::DidNotEnd { status, return_errors: errors }.into());
         }
         card.device().idle(Duration::from_micros(20))?;
     }
@@ -391,11 +411,7 @@ impl Responder {
 fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
     if regs::status::RUNNING.get(card.read(regs::STATUS)?) != 0 {
         card.release(Block::RtLoop)?;
-        return Err(DeviceError::Backend(
-            "the real-time loop runs without an owner (started by the card's firmware or by register writes): \
-             `tlpx stop rt_loop` stops it"
-                .into(),
-        ));
+        return Err(RtLoopError::Unowned.into());
     }
     Ok(())
 }

@@ -33,6 +33,34 @@ pub const WINDOW_BASE: u64 = tlpx_regs::rule30::REGION_OFFSET;
 /// The operation, its checks and the batch mode's descriptors live in the pure block crate.
 pub use tlpx_blocks::rule30::{latency_cycles, OpConfig, Rule30Error, MAX_LINE_LENGTH, WORDS};
 
+/// What can go wrong with the rule-30 accelerator (its register window and its DMA batch
+/// mode); [`DeviceError::Rule30`] carries it. A refused start is [`DeviceError::StartRefused`].
+#[derive(Debug, thiserror::Error)]
+pub enum Rule30BlockError {
+    /// An operation or batch the accelerator cannot take (the one rule-30 value error, the
+    /// model crate's): the caller's input.
+    #[error("invalid argument: {0}")]
+    Config(#[from] Rule30Error),
+    #[error("no interrupt from the rule-30 accelerator within {timeout:?}")]
+    NoInterrupt { timeout: Duration },
+    #[error("the rule-30 accelerator did not complete (status 0x{status:x})")]
+    NotComplete { status: u32 },
+    #[error("no interrupt at the end of a rule-30 batch of {packets} packets within {timeout:?}")]
+    NoBatchInterrupt { packets: usize, timeout: Duration },
+    #[error("the rule-30 batch ended in error (status 0x{status:x}, {done} of {packets} packets done)")]
+    BatchFailed { status: u64, done: u64, packets: usize },
+    /// A result record the batch did not write (a stale record of another batch).
+    #[error("result record {record} of a rule-30 batch is not this batch's (status DW 0x{status_dw:08x}, batch sequence {sequence})")]
+    ForeignRecord { record: usize, status_dw: u32, sequence: u32 },
+}
+
+impl Rule30BlockError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, Rule30BlockError::Config(_))
+    }
+}
+
 /// Register offsets in the window (the seed's Figure 5, then tlpx's extensions), from the
 /// generated register map (`tlpx_regs::rule30`, the card's csr.json).
 pub mod reg {
@@ -206,7 +234,7 @@ pub fn read_words(card: &mut Card, base: u64, out: &mut [u32]) -> Result<(), Dev
 pub fn wait_complete(card: &mut Card, mode: HwMode, timeout: Duration) -> Result<(), DeviceError> {
     if mode == HwMode::Irq {
         if card.wait_interrupt(WAIT_MASK, timeout)?.is_none() {
-            return Err(DeviceError::Backend(format!("no interrupt from the rule-30 accelerator within {timeout:?}")));
+            return Err(Rule30BlockError::NoInterrupt { timeout }.into());
         }
         let status = read(card, reg::STATUS)?;
         if status & STATUS_ERROR != 0 && read(card, reg::ERRORS)? & ERRORS_REFUSED != 0 {
@@ -225,7 +253,7 @@ pub fn wait_complete(card: &mut Card, mode: HwMode, timeout: Duration) -> Result
             return Ok(());
         }
         if std::time::Instant::now() > deadline {
-            return Err(DeviceError::Backend(format!("the rule-30 accelerator did not complete (status 0x{status:x})")));
+            return Err(Rule30BlockError::NotComplete { status }.into());
         }
     }
 }
@@ -288,7 +316,7 @@ pub mod batch {
     use serde::Serialize;
     use tlpx_regs::rule30_batch as regs;
 
-    use super::{configure, HwMode, OpConfig, WAIT_MASK, WORDS};
+    use super::{configure, HwMode, OpConfig, Rule30BlockError, WAIT_MASK, WORDS};
     use crate::card::Card;
     use crate::msi;
     use crate::DeviceError;
@@ -381,10 +409,7 @@ pub mod batch {
             let timeout =
                 Duration::from_secs(2) + card.cycles_to_duration(u64::from(op.latency_cycles + generations + 200) * chunk.len() as u64);
             if card.wait_interrupt(WAIT_MASK, timeout)?.is_none() {
-                return Err(DeviceError::Backend(format!(
-                    "no interrupt at the end of a rule-30 batch of {} packets within {timeout:?}",
-                    chunk.len()
-                )));
+                return Err(Rule30BlockError::NoBatchInterrupt { packets: chunk.len(), timeout }.into());
             }
             let sequence = card.read(regs::SEQUENCE)? as u32;
             let mut bytes = vec![0u8; record * chunk.len()];
@@ -392,19 +417,13 @@ pub mod batch {
             let t1 = card.device().clock_ns()?;
             let status = card.read(regs::STATUS)?;
             if regs::status::ERROR.get(status) != 0 {
-                return Err(DeviceError::Backend(format!(
-                    "the rule-30 batch ended in error (status 0x{status:x}, {} of {} packets done)",
-                    card.read(regs::PACKETS_DONE)?,
-                    chunk.len()
-                )));
+                return Err(Rule30BlockError::BatchFailed { status, done: card.read(regs::PACKETS_DONE)?, packets: chunk.len() }.into());
             }
             for (k, rec) in bytes.chunks_exact(record).enumerate() {
                 let dw = |i: usize| u32::from_le_bytes([rec[4 * i], rec[4 * i + 1], rec[4 * i + 2], rec[4 * i + 3]]);
                 let st = dw(n);
                 if st & STATUS_COMPLETE == 0 || st & 0xffff != k as u32 & 0xffff || (st >> 16) & 0xff != sequence & 0xff {
-                    return Err(DeviceError::Backend(format!(
-                        "result record {k} of a rule-30 batch is not this batch's (status DW 0x{st:08x}, batch sequence {sequence})"
-                    )));
+                    return Err(Rule30BlockError::ForeignRecord { record: k, status_dw: st, sequence }.into());
                 }
                 let mut words = [0u32; WORDS];
                 for (i, w) in words.iter_mut().enumerate().take(n) {

@@ -47,6 +47,65 @@ pub use tlpx_blocks::spy::{
     FILTER_CLASSES, FLUSH_CYCLES, MAX_RING_RECORDS, MIN_RING_RECORDS, PAYLOAD_DWS_MAX, RECORD_FIFO_DEPTH,
 };
 
+/// What can go wrong with the spy, one variant per failure so that a caller can match it (a
+/// ring overrun is not a refused trigger); [`DeviceError::Spy`] carries it. The `Config`,
+/// `Direction`, `UnknownType` and `MsiNotTlp` variants are the caller's input
+/// ([`SpyError::is_invalid_argument`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SpyError {
+    /// Filters, trigger or ring the spy cannot take (tlpx-blocks' checks).
+    #[error("invalid argument: {0}")]
+    Config(#[from] SpyConfigError),
+    #[error("invalid argument: direction must be `down` (host to card) or `up` (card to host), not {0:?}")]
+    Direction(String),
+    #[error("invalid argument: type must be one of {} or all, not {name:?}", .accepted.join(", "))]
+    UnknownType { name: String, accepted: &'static [&'static str] },
+    #[error("invalid argument: type must be a TLP type, one of {} or all, not \"msi\" (an MSI is no TLP on the spy's streams)", CLASSES.join(", "))]
+    MsiNotTlp,
+    /// On, yet nobody holds its lease.
+    #[error(
+        "the spy is capturing without an owner (started by the card's firmware or by register writes): \
+         `tlpx stop spy` turns it off"
+    )]
+    Unowned,
+    #[error("the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs")]
+    RingMisaligned { bus: u64 },
+    #[error("no driver DMA")]
+    NoDriverDma,
+    /// The LitePCIe driver's writer ring is too small for whole records.
+    #[error("the LitePCIe driver's writer ring ({buffers} buffers of {size} bytes) cannot hold whole 32-byte records")]
+    DriverRingUnfit { buffers: usize, size: usize },
+    #[error(
+        "the LitePCIe driver's writer buffers hold {records} records each; the spy can complete at most {} (its pad register)",
+        u16::MAX
+    )]
+    DriverBuffersTooLarge { records: usize },
+    /// The card wrote more records than the ring holds since the host's last read.
+    #[error(
+        "the spy's write index {wr} is {ahead} records past the host's read index {rd_index} in a ring of {ring_records}: \
+         the spy was cleared or another capture took over"
+    )]
+    Overrun { wr: u32, ahead: u32, rd_index: u32, ring_records: u32 },
+    #[error("the spy still holds {waiting} records after 10 s of draining (write index {wr_index}, {delivered} delivered)")]
+    DrainTimeout { waiting: u64, wr_index: u64, delivered: u64 },
+    #[error(
+        "{what}: LitePCIe's DMA writer was stopped by another user of the driver (its writer ioctl takes no \
+         lock); the records after the last one delivered are lost"
+    )]
+    WriterStopped { what: String },
+    #[error("{what}: LitePCIe's DMA writer is on but does not take them")]
+    WriterStalled { what: String },
+    #[error("the spy did not clear: its sequence counter reads {sequence} after the clear")]
+    NotCleared { sequence: u64 },
+}
+
+impl SpyError {
+    /// The caller's input was refused (not the card or its backend).
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, SpyError::Config(_) | SpyError::Direction(_) | SpyError::UnknownType { .. } | SpyError::MsiNotTlp)
+    }
+}
+
 /// Direction of a TLP on the link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -80,9 +139,7 @@ impl Direction {
         match s.trim().to_ascii_lowercase().as_str() {
             "down" => Ok(Direction::Down),
             "up" => Ok(Direction::Up),
-            other => {
-                Err(DeviceError::InvalidArgument(format!("direction must be `down` (host to card) or `up` (card to host), not {other:?}")))
-            }
+            other => Err(SpyError::Direction(other.to_string()).into()),
         }
     }
 }
@@ -105,9 +162,7 @@ pub fn class_mask(names: &[&str]) -> Result<u16, DeviceError> {
         }
         match FILTER_CLASSES.iter().position(|c| *c == n) {
             Some(i) => mask |= 1 << i,
-            None => {
-                return Err(DeviceError::InvalidArgument(format!("type must be one of {} or all, not {name:?}", FILTER_CLASSES.join(", "))))
-            }
+            None => return Err(SpyError::UnknownType { name: name.to_string(), accepted: &FILTER_CLASSES }.into()),
         }
     }
     Ok(mask)
@@ -121,14 +176,11 @@ pub fn tlp_class_mask(names: &[&str]) -> Result<u8, DeviceError> {
         let n = n.trim().to_ascii_lowercase();
         n != "all" && n != "msi" && !CLASSES.contains(&n.as_str())
     }) {
-        return Err(DeviceError::InvalidArgument(format!("type must be one of {} or all, not {bad:?}", CLASSES.join(", "))));
+        return Err(SpyError::UnknownType { name: bad.to_string(), accepted: &CLASSES }.into());
     }
     let mask = class_mask(names)?;
     if names.iter().any(|n| n.trim().eq_ignore_ascii_case("msi")) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "type must be a TLP type, one of {} or all, not \"msi\" (an MSI is no TLP on the spy's streams)",
-            CLASSES.join(", ")
-        )));
+        return Err(SpyError::MsiNotTlp.into());
     }
     Ok((mask & u16::from(ALL_TLP_CLASSES)) as u8)
 }
@@ -399,11 +451,7 @@ impl Capture {
         if is_capturing(card)? {
             // On, yet nobody held its lease: started by the card's firmware or by hand.
             card.release(Block::Spy)?;
-            return Err(DeviceError::Backend(
-                "the spy is capturing without an owner (started by the card's firmware or by register writes): \
-                 `tlpx stop spy` turns it off"
-                    .into(),
-            ));
+            return Err(SpyError::Unowned.into());
         }
         if card.device().try_as_driver_dma().is_some() {
             return match Capture::start_driver_writer(card, &config) {
@@ -424,7 +472,7 @@ impl Capture {
         if ring.bus_addr % RECORD_BYTES as u64 != 0 {
             let bus = ring.bus_addr;
             card.device().free_dma(ring)?;
-            return Err(DeviceError::Backend(format!("the ring's bus address 0x{bus:x} is not 32-byte aligned, as the spy needs")));
+            return Err(SpyError::RingMisaligned { bus }.into());
         }
         let programmed = program(card, Some((&ring, ring_config)), &config);
         if let Err(e) = programmed {
@@ -446,13 +494,11 @@ impl Capture {
     /// buffers into the card's table, first buffer first), then the spy enabled.
     fn start_driver_writer(card: &mut Card, config: &SpyConfig) -> Result<Capture, DeviceError> {
         use crate::backends::litepcie::Engine;
-        let d = card.device().try_as_driver_dma().ok_or_else(|| DeviceError::Backend("no driver DMA".into()))?;
+        let d = card.device().try_as_driver_dma().ok_or(SpyError::NoDriverDma)?;
         let l = d.layout()?;
         let (buffers, size) = (l.dma_rx_buf_count as usize, l.dma_rx_buf_size as usize);
         if buffers == 0 || size == 0 || size % RECORD_BYTES != 0 {
-            return Err(DeviceError::Backend(format!(
-                "the LitePCIe driver's writer ring ({buffers} buffers of {size} bytes) cannot hold whole 32-byte records"
-            )));
+            return Err(SpyError::DriverRingUnfit { buffers, size }.into());
         }
         // The ring is the writer's: take it before touching its buffers; and the reader too, as
         // the loopback (which the capture turns off) and the DMA TLPs the capture counts as its
@@ -461,11 +507,7 @@ impl Capture {
         d.claim(Engine::Reader)?;
         if size / RECORD_BYTES > usize::from(u16::MAX) {
             // spy.pad is 16 bits: a buffer of more records could not be completed at the end.
-            return Err(DeviceError::Backend(format!(
-                "the LitePCIe driver's writer buffers hold {} records each; the spy can complete at most {} (its pad register)",
-                size / RECORD_BYTES,
-                u16::MAX
-            )));
+            return Err(SpyError::DriverBuffersTooLarge { records: size / RECORD_BYTES }.into());
         }
         let zeros = vec![0u8; size];
         for k in 0..buffers {
@@ -530,11 +572,7 @@ impl Capture {
             return Ok(0);
         }
         if n > self.ring_records {
-            return Err(DeviceError::Backend(format!(
-                "the spy's write index {wr} is {n} records past the host's read index {} in a ring of {}: \
-                 the spy was cleared or another capture took over",
-                rd_index, self.ring_records
-            )));
+            return Err(SpyError::Overrun { wr, ahead: n, rd_index: *rd_index, ring_records: self.ring_records }.into());
         }
         let mask = self.ring_records - 1;
         let first = *rd_index & mask;
@@ -581,7 +619,7 @@ impl Capture {
         // Read every slot from the next record up to the limit (at most the ring: 2 MiB).
         let want = (limit - ring.consumed) as usize;
         self.scratch.resize(want * RECORD_BYTES, 0);
-        let d = card.device().try_as_driver_dma().ok_or_else(|| DeviceError::Backend("no driver DMA".into()))?;
+        let d = card.device().try_as_driver_dma().ok_or(SpyError::NoDriverDma)?;
         let mut at = 0;
         while at < want {
             let slot = (ring.consumed + at as u64) % capacity;
@@ -656,11 +694,7 @@ impl Capture {
                 quiet_rounds = 0;
             }
             if Instant::now() > deadline {
-                return Err(DeviceError::Backend(format!(
-                    "the spy still holds {waiting} records after 10 s of draining (write index {}, {} delivered)",
-                    card.read(regs::WR_INDEX)?,
-                    self.delivered
-                )));
+                return Err(SpyError::DrainTimeout { waiting, wr_index: card.read(regs::WR_INDEX)?, delivered: self.delivered }.into());
             }
             card.device().idle(settle)?;
         }
@@ -725,11 +759,8 @@ impl Capture {
     /// of the node can stop the writer under the capture, which then discards its input).
     fn writer_stalled(&self, card: &mut Card, what: &str) -> DeviceError {
         match card.read(tlpx_regs::pcie_dma0::WRITER_ENABLE) {
-            Ok(enable) if enable & 1 == 0 => DeviceError::Backend(format!(
-                "{what}: LitePCIe's DMA writer was stopped by another user of the driver (its writer ioctl takes no \
-                 lock); the records after the last one delivered are lost"
-            )),
-            _ => DeviceError::Backend(format!("{what}: LitePCIe's DMA writer is on but does not take them")),
+            Ok(enable) if enable & 1 == 0 => SpyError::WriterStopped { what: what.to_string() }.into(),
+            _ => SpyError::WriterStalled { what: what.to_string() }.into(),
         }
     }
 
@@ -813,7 +844,7 @@ fn program(card: &mut Card, ring: Option<(&DmaBuffer, Ring)>, config: &SpyConfig
     // recorded, and on the simulator it is the only one still on its way when this returns.
     let sequence = card.read(regs::SEQUENCE)?;
     if sequence != 0 {
-        return Err(DeviceError::Backend(format!("the spy did not clear: its sequence counter reads {sequence} after the clear")));
+        return Err(SpyError::NotCleared { sequence }.into());
     }
     card.write(regs::CONTROL, config.enable_word(ring.is_none()))
 }

@@ -53,7 +53,7 @@ pub const WORDS64: usize = MAX_LINE_LENGTH / 64;
 pub const RULE30: u8 = 30;
 
 /// Bad input to the models; every message names the bad value and what is accepted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Rule30Error {
     #[error("line length must be 1..={MAX_LINE_LENGTH} cells, not {0}")]
     LineLength(usize),
@@ -69,6 +69,12 @@ pub enum Rule30Error {
     CentreTerms { terms: usize },
     #[error("{0} does not agree with sw-char; this is a bug in tlpx-rule30")]
     Disagreement(&'static str),
+    /// A latency (tlpx-blocks' `latency_cycles`) that is no whole number of card cycles in 0..=u32::MAX.
+    #[error("a latency of {ns} ns is {cycles} cycles of the card's {:.0} MHz clock: it must be 0..={} cycles", f64::from(*.clock_hz) / 1e6, u32::MAX)]
+    Latency { ns: f64, cycles: f64, clock_hz: u32 },
+    /// A batch descriptor's generations field (tlpx-blocks' `batch::generations`) out of 1..=`max`.
+    #[error("a batch descriptor holds 1..={max} generations, not {generations}")]
+    Generations { generations: u32, max: u32 },
 }
 
 fn check_line_length(line_length: usize) -> Result<(), Rule30Error> {

@@ -58,8 +58,9 @@ pub const INTERRUPTED: u8 = 130;
 
 fn device_status(e: &DeviceError) -> u8 {
     match e {
-        // The device crate checks the parameters it is given; they come from the command line.
-        DeviceError::InvalidArgument(_) => BAD_INPUT,
+        // The device crate checks the parameters it is given; they come from the command line
+        // (its own InvalidArgument, or a block's typed error of the caller's input).
+        e if e.is_invalid_argument() => BAD_INPUT,
         // A wait ended by Ctrl-C / SIGTERM / SIGHUP (a command that keeps partial results
         // returns 130 itself; one that has none to keep ends here).
         DeviceError::Interrupted => INTERRUPTED,
@@ -130,6 +131,8 @@ mod tests {
         assert_eq!(status_of(&anyhow::Error::new(sim)), DEVICE);
         let dump = OpenError::ConfigSpace { context: "reading".into(), source: DeviceError::Pci("gone".into()) };
         assert_eq!(status_of(&anyhow::Error::new(dump)), DEVICE);
+        let overrun = DeviceError::from(tlpx_device::spy::SpyError::Overrun { wr: 40, ahead: 40, rd_index: 0, ring_records: 16 });
+        assert_eq!(status_of(&anyhow::Error::new(overrun).context("tlpx spy")), DEVICE, "a block's failure on the card: 3");
     }
 
     #[test]
@@ -138,6 +141,11 @@ mod tests {
         assert_eq!(status_of(&anyhow::Error::new(DeviceError::InvalidArgument("PIO read delay".into()))), BAD_INPUT);
         let card_arg = anyhow::Error::new(CardError::Device(DeviceError::InvalidArgument("width".into())));
         assert_eq!(status_of(&card_arg), BAD_INPUT);
+        // A block's typed error of the caller's input is bad input, as its InvalidArgument was.
+        let delay = DeviceError::from(tlpx_device::pio::PioError::ReadDelay { cycles: 1 << 20 });
+        assert_eq!(status_of(&anyhow::Error::new(delay)), BAD_INPUT);
+        let direction = tlpx_device::spy::Direction::parse("sideways").expect_err("no direction");
+        assert_eq!(status_of(&anyhow::Error::new(direction)), BAD_INPUT);
         assert_eq!(status_of(&anyhow::Error::new(CpuError::Invalid("payload".into()))), BAD_INPUT);
         let selector = tlpx_device::selector::open("bogus").err().expect("not a selector");
         assert_eq!(status_of(&anyhow::Error::new(selector)), BAD_INPUT);

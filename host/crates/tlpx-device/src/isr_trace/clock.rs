@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::error::IsrTraceError;
 use super::trace::TraceClock;
 use crate::card::Card;
 use crate::DeviceError;
@@ -113,7 +114,7 @@ impl ClockCorrelation {
     /// 64-bit read of the card's timebase (one 2-DW MRd, never torn), a clock_gettime.
     pub fn measure_pairs(card: &mut Card, n: usize, spacing: Duration, clock: TraceClock) -> Result<Vec<(u64, u64, u64)>, DeviceError> {
         if !(MIN_PAIRS..=MAX_PAIRS).contains(&n) {
-            return Err(DeviceError::InvalidArgument(format!("a clock correlation takes {MIN_PAIRS}..={MAX_PAIRS} pairs, not {n}")));
+            return Err(IsrTraceError::PairCount(n).into());
         }
         let mut pairs = Vec::with_capacity(n);
         for i in 0..n {
@@ -135,22 +136,14 @@ impl ClockCorrelation {
     /// |Δb|·T/8) is added to the bound and `rate_change_ppm` says how large the change was.
     pub fn interpolate(before: &ClockFit, after: &ClockFit) -> Result<ClockFit, DeviceError> {
         if after.window_from_ns < before.window_to_ns {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the 'after' correlation starts at host ns {} before the 'before' one ends at {}: give them in time order",
-                after.window_from_ns, before.window_to_ns
-            )));
+            return Err(IsrTraceError::FitsOutOfOrder { after_from: after.window_from_ns, before_to: before.window_to_ns }.into());
         }
         if before.used.is_empty() || after.used.is_empty() {
-            return Err(DeviceError::InvalidArgument(
-                "interpolate needs fits made by ClockCorrelation::fit or ::measure (these carry no pairs)".into(),
-            ));
+            return Err(IsrTraceError::FitsWithoutPairs.into());
         }
         let (c_end, c_start) = (before.used[before.used.len() - 1].1, after.used[0].1);
         if c_start <= c_end {
-            return Err(DeviceError::InvalidArgument(format!(
-                "the card counter reads {c_start} in the 'after' correlation, not after {c_end} of the 'before' one: \
-                 was the card reset in between?"
-            )));
+            return Err(IsrTraceError::CardCounterRestarted { after_start: c_start, before_end: c_end }.into());
         }
         let mut used = before.used.clone();
         used.extend_from_slice(&after.used);
@@ -176,36 +169,23 @@ impl ClockCorrelation {
 
 fn check_pairs(pairs: &[(u64, u64, u64)]) -> Result<(), DeviceError> {
     if pairs.len() < MIN_PAIRS {
-        return Err(DeviceError::InvalidArgument(format!(
-            "a clock correlation needs at least {MIN_PAIRS} (host_a, card cycles, host_b) pairs, not {}",
-            pairs.len()
-        )));
+        return Err(IsrTraceError::TooFewPairs(pairs.len()).into());
     }
     if pairs.len() > MAX_PAIRS {
-        return Err(DeviceError::InvalidArgument(format!("a clock correlation takes at most {MAX_PAIRS} pairs, not {}", pairs.len())));
+        return Err(IsrTraceError::TooManyPairs(pairs.len()).into());
     }
     for (i, &(a, _, b)) in pairs.iter().enumerate() {
         if b < a {
-            return Err(DeviceError::InvalidArgument(format!(
-                "pair {i}: host_b {b} is before host_a {a}; each pair is (host time before the read, card cycles, host time after)"
-            )));
+            return Err(IsrTraceError::PairReversed { pair: i, host_a: a, host_b: b }.into());
         }
     }
     for (i, w) in pairs.windows(2).enumerate() {
         let ((_, c0, b0), (a1, c1, _)) = (w[0], w[1]);
         if a1 < b0 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "pair {}: host_a {a1} is before host_b {b0} of pair {i}: the pairs must be in the order they were \
-                 taken, with a monotonic host clock",
-                i + 1
-            )));
+            return Err(IsrTraceError::PairsOverlap { pair: i + 1, host_a: a1, previous_host_b: b0 }.into());
         }
         if c1 <= c0 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "pair {}: card cycles {c1} do not follow {c0} of pair {i}: the card's counter must increase \
-                 (was the card reset, or are these two cards?)",
-                i + 1
-            )));
+            return Err(IsrTraceError::CardCounterNotIncreasing { pair: i + 1, cycles: c1, previous_cycles: c0 }.into());
         }
     }
     Ok(())
@@ -230,13 +210,11 @@ fn fit_used(used: Vec<(u64, u64, u64)>, pairs_total: usize) -> Result<ClockFit, 
     let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
     let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
     if sxx <= 0.0 {
-        return Err(DeviceError::InvalidArgument("all clock pairs have the same host time: nothing to fit a rate to".into()));
+        return Err(IsrTraceError::SameHostTime.into());
     }
     let rate = sxy / sxx;
     if !(rate.is_finite() && rate > 0.0) {
-        return Err(DeviceError::InvalidArgument(format!(
-            "the card counter does not advance with host time (fitted {rate} cycles per ns)"
-        )));
+        return Err(IsrTraceError::NoAdvance(rate).into());
     }
     let offset = my - rate * mx;
     let residuals: Vec<f64> = pts.iter().map(|p| p.1 - (offset + rate * p.0)).collect();
@@ -391,16 +369,14 @@ impl ClockFit {
     pub fn host_ns_to_cycles(&self, host_ns: u64) -> Result<u64, DeviceError> {
         let v = self.offset_cycles + self.cycles_per_ns * diff(host_ns, self.ref_host_ns);
         let c = i128::from(self.ref_cycles) + v.floor() as i128;
-        u64::try_from(c).map_err(|_| {
-            DeviceError::InvalidArgument(format!("host time {host_ns} ns is outside the card counter's range (before its zero)"))
-        })
+        u64::try_from(c).map_err(|_| IsrTraceError::HostTimeOutOfRange(host_ns).into())
     }
 
     /// The host time at the middle of card cycle `cycles`.
     pub fn cycles_to_host_ns(&self, cycles: u64) -> Result<u64, DeviceError> {
         let dt = (diff(cycles, self.ref_cycles) + 0.5 - self.offset_cycles) / self.cycles_per_ns;
         let t = i128::from(self.ref_host_ns) + dt.round() as i128;
-        u64::try_from(t).map_err(|_| DeviceError::InvalidArgument(format!("card cycle {cycles} falls outside the host clock's range")))
+        u64::try_from(t).map_err(|_| IsrTraceError::CycleOutOfRange(cycles).into())
     }
 }
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::error::IsrTraceError;
 use crate::DeviceError;
 
 /// One `field:` line of a tracepoint's format file.
@@ -29,7 +30,7 @@ pub struct TracepointFormat {
 impl TracepointFormat {
     /// Parses the text of `events/<system>/<event>/format`.
     pub fn parse(text: &str) -> Result<TracepointFormat, DeviceError> {
-        let bad = |line: &str, why: &str| DeviceError::Backend(format!("tracepoint format line {line:?}: {why}"));
+        let bad = |line: &str, why: &str| DeviceError::from(IsrTraceError::FormatLine { line: line.to_string(), why: why.to_string() });
         let mut name = String::new();
         let mut id = None;
         let mut fields = Vec::new();
@@ -68,7 +69,7 @@ impl TracepointFormat {
             }
         }
         if fields.is_empty() {
-            return Err(DeviceError::Backend("the tracepoint format lists no `field:` lines".into()));
+            return Err(IsrTraceError::FormatWithoutFields.into());
         }
         Ok(TracepointFormat { name, id, fields })
     }
@@ -108,14 +109,13 @@ impl IrqEntryLayout {
     /// Finds the fields in `format`; `irq` must be there.
     pub fn from_format(format: &TracepointFormat) -> Result<IrqEntryLayout, DeviceError> {
         let irq = format.field("irq").ok_or_else(|| {
-            DeviceError::Backend(format!(
-                "the tracepoint format of {:?} has no `irq` field (fields: {}): not irq_handler_entry?",
-                format.name,
-                format.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
-            ))
+            DeviceError::from(IsrTraceError::NoIrqField {
+                event: format.name.clone(),
+                fields: format.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "),
+            })
         })?;
         if ![1, 2, 4, 8].contains(&irq.size) {
-            return Err(DeviceError::Backend(format!("the tracepoint's `irq` field is {} bytes; 1, 2, 4 or 8 expected", irq.size)));
+            return Err(IsrTraceError::IrqFieldSize(irq.size).into());
         }
         let common_type = format.field("common_type").filter(|f| [1, 2, 4, 8].contains(&f.size)).map(|f| (f.offset, f.size));
         let name = format.field("name").and_then(|f| {
@@ -154,15 +154,11 @@ fn read_uint(raw: &[u8], offset: usize, size: usize) -> Option<u64> {
 
 /// Decodes the raw data of one tracepoint sample (PERF_SAMPLE_RAW) with `layout`.
 pub fn decode_irq_entry(layout: &IrqEntryLayout, raw: &[u8]) -> Result<DecodedIrqEntry, DeviceError> {
-    let short = |what: &str, end: usize| {
-        DeviceError::Backend(format!("a raw irq_handler_entry record of {} bytes is too short for its {what} (needs {end})", raw.len()))
-    };
+    let short = |what: &'static str, end: usize| DeviceError::from(IsrTraceError::RawRecordTooShort { len: raw.len(), what, needs: end });
     if let (Some((off, size)), Some(id)) = (layout.common_type, layout.event_id) {
         let found = read_uint(raw, off, size).ok_or_else(|| short("common_type", off + size))?;
         if found != id {
-            return Err(DeviceError::Backend(format!(
-                "a raw record has common_type {found}, but irq_handler_entry is event {id}: not this tracepoint's record"
-            )));
+            return Err(IsrTraceError::ForeignRecord { found, id }.into());
         }
     }
     let (off, size, signed) = layout.irq;
@@ -170,7 +166,7 @@ pub fn decode_irq_entry(layout: &IrqEntryLayout, raw: &[u8]) -> Result<DecodedIr
     let sign_bit = (value >> (size * 8 - 1)) & 1 == 1;
     let negative = signed && sign_bit;
     if negative || value > u64::from(u32::MAX) {
-        return Err(DeviceError::Backend(format!("a raw irq_handler_entry record holds irq field 0x{value:x}, not an interrupt number")));
+        return Err(IsrTraceError::IrqValue(value).into());
     }
     let name = layout.name.and_then(|(loc_off, absolute)| {
         let loc = read_uint(raw, loc_off, 4)? as usize;

@@ -36,11 +36,13 @@
 //! | `trace.rs` | [`IrqHandlerTrace`]: one event and ring per CPU through [`crate::perf`] | perf_event_open |
 //! | `clock.rs` | [`ClockCorrelation`]: the fit and its bound | the card's timebase (`measure`) |
 //! | `pairing.rs` | [`isr_stage_cycles`]: each fire paired with its handler entry | pure |
+//! | `error.rs` | [`IsrTraceError`]: each failure above as a variant a caller can match | pure |
 //!
 //! docs/interrupts.md, last section, explains the method, its error bounds and what was
 //! verified where.
 
 mod clock;
+mod error;
 mod format;
 mod interrupts;
 mod pairing;
@@ -52,6 +54,7 @@ mod tracefs;
 mod testdata;
 
 pub use clock::{ClockCorrelation, ClockFit, MAX_PAIRS, MIN_PAIRS};
+pub use error::IsrTraceError;
 pub use format::{decode_irq_entry, DecodedIrqEntry, FormatField, IrqEntryLayout, TracepointFormat};
 pub use interrupts::find_msi_irqs;
 pub use pairing::isr_stage_cycles;

@@ -2,6 +2,7 @@
 //! entry that follows it, both on the card's clock through a [`ClockFit`].
 
 use super::clock::ClockFit;
+use super::error::IsrTraceError;
 use super::trace::IrqEntry;
 use crate::DeviceError;
 
@@ -16,13 +17,7 @@ use crate::DeviceError;
 pub fn isr_stage_cycles(fires: &[(u32, u64)], entries: &[IrqEntry], fit: &ClockFit) -> Result<Vec<Option<u32>>, DeviceError> {
     for (i, w) in fires.windows(2).enumerate() {
         if w[1].1 <= w[0].1 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "fire {} (sequence {}) has T0 {}, not after T0 {} of the fire before it: give fires in T0 order",
-                i + 1,
-                w[1].0,
-                w[1].1,
-                w[0].1
-            )));
+            return Err(IsrTraceError::FiresOutOfOrder { fire: i + 1, sequence: w[1].0, t0: w[1].1, previous_t0: w[0].1 }.into());
         }
     }
     let mut sorted: Vec<&IrqEntry> = entries.iter().collect();

@@ -4,6 +4,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
+use super::error::IsrTraceError;
 use crate::DeviceError;
 
 /// PERF_RECORD_LOST: the kernel dropped records (the ring was full).
@@ -39,7 +40,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 
 /// Parses one whole record (header included) of a TIME | CPU | RAW sampling event.
 pub fn parse_record(record: &[u8]) -> Result<PerfRecord, DeviceError> {
-    let bad = |why: String| DeviceError::Backend(format!("malformed perf record of {} bytes: {why}", record.len()));
+    let bad = |why: String| DeviceError::from(IsrTraceError::MalformedRecord { len: record.len(), why });
     if record.len() < 8 {
         return Err(bad("shorter than its 8-byte header".into()));
     }
@@ -70,10 +71,10 @@ pub fn parse_record(record: &[u8]) -> Result<PerfRecord, DeviceError> {
 pub fn walk_ring(ring: &[u8], tail: u64, head: u64, out: &mut Vec<PerfRecord>) -> Result<u64, DeviceError> {
     let size = ring.len() as u64;
     if size == 0 {
-        return Err(DeviceError::Backend("the perf ring's data area is empty".into()));
+        return Err(IsrTraceError::EmptyRing.into());
     }
     if head < tail || head - tail > size {
-        return Err(DeviceError::Backend(format!("perf ring positions are inconsistent: tail {tail}, head {head}, ring {size} bytes")));
+        return Err(IsrTraceError::RingPositions { tail, head, size }.into());
     }
     let copy = |from: u64, len: usize, dst: &mut Vec<u8>| {
         dst.clear();
@@ -88,10 +89,7 @@ pub fn walk_ring(ring: &[u8], tail: u64, head: u64, out: &mut Vec<PerfRecord>) -
         copy(pos, 8, &mut record);
         let len = u16::from_ne_bytes([record[6], record[7]]) as u64;
         if len < 8 || len > head - pos {
-            return Err(DeviceError::Backend(format!(
-                "perf ring record at {pos} says it is {len} bytes, but {} bytes are left before the head {head}",
-                head - pos
-            )));
+            return Err(IsrTraceError::RecordPastHead { pos, len, head }.into());
         }
         copy(pos, len as usize, &mut record);
         out.push(parse_record(&record)?);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::error::IsrTraceError;
 use super::format::{decode_irq_entry, IrqEntryLayout};
 use super::records::{walk_ring, PerfRecord};
 use super::tracefs::{permission_note, TracepointId};
@@ -99,9 +100,7 @@ impl CpuRing {
         let cpu = self.cpu;
         self.ring.read(
             scratch,
-            |tail, head, size| {
-                DeviceError::Backend(format!("the perf ring of CPU {cpu} is inconsistent: tail {tail}, head {head}, {size} bytes"))
-            },
+            |tail, head, size| DeviceError::from(IsrTraceError::CpuRingPositions { cpu, tail, head, size }),
             |ring, tail, head| walk_ring(ring, tail, head, out),
         )
     }
@@ -147,10 +146,7 @@ fn perf_open_error(e: &io::Error, cpu: u32, id: u64, facts: &PermissionFacts) ->
         Some(libc::ENOSYS) => "this kernel has no perf events (CONFIG_PERF_EVENTS)".into(),
         _ => permission_note(facts),
     };
-    DeviceError::Backend(format!(
-        "perf_event_open of irq:irq_handler_entry (id {id}) on CPU {cpu} failed: {e} ({}); {advice}",
-        io_errno_name(e)
-    ))
+    IsrTraceError::PerfOpen { id, cpu, source: io::Error::new(e.kind(), e.to_string()), errno: io_errno_name(e), advice }.into()
 }
 
 impl IrqHandlerTrace {
@@ -165,10 +161,7 @@ impl IrqHandlerTrace {
     /// As [`IrqHandlerTrace::open`], with the tracepoint already found.
     pub fn open_tracepoint(tracepoint: &TracepointId, irqs: &[u32], options: &TraceOptions) -> Result<IrqHandlerTrace, DeviceError> {
         if options.ring_pages_log2 > 12 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "a perf ring of 2^{} pages per CPU is too large; give 0..=12",
-                options.ring_pages_log2
-            )));
+            return Err(IsrTraceError::RingTooLarge(options.ring_pages_log2).into());
         }
         let mut layout = IrqEntryLayout::from_format(&tracepoint.format()?)?;
         layout.event_id = Some(tracepoint.id);
@@ -215,11 +208,8 @@ impl IrqHandlerTrace {
             let fd = perf::perf_event_open(&attr, -1, cpu as libc::c_int, -1, PERF_FLAG_FD_CLOEXEC)
                 .map_err(|e| perf_open_error(&e, cpu, tracepoint.id, &facts))?;
             let ring = MappedRing::map(fd, map_len).map_err(|e| {
-                DeviceError::Backend(format!(
-                    "cannot map the perf ring of CPU {cpu} ({map_len} bytes): {e} ({}); without CAP_IPC_LOCK the rings \
-                     of all CPUs must fit in kernel.perf_event_mlock_kb: use a smaller ring",
-                    io_errno_name(&e)
-                ))
+                let errno = io_errno_name(&e);
+                DeviceError::from(IsrTraceError::RingMap { cpu, bytes: map_len, source: e, errno })
             })?;
             trace.rings.push(CpuRing { cpu, ring });
         }
@@ -371,7 +361,7 @@ impl IrqHandlerTrace {
 
 /// The CPUs of a kernel CPU list (`0-3,6,8-9`, as /sys/devices/system/cpu/online).
 pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, DeviceError> {
-    let bad = |part: &str| DeviceError::Backend(format!("CPU list {:?} has a bad part {part:?}", text.trim()));
+    let bad = |part: &str| DeviceError::from(IsrTraceError::CpuListPart { text: text.trim().to_string(), part: part.to_string() });
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
@@ -383,7 +373,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, DeviceError> {
         cpus.extend(a..=b);
     }
     if cpus.is_empty() {
-        return Err(DeviceError::Backend(format!("CPU list {:?} is empty", text.trim())));
+        return Err(IsrTraceError::CpuListEmpty(text.trim().to_string()).into());
     }
     Ok(cpus)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::error::IsrTraceError;
 use super::format::TracepointFormat;
 use crate::perf::{PermissionFacts, PARANOID_PATH};
 use crate::DeviceError;
@@ -47,7 +48,8 @@ impl TracepointId {
                 roots.push(root);
             }
         }
-        TracepointId::find_in(&roots).map_err(|tried| DeviceError::Backend(find_failure_message(&tried, &mounts, &PermissionFacts::read())))
+        TracepointId::find_in(&roots)
+            .map_err(|tried| IsrTraceError::TracepointNotFound(find_failure_message(&tried, &mounts, &PermissionFacts::read())).into())
     }
 
     /// Reads the id under the first of `roots` (tracefs roots) that has it; otherwise returns
@@ -73,7 +75,7 @@ impl TracepointId {
         let path = self.event_dir.join("format");
         let text = std::fs::read_to_string(&path)
             .map_err(|source| DeviceError::Io { context: format!("cannot read the tracepoint format {}", path.display()), source })?;
-        TracepointFormat::parse(&text).map_err(|e| DeviceError::Backend(format!("{}: {e}", path.display())))
+        TracepointFormat::parse(&text).map_err(|e| IsrTraceError::FormatFile { path, source: Box::new(e) }.into())
     }
 }
 

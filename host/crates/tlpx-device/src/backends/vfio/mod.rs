@@ -19,11 +19,13 @@
 pub mod bind;
 pub mod ffi;
 pub mod iova;
+mod mmio;
+mod sys;
 
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +34,9 @@ use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuf
 use bind::Sysfs;
 use ffi::*;
 use iova::IovaAllocator;
+use mmio::{load, load16, piece, store, store16, store_fence, width_of};
+pub use sys::parse_iova_ranges;
+use sys::{errno, io_err, ioctl_ptr, ioctl_val, iommu_info, open_rw, page_size, pread_exact, pwrite_all, region_info, set_irqs_eventfd};
 
 const BACKEND: &str = "vfio";
 
@@ -168,104 +173,6 @@ pub struct VfioDevice {
 // thread at a time (&mut self), as the Device trait requires.
 unsafe impl Send for VfioDevice {}
 
-fn errno() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-fn io_err(context: String, source: std::io::Error) -> DeviceError {
-    DeviceError::Io { context, source }
-}
-
-/// ioctl with a pointer argument.
-///
-/// # Safety
-/// `arg` must point to what the kernel expects for `request`, valid for its `argsz`.
-unsafe fn ioctl_ptr<T>(fd: RawFd, request: u64, arg: *mut T) -> std::io::Result<i32> {
-    // SAFETY: the caller's promise.
-    let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, arg) };
-    if r < 0 {
-        Err(errno())
-    } else {
-        Ok(r)
-    }
-}
-
-/// ioctl with an integer (or no) argument.
-fn ioctl_val(fd: RawFd, request: u64, arg: u64) -> std::io::Result<i32> {
-    // SAFETY: these requests take their argument by value; no memory is passed.
-    let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, arg as libc::c_ulong) };
-    if r < 0 {
-        Err(errno())
-    } else {
-        Ok(r)
-    }
-}
-
-fn open_rw(path: &Path) -> std::io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: c is a valid NUL-terminated path.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(errno());
-    }
-    // SAFETY: fd was just returned by open and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory effects.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u64
-    } else {
-        4096
-    }
-}
-
-fn pread_exact(fd: RawFd, buf: &mut [u8], offset: u64, what: &dyn Fn() -> String) -> Result<(), DeviceError> {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of buf.
-        let n = unsafe {
-            libc::pread(fd, buf[done..].as_mut_ptr() as *mut libc::c_void, buf.len() - done, (offset + done as u64) as libc::off_t)
-        };
-        if n < 0 {
-            let e = errno();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(io_err(what(), e));
-        }
-        if n == 0 {
-            return Err(io_err(what(), std::io::Error::from(std::io::ErrorKind::UnexpectedEof)));
-        }
-        done += n as usize;
-    }
-    Ok(())
-}
-
-fn pwrite_all(fd: RawFd, buf: &[u8], offset: u64, what: &dyn Fn() -> String) -> Result<(), DeviceError> {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: the pointer and length describe the unwritten tail of buf.
-        let n = unsafe {
-            libc::pwrite(fd, buf[done..].as_ptr() as *const libc::c_void, buf.len() - done, (offset + done as u64) as libc::off_t)
-        };
-        if n < 0 {
-            let e = errno();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(io_err(what(), e));
-        }
-        if n == 0 {
-            return Err(io_err(what(), std::io::Error::from(std::io::ErrorKind::WriteZero)));
-        }
-        done += n as usize;
-    }
-    Ok(())
-}
-
 fn human_size(n: u64) -> String {
     if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
         format!("{} GiB", n >> 30)
@@ -289,6 +196,79 @@ fn resource_flags(sysfs: &Sysfs, addr: &str, bar: u8) -> Option<u64> {
 const IORESOURCE_IO: u64 = 0x100;
 const IORESOURCE_MEM: u64 = 0x200;
 const IORESOURCE_PREFETCH: u64 = 0x2000;
+
+/// The function's IOMMU group (/dev/vfio/GROUP), refused unless it is viable (every
+/// function in it bound to vfio-pci or to no driver), each failure with what to do.
+fn open_group(sysfs: &Sysfs, addr: &str, group_id: u32) -> Result<OwnedFd, DeviceError> {
+    let group_path = format!("/dev/vfio/{group_id}");
+    let group = open_rw(Path::new(&group_path)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => DeviceError::Backend(format!(
+            "permission denied opening {group_path} (IOMMU group {group_id} of {addr}): run as root, or give \
+             your user the device node (e.g. a udev rule: SUBSYSTEM==\"vfio\", OWNER=\"you\") and a memlock \
+             limit (ulimit -l) large enough for the DMA buffers"
+        )),
+        std::io::ErrorKind::NotFound => DeviceError::Backend(format!(
+            "{group_path} does not exist although {addr} is in IOMMU group {group_id}: is the vfio module loaded \
+             (modprobe vfio-pci) and /dev populated (devtmpfs/udev)?"
+        )),
+        _ if e.raw_os_error() == Some(libc::EBUSY) => DeviceError::Backend(format!(
+            "{group_path} is busy: another process (QEMU, another tlpx) holds IOMMU group {group_id} of {addr}; \
+             vfio lets one process own a group at a time"
+        )),
+        _ => io_err(format!("opening {group_path} (IOMMU group of {addr})"), e),
+    })?;
+    let mut status = vfio_group_status { argsz: argsz::<vfio_group_status>(), flags: 0 };
+    // SAFETY: VFIO_GROUP_GET_STATUS fills a vfio_group_status of argsz bytes.
+    unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_GET_STATUS, &mut status) }
+        .map_err(|e| io_err(format!("VFIO_GROUP_GET_STATUS on {group_path}"), e))?;
+    if status.flags & VFIO_GROUP_FLAGS_VIABLE == 0 {
+        let members = sysfs.group_members(group_id);
+        let blocking: Vec<String> = members
+            .iter()
+            .filter(|m| m.address != addr && m.blocks_vfio())
+            .map(|m| format!("{} ({})", m.address, m.driver.as_deref().unwrap_or("no driver")))
+            .collect();
+        return Err(DeviceError::Backend(format!(
+            "IOMMU group {group_id} of {addr} is not viable: every function in a group must be bound to vfio-pci \
+             (or to no driver) before vfio lets one of them be used. Bound to host drivers: {}. Bind them with \
+             `tlpx vfio bind ADDR` (they are unusable by the host meanwhile), or put the card in a slot with its \
+             own group (behind a port with ACS)",
+            if blocking.is_empty() { "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into() } else { blocking.join(", ") }
+        )));
+    }
+    Ok(group)
+}
+
+/// A container (/dev/vfio/vfio) holding `group`, with the type1 IOMMU (v2 preferred); its
+/// fd and the IOMMU type set.
+fn open_container(group: &OwnedFd, group_id: u32) -> Result<(OwnedFd, u64), DeviceError> {
+    let container = open_rw(Path::new("/dev/vfio/vfio")).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => DeviceError::Backend(
+            "permission denied opening /dev/vfio/vfio (the vfio container): run as root or give your user access".into(),
+        ),
+        _ => io_err("opening /dev/vfio/vfio (is the vfio module loaded?)".into(), e),
+    })?;
+    let cfd = container.as_raw_fd();
+    let api = ioctl_val(cfd, VFIO_GET_API_VERSION, 0).map_err(|e| io_err("VFIO_GET_API_VERSION".into(), e))?;
+    if api != VFIO_API_VERSION {
+        return Err(DeviceError::Backend(format!("the kernel's vfio speaks API version {api}, this tlpx speaks {VFIO_API_VERSION}")));
+    }
+    let iommu_type = if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1V2_IOMMU).unwrap_or(0) == 1 {
+        VFIO_TYPE1V2_IOMMU
+    } else if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU).unwrap_or(0) == 1 {
+        VFIO_TYPE1_IOMMU
+    } else {
+        return Err(DeviceError::Backend(
+            "the kernel's vfio has no type1 IOMMU backend: load vfio_iommu_type1 (modprobe vfio_iommu_type1)".into(),
+        ));
+    };
+    let mut cfd_arg: i32 = cfd;
+    // SAFETY: VFIO_GROUP_SET_CONTAINER reads one int (the container fd).
+    unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_SET_CONTAINER, &mut cfd_arg) }
+        .map_err(|e| io_err(format!("VFIO_GROUP_SET_CONTAINER for group {group_id}"), e))?;
+    ioctl_val(cfd, VFIO_SET_IOMMU, iommu_type).map_err(|e| io_err(format!("VFIO_SET_IOMMU type {iommu_type}"), e))?;
+    Ok((container, iommu_type))
+}
 
 impl VfioDevice {
     /// Opens `addr` (e.g. "0000:03:00.0") with the default options.
@@ -320,74 +300,9 @@ impl VfioDevice {
             )));
         }
 
-        // The group.
-        let group_path = format!("/dev/vfio/{group_id}");
-        let group = open_rw(Path::new(&group_path)).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => DeviceError::Backend(format!(
-                "permission denied opening {group_path} (IOMMU group {group_id} of {addr}): run as root, or give \
-                 your user the device node (e.g. a udev rule: SUBSYSTEM==\"vfio\", OWNER=\"you\") and a memlock \
-                 limit (ulimit -l) large enough for the DMA buffers"
-            )),
-            std::io::ErrorKind::NotFound => DeviceError::Backend(format!(
-                "{group_path} does not exist although {addr} is in IOMMU group {group_id}: is the vfio module loaded \
-                 (modprobe vfio-pci) and /dev populated (devtmpfs/udev)?"
-            )),
-            _ if e.raw_os_error() == Some(libc::EBUSY) => DeviceError::Backend(format!(
-                "{group_path} is busy: another process (QEMU, another tlpx) holds IOMMU group {group_id} of {addr}; \
-                 vfio lets one process own a group at a time"
-            )),
-            _ => io_err(format!("opening {group_path} (IOMMU group of {addr})"), e),
-        })?;
-        let mut status = vfio_group_status { argsz: argsz::<vfio_group_status>(), flags: 0 };
-        // SAFETY: VFIO_GROUP_GET_STATUS fills a vfio_group_status of argsz bytes.
-        unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_GET_STATUS, &mut status) }
-            .map_err(|e| io_err(format!("VFIO_GROUP_GET_STATUS on {group_path}"), e))?;
-        if status.flags & VFIO_GROUP_FLAGS_VIABLE == 0 {
-            let members = sysfs.group_members(group_id);
-            let blocking: Vec<String> = members
-                .iter()
-                .filter(|m| m.address != addr && m.blocks_vfio())
-                .map(|m| format!("{} ({})", m.address, m.driver.as_deref().unwrap_or("no driver")))
-                .collect();
-            return Err(DeviceError::Backend(format!(
-                "IOMMU group {group_id} of {addr} is not viable: every function in a group must be bound to vfio-pci \
-                 (or to no driver) before vfio lets one of them be used. Bound to host drivers: {}. Bind them with \
-                 `tlpx vfio bind ADDR` (they are unusable by the host meanwhile), or put the card in a slot with its \
-                 own group (behind a port with ACS)",
-                if blocking.is_empty() {
-                    "none found in sysfs (see /sys/kernel/iommu_groups/N/devices)".into()
-                } else {
-                    blocking.join(", ")
-                }
-            )));
-        }
-
-        // The container.
-        let container = open_rw(Path::new("/dev/vfio/vfio")).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => DeviceError::Backend(
-                "permission denied opening /dev/vfio/vfio (the vfio container): run as root or give your user access".into(),
-            ),
-            _ => io_err("opening /dev/vfio/vfio (is the vfio module loaded?)".into(), e),
-        })?;
+        let group = open_group(&sysfs, &addr, group_id)?;
+        let (container, iommu_type) = open_container(&group, group_id)?;
         let cfd = container.as_raw_fd();
-        let api = ioctl_val(cfd, VFIO_GET_API_VERSION, 0).map_err(|e| io_err("VFIO_GET_API_VERSION".into(), e))?;
-        if api != VFIO_API_VERSION {
-            return Err(DeviceError::Backend(format!("the kernel's vfio speaks API version {api}, this tlpx speaks {VFIO_API_VERSION}")));
-        }
-        let iommu_type = if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1V2_IOMMU).unwrap_or(0) == 1 {
-            VFIO_TYPE1V2_IOMMU
-        } else if ioctl_val(cfd, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU).unwrap_or(0) == 1 {
-            VFIO_TYPE1_IOMMU
-        } else {
-            return Err(DeviceError::Backend(
-                "the kernel's vfio has no type1 IOMMU backend: load vfio_iommu_type1 (modprobe vfio_iommu_type1)".into(),
-            ));
-        };
-        let mut cfd_arg: i32 = cfd;
-        // SAFETY: VFIO_GROUP_SET_CONTAINER reads one int (the container fd).
-        unsafe { ioctl_ptr(group.as_raw_fd(), VFIO_GROUP_SET_CONTAINER, &mut cfd_arg) }
-            .map_err(|e| io_err(format!("VFIO_GROUP_SET_CONTAINER for group {group_id}"), e))?;
-        ioctl_val(cfd, VFIO_SET_IOMMU, iommu_type).map_err(|e| io_err(format!("VFIO_SET_IOMMU type {iommu_type}"), e))?;
 
         // The IOMMU: page sizes and valid IOVA ranges.
         let (pgsizes, ranges) = iommu_info(cfd)?;
@@ -676,83 +591,6 @@ impl VfioDevice {
     }
 }
 
-fn region_info(fd: RawFd, index: u32, addr: &str) -> Result<Region, DeviceError> {
-    let mut info = vfio_region_info { argsz: argsz::<vfio_region_info>(), index, ..Default::default() };
-    // SAFETY: VFIO_DEVICE_GET_REGION_INFO fills a vfio_region_info of argsz bytes (capability
-    // chains beyond it are not requested: argsz is the bare structure).
-    unsafe { ioctl_ptr(fd, VFIO_DEVICE_GET_REGION_INFO, &mut info) }
-        .map_err(|e| io_err(format!("VFIO_DEVICE_GET_REGION_INFO index {index} of {addr}"), e))?;
-    Ok(Region { size: info.size, offset: info.offset, flags: info.flags, access: BarAccess::ReadWrite, map: None })
-}
-
-/// Page sizes and valid IOVA ranges of the container's IOMMU.
-fn iommu_info(cfd: RawFd) -> Result<(u64, Vec<(u64, u64)>), DeviceError> {
-    let mut info = vfio_iommu_type1_info { argsz: argsz::<vfio_iommu_type1_info>(), ..Default::default() };
-    // SAFETY: VFIO_IOMMU_GET_INFO fills argsz bytes of a vfio_iommu_type1_info and raises
-    // argsz when capabilities need more room.
-    unsafe { ioctl_ptr(cfd, VFIO_IOMMU_GET_INFO, &mut info) }.map_err(|e| io_err("VFIO_IOMMU_GET_INFO".into(), e))?;
-    let pgsizes = if info.flags & VFIO_IOMMU_INFO_PGSIZES != 0 { info.iova_pgsizes } else { 0 };
-    if info.flags & VFIO_IOMMU_INFO_CAPS == 0 || info.argsz as usize <= std::mem::size_of::<vfio_iommu_type1_info>() {
-        return Ok((pgsizes, Vec::new()));
-    }
-    // Again with room for the capability chain (u64 words keep the buffer aligned).
-    let len = info.argsz as usize;
-    let mut words = vec![0u64; len.div_ceil(8)];
-    let head = vfio_iommu_type1_info { argsz: len as u32, ..Default::default() };
-    // SAFETY: words has at least size_of::<vfio_iommu_type1_info>() bytes, 8-byte aligned.
-    unsafe { std::ptr::write(words.as_mut_ptr() as *mut vfio_iommu_type1_info, head) };
-    // SAFETY: the buffer holds `len` bytes, the argsz the kernel asked for.
-    unsafe { ioctl_ptr(cfd, VFIO_IOMMU_GET_INFO, words.as_mut_ptr() as *mut vfio_iommu_type1_info) }
-        .map_err(|e| io_err("VFIO_IOMMU_GET_INFO with capabilities".into(), e))?;
-    // SAFETY: viewing the u64 buffer as the bytes it holds.
-    let bytes = unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, len) };
-    Ok((pgsizes, parse_iova_ranges(bytes)))
-}
-
-/// The IOVA ranges in a VFIO_IOMMU_GET_INFO buffer's capability chain.
-pub fn parse_iova_ranges(buf: &[u8]) -> Vec<(u64, u64)> {
-    let Some(info) = read_struct::<vfio_iommu_type1_info>(buf, 0) else { return Vec::new() };
-    if info.flags & VFIO_IOMMU_INFO_CAPS == 0 {
-        return Vec::new();
-    }
-    let mut at = info.cap_offset as usize;
-    let mut hops = 0;
-    while at != 0 && hops < 64 {
-        hops += 1;
-        let Some(h) = read_struct::<vfio_info_cap_header>(buf, at) else { break };
-        if h.id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE {
-            let Some(cap) = read_struct::<vfio_iommu_type1_info_cap_iova_range>(buf, at) else { break };
-            let first = at + std::mem::size_of::<vfio_iommu_type1_info_cap_iova_range>();
-            return (0..cap.nr_iovas as usize)
-                .map_while(|i| read_struct::<vfio_iova_range>(buf, first + i * std::mem::size_of::<vfio_iova_range>()))
-                .map(|r| (r.start, r.end))
-                .collect();
-        }
-        at = h.next as usize;
-    }
-    Vec::new()
-}
-
-fn set_irqs_eventfd(dfd: RawFd, index: u32, fds: &[i32]) -> std::io::Result<()> {
-    let head = std::mem::size_of::<vfio_irq_set>();
-    let len = head + 4 * fds.len();
-    let mut words = vec![0u32; len.div_ceil(4)];
-    let set = vfio_irq_set {
-        argsz: len as u32,
-        flags: if fds.is_empty() { VFIO_IRQ_SET_DATA_NONE } else { VFIO_IRQ_SET_DATA_EVENTFD } | VFIO_IRQ_SET_ACTION_TRIGGER,
-        index,
-        start: 0,
-        count: fds.len() as u32,
-    };
-    // SAFETY: words holds `len` >= size_of::<vfio_irq_set>() bytes, 4-byte aligned as the
-    // structure (all u32) requires.
-    unsafe { std::ptr::write(words.as_mut_ptr() as *mut vfio_irq_set, set) };
-    words[head / 4..].copy_from_slice(&fds.iter().map(|&f| f as u32).collect::<Vec<_>>());
-    // SAFETY: the buffer is a vfio_irq_set followed by `count` eventfds, `argsz` bytes long.
-    unsafe { ioctl_ptr(dfd, VFIO_DEVICE_SET_IRQS, words.as_mut_ptr() as *mut vfio_irq_set) }?;
-    Ok(())
-}
-
 impl Drop for VfioDevice {
     fn drop(&mut self) {
         if let Some(irqs) = &self.irqs {
@@ -764,112 +602,6 @@ impl Drop for VfioDevice {
             // SAFETY: VFIO_IOMMU_UNMAP_DMA reads and updates a vfio_iommu_type1_dma_unmap.
             let _ = unsafe { ioctl_ptr(self.container.as_raw_fd(), VFIO_IOMMU_UNMAP_DMA, &mut unmap) };
         }
-    }
-}
-
-/// Volatile load of `width` at `p`.
-///
-/// # Safety
-/// `p` must be valid for a naturally aligned access of that width.
-unsafe fn load(p: *const u8, width: Width) -> u64 {
-    // SAFETY: the caller's promise.
-    unsafe {
-        match width {
-            Width::W8 => std::ptr::read_volatile(p) as u64,
-            Width::W16 => std::ptr::read_volatile(p as *const u16) as u64,
-            Width::W32 => std::ptr::read_volatile(p as *const u32) as u64,
-            Width::W64 => std::ptr::read_volatile(p as *const u64),
-        }
-    }
-}
-
-/// Volatile store of the low `width` bits of `v` at `p`.
-///
-/// # Safety
-/// `p` must be valid for a naturally aligned access of that width.
-unsafe fn store(p: *mut u8, width: Width, v: u64) {
-    // SAFETY: the caller's promise.
-    unsafe {
-        match width {
-            Width::W8 => std::ptr::write_volatile(p, v as u8),
-            Width::W16 => std::ptr::write_volatile(p as *mut u16, v as u16),
-            Width::W32 => std::ptr::write_volatile(p as *mut u32, v as u32),
-            Width::W64 => std::ptr::write_volatile(p as *mut u64, v),
-        }
-    }
-}
-
-/// One 16-byte load (SSE2 movdqu: a single 16-byte read on the bus where the CPU and the
-/// root complex allow it).
-///
-/// # Safety
-/// `p` must be valid for 16 bytes.
-#[cfg(target_arch = "x86_64")]
-unsafe fn load16(p: *const u8) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    // SAFETY: the caller's promise for p; out is 16 writable bytes; SSE2 is part of x86_64.
-    unsafe {
-        std::arch::asm!(
-            "movdqu {x}, [{p}]",
-            "movdqu [{o}], {x}",
-            p = in(reg) p,
-            o = in(reg) out.as_mut_ptr(),
-            x = out(xmm_reg) _,
-            options(nostack, preserves_flags)
-        );
-    }
-    out
-}
-
-/// One 16-byte store (SSE2 movdqu).
-///
-/// # Safety
-/// `p` must be valid for 16 bytes.
-#[cfg(target_arch = "x86_64")]
-unsafe fn store16(p: *mut u8, data: &[u8; 16]) {
-    // SAFETY: the caller's promise for p; data is 16 readable bytes; SSE2 is part of x86_64.
-    unsafe {
-        std::arch::asm!(
-            "movdqu {x}, [{d}]",
-            "movdqu [{p}], {x}",
-            p = in(reg) p,
-            d = in(reg) data.as_ptr(),
-            x = out(xmm_reg) _,
-            options(nostack, preserves_flags)
-        );
-    }
-}
-
-/// Flushes write-combining buffers so a burst leaves the CPU now.
-fn store_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence only orders stores.
-    unsafe {
-        std::arch::asm!("sfence", options(nostack, preserves_flags))
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-}
-
-/// Widest naturally aligned piece (1..=16 bytes) at `at` within `left` bytes.
-fn piece(at: u64, left: usize) -> usize {
-    for n in [16usize, 8, 4, 2] {
-        if cfg!(not(target_arch = "x86_64")) && n == 16 {
-            continue;
-        }
-        if at.is_multiple_of(n as u64) && left >= n {
-            return n;
-        }
-    }
-    1
-}
-
-fn width_of(n: usize) -> Width {
-    match n {
-        8 => Width::W64,
-        4 => Width::W32,
-        2 => Width::W16,
-        _ => Width::W8,
     }
 }
 
