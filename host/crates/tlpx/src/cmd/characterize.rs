@@ -421,7 +421,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     // 2. Latency.
     let mut latency = Vec::new();
     if !interrupted {
-        (latency, interrupted) = measure_latency(&mut session, &lat_configs, &progress, &limits, &clock, json)?;
+        (latency, interrupted) = measure_latency(&mut session, &lat_configs, &progress, &limits, clock, json)?;
     }
     // 3. PIO.
     let mut pio_points = Vec::new();

@@ -626,7 +626,7 @@ fn ensure_firmware(
                 (fw_path, fw)
             }
         };
-        super::fw::load_checked(card, &cpu, &fw, &fw_path)?;
+        super::fw::load_checked(card, cpu, &fw, &fw_path)?;
         cpu.timeout = tlpx_device::cpu::DEFAULT_BOOT_TIMEOUT;
         let s = cpu.start(card)?;
         if !json {
