@@ -7,6 +7,7 @@ mod defaults;
 mod etherbone;
 mod exit;
 mod input;
+mod measure;
 mod metrics;
 mod output;
 mod plot;

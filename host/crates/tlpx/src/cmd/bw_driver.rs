@@ -13,6 +13,7 @@
 //! the first count reading at or past its target, so it moves up to 31 buffers more, and both
 //! clocks include the interrupt's latency once.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,6 @@ use tlpx_device::backends::litepcie::Engine;
 use tlpx_device::DeviceError;
 use tlpx_model::stats::Summary;
 
-use super::bw::{BwOp, Cmd};
 use crate::args::check_optional_output;
 use crate::results::ResultDoc;
 use crate::session::Session;
@@ -70,32 +70,24 @@ pub struct Body {
     pub host_mb_per_s: Option<Summary>,
 }
 
+/// What `bw` asks of a run through the driver: the options that apply here, and the options of
+/// the traffic generator that were set (refused by [`refuse_generator_options`]).
+pub struct Request<'a> {
+    /// --count: buffers per run.
+    pub count: Option<u64>,
+    pub repeat: u32,
+    pub seed: u32,
+    /// Not --no-check.
+    pub check: bool,
+    pub output: Option<&'a Path>,
+    /// The generator's options set to anything but their defaults, as the refusal names them.
+    pub generator_options: Vec<&'static str>,
+}
+
 /// The options of `bw` that choose the generator's traffic and mean nothing to the driver's
 /// DMA: refused when set to anything but their defaults, rather than ignored.
-fn refuse_generator_options(cmd: &Cmd) -> anyhow::Result<()> {
-    let g = &cmd.gen;
-    let mut set = Vec::new();
-    if cmd.op != [BwOp::Read, BwOp::Write, BwOp::Rdwr] && cmd.op != [BwOp::Rdwr] {
-        set.push("--op (only rdwr: the driver's DMA runs reader and writer together, in loopback)");
-    }
-    for (flag, changed) in [
-        ("--sizes", cmd.sizes != "64..4096"),
-        ("--outstanding", cmd.outstanding != tlpx_device::generator::TAGS),
-        ("--window", g.window != "1M"),
-        ("--offset", g.offset != "0"),
-        ("--pattern", g.pattern.len() != 1 || g.pattern[0] != super::bw::PatternArg::Seq),
-        ("--duration", g.duration.is_some()),
-        ("--request-size", g.request_size.is_some()),
-        ("--payload-size", g.payload_size.is_some()),
-        ("--idle", g.idle != 0),
-        ("--addr64", g.addr64),
-        ("--ro", g.ro),
-        ("--ns", g.ns),
-    ] {
-        if changed {
-            set.push(flag);
-        }
-    }
+pub fn refuse_generator_options(request: &Request) -> anyhow::Result<()> {
+    let set = &request.generator_options;
     if set.is_empty() {
         Ok(())
     } else {
@@ -193,10 +185,10 @@ fn run_once(session: &mut Session, target: u64, seed: u32, check: bool) -> anyho
 }
 
 /// `tlpx bw` on a device whose DMA belongs to LitePCIe's driver.
-pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> anyhow::Result<ExitCode> {
-    refuse_generator_options(cmd)?;
-    check_optional_output("--output", cmd.output.as_deref())?;
-    let target = cmd.gen.count.unwrap_or(DEFAULT_BUFFERS);
+pub fn run(request: &Request, mut session: Session, json: bool, started: Instant) -> anyhow::Result<ExitCode> {
+    refuse_generator_options(request)?;
+    check_optional_output("--output", request.output)?;
+    let target = request.count.unwrap_or(DEFAULT_BUFFERS);
     if target == 0 {
         anyhow::bail!("--count 0: a run through the driver moves at least one buffer (1..=1000000000)");
     }
@@ -212,9 +204,9 @@ pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> any
         buffer_bytes: layout.dma_tx_buf_size,
         ring_buffers: layout.dma_tx_buf_count,
         buffers_per_run: target,
-        repeat: cmd.gen.repeat,
-        seed: cmd.gen.seed,
-        check: !cmd.gen.no_check,
+        repeat: request.repeat,
+        seed: request.seed,
+        check: request.check,
     };
     if !json {
         crate::outln!("{}", session.describe());
@@ -240,11 +232,11 @@ pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> any
         );
     }
     let mut runs = Vec::new();
-    for r in 0..cmd.gen.repeat {
+    for r in 0..request.repeat {
         if crate::progress::stop_requested() {
             break;
         }
-        let run = run_once(&mut session, target, cmd.gen.seed.wrapping_add(r), !cmd.gen.no_check)?;
+        let run = run_once(&mut session, target, request.seed.wrapping_add(r), request.check)?;
         if !json {
             let check = if !params.check {
                 "not checked".to_string()
@@ -294,48 +286,12 @@ pub fn run(cmd: &Cmd, mut session: Session, json: bool, started: Instant) -> any
         started.elapsed().as_secs_f64(),
         session.notes.clone(),
     );
-    doc.emit(cmd.output.as_deref(), json, failed)
+    doc.emit(request.output, json, failed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    /// `bw`'s options as the command line gives them (so that the defaults compared with are
-    /// clap's real ones).
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        cmd: Cmd,
-    }
-
-    fn cmd(args: &[&str]) -> Cmd {
-        Line::try_parse_from(std::iter::once("bw").chain(args.iter().copied())).expect("valid bw options").cmd
-    }
-
-    #[test]
-    fn the_defaults_and_the_drivers_own_options_are_accepted() {
-        for args in [&[][..], &["--op", "rdwr"], &["--count", "64", "--repeat", "3", "--seed", "9", "--no-check"]] {
-            refuse_generator_options(&cmd(args)).unwrap_or_else(|e| panic!("{args:?} refused: {e}"));
-        }
-    }
-
-    #[test]
-    fn a_generator_option_is_refused_naming_it_and_the_vfio_backend() {
-        for (args, named) in [
-            (&["--sizes", "256"][..], "--sizes"),
-            (&["--op", "read"], "--op"),
-            (&["--window", "64K"], "--window"),
-            (&["--pattern", "random"], "--pattern"),
-            (&["--duration", "1ms"], "--duration"),
-            (&["--idle", "3"], "--idle"),
-            (&["--outstanding", "4"], "--outstanding"),
-        ] {
-            let e = refuse_generator_options(&cmd(args)).expect_err("refused").to_string();
-            assert!(e.contains(named) && e.contains("vfio:"), "{args:?}: {e}");
-        }
-    }
 
     #[test]
     fn buffer_patterns_differ_by_index_and_seed() {

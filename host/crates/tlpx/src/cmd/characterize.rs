@@ -21,9 +21,13 @@ use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self as model_link, CompletionSplit, LinkConfig};
 
 use crate::args::{check_optional_output, check_output_dir, whole};
-use crate::cmd::bw::{self, BwPoint, Common, DataArg, GenArgs, PatternArg};
-use crate::cmd::lat::{self, LatOp, LatPoint};
-use crate::cmd::pio::{self, PioPlan, PioPoint, MAPPING_NOTE};
+use crate::cmd::bw::{BwPoint, Common, DataArg, PatternArg};
+use crate::cmd::lat::LatPoint;
+use crate::cmd::pio::{PioPlan, PioPoint};
+use crate::measure::config::GenArgs;
+use crate::measure::latency::{self, LatOp};
+use crate::measure::pio::{self, MAPPING_NOTE};
+use crate::measure::{config, figures, runner};
 use crate::output::{bytes, print_json};
 use crate::plot::{self, Chart, Series, Style, XAxis};
 use crate::progress::{self, Progress};
@@ -39,7 +43,7 @@ pub struct Cmd {
     #[arg(long, default_value = "64..4096", allow_hyphen_values = true)]
     pub sizes: String,
     /// DMA transfers per point (per stream for read+write).
-    #[arg(long, default_value_t = 2000, value_parser = whole(0, bw::MAX_COUNT), allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 2000, value_parser = whole(0, config::MAX_COUNT), allow_negative_numbers = true)]
     pub count: u64,
     /// Card time per DMA point instead of a count, e.g. 2ms.
     #[arg(long, allow_hyphen_values = true)]
@@ -51,7 +55,7 @@ pub struct Cmd {
     #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
     pub outstanding: u32,
     /// Runs per DMA point (the median is what the table keeps).
-    #[arg(long, default_value_t = 1, value_parser = whole(1, bw::MAX_REPEAT), allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1, value_parser = whole(1, config::MAX_REPEAT), allow_negative_numbers = true)]
     pub repeat: u32,
     /// Force 64-bit request headers.
     #[arg(long)]
@@ -109,7 +113,7 @@ pub fn dma_row(
     let mine: Vec<&BwPoint> = points.iter().filter(|p| p.config.operation == op).collect();
     let best = mine.iter().max_by(|a, b| a.achieved_bytes_per_second.median.total_cmp(&b.achieved_bytes_per_second.median));
     let model_best = model.and_then(|m| {
-        let mop = bw::model_operation(op)?;
+        let mop = config::model_operation(op)?;
         mine.iter()
             .map(|p| model_link::analyse(m, mop, u64::from(p.transfer_size), CompletionSplit::Mps).bandwidth.bytes_per_second)
             .max_by(f64::total_cmp)
@@ -121,11 +125,11 @@ pub fn dma_row(
         at_bytes: best.map(|p| u64::from(p.transfer_size)),
         model_at_size_bytes_per_second: best.and_then(|p| p.model_bytes_per_second),
         efficiency: best.and_then(|p| p.efficiency.as_ref().map(|e| e.median)),
-        efficiency_meaning: best.and_then(|p| p.efficiency.as_ref()).map(|_| bw::efficiency_meaning(simulated)),
+        efficiency_meaning: best.and_then(|p| p.efficiency.as_ref()).map(|_| figures::efficiency_meaning(simulated)),
         model_best_bytes_per_second: model_best,
         how: format!(
             "generator {}, best of {} transfer sizes, payload bytes over card time{}",
-            bw::op_label(op),
+            config::op_label(op),
             mine.len(),
             if op == Operation::ReadWrite { ", per stream" } else { "" }
         ),
@@ -182,7 +186,7 @@ pub fn pio_rows(points: &[PioPoint], simulated: bool) -> [TableRow; 2] {
 
 /// The model's line for `op` over `[lo, hi]`, in MB/s, at most ~2000 points.
 pub fn model_series(model: &LinkConfig, op: Operation, lo: u64, hi: u64) -> Option<Series> {
-    let mop = bw::model_operation(op)?;
+    let mop = config::model_operation(op)?;
     let step = ((hi.saturating_sub(lo)) / 2000).max(1).next_multiple_of(4).max(4);
     let mut sizes: Vec<u64> = (lo..=hi).step_by(step as usize).collect();
     // The sawtooth's teeth are at multiples of MPS/MRRS: put those and their successors in.
@@ -223,7 +227,7 @@ pub fn bandwidth_chart(title: &str, op: Operation, points: &[BwPoint], model: Op
         series.push(m);
     }
     series.push(Series {
-        label: format!("measured ({}, median)", bw::op_label(op)),
+        label: format!("measured ({}, median)", config::op_label(op)),
         points: mine.iter().map(|p| (f64::from(p.transfer_size), p.achieved_bytes_per_second.median / 1e6)).collect(),
         style: Style::Points,
     });
@@ -343,37 +347,21 @@ fn write_svg(dir: &Path, name: &str, chart: &Chart, figures: &mut Vec<String>) -
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     // Arguments, all checked before the card is touched.
-    let gen_args = GenArgs {
-        window: cmd.window.clone(),
-        offset: "0".into(),
-        pattern: vec![PatternArg::Seq],
-        count: if cmd.duration.is_some() { None } else { Some(cmd.count) },
-        duration: cmd.duration.clone(),
-        request_size: None,
-        payload_size: None,
-        idle: 0,
-        addr64: cmd.addr64,
-        data: DataArg::Counter,
-        seed: 1,
-        no_check: false,
-        ro: false,
-        ns: false,
-        repeat: cmd.repeat,
-    };
+    let gen_args = gen_args(cmd);
     let common = Common::parse(&gen_args).map_err(anyhow::Error::msg)?;
     if common.windows.len() != 1 {
         anyhow::bail!("--window takes one window for characterize, not {}", common.windows.len());
     }
-    let sizes = bw::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
-    let lat_sizes = bw::transfer_sizes("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?;
+    let sizes = config::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
+    let lat_sizes = config::transfer_sizes("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_LAT_COUNT).contains(&cmd.lat_count) {
         anyhow::bail!("--lat-count must be 1..={MAX_LAT_COUNT}, not {}", cmd.lat_count);
     }
     let lat_common = Common { count: cmd.lat_count, duration_seconds: None, repeat: 1, ..common.clone() };
     let pio_plan = PioPlan::parse(&cmd.widths, cmd.pio_count, 0, None).map_err(|e| anyhow::anyhow!(e.replace("--count", "--pio-count")))?;
     let dma_ops = [Operation::Write, Operation::Read, Operation::ReadWrite];
-    bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
-    lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
+    config::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
+    latency::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     let out_dir = cmd.out_dir.clone().unwrap_or_else(|| PathBuf::from("results").join(results::utc_now().1));
     // The folder and the extra result file are made sure of before the card is touched.
     check_output_dir("--out-dir", &out_dir)?;
@@ -381,15 +369,15 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
     let mut session = Session::open(device)?;
     let (mps, mrrs) = session.mps_mrrs();
-    let dma_configs = bw::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits { mps, mrrs }, session.clock_hz)
+    let dma_configs = config::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits { mps, mrrs }, session.clock_hz)
         .map_err(anyhow::Error::msg)?;
     let lat_configs: Vec<ValidGenConfig> =
-        lat::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits { mps, mrrs }, session.clock_hz)
+        latency::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits { mps, mrrs }, session.clock_hz)
             .map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     progress::install_stop_handler();
-    let model = bw::session_model(&session, cmd.addr64);
+    let model = config::session_model(&session, cmd.addr64);
     let say = |line: &str| {
         if !json {
             crate::outln!("{line}");
@@ -404,65 +392,36 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let clock = session.environment.card_clock();
     let mut limits: Vec<SimLimit> = Vec::new();
     if simulated {
-        limits.extend(model.iter().map(|_| bw::efficiency_limit()));
-        limits.extend(bw::knob_limits(&common));
-        limits.extend(bw::read_latency_limit(&session.environment));
+        limits.extend(model.iter().map(|_| figures::efficiency_limit()));
+        limits.extend(figures::knob_limits(&common));
+        limits.extend(figures::read_latency_limit(&session.environment));
     }
 
     // 1. DMA bandwidth.
     say(&format!("\nDMA bandwidth (generator, payload MB/s of {clock})"));
-    for line in bw::legend(&session.environment) {
+    for line in figures::legend(&session.environment) {
         say(&line);
     }
     for l in limits.iter().filter(|l| l.id == "window_and_address_pattern_not_modelled") {
         say(&format!("note: {}", l.note()));
     }
-    say(&bw::header_line(simulated));
+    say(&figures::header_line(simulated));
     let repeat = cmd.repeat;
-    let (points, mut interrupted) = bw::sweep(
+    let (points, mut interrupted) = runner::sweep(
         &mut session,
         &dma_configs,
         &progress,
-        |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| bw::measure_point(s, b, c, repeat),
+        |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| runner::measure_point(s, b, c, repeat),
         |p: &BwPoint| {
             if !json {
-                progress.println(&bw::point_line(p));
+                progress.println(&figures::point_line(p));
             }
         },
     )?;
     // 2. Latency.
     let mut latency = Vec::new();
     if !interrupted {
-        say(&format!("\nDMA read latency (one request in flight, ns of {clock})"));
-        for l in limits.iter().filter(|l| l.id == "dma_read_latency_configured") {
-            say(&format!("note: {}", l.note()));
-        }
-        let (l, i) = bw::sweep(
-            &mut session,
-            &lat_configs,
-            &progress,
-            |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| lat::measure_point(s, b, c, 1),
-            |p: &LatPoint| {
-                if !json {
-                    let line = match &p.latency_ns {
-                        Some(s) => format!(
-                            "{:<14} min {:.1} ns  median {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
-                            p.label(),
-                            s.min,
-                            s.median,
-                            s.p99,
-                            s.p999,
-                            s.max,
-                            s.count
-                        ),
-                        None => format!("{:<14} no samples", p.label()),
-                    };
-                    progress.println(&line);
-                }
-            },
-        )?;
-        latency = l;
-        interrupted = i;
+        (latency, interrupted) = measure_latency(&mut session, &lat_configs, &progress, &limits, clock, json)?;
     }
     // 3. PIO.
     let mut pio_points = Vec::new();
@@ -480,65 +439,24 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     progress.finish();
 
-    let mut table = vec![
-        dma_row("dma_write", "DMA write", Operation::Write, &points, model.as_ref(), simulated),
-        dma_row("dma_read", "DMA read", Operation::Read, &points, model.as_ref(), simulated),
-    ];
-    let [pio_w, pio_r] = pio_rows(&pio_points, simulated);
-    table.push(pio_w);
-    table.push(pio_r);
-    table.push(dma_row("dma_read_write", "DMA read+write (each)", Operation::ReadWrite, &points, model.as_ref(), simulated));
+    let table = table_rows(&points, &pio_points, model.as_ref(), simulated);
     if simulated && !pio_points.is_empty() {
         limits.extend(pio::sim_limits(&pio_points));
     }
 
-    let tag = if simulated { "simulated" } else { "measured" };
     let link_text = session.link.as_ref().map_or("link unknown".to_string(), |l| l.to_string());
-    let mut figures = Vec::new();
-    for (name, op, what) in [
-        ("bw-write.svg", Operation::Write, "DMA write (BW_WR)"),
-        ("bw-read.svg", Operation::Read, "DMA read (BW_RD)"),
-        ("bw-rdwr.svg", Operation::ReadWrite, "DMA read+write (BW_RDWR, per stream)"),
-    ] {
-        if points.iter().any(|p| p.config.operation == op) {
-            let chart = bandwidth_chart(&format!("{what}, {link_text}, {tag}"), op, &points, model.as_ref());
-            write_svg(&out_dir, name, &chart, &mut figures)?;
-        }
-    }
-    if !latency.is_empty() {
-        write_svg(&out_dir, "lat-cdf.svg", &lat::cdf_chart(&format!("DMA read latency CDF, {link_text}, {tag}"), &latency), &mut figures)?;
-    }
-    if !pio_points.is_empty() {
-        write_svg(&out_dir, "pio.svg", &pio_chart(&format!("PIO throughput by access width, {tag}"), &pio_points), &mut figures)?;
-    }
+    let figures = write_figures(&out_dir, &link_text, simulated, &points, &latency, &pio_points, model.as_ref())?;
 
     let failed = points.iter().any(BwPoint::failed) || latency.iter().any(LatPoint::failed) || pio_points.iter().any(PioPoint::failed);
-    let mut notes = session.notes.clone();
-    notes.push(format!("PIO mapping: {MAPPING_NOTE}"));
-    if simulated {
-        notes.push("every card-time figure comes from the simulated card and link model".to_string());
-    }
     let mut doc = ResultDoc::new(
         "characterize",
-        Parameters {
-            sizes,
-            count: common.count,
-            duration_seconds: common.duration_seconds,
-            window: common.windows[0],
-            outstanding: cmd.outstanding,
-            repeat: cmd.repeat,
-            addr64: cmd.addr64,
-            lat_sizes,
-            lat_count: cmd.lat_count,
-            pio: pio_plan,
-            out_dir: out_dir.display().to_string(),
-        },
+        parameters(cmd, &common, sizes, lat_sizes, pio_plan, &out_dir),
         session.environment.clone(),
         session.link.clone(),
         model.map(|link| ModelConfig { link, completion_split: CompletionSplit::Mps }),
         Body { table, points, latency, pio: pio_points, figures },
         started.elapsed().as_secs_f64(),
-        notes,
+        notes(&session.notes, simulated),
     );
     if interrupted {
         let b = &doc.body;
@@ -555,25 +473,169 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         print_json(&doc)?;
     } else {
-        crate::outln!();
-        for line in table_text(&doc.body.table, simulated) {
-            crate::outln!("{line}");
-        }
-        crate::outln!("\nwrote {} and {} figure(s):", out_dir.join("characterize.json").display(), doc.body.figures.len());
-        for f in &doc.body.figures {
-            crate::outln!("  {f}");
-        }
-        if interrupted {
-            crate::outln!("interrupted: the result holds the points measured so far");
+        print_table(&doc.body, &out_dir, simulated, interrupted);
+    }
+    Ok(runner::exit_status(interrupted, failed))
+}
+
+/// The latency part of the run: LAT_RD and LAT_WRRD over the latency sizes, a line per point.
+fn measure_latency(
+    session: &mut Session,
+    lat_configs: &[ValidGenConfig],
+    progress: &Progress,
+    limits: &[SimLimit],
+    clock: &str,
+    json: bool,
+) -> anyhow::Result<(Vec<LatPoint>, bool)> {
+    if !json {
+        crate::outln!("\nDMA read latency (one request in flight, ns of {clock})");
+        for l in limits.iter().filter(|l| l.id == "dma_read_latency_configured") {
+            crate::outln!("note: {}", l.note());
         }
     }
-    Ok(if interrupted {
-        ExitCode::from(progress::INTERRUPTED_EXIT)
-    } else if failed {
-        ExitCode::from(crate::exit::CHECK_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    runner::sweep(
+        session,
+        lat_configs,
+        progress,
+        |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| latency::measure_point(s, b, c, 1),
+        |p: &LatPoint| {
+            if !json {
+                progress.println(&lat_line(p));
+            }
+        },
+    )
+}
+
+/// The parameters of the result document.
+fn parameters(cmd: &Cmd, common: &Common, sizes: Vec<u32>, lat_sizes: Vec<u32>, pio: PioPlan, out_dir: &Path) -> Parameters {
+    Parameters {
+        sizes,
+        count: common.count,
+        duration_seconds: common.duration_seconds,
+        window: common.windows[0],
+        outstanding: cmd.outstanding,
+        repeat: cmd.repeat,
+        addr64: cmd.addr64,
+        lat_sizes,
+        lat_count: cmd.lat_count,
+        pio,
+        out_dir: out_dir.display().to_string(),
+    }
+}
+
+/// The notes of the result document: the session's, the PIO mapping, and on the simulator
+/// where the card-time figures come from.
+fn notes(session_notes: &[String], simulated: bool) -> Vec<String> {
+    let mut notes = session_notes.to_vec();
+    notes.push(format!("PIO mapping: {MAPPING_NOTE}"));
+    if simulated {
+        notes.push("every card-time figure comes from the simulated card and link model".to_string());
+    }
+    notes
+}
+
+/// The generator options of `characterize`'s DMA sweep: its own flags, the rest at `bw`'s
+/// defaults (sequential addresses, offset 0, counter data, checked).
+fn gen_args(cmd: &Cmd) -> GenArgs {
+    GenArgs {
+        window: cmd.window.clone(),
+        offset: "0".into(),
+        pattern: vec![PatternArg::Seq],
+        count: if cmd.duration.is_some() { None } else { Some(cmd.count) },
+        duration: cmd.duration.clone(),
+        request_size: None,
+        payload_size: None,
+        idle: 0,
+        addr64: cmd.addr64,
+        data: DataArg::Counter,
+        seed: 1,
+        no_check: false,
+        ro: false,
+        ns: false,
+        repeat: cmd.repeat,
+    }
+}
+
+/// A latency point's line: its percentiles in ns, or that it has no samples.
+fn lat_line(p: &LatPoint) -> String {
+    match &p.latency_ns {
+        Some(s) => format!(
+            "{:<14} min {:.1} ns  median {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
+            p.label(),
+            s.min,
+            s.median,
+            s.p99,
+            s.p999,
+            s.max,
+            s.count
+        ),
+        None => format!("{:<14} no samples", p.label()),
+    }
+}
+
+/// The Pamette table: DMA write, DMA read, PIO write, PIO read, DMA read+write.
+fn table_rows(points: &[BwPoint], pio_points: &[PioPoint], model: Option<&LinkConfig>, simulated: bool) -> Vec<TableRow> {
+    let mut table = vec![
+        dma_row("dma_write", "DMA write", Operation::Write, points, model, simulated),
+        dma_row("dma_read", "DMA read", Operation::Read, points, model, simulated),
+    ];
+    let [pio_w, pio_r] = pio_rows(pio_points, simulated);
+    table.push(pio_w);
+    table.push(pio_r);
+    table.push(dma_row("dma_read_write", "DMA read+write (each)", Operation::ReadWrite, points, model, simulated));
+    table
+}
+
+/// The SVG figures into `out_dir`: bandwidth by transfer size per operation (with the
+/// model's line), the latency CDFs, PIO throughput by width. Their file names.
+fn write_figures(
+    out_dir: &Path,
+    link_text: &str,
+    simulated: bool,
+    points: &[BwPoint],
+    latency: &[LatPoint],
+    pio_points: &[PioPoint],
+    model: Option<&LinkConfig>,
+) -> anyhow::Result<Vec<String>> {
+    let tag = if simulated { "simulated" } else { "measured" };
+    let mut figures = Vec::new();
+    for (name, op, what) in [
+        ("bw-write.svg", Operation::Write, "DMA write (BW_WR)"),
+        ("bw-read.svg", Operation::Read, "DMA read (BW_RD)"),
+        ("bw-rdwr.svg", Operation::ReadWrite, "DMA read+write (BW_RDWR, per stream)"),
+    ] {
+        if points.iter().any(|p| p.config.operation == op) {
+            let chart = bandwidth_chart(&format!("{what}, {link_text}, {tag}"), op, points, model);
+            write_svg(out_dir, name, &chart, &mut figures)?;
+        }
+    }
+    if !latency.is_empty() {
+        write_svg(
+            out_dir,
+            "lat-cdf.svg",
+            &latency::cdf_chart(&format!("DMA read latency CDF, {link_text}, {tag}"), latency),
+            &mut figures,
+        )?;
+    }
+    if !pio_points.is_empty() {
+        write_svg(out_dir, "pio.svg", &pio_chart(&format!("PIO throughput by access width, {tag}"), pio_points), &mut figures)?;
+    }
+    Ok(figures)
+}
+
+/// The text after the run: the table, the files written, and whether it was interrupted.
+fn print_table(body: &Body, out_dir: &Path, simulated: bool, interrupted: bool) {
+    crate::outln!();
+    for line in table_text(&body.table, simulated) {
+        crate::outln!("{line}");
+    }
+    crate::outln!("\nwrote {} and {} figure(s):", out_dir.join("characterize.json").display(), body.figures.len());
+    for f in &body.figures {
+        crate::outln!("  {f}");
+    }
+    if interrupted {
+        crate::outln!("interrupted: the result holds the points measured so far");
+    }
 }
 
 #[cfg(test)]
@@ -588,10 +650,10 @@ mod tests {
 
     fn bw_point(op: Operation, size: u32, rate: f64, model: &LinkConfig) -> BwPoint {
         let cfg = GenConfig::new(op, size, 10);
-        let m = bw::model_operation(op)
+        let m = config::model_operation(op)
             .map(|o| model_link::analyse(model, o, u64::from(size), CompletionSplit::Mps).bandwidth.bytes_per_second);
         BwPoint {
-            operation: bw::op_short(op),
+            operation: config::op_short(op),
             transfer_size: size,
             window: cfg.window,
             offset: 0,
@@ -600,7 +662,7 @@ mod tests {
             achieved_bytes_per_second: summarise(&[rate]).expect("one"),
             model_bytes_per_second: m,
             efficiency: m.and_then(|m| summarise(&[rate / m])),
-            efficiency_meaning: m.map(|_| bw::efficiency_meaning(true)),
+            efficiency_meaning: m.map(|_| figures::efficiency_meaning(true)),
             runs: vec![],
             transfers: 10,
             read_requests: 0,

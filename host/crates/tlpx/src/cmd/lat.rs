@@ -14,38 +14,23 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
-use tlpx_device::generator::{ErrorCounts, GenConfig, LinkLimits, Operation, ValidGenConfig};
+use tlpx_device::generator::{ErrorCounts, GenConfig, LinkLimits, ValidGenConfig};
 use tlpx_device::DmaBuffer;
 use tlpx_model::stats::Summary;
 
 use crate::args::{check_optional_output, refuse_duplicate_values};
-use crate::cmd::bw::{self, Common, GenArgs, HostCheck};
-use crate::output::{bytes, print_json};
-use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::cmd::bw::{Common, HostCheck};
+use crate::measure::config::GenArgs;
+use crate::measure::latency::{build_configs, cdf_chart, measure_point, LatOp};
+use crate::measure::{check, config, figures, runner};
+use crate::output::bytes;
+use crate::plot;
 use crate::progress::{self, Progress};
-use crate::results::{self, ResultDoc, SimLimit};
+use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LatOp {
-    /// LAT_RD: one read outstanding.
-    Read,
-    /// LAT_WRRD: write, then read the same bytes back.
-    Wrrd,
-}
-
-impl LatOp {
-    pub fn operation(self) -> Operation {
-        match self {
-            LatOp::Read => Operation::Read,
-            LatOp::Wrrd => Operation::WriteThenRead,
-        }
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -118,102 +103,6 @@ impl LatPoint {
     }
 }
 
-/// Runs one latency point `repeat` times; samples of all runs are pooled.
-pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenConfig, repeat: u32) -> anyhow::Result<LatPoint> {
-    let timeout = bw::run_timeout(cfg, None, session.clock_hz);
-    let mut samples = Vec::new();
-    let mut dropped = 0;
-    let mut hw = (0u64, u64::MAX, 0u64, 0u64, vec![0u64; tlpx_device::generator::HISTOGRAM_BUCKETS]);
-    let mut errors = ErrorCounts::default();
-    let mut host_check: Option<HostCheck> = None;
-    let mut transfers = 0;
-    let mut ended_by = Vec::new();
-    let mut clock_hz = session.clock_hz;
-    for i in 0..repeat {
-        // Ctrl-C: keep the runs done so far (at least one) and stop.
-        if i > 0 && crate::progress::stop_requested() {
-            break;
-        }
-        let (r, check) = bw::run_once(session, buffer, cfg, timeout)?;
-        if r.clock_hz > 0 {
-            clock_hz = r.clock_hz;
-        }
-        let l = &r.latency;
-        samples.extend_from_slice(&l.samples);
-        dropped += l.samples_dropped;
-        hw.0 += l.count;
-        if l.count > 0 {
-            hw.1 = hw.1.min(l.min);
-            hw.2 = hw.2.max(l.max);
-        }
-        hw.3 += l.sum;
-        for (s, v) in hw.4.iter_mut().zip(&l.histogram) {
-            *s += v;
-        }
-        let e = &r.errors;
-        errors.unsupported_request += e.unsupported_request;
-        errors.completer_abort += e.completer_abort;
-        errors.other_status += e.other_status;
-        errors.poisoned += e.poisoned;
-        errors.completion_timeouts += e.completion_timeouts;
-        errors.unexpected_completions += e.unexpected_completions;
-        errors.data_mismatches += e.data_mismatches;
-        transfers += r.transfers_done;
-        if !ended_by.contains(&r.ended_by) {
-            ended_by.push(r.ended_by.clone());
-        }
-        if let Some(c) = check {
-            let h = host_check.get_or_insert_with(HostCheck::default);
-            h.checked_bytes += c.checked_bytes;
-            h.written_bytes += c.written_bytes;
-            h.corrupt_bytes += c.corrupt_bytes;
-            h.missing_bytes += c.missing_bytes;
-            h.stray_bytes += c.stray_bytes;
-            h.first_bad_offset = h.first_bad_offset.or(c.first_bad_offset);
-        }
-    }
-    let ns = 1e9 / f64::from(clock_hz.max(1));
-    let samples_ns: Vec<f64> = samples.iter().map(|c| f64::from(*c) * ns).collect();
-    let measurement = if cfg.operation == Operation::WriteThenRead { "LAT_WRRD" } else { "LAT_RD" };
-    Ok(LatPoint {
-        measurement,
-        operation: bw::op_short(cfg.operation),
-        transfer_size: cfg.transfer_size,
-        config: cfg.config().clone(),
-        clock_hz,
-        latency_ns: Summary::of(&samples_ns),
-        hardware: HardwareLatency {
-            count: hw.0,
-            min_ns: if hw.0 > 0 { hw.1 as f64 * ns } else { 0.0 },
-            mean_ns: if hw.0 > 0 { hw.3 as f64 / hw.0 as f64 * ns } else { 0.0 },
-            max_ns: hw.2 as f64 * ns,
-            histogram_cycles: hw.4,
-        },
-        samples_cycles: samples,
-        samples_dropped: dropped,
-        transfers,
-        card_error_total: bw::error_total(&errors),
-        card_errors: errors,
-        host_check,
-        ended_by,
-    })
-}
-
-/// The CDF figure of some latency points.
-pub fn cdf_chart(title: &str, points: &[LatPoint]) -> Chart {
-    Chart {
-        title: title.to_string(),
-        x_label: "latency (ns of card time)".into(),
-        y_label: "fraction of requests at or below".into(),
-        x_axis: XAxis::Linear,
-        y_range: Some((0.0, 1.0)),
-        series: points
-            .iter()
-            .map(|p| Series { label: p.label(), points: plot::cdf_points(&p.samples_ns(), 400), style: Style::Line })
-            .collect(),
-    }
-}
-
 /// The text report of one point; `clock` names the card's clock ([`crate::results::Environment::card_clock`]).
 pub fn point_text(p: &LatPoint, cdf_rows: usize, clock: &str) -> Vec<String> {
     let mut out = vec![format!(
@@ -236,7 +125,7 @@ pub fn point_text(p: &LatPoint, cdf_rows: usize, clock: &str) -> Vec<String> {
         p.hardware.min_ns, p.hardware.mean_ns, p.hardware.max_ns, p.hardware.count
     ));
     if p.card_error_total > 0 {
-        out.push(format!("  ERRORS counted by the card ({} in all): {}", p.card_error_total, bw::error_counts_text(&p.card_errors)));
+        out.push(format!("  ERRORS counted by the card ({} in all): {}", p.card_error_total, check::error_counts_text(&p.card_errors)));
     }
     if let Some(c) = &p.host_check {
         if c.bad() > 0 {
@@ -268,22 +157,10 @@ pub struct Body {
     pub points: Vec<LatPoint>,
 }
 
-/// Builds the latency configurations: one request in flight, for every op and size.
-pub fn build_configs(
-    ops: &[LatOp],
-    sizes: &[u32],
-    common: &Common,
-    link: LinkLimits,
-    clock_hz: u32,
-) -> Result<Vec<ValidGenConfig>, String> {
-    let ops: Vec<Operation> = ops.iter().map(|o| o.operation()).collect();
-    bw::build_configs(&ops, sizes, 1, common, link, clock_hz)
-}
-
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
-    let sizes = bw::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
+    let sizes = config::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
     build_configs(&cmd.op, &sizes, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
@@ -298,7 +175,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     session.card.require(Feature::Generator, "traffic generator")?;
     progress::install_stop_handler();
     let limits: Vec<SimLimit> = if session.environment.simulated {
-        bw::read_latency_limit(&session.environment).into_iter().chain(bw::knob_limits(&common)).collect()
+        figures::read_latency_limit(&session.environment).into_iter().chain(figures::knob_limits(&common)).collect()
     } else {
         Vec::new()
     };
@@ -315,7 +192,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let repeat = common.repeat;
     let rows = cmd.cdf_rows as usize;
     let clock = session.environment.card_clock();
-    let (points, interrupted) = bw::sweep(
+    let (points, interrupted) = runner::sweep(
         &mut session,
         &configs,
         &progress,
@@ -338,7 +215,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let failed = points.iter().any(LatPoint::failed);
     let mut doc = ResultDoc::new(
         "lat",
-        Parameters { measurements: configs.iter().map(|c| bw::op_label(c.operation)).collect(), sizes, common },
+        Parameters { measurements: configs.iter().map(|c| config::op_label(c.operation)).collect(), sizes, common },
         session.environment.clone(),
         session.link.clone(),
         None,
@@ -353,24 +230,13 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     for l in limits {
         doc.add_sim_limit(l);
     }
-    if let Some(path) = &cmd.output {
-        results::write_json(path, &doc)?;
-    }
-    if json {
-        print_json(&doc)?;
-    }
-    Ok(if interrupted {
-        ExitCode::from(progress::INTERRUPTED_EXIT)
-    } else if failed {
-        ExitCode::from(crate::exit::CHECK_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    doc.emit(cmd.output.as_deref(), json, failed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tlpx_device::generator::Operation;
 
     fn point(samples: Vec<u32>) -> LatPoint {
         let cfg = GenConfig::new(Operation::Read, 64, samples.len() as u64);
@@ -429,14 +295,14 @@ mod tests {
         let a = GenArgs {
             window: "64K".into(),
             offset: "0".into(),
-            pattern: vec![bw::PatternArg::Seq],
+            pattern: vec![crate::cmd::bw::PatternArg::Seq],
             count: Some(10),
             duration: None,
             request_size: None,
             payload_size: None,
             idle: 0,
             addr64: false,
-            data: bw::DataArg::Counter,
+            data: crate::cmd::bw::DataArg::Counter,
             seed: 1,
             no_check: false,
             ro: false,

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
-use serde_json::json;
 use tlpx_device::card::Card;
 use tlpx_device::lease::{self, Block, OwnerProcess};
 use tlpx_device::Width;
@@ -33,6 +32,10 @@ use tlpx_device::Width;
 use crate::output::print_json;
 use crate::regmap::{parse_number, Access, RegDef, RegMap, Target};
 use crate::session::Session;
+
+mod json;
+
+use json::{DumpRow, FieldRead, FieldValue, RegisterListing, RegisterRead, WatchChange, WriteReport};
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -377,262 +380,289 @@ pub(crate) fn flush(card: &mut Card) -> anyhow::Result<()> {
     bar_read(card, tlpx_regs::ident::MAGIC.offset, Width::W32).map(|_| ())
 }
 
-fn field_json(reg: &RegDef, value: u64) -> Vec<serde_json::Value> {
-    reg.fields
-        .iter()
-        .map(|f| {
-            let v = f.get(value);
-            json!({"name": f.name, "shift": f.shift, "width": f.width, "value": v, "value_name": f.value_name(v)})
-        })
-        .collect()
-}
-
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     match &cmd.action {
-        Action::List { region } => {
-            let loaded = load_map(cmd.regs.as_ref())?;
-            // A card whose DUT sits at BAR0 0 (placement bar0, from --regs): the host sees the
-            // DUT's registers at their window offset and tlpx's map at RELOCATED_TLPX_BASE.
-            let relocated = loaded.dut.as_ref().and_then(|(_, d)| d.placement.as_deref()) == Some("bar0");
-            let bar0 = |r: &RegDef| -> u64 {
-                use tlpx_regs::constants::{RELOCATED_TLPX_BASE, SLOT_WINDOW_BASE};
-                match (relocated, r.owner) {
-                    (false, _) => r.offset,
-                    (true, crate::regmap::Owner::Dut) if r.offset >= SLOT_WINDOW_BASE => r.offset - SLOT_WINDOW_BASE,
-                    (true, _) => r.offset + RELOCATED_TLPX_BASE,
-                }
-            };
-            let map = loaded.map;
-            let rows: Vec<&RegDef> = map.registers.iter().filter(|r| region.as_deref().is_none_or(|want| r.region == want)).collect();
-            if rows.is_empty() {
-                bail!("no region {:?} in the register map; regions: {}", region.as_deref().unwrap_or(""), map.regions().join(", "));
-            }
-            if json {
-                let v: Vec<_> = rows
-                    .iter()
-                    .map(|r| {
-                        let fields: Vec<_> = r
-                            .fields
-                            .iter()
-                            .map(|f| json!({"name": f.name, "shift": f.shift, "width": f.width, "description": f.description, "values": f.values.iter().map(|(n, v)| json!({"name": n, "value": v})).collect::<Vec<_>>()}))
-                            .collect();
-                        json!({"name": r.full_name(), "offset": r.offset, "bar0_offset": bar0(r), "bits": r.size_bits, "writable": r.access != Access::Ro, "access": r.access.name(), "description": r.description, "fields": fields})
-                    })
-                    .collect();
-                print_json(&v)?;
-            } else {
-                if relocated {
-                    crate::outln!(
-                        "# offsets are BAR0 as the host sees this card (placement bar0, from --regs): the DUT's registers at BAR0 0, \
-                         tlpx's map at {:#x}; a number given to `tlpx reg read` is tlpx's own offset (BAR0 - {:#x})",
-                        tlpx_regs::constants::RELOCATED_TLPX_BASE,
-                        tlpx_regs::constants::RELOCATED_TLPX_BASE
-                    );
-                }
-                for r in rows {
-                    crate::outln!("{:#07x}  {:<40} {:>2} bits {}  {}", bar0(r), r.full_name(), r.size_bits, r.access.name(), r.description);
-                    for f in &r.fields {
-                        let bits = if f.width == 1 { format!("{}", f.shift) } else { format!("{}:{}", f.shift + f.width - 1, f.shift) };
-                        let values = if f.values.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" [{}]", f.values.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" "))
-                        };
-                        crate::outln!("{:9}{:<24} {:>5}  {}{values}", "", f.name, bits, f.description);
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Action::Dump { region } => {
-            let loaded = load_map(cmd.regs.as_ref())?;
-            let mut session = Session::open_as_is(device)?;
-            let other_dut = loaded.check(&mut session.card, &[])?;
-            let mut map = loaded.map;
-            // Another accelerator in the slot: rule 30's registers are not on this card.
-            if other_dut.is_some() {
-                map.registers.retain(|r| r.owner == crate::regmap::Owner::Dut || !tlpx_regs::DUT_REGIONS.contains(&r.region.as_str()));
-            }
-            let cpu = tlpx_regs::ident::features::CPU.get(u64::from(session.card.identity().feature_bits)) != 0;
-            // The map is the CPU card's superset: a card without the CPU has no CPU regions.
-            let rows: Vec<&RegDef> = map
-                .registers
-                .iter()
-                .filter(|r| region.as_deref().is_none_or(|want| r.region == want))
-                .filter(|r| cpu || !tlpx_regs::CPU_REGIONS.contains(&r.region.as_str()))
-                .collect();
-            if rows.is_empty() {
-                bail!("no region {:?} on this card; regions: {}", region.as_deref().unwrap_or(""), map.regions().join(", "));
-            }
-            let mut out = Vec::new();
-            for r in rows {
-                // Ok(value), or Err(what its read would do) for a register not read.
-                let value = match read_acts(r) {
-                    Some(what) => Err(what),
-                    None if r.access == Access::Wo => Err("is write-only: reads return nothing of it"),
-                    None => Ok(read_value(&mut session.card, r)?.hex(r)),
-                };
-                out.push((r.full_name(), r.offset, value));
-            }
-            if json {
-                let v: Vec<_> = out
-                    .iter()
-                    .map(|(name, offset, value)| match value {
-                        Ok(v) => json!({"name": name, "offset": offset, "value": v}),
-                        Err(what) => json!({"name": name, "offset": offset, "value": null, "not_read": what}),
-                    })
-                    .collect();
-                print_json(&v)?;
-            } else {
-                for (name, _, value) in out {
-                    match value {
-                        Ok(v) => crate::outln!("{name} {v}"),
-                        Err(what) => crate::outln!("{name} (not read: reading it {what})"),
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Action::Read { register } => {
-            // Names first: a bad name is an error before any card is opened.
-            let loaded = load_map(cmd.regs.as_ref())?;
-            let target = loaded.map.resolve(register)?;
-            let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card, &[target.register()])?;
-            let reg = target.register().clone();
-            if reg.access == Access::Wo {
-                bail!("{} is write-only ({}): a read returns nothing of it", reg.full_name(), reg.access.name());
-            }
-            match &target {
-                Target::Field(_, f) => {
-                    let v = f.get(read_number(&mut session.card, &reg)?);
-                    if json {
-                        print_json(
-                            &json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "shift": f.shift, "width": f.width, "value": v, "value_name": f.value_name(v)}),
-                        )?;
-                    } else {
-                        crate::outln!("{} = {}", target.name(), f.show(v));
-                    }
-                }
-                Target::Register(_) => {
-                    let value = read_value(&mut session.card, &reg)?;
-                    let hex = value.hex(&reg);
-                    match value {
-                        RegValue::Number(v) => {
-                            if json {
-                                print_json(
-                                    &json!({"name": reg.full_name(), "offset": reg.offset, "bits": reg.size_bits, "value": v, "hex": hex, "fields": field_json(&reg, v)}),
-                                )?;
-                            } else {
-                                crate::outln!("{} = {hex} ({v})", reg.full_name());
-                                let w = reg.fields.iter().map(|f| f.name.len()).max().unwrap_or(0);
-                                for f in &reg.fields {
-                                    crate::outln!("  {:<w$} = {}", f.name, f.show(f.get(v)));
-                                }
-                            }
-                        }
-                        RegValue::Words(_) => {
-                            if json {
-                                print_json(
-                                    &json!({"name": reg.full_name(), "offset": reg.offset, "bits": reg.size_bits, "value": null, "hex": hex, "fields": []}),
-                                )?;
-                            } else {
-                                crate::outln!("{} = {hex}", reg.full_name());
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Action::Write { register, value, force } => {
-            // Names, access and value are checked before any card is opened.
-            let loaded = load_map(cmd.regs.as_ref())?;
-            let target = loaded.map.resolve(register)?;
-            let reg = target.register().clone();
-            if reg.access == Access::Ro {
-                bail!("{} is read-only (ro): it cannot be written", reg.full_name());
-            }
-            if reg.size_bits > 64 {
-                bail!(
-                    "{} is {} bits wide: write it a 32-bit word at a time by offset ({:#x}..{:#x})",
-                    reg.full_name(),
-                    reg.size_bits,
-                    reg.offset,
-                    reg.offset + 4 * reg.words()
-                );
-            }
-            let value = match &target {
-                Target::Register(_) => {
-                    let v = parse_number(value)?;
-                    if reg.size_bits < 64 && v >> reg.size_bits != 0 {
-                        bail!("{v:#x} does not fit {}, a {}-bit register", reg.full_name(), reg.size_bits);
-                    }
-                    v
-                }
-                Target::Field(_, f) => {
-                    if reg.access != Access::Rw {
-                        bail!(
-                            "{} is write-only: it cannot be read back for a read-modify-write of {}; write the whole register",
-                            reg.full_name(),
-                            target.name()
-                        );
-                    }
-                    f.parse_value(&reg, value)?
-                }
-            };
-            let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card, &[target.register()])?;
-            let claimed = write_leases(&mut session.card, &write_blocks(&reg), &target.name(), *force)?;
-            let written = match &target {
-                Target::Register(_) => {
-                    write_number(&mut session.card, &reg, value)?;
-                    json!({"name": reg.full_name(), "offset": reg.offset, "written": value})
-                }
-                Target::Field(_, f) => {
-                    let before = read_number(&mut session.card, &reg)?;
-                    let after = field_write(&reg, f, before, value);
-                    write_number(&mut session.card, &reg, after)?;
-                    json!({"name": target.name(), "register": reg.full_name(), "offset": reg.offset, "field_value": value, "before": before, "written": after})
-                }
-            };
-            flush(&mut session.card)?;
-            let notes = end_write_leases(&mut session.card, &claimed)?;
-            if json {
-                let mut doc = written;
-                doc["leases_held"] = json!(claimed.iter().map(|b| b.name()).collect::<Vec<_>>());
-                doc["notes"] = json!(notes);
-                print_json(&doc)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Action::List { region } => list(cmd.regs.as_ref(), region.as_deref(), json),
+        Action::Dump { region } => dump(cmd.regs.as_ref(), region.as_deref(), device, json),
+        Action::Read { register } => read(cmd.regs.as_ref(), register, device, json),
+        Action::Write { register, value, force } => write(cmd.regs.as_ref(), register, value, *force, device, json),
         Action::Watch { registers, interval, count, force } => {
-            let seconds = crate::sizes::parse_duration("--interval", interval).map_err(|e| anyhow!(e))?;
-            if seconds < 1e-3 {
-                bail!("--interval {interval} is shorter than 1ms: give 1ms or more (e.g. 200ms)");
-            }
-            let loaded = load_map(cmd.regs.as_ref())?;
-            let mut targets = Vec::new();
-            for name in registers {
-                let t = loaded.map.resolve(name)?;
-                let reg = t.register();
-                if let (Some(what), false) = (read_acts(reg), force) {
-                    bail!(
-                        "refusing to watch {}: reading {} {what}, so polling it changes the card; --force polls it anyway",
-                        t.name(),
-                        reg.full_name()
-                    );
-                }
-                if reg.access == Access::Wo {
-                    bail!("{} is write-only: there is nothing to watch", reg.full_name());
-                }
-                targets.push(t);
-            }
-            let mut session = Session::open_as_is(device)?;
-            loaded.check(&mut session.card, &targets.iter().map(Target::register).collect::<Vec<_>>())?;
-            watch(&mut session, &targets, Duration::from_secs_f64(seconds), *count, json)
+            watch_registers(cmd.regs.as_ref(), registers, interval, *count, *force, device, json)
         }
     }
+}
+
+/// `reg list`: the registers of a region (or all), with offsets, sizes and fields; reads nothing.
+fn list(regs: Option<&PathBuf>, region: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let loaded = load_map(regs)?;
+    // A card whose DUT sits at BAR0 0 (placement bar0, from --regs): the host sees the
+    // DUT's registers at their window offset and tlpx's map at RELOCATED_TLPX_BASE.
+    let relocated = loaded.dut.as_ref().and_then(|(_, d)| d.placement.as_deref()) == Some("bar0");
+    let bar0 = |r: &RegDef| -> u64 {
+        use tlpx_regs::constants::{RELOCATED_TLPX_BASE, SLOT_WINDOW_BASE};
+        match (relocated, r.owner) {
+            (false, _) => r.offset,
+            (true, crate::regmap::Owner::Dut) if r.offset >= SLOT_WINDOW_BASE => r.offset - SLOT_WINDOW_BASE,
+            (true, _) => r.offset + RELOCATED_TLPX_BASE,
+        }
+    };
+    let map = loaded.map;
+    let rows: Vec<&RegDef> = map.registers.iter().filter(|r| region.is_none_or(|want| r.region == want)).collect();
+    if rows.is_empty() {
+        bail!("no region {:?} in the register map; regions: {}", region.unwrap_or(""), map.regions().join(", "));
+    }
+    if json {
+        let v: Vec<RegisterListing> = rows.iter().map(|r| RegisterListing::of(r, bar0(r))).collect();
+        print_json(&v)?;
+    } else {
+        if relocated {
+            crate::outln!(
+                "# offsets are BAR0 as the host sees this card (placement bar0, from --regs): the DUT's registers at BAR0 0, \
+                 tlpx's map at {:#x}; a number given to `tlpx reg read` is tlpx's own offset (BAR0 - {:#x})",
+                tlpx_regs::constants::RELOCATED_TLPX_BASE,
+                tlpx_regs::constants::RELOCATED_TLPX_BASE
+            );
+        }
+        for r in rows {
+            crate::outln!("{:#07x}  {:<40} {:>2} bits {}  {}", bar0(r), r.full_name(), r.size_bits, r.access.name(), r.description);
+            for f in &r.fields {
+                let bits = if f.width == 1 { format!("{}", f.shift) } else { format!("{}:{}", f.shift + f.width - 1, f.shift) };
+                let values = if f.values.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", f.values.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" "))
+                };
+                crate::outln!("{:9}{:<24} {:>5}  {}{values}", "", f.name, bits, f.description);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `reg dump`: every register of a region (or of the card) read, but those whose read acts.
+fn dump(regs: Option<&PathBuf>, region: Option<&str>, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let loaded = load_map(regs)?;
+    let mut session = Session::open_as_is(device)?;
+    let other_dut = loaded.check(&mut session.card, &[])?;
+    let mut map = loaded.map;
+    // Another accelerator in the slot: rule 30's registers are not on this card.
+    if other_dut.is_some() {
+        map.registers.retain(|r| r.owner == crate::regmap::Owner::Dut || !tlpx_regs::DUT_REGIONS.contains(&r.region.as_str()));
+    }
+    let cpu = tlpx_regs::ident::features::CPU.get(u64::from(session.card.identity().feature_bits)) != 0;
+    // The map is the CPU card's superset: a card without the CPU has no CPU regions.
+    let rows: Vec<&RegDef> = map
+        .registers
+        .iter()
+        .filter(|r| region.is_none_or(|want| r.region == want))
+        .filter(|r| cpu || !tlpx_regs::CPU_REGIONS.contains(&r.region.as_str()))
+        .collect();
+    if rows.is_empty() {
+        bail!("no region {:?} on this card; regions: {}", region.unwrap_or(""), map.regions().join(", "));
+    }
+    let mut out = Vec::new();
+    for r in rows {
+        // Ok(value), or Err(what its read would do) for a register not read.
+        let value = match read_acts(r) {
+            Some(what) => Err(what),
+            None if r.access == Access::Wo => Err("is write-only: reads return nothing of it"),
+            None => Ok(read_value(&mut session.card, r)?.hex(r)),
+        };
+        out.push((r.full_name(), r.offset, value));
+    }
+    if json {
+        let v: Vec<_> = out
+            .iter()
+            .map(|(name, offset, value)| match value {
+                Ok(v) => DumpRow { name, not_read: None, offset: *offset, value: Some(v) },
+                Err(what) => DumpRow { name, not_read: Some(what), offset: *offset, value: None },
+            })
+            .collect();
+        print_json(&v)?;
+    } else {
+        for (name, _, value) in out {
+            match value {
+                Ok(v) => crate::outln!("{name} {v}"),
+                Err(what) => crate::outln!("{name} (not read: reading it {what})"),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `reg read`: a register with its fields decoded, or one field.
+fn read(regs: Option<&PathBuf>, register: &str, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    // Names first: a bad name is an error before any card is opened.
+    let loaded = load_map(regs)?;
+    let target = loaded.map.resolve(register)?;
+    let mut session = Session::open_as_is(device)?;
+    loaded.check(&mut session.card, &[target.register()])?;
+    let reg = target.register().clone();
+    if reg.access == Access::Wo {
+        bail!("{} is write-only ({}): a read returns nothing of it", reg.full_name(), reg.access.name());
+    }
+    match &target {
+        Target::Field(_, f) => {
+            let v = f.get(read_number(&mut session.card, &reg)?);
+            if json {
+                print_json(&FieldRead {
+                    name: target.name(),
+                    offset: reg.offset,
+                    register: reg.full_name(),
+                    shift: f.shift,
+                    value: v,
+                    value_name: f.value_name(v),
+                    width: f.width,
+                })?;
+            } else {
+                crate::outln!("{} = {}", target.name(), f.show(v));
+            }
+        }
+        Target::Register(_) => {
+            let value = read_value(&mut session.card, &reg)?;
+            let hex = value.hex(&reg);
+            match value {
+                RegValue::Number(v) => {
+                    if json {
+                        print_json(&RegisterRead {
+                            bits: reg.size_bits,
+                            fields: FieldValue::all(&reg, v),
+                            hex,
+                            name: reg.full_name(),
+                            offset: reg.offset,
+                            value: Some(v),
+                        })?;
+                    } else {
+                        crate::outln!("{} = {hex} ({v})", reg.full_name());
+                        let w = reg.fields.iter().map(|f| f.name.len()).max().unwrap_or(0);
+                        for f in &reg.fields {
+                            crate::outln!("  {:<w$} = {}", f.name, f.show(f.get(v)));
+                        }
+                    }
+                }
+                RegValue::Words(_) => {
+                    if json {
+                        print_json(&RegisterRead {
+                            bits: reg.size_bits,
+                            fields: Vec::new(),
+                            hex,
+                            name: reg.full_name(),
+                            offset: reg.offset,
+                            value: None,
+                        })?;
+                    } else {
+                        crate::outln!("{} = {hex}", reg.full_name());
+                    }
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `reg write`: a register or a field (read-modify-write), under the written block's lease.
+fn write(regs: Option<&PathBuf>, register: &str, value: &str, force: bool, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    // Names, access and value are checked before any card is opened.
+    let loaded = load_map(regs)?;
+    let target = loaded.map.resolve(register)?;
+    let reg = target.register().clone();
+    if reg.access == Access::Ro {
+        bail!("{} is read-only (ro): it cannot be written", reg.full_name());
+    }
+    if reg.size_bits > 64 {
+        bail!(
+            "{} is {} bits wide: write it a 32-bit word at a time by offset ({:#x}..{:#x})",
+            reg.full_name(),
+            reg.size_bits,
+            reg.offset,
+            reg.offset + 4 * reg.words()
+        );
+    }
+    let value = match &target {
+        Target::Register(_) => {
+            let v = parse_number(value)?;
+            if reg.size_bits < 64 && v >> reg.size_bits != 0 {
+                bail!("{v:#x} does not fit {}, a {}-bit register", reg.full_name(), reg.size_bits);
+            }
+            v
+        }
+        Target::Field(_, f) => {
+            if reg.access != Access::Rw {
+                bail!(
+                    "{} is write-only: it cannot be read back for a read-modify-write of {}; write the whole register",
+                    reg.full_name(),
+                    target.name()
+                );
+            }
+            f.parse_value(&reg, value)?
+        }
+    };
+    let mut session = Session::open_as_is(device)?;
+    loaded.check(&mut session.card, &[target.register()])?;
+    let claimed = write_leases(&mut session.card, &write_blocks(&reg), &target.name(), force)?;
+    let written = match &target {
+        Target::Register(_) => {
+            write_number(&mut session.card, &reg, value)?;
+            WriteReport { name: reg.full_name(), offset: reg.offset, written: value, ..WriteReport::default() }
+        }
+        Target::Field(_, f) => {
+            let before = read_number(&mut session.card, &reg)?;
+            let after = field_write(&reg, f, before, value);
+            write_number(&mut session.card, &reg, after)?;
+            WriteReport {
+                before: Some(before),
+                field_value: Some(value),
+                name: target.name(),
+                offset: reg.offset,
+                register: Some(reg.full_name()),
+                written: after,
+                ..WriteReport::default()
+            }
+        }
+    };
+    flush(&mut session.card)?;
+    let notes = end_write_leases(&mut session.card, &claimed)?;
+    if json {
+        let doc = WriteReport { leases_held: claimed.iter().map(|b| b.name()).collect(), notes, ..written };
+        print_json(&doc)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `reg watch`: registers polled every `interval` and printed as they change.
+fn watch_registers(
+    regs: Option<&PathBuf>,
+    registers: &[String],
+    interval: &str,
+    count: Option<u64>,
+    force: bool,
+    device: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let seconds = crate::sizes::parse_duration("--interval", interval).map_err(|e| anyhow!(e))?;
+    if seconds < 1e-3 {
+        bail!("--interval {interval} is shorter than 1ms: give 1ms or more (e.g. 200ms)");
+    }
+    let loaded = load_map(regs)?;
+    let mut targets = Vec::new();
+    for name in registers {
+        let t = loaded.map.resolve(name)?;
+        let reg = t.register();
+        if let (Some(what), false) = (read_acts(reg), force) {
+            bail!(
+                "refusing to watch {}: reading {} {what}, so polling it changes the card; --force polls it anyway",
+                t.name(),
+                reg.full_name()
+            );
+        }
+        if reg.access == Access::Wo {
+            bail!("{} is write-only: there is nothing to watch", reg.full_name());
+        }
+        targets.push(t);
+    }
+    let mut session = Session::open_as_is(device)?;
+    loaded.check(&mut session.card, &targets.iter().map(Target::register).collect::<Vec<_>>())?;
+    watch(&mut session, &targets, Duration::from_secs_f64(seconds), count, json)
 }
 
 /// Host wall time, UTC, to the microsecond: (RFC 3339 date and time, time of day).
@@ -693,11 +723,17 @@ fn watch(session: &mut Session, targets: &[Target], interval: Duration, count: O
                 _ => Vec::new(),
             };
             if json {
-                crate::outln!(
-                    "{}",
-                    json!({"wall_utc": wall_utc, "card_cycles": cycles, "card_seconds": cycles as f64 / clock_hz,
-                           "name": t.name(), "value": now.1, "text": now.0, "previous": prev.as_ref().map(|p| p.1), "fields_changed": changed})
-                );
+                let change = WatchChange {
+                    card_cycles: cycles,
+                    card_seconds: cycles as f64 / clock_hz,
+                    fields_changed: &changed,
+                    name: t.name(),
+                    previous: prev.as_ref().map(|p| p.1),
+                    text: &now.0,
+                    value: now.1,
+                    wall_utc: &wall_utc,
+                };
+                crate::outln!("{}", serde_json::to_string(&change)?);
             } else {
                 let was = prev.as_ref().map_or(String::new(), |p| format!("  (was {})", p.0));
                 let fields = if changed.is_empty() { String::new() } else { format!("  [{}]", changed.join(", ")) };

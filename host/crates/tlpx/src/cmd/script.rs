@@ -390,12 +390,7 @@ fn run_on_card(
     device: &str,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    if let Some(out) = output {
-        crate::args::refuse_same_file("--output", out, "SOURCE", path)?;
-        if let Some(fw) = firmware {
-            crate::args::refuse_same_file("--output", out, "--firmware", fw)?;
-        }
-    }
+    refuse_output_over_inputs(path, firmware, output)?;
     let sides = match parse_serve(serve) {
         Ok(s) => s,
         Err(e) => {
@@ -415,13 +410,7 @@ fn run_on_card(
         eprintln!("{e}");
         return Ok(ExitCode::from(2));
     }
-    let buffer_asked = buffer
-        .map(|b| {
-            crate::sizes::parse_size(b)
-                .filter(|n| *n > 0)
-                .ok_or_else(|| anyhow::anyhow!("--buffer {b:?} is not a size in bytes such as 64K or 1MiB"))
-        })
-        .transpose()?;
+    let buffer_asked = buffer.map(parse_buffer).transpose()?;
 
     // A firmware file given is read (and checked) before the card is opened.
     let given_firmware = firmware.map(|p| super::fw::read_image(p).map(|image| (p.to_path_buf(), image))).transpose()?;
@@ -433,73 +422,18 @@ fn run_on_card(
     // not replaced under it (the run below keeps the claim).
     card.claim(tlpx_device::lease::Block::Cpu)?;
     let id = card.identity().clone();
-    // the card's clock converts the times; its map hash goes into the image
-    let Some(mut program) = compile_or_report(&file, &text, &Options { clock_hz: id.clock_hz }) else {
+    let Some((program, image)) = card_program(&file, &text, id.clock_hz, id.map_hash)? else {
         return Ok(ExitCode::from(2));
     };
-    program.map_hash = id.map_hash;
-    let image = image_for_card(&file, &program).map_err(|e| anyhow::anyhow!(e))?;
-    let back = tlpx_script::decode(&image, id.map_hash).map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
-    anyhow::ensure!(back == program, "internal: the image decodes to another program");
-    let needed = u64::from(program.buffer_len).max(MIN_BUFFER);
-    let buffer_len = match buffer_asked {
-        Some(n) if n < u64::from(program.buffer_len) => {
-            anyhow::bail!(
-                "--buffer {n} bytes is smaller than the {} bytes the script's dma runs need (largest base + window)",
-                program.buffer_len
-            )
-        }
-        Some(n) => n.max(MIN_BUFFER),
-        None => needed,
-    };
-    let buffer_len = usize::try_from(buffer_len.div_ceil(4096) * 4096)?;
+    let buffer_len = buffer_size(buffer_asked, &program)?;
 
     // a ready firmware, or the default one loaded
-    let status = cpu.status(card)?;
-    let ready = status.state == tlpx_device::cpu::CpuState::Running && cpu.mailbox(card)?.ready();
-    let mut firmware_used = None;
-    if !ready || given_firmware.is_some() {
-        let (fw_path, fw) = match given_firmware {
-            Some(given) => given,
-            None => {
-                let fw_path = super::fw::default_firmware_path();
-                if !fw_path.exists() {
-                    anyhow::bail!(
-                        "the CPU is not running a ready firmware and there is no image at {}: build it with `make firmware`, or pass --firmware IMG",
-                        fw_path.display()
-                    );
-                }
-                let fw = super::fw::read_image(&fw_path)?;
-                (fw_path, fw)
-            }
-        };
-        super::fw::load_checked(card, &cpu, &fw, &fw_path)?;
-        cpu.timeout = tlpx_device::cpu::DEFAULT_BOOT_TIMEOUT;
-        let s = cpu.start(card)?;
-        if !json {
-            eprint!("{}", String::from_utf8_lossy(&s.console));
-            eprintln!("tlpx: loaded firmware {} ({}) and started it", s.mailbox.version_string(), fw_path.display());
-        }
-        firmware_used = Some(fw_path.display().to_string());
-    }
+    let firmware_used = ensure_firmware(card, &mut cpu, given_firmware, json)?;
 
-    let dma = card.device().alloc_dma(buffer_len)?;
-    // As for tlpx bw: the buffer holds the generator's default pattern (counter, seed 1), so a
-    // read with the default pattern checks out wherever the script has not written; a read
-    // with another pattern or seed checks what an earlier write of that pattern left.
-    if let Err(e) = tlpx_device::generator::fill_pattern(&dma, tlpx_device::generator::DataPattern::Counter, 1) {
-        let _ = card.device().free_dma(dma);
-        return Err(e.into());
-    }
+    let dma = host_buffer(card, buffer_len)?;
     let width = name_width(&program);
     if !json {
-        crate::outln!("{file}: {}", tlpx_script::summary(&program));
-        crate::outln!(
-            "running on the card's CPU with a host buffer of {} at bus 0x{:x}",
-            crate::output::bytes(buffer_len as u64),
-            dma.bus_addr
-        );
-        crate::outln!("{}", table_header(width));
+        print_start(&file, &program, &dma, width);
     }
     crate::progress::install_stop_handler();
     let expected = expected_records(&program);
@@ -558,53 +492,15 @@ fn run_on_card(
         eprintln!("{}", String::from_utf8_lossy(&console[console_printed..]));
     }
     let freed = card.device().free_dma(dma);
-    let mut host_side = HostSideDoc::default();
     let loop_finished = loop_side.map(|side| side.finish(card));
     let irq_finished = irq_side.map(|side| side.finish(card));
     let end = result?;
     freed?;
-    if let Some(finished) = loop_finished {
-        let (served, data_errors) = finished?;
-        host_side.loop_served = Some(served);
-        host_side.loop_data_errors = Some(data_errors);
-    }
-    if let Some(finished) = irq_finished {
-        let (acked, samples) = finished?;
-        let user: Vec<f64> = samples.iter().filter_map(|s| s.user_cycles).map(f64::from).collect();
-        host_side.irq_acked = Some(acked);
-        host_side.irq_samples = Some(samples.len());
-        host_side.irq_user_cycles = tlpx_model::stats::Summary::of(&user);
-    }
+    let host_side = host_side_doc(loop_finished, irq_finished)?;
 
     let ok = end.status == u32::from(tlpx_script::status::OK);
     if !json {
-        crate::outln!(
-            "end: {} ({}){}; {} record(s), {} instruction(s) executed",
-            super::fw::status_name(end.status),
-            end.status,
-            if end.aborted { ", stopped by Ctrl-C" } else { "" },
-            end.records,
-            end.instructions
-        );
-        if let (Some(served), Some(errors)) = (host_side.loop_served, host_side.loop_data_errors) {
-            crate::outln!(
-                "host side, real-time loop: {served} iteration(s) answered (register return, polling), {errors} buffer(s) with wrong data"
-            );
-        }
-        if let (Some(acked), Some(samples)) = (host_side.irq_acked, host_side.irq_samples) {
-            let stage = host_side.irq_user_cycles.as_ref().map_or("no user-stage samples".to_string(), |u| {
-                let us = |c: f64| c / f64::from(id.clock_hz) * 1e6;
-                format!(
-                    "user stage (fire to ack_user, card time) min {:.2} / median {:.2} / p99 {:.2} / max {:.2} µs over {} samples",
-                    us(u.min),
-                    us(u.median),
-                    us(u.p99),
-                    us(u.max),
-                    u.count
-                )
-            });
-            crate::outln!("host side, interrupt timer: {acked} interrupt(s) acknowledged, {samples} sample(s); {stage}");
-        }
+        print_end(&end, &host_side, id.clock_hz);
     }
     let parameters = RunParameters {
         file: file.clone(),
@@ -614,19 +510,7 @@ fn run_on_card(
         map_hash: id.map_hash,
         image_bytes: image.len(),
     };
-    let body = RunBody {
-        points: records,
-        end: EndDoc {
-            status: end.status,
-            status_name: super::fw::status_name(end.status),
-            ok,
-            records: end.records,
-            instructions: end.instructions,
-            aborted: end.aborted,
-        },
-        console: String::from_utf8_lossy(&console).into_owned(),
-        host_side,
-    };
+    let body = run_body(records, &end, &console, host_side);
     // the common result fields (schema tlpx-result v1), kind "script"
     let records_came = body.points.len();
     let mut doc = crate::results::ResultDoc::new(
@@ -645,6 +529,183 @@ fn run_on_card(
     }
     // 130 after Ctrl-C (the records that came are kept), 1 if the script failed, else 0.
     doc.emit(output, json, !ok)
+}
+
+/// The script compiled for the card: its clock converts the times, its map hash goes into
+/// the image; the image is checked to decode to the same program. None when the compiler
+/// refused it (its diagnostics are printed).
+fn card_program(file: &str, text: &str, clock_hz: u32, map_hash: u32) -> anyhow::Result<Option<(Program, Vec<u8>)>> {
+    let Some(mut program) = compile_or_report(file, text, &Options { clock_hz }) else {
+        return Ok(None);
+    };
+    program.map_hash = map_hash;
+    let image = image_for_card(file, &program).map_err(|e| anyhow::anyhow!(e))?;
+    let back = tlpx_script::decode(&image, map_hash).map_err(|e| anyhow::anyhow!("internal: the image does not decode: {e}"))?;
+    anyhow::ensure!(back == program, "internal: the image decodes to another program");
+    Ok(Some((program, image)))
+}
+
+/// The lines before a run's records: the script's summary, the host buffer, the table header.
+fn print_start(file: &str, program: &Program, dma: &tlpx_device::DmaBuffer, width: usize) {
+    crate::outln!("{file}: {}", tlpx_script::summary(program));
+    crate::outln!("running on the card's CPU with a host buffer of {} at bus 0x{:x}", crate::output::bytes(dma.len as u64), dma.bus_addr);
+    crate::outln!("{}", table_header(width));
+}
+
+/// The host buffer of a run, `len` bytes, holding the generator's default pattern.
+fn host_buffer(card: &mut tlpx_device::card::Card, len: usize) -> anyhow::Result<tlpx_device::DmaBuffer> {
+    let dma = card.device().alloc_dma(len)?;
+    // As for tlpx bw: the buffer holds the generator's default pattern (counter, seed 1), so a
+    // read with the default pattern checks out wherever the script has not written; a read
+    // with another pattern or seed checks what an earlier write of that pattern left.
+    if let Err(e) = tlpx_device::generator::fill_pattern(&dma, tlpx_device::generator::DataPattern::Counter, 1) {
+        let _ = card.device().free_dma(dma);
+        return Err(e.into());
+    }
+    Ok(dma)
+}
+
+/// Refuses an --output that would overwrite the script's source or the firmware given.
+fn refuse_output_over_inputs(path: &Path, firmware: Option<&Path>, output: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(out) = output {
+        crate::args::refuse_same_file("--output", out, "SOURCE", path)?;
+        if let Some(fw) = firmware {
+            crate::args::refuse_same_file("--output", out, "--firmware", fw)?;
+        }
+    }
+    Ok(())
+}
+
+/// `--buffer`'s size in bytes (more than zero).
+fn parse_buffer(b: &str) -> anyhow::Result<u64> {
+    crate::sizes::parse_size(b)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| anyhow::anyhow!("--buffer {b:?} is not a size in bytes such as 64K or 1MiB"))
+}
+
+/// The host buffer's length: what --buffer asked (refused below what the script's dma runs
+/// need), else what they need; at least [`MIN_BUFFER`], in whole 4 KiB pages.
+fn buffer_size(buffer_asked: Option<u64>, program: &Program) -> anyhow::Result<usize> {
+    let needed = u64::from(program.buffer_len).max(MIN_BUFFER);
+    let buffer_len = match buffer_asked {
+        Some(n) if n < u64::from(program.buffer_len) => {
+            anyhow::bail!(
+                "--buffer {n} bytes is smaller than the {} bytes the script's dma runs need (largest base + window)",
+                program.buffer_len
+            )
+        }
+        Some(n) => n.max(MIN_BUFFER),
+        None => needed,
+    };
+    Ok(usize::try_from(buffer_len.div_ceil(4096) * 4096)?)
+}
+
+/// Leaves the card's CPU running a ready firmware: the one given (loaded in any case), else
+/// the default one when the CPU is not running a ready one. The path of the firmware loaded.
+fn ensure_firmware(
+    card: &mut tlpx_device::card::Card,
+    cpu: &mut tlpx_device::cpu::Cpu,
+    given_firmware: Option<(PathBuf, tlpx_script::FirmwareImage)>,
+    json: bool,
+) -> anyhow::Result<Option<String>> {
+    let status = cpu.status(card)?;
+    let ready = status.state == tlpx_device::cpu::CpuState::Running && cpu.mailbox(card)?.ready();
+    let mut firmware_used = None;
+    if !ready || given_firmware.is_some() {
+        let (fw_path, fw) = match given_firmware {
+            Some(given) => given,
+            None => {
+                let fw_path = super::fw::default_firmware_path();
+                if !fw_path.exists() {
+                    anyhow::bail!(
+                        "the CPU is not running a ready firmware and there is no image at {}: build it with `make firmware`, or pass --firmware IMG",
+                        fw_path.display()
+                    );
+                }
+                let fw = super::fw::read_image(&fw_path)?;
+                (fw_path, fw)
+            }
+        };
+        super::fw::load_checked(card, cpu, &fw, &fw_path)?;
+        cpu.timeout = tlpx_device::cpu::DEFAULT_BOOT_TIMEOUT;
+        let s = cpu.start(card)?;
+        if !json {
+            eprint!("{}", String::from_utf8_lossy(&s.console));
+            eprintln!("tlpx: loaded firmware {} ({}) and started it", s.mailbox.version_string(), fw_path.display());
+        }
+        firmware_used = Some(fw_path.display().to_string());
+    }
+    Ok(firmware_used)
+}
+
+/// What the host side served during the run (`--serve loop`, `--serve irq`).
+fn host_side_doc(
+    loop_finished: Option<Result<(u64, u64), tlpx_device::DeviceError>>,
+    irq_finished: Option<Result<(u64, Vec<tlpx_device::irq_timer::Sample>), tlpx_device::DeviceError>>,
+) -> anyhow::Result<HostSideDoc> {
+    let mut host_side = HostSideDoc::default();
+    if let Some(finished) = loop_finished {
+        let (served, data_errors) = finished?;
+        host_side.loop_served = Some(served);
+        host_side.loop_data_errors = Some(data_errors);
+    }
+    if let Some(finished) = irq_finished {
+        let (acked, samples) = finished?;
+        let user: Vec<f64> = samples.iter().filter_map(|s| s.user_cycles).map(f64::from).collect();
+        host_side.irq_acked = Some(acked);
+        host_side.irq_samples = Some(samples.len());
+        host_side.irq_user_cycles = tlpx_model::stats::Summary::of(&user);
+    }
+    Ok(host_side)
+}
+
+/// The text lines after a run: how the script ended, and what the host side served.
+fn print_end(end: &tlpx_device::cpu::CommandEnd, host_side: &HostSideDoc, clock_hz: u32) {
+    crate::outln!(
+        "end: {} ({}){}; {} record(s), {} instruction(s) executed",
+        super::fw::status_name(end.status),
+        end.status,
+        if end.aborted { ", stopped by Ctrl-C" } else { "" },
+        end.records,
+        end.instructions
+    );
+    if let (Some(served), Some(errors)) = (host_side.loop_served, host_side.loop_data_errors) {
+        crate::outln!(
+            "host side, real-time loop: {served} iteration(s) answered (register return, polling), {errors} buffer(s) with wrong data"
+        );
+    }
+    if let (Some(acked), Some(samples)) = (host_side.irq_acked, host_side.irq_samples) {
+        let stage = host_side.irq_user_cycles.as_ref().map_or("no user-stage samples".to_string(), |u| {
+            let us = |c: f64| c / f64::from(clock_hz) * 1e6;
+            format!(
+                "user stage (fire to ack_user, card time) min {:.2} / median {:.2} / p99 {:.2} / max {:.2} µs over {} samples",
+                us(u.min),
+                us(u.median),
+                us(u.p99),
+                us(u.max),
+                u.count
+            )
+        });
+        crate::outln!("host side, interrupt timer: {acked} interrupt(s) acknowledged, {samples} sample(s); {stage}");
+    }
+}
+
+/// The body of a run's result document.
+fn run_body(records: Vec<RecordDoc>, end: &tlpx_device::cpu::CommandEnd, console: &[u8], host_side: HostSideDoc) -> RunBody {
+    let ok = end.status == u32::from(tlpx_script::status::OK);
+    RunBody {
+        points: records,
+        end: EndDoc {
+            status: end.status,
+            status_name: super::fw::status_name(end.status),
+            ok,
+            records: end.records,
+            instructions: end.instructions,
+            aborted: end.aborted,
+        },
+        console: String::from_utf8_lossy(console).into_owned(),
+        host_side,
+    }
 }
 
 /// The result records a run of `program` sends when it runs to its end: each recording

@@ -162,11 +162,10 @@ pub fn log_ticks(lo: f64, hi: f64, t: Ticks) -> Vec<f64> {
     out
 }
 
-/// A log-log chart as an SVG element (no namespace needed inline in HTML).
-pub fn render_log_svg(c: &LogChart) -> String {
-    const W: f64 = 900.0;
-    const H: f64 = 440.0;
-    let (l, r, t, b) = (90.0, 230.0, 40.0, 60.0);
+/// The data's extent (x0, x1, y0, y1): bars from their bucket edges and counts (down to 0.5,
+/// so that a bucket of one shows), lines from their positive points; 1..10 on an axis without
+/// data.
+fn data_extent(c: &LogChart) -> (f64, f64, f64, f64) {
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for s in &c.series {
         match &s.kind {
@@ -194,6 +193,15 @@ pub fn render_log_svg(c: &LogChart) -> String {
     if y0 > y1 {
         (y0, y1) = (1.0, 10.0);
     }
+    (x0, x1, y0, y1)
+}
+
+/// A log-log chart as an SVG element (no namespace needed inline in HTML).
+pub fn render_log_svg(c: &LogChart) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 440.0;
+    let (l, r, t, b) = (90.0, 230.0, 40.0, 60.0);
+    let (x0, x1, y0, y1) = data_extent(c);
     // Histograms over a narrow span get a linear x axis (the data choose, LINEAR_SPAN).
     let all_bars = !c.series.is_empty() && c.series.iter().all(|s| matches!(s.kind, Mark::Bars(_) | Mark::Binned { .. }));
     // Bins chosen from the samples say themselves which axis they need.
