@@ -39,7 +39,7 @@ or a payload record takes a cycle of its own). On 64 bits the smallest TLPs brin
 summary per cycle in both directions together, so the summary FIFOs stay short and the record
 FIFO absorbs a burst; on 128 and 256 bits both directions can bring one per cycle each and the
 summary FIFOs absorb what the builder has not taken. Measured in the Verilated card
-(cores/spy/burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
+(testing/spy_burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
 link lets it beside the ring writes, no payload capture, host ring large enough), the longest
 burst with zero loss, per direction: 64-bit 3312, 128-bit 3437, 256-bit 9125 TLPs; with
 payload capture on (a payload record per TLP) 1234, 968 and 921. Beyond it records are lost
