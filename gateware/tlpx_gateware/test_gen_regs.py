@@ -177,6 +177,10 @@ COPIES = [
      "csr_map().encode / .get"),
     ("gateware/tlpx_gateware/cores/generator/test_generator.py", r"\"control\"\s*,\s*0b", "csr_map().encode(\"generator.control\", ...)"),
     ("gateware/tlpx_gateware/cores/generator/test_generator.py", r"&\s*0x[fF]{1,4}\b|&\s*0b[01]+", "csr_map().get"),
+    ("gateware/tlpx_gateware/testing/generator.py", r"\(\s*\w+\s*<<\s*\d+\s*\)|>>\s*\d+\s*\)\s*&\s*\d",
+     "csr_map().encode / .get"),
+    ("gateware/tlpx_gateware/testing/generator.py", r"\"control\"\s*,\s*0b", "csr_map().encode(\"generator.control\", ...)"),
+    ("gateware/tlpx_gateware/testing/generator.py", r"&\s*0x[fF]{1,4}\b|&\s*0b[01]+", "csr_map().get"),
 ]
 
 

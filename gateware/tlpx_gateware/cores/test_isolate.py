@@ -24,14 +24,15 @@ import pytest
 
 from tlpx_gateware.conftest import BUILD, csr_json, reg
 from tlpx_gateware.cores.generator.core import OP_READ, OP_WRITE, OP_WRITE_READ
-from tlpx_gateware.cores.generator.test_generator import BASE, SIZE, GeneratorDriver, fill
-from tlpx_gateware.cores.irq_timer import test_irq_timer as irq
-from tlpx_gateware.cores.rt_loop import test_rt_loop as loop
-from tlpx_gateware.cores.rule30 import test_rule30_card as r30
 from tlpx_gateware.cores.rule30.batch import descriptor
-from tlpx_gateware.cores.spy import test_spy as spy
 from tlpx_gateware.sim.card import Card, HostMemory
 from tlpx_gateware.soc import MSI_SOURCES
+from tlpx_gateware.testing import irq_timer as irq
+from tlpx_gateware.testing import rt_loop as loop
+from tlpx_gateware.testing import rule30 as r30
+from tlpx_gateware.testing import spy
+from tlpx_gateware.testing.generator import GeneratorDriver
+from tlpx_gateware.testing.memory import BASE, SIZE, fill
 
 # Registers whose read has a side effect (pops a FIFO, latches a half): read like any other,
 # the same number of times on both cards, so they compare too.

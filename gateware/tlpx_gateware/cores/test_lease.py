@@ -12,10 +12,11 @@ Widths 64, 128 and 256 bits.
 
 from tlpx_gateware.conftest import reg
 from tlpx_gateware.cores.generator.core import OP_WRITE
-from tlpx_gateware.cores.generator.test_generator import BASE, SIZE, GeneratorDriver
 from tlpx_gateware.cores.irq_timer.core import MODE_PERIODIC
 from tlpx_gateware.sim.card import HostMemory
 from tlpx_gateware.soc import MSI_SOURCES
+from tlpx_gateware.testing.generator import GeneratorDriver
+from tlpx_gateware.testing.memory import BASE, SIZE
 
 RING = BASE + 0x8000
 

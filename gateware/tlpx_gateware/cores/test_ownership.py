@@ -17,11 +17,12 @@ Widths 64, 128 and 256 bits.
 
 from tlpx_gateware.conftest import csr_json, csr_map, reg
 from tlpx_gateware.cores.generator.core import OP_READ, OP_WRITE
-from tlpx_gateware.cores.generator.test_generator import BASE, SIZE, GeneratorDriver
 from tlpx_gateware.cores.rule30.core import Register as Rule30
-from tlpx_gateware.cores.rule30.test_rule30_card import load, random_line, rd, wr
 from tlpx_gateware.sim.card import HostMemory
 from tlpx_gateware.soc import CARD_TAGS, MSI_ENABLED_AT_RESET, MSI_SOURCES
+from tlpx_gateware.testing.generator import GeneratorDriver
+from tlpx_gateware.testing.memory import BASE, SIZE
+from tlpx_gateware.testing.rule30 import load, random_line, rd, wr
 
 import random
 

@@ -557,10 +557,9 @@ def compare(results, boards):
     return out
 
 
-def report_section(results, boards, titles, unmeasured=()):
-    """The Markdown section of docs/resources.md; (lines, unexplained count). `unmeasured`: boards
-    left out of this run (named as such)."""
-    lines = [
+def _report_intro():
+    """The section's heading and its account of the proxy (report_section's opening lines)."""
+    return [
         "## Deepest logic paths per clock domain (a timing proxy)",
         "",
         "No Vivado runs here, so no timing report exists for the boards' cards. As a proxy, each",
@@ -620,6 +619,12 @@ def report_section(results, boards, titles, unmeasured=()):
         "clock-domain crossings and, on the KCU105, the vendor's AXI adapters).",
         "",
     ]
+
+
+def report_section(results, boards, titles, unmeasured=()):
+    """The Markdown section of docs/resources.md; (lines, unexplained count). `unmeasured`: boards
+    left out of this run (named as such)."""
+    lines = _report_intro()
     if unmeasured:
         lines += [f"**Not measured in this run:** {', '.join(f'`{b}`' for b in unmeasured)} (the run was given "
                   f"`--boards {','.join(boards)}`; `make resources` measures every board).", ""]

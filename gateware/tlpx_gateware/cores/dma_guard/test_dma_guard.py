@@ -10,9 +10,9 @@ the stuck transfer is given up, counted, and the next loopback moves the right b
 """
 
 from tlpx_gateware.conftest import reg
-from tlpx_gateware.cores.generator.test_generator import BASE, SIZE
 from tlpx_gateware.sim.card import HostMemory
 from tlpx_gateware.soc import MSI_SOURCES
+from tlpx_gateware.testing.memory import BASE, SIZE
 
 SRC = BASE
 DST = BASE + 0x4000

@@ -76,6 +76,17 @@ class RequestEngine(LiteXModule):
     leave with no idle beat between them unless idle cycles are asked for.
     """
     def __init__(self, data_width, is_write, cfg, requester_id, write_tag=None):
+        n, source, write_tag = self._add_ports(data_width, write_tag)
+        (addr, beat, cur_tag, idle, index, last_beat, lfsr, lfsr_next, nbytes, next_addr,
+         remaining, started, tag, tr_start) = self._add_request(
+            is_write, cfg, requester_id, write_tag, n, source)
+        accepted, can_issue, count_reached, duration_reached, finished_transfer, fsm = self._add_sequencing(
+            is_write, cfg, addr, beat, index, lfsr, lfsr_next, nbytes, next_addr, remaining, source, started, tr_start)
+        self._add_emit_states(
+            cfg, accepted, addr, beat, can_issue, count_reached, cur_tag, duration_reached, finished_transfer, fsm,
+            idle, index, last_beat, lfsr, lfsr_next, nbytes, next_addr, remaining, source, started, tag, tr_start)
+
+    def _add_ports(self, data_width, write_tag):
         """``write_tag``: the tag a write engine stamps into its MWrs (a posted write's tag is
         not used by PCIe: the spy attributes the write to its block by it), default the
         generator's first tag."""
@@ -113,7 +124,9 @@ class RequestEngine(LiteXModule):
         self.bytes        = Signal(64)
         self.transfers    = Signal(64)
         self.ended_by     = Signal(2)
+        return n, source, write_tag
 
+    def _add_request(self, is_write, cfg, requester_id, write_tag, n, source):
         # # #
 
         index     = Signal(32)
@@ -226,7 +239,10 @@ class RequestEngine(LiteXModule):
             source.first.eq(beat == 0),
             source.last.eq(last_beat),
         ]
+        return addr, beat, cur_tag, idle, index, last_beat, lfsr, lfsr_next, nbytes, next_addr, remaining, started, tag, tr_start
 
+    def _add_sequencing(self, is_write, cfg, addr, beat, index, lfsr, lfsr_next, nbytes, next_addr, remaining, source,
+                        started, tr_start):
         # Termination ----------------------------------------------------------------------------
         count_reached    = Signal()
         duration_reached = Signal()
@@ -291,6 +307,11 @@ class RequestEngine(LiteXModule):
         )
         can_issue = Signal()
         self.comb += can_issue.eq(1 if is_write else self.tag_free | (beat != 0))
+        return accepted, can_issue, count_reached, duration_reached, finished_transfer, fsm
+
+    def _add_emit_states(self, cfg, accepted, addr, beat, can_issue, count_reached, cur_tag, duration_reached,
+                         finished_transfer, fsm, idle, index, last_beat, lfsr, lfsr_next, nbytes, next_addr, remaining,
+                         source, started, tag, tr_start):
         fsm.act("EMIT",
             self.busy.eq(1),
             source.valid.eq(can_issue),
@@ -438,6 +459,25 @@ class CompletionDispatcher(LiteXModule):
 
 class Generator(LiteXModule):
     def __init__(self, data_width, requester_id, cycles, clock_hz=125e6):
+        n, = self._add_ports(data_width)
+        self._add_configuration()
+        stat, = self._add_status_registers()
+        (cfg, clear, done, elapsed, hand_addr, hand_valid, reader, run_start, running, start,
+         writer, wrrd, wrrd_start) = self._add_engines(
+            data_width, requester_id, cycles, clock_hz)
+        checker, fifo, flush_pending, outstanding, tags, timed_out = self._add_tags(
+            data_width, cycles, cfg, clear, reader, start, stat, wrrd, wrrd_start)
+        wrrd_first_pending, wrrd_reading = self._add_counters(
+            cycles, clear, fifo, hand_addr, hand_valid, outstanding, reader, start, stat, timed_out, writer, wrrd,
+            wrrd_start)
+        engines_busy, fl, flush_beat, flush_sent, needs_flush = self._add_flushing_read(
+            requester_id, cfg, flush_pending, n, reader, writer)
+        self._add_run_status(
+            cycles, checker, done, elapsed, engines_busy, fl, flush_beat, flush_pending, flush_sent, hand_valid,
+            needs_flush, outstanding, reader, run_start, running, start, stat, tags, writer, wrrd, wrrd_first_pending,
+            wrrd_reading)
+
+    def _add_ports(self, data_width):
         n = data_width // 32
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
@@ -460,7 +500,9 @@ class Generator(LiteXModule):
         # In: every TLP the generator sent has left the card (TxBoundary.idle): a run ends, and
         # its interrupt goes, only after its last TLP.
         self.tx_idle   = Signal(reset=1)
+        return n,
 
+    def _add_configuration(self):
         # Configuration ----------------------------------------------------------------------------
         self.control = ActionStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start a run."),
@@ -503,6 +545,7 @@ class Generator(LiteXModule):
         self.seed = CSRStorage(32, reset=1, description="Seed of the data pattern and of the address LFSR.")
         self.timeout = CSRStorage(32, reset=125000, description="Completion timeout in card cycles.")
 
+    def _add_status_registers(self):
         # Status and counters ----------------------------------------------------------------------
         self.status = CSRStatus(fields=[
             CSRField("running", size=1, description="A run is in progress."),
@@ -545,7 +588,9 @@ class Generator(LiteXModule):
             CSRField("level", size=16, description=f"Samples waiting in the FIFO (up to {SAMPLE_FIFO_DEPTH})."),
         ], description="Latency sample FIFO level.")
         self.lat_samples_dropped = CSRStatus(32, description="Latency samples not kept because the FIFO was full.")
+        return stat,
 
+    def _add_engines(self, data_width, requester_id, cycles, clock_hz):
         # # #
 
         class Cfg:
@@ -607,7 +652,9 @@ class Generator(LiteXModule):
             reader.hand_valid.eq(hand_valid),
             reader.hand_addr.eq(hand_addr),
         ]
+        return cfg, clear, done, elapsed, hand_addr, hand_valid, reader, run_start, running, start, writer, wrrd, wrrd_start
 
+    def _add_tags(self, data_width, cycles, cfg, clear, reader, start, stat, wrrd, wrrd_start):
         # Tags, completions, timeouts -------------------------------------------------------------
         self.tags = tags = TagTable(TAGS)
         self.checker = checker = CompletionChecker(data_width, TAG_BASE, TAGS, FLUSH_TAG)
@@ -677,7 +724,10 @@ class Generator(LiteXModule):
             self.lat_hist.value.eq(Mux(latency[32:] != 0, 0xFFFFFFFF, latency[:32])),
             self.lat_hist.clear.eq(clear),
         ]
+        return checker, fifo, flush_pending, outstanding, tags, timed_out
 
+    def _add_counters(self, cycles, clear, fifo, hand_addr, hand_valid, outstanding, reader, start, stat, timed_out,
+                      writer, wrrd, wrrd_start):
         # Counters (the checker keeps those of the completions) ------------------------------------
         own = [s for name, s in stat.items() if name not in dict(CHECKER_COUNTERS)]
         self.sync += [
@@ -725,7 +775,9 @@ class Generator(LiteXModule):
             writer.resume.eq(resume),
         ]
         self.sync += If(resume, wrrd_reading.eq(0))
+        return wrrd_first_pending, wrrd_reading
 
+    def _add_flushing_read(self, requester_id, cfg, flush_pending, n, reader, writer):
         # Flushing read ----------------------------------------------------------------------------
         # A run with writes ends with a 1-DW read of the buffer: its completion cannot pass the
         # posted writes before it (PCIe ordering, 2.4.1), so when it returns every write has
@@ -767,7 +819,11 @@ class Generator(LiteXModule):
                 If(fl.last, flush_sent.eq(1)),
             ),
         ]
+        return engines_busy, fl, flush_beat, flush_sent, needs_flush
 
+    def _add_run_status(self, cycles, checker, done, elapsed, engines_busy, fl, flush_beat, flush_pending, flush_sent,
+                        hand_valid, needs_flush, outstanding, reader, run_start, running, start, stat, tags, writer,
+                        wrrd, wrrd_first_pending, wrrd_reading):
         # Run status -------------------------------------------------------------------------------
         writes_done = Signal()
         self.comb += writes_done.eq(running & ~engines_busy & (outstanding == 0) & ~reader.issued & self.tx_idle)

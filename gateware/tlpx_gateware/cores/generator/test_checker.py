@@ -21,8 +21,8 @@ from migen import Module, run_simulation
 from tlpx_gateware import tlp
 from tlpx_gateware.cores.common import PATTERN_COUNTER, PATTERN_PRBS, pattern_word_py
 from tlpx_gateware.cores.generator.checker import COUNTERS, CompletionChecker
-from tlpx_gateware.cores.generator.test_tags import TagMemory
 from tlpx_gateware.sim.stream import put_beat, tlp_beats
+from tlpx_gateware.testing.tag_memory import TagMemory
 
 TAG_BASE, TAGS = 128, 64
 FLUSH_TAG = TAG_BASE + TAGS

@@ -90,6 +90,17 @@ class StageStats(LiteXModule):
 
 class IrqTimer(LiteXModule):
     def __init__(self, data_width, requester_id, cycles, record_depth=256, clock_hz=125e6):
+        clear, isr, user = self._add_registers()
+        (done, fire, fire_interval, fired, halted, interval, isr_delta, isr_seen, pending,
+         running, started, t0) = self._add_interval(
+            cycles, clock_hz, clear)
+        record_fifo, = self._add_samples(
+            cycles, record_depth, clear, done, fire, fire_interval, fired, halted, interval, isr, isr_delta, isr_seen,
+            pending, running, started, t0, user)
+        ring, = self._add_ping_and_ring(data_width, requester_id, cycles, clear, halted, record_fifo)
+        self._add_busy(isr, pending, record_fifo, ring, running, user)
+
+    def _add_registers(self):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program the interval (``mode``, ``min_interval``, ``max_interval``, ``seed``), the
@@ -143,7 +154,9 @@ class IrqTimer(LiteXModule):
         clear = self.control.fields.clear
         self.isr = isr = StageStats("ISR", clear)
         self.user = user = StageStats("user", clear)
+        return clear, isr, user
 
+    def _add_interval(self, cycles, clock_hz, clear):
         # # #
 
         self.lease = Lease(cycles, clock_hz)
@@ -217,7 +230,10 @@ class IrqTimer(LiteXModule):
                 timer.eq(timer - 1),
             ),
         ]
+        return done, fire, fire_interval, fired, halted, interval, isr_delta, isr_seen, pending, running, started, t0
 
+    def _add_samples(self, cycles, record_depth, clear, done, fire, fire_interval, fired, halted, interval, isr,
+                     isr_delta, isr_seen, pending, running, started, t0, user):
         # Samples ---------------------------------------------------------------------------------
         pending_fire = self.pending_fire.status
         ack_isr = self.ack_isr.re & (self.ack_isr.storage == pending_fire)
@@ -294,7 +310,9 @@ class IrqTimer(LiteXModule):
             self.sequence.status.eq(seq),
             self.irq.eq(fire),
         ]
+        return record_fifo,
 
+    def _add_ping_and_ring(self, data_width, requester_id, cycles, clear, halted, record_fifo):
         # Ping ----------------------------------------------------------------------------------
         self.sync += If(self.ping.re,
             self.ping_last.status.eq(cycles),
@@ -308,7 +326,9 @@ class IrqTimer(LiteXModule):
             rd_index=self.rd_index.storage, clear=clear, tag=RING_TAG, halt=halted)
         self.source = ring.source
         self.comb += self.wr_index.status.eq(ring.wr_index)
+        return ring,
 
+    def _add_busy(self, isr, pending, record_fifo, ring, running, user):
         # Busy: every state in which a register of the timer can change without a CSR access
         # (cores/isolate.py gates the block on it).
         self.busy = Signal()

@@ -50,6 +50,24 @@ LOOP_TAG = 49
 
 class RealTimeLoop(LiteXModule):
     def __init__(self, data_width, requester_id, cycles, clock_hz=125e6):
+        cpl, = self._add_registers(data_width)
+        clear, gatherer, hdr4, iteration, killed, start, stop, token, token_dws, writer = self._add_control(
+            data_width, requester_id, cycles, clock_hz)
+        arrived, checksum, dma_return, dw, loop32, start_pending, stopping, writer_beat = self._add_iterations(
+            cycles, writer)
+        (completed, cpl_end, cpl_good, done, fifo, read_dws, read_wait, result_value,
+         return_error, returned, rhdr4, t_doorbell) = self._add_dma_return(
+            data_width, requester_id, clear, cpl, dma_return, loop32)
+        fsm, = self._add_loop_states(
+            checksum, done, dw, gatherer, hdr4, iteration, killed, start, start_pending, stopping, token, token_dws,
+            writer, writer_beat)
+        self._add_return_states(
+            cycles, arrived, checksum, clear, completed, cpl_end, cpl_good, dma_return, done, dw, fifo, fsm, gatherer,
+            iteration, killed, loop32, read_dws, read_wait, result_value, return_error, returned, rhdr4, stop,
+            stopping, t_doorbell, token)
+        self._add_busy(fsm, start_pending, writer)
+
+    def _add_registers(self, data_width):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program ``buffer_base``, ``size`` and ``iterations``, write ``control.start``. For each
@@ -101,7 +119,9 @@ class RealTimeLoop(LiteXModule):
         self.read_sum = CSRStatus(64, description="DMA return: sum of the doorbell-to-completion cycles of the completed iterations.")
         self.return_errors = CSRStatus(32, description="DMA return: reads answered with an error status or poisoned data, or not answered within ``read_timeout``.")
         self.unexpected = CSRStatus(32, description="Completions with the loop's tag when no read was outstanding (dropped).")
+        return cpl,
 
+    def _add_control(self, data_width, requester_id, cycles, clock_hz):
         # # #
 
         self.lease = Lease(cycles, clock_hz)
@@ -154,7 +174,9 @@ class RealTimeLoop(LiteXModule):
             Mux(hdr4, base[32:], Cat(C(0, 2), base[2:32])),
             Cat(C(0, 2), base[2:32]),
         ]
+        return clear, gatherer, hdr4, iteration, killed, start, stop, token, token_dws, writer
 
+    def _add_iterations(self, cycles, writer):
         # Iterations --------------------------------------------------------------------------------
         t_start = Signal(64)
         # The loop is timed from its buffer's first TLP going to the link (`sent`: the first TLP
@@ -175,7 +197,9 @@ class RealTimeLoop(LiteXModule):
         dma_return = self.config.fields.dma_return
         arrived = Signal()  # register return: the result write arrives
         self.comb += arrived.eq(self.result.re & ~dma_return)
+        return arrived, checksum, dma_return, dw, loop32, start_pending, stopping, writer_beat
 
+    def _add_dma_return(self, data_width, requester_id, clear, cpl, dma_return, loop32):
         # DMA return: the 1-DW read and its completion --------------------------------------------
         rbase = self.result_address.storage
         rhdr4 = Signal()
@@ -231,6 +255,10 @@ class RealTimeLoop(LiteXModule):
         ]
 
         done = Signal()
+        return completed, cpl_end, cpl_good, done, fifo, read_dws, read_wait, result_value, return_error, returned, rhdr4, t_doorbell
+
+    def _add_loop_states(self, checksum, done, dw, gatherer, hdr4, iteration, killed, start, start_pending, stopping,
+                         token, token_dws, writer, writer_beat):
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
             NextValue(killed, 0),
@@ -293,6 +321,11 @@ class RealTimeLoop(LiteXModule):
                 If(killed, NextValue(done, 1), NextState("IDLE")).Else(NextState("WAIT"))
             )
         )
+        return fsm,
+
+    def _add_return_states(self, cycles, arrived, checksum, clear, completed, cpl_end, cpl_good, dma_return, done, dw,
+                           fifo, fsm, gatherer, iteration, killed, loop32, read_dws, read_wait, result_value,
+                           return_error, returned, rhdr4, stop, stopping, t_doorbell, token):
         fsm.act("WAIT",
             If(killed, NextValue(done, 1), NextState("IDLE"))
         )
@@ -383,6 +416,7 @@ class RealTimeLoop(LiteXModule):
             self.expected.status.eq(checksum),
         ]
 
+    def _add_busy(self, fsm, start_pending, writer):
         # Busy: every state in which a register of the loop can change without a CSR access or
         # a completion arriving (cores/isolate.py gates the block on it).
         self.busy = Signal()

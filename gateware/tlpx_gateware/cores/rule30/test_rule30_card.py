@@ -29,44 +29,21 @@ from tlpx_gateware.cores.rule30.core import (
     CONTROL_HWO, CONTROL_IRQ_ENABLE, ERROR_BAD_LINE_LENGTH, ERROR_START_WHILE_BUSY, OVERHEAD_CYCLES,
     STATUS_BUSY, STATUS_COMPLETE, STATUS_ERROR, VERSION, Register,
 )
-from tlpx_gateware.cores.rule30.test_rule30_core import A051023
 from tlpx_gateware.sim.card import HostMemory
 from tlpx_gateware.soc import MSI_SOURCES, RULE30_WINDOW_BASE
-
-MSI_BIT = 1 << MSI_SOURCES.index("slot")
-BASE = 0x4000_0000          # host memory of the tests
-SIZE = 1 << 16
-DESCRIPTORS = BASE          # descriptor list
-RESULTS = BASE + 0x8000     # result records
+from tlpx_gateware.testing.memory import BASE, SIZE
+from tlpx_gateware.testing.rule30 import (
+    A051023, DESCRIPTORS, MSI_BIT, RESULTS, br, bw, enable_msi, load, put_dws, random_line, rd, run_batch, wr,
+)
 
 STATUS_RUNNING, STATUS_DONE, STATUS_BATCH_ERROR = 1, 2, 4
 
 
-def random_line(rng, length):
-    return "".join(rng.choice("01") for _ in range(length))
-
-
 # Window -------------------------------------------------------------------------------------------
-
-def wr(card, register, value):
-    card.write32(RULE30_WINDOW_BASE + int(register), value & 0xFFFFFFFF)
-
-
-def rd(card, register):
-    return card.read32(RULE30_WINDOW_BASE + int(register))
-
 
 def read_words(card, register, n):
     cpl = card.mrd32(RULE30_WINDOW_BASE + int(register), length=n)
     return cpl[3:3 + n]
-
-
-def load(card, line, rule=30, generations=1):
-    """Programs one operation through the window (the input line in one multi-DW write)."""
-    wr(card, Register.RULE_SET, rule)
-    wr(card, Register.LINE_LENGTH, len(line))
-    wr(card, Register.GENERATIONS, generations)
-    card.mwr32(RULE30_WINDOW_BASE + Register.INPUT, ref.chars_to_words(line))
 
 
 def wait_complete(card, timeout=20000):
@@ -76,11 +53,6 @@ def wait_complete(card, timeout=20000):
 def output_line(card, length):
     words = read_words(card, Register.OUTPUT, ref.WORDS)
     return ref.words_to_chars(words, length)
-
-
-def enable_msi(card):
-    card.write32(reg("pcie_msi.enable"), MSI_BIT)
-    card.msis.clear()
 
 
 def msi_pending(card):
@@ -241,43 +213,6 @@ def test_batch_formats_as_documented():
     # result: output words, then status = complete | sequence << 16 | packet index
     assert result_status(3, 0x1FF) == 0x01FF_0003 and result_status(0, 0) == 1 << 24   # sequence mod 256
     assert record_dws(1) == 2 and record_dws(32) == 2 and record_dws(33) == 3 and record_dws(1024) == 33
-
-
-def bw(card, name, value, words=1):
-    off = reg(f"rule30_batch.{name}", card.data_width)
-    for i in range(words):
-        card.write32(off + 4 * i, (value >> (32 * i)) & 0xFFFFFFFF)
-
-
-def br(card, name, words=1):
-    off = reg(f"rule30_batch.{name}", card.data_width)
-    return sum(card.read32(off + 4 * i) << (32 * i) for i in range(words))
-
-
-def put_dws(mem, addr, dws):
-    for i, d in enumerate(dws):
-        mem.data[addr - mem.base + 4 * i:addr - mem.base + 4 * i + 4] = d.to_bytes(4, "little")
-
-
-def run_batch(card, descriptors, count=None, read_log2=None, timeout=200000, faults=None, read_timeout=None,
-              base=BASE):
-    """Writes the list at ``base``, starts the batch (results at base + 0x8000), waits for its MSI."""
-    card.memory = HostMemory(base, SIZE)
-    card.memory.faults = dict(faults or {})
-    dws = [d for desc in descriptors for d in desc]
-    put_dws(card.memory, base + DESCRIPTORS - BASE, dws)
-    enable_msi(card)
-    bw(card, "descriptor_base", base + DESCRIPTORS - BASE, 2)
-    bw(card, "descriptor_bytes", 4 * len(dws))
-    bw(card, "count", len(descriptors) if count is None else count)
-    bw(card, "result_base", base + RESULTS - BASE, 2)
-    if read_log2 is not None:
-        bw(card, "read_request_log2", read_log2)
-    if read_timeout is not None:
-        bw(card, "read_timeout", read_timeout)
-    bw(card, "control", 1)
-    card.run_until(lambda: card.msis, timeout=timeout)
-    card.run(300)   # nothing more may come
 
 
 def records(mem, lengths):

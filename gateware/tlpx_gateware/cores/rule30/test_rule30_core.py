@@ -24,21 +24,9 @@ from tlpx_gateware.cores.rule30.core import (
     ERROR_START_WHILE_BUSY, MIN_CYCLES_PER_GENERATION, OVERHEAD_CYCLES, STATUS_BUSY,
     STATUS_COMPLETE, STATUS_ERROR, VERSION, Register, Rule30Accelerator, operation_cycles,
 )
-
-# OEIS A051023, "Middle column of rule-30 1-D cellular automaton, from a lone 1 cell",
-# a(0)..a(101) as published in the sequence's data section (https://oeis.org/A051023).
-A051023 = (
-    1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 1,
-    1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1, 0,
-    1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 0, 0,
-    0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1,
-)
+from tlpx_gateware.testing.rule30 import A051023, random_line
 
 IRQ_NUM = 7
-
-
-def random_line(rng, length):
-    return "".join(rng.choice("01") for _ in range(length))
 
 
 # Reference models ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from migen.fhdl.verilog import convert
 
 from tlpx_gateware.build import verilator_root
 from tlpx_gateware.cores.slot.core import SLOT_TAG_BASE, SLOT_TAGS
-from tlpx_gateware.cores.slot.test_pci_epf_test import MANIFEST, Script, crc32_le, results, status
+from tlpx_gateware.testing.pci_epf_test import MANIFEST, Script, crc32_le, results, status
 
 SRC = 0x1_0000_1000
 DST = 0x0800_0000     # below 4 GiB: 3-DW headers

@@ -39,7 +39,7 @@ or a payload record takes a cycle of its own). On 64 bits the smallest TLPs brin
 summary per cycle in both directions together, so the summary FIFOs stay short and the record
 FIFO absorbs a burst; on 128 and 256 bits both directions can bring one per cycle each and the
 summary FIFOs absorb what the builder has not taken. Measured in the Verilated card
-(cores/spy/burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
+(testing/spy_burst.py: 1-DW CplD down back to back, the generator's 1-DW MWr up as fast as the
 link lets it beside the ring writes, no payload capture, host ring large enough), the longest
 burst with zero loss, per direction: 64-bit 3312, 128-bit 3437, 256-bit 9125 TLPs; with
 payload capture on (a payload record per TLP) 1234, 968 and 921. Beyond it records are lost
@@ -304,6 +304,33 @@ class Spy(LiteXModule):
         # self.msi_sources: input, the MSI block's vector of sources (pcie_msi.vector).
         if summary_depth is None:
             summary_depth = summary_fifo_depth(data_width)
+        self._add_registers(data_width, record_depth)
+        clear, counting, down, down_filter, up, up_filter = self._add_observers(data_width, rx, tx, own_tx, cycles)
+        halted, = self._add_lease(cycles, clock_hz, clear)
+        (down_fifo, down_pfifo, enable, lost, lost_now, numbers_lost, seq, stopped,
+         timeout_event, up_fifo, up_pfifo) = self._add_summary_fifos(
+            summary_depth, payload_depth, down, down_filter, halted, up, up_filter)
+        msi_fifo, = self._add_msi_tap(cycles, msi, clear, enable, lost_now, numbers_lost, stopped, up)
+        builder_in, do_msi, n_payload, phase, pl_rec, pl_src_dws, tlp_rec = self._add_record_arbiter(
+            down_fifo, down_pfifo, msi_fifo, up_fifo, up_pfifo)
+        (cls, f, is_cpl, last_cpl, latency, matched, pending_reads, scan_dir, scan_entry,
+         scan_tag, splits) = self._add_read_matching(
+            cycles, builder_in, enable, msi_fifo, stopped, timeout_event, tlp_rec)
+        rec_valid, record = self._add_record_formats(
+            cycles, clear, do_msi, f, is_cpl, last_cpl, latency, matched, msi_fifo, n_payload, phase, pl_rec,
+            pl_src_dws, scan_dir, scan_entry, scan_tag, seq, splits, timeout_event, tlp_rec)
+        mode, trigger_hit, triggered = self._add_trigger(
+            clear, cls, f, is_cpl, pl_rec, rec_valid, seq, stopped, tlp_rec)
+        drop_oldest, holding, record_fifo = self._add_record_fifo(
+            record_depth, clear, halted, lost, lost_now, mode, pl_rec, rec_valid, record, seq, stopped, tlp_rec,
+            trigger_hit, triggered)
+        pad_left, ring, rs = self._add_ring_writer(
+            data_width, requester_id, clear, drop_oldest, halted, holding, record_fifo)
+        self._add_busy(
+            builder_in, counting, down, down_fifo, msi_fifo, pad_left, pending_reads, phase, record_fifo, ring, rs, up,
+            up_fifo)
+
+    def _add_registers(self, data_width, record_depth):
         self.msi_sources = Signal(32)
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
@@ -373,6 +400,7 @@ class Spy(LiteXModule):
         self.payload_hist_down = Log2Histogram("payload_hist_down", 13, PAYLOAD_BUCKETS, "payload bytes per host-to-card TLP with data")
         self.payload_hist_up = Log2Histogram("payload_hist_up", 13, PAYLOAD_BUCKETS, "payload bytes per card-to-host TLP with data")
 
+    def _add_observers(self, data_width, rx, tx, own_tx, cycles):
         # # #
 
         class Cfg:
@@ -454,7 +482,9 @@ class Spy(LiteXModule):
                 hist.value.eq(Mux(obs.fields.hdr0[:10] == 0, 4096, obs.fields.hdr0[:10] << 2)),
                 hist.clear.eq(clear),
             ]
+        return clear, counting, down, down_filter, up, up_filter
 
+    def _add_lease(self, cycles, clock_hz, clear):
         # Lease: a capture whose owner is gone halts ---------------------------------------------
         self.lease = Lease(cycles, clock_hz)
         # After the lease: a register added last moves no existing address.
@@ -471,7 +501,9 @@ class Spy(LiteXModule):
         self.msi_count = CSRStatus(64, description="MSIs the hard IP accepted (all of them: the filters do not apply).")
         halted = Signal()
         self.sync += If(clear, halted.eq(0)).Elif(self.lease.stop, halted.eq(1))
+        return halted,
 
+    def _add_summary_fifos(self, summary_depth, payload_depth, down, down_filter, halted, up, up_filter):
         # Sequence numbers and summary FIFOs -------------------------------------------------------
         enable = Signal()
         self.comb += enable.eq(self.control.fields.enable & ~halted)
@@ -518,7 +550,9 @@ class Spy(LiteXModule):
             ]
             numbers_lost.append(numbers)
         lost_now = Signal(4)
+        return down_fifo, down_pfifo, enable, lost, lost_now, numbers_lost, seq, stopped, timeout_event, up_fifo, up_pfifo
 
+    def _add_msi_tap(self, cycles, msi, clear, enable, lost_now, numbers_lost, stopped, up):
         # MSIs: the handshake of the endpoint's MSI stream with the hard IP ----------------------
         msi_fifo = stream.SyncFIFO(msi_event_layout(), MSI_FIFO_DEPTH)
         self.msi_fifo = msi_fifo
@@ -562,7 +596,9 @@ class Spy(LiteXModule):
             self.own_tlps.status.eq(own_tlps),
             self.own_bytes.status.eq(own_bytes),
         ]
+        return msi_fifo,
 
+    def _add_record_arbiter(self, down_fifo, down_pfifo, msi_fifo, up_fifo, up_pfifo):
         # Record builder ---------------------------------------------------------------------------
         # Of the two directions' summaries the older goes first (one per cycle, no cycle lost
         # between directions), so the record stream is in time order as far as the FIFOs allow.
@@ -613,7 +649,9 @@ class Spy(LiteXModule):
                 If(phase == 0, sel_r.eq(pick_up)),
             ),
         ]
+        return builder_in, do_msi, n_payload, phase, pl_rec, pl_src_dws, tlp_rec
 
+    def _add_read_matching(self, cycles, builder_in, enable, msi_fifo, stopped, timeout_event, tlp_rec):
         # Read matching: per direction of the read, a tag table (time of request, completions seen).
         tables = []
         for d in range(2):
@@ -717,7 +755,11 @@ class Spy(LiteXModule):
             If(pending_reads != 0, If(~builder_busy, scan.eq(scan + 1))),
             pending_reads.eq(pending_reads + pending_delta),
         ]
+        return cls, f, is_cpl, last_cpl, latency, matched, pending_reads, scan_dir, scan_entry, scan_tag, splits
 
+    def _add_record_formats(self, cycles, clear, do_msi, f, is_cpl, last_cpl, latency, matched, msi_fifo, n_payload,
+                            phase, pl_rec, pl_src_dws, scan_dir, scan_entry, scan_tag, seq, splits, timeout_event,
+                            tlp_rec):
         # Records: built from the summary (or a timeout event, an MSI) in one cycle each.
         record = Signal(RECORD_DWS * 32)
         w = [record[32*i:32*(i+1)] for i in range(RECORD_DWS)]
@@ -727,7 +769,12 @@ class Spy(LiteXModule):
         pl_count = Signal(3)
         pl_final = Signal()
         pl_words = [Signal(32, name=f"spy_pl_word{i}") for i in range(PAYLOAD_RECORD_DWS)]
-        pl_all = [pl_src_dws[32*i:32*(i+1)] for i in range(PAYLOAD_DWS_MAX)] + [C(0, 32)] * PAYLOAD_RECORD_DWS
+        # A loop, not a comprehension: an argument captured by a comprehension shifts the names
+        # Migen's tracer gives this method's other captured locals (Python 3.11's cell layout).
+        pl_all = []
+        for i in range(PAYLOAD_DWS_MAX):
+            pl_all.append(pl_src_dws[32*i:32*(i+1)])
+        pl_all += [C(0, 32)] * PAYLOAD_RECORD_DWS
         self.comb += [
             first_dw.eq((phase - 1) * PAYLOAD_RECORD_DWS),
             pl_count.eq(Mux(f.pl_n - first_dw > PAYLOAD_RECORD_DWS, PAYLOAD_RECORD_DWS, f.pl_n - first_dw)),
@@ -801,7 +848,9 @@ class Spy(LiteXModule):
             self.latency_hist.value.eq(latency),
             self.latency_hist.clear.eq(clear),
         ]
+        return rec_valid, record
 
+    def _add_trigger(self, clear, cls, f, is_cpl, pl_rec, rec_valid, seq, stopped, tlp_rec):
         # Trigger ----------------------------------------------------------------------------------
         trig_cls_ok = (self.trigger.fields.class_mask >> cls)[0]
         trig_dir_ok = (self.trigger.fields.direction_mask >> f.direction)[0]
@@ -835,7 +884,10 @@ class Spy(LiteXModule):
                 If(post_left <= 1, stopped.eq(1)),
             ),
         ]
+        return mode, trigger_hit, triggered
 
+    def _add_record_fifo(self, record_depth, clear, halted, lost, lost_now, mode, pl_rec, rec_valid, record, seq,
+                         stopped, tlp_rec, trigger_hit, triggered):
         # Record FIFO (also the pre-trigger buffer) -------------------------------------------------
         self.record_fifo = record_fifo = stream.SyncFIFO([("record", RECORD_DWS * 32)], record_depth, buffered=True)
         record_fifo = ResetInserter()(record_fifo)
@@ -874,7 +926,9 @@ class Spy(LiteXModule):
             self.status.fields.halted.eq(halted),
             self.status.fields.records.eq(record_fifo.level),
         ]
+        return drop_oldest, holding, record_fifo
 
+    def _add_ring_writer(self, data_width, requester_id, clear, drop_oldest, halted, holding, record_fifo):
         # Ring writer, or LitePCIe's DMA writer ------------------------------------------------------
         # The ring writer sees the FIFO through a view whose `ready` only it drives; in
         # to_dma_writer mode it holds every record (it still discards the oldest before a start
@@ -916,7 +970,10 @@ class Spy(LiteXModule):
             self.wr_index.status.eq(Mux(to_writer, streamed, ring.wr_index)),
             self.irq.eq(0),
         ]
+        return pad_left, ring, rs
 
+    def _add_busy(self, builder_in, counting, down, down_fifo, msi_fifo, pad_left, pending_reads, phase, record_fifo,
+                  ring, rs, up, up_fifo):
         # Busy: every state in which a register of the spy can change without a TLP on the
         # link or a CSR access (cores/isolate.py gates the block on it).
         self.busy = Signal()

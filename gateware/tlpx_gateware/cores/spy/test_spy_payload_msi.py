@@ -16,13 +16,14 @@ import pytest
 from tlpx_gateware import tlp
 from tlpx_gateware.conftest import csr_map, reg
 from tlpx_gateware.cores.generator.core import OP_READ, OP_WRITE, TAG_BASE, TAGS
-from tlpx_gateware.cores.generator.test_generator import BASE, SIZE, GeneratorDriver, fill
-from tlpx_gateware.cores.spy.burst import burst
 from tlpx_gateware.cores.spy.core import (CLASSES, EVENT_MSI, EVENT_PAYLOAD, PAYLOAD_DWS_MAX, PAYLOAD_RECORD_DWS,
                                           RECORD_FIFO_DEPTH, TRIGGER_START, summary_fifo_depth)
-from tlpx_gateware.cores.spy.test_spy import RING, RING_LOG2, decode, enable, setup, spy_r, spy_w
 from tlpx_gateware.sim.card import HostMemory
 from tlpx_gateware.soc import MSI_SOURCES, PIO_WINDOW_BASE
+from tlpx_gateware.testing.generator import GeneratorDriver
+from tlpx_gateware.testing.memory import BASE, SIZE, fill
+from tlpx_gateware.testing.spy import RING, RING_LOG2, decode, enable, setup, spy_r, spy_w
+from tlpx_gateware.testing.spy_burst import burst
 
 
 def payload_word(dws, classes=0xFF, directions=0b11):

@@ -10,23 +10,14 @@ a 1-DW CplD is the same four DWs on the link as a 1-DW MWr, and the spy records 
 from tlpx_gateware import tlp
 from tlpx_gateware.conftest import reg, csr_map
 from tlpx_gateware.cores.generator.core import OP_WRITE, TAG_BASE, TAGS
-from tlpx_gateware.cores.generator.test_generator import BASE, GeneratorDriver
 from tlpx_gateware.sim.card import HostMemory
+from tlpx_gateware.testing.generator import GeneratorDriver
+from tlpx_gateware.testing.memory import BASE
+from tlpx_gateware.testing.spy import spy_r, spy_w
 
 BURST_MEMORY = 1 << 21
 BURST_RING = BASE + 0x10000
 BURST_RING_LOG2 = 15   # 32768 records (1 MiB): the ring never limits a burst here
-
-
-def spy_w(card, name, value, words=1):
-    off = reg(f"spy.{name}")
-    for i in range(words):
-        card.write32(off + 4 * i, (value >> (32 * i)) & 0xFFFFFFFF)
-
-
-def spy_r(card, name, words=1):
-    off = reg(f"spy.{name}")
-    return sum(card.read32(off + 4 * i) << (32 * i) for i in range(words))
 
 
 def burst(card, count, payload_dws=0):
