@@ -243,17 +243,87 @@ impl BwPoint {
 
 // The command ---------------------------------------------------------------------------
 
-#[derive(Debug, Serialize)]
-struct Parameters {
-    operations: Vec<&'static str>,
-    sizes: Vec<u32>,
-    outstanding: u32,
-    #[serde(flatten)]
-    common: Common,
+/// The parameters of a `bw` document, as written and as `tlpx report` reads them back.
+///
+/// [`Common`]'s fields one by one rather than flattened: its `request_size` and
+/// `payload_size` are the options as given (absent = from the link), while the document
+/// records the sizes resolved from the link, under the same names.
+#[derive(Debug, Serialize, serde::Deserialize)]
+#[serde(bound(deserialize = "'de: 'static"))]
+pub struct Parameters {
+    pub operations: Vec<&'static str>,
+    pub sizes: Vec<u32>,
+    pub outstanding: u32,
+    pub windows: Vec<u64>,
+    pub offsets: Vec<u32>,
+    pub patterns: Vec<PatternArg>,
+    pub count: u64,
+    pub duration_seconds: Option<f64>,
     /// Resolved from the link when not given.
-    request_size: u32,
-    payload_size: u32,
-    duration_cycles: u64,
+    pub request_size: u32,
+    pub payload_size: u32,
+    pub duration_cycles: u64,
+    pub idle_cycles: u32,
+    pub addr64: bool,
+    pub data: DataArg,
+    pub seed: u32,
+    pub check: bool,
+    pub relaxed_ordering: bool,
+    pub no_snoop: bool,
+    pub repeat: u32,
+}
+
+impl Parameters {
+    /// The sweep's parameters: the sizes are the first configuration's (the link's when there
+    /// is none), as the generator ran them.
+    fn new(
+        operations: Vec<&'static str>,
+        sizes: Vec<u32>,
+        outstanding: u32,
+        common: Common,
+        first: Option<&ValidGenConfig>,
+        link: LinkLimits,
+    ) -> Parameters {
+        // Every field named, so that a new option in Common does not go unrecorded.
+        let Common {
+            windows,
+            offsets,
+            patterns,
+            count,
+            duration_seconds,
+            request_size: _,
+            payload_size: _,
+            idle_cycles,
+            addr64,
+            data,
+            seed,
+            check,
+            relaxed_ordering,
+            no_snoop,
+            repeat,
+        } = common;
+        Parameters {
+            operations,
+            sizes,
+            outstanding,
+            windows,
+            offsets,
+            patterns,
+            count,
+            duration_seconds,
+            request_size: first.map_or(link.mrrs, |c| c.request_size),
+            payload_size: first.map_or(link.mps, |c| c.payload_size),
+            duration_cycles: first.map_or(0, |c| c.duration_cycles),
+            idle_cycles,
+            addr64,
+            data,
+            seed,
+            check,
+            relaxed_ordering,
+            no_snoop,
+            repeat,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -351,16 +421,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     })?;
     progress.finish();
     let failed = points.iter().any(BwPoint::failed);
-    let first = configs.first();
-    let parameters = Parameters {
-        operations: ops.iter().map(|o| op_short(*o)).collect(),
-        sizes,
-        outstanding: cmd.outstanding,
-        request_size: first.map_or(mrrs, |c| c.request_size),
-        payload_size: first.map_or(mps, |c| c.payload_size),
-        duration_cycles: first.map_or(0, |c| c.duration_cycles),
-        common,
-    };
+    let operations = ops.iter().map(|o| op_short(*o)).collect();
+    let parameters = Parameters::new(operations, sizes, cmd.outstanding, common, configs.first(), LinkLimits { mps, mrrs });
     let mut doc = ResultDoc::new(
         "bw",
         parameters,

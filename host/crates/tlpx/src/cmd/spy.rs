@@ -199,6 +199,13 @@ fn force_stop(device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 // Stats ---------------------------------------------------------------------------------------
 
+/// The parameters of a `spy stats` document, as written and as `tlpx report` reads them back.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct StatsParameters {
+    /// `--clear`: the counters and histograms were zeroed after being read.
+    pub clear: bool,
+}
+
 #[derive(Debug, Serialize)]
 struct Stats {
     counters: spy::SpyCounters,
@@ -279,13 +286,9 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         struct Body<'a> {
             points: [&'a Stats; 1],
         }
-        #[derive(Serialize)]
-        struct Params {
-            clear: bool,
-        }
         let doc = crate::results::ResultDoc::new(
             "spy",
-            Params { clear: a.clear },
+            StatsParameters { clear: a.clear },
             session.environment.clone(),
             session.link.clone(),
             None,

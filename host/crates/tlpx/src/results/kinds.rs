@@ -1,15 +1,15 @@
 //! Every kind of result document with its own types, as `tlpx report` reads them.
 //!
 //! ```text
-//!   JSON value ──check_version──► kind ──► AnyResult::Bw(ResultDoc<_, Points<BwPoint>>)
+//!   JSON value ──check_version──► kind ──► AnyResult::Bw(ResultDoc<bw::Parameters, Points<BwPoint>>)
 //!                                          AnyResult::Lat(ResultDoc<lat::Parameters, lat::Body>) ...
 //! ```
 //!
 //! Each kind is read into the parameters and body its command writes. Two commands keep
-//! theirs private for now (`bw` and `spy stats`): their bodies are read into
+//! their bodies private for now (`bw` and `spy stats`): those are read into
 //! [`Points<BwPoint>`] and [`SpyStats`], which have the same fields (the spy's own traffic is
-//! one type for both, `tlpx_results::spy::OwnTraffic`), and their parameters as JSON; the
-//! round-trip tests below hold the shapes together.
+//! one type for both, `tlpx_results::spy::OwnTraffic`); the round-trip tests below hold the
+//! shapes together.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,7 +20,7 @@ use tlpx_results::spy::OwnTraffic;
 use super::read::document_from_value;
 use super::ResultDoc;
 use crate::cmd::bw::BwPoint;
-use crate::cmd::{bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script};
+use crate::cmd::{bw, bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script, spy};
 
 /// A body that is a list of points (the shape of `bw`'s).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,7 +49,7 @@ pub struct SpyStats {
 /// A result document of any kind, in its kind's types.
 #[derive(Debug)]
 pub enum AnyResult {
-    Bw(ResultDoc<Value, Points<BwPoint>>),
+    Bw(ResultDoc<bw::Parameters, Points<BwPoint>>),
     BwDriver(ResultDoc<bw_driver::Parameters, bw_driver::Body>),
     Lat(ResultDoc<lat::Parameters, lat::Body>),
     Pio(ResultDoc<pio::PioPlan, pio::Body>),
@@ -58,7 +58,7 @@ pub enum AnyResult {
     Irq(ResultDoc<irq::Plan, irq::Body<'static>>),
     Loop(ResultDoc<rt_loop::Plan, rt_loop::Body<'static>>),
     Rule30(ResultDoc<rule30::Plan, rule30::Body<'static>>),
-    Spy(ResultDoc<Value, Points<SpyStats>>),
+    Spy(ResultDoc<spy::StatsParameters, Points<SpyStats>>),
     Script(ResultDoc<script::RunParameters, script::RunBody>),
 }
 
@@ -205,7 +205,7 @@ mod tests {
         v["partial"] = serde_json::json!({"state": "interrupted", "points_done": 1, "points_planned": 2});
         v["interrupted"] = true.into();
         v["pmc"] = serde_json::json!([{"label": "main thread", "reading": null, "note": "none"}]);
-        let d: ResultDoc<Value, NoBody> = document_from_value(v).unwrap_or_else(|e| panic!("{e}"));
+        let d: ResultDoc<bw::Parameters, NoBody> = document_from_value(v).unwrap_or_else(|e| panic!("{e}"));
         let fields: Vec<String> = serde_json::to_value(&d).expect("value").as_object().expect("object").keys().cloned().collect();
         let mut envelope: Vec<String> = ENVELOPE.iter().map(ToString::to_string).collect();
         envelope.sort();
