@@ -273,6 +273,16 @@ class TlpxCard(SoCMini):
             with_ctrl      = False,
         )
 
+        phy, = self._add_clocking_and_phy(data_width, clock_hz, bar0_size, board, idle_gating, platform)
+        slot_user, = self._add_identification(
+            data_width, clock_hz, map_hash, rule30_clock_gate, with_cpu, tlpx_blocks, slot_user, platform)
+        dispatcher, endpoint, endpoint_phy, tx_sources = self._add_endpoint_and_request_path(
+            data_width, clock_hz, with_cpu, tlpx_blocks, slot_user, dut_map_hash, phy, platform)
+        self._add_cpu(clock_hz, with_cpu, cpu_clock_gate, platform)
+        dma, msi = self._add_msi_and_dma(clock_hz, tlpx_blocks, dispatcher, endpoint, endpoint_phy)
+        self._add_msi_fence_and_irqs(tlpx_blocks, dma, endpoint, msi, phy, tx_sources)
+
+    def _add_clocking_and_phy(self, data_width, clock_hz, bar0_size, board, idle_gating, platform):
         # Idle gating (simulation speed, exact): each tlpx block and the card's core run on
         # clocks gated while they are idle (cores/isolate.py, sim/clocking.py).
         gate = (board is None) if idle_gating is None else idle_gating
@@ -298,7 +308,10 @@ class TlpxCard(SoCMini):
             board.add_clocking_and_phy(self, data_width=data_width, clock_hz=clock_hz, bar0_size=bar0_size)
             phy = self.pcie_phy
             self.base_domain = "sys"
+        return phy,
 
+    def _add_identification(self, data_width, clock_hz, map_hash, rule30_clock_gate, with_cpu, tlpx_blocks, slot_user,
+                            platform):
         # The accelerator slot's user: rule 30 unless the card is given another.
         rule30_in_slot = tlpx_blocks and slot_user in (None, rule30_slot_user.make)
         self.ident_features_rule30 = rule30_in_slot
@@ -322,7 +335,10 @@ class TlpxCard(SoCMini):
         self.add_constant("IDENT_MAGIC", MAGIC)
         self.add_constant("IDENT_VERSION_MAJOR", VERSION_MAJOR)
         self.add_constant("IDENT_VERSION_MINOR", VERSION_MINOR)
+        return slot_user,
 
+    def _add_endpoint_and_request_path(self, data_width, clock_hz, with_cpu, tlpx_blocks, slot_user, dut_map_hash, phy,
+                                       platform):
         # LitePCIe endpoint behind tlpx's request path -------------------------------------------
         endpoint_phy = EndpointPHYView(phy)
         self.pcie_endpoint = endpoint = LitePCIeEndpoint(endpoint_phy,
@@ -358,7 +374,9 @@ class TlpxCard(SoCMini):
             self.comb += self.spy_own_tx.eq((grant == 2 + tx_sources.index(self.spy_tx_source)) |
                                             (self.spy.control.fields.to_dma_writer & (grant == 0)))
             self._add_windows(phy)
+        return dispatcher, endpoint, endpoint_phy, tx_sources
 
+    def _add_cpu(self, clock_hz, with_cpu, cpu_clock_gate, platform):
         # Soft CPU (optional) ----------------------------------------------------------------------
         # VexRiscv on the card's bus beside the host's request path, its SRAM (also a BAR0
         # window), the loader that checks an image before the CPU runs it, and the console.
@@ -381,6 +399,7 @@ class TlpxCard(SoCMini):
             self.add_constant("CPU_SRAM_BASE", CPU_SRAM_BASE)
             self.add_constant("CPU_SRAM_SIZE", CPU_SRAM_SIZE)
 
+    def _add_msi_and_dma(self, clock_hz, tlpx_blocks, dispatcher, endpoint, endpoint_phy):
         # MSI ------------------------------------------------------------------------------------
         # Per-source enable set/clear (cores/msi.py): no driver turns off another's source.
         # Its messages go to the hard IP through the MSI fence (below).
@@ -432,7 +451,9 @@ class TlpxCard(SoCMini):
                 dma.sink.data.eq(conv.source.data),
                 conv.source.ready.eq(dma.sink.ready),
             ]
+        return dma, msi
 
+    def _add_msi_fence_and_irqs(self, tlpx_blocks, dma, endpoint, msi, phy, tx_sources):
         # An MSI leaves for the hard IP only after the requests issued before it (by any
         # requester: LitePCIe's DMA, tlpx's blocks) have left the transmit path (cores/ordering).
         self.request_ledger = ledger = RequestLedger(

@@ -206,6 +206,23 @@ class RequestProcessor(LiteXModule):
             if not (0 < window_bytes <= tlpx_base < bar0_size and tlpx_base % 4096 == 0):
                 raise ValueError(f"BAR0 relocation needs 0 < window_bytes ({window_bytes:#x}) <= tlpx_base "
                                  f"({tlpx_base:#x}) < the BAR's size ({bar0_size:#x}), tlpx_base 4 KiB aligned")
+        bus, sink, source = self._add_ports()
+        (addr_lo, attr, bus_adr, bus_sel, byte_count, byte_mask, count, dw0, dw_sel, ended,
+         ep, first_be, fmt, gap, hdr_4dw, hdr_short, in_gap, in_map, internal, is_mrd32,
+         is_mwr32, is_posted, last_be, length, lower, read_dat, req_id, status, tag, tc,
+         timer, type_, wdata) = self._add_header_decode(
+            bar0_mask, mapped, bus_timeout, relocation, bus)
+        fsm, = self._add_header_states(
+            max_read_dws, relocation, addr_lo, attr, bus_adr, count, dw0, ended, ep, first_be, fmt, gap, hdr_4dw,
+            hdr_short, in_gap, internal, is_mrd32, is_mwr32, is_posted, last_be, length, req_id, sink, status, tag, tc,
+            type_)
+        self._add_write_and_drain_states(
+            bus_timeout, bus, bus_adr, bus_sel, byte_mask, count, dw_sel, ended, fsm, in_map, length, sink, timer, wdata)
+        self._add_completion_states(
+            completer_id, bus_timeout, attr, bus, bus_adr, bus_sel, byte_count, count, dw_sel, fsm, in_map, last_be,
+            length, lower, read_dat, req_id, source, status, tag, tc, timer, type_)
+
+    def _add_ports(self):
         self.sink   = sink   = stream.Endpoint(dw_layout())  # request DWs
         self.source = source = stream.Endpoint(dw_layout())  # completion DWs
         self.bus    = bus    = wishbone.Interface(data_width=32)
@@ -227,7 +244,9 @@ class RequestProcessor(LiteXModule):
         self.ev_bytes = Signal(13)
 
         # # #
+        return bus, sink, source
 
+    def _add_header_decode(self, bar0_mask, mapped, bus_timeout, relocation, bus):
         # Header fields.
         fmt      = Signal(3)
         type_    = Signal(5)
@@ -267,7 +286,9 @@ class RequestProcessor(LiteXModule):
         if relocation is None:
             self.comb += internal.eq(offset)
             map_ok = in_windows
+            gap = None  # no gap without relocation
         else:
+            window_bytes, window_base, tlpx_base = relocation
             gap = Signal()  # the current request's offset is in the gap (set at DISPATCH)
             self.comb += [
                 in_gap.eq((offset >= window_bytes) & (offset < tlpx_base)),
@@ -319,7 +340,11 @@ class RequestProcessor(LiteXModule):
             bus.adr.eq(bus_adr),
             bus.sel.eq(bus_sel),
         ]
+        return addr_lo, attr, bus_adr, bus_sel, byte_count, byte_mask, count, dw0, dw_sel, ended, ep, first_be, fmt, gap, hdr_4dw, hdr_short, in_gap, in_map, internal, is_mrd32, is_mwr32, is_posted, last_be, length, lower, read_dat, req_id, status, tag, tc, timer, type_, wdata
 
+    def _add_header_states(self, max_read_dws, relocation, addr_lo, attr, bus_adr, count, dw0, ended, ep, first_be,
+                           fmt, gap, hdr_4dw, hdr_short, in_gap, internal, is_mrd32, is_mwr32, is_posted, last_be,
+                           length, req_id, sink, status, tag, tc, type_):
         self.fsm = fsm = FSM(reset_state="HDR0")
         fsm.act("HDR0",
             sink.ready.eq(1),
@@ -431,6 +456,10 @@ class RequestProcessor(LiteXModule):
                 )
             )
         )
+        return fsm,
+
+    def _add_write_and_drain_states(self, bus_timeout, bus, bus_adr, bus_sel, byte_mask, count, dw_sel, ended, fsm,
+                                    in_map, length, sink, timer, wdata):
         # Posted write data ------------------------------------------------------------------------
         fsm.act("WRITE-DATA",
             If(sink.valid,
@@ -526,6 +555,10 @@ class RequestProcessor(LiteXModule):
                 NextState("CPL-DW0")
             )
         )
+
+    def _add_completion_states(self, completer_id, bus_timeout, attr, bus, bus_adr, bus_sel, byte_count, count, dw_sel,
+                               fsm, in_map, last_be, length, lower, read_dat, req_id, source, status, tag, tc, timer,
+                               type_):
         # Completion -------------------------------------------------------------------------------
         with_data = Signal()
         self.comb += with_data.eq(status == tlp.CPL_SC)

@@ -263,6 +263,21 @@ class Rule30Accelerator(wiring.Component):
 
         m.d.comb += [self.irq.eq(irq), self.busy.eq(busy)]
 
+        next_line, = self._add_generation(line, m, run_last, run_rule)
+        input_index, is_input, is_output, output_index = self._add_register_writes(
+            complete, errors, generations, hwo, irq_enable, latency_cycles, line_in, line_length, m, rule_set, word,
+            written)
+        self._add_start_and_compute(
+            busy, busy_cycles, complete, errors, generations, generations_left, hwo, ignored_starts, irq, irq_enable,
+            latency_cycles, line, line_in, line_length, m, next_line, operations, refused_starts, rule_set, run_last,
+            run_rule, wait_left, written)
+        self._add_register_reads(
+            busy, busy_cycles, busy_cycles_hi, complete, errors, generations, hwo, ignored_starts, input_index,
+            irq_enable, is_input, is_output, latency_cycles, line, line_in, line_length, m, operations, output_index,
+            read, refused_starts, rule_set, word)
+        return self._add_soft_reset(m, written)
+
+    def _add_generation(self, line, m, run_last, run_rule):
         # One generation -----------------------------------------------------------------------------
         m.submodules.masks = masks = _LineMasks()
         m.submodules.generation = generation = _Generation()
@@ -275,7 +290,10 @@ class Rule30Accelerator(wiring.Component):
             generation.last_cell.eq(run_last),
         ]
         next_line = generation.next_line
+        return next_line,
 
+    def _add_register_writes(self, complete, errors, generations, hwo, irq_enable, latency_cycles, line_in,
+                             line_length, m, rule_set, word, written):
         # Register writes ----------------------------------------------------------------------------
         input_index = Signal(7)
         output_index = Signal(7)
@@ -302,7 +320,11 @@ class Rule30Accelerator(wiring.Component):
             m.d.sync += latency_cycles.eq(self.wdata)
         with m.If(self.we & is_input):
             m.d.sync += line_in.word_select(input_index[:5], WORD_BITS).eq(self.wdata)
+        return input_index, is_input, is_output, output_index
 
+    def _add_start_and_compute(self, busy, busy_cycles, complete, errors, generations, generations_left, hwo,
+                               ignored_starts, irq, irq_enable, latency_cycles, line, line_in, line_length, m,
+                               next_line, operations, refused_starts, rule_set, run_last, run_rule, wait_left, written):
         # Start, compute, complete -------------------------------------------------------------------
         bad_line_length = (line_length == 0) | (line_length > MAX_LINE_LENGTH)
         bad_generations = (generations == 0) | (generations > MAX_GENERATIONS)
@@ -349,6 +371,9 @@ class Rule30Accelerator(wiring.Component):
                     with m.If(hwo):
                         m.d.sync += line_in.eq(next_line)
 
+    def _add_register_reads(self, busy, busy_cycles, busy_cycles_hi, complete, errors, generations, hwo,
+                            ignored_starts, input_index, irq_enable, is_input, is_output, latency_cycles, line,
+                            line_in, line_length, m, operations, output_index, read, refused_starts, rule_set, word):
         # Register reads -----------------------------------------------------------------------------
         with m.If(read(Register.BUSY_CYCLES_LO)):
             m.d.sync += busy_cycles_hi.eq(busy_cycles[32:])
@@ -383,6 +408,7 @@ class Rule30Accelerator(wiring.Component):
                     with m.Default():
                         m.d.sync += self.rdata.eq(0)
 
+    def _add_soft_reset(self, m, written):
         # The reset register resets everything in this core (the last write in the cycle wins).
         soft_reset = Signal()
         m.d.comb += soft_reset.eq(written(Register.RESET))
