@@ -425,6 +425,52 @@ pub struct Header {
 /// tlpx_regs::MAP_HASH): magic, version, lengths, CRC, map hash, then every instruction
 /// (opcodes, flags, slot / descriptor / event indices, loop structure, the final END).
 pub fn decode(image: &[u8], map_hash: u32) -> Result<Program, DecodeError> {
+    let h = read_header(image)?;
+    let body = &image[HEADER_LEN..];
+    check_body(&h, body, map_hash)?;
+
+    let mut r = Reader { data: body, pos: 0 };
+    let mut raw = Vec::with_capacity(h.insn_count as usize);
+    for _ in 0..h.insn_count {
+        raw.push((r.u8(), r.u8(), r.u16(), r.u32(), r.u64(), r.u64()));
+    }
+    let mut dmas = Vec::with_capacity(usize::from(h.dma_count));
+    for _ in 0..h.dma_count {
+        dmas.push(DmaDescriptor::from_bytes(&r.bytes::<DMA_LEN>()));
+    }
+    let events = read_events(&mut r, h.event_count)?;
+    let slots = read_slots(&mut r, &h)?;
+
+    let tables = Tables { dmas: dmas.len(), events: events.len(), slots: &slots };
+    let mut loops = Loops::default();
+    let last = raw.len() - 1;
+    let mut insns = Vec::with_capacity(raw.len());
+    for (i, &raw_insn) in raw.iter().enumerate() {
+        insns.push(decode_insn(i, raw_insn, last, &tables, &mut loops)?);
+    }
+    if let Some(open) = loops.open.last() {
+        return bad(format!("instruction {open}: LOOP without END_LOOP"));
+    }
+    if insns.last() != Some(&Insn::End) {
+        return bad("the last instruction is not END".to_string());
+    }
+    if loops.depth_seen != usize::from(h.max_loop_depth) {
+        return bad(format!("header says loops nest {} deep, the program nests {}", h.max_loop_depth, loops.depth_seen));
+    }
+    Ok(Program {
+        map_hash: h.map_hash,
+        clock_hz: h.clock_hz,
+        buffer_len: h.buffer_len,
+        max_loop_depth: h.max_loop_depth,
+        insns,
+        dmas,
+        events,
+        slots,
+    })
+}
+
+/// Reads the header: magic, version, header length, the fields, the zero reserved word.
+fn read_header(image: &[u8]) -> Result<Header, DecodeError> {
     if image.len() < HEADER_LEN {
         return bad(format!("image is {} bytes, shorter than its {HEADER_LEN}-byte header", image.len()));
     }
@@ -458,7 +504,12 @@ pub fn decode(image: &[u8], map_hash: u32) -> Result<Program, DecodeError> {
     if reserved != 0 {
         return bad(format!("reserved header word is 0x{reserved:08x}, not 0"));
     }
-    let body = &image[HEADER_LEN..];
+    Ok(h)
+}
+
+/// Checks the header against the body and this card: body length, CRC, map hash, clock, the
+/// format's limits, the body's size from the counts, at least one instruction.
+fn check_body(h: &Header, body: &[u8], map_hash: u32) -> Result<(), DecodeError> {
     if body.len() != h.body_len as usize {
         return bad(format!("header says the body is {} bytes, the image has {}", h.body_len, body.len()));
     }
@@ -500,18 +551,13 @@ pub fn decode(image: &[u8], map_hash: u32) -> Result<Program, DecodeError> {
     if h.insn_count == 0 {
         return bad("no instructions (a program ends with END)".to_string());
     }
+    Ok(())
+}
 
-    let mut r = Reader { data: body, pos: 0 };
-    let mut raw = Vec::with_capacity(h.insn_count as usize);
-    for _ in 0..h.insn_count {
-        raw.push((r.u8(), r.u8(), r.u16(), r.u32(), r.u64(), r.u64()));
-    }
-    let mut dmas = Vec::with_capacity(usize::from(h.dma_count));
-    for _ in 0..h.dma_count {
-        dmas.push(DmaDescriptor::from_bytes(&r.bytes::<DMA_LEN>()));
-    }
-    let mut events = Vec::with_capacity(usize::from(h.event_count));
-    for i in 0..h.event_count {
+/// Reads the event table: a BAR0 word offset and a bit (0..=31) each.
+fn read_events(r: &mut Reader, count: u16) -> Result<Vec<Event>, DecodeError> {
+    let mut events = Vec::with_capacity(usize::from(count));
+    for i in 0..count {
         let offset = r.u32();
         let [bit, p0, p1, p2] = r.bytes::<4>();
         if bit > 31 || (p0, p1, p2) != (0, 0, 0) {
@@ -520,10 +566,17 @@ pub fn decode(image: &[u8], map_hash: u32) -> Result<Program, DecodeError> {
         check_offset(offset, 1).map_err(|m| DecodeError(format!("event {i}: {m}")))?;
         events.push(Event { offset, bit });
     }
+    Ok(events)
+}
+
+/// Reads the result slot table and the string table after it (the slots' names, in slot
+/// order, then zero padding to a multiple of 4).
+fn read_slots(r: &mut Reader, h: &Header) -> Result<Vec<Slot>, DecodeError> {
     let mut slot_raw = Vec::with_capacity(usize::from(h.slot_count));
     for _ in 0..h.slot_count {
         slot_raw.push((r.u8(), r.u8(), r.u16(), r.u32()));
     }
+    let body = r.data;
     let strings_start = r.pos;
     let strings = &body[strings_start..strings_start + h.strings_len as usize];
     if body[strings_start + h.strings_len as usize..].iter().any(|&b| b != 0) {
@@ -555,133 +608,140 @@ pub fn decode(image: &[u8], map_hash: u32) -> Result<Program, DecodeError> {
     if next_name != h.strings_len as usize {
         return bad(format!("string table is {} bytes, the slot names take {next_name}", h.strings_len));
     }
+    Ok(slots)
+}
 
-    let slot_ok = |s: u16, i: usize, what: SlotKind| -> Result<u16, DecodeError> {
-        match slots.get(usize::from(s)) {
+/// An instruction as stored: opcode, flags, slot, then the operands a (u32), b and c (u64).
+type RawInsn = (u8, u8, u16, u32, u64, u64);
+
+/// The tables an instruction refers to, already decoded.
+struct Tables<'a> {
+    dmas: usize,
+    events: usize,
+    slots: &'a [Slot],
+}
+
+impl Tables<'_> {
+    /// Slot `s` of instruction `i`, which must exist and be of kind `what`.
+    fn slot(&self, s: u16, i: usize, what: SlotKind) -> Result<u16, DecodeError> {
+        match self.slots.get(usize::from(s)) {
             Some(slot) if slot.kind == what => Ok(s),
             Some(slot) => bad(format!("instruction {i}: slot {s} is a {} slot, not a {} slot", slot.kind.name(), what.name())),
-            None => bad(format!("instruction {i}: result slot {s} of {}", slots.len())),
+            None => bad(format!("instruction {i}: result slot {s} of {}", self.slots.len())),
         }
-    };
-    let opt = |s: u16, i: usize, what: SlotKind| -> Result<Option<u16>, DecodeError> {
+    }
+
+    /// As [`Tables::slot`], or none ([`NO_SLOT`]).
+    fn opt_slot(&self, s: u16, i: usize, what: SlotKind) -> Result<Option<u16>, DecodeError> {
         if s == NO_SLOT {
             Ok(None)
         } else {
-            slot_ok(s, i, what).map(Some)
+            self.slot(s, i, what).map(Some)
         }
+    }
+}
+
+/// The loop structure seen so far.
+#[derive(Default)]
+struct Loops {
+    /// Instruction indices of the LOOPs not yet closed, innermost last.
+    open: Vec<usize>,
+    /// Deepest nesting seen.
+    depth_seen: usize,
+}
+
+/// Instruction `i`'s fields that its opcode does not use must be zero (`ok`).
+fn unused(i: usize, what: &str, ok: bool) -> Result<(), DecodeError> {
+    if ok {
+        Ok(())
+    } else {
+        bad(format!("instruction {i} ({what}): unused fields are not zero"))
+    }
+}
+
+/// Decodes and checks instruction `i` of `last + 1`.
+fn decode_insn(i: usize, raw: RawInsn, last: usize, t: &Tables, loops: &mut Loops) -> Result<Insn, DecodeError> {
+    let (opcode, flags, slot, a, b, c) = raw;
+    let insn = match opcode {
+        op::END => {
+            unused(i, "end", flags == 0 && slot == NO_SLOT && a == 0 && b == 0 && c == 0)?;
+            if i != last {
+                return bad(format!("instruction {i}: END before the last instruction ({last})"));
+            }
+            Insn::End
+        }
+        op::DMA => {
+            unused(i, "dma", flags & !1 == 0 && c == 0)?;
+            if a as usize >= t.dmas {
+                return bad(format!("instruction {i}: DMA descriptor {a} of {}", t.dmas));
+            }
+            let nowait = flags & 1 != 0;
+            if nowait && slot != NO_SLOT {
+                return bad(format!("instruction {i}: a nowait DMA records no result"));
+            }
+            Insn::Dma { desc: a as u16, slot: t.opt_slot(slot, i, SlotKind::Dma)?, nowait, limit_cycles: b }
+        }
+        op::POKE => {
+            unused(i, "poke", slot == NO_SLOT && c == 0)?;
+            check_offset(a, flags).map_err(|m| DecodeError(format!("instruction {i} (poke): {m}")))?;
+            if flags == 1 && b > u64::from(u32::MAX) {
+                return bad(format!("instruction {i} (poke): value 0x{b:x} does not fit one word"));
+            }
+            Insn::Poke { offset: a, words: flags, value: b }
+        }
+        op::PEEK => {
+            unused(i, "peek", b == 0 && c == 0)?;
+            check_offset(a, flags).map_err(|m| DecodeError(format!("instruction {i} (peek): {m}")))?;
+            Insn::Peek { offset: a, words: flags, slot: t.slot(slot, i, SlotKind::Peek)? }
+        }
+        op::WAIT => {
+            unused(i, "wait", flags == 0 && slot == NO_SLOT && a == 0 && c == 0)?;
+            Insn::Wait { cycles: b }
+        }
+        op::WAIT_EVENT => {
+            unused(i, "wait event", flags == 0 && c == 0)?;
+            let known = if t.events >= 32 { u32::MAX } else { (1u32 << t.events) - 1 };
+            if a == 0 || a & !known != 0 {
+                return bad(format!("instruction {i}: event mask 0x{a:x} names events outside the table of {}", t.events));
+            }
+            Insn::WaitEvent { mask: a, timeout_cycles: b, slot: t.opt_slot(slot, i, SlotKind::Event)? }
+        }
+        op::LOOP => {
+            unused(i, "loop", flags == 0 && slot == NO_SLOT && b == 0 && c == 0)?;
+            if a == 0 {
+                return bad(format!("instruction {i}: loop count 0"));
+            }
+            loops.open.push(i);
+            loops.depth_seen = loops.depth_seen.max(loops.open.len());
+            Insn::Loop { count: a }
+        }
+        op::END_LOOP => {
+            unused(i, "end loop", flags == 0 && slot == NO_SLOT && b == 0 && c == 0)?;
+            let Some(start) = loops.open.pop() else {
+                return bad(format!("instruction {i}: END_LOOP without a LOOP"));
+            };
+            if a as usize != start + 1 {
+                return bad(format!("instruction {i}: END_LOOP jumps to {a}, its LOOP's body starts at {}", start + 1));
+            }
+            Insn::EndLoop { target: a }
+        }
+        op::MARK => {
+            unused(i, "mark", flags == 0 && a == 0 && b == 0 && c == 0)?;
+            Insn::Mark { slot: t.slot(slot, i, SlotKind::Mark)? }
+        }
+        op::CHECK => {
+            let Some(cmp) = CmpOp::from_code(flags & 0x7F) else {
+                return bad(format!("instruction {i}: comparison code {} (0..=5)", flags & 0x7F));
+            };
+            let source = match t.slots.get(a as usize) {
+                Some(s) if matches!(s.kind, SlotKind::Peek | SlotKind::Dma | SlotKind::Event | SlotKind::Mark) => a as u16,
+                _ => return bad(format!("instruction {i}: check source {a} is not a value slot")),
+            };
+            Insn::Check { op: cmp, stop: flags & 0x80 != 0, slot: t.slot(slot, i, SlotKind::Check)?, source, constant: b, mask: c }
+        }
+        other => return bad(format!("instruction {i}: unknown opcode 0x{other:02x}")),
     };
-    let mut insns = Vec::with_capacity(raw.len());
-    let mut loops: Vec<usize> = Vec::new();
-    let mut depth_seen = 0usize;
-    let last = raw.len() - 1;
-    for (i, &(opcode, flags, slot, a, b, c)) in raw.iter().enumerate() {
-        let unused = |what: &str, ok: bool| -> Result<(), DecodeError> {
-            if ok {
-                Ok(())
-            } else {
-                bad(format!("instruction {i} ({what}): unused fields are not zero"))
-            }
-        };
-        let insn = match opcode {
-            op::END => {
-                unused("end", flags == 0 && slot == NO_SLOT && a == 0 && b == 0 && c == 0)?;
-                if i != last {
-                    return bad(format!("instruction {i}: END before the last instruction ({last})"));
-                }
-                Insn::End
-            }
-            op::DMA => {
-                unused("dma", flags & !1 == 0 && c == 0)?;
-                if a as usize >= dmas.len() {
-                    return bad(format!("instruction {i}: DMA descriptor {a} of {}", dmas.len()));
-                }
-                let nowait = flags & 1 != 0;
-                if nowait && slot != NO_SLOT {
-                    return bad(format!("instruction {i}: a nowait DMA records no result"));
-                }
-                Insn::Dma { desc: a as u16, slot: opt(slot, i, SlotKind::Dma)?, nowait, limit_cycles: b }
-            }
-            op::POKE => {
-                unused("poke", slot == NO_SLOT && c == 0)?;
-                check_offset(a, flags).map_err(|m| DecodeError(format!("instruction {i} (poke): {m}")))?;
-                if flags == 1 && b > u64::from(u32::MAX) {
-                    return bad(format!("instruction {i} (poke): value 0x{b:x} does not fit one word"));
-                }
-                Insn::Poke { offset: a, words: flags, value: b }
-            }
-            op::PEEK => {
-                unused("peek", b == 0 && c == 0)?;
-                check_offset(a, flags).map_err(|m| DecodeError(format!("instruction {i} (peek): {m}")))?;
-                Insn::Peek { offset: a, words: flags, slot: slot_ok(slot, i, SlotKind::Peek)? }
-            }
-            op::WAIT => {
-                unused("wait", flags == 0 && slot == NO_SLOT && a == 0 && c == 0)?;
-                Insn::Wait { cycles: b }
-            }
-            op::WAIT_EVENT => {
-                unused("wait event", flags == 0 && c == 0)?;
-                let known = if events.len() >= 32 { u32::MAX } else { (1u32 << events.len()) - 1 };
-                if a == 0 || a & !known != 0 {
-                    return bad(format!("instruction {i}: event mask 0x{a:x} names events outside the table of {}", events.len()));
-                }
-                Insn::WaitEvent { mask: a, timeout_cycles: b, slot: opt(slot, i, SlotKind::Event)? }
-            }
-            op::LOOP => {
-                unused("loop", flags == 0 && slot == NO_SLOT && b == 0 && c == 0)?;
-                if a == 0 {
-                    return bad(format!("instruction {i}: loop count 0"));
-                }
-                loops.push(i);
-                depth_seen = depth_seen.max(loops.len());
-                Insn::Loop { count: a }
-            }
-            op::END_LOOP => {
-                unused("end loop", flags == 0 && slot == NO_SLOT && b == 0 && c == 0)?;
-                let Some(start) = loops.pop() else {
-                    return bad(format!("instruction {i}: END_LOOP without a LOOP"));
-                };
-                if a as usize != start + 1 {
-                    return bad(format!("instruction {i}: END_LOOP jumps to {a}, its LOOP's body starts at {}", start + 1));
-                }
-                Insn::EndLoop { target: a }
-            }
-            op::MARK => {
-                unused("mark", flags == 0 && a == 0 && b == 0 && c == 0)?;
-                Insn::Mark { slot: slot_ok(slot, i, SlotKind::Mark)? }
-            }
-            op::CHECK => {
-                let Some(cmp) = CmpOp::from_code(flags & 0x7F) else {
-                    return bad(format!("instruction {i}: comparison code {} (0..=5)", flags & 0x7F));
-                };
-                let source = match slots.get(a as usize) {
-                    Some(s) if matches!(s.kind, SlotKind::Peek | SlotKind::Dma | SlotKind::Event | SlotKind::Mark) => a as u16,
-                    _ => return bad(format!("instruction {i}: check source {a} is not a value slot")),
-                };
-                Insn::Check { op: cmp, stop: flags & 0x80 != 0, slot: slot_ok(slot, i, SlotKind::Check)?, source, constant: b, mask: c }
-            }
-            other => return bad(format!("instruction {i}: unknown opcode 0x{other:02x}")),
-        };
-        insns.push(insn);
-    }
-    if let Some(open) = loops.last() {
-        return bad(format!("instruction {open}: LOOP without END_LOOP"));
-    }
-    if insns.last() != Some(&Insn::End) {
-        return bad("the last instruction is not END".to_string());
-    }
-    if depth_seen != usize::from(h.max_loop_depth) {
-        return bad(format!("header says loops nest {} deep, the program nests {depth_seen}", h.max_loop_depth));
-    }
-    Ok(Program {
-        map_hash: h.map_hash,
-        clock_hz: h.clock_hz,
-        buffer_len: h.buffer_len,
-        max_loop_depth: h.max_loop_depth,
-        insns,
-        dmas,
-        events,
-        slots,
-    })
+    Ok(insn)
 }
 
 /// A register access the firmware can make: `words` (1 or 2) 32-bit words inside BAR0, aligned.

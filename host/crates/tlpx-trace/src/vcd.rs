@@ -32,10 +32,11 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek, Write};
 
+use crate::entry::EntryInfo;
 use crate::error::TraceError;
 use crate::file::TraceReader;
 use crate::gaps::GapDetector;
-use crate::record::{Body, Direction, Record};
+use crate::record::{Body, Direction, Msi, Record, Timeout};
 use crate::time::period_text;
 
 /// How card cycles map to VCD time.
@@ -120,6 +121,29 @@ enum Sig {
     Msi(Direction),
     MsiSources(Direction),
     Lost,
+}
+
+impl Sig {
+    /// The direction whose scope holds the signal (None: the top scope).
+    fn direction(self) -> Option<Direction> {
+        match self {
+            Sig::Tlp(x)
+            | Sig::Busy(x)
+            | Sig::Kind(x)
+            | Sig::Address(x)
+            | Sig::Length(x)
+            | Sig::Tag(x)
+            | Sig::RequesterId(x)
+            | Sig::Latency(x)
+            | Sig::Timeout(x)
+            | Sig::Register(x)
+            | Sig::Source(x)
+            | Sig::Payload(x)
+            | Sig::Msi(x)
+            | Sig::MsiSources(x) => Some(x),
+            Sig::Lost => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -215,53 +239,113 @@ pub struct VcdOptions {
 /// Writes `records` (in file order; the footer, if any, last) as VCD.
 pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) -> std::io::Result<()> {
     let ts = Timescale::for_clock(opts.clock_hz);
-    let cycle = |c: u64| ts.time(c);
-    let mut events: Vec<Event> = Vec::with_capacity(records.len() * 8);
-    let mut gaps = GapDetector::new();
-    let mut lost_total: u64 = 0;
-    let mut last_time: u128 = 0;
+    let events = value_changes(records, ts, opts.names.as_ref());
+
+    let defs = signal_defs();
+    let ids: HashMap<Sig, (String, u32)> = defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(id_index(&defs, i)), d.width))).collect();
+
+    write_header(&mut out, opts, &ts)?;
+    write_definitions(&mut out, &defs, &ids)?;
+    let first_time = events.first().map_or(0, |e| e.time);
+    let current = write_initial_values(&mut out, &defs, &ids, first_time)?;
+    write_changes(&mut out, &events, &ids, current, first_time)?;
+    out.flush()
+}
+
+/// Every value change of `records`, sorted by time (ends before starts at the same time, then
+/// in record order).
+fn value_changes(records: &[Record], ts: Timescale, names: Option<&crate::names::Bar0Names>) -> Vec<Event> {
+    let mut changes =
+        Changes { ts, names, events: Vec::with_capacity(records.len() * 8), gaps: GapDetector::new(), lost_total: 0, last_time: 0 };
     let footer_sequence = records.iter().find(|r| r.is_footer()).map(|r| r.sequence);
     let plain: Vec<Record> = records.iter().filter(|r| !r.is_footer()).copied().collect();
     let entries = crate::entry::entries_with_info(&plain, footer_sequence);
     let mut all_sequences = records.iter().map(|r| r.sequence);
     for (order, info) in entries.iter().enumerate() {
+        changes.entry(order as u64, info, &mut all_sequences);
+    }
+    let mut events = changes.events;
+    events.sort_by_key(|e| (e.time, e.phase, e.order));
+    events
+}
+
+/// Collects the value changes of the entries, one entry at a time in file order.
+struct Changes<'a> {
+    ts: Timescale,
+    names: Option<&'a crate::names::Bar0Names>,
+    events: Vec<Event>,
+    gaps: GapDetector,
+    /// Records lost so far (the `lost` signal).
+    lost_total: u64,
+    /// Latest time seen: the start of an entry without a timestamp.
+    last_time: u128,
+}
+
+impl Changes<'_> {
+    fn cycle(&self, c: u64) -> u128 {
+        self.ts.time(c)
+    }
+
+    fn push(&mut self, order: u64, time: u128, phase: u8, change: Change) {
+        self.events.push(Event { time, phase, order, change });
+    }
+
+    /// `sig` takes value `v` at `time` (a start: phase 1).
+    fn set(&mut self, order: u64, time: u128, sig: Sig, v: Value) {
+        self.push(order, time, 1, Change::Set(sig, v));
+    }
+
+    /// The changes of entry number `order`; `all_sequences` yields the sequence numbers of
+    /// every record in file order, this entry's next.
+    fn entry(&mut self, order: u64, info: &EntryInfo, all_sequences: &mut impl Iterator<Item = u32>) {
         let record = &info.entry.record;
-        let order = order as u64;
-        let mut push = |time: u128, phase: u8, change: Change| events.push(Event { time, phase, order, change });
-        let start = record.timestamp().map(cycle).unwrap_or(last_time);
-        last_time = last_time.max(start);
+        let start = record.timestamp().map(|c| self.cycle(c)).unwrap_or(self.last_time);
+        self.last_time = self.last_time.max(start);
         // Gaps over every record (payload records included), up to and with this entry's.
         let entry_records = 1 + usize::from(info.payload_records);
         for sequence in all_sequences.by_ref().take(entry_records) {
-            if let Some(gap) = gaps.push(sequence) {
+            if let Some(gap) = self.gaps.push(sequence) {
                 if !gap.is_backwards() {
-                    lost_total = lost_total.saturating_add(u64::from(gap.lost));
-                    push(start, 1, Change::Set(Sig::Lost, Value::Bits(lost_total)));
+                    self.lost_total = self.lost_total.saturating_add(u64::from(gap.lost));
+                    self.set(order, start, Sig::Lost, Value::Bits(self.lost_total));
                 }
             }
         }
+        match &record.body {
+            Body::Request(_) | Body::Completion(_) => self.tlp(order, info, start),
+            Body::Timeout(t) => self.timeout(order, t),
+            Body::Msi(m) => self.msi(order, m),
+            Body::Footer(_) | Body::Payload(_) => {}
+        }
+    }
+
+    /// A one-cycle `timeout` pulse when the read's wait ran out.
+    fn timeout(&mut self, order: u64, t: &Timeout) {
+        let at = self.cycle(t.timestamp.saturating_add(u64::from(t.waited)));
+        self.last_time = self.last_time.max(at);
+        self.push(order, at, 1, Change::Count(Sig::Timeout(t.direction), 1));
+        self.push(order, at + self.cycle(1).max(1), 0, Change::Count(Sig::Timeout(t.direction), -1));
+    }
+
+    /// A one-cycle `msi` pulse, and the sources pending at it.
+    fn msi(&mut self, order: u64, m: &Msi) {
+        let at = self.cycle(m.timestamp);
+        self.last_time = self.last_time.max(at);
+        self.set(order, at, Sig::MsiSources(Direction::Up), Value::Text(crate::names::msi_sources_text(m.sources)));
+        self.push(order, at, 1, Change::Count(Sig::Msi(Direction::Up), 1));
+        self.push(order, at + self.cycle(1).max(1), 0, Change::Count(Sig::Msi(Direction::Up), -1));
+    }
+
+    /// The changes of a request or completion (with its payload) starting at `start`.
+    fn tlp(&mut self, order: u64, info: &EntryInfo, start: u128) {
+        let record = &info.entry.record;
         let (d, timing, fmt, ty, length, address, latency) = match &record.body {
             Body::Request(r) => (r.direction, r.timing, r.fmt, r.tlp_type, r.length_dw, Some(r.address), None),
             Body::Completion(c) => (c.direction, c.timing, c.fmt, c.tlp_type, c.length_dw, None, c.latency),
-            Body::Timeout(t) => {
-                let at = cycle(t.timestamp.saturating_add(u64::from(t.waited)));
-                last_time = last_time.max(at);
-                push(at, 1, Change::Count(Sig::Timeout(t.direction), 1));
-                push(at + cycle(1).max(1), 0, Change::Count(Sig::Timeout(t.direction), -1));
-                continue;
-            }
-            Body::Msi(m) => {
-                let at = cycle(m.timestamp);
-                last_time = last_time.max(at);
-                push(at, 1, Change::Set(Sig::MsiSources(Direction::Up), Value::Text(crate::names::msi_sources_text(m.sources))));
-                push(at, 1, Change::Count(Sig::Msi(Direction::Up), 1));
-                push(at + cycle(1).max(1), 0, Change::Count(Sig::Msi(Direction::Up), -1));
-                continue;
-            }
-            Body::Footer(_) | Body::Payload(_) => continue,
+            _ => return, // not a TLP: entry() passes only requests and completions
         };
         if !info.entry.payload.is_empty() {
-            push(start, 1, Change::Set(Sig::Payload(d), Value::Text(crate::csv::hex_bytes(&info.entry.payload))));
+            self.set(order, start, Sig::Payload(d), Value::Text(crate::csv::hex_bytes(&info.entry.payload)));
         }
         let tag = record.tag().unwrap_or(0);
         let target = match &record.body {
@@ -269,35 +353,34 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
             _ => format!("0x{:x}", address.unwrap_or(0)),
         };
         let text = format!("{}_{}_len{}_tag0x{:02x}", record.kind_name(), target, length, tag);
-        push(start, 1, Change::Set(Sig::Tlp(d), Value::Text(text)));
-        if let Some(name) = opts.names.as_ref().and_then(|n| n.name(record)) {
-            push(start, 1, Change::Set(Sig::Register(d), Value::Text(name)));
+        self.set(order, start, Sig::Tlp(d), Value::Text(text));
+        if let Some(name) = self.names.and_then(|n| n.name(record)) {
+            self.set(order, start, Sig::Register(d), Value::Text(name));
         }
-        if let Some(source) = opts.names.as_ref().and_then(|n| n.source(record)) {
-            push(start, 1, Change::Set(Sig::Source(d), Value::Text(source)));
+        if let Some(source) = self.names.and_then(|n| n.source(record)) {
+            self.set(order, start, Sig::Source(d), Value::Text(source));
         }
-        push(start, 1, Change::Count(Sig::Busy(d), 1));
-        push(start, 1, Change::Set(Sig::Kind(d), Value::Bits(u64::from(fmt) << 5 | u64::from(ty))));
+        self.push(order, start, 1, Change::Count(Sig::Busy(d), 1));
+        self.set(order, start, Sig::Kind(d), Value::Bits(u64::from(fmt) << 5 | u64::from(ty)));
         if let Some(a) = address {
-            push(start, 1, Change::Set(Sig::Address(d), Value::Bits(a)));
+            self.set(order, start, Sig::Address(d), Value::Bits(a));
         }
-        push(start, 1, Change::Set(Sig::Length(d), Value::Bits(u64::from(length))));
-        push(start, 1, Change::Set(Sig::Tag(d), Value::Bits(u64::from(tag))));
+        self.set(order, start, Sig::Length(d), Value::Bits(u64::from(length)));
+        self.set(order, start, Sig::Tag(d), Value::Bits(u64::from(tag)));
         let rid = record.requester_id().unwrap_or(0);
-        push(start, 1, Change::Set(Sig::RequesterId(d), Value::Bits(u64::from(rid))));
+        self.set(order, start, Sig::RequesterId(d), Value::Bits(u64::from(rid)));
         if let Some(l) = latency {
-            push(start, 1, Change::Set(Sig::Latency(d), Value::Bits(u64::from(l))));
+            self.set(order, start, Sig::Latency(d), Value::Bits(u64::from(l)));
         }
         // Busy through the last beat: `duration` cycles after the first, plus that beat.
-        let end = cycle(timing.timestamp.saturating_add(u64::from(timing.duration) + 1));
-        last_time = last_time.max(end);
-        push(end, 0, Change::Count(Sig::Busy(d), -1));
+        let end = self.cycle(timing.timestamp.saturating_add(u64::from(timing.duration) + 1));
+        self.last_time = self.last_time.max(end);
+        self.push(order, end, 0, Change::Count(Sig::Busy(d), -1));
     }
-    events.sort_by_key(|e| (e.time, e.phase, e.order));
+}
 
-    let defs = signal_defs();
-    let ids: HashMap<Sig, (String, u32)> = defs.iter().enumerate().map(|(i, d)| (d.sig, (id_code(id_index(&defs, i)), d.width))).collect();
-
+/// `$date`, `$version`, `$comment` and `$timescale`.
+fn write_header<W: Write>(out: &mut W, opts: &VcdOptions, ts: &Timescale) -> std::io::Result<()> {
     writeln!(out, "$date\n  {}\n$end", opts.date)?;
     writeln!(out, "$version\n  tlpx-trace {}\n$end", env!("CARGO_PKG_VERSION"))?;
     writeln!(
@@ -307,27 +390,15 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
         period_text(opts.clock_hz),
         opts.comment
     )?;
-    writeln!(out, "$timescale {} $end", ts.unit)?;
+    writeln!(out, "$timescale {} $end", ts.unit)
+}
+
+/// The scopes and `$var`s of the signals, up to `$enddefinitions`.
+fn write_definitions<W: Write>(out: &mut W, defs: &[SigDef], ids: &HashMap<Sig, (String, u32)>) -> std::io::Result<()> {
     writeln!(out, "$scope module tlpx $end")?;
     let mut current_scope: Option<Direction> = None;
-    for d in &defs {
-        let dir = match d.sig {
-            Sig::Tlp(x)
-            | Sig::Busy(x)
-            | Sig::Kind(x)
-            | Sig::Address(x)
-            | Sig::Length(x)
-            | Sig::Tag(x)
-            | Sig::RequesterId(x)
-            | Sig::Latency(x)
-            | Sig::Timeout(x)
-            | Sig::Register(x)
-            | Sig::Source(x)
-            | Sig::Payload(x)
-            | Sig::Msi(x)
-            | Sig::MsiSources(x) => Some(x),
-            Sig::Lost => None,
-        };
+    for d in defs {
+        let dir = d.sig.direction();
         if dir != current_scope {
             if current_scope.is_some() {
                 writeln!(out, "$upscope $end")?;
@@ -345,24 +416,41 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
         writeln!(out, "$upscope $end")?;
     }
     writeln!(out, "$upscope $end")?;
-    writeln!(out, "$enddefinitions $end")?;
+    writeln!(out, "$enddefinitions $end")
+}
 
+/// The `$dumpvars` block at `first_time`; returns the values written.
+fn write_initial_values<W: Write>(
+    out: &mut W,
+    defs: &[SigDef],
+    ids: &HashMap<Sig, (String, u32)>,
+    first_time: u128,
+) -> std::io::Result<HashMap<Sig, Value>> {
     // Initial values at the first event's time (or 0).
     let mut current: HashMap<Sig, Value> = HashMap::new();
-    let mut counters: HashMap<Sig, i64> = HashMap::new();
-    let first_time = events.first().map_or(0, |e| e.time);
     writeln!(out, "#{first_time}")?;
     writeln!(out, "$dumpvars")?;
-    for d in &defs {
+    for d in defs {
         let initial = match d.sig {
             Sig::Tlp(_) | Sig::Register(_) | Sig::Source(_) | Sig::Payload(_) | Sig::MsiSources(_) => Value::Text("-".into()),
             _ => Value::Bits(0),
         };
-        write_value(&mut out, &ids[&d.sig], &initial)?;
+        write_value(out, &ids[&d.sig], &initial)?;
         current.insert(d.sig, initial);
     }
     writeln!(out, "$end")?;
+    Ok(current)
+}
 
+/// The sorted `events`, one `#time` block per time at which a value differs from `current`.
+fn write_changes<W: Write>(
+    out: &mut W,
+    events: &[Event],
+    ids: &HashMap<Sig, (String, u32)>,
+    mut current: HashMap<Sig, Value>,
+    first_time: u128,
+) -> std::io::Result<()> {
+    let mut counters: HashMap<Sig, i64> = HashMap::new();
     let mut written_time = first_time;
     let mut i = 0;
     while i < events.len() {
@@ -399,11 +487,11 @@ pub fn write_vcd<W: Write>(mut out: W, records: &[Record], opts: &VcdOptions) ->
             written_time = time;
         }
         for (sig, v) in changed {
-            write_value(&mut out, &ids[&sig], &v)?;
+            write_value(out, &ids[&sig], &v)?;
             current.insert(sig, v);
         }
     }
-    out.flush()
+    Ok(())
 }
 
 fn write_value<W: Write>(out: &mut W, (id, width): &(String, u32), v: &Value) -> std::io::Result<()> {
