@@ -13,6 +13,9 @@ stage "Rust style and lints (cargo fmt --check, cargo clippy -D warnings)"
 (cd host && "$CARGO" fmt --all --check) || { echo "cargo fmt: the workspace is not formatted; run \`cd host && cargo fmt\`"; exit 1; }
 (cd host && "$CARGO" clippy --release --workspace --all-targets --quiet -- -D warnings)
 
+stage "code size rules: no source file over 1,000 lines, no function over 150 (scripts/code_metrics.py)"
+python3 scripts/code_metrics.py
+
 stage "generated documents name paths relative to the repository (no machine's absolute path)"
 if grep -rnF "$PWD/" docs README.md || grep -rnE '(^|[ (`])/(work|home|root|Users)/' docs README.md; then
     echo "docs: the lines above hold an absolute path of a machine (this checkout is $PWD): generated documents must name paths relative to the repository"
