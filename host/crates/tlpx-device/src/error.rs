@@ -118,3 +118,32 @@ impl DeviceError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chain `{:#}` prints (anyhow's alternate form, how the CLI shows an error): every
+    /// source's text after the error's own.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            text += &format!(": {s}");
+            source = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_block_s_configuration_error_is_printed_once() {
+        let config = tlpx_blocks::spy::SpyConfigError::TriggerPostZero;
+        let message = config.to_string();
+        let e = DeviceError::from(crate::spy::SpyError::from(config));
+        assert_eq!(chain(&e), format!("invalid argument: {message}"));
+        assert!(e.is_invalid_argument());
+        let rule30 = tlpx_blocks::rule30::Rule30Error::LineLength(0);
+        let e = DeviceError::from(Rule30BlockError::from(rule30.clone()));
+        assert_eq!(chain(&e), format!("invalid argument: {rule30}"));
+    }
+}

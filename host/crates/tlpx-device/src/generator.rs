@@ -33,11 +33,19 @@ pub use tlpx_blocks::LinkLimits;
 pub enum GeneratorError {
     /// A configuration the generator cannot run (tlpx-blocks' checks): the caller's input.
     #[error("invalid argument: {0}")]
-    Config(#[from] GenConfigError),
+    Config(GenConfigError),
     /// The run did not end: its status register, the reads still outstanding, and whether
     /// it had been stopped (a run that timed out).
     #[error("the generator did not finish (status 0x{status:x}, {outstanding} reads outstanding){}", if *.stopped { " even after being stopped" } else { "" })]
     NotFinished { status: u64, outstanding: u64, stopped: bool },
+}
+
+// Not `#[from]`: that would make the configuration error this one's `source` as well as its
+// text, and `{:#}` (how the CLI prints an error) would print the message twice.
+impl From<GenConfigError> for GeneratorError {
+    fn from(e: GenConfigError) -> Self {
+        GeneratorError::Config(e)
+    }
 }
 
 impl GeneratorError {

@@ -47,7 +47,7 @@ pub use tlpx_blocks::irq_timer::{
 pub enum IrqTimerError {
     /// A schedule or ring the timer cannot take (tlpx-blocks' checks): the caller's input.
     #[error("invalid argument: {0}")]
-    Config(#[from] TimerConfigError),
+    Config(TimerConfigError),
     #[error("invalid argument: ping rounds must be at least 1, not 0")]
     NoPingRounds,
     #[error("record {record} is not an interrupt timer sample: its kind is fmt {fmt} type {ty}, a sample is fmt 7 type 3")]
@@ -70,6 +70,14 @@ pub enum IrqTimerError {
     Unowned,
     #[error("the timer did not clear: its sequence counter reads {sequence}")]
     NotCleared { sequence: u64 },
+}
+
+// Not `#[from]`: that would make the configuration error this one's `source` as well as its
+// text, and `{:#}` (how the CLI prints an error) would print the message twice.
+impl From<TimerConfigError> for IrqTimerError {
+    fn from(e: TimerConfigError) -> Self {
+        IrqTimerError::Config(e)
+    }
 }
 
 impl IrqTimerError {

@@ -41,7 +41,7 @@ pub use tlpx_blocks::rt_loop::{Detect, LoopConfig, LoopConfigError, Return, Vali
 pub enum RtLoopError {
     /// A loop configuration the block cannot run (tlpx-blocks' checks): the caller's input.
     #[error("invalid argument: {0}")]
-    Config(#[from] LoopConfigError),
+    Config(LoopConfigError),
     /// The card's buffer with `token` was not seen in time (a missed deadline of the loop).
     #[error("the real-time loop's buffer with token {token} (iteration {iteration}) did not come within {timeout:?}")]
     BufferLate { token: u32, iteration: u64, timeout: Duration },
@@ -53,6 +53,14 @@ pub enum RtLoopError {
          `tlpx stop rt_loop` stops it"
     )]
     Unowned,
+}
+
+// Not `#[from]`: that would make the configuration error this one's `source` as well as its
+// text, and `{:#}` (how the CLI prints an error) would print the message twice.
+impl From<LoopConfigError> for RtLoopError {
+    fn from(e: LoopConfigError) -> Self {
+        RtLoopError::Config(e)
+    }
 }
 
 impl RtLoopError {

@@ -40,7 +40,7 @@ pub enum Rule30BlockError {
     /// An operation or batch the accelerator cannot take (the one rule-30 value error, the
     /// model crate's): the caller's input.
     #[error("invalid argument: {0}")]
-    Config(#[from] Rule30Error),
+    Config(Rule30Error),
     #[error("no interrupt from the rule-30 accelerator within {timeout:?}")]
     NoInterrupt { timeout: Duration },
     #[error("the rule-30 accelerator did not complete (status 0x{status:x})")]
@@ -52,6 +52,14 @@ pub enum Rule30BlockError {
     /// A result record the batch did not write (a stale record of another batch).
     #[error("result record {record} of a rule-30 batch is not this batch's (status DW 0x{status_dw:08x}, batch sequence {sequence})")]
     ForeignRecord { record: usize, status_dw: u32, sequence: u32 },
+}
+
+// Not `#[from]`: that would make the configuration error this one's `source` as well as its
+// text, and `{:#}` (how the CLI prints an error) would print the message twice.
+impl From<Rule30Error> for Rule30BlockError {
+    fn from(e: Rule30Error) -> Self {
+        Rule30BlockError::Config(e)
+    }
 }
 
 impl Rule30BlockError {

@@ -55,7 +55,7 @@ pub use tlpx_blocks::spy::{
 pub enum SpyError {
     /// Filters, trigger or ring the spy cannot take (tlpx-blocks' checks).
     #[error("invalid argument: {0}")]
-    Config(#[from] SpyConfigError),
+    Config(SpyConfigError),
     #[error("invalid argument: direction must be `down` (host to card) or `up` (card to host), not {0:?}")]
     Direction(String),
     #[error("invalid argument: type must be one of {} or all, not {name:?}", .accepted.join(", "))]
@@ -97,6 +97,14 @@ pub enum SpyError {
     WriterStalled { what: String },
     #[error("the spy did not clear: its sequence counter reads {sequence} after the clear")]
     NotCleared { sequence: u64 },
+}
+
+// Not `#[from]`: that would make the configuration error this one's `source` as well as its
+// text, and `{:#}` (how the CLI prints an error) would print the message twice.
+impl From<SpyConfigError> for SpyError {
+    fn from(e: SpyConfigError) -> Self {
+        SpyError::Config(e)
+    }
 }
 
 impl SpyError {

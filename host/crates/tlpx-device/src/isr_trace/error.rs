@@ -64,8 +64,8 @@ pub enum IsrTraceError {
     #[error("the tracepoint's `irq` field is {0} bytes; 1, 2, 4 or 8 expected")]
     IrqFieldSize(usize),
     /// The format file at `path` did not parse.
-    #[error("{}: {source}", .path.display())]
-    FormatFile { path: PathBuf, source: Box<crate::DeviceError> },
+    #[error("{}: {cause}", .path.display())]
+    FormatFile { path: PathBuf, cause: Box<crate::DeviceError> },
     /// Neither tracefs nor debugfs offers the tracepoint; the message lists what was tried and why.
     #[error("{0}")]
     TracepointNotFound(String),
@@ -90,13 +90,13 @@ pub enum IsrTraceError {
     #[error("perf ring record at {pos} says it is {len} bytes, but {} bytes are left before the head {head}", .head - .pos)]
     RecordPastHead { pos: u64, len: u64, head: u64 },
     /// perf_event_open refused; `advice` says what to change (permissions, kernel, limits).
-    #[error("perf_event_open of irq:irq_handler_entry (id {id}) on CPU {cpu} failed: {source} ({errno}); {advice}")]
-    PerfOpen { id: u64, cpu: u32, source: io::Error, errno: String, advice: String },
+    #[error("perf_event_open of irq:irq_handler_entry (id {id}) on CPU {cpu} failed: {cause} ({errno}); {advice}")]
+    PerfOpen { id: u64, cpu: u32, cause: io::Error, errno: String, advice: String },
     #[error(
-        "cannot map the perf ring of CPU {cpu} ({bytes} bytes): {source} ({errno}); without CAP_IPC_LOCK the rings \
+        "cannot map the perf ring of CPU {cpu} ({bytes} bytes): {cause} ({errno}); without CAP_IPC_LOCK the rings \
          of all CPUs must fit in kernel.perf_event_mlock_kb: use a smaller ring"
     )]
-    RingMap { cpu: u32, bytes: usize, source: io::Error, errno: String },
+    RingMap { cpu: u32, bytes: usize, cause: io::Error, errno: String },
     #[error("CPU list {text:?} has a bad part {part:?}")]
     CpuListPart { text: String, part: String },
     #[error("CPU list {0:?} is empty")]

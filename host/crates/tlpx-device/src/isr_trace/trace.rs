@@ -146,7 +146,7 @@ fn perf_open_error(e: &io::Error, cpu: u32, id: u64, facts: &PermissionFacts) ->
         Some(libc::ENOSYS) => "this kernel has no perf events (CONFIG_PERF_EVENTS)".into(),
         _ => permission_note(facts),
     };
-    IsrTraceError::PerfOpen { id, cpu, source: io::Error::new(e.kind(), e.to_string()), errno: io_errno_name(e), advice }.into()
+    IsrTraceError::PerfOpen { id, cpu, cause: io::Error::new(e.kind(), e.to_string()), errno: io_errno_name(e), advice }.into()
 }
 
 impl IrqHandlerTrace {
@@ -209,7 +209,7 @@ impl IrqHandlerTrace {
                 .map_err(|e| perf_open_error(&e, cpu, tracepoint.id, &facts))?;
             let ring = MappedRing::map(fd, map_len).map_err(|e| {
                 let errno = io_errno_name(&e);
-                DeviceError::from(IsrTraceError::RingMap { cpu, bytes: map_len, source: e, errno })
+                DeviceError::from(IsrTraceError::RingMap { cpu, bytes: map_len, cause: e, errno })
             })?;
             trace.rings.push(CpuRing { cpu, ring });
         }

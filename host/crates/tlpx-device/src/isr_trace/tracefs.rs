@@ -75,7 +75,7 @@ impl TracepointId {
         let path = self.event_dir.join("format");
         let text = std::fs::read_to_string(&path)
             .map_err(|source| DeviceError::Io { context: format!("cannot read the tracepoint format {}", path.display()), source })?;
-        TracepointFormat::parse(&text).map_err(|e| IsrTraceError::FormatFile { path, source: Box::new(e) }.into())
+        TracepointFormat::parse(&text).map_err(|e| IsrTraceError::FormatFile { path, cause: Box::new(e) }.into())
     }
 }
 
