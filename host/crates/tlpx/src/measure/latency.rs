@@ -63,14 +63,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenCo
         for (s, v) in hw.4.iter_mut().zip(&l.histogram) {
             *s += v;
         }
-        let e = &r.errors;
-        errors.unsupported_request += e.unsupported_request;
-        errors.completer_abort += e.completer_abort;
-        errors.other_status += e.other_status;
-        errors.poisoned += e.poisoned;
-        errors.completion_timeouts += e.completion_timeouts;
-        errors.unexpected_completions += e.unexpected_completions;
-        errors.data_mismatches += e.data_mismatches;
+        check::add_errors(&mut errors, &r.errors);
         transfers += r.transfers_done;
         if !ended_by.contains(&r.ended_by) {
             ended_by.push(r.ended_by.clone());
