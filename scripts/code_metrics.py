@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FILE_LINES = 1000
 MAX_FUNCTION_LINES = 150
-SOURCE_DIRS = ["host/crates", "gateware", "accelerators", "firmware"]
+SOURCE_DIRS = ["host/crates", "host/blocks", "gateware", "accelerators", "firmware"]
 GENERATED = [
     "host/crates/tlpx-regs/src/lib.rs",
 ]

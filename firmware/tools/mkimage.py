@@ -6,7 +6,7 @@
    8 u32 load address        12 u32 payload length       16 u32 CRC-32 (zlib) of the payload
   20 u32 map hash of the CPU card (TLPX_MAP_HASH_CPU)    24 u32 version major << 16 | minor
   28 u32 reserved 0
-(host/crates/tlpx-script/src/firmware.rs reads it.) Exit 2 with a message on a refusal.
+(host/blocks/cpu/script/src/firmware.rs reads it.) Exit 2 with a message on a refusal.
 """
 import argparse
 import re

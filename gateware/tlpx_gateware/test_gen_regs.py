@@ -140,33 +140,33 @@ def test_csr_map_encodes_with_the_card_fields():
 # (path relative to the repository, pattern of a hand-written copy, the generated name to use)
 COPIES = [
     # host: the generator's codes, limits and histogram size
-    ("host/crates/tlpx-device/src/generator.rs", r"\bconst (MAX_TRANSFER_BYTES|HISTOGRAM_BUCKETS|TAGS)\s*:\s*\w+\s*=\s*\d",
+    ("host/blocks/generator/driver.rs", r"\bconst (MAX_TRANSFER_BYTES|HISTOGRAM_BUCKETS|TAGS)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::GENERATOR_*"),
-    ("host/crates/tlpx-device/src/generator.rs", r"\b(Operation|AddressPattern|DataPattern|EndedBy)::\w+\s*=>\s*\d",
+    ("host/blocks/generator/driver.rs", r"\b(Operation|AddressPattern|DataPattern|EndedBy)::\w+\s*=>\s*\d",
      "the generated enum's .value()"),
-    ("host/crates/tlpx-device/src/generator.rs", r"^\s*\d+\s*=>\s*\"(count|duration|stop|stopped)\"",
+    ("host/blocks/generator/driver.rs", r"^\s*\d+\s*=>\s*\"(count|duration|stop|stopped)\"",
      "tlpx_regs::generator::status::EndedBy::try_from"),
-    ("host/crates/tlpx-device/src/generator.rs", r"pub enum (Operation|AddressPattern|DataPattern)\b",
+    ("host/blocks/generator/driver.rs", r"pub enum (Operation|AddressPattern|DataPattern)\b",
      "tlpx_regs::generator::config::{Operation, AddressPattern, DataPattern}"),
-    ("host/crates/tlpx-device/src/spy.rs", r"\bconst (LATENCY_BUCKETS|PAYLOAD_BUCKETS|RECORD_FIFO_DEPTH)\s*:\s*\w+\s*=\s*\d",
+    ("host/blocks/spy/driver.rs", r"\bconst (LATENCY_BUCKETS|PAYLOAD_BUCKETS|RECORD_FIFO_DEPTH)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::SPY_*"),
-    ("host/crates/tlpx-device/src/pio.rs", r"\bconst (SIZE_BUCKETS|MAX_READ_DELAY)\s*:\s*\w+\s*=\s*\d",
+    ("host/blocks/pio/driver.rs", r"\bconst (SIZE_BUCKETS|MAX_READ_DELAY)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::PIO_*"),
-    ("host/crates/tlpx-device/src/rt_loop.rs", r"\bconst (MAX_SIZE|CHUNK_ITERATIONS|HISTOGRAM_BUCKETS)\s*:\s*\w+\s*=\s*\d",
+    ("host/blocks/rt_loop/driver.rs", r"\bconst (MAX_SIZE|CHUNK_ITERATIONS|HISTOGRAM_BUCKETS)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::RT_LOOP_*"),
-    ("host/crates/tlpx-device/src/irq_timer.rs", r"\bconst HISTOGRAM_BUCKETS\s*:\s*\w+\s*=\s*\d",
+    ("host/blocks/irq_timer/driver.rs", r"\bconst HISTOGRAM_BUCKETS\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::IRQ_TIMER_HISTOGRAM_BUCKETS"),
     # host: the script compiler and its image
-    ("host/crates/tlpx-script/src/compile.rs", r"\bconst (MAX_TRANSFER_BYTES|TAGS)\s*:\s*\w+\s*=\s*\d",
+    ("host/blocks/cpu/script/src/compile.rs", r"\bconst (MAX_TRANSFER_BYTES|TAGS)\s*:\s*\w+\s*=\s*\d",
      "tlpx_regs::constants::GENERATOR_*"),
-    ("host/crates/tlpx-script/src/compile.rs", r"\"(read|write|readwrite|writeread)\"\s*=>\s*\d",
+    ("host/blocks/cpu/script/src/compile.rs", r"\"(read|write|readwrite|writeread)\"\s*=>\s*\d",
      "DMA_OP_VALUES (tlpx_regs::generator::config::Operation)"),
-    ("host/crates/tlpx-script/src/compile.rs", r"\[\s*\"sequential\"\s*,|\[\s*\"counter\"\s*,",
+    ("host/blocks/cpu/script/src/compile.rs", r"\[\s*\"sequential\"\s*,|\[\s*\"counter\"\s*,",
      "AddressPattern::ALL / DataPattern::ALL and .name()"),
-    ("host/crates/tlpx-script/src/compile.rs", r"(OPERATION|ADDRESS_PATTERN|DATA_PATTERN)\.set\(\s*\d",
+    ("host/blocks/cpu/script/src/compile.rs", r"(OPERATION|ADDRESS_PATTERN|DATA_PATTERN)\.set\(\s*\d",
      "the generated enum's .value()"),
-    ("host/crates/tlpx-script/src/compile.rs", r"1\.\.=65536", "MAX_TRANSFER_BYTES"),
-    ("host/crates/tlpx-script/src/image.rs", r"\bconst DMA_LEN\s*:\s*\w+\s*=\s*\d|\[u32;\s*16\]",
+    ("host/blocks/cpu/script/src/compile.rs", r"1\.\.=65536", "MAX_TRANSFER_BYTES"),
+    ("host/blocks/cpu/script/src/image.rs", r"\bconst DMA_LEN\s*:\s*\w+\s*=\s*\d|\[u32;\s*16\]",
      "tlpx_regs::generator::run_descriptor"),
     # firmware
     ("firmware/src/script.c", r"w32\(\s*d\s*\+\s*\d+u?\s*\)", "TLPX_GENERATOR_DESC_* (tlpx_regs.h)"),
@@ -211,7 +211,7 @@ def test_the_lint_finds_a_planted_copy(tmp_path):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text((ROOT / path).read_text())
     before = set(hand_written_copies(tmp_path))
-    gen = tmp_path / "host/crates/tlpx-device/src/generator.rs"
+    gen = tmp_path / "host/blocks/generator/driver.rs"
     gen.write_text(gen.read_text() + "\npub const MAX_TRANSFER_BYTES: u32 = 65536;\n")
     c = tmp_path / "firmware/src/script.c"
     c.write_text(c.read_text() + "static u32 seed_of(u32 d) { return w32(d + 52u); }\n")
@@ -219,5 +219,5 @@ def test_the_lint_finds_a_planted_copy(tmp_path):
     found = sorted(set(hand_written_copies(tmp_path)) - before)
     assert [(w.split(":")[0], line) for w, line, _ in found] == [
         ("firmware/src/script.c", "static u32 seed_of(u32 d) { return w32(d + 52u); }"),
-        ("host/crates/tlpx-device/src/generator.rs", "pub const MAX_TRANSFER_BYTES: u32 = 65536;")]
+        ("host/blocks/generator/driver.rs", "pub const MAX_TRANSFER_BYTES: u32 = 65536;")]
     assert "-> tlpx_regs::constants::GENERATOR_*" in report(found)

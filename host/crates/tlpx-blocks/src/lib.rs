@@ -13,11 +13,17 @@
 //! A configuration that passed its checks is a distinct type that cannot be built otherwise
 //! ("parse, don't validate"), so a driver never checks again.
 
+#[path = "../../../blocks/generator/config.rs"]
 pub mod generator;
+#[path = "../../../blocks/irq_timer/config.rs"]
 pub mod irq_timer;
+#[path = "../../../blocks/rt_loop/config.rs"]
 pub mod rt_loop;
+#[path = "../../../blocks/rule30/config.rs"]
 pub mod rule30;
+#[path = "../../../blocks/generator/run_descriptor.rs"]
 pub mod run_descriptor;
+#[path = "../../../blocks/spy/config.rs"]
 pub mod spy;
 
 use tlpx_regs::Register;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
 
 pub mod read;
+#[path = "../../../blocks/spy/results.rs"]
 pub mod spy;
 
 pub const SCHEMA: &str = "tlpx-result";

@@ -18,6 +18,7 @@ mod regmap;
 mod results;
 mod session;
 mod sizes;
+#[path = "../../../blocks/slot/driver.rs"]
 mod slot;
 
 use std::process::ExitCode;

@@ -10,5 +10,6 @@ pub mod check;
 pub mod config;
 pub mod figures;
 pub mod latency;
+#[path = "../../../blocks/pio/measure.rs"]
 pub mod pio;
 pub mod runner;

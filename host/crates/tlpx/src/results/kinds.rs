@@ -29,11 +29,11 @@ pub struct Points<T> {
     pub points: Vec<T>,
 }
 
-/// One point of a `spy stats` document (cmd/spy.rs writes it from its own `Stats`).
+/// One point of a `spy stats` document (host/blocks/spy/cmd/ writes it from its own `Stats`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpyStats {
     pub counters: SpyCounters,
-    /// The spy's own ring writes against the card-to-host traffic (what cmd/spy.rs writes);
+    /// The spy's own ring writes against the card-to-host traffic (what the spy command writes);
     /// absent from documents written before record format 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_traffic: Option<OwnTraffic>,

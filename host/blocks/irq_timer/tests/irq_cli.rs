@@ -1,0 +1,222 @@
+//! `tlpx irq` end to end with the real binary and the real tlpx-sim.
+//!
+//!   tlpx irq ──► tlpx-sim (card: interrupt timer) ──MSI──► measuring thread ──ack_user──► card
+//!            ◄── sample ring ── JSON result, SVG histogram, terminal histograms
+//!
+//! The result must account for every fire (histogram counts = fires, no unexplained gap in
+//! the sample sequence), a host that deliberately skips acknowledgements must get exactly
+//! those overruns, the output must say what is modelled and what is real host time, and bad
+//! arguments must be refused with a message naming the value and exit status 2.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tlpx_testkit::SimProcess as Sim;
+
+#[path = "../../../crates/tlpx/tests/common/mod.rs"]
+mod common;
+use common::text;
+
+fn tlpx(device: &str, args: &[&str]) -> Output {
+    Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).arg("--device").arg(device).args(args).output().expect("run tlpx")
+}
+
+fn user_stage(point: &Value) -> &Value {
+    point["stages"].as_array().expect("stages").iter().find(|s| s["stage"] == "user").expect("user stage")
+}
+
+#[test]
+fn every_fire_is_counted_and_the_result_says_what_is_modelled() {
+    let sim = Sim::start(&[]);
+    let json = sim.path("irq.json");
+    let svg = sim.path("irq.svg");
+    let out = tlpx(
+        &sim.selector(),
+        &[
+            "irq",
+            "--samples",
+            "300",
+            "--min",
+            "10us",
+            "--max",
+            "30us",
+            "--output",
+            json.to_str().expect("path"),
+            "--svg",
+            svg.to_str().expect("path"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("virtual time") && log.contains("NOT in these figures"), "{log}");
+    assert!(log.contains("p99.9") && log.contains("user stage") && log.contains("isr stage: not measured"), "{log}");
+    assert!(log.contains(" |#"), "a terminal histogram: {log}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("result")).expect("JSON");
+    assert_eq!(doc["kind"], "irq");
+    assert_eq!(doc["time_basis"]["kind"], "sim_virtual");
+    let p = &doc["points"][0];
+    let fires = p["counters"]["fires"].as_u64().expect("fires");
+    assert_eq!(fires, 300);
+    assert_eq!(p["interrupts_waited"], 300);
+    let hist: u64 = user_stage(p)["card"]["histogram"].as_array().expect("histogram").iter().map(|v| v.as_u64().expect("count")).sum();
+    assert_eq!(hist, fires, "the card's histogram counts every fire");
+    assert_eq!(user_stage(p)["latency_ns"]["count"], 300);
+    assert_eq!(p["sequence"]["missing"], 0);
+    assert_eq!(p["unexplained_missing"], 0);
+    assert_eq!((p["counters"]["overruns"].as_u64(), p["counters"]["lost"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(p["user_cycles"].as_array().expect("samples").len(), 300);
+    assert!(p["ping_cycles"].as_u64().expect("ping") > 0);
+    let figure = std::fs::read_to_string(&svg).expect("svg");
+    assert!(figure.starts_with("<svg") && figure.contains("simulated"), "{}", &figure[..200.min(figure.len())]);
+    assert!(figure.contains("Interrupt user stage (no dispatch simulated)"), "{}", &figure[..400.min(figure.len())]);
+    // The user stage keeps its samples: bins chosen from them, said on the axis, ticks in time.
+    assert!(figure.contains("bins of") || figure.contains("log bins"), "data bins: {figure}");
+    assert!(figure.contains("from the samples") && !figure.contains("log2"), "{figure}");
+    assert!(figure.contains(" ns</text>") || figure.contains(" µs</text>"), "ticks in ns or µs");
+}
+
+#[test]
+fn skipped_acknowledgements_become_overruns_and_compare_runs_both() {
+    let sim = Sim::start(&[]);
+    let out = tlpx(
+        &sim.selector(),
+        &[
+            "--json",
+            "irq",
+            "--samples",
+            "100",
+            "--period",
+            "20us",
+            "--no-ack",
+            "7",
+            "--compare",
+            "idle,loaded",
+            "--load",
+            "cpu",
+            "--load-cpus",
+            "0",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let points = doc["points"].as_array().expect("points");
+    assert_eq!(points.len(), 2);
+    assert_eq!((points[0]["condition"].as_str(), points[1]["condition"].as_str()), (Some("idle"), Some("loaded")));
+    for p in points {
+        assert_eq!(p["counters"]["fires"], 100);
+        assert_eq!(p["counters"]["overruns"], 7, "{p}");
+        let hist: u64 = user_stage(p)["card"]["histogram"].as_array().expect("h").iter().map(|v| v.as_u64().expect("n")).sum();
+        assert_eq!(hist + 7, 100, "acknowledged samples plus overruns are the fires");
+        assert_eq!(p["unexplained_missing"], 0);
+        let overrun_samples =
+            p["user_cycles"].as_array().expect("samples").iter().filter(|v| v.as_u64() == Some(u64::from(u32::MAX))).count();
+        assert_eq!(overrun_samples, 7);
+    }
+    assert_eq!(points[1]["load"][0], "cpu");
+}
+
+/// Idle against loaded on the simulator shows no host's interrupt dispatch: in virtual time
+/// the two are the same by construction, with real host time they are this machine's
+/// scheduling of the simulator and tlpx. The output says so where the figures are, and the
+/// result records it.
+#[test]
+fn an_idle_loaded_comparison_on_the_simulator_says_what_it_can_show() {
+    let sim = Sim::start(&[]);
+    let json = sim.path("irq.json");
+    let args = ["irq", "--samples", "30", "--period", "20us", "--compare", "idle,loaded", "--load", "cpu", "--load-cpus", "0"];
+    let out = tlpx(&sim.selector(), &[&args[..], &["--output", json.to_str().expect("path")]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(
+        log.contains("what this comparison shows: idle and loaded are the same by construction in virtual time")
+            && log.contains("load cannot change these figures"),
+        "{log}"
+    );
+    assert!(log.contains("user stage (fire to ack arriving, card clock)"), "{log}");
+    assert!(log.contains("clock: figures below are card time (simulated, virtual"), "{log}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("result")).expect("JSON");
+    assert_eq!(doc["comparison"]["shows_host_load"], false, "{}", doc["comparison"]);
+    assert!(doc["time_basis"]["clock"].as_str().is_some_and(|c| c.contains("virtual")));
+    let ids: Vec<&str> = doc["simulator_limits"].as_array().expect("limits").iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(ids, ["interrupt_dispatch_not_modelled", "idle_vs_loaded_identical_in_virtual_time"]);
+
+    // With real host time: this machine's scheduling, not interrupt dispatch.
+    let real = Sim::start(&["--host-time", "real"]);
+    let out = tlpx(
+        &real.selector(),
+        &[
+            "--json",
+            "irq",
+            "--samples",
+            "10",
+            "--min",
+            "200us",
+            "--max",
+            "300us",
+            "--compare",
+            "idle,loaded",
+            "--load",
+            "cpu",
+            "--load-cpus",
+            "0",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let c = doc["comparison"]["statement"].as_str().expect("a comparison statement");
+    assert!(c.contains("how this machine's") && c.contains("not a host's interrupt dispatch"), "{c}");
+    assert!(doc["simulator_limits"].as_array().expect("limits").iter().any(|l| l["id"] == "idle_vs_loaded_is_this_machines_scheduling"));
+    // A lone run has no comparison.
+    let one: Value = serde_json::from_slice(&tlpx(&sim.selector(), &["--json", "irq", "--samples", "5"]).stdout).expect("JSON");
+    assert!(one["comparison"].is_null(), "{}", one["comparison"]);
+}
+
+#[test]
+fn bad_arguments_are_refused_with_exit_2() {
+    let sim = Sim::start(&[]);
+    let cases: &[(&[&str], &str)] = &[
+        (&["irq", "--samples", "0"], "'0' for '--samples <SAMPLES>': 0 is out of range; accepted: a whole number in 1..="),
+        (&["irq", "--min", "100us", "--max", "10us"], "inverted"),
+        (&["irq", "--cpu", "4096"], "CPU 4096 does not exist"),
+        (&["irq", "--load", "cpu", "--load-cpus", "9999"], "CPU 9999"),
+        (&["irq", "--period", "0us"], "--period"),
+        (&["irq", "--samples", "5", "--no-ack", "5"], "--no-ack 5"),
+        (&["irq", "--fifo", "0"], "--fifo"),
+    ];
+    for (args, expected) in cases {
+        let out = tlpx(&sim.selector(), args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    // The CPU error lists the CPUs that exist.
+    let err = text(&tlpx(&sim.selector(), &["irq", "--cpu", "4096"]).stderr);
+    assert!(err.contains("the CPUs are 0"), "{err}");
+}
+
+#[test]
+fn a_duration_run_accounts_for_every_fire() {
+    let sim = Sim::start(&[]);
+    let out = tlpx(&sim.selector(), &["--json", "irq", "--duration", "3ms", "--min", "10us", "--max", "50us"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let p = &doc["points"][0];
+    let fires = p["counters"]["fires"].as_u64().expect("fires");
+    // 3 ms of card time at 10..50 us per interval, plus the fire that may be pending at stop.
+    assert!((60..=301).contains(&fires), "{fires}");
+    let hist: u64 = user_stage(p)["card"]["histogram"].as_array().expect("h").iter().map(|v| v.as_u64().expect("n")).sum();
+    assert_eq!(hist + p["counters"]["overruns"].as_u64().expect("overruns"), fires);
+    assert_eq!(p["user_cycles"].as_array().expect("samples").len() as u64, fires);
+    assert_eq!(p["unexplained_missing"], 0);
+}
+
+#[test]
+fn with_real_host_time_the_output_says_host_time_is_included() {
+    let sim = Sim::start(&["--host-time", "real"]);
+    let out = tlpx(&sim.selector(), &["irq", "--samples", "40", "--min", "300us", "--max", "600us"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("host time real") && log.contains("PLUS the real wake-up"), "{log}");
+    assert!(log.contains("fires 40"), "{log}");
+}
