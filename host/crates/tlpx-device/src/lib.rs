@@ -21,7 +21,7 @@ pub mod irq_timer;
 #[path = "../../../blocks/irq_timer/isr_trace/mod.rs"]
 pub mod isr_trace;
 pub mod lease;
-#[path = "../../../blocks/generator/litepcie_dma.rs"]
+#[path = "../../../blocks/litepcie_dma/driver.rs"]
 pub mod litepcie_dma;
 pub mod msi;
 pub mod pci;
