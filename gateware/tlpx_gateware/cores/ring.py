@@ -15,6 +15,8 @@ empties the FIFO. The TLP is built one DW per cycle: 4 bytes per cycle is the
 writer's ceiling (500 MB/s at 125 MHz, 15.6 M records/s).
 """
 
+from types import SimpleNamespace
+
 from migen import *
 
 from litex.gen import *
@@ -42,9 +44,20 @@ class RecordRingWriter(LiteXModule):
 
         # # #
 
-        record_fifo = fifo
-        holding = hold
-        drop_oldest = discard
+        # The writer is built in steps (batching, the TLP's words, the state machine) that share
+        # their signals through one namespace, `w`: each step adds what the later ones use. The
+        # steps run in this order because Migen writes signals and statements into the Verilog in
+        # the order they are made.
+        w = SimpleNamespace(data_width=data_width, record_fifo=fifo, holding=hold, drop_oldest=discard,
+                            halt=halt, wr_index=wr_index, source=self.source)
+        self._batching(w, ring_size_log2, payload_size_log2, flush_cycles, rd_index)
+        self._tlp_words(w, requester_id, ring_base, tag)
+        self._fsm(w)
+        self.sync += If(clear, wr_index.eq(0))
+
+    def _batching(self, w, ring_size_log2, payload_size_log2, flush_cycles, rd_index):
+        """How many records the next TLP takes (`batch`) and whether it may leave now (`go`)."""
+        record_fifo, holding, wr_index = w.record_fifo, w.holding, w.wr_index
         ring_records = Signal(32)
         self.comb += ring_records.eq(1 << ring_size_log2)
         free = Signal(33)
@@ -72,7 +85,12 @@ class RecordRingWriter(LiteXModule):
         go = Signal()
         self.comb += go.eq((batch != 0) & (free >= batch) &
                            ((batch == to_end) | (idle >= flush_cycles)))
+        w.slot, w.to_end, w.batch, w.go = slot, to_end, batch, go
 
+    def _tlp_words(self, w, requester_id, ring_base, tag):
+        """The TLP's registers: its header (latched from `next_hdr`), the beat counters, the
+        record beat being sent (`cur`) and the one before it (`prev`)."""
+        data_width, record_fifo, slot, batch = w.data_width, w.record_fifo, w.slot, w.batch
         # The TLP leaves a full beat per cycle: header DWs, then the records' DWs packed right
         # behind them (the PHY stream carries a TLP's DWs contiguously). A record is 8 DWs, a
         # whole number of beats (n = 2, 4 or 8 DWs per beat): each "data beat" comes from one
@@ -81,24 +99,51 @@ class RecordRingWriter(LiteXModule):
         n = data_width // 32
         assert RECORD_DWS % n == 0, f"data width must be 64, 128 or 256 bits, not {data_width}"
         beats_per_record = RECORD_DWS // n
-        source = self.source
         address = Signal(64)
         hdr4 = Signal()
         self.comb += [
             address.eq(ring_base + (slot << 5)),
             hdr4.eq(address[32:] != 0),
         ]
+        # The Verilog names of these registers are those they had when the writer was one
+        # function, where Migen's tracer (Python 3.11) misnamed the variables a closure captured
+        # (cur_hdr4 "cur", hdr_beat "hdr", ...): `name=` keeps them, and list() keeps the
+        # variable's name out of the header DWs' names, so the split left the Verilog unchanged.
         n_records = Signal(8)
         rec_done = Signal(8)
-        cur_hdr4 = Signal()
-        hdr = [Signal(32, name=f"ring_hdr{i}") for i in range(4)]
-        hdr_beat = Signal(2)          # header-only beats sent
+        cur_hdr4 = Signal(name="cur")
+        hdr = list([Signal(32, name=f"ring_hdr{i}") for i in range(4)])
+        hdr_beat = Signal(2, name="hdr")  # header-only beats sent
         data_beat = Signal(max=max(beats_per_record, 2))  # data beat of the current record
-        prev = Signal(data_width)     # the data beat sent last (its tail goes out next)
+        prev = Signal(data_width, name="next_hdr")  # the data beat sent last (its tail goes out next)
         rec_dws = record_fifo.source.record
-        cur = Signal(data_width)
+        cur = Signal(data_width, name="data_width")
         self.comb += Case(data_beat, {q: cur.eq(rec_dws[q * data_width:(q + 1) * data_width])
                                       for q in range(beats_per_record)})
+        last_data = Signal()
+        self.comb += last_data.eq((data_beat == beats_per_record - 1) & (rec_done == n_records - 1))
+        # The next TLP's header, from the ring's next slot. MWr (PCIe Base spec, 2.2.7):
+        # Length = 8 DWs per record, all bytes enabled.
+        next_hdr = list([Signal(32, name=f"ring_next_hdr{i}") for i in range(4)])
+        self.comb += [
+            next_hdr[0].eq(Cat((batch << 3)[:10], C(0, 19), Cat(hdr4, C(1, 1), C(0, 1)))),
+            next_hdr[1].eq(Cat(C(0xF, 4), C(0xF, 4), C(tag, 8), requester_id)),
+            next_hdr[2].eq(Mux(hdr4, address[32:], Cat(C(0, 2), address[2:32]))),
+            next_hdr[3].eq(Cat(C(0, 2), address[2:32])),
+        ]
+        w.n, w.beats_per_record, w.hdr4, w.last_data, w.next_hdr = n, beats_per_record, hdr4, last_data, next_hdr
+        w.n_records, w.rec_done, w.cur_hdr4, w.hdr = n_records, rec_done, cur_hdr4, hdr
+        w.hdr_beat, w.data_beat, w.prev, w.cur = hdr_beat, data_beat, prev, cur
+
+    def _fsm(self, w):
+        """The state machine that sends a TLP: IDLE (latch the header), HEADER (header-only
+        beats), DATA (the records' beats, header DWs carried in front), TAIL (the carried DWs of
+        the last record)."""
+        data_width, n, beats_per_record, source = w.data_width, w.n, w.beats_per_record, w.source
+        record_fifo, drop_oldest, halt, wr_index = w.record_fifo, w.drop_oldest, w.halt, w.wr_index
+        go, batch, hdr4, last_data, next_hdr = w.go, w.batch, w.hdr4, w.last_data, w.next_hdr
+        n_records, rec_done, cur_hdr4, hdr = w.n_records, w.rec_done, w.cur_hdr4, w.hdr
+        hdr_beat, data_beat, prev, cur = w.hdr_beat, w.data_beat, w.prev, w.cur
         # Per header length (3 or 4 DWs): header-only beats, carried DWs `s`, the header's
         # carried DWs placed where `prev`'s tail is read from.
         layouts = {}
@@ -123,17 +168,6 @@ class RecordRingWriter(LiteXModule):
             return Case(hdr_beat, cases) if cases else []
         full_beats = by_hdr(lambda h: layouts[h][0])
         has_tail = by_hdr(lambda h: int(layouts[h][1] != 0))
-        last_data = Signal()
-        self.comb += last_data.eq((data_beat == beats_per_record - 1) & (rec_done == n_records - 1))
-        # The next TLP's header, from the ring's next slot. MWr (PCIe Base spec, 2.2.7):
-        # Length = 8 DWs per record, all bytes enabled.
-        next_hdr = [Signal(32, name=f"ring_next_hdr{i}") for i in range(4)]
-        self.comb += [
-            next_hdr[0].eq(Cat((batch << 3)[:10], C(0, 19), Cat(hdr4, C(1, 1), C(0, 1)))),
-            next_hdr[1].eq(Cat(C(0xF, 4), C(0xF, 4), C(tag, 8), requester_id)),
-            next_hdr[2].eq(Mux(hdr4, address[32:], Cat(C(0, 2), address[2:32]))),
-            next_hdr[3].eq(Cat(C(0, 2), address[2:32])),
-        ]
         def header_rest(h):
             # The header DWs that share the first data beat, as the tail of `prev`.
             full, s = layouts[h]
@@ -200,4 +234,3 @@ class RecordRingWriter(LiteXModule):
             # The ring index moves once the TLP's last beat has left the writer.
             If(source.ready, *done)
         )
-        self.sync += If(clear, wr_index.eq(0))

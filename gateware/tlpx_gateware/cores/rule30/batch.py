@@ -75,6 +75,8 @@ batch) at a time when the next batch's first read is outstanding would be taken 
 read's; the default timeout, 1 ms, is far beyond any real completion time. The core's ``irq`` is not used per packet (one MSI per batch instead).
 """
 
+from types import SimpleNamespace
+
 from migen import *
 
 from litex.gen import *
@@ -175,6 +177,29 @@ class Rule30Batch(LiteXModule):
         The core's engine port (Rule30Block.engine).
     """
     def __init__(self, data_width, requester_id, port, cycles=None, clock_hz=125e6):
+        self._interface(data_width)
+
+        # # #
+
+        assert PORT_LATENCY == 2, "the engine's wait states are written for a 2-cycle port"
+        # The engine is built in steps, one per part of the diagram above, that share their
+        # signals through one namespace, `b`: each step adds what the later ones use. The steps
+        # run in this order because Migen writes signals and statements into the Verilog in the
+        # order they are made (and a later statement on a signal overrides an earlier one).
+        b = SimpleNamespace(port=port)
+        self._status(b, cycles, clock_hz)
+        self._descriptor_reader(b, data_width, requester_id)
+        self._completions(b)
+        self._result_writer(b, data_width, requester_id)
+        self._engine_registers(b)
+        self._engine_load(b)
+        self._engine_compute(b)
+        self._reader_state(b)
+        self._counters(b)
+        self._busy(b)
+
+    def _interface(self, data_width):
+        """The engine's ports to the card and its registers."""
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Write the descriptor list into host memory, program ``descriptor_base``,
@@ -225,15 +250,17 @@ class Rule30Batch(LiteXModule):
         self.unexpected = CSRStatus(32, description="Completions with the batch's tag while no read was outstanding (dropped).")
         self.refused_writes = CSRStatus(32, description="Host writes to the rule-30 window refused: while a batch ran, or with some bytes disabled.")
 
-        # # #
-
-        assert PORT_LATENCY == 2, "the engine's wait states are written for a 2-cycle port"
+    def _status(self, b, cycles, clock_hz):
+        """The lease, the control fields and the batch's status: running, done, causes."""
         start = self.control.fields.start
         self.lease = Lease(cycles if cycles is not None else Signal(64), clock_hz)
         abort = self.control.fields.abort | self.lease.stop
         clear = self.control.fields.clear
 
-        causes   = Signal(len(CAUSES))
+        # The Verilog names of `causes` and `add_cause` are those Migen's tracer (Python 3.11)
+        # gave them when the engine was one function, where it misnamed the variables that a
+        # closure captured: `name=` keeps them, so the split left the Verilog unchanged.
+        causes   = Signal(len(CAUSES), name="add_cause")
         running  = Signal()
         done     = Signal()
         sequence = Signal(8)
@@ -245,11 +272,15 @@ class Rule30Batch(LiteXModule):
             *[getattr(self.status.fields, name).eq(causes[i]) for i, (name, _) in enumerate(CAUSES)],
             self.sequence.status.eq(sequence),
         ]
-        add_cause = Signal(len(CAUSES))  # cause bits raised this cycle: by the engine ...
+        add_cause = Signal(len(CAUSES), name="self")  # cause bits raised this cycle: by the engine ...
         rd_cause  = Signal(len(CAUSES))  # ... and by the descriptor reader
         error_event = Signal()           # one error event this cycle (counted)
+        b.start, b.abort, b.clear, b.causes, b.running = start, abort, clear, causes, running
+        b.done, b.sequence, b.add_cause, b.rd_cause = done, sequence, add_cause, rd_cause
+        b.error_event = error_event
 
-        # Descriptor reader ---------------------------------------------------------------------------
+    def _descriptor_reader(self, b, data_width, requester_id):
+        """Descriptor reads: one MRd at a time while the descriptor FIFO has room for its data."""
         self.desc_fifo = desc_fifo = ResetInserter()(stream.SyncFIFO([("data", 32)], DESCRIPTOR_FIFO_DWS))
         fetching       = Signal()     # reads may be issued
         rd_addr        = Signal(64)
@@ -315,8 +346,13 @@ class Rule30Batch(LiteXModule):
             )
         )
         self.comb += list_exhausted.eq((rd_left == 0) & ~rd_outstanding & rd_fsm.ongoing("IDLE"))
+        b.fetching, b.rd_addr, b.rd_left = fetching, rd_addr, rd_left
+        b.rd_outstanding, b.rd_timer, b.rd_fail = rd_outstanding, rd_timer, rd_fail
+        b.rd_dws, b.rd_can_issue, b.list_exhausted = rd_dws, rd_can_issue, list_exhausted
 
-        # Completions: one DW per cycle, header then payload into the descriptor FIFO.
+    def _completions(self, b):
+        """Completions: one DW per cycle, header then payload into the descriptor FIFO."""
+        desc_fifo = self.desc_fifo
         cpl = self.cpl_dws
         self.comb += cpl.ready.eq(1)
         c_idx        = Signal(2)   # 0: DW0 next; 1: DW1; 2: DW2; 3: payload
@@ -330,10 +366,10 @@ class Rule30Batch(LiteXModule):
         c_good       = Signal()    # successful, not poisoned, with data
         c_final      = Signal()    # the last completion of its request
         self.comb += [
-            c_unexp.eq(Mux(cpl.first, ~rd_outstanding, c_unexp_reg)),
+            c_unexp.eq(Mux(cpl.first, ~b.rd_outstanding, c_unexp_reg)),
             c_good.eq((c_status == tlp.CPL_SC) & ~c_ep & c_has_data),
             c_final.eq((c_status != tlp.CPL_SC) | (c_byte_count <= Cat(C(0, 2), c_len))),
-            desc_fifo.sink.valid.eq(cpl.valid & ~cpl.first & (c_idx == 3) & ~c_unexp & c_good & ~rd_fail),
+            desc_fifo.sink.valid.eq(cpl.valid & ~cpl.first & (c_idx == 3) & ~c_unexp & c_good & ~b.rd_fail),
             desc_fifo.sink.data.eq(cpl.dat),
         ]
         cpl_end = Signal()
@@ -345,7 +381,7 @@ class Rule30Batch(LiteXModule):
                     c_ep.eq(cpl.dat[14]),
                     c_has_data.eq(cpl.dat[30]),
                     c_len.eq(cpl.dat[0:10]),
-                    c_unexp_reg.eq(~rd_outstanding),
+                    c_unexp_reg.eq(~b.rd_outstanding),
                 ).Elif(c_idx == 1,
                     c_status.eq(cpl.dat[13:16]),
                     c_byte_count.eq(cpl.dat[0:12]),
@@ -359,11 +395,14 @@ class Rule30Batch(LiteXModule):
         rd_timed_out = Signal()
         self.comb += [
             # One error per failed read (the siblings of a bad split completion are not counted).
-            rd_error.eq(cpl_end & ~c_unexp & ~c_good & ~rd_fail),
-            rd_timed_out.eq(rd_outstanding & (rd_timer >= self.read_timeout.storage)),
+            rd_error.eq(cpl_end & ~c_unexp & ~c_good & ~b.rd_fail),
+            rd_timed_out.eq(b.rd_outstanding & (b.rd_timer >= self.read_timeout.storage)),
         ]
+        b.c_status, b.c_has_data, b.c_unexp, b.c_final = c_status, c_has_data, c_unexp, c_final
+        b.cpl_end, b.rd_error, b.rd_timed_out = cpl_end, rd_error, rd_timed_out
 
-        # Result writer -----------------------------------------------------------------------------
+    def _result_writer(self, b, data_width, requester_id):
+        """Result writer: MWrs of the finished records (``committed`` DWs) from the result FIFO."""
         self.res_fifo = res_fifo = ResetInserter()(stream.SyncFIFO([("data", 32)], RESULT_FIFO_DWS))
         self.wr_gatherer = wr_gatherer = DWGatherer(data_width)
         committed  = Signal(max=RESULT_FIFO_DWS + 1)  # DWs of finished records not yet claimed
@@ -424,9 +463,11 @@ class Rule30Batch(LiteXModule):
             )
         )
         self.sync += committed.eq(committed + commit_add - commit_sub)
-        self.arbiter = Arbiter([rd_gatherer.source, wr_gatherer.source], self.source)
+        self.arbiter = Arbiter([self.rd_gatherer.source, wr_gatherer.source], self.source)
+        b.committed, b.commit_add, b.wr_addr = committed, commit_add, wr_addr
 
-        # Engine -------------------------------------------------------------------------------------
+    def _engine_registers(self, b):
+        """The engine's registers and the decoded descriptor header at the descriptor FIFO's head."""
         pkt        = Signal(32)
         line_len   = Signal(11)
         chain      = Signal()
@@ -440,7 +481,7 @@ class Rule30Batch(LiteXModule):
         saved      = Signal()
         out_pend   = Signal(PORT_LATENCY)  # output reads in flight; bit -1: rdata is valid now
         out_re     = Signal()
-        hdr = desc_fifo.source.data
+        hdr = self.desc_fifo.source.data
         hdr_len   = hdr[0:LINE_LENGTH_BITS]
         hdr_gens  = hdr[GENERATIONS_SHIFT:32]
         hdr_chain = hdr[CHAIN_BIT]
@@ -461,28 +502,37 @@ class Rule30Batch(LiteXModule):
             input_addr.eq(int(Register.INPUT) + Cat(C(0, 2), widx[:5])),
             output_addr.eq(int(Register.OUTPUT) + Cat(C(0, 2), widx[:5])),
         ]
-        end_with = lambda cause: [add_cause.eq(CAUSE[cause]), NextState("END")]
-        status_dw = Cat(pkt[:16], sequence, C(1, 1), C(0, 7))
+        end_with = lambda cause: [b.add_cause.eq(CAUSE[cause]), NextState("END")]
+        status_dw = Cat(pkt[:16], b.sequence, C(1, 1), C(0, 7))
+        b.pkt, b.line_len, b.chain, b.rule, b.gens = pkt, line_len, chain, rule, gens
+        b.nwords, b.widx, b.dirty, b.params_known = nwords, widx, dirty, params_known
+        b.saved_ctl, b.saved, b.out_pend, b.out_re = saved_ctl, saved, out_pend, out_re
+        b.hdr_len, b.hdr_gens, b.hdr_chain, b.hdr_rule = hdr_len, hdr_gens, hdr_chain, hdr_rule
+        b.hdr_bad, b.hdr_dirty, b.input_addr = hdr_bad, hdr_dirty, input_addr
+        b.output_addr, b.end_with, b.status_dw = output_addr, end_with, status_dw
 
+    def _engine_load(self, b):
+        """The engine's first states: start, take the core, load a packet (header, parameters, input)."""
+        port, desc_fifo = b.port, self.desc_fifo
         self.fsm = fsm = FSM(reset_state="IDLE")
         fsm.act("IDLE",
-            If(start,
-                NextValue(pkt, 0),
-                NextValue(sequence, sequence + 1),
-                NextValue(done, 0),
-                NextValue(saved, 0),
-                NextValue(params_known, 0),
-                NextValue(fetching, 1),
-                NextValue(rd_addr, Cat(C(0, 2), self.descriptor_base.storage[2:])),
-                NextValue(rd_left, Cat(C(0, 2), self.descriptor_bytes.storage[2:])),
-                NextValue(rd_fail, 0),
-                NextValue(wr_addr, Cat(C(0, 2), self.result_base.storage[2:])),
+            If(b.start,
+                NextValue(b.pkt, 0),
+                NextValue(b.sequence, b.sequence + 1),
+                NextValue(b.done, 0),
+                NextValue(b.saved, 0),
+                NextValue(b.params_known, 0),
+                NextValue(b.fetching, 1),
+                NextValue(b.rd_addr, Cat(C(0, 2), self.descriptor_base.storage[2:])),
+                NextValue(b.rd_left, Cat(C(0, 2), self.descriptor_bytes.storage[2:])),
+                NextValue(b.rd_fail, 0),
+                NextValue(b.wr_addr, Cat(C(0, 2), self.result_base.storage[2:])),
                 NextState("WAIT-CORE")
             )
         )
         fsm.act("WAIT-CORE",
-            If(abort,
-                *end_with("aborted")
+            If(b.abort,
+                *b.end_with("aborted")
             ).Elif(~port.busy & ~port.pending,
                 port.re.eq(1),
                 port.addr.eq(int(Register.CONTROL)),
@@ -491,60 +541,60 @@ class Rule30Batch(LiteXModule):
         )
         fsm.act("SAVE-WAIT", NextState("SAVE-CONTROL"))  # rdata: PORT_LATENCY cycles after re
         fsm.act("SAVE-CONTROL",
-            NextValue(saved_ctl, port.rdata),
-            NextValue(saved, 1),
+            NextValue(b.saved_ctl, port.rdata),
+            NextValue(b.saved, 1),
             port.we.eq(1),
             port.addr.eq(int(Register.CONTROL)),
             port.wdata.eq(CONTROL_HWO),
             NextState("HEADER")
         )
         fsm.act("HEADER",
-            If(abort,
-                *end_with("aborted")
-            ).Elif(rd_fail,
+            If(b.abort,
+                *b.end_with("aborted")
+            ).Elif(b.rd_fail,
                 NextState("END")
-            ).Elif(pkt == self.count.storage,
+            ).Elif(b.pkt == self.count.storage,
                 NextState("END")
             ).Elif(desc_fifo.source.valid,
                 desc_fifo.source.ready.eq(1),
-                NextValue(line_len, hdr_len),
-                NextValue(chain, hdr_chain),
-                NextValue(rule, hdr_rule),
-                NextValue(gens, hdr_gens),
-                NextValue(nwords, (hdr_len + WORD_BITS - 1)[5:11]),
-                NextValue(dirty, hdr_dirty),
-                NextValue(widx, 0),
-                If(hdr_bad,
-                    error_event.eq(1),
-                    *end_with("bad_descriptor")
-                ).Elif(hdr_dirty != 0,
+                NextValue(b.line_len, b.hdr_len),
+                NextValue(b.chain, b.hdr_chain),
+                NextValue(b.rule, b.hdr_rule),
+                NextValue(b.gens, b.hdr_gens),
+                NextValue(b.nwords, (b.hdr_len + WORD_BITS - 1)[5:11]),
+                NextValue(b.dirty, b.hdr_dirty),
+                NextValue(b.widx, 0),
+                If(b.hdr_bad,
+                    b.error_event.eq(1),
+                    *b.end_with("bad_descriptor")
+                ).Elif(b.hdr_dirty != 0,
                     NextState("PARAMETERS")
-                ).Elif(hdr_chain,
+                ).Elif(b.hdr_chain,
                     NextState("START")
                 ).Else(
                     NextState("INPUT")
                 )
-            ).Elif(list_exhausted,
-                error_event.eq(1),
-                *end_with("list_short")
+            ).Elif(b.list_exhausted,
+                b.error_event.eq(1),
+                *b.end_with("list_short")
             )
         )
         # Only the parameters that differ from the previous packet's are written (one cycle each).
         dirty_left = Signal(3)
-        self.comb += dirty_left.eq(dirty & (dirty - 1))  # the lowest dirty one is written now
+        self.comb += dirty_left.eq(b.dirty & (b.dirty - 1))  # the lowest dirty one is written now
         fsm.act("PARAMETERS",
             port.we.eq(1),
-            If(dirty[0],
-                port.addr.eq(int(Register.RULE_SET)), port.wdata.eq(rule),
-            ).Elif(dirty[1],
-                port.addr.eq(int(Register.LINE_LENGTH)), port.wdata.eq(line_len),
+            If(b.dirty[0],
+                port.addr.eq(int(Register.RULE_SET)), port.wdata.eq(b.rule),
+            ).Elif(b.dirty[1],
+                port.addr.eq(int(Register.LINE_LENGTH)), port.wdata.eq(b.line_len),
             ).Else(
-                port.addr.eq(int(Register.GENERATIONS)), port.wdata.eq(gens),
+                port.addr.eq(int(Register.GENERATIONS)), port.wdata.eq(b.gens),
             ),
-            NextValue(dirty, dirty_left),
+            NextValue(b.dirty, dirty_left),
             If(dirty_left == 0,
-                NextValue(params_known, 1),
-                If(chain,
+                NextValue(b.params_known, 1),
+                If(b.chain,
                     NextState("START")
                 ).Else(
                     NextState("INPUT")
@@ -552,43 +602,47 @@ class Rule30Batch(LiteXModule):
             )
         )
         fsm.act("INPUT",
-            If(abort,
-                *end_with("aborted")
-            ).Elif(rd_fail,
+            If(b.abort,
+                *b.end_with("aborted")
+            ).Elif(b.rd_fail,
                 NextState("END")
             ).Elif(desc_fifo.source.valid,
                 desc_fifo.source.ready.eq(1),
                 port.we.eq(1),
-                port.addr.eq(input_addr),
+                port.addr.eq(b.input_addr),
                 port.wdata.eq(desc_fifo.source.data),
-                NextValue(widx, widx + 1),
-                If(widx == nwords - 1,
+                NextValue(b.widx, b.widx + 1),
+                If(b.widx == b.nwords - 1,
                     NextState("START")
                 )
-            ).Elif(list_exhausted,
-                error_event.eq(1),
-                *end_with("list_short")
+            ).Elif(b.list_exhausted,
+                b.error_event.eq(1),
+                *b.end_with("list_short")
             )
         )
+
+    def _engine_compute(self, b):
+        """The engine's last states: compute, results into the result FIFO, end of the batch."""
+        port, fsm, res_fifo = b.port, self.fsm, self.res_fifo
         fsm.act("START",
             port.we.eq(1),
             port.addr.eq(int(Register.START_COMPUTE)),
-            NextValue(widx, 0),
+            NextValue(b.widx, 0),
             NextState("START-WAIT")
         )
         fsm.act("START-WAIT", NextState("CHECK"))
         fsm.act("CHECK",
             # busy rises PORT_LATENCY cycles after the write of an accepted start.
             If(~port.busy,
-                error_event.eq(1),
-                *end_with("refused")
+                b.error_event.eq(1),
+                *b.end_with("refused")
             ).Else(
                 NextState("COMPUTE")
             )
         )
         fsm.act("COMPUTE",
-            If(abort,
-                *end_with("aborted")
+            If(b.abort,
+                *b.end_with("aborted")
             ).Elif(~port.busy,
                 NextState("OUTPUT")
             )
@@ -596,38 +650,38 @@ class Rule30Batch(LiteXModule):
         # Output words into the result FIFO: a read per cycle while the FIFO has room for it
         # and for the reads still in flight (out_pend: one bit per cycle of the port's latency).
         res_fill = Signal(max=RESULT_FIFO_DWS + PORT_LATENCY + 1)
-        self.comb += res_fill.eq(res_fifo.level + out_pend[0] + out_pend[1])
+        self.comb += res_fill.eq(res_fifo.level + b.out_pend[0] + b.out_pend[1])
         fsm.act("OUTPUT",
-            If((widx != nwords) & (res_fill < RESULT_FIFO_DWS),
-                out_re.eq(1),
+            If((b.widx != b.nwords) & (res_fill < RESULT_FIFO_DWS),
+                b.out_re.eq(1),
                 port.re.eq(1),
-                port.addr.eq(output_addr),
-                NextValue(widx, widx + 1),
-            ).Elif((widx == nwords) & ~out_pend[0],
+                port.addr.eq(b.output_addr),
+                NextValue(b.widx, b.widx + 1),
+            ).Elif((b.widx == b.nwords) & ~b.out_pend[0],
                 # The last word's data arrives in this cycle (out_pend[-1]); the status DW follows.
                 NextState("STATUS")
             )
         )
         fsm.act("STATUS",
             res_fifo.sink.valid.eq(1),
-            res_fifo.sink.data.eq(status_dw),
+            res_fifo.sink.data.eq(b.status_dw),
             If(res_fifo.sink.ready,
-                commit_add.eq(nwords + 1),
-                NextValue(pkt, pkt + 1),
+                b.commit_add.eq(b.nwords + 1),
+                NextValue(b.pkt, b.pkt + 1),
                 NextState("HEADER")
             )
         )
-        self.comb += If(out_pend[-1],
+        self.comb += If(b.out_pend[-1],
             res_fifo.sink.valid.eq(1),
             res_fifo.sink.data.eq(port.rdata),
         )
-        self.sync += out_pend.eq(Cat(out_re, out_pend[:-1]))
+        self.sync += b.out_pend.eq(Cat(b.out_re, b.out_pend[:-1]))
         fsm.act("END",
-            NextValue(fetching, 0),
-            If(saved,
+            NextValue(b.fetching, 0),
+            If(b.saved,
                 port.we.eq(1),
                 port.addr.eq(int(Register.CONTROL)),
-                port.wdata.eq(saved_ctl),
+                port.wdata.eq(b.saved_ctl),
             ),
             NextState("DRAIN")
         )
@@ -635,80 +689,84 @@ class Rule30Batch(LiteXModule):
         # result has left the card, so the interrupt follows the last write.
         batch_end = Signal()
         fsm.act("DRAIN",
-            If(~rd_outstanding & rd_fsm.ongoing("IDLE") & ~rd_gatherer.source.valid &
-               (committed == 0) & wr_fsm.ongoing("IDLE") & ~wr_gatherer.source.valid & ~self.source.valid &
+            If(~b.rd_outstanding & self.rd_fsm.ongoing("IDLE") & ~self.rd_gatherer.source.valid &
+               (b.committed == 0) & self.wr_fsm.ongoing("IDLE") & ~self.wr_gatherer.source.valid & ~self.source.valid &
                self.tx_idle,
                 batch_end.eq(1),
                 self.irq.eq(self.config.fields.irq),
-                NextValue(done, 1),
+                NextValue(b.done, 1),
                 NextState("IDLE")
             )
         )
         self.comb += [
-            running.eq(~fsm.ongoing("IDLE")),
-            desc_fifo.reset.eq(start & ~running),
-            res_fifo.reset.eq(start & ~running),
+            b.running.eq(~fsm.ongoing("IDLE")),
+            self.desc_fifo.reset.eq(b.start & ~b.running),
+            res_fifo.reset.eq(b.start & ~b.running),
         ]
+        b.batch_end = batch_end
 
-        # Reader state: requests, completions, failures ----------------------------------------------
+    def _reader_state(self, b):
+        """The descriptor reader's state: requests, completions, failures."""
         self.sync += [
-            If(rd_fsm.ongoing("IDLE") & rd_can_issue,
-                rd_outstanding.eq(1),
-                rd_timer.eq(0),
-                rd_addr.eq(rd_addr + Cat(C(0, 2), rd_dws)),
-                rd_left.eq(rd_left - Cat(C(0, 2), rd_dws)),
-            ).Elif(rd_outstanding,
-                rd_timer.eq(rd_timer + 1),
-                If(rd_timed_out,
-                    rd_outstanding.eq(0),
-                ).Elif(cpl_end & ~c_unexp & c_final,
+            If(self.rd_fsm.ongoing("IDLE") & b.rd_can_issue,
+                b.rd_outstanding.eq(1),
+                b.rd_timer.eq(0),
+                b.rd_addr.eq(b.rd_addr + Cat(C(0, 2), b.rd_dws)),
+                b.rd_left.eq(b.rd_left - Cat(C(0, 2), b.rd_dws)),
+            ).Elif(b.rd_outstanding,
+                b.rd_timer.eq(b.rd_timer + 1),
+                If(b.rd_timed_out,
+                    b.rd_outstanding.eq(0),
+                ).Elif(b.cpl_end & ~b.c_unexp & b.c_final,
                     # Also after an error: the request's other completions (the rest of a
                     # poisoned split read) are still its own, absorbed rather than unexpected.
-                    rd_outstanding.eq(0),
+                    b.rd_outstanding.eq(0),
                 )
             ),
-            If(rd_timed_out | rd_error, rd_fail.eq(1)),
+            If(b.rd_timed_out | b.rd_error, b.rd_fail.eq(1)),
         ]
         self.comb += [
-            If(rd_timed_out & ~rd_fail, rd_cause.eq(CAUSE["timeout"])),
-            If(rd_error,
-                If((c_status != tlp.CPL_SC) | ~c_has_data,
-                    rd_cause.eq(CAUSE["cpl_status"])
+            If(b.rd_timed_out & ~b.rd_fail, b.rd_cause.eq(CAUSE["timeout"])),
+            If(b.rd_error,
+                If((b.c_status != tlp.CPL_SC) | ~b.c_has_data,
+                    b.rd_cause.eq(CAUSE["cpl_status"])
                 ).Else(
-                    rd_cause.eq(CAUSE["poisoned"])
+                    b.rd_cause.eq(CAUSE["poisoned"])
                 )
             ),
         ]
 
-        # Counters -------------------------------------------------------------------------------------
+    def _counters(self, b):
+        """The status's cause bits and the counters."""
         read_fault = Signal()
-        self.comb += read_fault.eq((rd_timed_out | rd_error) & ~rd_fail)
+        self.comb += read_fault.eq((b.rd_timed_out | b.rd_error) & ~b.rd_fail)
         cumulative = [self.errors, self.batches, self.unexpected, self.refused_writes]
         self.sync += [
-            causes.eq(Mux(start & ~running, 0, causes | add_cause | rd_cause)),
-            If(clear,
+            b.causes.eq(Mux(b.start & ~b.running, 0, b.causes | b.add_cause | b.rd_cause)),
+            If(b.clear,
                 *[c.status.eq(0) for c in cumulative],
             ).Else(
-                If(error_event | read_fault, self.errors.status.eq(self.errors.status + 1)),
-                If(batch_end, self.batches.status.eq(self.batches.status + 1)),
-                If(cpl_end & c_unexp, self.unexpected.status.eq(self.unexpected.status + 1)),
+                If(b.error_event | read_fault, self.errors.status.eq(self.errors.status + 1)),
+                If(b.batch_end, self.batches.status.eq(self.batches.status + 1)),
+                If(b.cpl_end & b.c_unexp, self.unexpected.status.eq(self.unexpected.status + 1)),
                 If(self.refused_write, self.refused_writes.status.eq(self.refused_writes.status + 1)),
             ),
-            If(start & ~running,
+            If(b.start & ~b.running,
                 self.packets_done.status.eq(0),
                 self.batch_cycles.status.eq(0),
                 self.busy_cycles.status.eq(0),
-            ).Elif(running,
+            ).Elif(b.running,
                 self.batch_cycles.status.eq(self.batch_cycles.status + 1),
                 # From the engine's first write on (not a host operation it waited for).
-                If(port.busy & saved, self.busy_cycles.status.eq(self.busy_cycles.status + 1)),
-                If(commit_add != 0, self.packets_done.status.eq(self.packets_done.status + 1)),
+                If(b.port.busy & b.saved, self.busy_cycles.status.eq(self.busy_cycles.status + 1)),
+                If(b.commit_add != 0, self.packets_done.status.eq(self.packets_done.status + 1)),
             ),
         ]
 
-        # Busy: every state in which a register of the engine can change without a CSR access,
-        # a completion DW or a refused host write (cores/isolate.py gates the engine on it).
+    def _busy(self, b):
+        """Busy: every state in which a register of the engine can change without a CSR access,
+        a completion DW or a refused host write (cores/isolate.py gates the engine on it)."""
         self.busy = Signal()
-        self.comb += self.busy.eq(running | self.lease.held | (out_pend != 0) | rd_outstanding |
-            ~rd_fsm.ongoing("IDLE") | ~wr_fsm.ongoing("IDLE") | (committed != 0) |
-            rd_gatherer.source.valid | wr_gatherer.source.valid | self.source.valid)
+        self.comb += self.busy.eq(b.running | self.lease.held | (b.out_pend != 0) | b.rd_outstanding |
+            ~self.rd_fsm.ongoing("IDLE") | ~self.wr_fsm.ongoing("IDLE") | (b.committed != 0) |
+            self.rd_gatherer.source.valid | self.wr_gatherer.source.valid | self.source.valid)

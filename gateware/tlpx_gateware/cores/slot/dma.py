@@ -63,6 +63,8 @@ the other slots' data does not cover (test_dma.py measures both).
 from functools import reduce
 from operator import or_
 
+from types import SimpleNamespace
+
 from migen import *
 
 from litex.gen import *
@@ -117,6 +119,30 @@ class DmaMover(LiteXModule):
             raise ValueError(f"read_slots must be 1..{tags} (one tag each), not {read_slots!r}")
         if timeout_cycles is None:
             timeout_cycles = int(clock_hz / 1000)
+        self._interface(data_width)
+
+        # # #
+
+        read_dws = max_read_bytes // 4
+        tag_bits = max(1, (tags - 1).bit_length())
+        # The mover is built in steps, one per part of the diagram above, that share their
+        # signals through one namespace, `b`: each step adds what the later ones use. The steps
+        # run in this order because Migen writes signals and statements into the Verilog in the
+        # order they are made (and a later statement on a signal overrides an earlier one).
+        b = SimpleNamespace()
+        self._read_requests(b, max_read_bytes)
+        self._read_slots(b, read_slots, read_dws, tag_bits, timeout_cycles)
+        self._mrd_issue(b, data_width, requester_id, tag_base)
+        self._completion_parser(b, data_width, read_slots)
+        self._slot_state(b, read_slots, tags, timeout_cycles)
+        self._read_data(b, read_slots)
+        self._write_requests(b, data_width)
+        self._write_fsm(b, requester_id, tag_base)
+        self._counters(b)
+        self._busy(b)
+
+    def _interface(self, data_width):
+        """The mover's ports: interface v1 towards the user, and the card side."""
         # Interface v1, seen from the mover (the user's outputs are the mover's inputs).
         self.rd_req_valid = Signal()
         self.rd_req_ready = Signal()
@@ -145,12 +171,8 @@ class DmaMover(LiteXModule):
         self.counters = {name: Signal(32, name=name) for name in
                          ("dma_reads", "dma_writes", "dma_read_bytes", "dma_write_bytes", "dma_errors", "dma_fenced")}
 
-        # # #
-
-        read_dws = max_read_bytes // 4
-        tag_bits = max(1, (tags - 1).bit_length())
-
-        # Read requests ---------------------------------------------------------------------------
+    def _read_requests(self, b, max_read_bytes):
+        """Read requests: the request being served and the MRd to issue next."""
         rd_active  = Signal()          # a request is being served (until its last DW is taken)
         rd_addr    = Signal(64)        # next byte to request
         rd_left    = Signal(MAX_LEN_BITS)  # bytes not yet requested
@@ -175,33 +197,49 @@ class DmaMover(LiteXModule):
             rd_chunk.eq(Mux(rd_left < rd_room, rd_left, rd_room)),
             chunk_dws.eq((rd_chunk + 3)[2:]),
         ]
-        # Read slots: an MRd in flight and its data, oldest first --------------------------------
+        b.rd_active, b.rd_addr, b.rd_left, b.rd_fail = rd_active, rd_addr, rd_left, rd_fail
+        b.out_left, b.rd_ok_len, b.bad_rd, b.rd_accept = out_left, rd_ok_len, bad_rd, rd_accept
+        b.req_dws, b.rd_chunk, b.chunk_dws = req_dws, rd_chunk, chunk_dws
+
+    def _read_slots(self, b, read_slots, read_dws, tag_bits, timeout_cycles):
+        """Read slots: an MRd in flight and its data, oldest first."""
         # Each slot has a FIFO for one MRd's data, so the completions of different MRds, in
         # whatever order they come, are delivered in address order (the head slot's first).
-        fifos = [ResetInserter()(stream.SyncFIFO([("data", 32)], read_dws)) for _ in range(read_slots)]
+        # The Verilog names: when the mover was one function, Migen's tracer (Python 3.11)
+        # misnamed the variables that a closure captured; `name=` on `head` here and on
+        # `deliver`, `taken` and `dlv` in _read_data keeps their names, and list() keeps the
+        # correct names `fifos` and `stag` out of the names of those lists' elements (they would
+        # clash with `head`'s and `taken`'s), so the split left the Verilog unchanged.
+        fifos = list([ResetInserter()(stream.SyncFIFO([("data", 32)], read_dws)) for _ in range(read_slots)])
         for i, fifo in enumerate(fifos):
             setattr(self, f"slot{i}_fifo", fifo)
         alloc   = [Signal(name=f"slot{i}_alloc") for i in range(read_slots)]    # data not yet delivered
         outst   = [Signal(name=f"slot{i}_outstanding") for i in range(read_slots)]  # MRd in flight
         expect  = [Signal(12, name=f"slot{i}_expect") for i in range(read_slots)]  # payload DWs to come
         length  = [Signal(12, name=f"slot{i}_length") for i in range(read_slots)]  # DWs of its MRd
-        stag    = [Signal(8, name=f"slot{i}_tag") for i in range(read_slots)]
+        stag    = list([Signal(8, name=f"slot{i}_tag") for i in range(read_slots)])
         failed  = [Signal(name=f"slot{i}_failed") for i in range(read_slots)]
         timer   = [Signal(max=timeout_cycles + 2, name=f"slot{i}_timer") for i in range(read_slots)]
         slot_bits = max(1, (read_slots - 1).bit_length())
         issue_slot = Signal(slot_bits)  # the slot the next MRd takes
-        head       = Signal(slot_bits)  # the oldest slot: its data goes to rd_data
+        head       = Signal(slot_bits, name="fifos")  # the oldest slot: its data goes to rd_data
         next_tag   = Signal(tag_bits)
         any_outstanding = Signal()
         idle_reads = Signal()           # no request, no MRd in flight: slots free, FIFOs empty
         self.comb += [
             any_outstanding.eq(reduce(or_, outst)),
-            idle_reads.eq(~rd_active & ~any_outstanding),
+            idle_reads.eq(~b.rd_active & ~any_outstanding),
             self.rd_req_ready.eq(idle_reads),
         ]
         can_issue = Signal()
-        self.comb += can_issue.eq(rd_active & ~rd_fail & (rd_left != 0) & ~Array(alloc)[issue_slot])
+        self.comb += can_issue.eq(b.rd_active & ~b.rd_fail & (b.rd_left != 0) & ~Array(alloc)[issue_slot])
+        b.fifos, b.alloc, b.outst, b.expect, b.length = fifos, alloc, outst, expect, length
+        b.stag, b.failed, b.timer, b.issue_slot, b.head = stag, failed, timer, issue_slot, head
+        b.next_tag, b.any_outstanding, b.idle_reads = next_tag, any_outstanding, idle_reads
+        b.can_issue = can_issue
 
+    def _mrd_issue(self, b, data_width, requester_id, tag_base):
+        """The MRds, one at a time into the read gatherer."""
         self.rd_gatherer = rd_gatherer = DWGatherer(data_width)
         mrd_len   = Signal(10)
         mrd_addr  = Signal(64)
@@ -213,7 +251,7 @@ class DmaMover(LiteXModule):
         # The tag: tag_base + next_tag through a sized signal (a sum inside Cat keeps the width
         # of its widest operand).
         tag_sig = Signal(8)
-        self.comb += tag_sig.eq(tag_base + next_tag)
+        self.comb += tag_sig.eq(tag_base + b.next_tag)
         mrd_dw = Array([
             Cat(mrd_len, C(0, 14), C(tlp.TYPE_MEM, 5), mrd_hdr4, C(0, 2)),
             Cat(mrd_first, mrd_lastb, mrd_tag, requester_id),
@@ -226,13 +264,13 @@ class DmaMover(LiteXModule):
         issue = Signal()
         self.rd_fsm = rd_fsm = FSM(reset_state="IDLE")
         rd_fsm.act("IDLE",
-            If(can_issue,
+            If(b.can_issue,
                 issue.eq(1),
-                NextValue(mrd_len, chunk_dws),
-                NextValue(mrd_addr, rd_addr),
-                NextValue(mrd_hdr4, rd_addr[32:] != 0),
-                NextValue(mrd_first, Mux(chunk_dws == 1, _byte_mask(rd_chunk), 0xF)),
-                NextValue(mrd_lastb, Mux(chunk_dws == 1, 0, _byte_mask(rd_chunk))),
+                NextValue(mrd_len, b.chunk_dws),
+                NextValue(mrd_addr, b.rd_addr),
+                NextValue(mrd_hdr4, b.rd_addr[32:] != 0),
+                NextValue(mrd_first, Mux(b.chunk_dws == 1, _byte_mask(b.rd_chunk), 0xF)),
+                NextValue(mrd_lastb, Mux(b.chunk_dws == 1, 0, _byte_mask(b.rd_chunk))),
                 NextValue(mrd_tag, tag_sig),
                 NextValue(mrd_idx, 0),
                 NextState("EMIT")
@@ -248,8 +286,10 @@ class DmaMover(LiteXModule):
                 If(mrd_idx == mrd_last, NextState("IDLE"))
             )
         )
+        b.tag_sig, b.issue = tag_sig, issue
 
-        # Completions: one DW per cycle (header DW0..DW2, then payload) --------------------------
+    def _completion_parser(self, b, data_width, read_slots):
+        """Completions: one DW per cycle (header DW0..DW2, then payload); DW2 tells the slot."""
         self.cpl_serializer = ser = DWSerializer(data_width)
         self.comb += self.cpl.connect(ser.sink)
         c = ser.source
@@ -266,7 +306,7 @@ class DmaMover(LiteXModule):
         at_payload = Signal()
         self.comb += at_payload.eq(c.valid & ~c.first & (c_idx == 3) & c_good)
         match = Signal(read_slots)
-        self.comb += match.eq(Cat(*[outst[i] & (c.dat[8:16] == stag[i]) for i in range(read_slots)]))
+        self.comb += match.eq(Cat(*[b.outst[i] & (c.dat[8:16] == b.stag[i]) for i in range(read_slots)]))
         self.sync += If(c.valid,
             If(c.first,
                 c_idx.eq(1),
@@ -280,6 +320,15 @@ class DmaMover(LiteXModule):
                 c_idx.eq(3),
             )
         )
+        b.c, b.c_good, b.at_dw2, b.at_payload, b.match = c, c_good, at_dw2, at_payload, match
+        b.c_slot = c_slot
+
+    def _slot_state(self, b, read_slots, tags, timeout_cycles):
+        """Each slot's state: taken by an MRd, filled by its completions, ended by its last DW,
+        an error completion or a timeout; released once its data has been delivered."""
+        c, fifos, alloc, outst = b.c, b.fifos, b.alloc, b.outst
+        expect, length, stag, failed = b.expect, b.length, b.stag, b.failed
+        timer = b.timer
         fault = Signal()   # an MRd ended in error (an error completion or a timeout) now
         faults = []
         release = Signal(read_slots)  # the head slot's data has all been delivered now
@@ -288,22 +337,22 @@ class DmaMover(LiteXModule):
             cpl_fault = Signal(name=f"slot{i}_cpl_fault")
             timed_out = Signal(name=f"slot{i}_timed_out")
             self.comb += [
-                payload.eq(at_payload & c_slot[i] & outst[i]),
-                cpl_fault.eq(at_dw2 & match[i] & ~c_good),
+                payload.eq(b.at_payload & b.c_slot[i] & outst[i]),
+                cpl_fault.eq(b.at_dw2 & b.match[i] & ~b.c_good),
                 timed_out.eq(outst[i] & (timer[i] >= timeout_cycles)),
                 fifos[i].sink.valid.eq(payload),
                 fifos[i].sink.data.eq(c.dat),
                 # Between requests the FIFOs are emptied: a failed request leaves data behind.
-                fifos[i].reset.eq(idle_reads),
+                fifos[i].reset.eq(b.idle_reads),
             ]
             faults += [cpl_fault, timed_out]
             self.sync += [
-                If(issue & (issue_slot == i),
+                If(b.issue & (b.issue_slot == i),
                     alloc[i].eq(1),
                     outst[i].eq(1),
-                    expect[i].eq(chunk_dws),
-                    length[i].eq(chunk_dws),
-                    stag[i].eq(tag_sig),
+                    expect[i].eq(b.chunk_dws),
+                    length[i].eq(b.chunk_dws),
+                    stag[i].eq(b.tag_sig),
                     failed[i].eq(0),
                     timer[i].eq(0),
                 ).Else(
@@ -316,71 +365,75 @@ class DmaMover(LiteXModule):
                         outst[i].eq(0),
                         failed[i].eq(1),
                     ),
-                    If(release[i] | idle_reads, alloc[i].eq(0)),
+                    If(release[i] | b.idle_reads, alloc[i].eq(0)),
                 ),
             ]
         self.comb += fault.eq(reduce(or_, faults))
-        self.sync += If(issue,
-            rd_addr.eq(rd_addr + rd_chunk),
-            rd_left.eq(rd_left - rd_chunk),
-            issue_slot.eq(Mux(issue_slot == read_slots - 1, 0, issue_slot + 1)),
-            next_tag.eq(Mux(next_tag == tags - 1, 0, next_tag + 1)),
-        ).Elif(rd_accept,
-            issue_slot.eq(0),
+        self.sync += If(b.issue,
+            b.rd_addr.eq(b.rd_addr + b.rd_chunk),
+            b.rd_left.eq(b.rd_left - b.rd_chunk),
+            b.issue_slot.eq(Mux(b.issue_slot == read_slots - 1, 0, b.issue_slot + 1)),
+            b.next_tag.eq(Mux(b.next_tag == tags - 1, 0, b.next_tag + 1)),
+        ).Elif(b.rd_accept,
+            b.issue_slot.eq(0),
         )
+        b.fault, b.release = fault, release
 
-        # Data to the user: the head slot's DWs; filler once the head's MRd failed (or the
-        # request was refused), for the rest of the request ----------------------------------------
+    def _read_data(self, b, read_slots):
+        """Data to the user: the head slot's DWs; filler once the head's MRd failed (or the
+        request was refused), for the rest of the request."""
         h_valid = Signal()
         h_data  = Signal(32)
         filler  = Signal()
-        deliver = Signal()
-        taken   = Signal()   # a DW of the head slot's data is taken now
-        dlv     = Signal(12) # DWs of the head slot's MRd delivered
-        h_alloc, h_failed, h_outst = Array(alloc)[head], Array(failed)[head], Array(outst)[head]
+        deliver = Signal(name="c")
+        taken   = Signal(name="stag")  # a DW of the head slot's data is taken now
+        dlv     = Signal(12, name="deliver")  # DWs of the head slot's MRd delivered
+        h_alloc, h_failed, h_outst = Array(b.alloc)[b.head], Array(b.failed)[b.head], Array(b.outst)[b.head]
         self.comb += [
-            h_valid.eq(Array([f.source.valid for f in fifos])[head]),
-            h_data.eq(Array([f.source.data for f in fifos])[head]),
-            filler.eq(rd_fail & (~h_alloc | (h_failed & ~h_outst)) & ~h_valid),
-            self.rd_valid.eq(rd_active & (out_left != 0) & (h_valid | filler)),
+            h_valid.eq(Array([f.source.valid for f in b.fifos])[b.head]),
+            h_data.eq(Array([f.source.data for f in b.fifos])[b.head]),
+            filler.eq(b.rd_fail & (~h_alloc | (h_failed & ~h_outst)) & ~h_valid),
+            self.rd_valid.eq(b.rd_active & (b.out_left != 0) & (h_valid | filler)),
             self.rd_data.eq(Mux(h_valid, h_data, 0)),
-            self.rd_last.eq(out_left == 1),
-            self.rd_error.eq(rd_fail & (out_left == 1)),
+            self.rd_last.eq(b.out_left == 1),
+            self.rd_error.eq(b.rd_fail & (b.out_left == 1)),
             deliver.eq(self.rd_valid & self.rd_ready),
             taken.eq(deliver & h_valid),
-            *[fifos[i].source.ready.eq(deliver & (head == i)) for i in range(read_slots)],
-            release.eq(Cat(*[taken & (head == i) & (dlv == length[i] - 1) for i in range(read_slots)])),
+            *[b.fifos[i].source.ready.eq(deliver & (b.head == i)) for i in range(read_slots)],
+            b.release.eq(Cat(*[taken & (b.head == i) & (dlv == b.length[i] - 1) for i in range(read_slots)])),
         ]
         rd_end = Signal()
         self.comb += rd_end.eq(deliver & self.rd_last)
         self.sync += [
             If(taken,
-                If(dlv == Array(length)[head] - 1,
+                If(dlv == Array(b.length)[b.head] - 1,
                     dlv.eq(0),
-                    head.eq(Mux(head == read_slots - 1, 0, head + 1)),
+                    b.head.eq(Mux(b.head == read_slots - 1, 0, b.head + 1)),
                 ).Else(
                     dlv.eq(dlv + 1),
                 )
             ),
-            If(rd_accept,
-                rd_active.eq(1),
-                rd_addr.eq(self.rd_req_addr),
-                rd_left.eq(Mux(bad_rd, 0, self.rd_req_len)),
-                rd_fail.eq(bad_rd),
-                out_left.eq(Mux(req_dws == 0, 1, req_dws)),
-                rd_ok_len.eq(self.rd_req_len),
-                head.eq(0),
+            If(b.rd_accept,
+                b.rd_active.eq(1),
+                b.rd_addr.eq(self.rd_req_addr),
+                b.rd_left.eq(Mux(b.bad_rd, 0, self.rd_req_len)),
+                b.rd_fail.eq(b.bad_rd),
+                b.out_left.eq(Mux(b.req_dws == 0, 1, b.req_dws)),
+                b.rd_ok_len.eq(self.rd_req_len),
+                b.head.eq(0),
                 dlv.eq(0),
             ).Else(
-                If(fault | self.fence, rd_fail.eq(1)),
+                If(b.fault | self.fence, b.rd_fail.eq(1)),
                 If(deliver,
-                    out_left.eq(out_left - 1),
-                    If(self.rd_last, rd_active.eq(0)),
+                    b.out_left.eq(b.out_left - 1),
+                    If(self.rd_last, b.rd_active.eq(0)),
                 ),
             ),
         ]
+        b.rd_end = rd_end
 
-        # Writes ------------------------------------------------------------------------------------
+    def _write_requests(self, b, data_width):
+        """Writes: wr_data into the write FIFO, and the MWr to build next."""
         self.wr_gatherer = wr_gatherer = DWGatherer(data_width)
         # wr_data waits here until a whole TLP's worth has come: an MWr whose header went out
         # before its data would hold the transmit arbiter, and a COPY's next MRd (whose data
@@ -403,6 +456,13 @@ class DmaMover(LiteXModule):
             wr_room.eq(MAX_WRITE_BYTES - wr_addr[:7]),
             wr_chunk.eq(Mux(wr_left < wr_room, wr_left, wr_room)),
         ]
+        b.wr_in_left, b.wr_addr, b.wr_left, b.wr_total = wr_in_left, wr_addr, wr_left, wr_total
+        b.wr_chunk, b.wr_dws = wr_chunk, wr_dws
+
+    def _write_fsm(self, b, requester_id, tag_base):
+        """The MWrs of a write request, each once all of its data is in the write FIFO."""
+        wr_in_left, wr_addr, wr_left, wr_total = b.wr_in_left, b.wr_addr, b.wr_left, b.wr_total
+        wr_chunk, wr_dws, wr_fifo = b.wr_chunk, b.wr_dws, self.wr_fifo
         mwr_len   = Signal(6)
         mwr_addr  = Signal(64)
         mwr_hdr4  = Signal()
@@ -468,10 +528,10 @@ class DmaMover(LiteXModule):
             )
         )
         wr_fsm.act("HEADER",
-            wr_gatherer.sink.valid.eq(1),
-            wr_gatherer.sink.first.eq(mwr_idx == 0),
-            wr_gatherer.sink.dat.eq(mwr_dw[mwr_idx[:2]]),
-            If(wr_gatherer.sink.ready,
+            self.wr_gatherer.sink.valid.eq(1),
+            self.wr_gatherer.sink.first.eq(mwr_idx == 0),
+            self.wr_gatherer.sink.dat.eq(mwr_dw[mwr_idx[:2]]),
+            If(self.wr_gatherer.sink.ready,
                 NextValue(mwr_idx, mwr_idx + 1),
                 If(mwr_idx == mwr_hdr_last,
                     NextValue(mwr_idx, 0),
@@ -480,11 +540,11 @@ class DmaMover(LiteXModule):
             )
         )
         wr_fsm.act("DATA",
-            wr_gatherer.sink.valid.eq(wr_fifo.source.valid),
-            wr_gatherer.sink.last.eq(mwr_idx == mwr_len - 1),
-            wr_gatherer.sink.dat.eq(wr_fifo.source.data),
-            wr_fifo.source.ready.eq(wr_gatherer.sink.ready),
-            If(wr_fifo.source.valid & wr_gatherer.sink.ready,
+            self.wr_gatherer.sink.valid.eq(wr_fifo.source.valid),
+            self.wr_gatherer.sink.last.eq(mwr_idx == mwr_len - 1),
+            self.wr_gatherer.sink.dat.eq(wr_fifo.source.data),
+            wr_fifo.source.ready.eq(self.wr_gatherer.sink.ready),
+            If(wr_fifo.source.valid & self.wr_gatherer.sink.ready,
                 NextValue(mwr_idx, mwr_idx + 1),
                 If(mwr_idx == mwr_len - 1,
                     If(mwr_final,
@@ -500,7 +560,7 @@ class DmaMover(LiteXModule):
         # once the TLPs already sent have left.
         wr_fsm.act("DROP",
             wr_fifo.source.ready.eq(1),
-            If((wr_in_left == 0) & ~wr_fifo.source.valid & ~wr_gatherer.source.valid & self.tx_idle,
+            If((wr_in_left == 0) & ~wr_fifo.source.valid & ~self.wr_gatherer.source.valid & self.tx_idle,
                 wr_cut.eq(1),
                 self.wr_done.eq(1),
                 self.wr_error.eq(1),
@@ -509,33 +569,38 @@ class DmaMover(LiteXModule):
         )
         # The last TLP's final beat is still in the gatherer until the arbiter takes it.
         wr_fsm.act("FINISH",
-            If(~wr_gatherer.source.valid & self.tx_idle,
+            If(~self.wr_gatherer.source.valid & self.tx_idle,
                 wr_ok.eq(1),
                 self.wr_done.eq(1),
                 NextState("IDLE")
             )
         )
 
-        self.arbiter = Arbiter([rd_gatherer.source, wr_gatherer.source], self.tx)
+        self.arbiter = Arbiter([self.rd_gatherer.source, self.wr_gatherer.source], self.tx)
+        b.bad_wr, b.wr_refuse, b.wr_ok, b.wr_cut = bad_wr, wr_refuse, wr_ok, wr_cut
+        b.wr_by_fence = wr_by_fence
 
-        # Counters ----------------------------------------------------------------------------------
+    def _counters(self, b):
+        """The counters: requests, bytes, errors and fenced requests."""
         k = self.counters
         rd_failed_end = Signal()
-        self.comb += rd_failed_end.eq(rd_end & rd_fail)
+        self.comb += rd_failed_end.eq(b.rd_end & b.rd_fail)
         # A read the fence refused (at its request) or cut short (failed while fenced, counted
         # at its end as every failed read), a write it refused or cut.
         rd_fenced = Signal()
-        self.sync += If(rd_accept, rd_fenced.eq(self.fence)).Elif(self.fence & rd_active & ~rd_fail, rd_fenced.eq(1))
+        self.sync += If(b.rd_accept, rd_fenced.eq(self.fence)).Elif(self.fence & b.rd_active & ~b.rd_fail, rd_fenced.eq(1))
         self.sync += [
-            k["dma_fenced"].eq(k["dma_fenced"] + (rd_failed_end & rd_fenced) + (wr_refuse & wr_by_fence) + wr_cut),
-            If(rd_accept & ~bad_rd, k["dma_reads"].eq(k["dma_reads"] + 1)),
-            If(rd_end & ~rd_fail, k["dma_read_bytes"].eq(k["dma_read_bytes"] + rd_ok_len)),
-            If(wr_fsm.ongoing("IDLE") & self.wr_req_valid & ~bad_wr, k["dma_writes"].eq(k["dma_writes"] + 1)),
-            If(wr_ok, k["dma_write_bytes"].eq(k["dma_write_bytes"] + wr_total)),
+            k["dma_fenced"].eq(k["dma_fenced"] + (rd_failed_end & rd_fenced) + (b.wr_refuse & b.wr_by_fence) + b.wr_cut),
+            If(b.rd_accept & ~b.bad_rd, k["dma_reads"].eq(k["dma_reads"] + 1)),
+            If(b.rd_end & ~b.rd_fail, k["dma_read_bytes"].eq(k["dma_read_bytes"] + b.rd_ok_len)),
+            If(self.wr_fsm.ongoing("IDLE") & self.wr_req_valid & ~b.bad_wr, k["dma_writes"].eq(k["dma_writes"] + 1)),
+            If(b.wr_ok, k["dma_write_bytes"].eq(k["dma_write_bytes"] + b.wr_total)),
             # A failed read is counted once, when its last DW is delivered (a refused one too).
-            k["dma_errors"].eq(k["dma_errors"] + rd_failed_end + wr_refuse + wr_cut),
+            k["dma_errors"].eq(k["dma_errors"] + rd_failed_end + b.wr_refuse + b.wr_cut),
         ]
 
-        # Busy: every state in which a register can change without an input event.
-        self.comb += self.busy.eq(rd_active | any_outstanding | ~rd_fsm.ongoing("IDLE") |
-            ~wr_fsm.ongoing("IDLE") | wr_fifo.source.valid | rd_gatherer.source.valid | wr_gatherer.source.valid | self.tx.valid)
+    def _busy(self, b):
+        """Busy: every state in which a register can change without an input event."""
+        self.comb += self.busy.eq(b.rd_active | b.any_outstanding | ~self.rd_fsm.ongoing("IDLE") |
+            ~self.wr_fsm.ongoing("IDLE") | self.wr_fifo.source.valid | self.rd_gatherer.source.valid |
+            self.wr_gatherer.source.valid | self.tx.valid)
