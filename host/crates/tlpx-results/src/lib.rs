@@ -11,6 +11,8 @@
 use serde::{Deserialize, Serialize};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
 
+#[path = "../../../blocks/generator/results/bw.rs"]
+pub mod bw;
 pub mod read;
 #[path = "../../../blocks/spy/results.rs"]
 pub mod spy;

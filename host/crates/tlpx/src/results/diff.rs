@@ -33,9 +33,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 use tlpx_model::stats::Summary;
+use tlpx_results::bw::BwPoint;
 
 use super::{AnyResult, ResultDoc};
-use crate::cmd::bw::BwPoint;
 use crate::cmd::lat::LatPoint;
 use crate::cmd::pio::PioPoint;
 use crate::output::bytes;

@@ -26,8 +26,9 @@ use serde_json::Value;
 use tlpx_device::generator::Operation;
 use tlpx_model::link::LinkConfig;
 use tlpx_model::stats::Summary as Stats;
+use tlpx_results::bw::BwPoint;
+use tlpx_results::spy::Stats as SpyStats;
 
-use crate::cmd::bw::BwPoint;
 use crate::cmd::characterize::{self, TableRow};
 use crate::cmd::irq::{self, RunReport};
 use crate::cmd::lat::LatPoint;
@@ -37,7 +38,7 @@ use crate::input;
 use crate::output::{bytes, ns_text as fmt_ns, print_json, truncate, xml_escape as esc};
 use crate::plot::{self, Chart, LogChart, LogSeries, Mark, Series, Style, Ticks, XAxis};
 use crate::realtime::Comparison;
-use crate::results::{self, diff, AnyResult, ResultDoc, SpyStats, SCHEMA};
+use crate::results::{self, diff, AnyResult, ResultDoc, SCHEMA};
 
 mod compare;
 mod page;
