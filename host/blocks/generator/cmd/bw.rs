@@ -14,7 +14,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use serde::Serialize;
 use tlpx_device::card::Feature;
 use tlpx_device::generator::{LinkLimits, Operation, ValidGenConfig, MAX_TRANSFER_BYTES, TAGS};
 use tlpx_device::DmaBuffer;
@@ -22,7 +21,7 @@ use tlpx_model::link::CompletionSplit;
 
 use super::bw_driver;
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
-use crate::measure::config::{build_configs, op_short, session_model, transfer_sizes, GenArgs};
+use crate::measure::config::{build_configs, op_short, parse_common, session_model, transfer_sizes, GenArgs};
 use crate::measure::figures::{efficiency_limit, header_line, knob_limits, legend, point_line};
 use crate::measure::runner::{measure_point, sweep};
 use crate::progress::{self, Progress};
@@ -32,7 +31,7 @@ use crate::session::Session;
 /// The pcie-bench name of an operation, where `results::diff` looks for it.
 pub use crate::measure::config::op_label;
 /// The document's types (and the option values they record) are tlpx-results'.
-pub use tlpx_results::bw::{Body, BwOp, BwPoint, DataArg, HostCheck, Parameters, PatternArg, RunRecord};
+pub use tlpx_results::bw::{Body, BwOp, BwPoint, Common, DataArg, HostCheck, Parameters, PatternArg, RunRecord};
 
 // Arguments ------------------------------------------------------------------------------
 
@@ -60,26 +59,6 @@ fn sizes_help() -> &'static str {
         format!("Transfer sizes: 64,256,4K or 64..4096 (doubling) or 64..512+64 (step); 1..{MAX_TRANSFER_BYTES} bytes.")
     });
     HELP.as_str()
-}
-
-/// The generator options after parsing, checked against everything but the link.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Common {
-    pub windows: Vec<u64>,
-    pub offsets: Vec<u32>,
-    pub patterns: Vec<PatternArg>,
-    pub count: u64,
-    pub duration_seconds: Option<f64>,
-    pub request_size: Option<u32>,
-    pub payload_size: Option<u32>,
-    pub idle_cycles: u32,
-    pub addr64: bool,
-    pub data: DataArg,
-    pub seed: u32,
-    pub check: bool,
-    pub relaxed_ordering: bool,
-    pub no_snoop: bool,
-    pub repeat: u32,
 }
 
 // The command ---------------------------------------------------------------------------
@@ -173,7 +152,7 @@ fn driver_request(cmd: &Cmd) -> bw_driver::Request<'_> {
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
+    let common = parse_common(&cmd.gen).map_err(anyhow::Error::msg)?;
     let sizes = transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
     let ops: Vec<Operation> = cmd.op.iter().map(|o| o.operation()).collect();

@@ -69,6 +69,26 @@ impl DataArg {
     }
 }
 
+/// The generator options after parsing, checked against everything but the link.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Common {
+    pub windows: Vec<u64>,
+    pub offsets: Vec<u32>,
+    pub patterns: Vec<PatternArg>,
+    pub count: u64,
+    pub duration_seconds: Option<f64>,
+    pub request_size: Option<u32>,
+    pub payload_size: Option<u32>,
+    pub idle_cycles: u32,
+    pub addr64: bool,
+    pub data: DataArg,
+    pub seed: u32,
+    pub check: bool,
+    pub relaxed_ordering: bool,
+    pub no_snoop: bool,
+    pub repeat: u32,
+}
+
 /// What the host found in the buffer after the card wrote it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostCheck {

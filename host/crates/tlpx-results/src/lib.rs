@@ -13,6 +13,15 @@ use tlpx_model::link::{CompletionSplit, LinkConfig};
 
 #[path = "../../../blocks/generator/results/bw.rs"]
 pub mod bw;
+#[path = "../../../blocks/generator/results/bw_driver.rs"]
+pub mod bw_driver;
+#[path = "../../../blocks/generator/results/characterize.rs"]
+pub mod characterize;
+#[path = "../../../blocks/generator/results/lat.rs"]
+pub mod lat;
+pub mod model;
+#[path = "../../../blocks/pio/results.rs"]
+pub mod pio;
 pub mod read;
 #[path = "../../../blocks/spy/results.rs"]
 pub mod spy;
@@ -21,6 +30,17 @@ pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds of result this tlpx writes.
 pub const KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
+
+/// Formats a byte count as "4 KiB", "256 B".
+pub fn bytes(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
 
 /// Something the simulator fixes by construction or cannot model, recorded in a result next
 /// to the figures it concerns (docs/simulator-limits.md has the whole list).
