@@ -17,12 +17,21 @@ pub mod bw;
 pub mod bw_driver;
 #[path = "../../../blocks/generator/results/characterize.rs"]
 pub mod characterize;
+#[path = "../../../blocks/irq_timer/results.rs"]
+pub mod irq;
 #[path = "../../../blocks/generator/results/lat.rs"]
 pub mod lat;
 pub mod model;
 #[path = "../../../blocks/pio/results.rs"]
 pub mod pio;
 pub mod read;
+pub mod realtime;
+#[path = "../../../blocks/rt_loop/results.rs"]
+pub mod rt_loop;
+#[path = "../../../blocks/rule30/results.rs"]
+pub mod rule30;
+#[path = "../../../blocks/cpu/results.rs"]
+pub mod script;
 #[path = "../../../blocks/spy/results.rs"]
 pub mod spy;
 
@@ -40,6 +49,14 @@ pub fn bytes(n: u64) -> String {
     } else {
         format!("{n} B")
     }
+}
+
+/// Which backend's defaults a run used (`parameters.defaults_for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultsFor {
+    Hardware,
+    Simulator,
 }
 
 /// Something the simulator fixes by construction or cannot model, recorded in a result next

@@ -11,11 +11,10 @@
 
 use serde_json::Value;
 use tlpx_results::read::ReadError;
-use tlpx_results::{bw, bw_driver, characterize, lat, model, pio, spy};
+use tlpx_results::{bw, bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script, spy};
 
 use super::read::document_from_value;
 use super::ResultDoc;
-use crate::cmd::{irq, rt_loop, rule30, script};
 
 /// A result document of any kind, in its kind's types.
 #[derive(Debug)]
