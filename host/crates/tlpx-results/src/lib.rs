@@ -6,7 +6,11 @@
 //! the envelope that are plain data ([`SimLimit`], [`Partial`], [`CardEnvironment`],
 //! [`LinkReport`], [`ModelConfig`]), the kinds this tlpx writes ([`KINDS`]), the typed reader
 //! ([`read`]: schema version checks, and a deserializer that names the field a document lacks),
-//! and the result types of the kinds that have moved here ([`spy`]).
+//! and every kind's parameters, body and point types, one module per kind ([`bw`], [`lat`],
+//! [`spy`], ...), kept in the block's folder (host/blocks/<block>/results.rs) and compiled here:
+//! the commands construct them and write them; report, diff and the metrics read them back
+//! through the same types. With the `clap` feature the option values a document records are
+//! also the command line's (`ValueEnum`).
 
 use serde::{Deserialize, Serialize};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
