@@ -31,18 +31,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::Args;
-use serde::{Deserialize, Serialize};
 use tlpx_device::card::{Card, Feature};
-use tlpx_device::irq_timer::{self, Counters, Run, Sample, SequenceCheck, Stage, StageStats, TimerConfig};
+use tlpx_device::irq_timer::{self, Run, Sample, Stage, StageStats, TimerConfig};
 use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, TraceOptions};
 use tlpx_model::stats::Summary;
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::irq::{Amount, Body, IsrTraceReport, Plan, RunReport, StageReport};
 
 use crate::args::{check_optional_output, whole};
 use crate::checkpoint::Checkpoints;
 use crate::defaults::{BackendDefault, DefaultsFor};
 use crate::plot::{log2_buckets, render_log_svg, LogChart, LogSeries, Mark, Ticks};
 use crate::progress::{self, Progress, Ticker};
-use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, LoadKind, Placement, PlacementArgs, TimeBasis};
+use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, PlacementArgs, TimeBasis};
 use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_duration;
@@ -89,86 +91,52 @@ pub struct Cmd {
     pub no_ack: u32,
 }
 
-/// How long to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Amount {
-    Samples(u32),
-    /// Card time in seconds.
-    Seconds(f64),
-}
-
-/// The checked arguments.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Plan {
-    pub amount: Amount,
-    /// Interval in ns: (min, max); equal when periodic.
-    pub interval_ns: (f64, f64),
-    pub periodic: bool,
-    pub seed: u32,
-    #[serde(flatten)]
-    pub placement: Placement,
-    pub no_ack: u32,
-    /// Whose defaults applied to the options not given (crate::defaults).
-    pub defaults_for: DefaultsFor,
-}
-
 fn bad(msg: String) -> anyhow::Error {
     anyhow::Error::msg(msg)
 }
 
-impl Plan {
-    /// Checks the arguments; every error names the bad value and what is accepted.
-    pub fn parse(cmd: &Cmd, defaults_for: DefaultsFor) -> anyhow::Result<Plan> {
-        let amount = match (&cmd.duration, cmd.samples) {
-            (Some(d), _) => Amount::Seconds(parse_duration("--duration", d).map_err(bad)?),
-            (None, Some(0)) => bail!("--samples must be at least 1, not 0"),
-            (None, samples) => Amount::Samples(SAMPLES.pick(samples, defaults_for)),
-        };
-        let ns = |flag: &str, t: &str| parse_duration(flag, t).map(|s| s * 1e9).map_err(bad);
-        let (interval_ns, periodic) = match &cmd.period {
-            Some(p) => {
-                let p = ns("--period", p)?;
-                ((p, p), true)
-            }
-            None => {
-                let (lo, hi) = (ns("--min", &cmd.min)?, ns("--max", &cmd.max)?);
-                if lo > hi {
-                    bail!("the interval is inverted: --min {} is above --max {}; give --min <= --max", cmd.min, cmd.max);
-                }
-                ((lo, hi), false)
-            }
-        };
-        if let Amount::Samples(n) = amount {
-            if cmd.no_ack >= n {
-                bail!("--no-ack {} must be below --samples {n}: the last interrupt must be acknowledged", cmd.no_ack);
-            }
+/// Checks the arguments; every error names the bad value and what is accepted.
+pub fn parse_plan(cmd: &Cmd, defaults_for: DefaultsFor) -> anyhow::Result<Plan> {
+    let amount = match (&cmd.duration, cmd.samples) {
+        (Some(d), _) => Amount::Seconds(parse_duration("--duration", d).map_err(bad)?),
+        (None, Some(0)) => bail!("--samples must be at least 1, not 0"),
+        (None, samples) => Amount::Samples(SAMPLES.pick(samples, defaults_for)),
+    };
+    let ns = |flag: &str, t: &str| parse_duration(flag, t).map(|s| s * 1e9).map_err(bad);
+    let (interval_ns, periodic) = match &cmd.period {
+        Some(p) => {
+            let p = ns("--period", p)?;
+            ((p, p), true)
         }
-        let placement = Placement::parse(&cmd.placement)?;
-        Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack, defaults_for })
-    }
-
-    /// The progress bar's units per run: interrupts, or ms of card time with --duration.
-    fn units_per_run(&self) -> u64 {
-        match self.amount {
-            Amount::Samples(n) => u64::from(n),
-            Amount::Seconds(s) => (s * 1e3).ceil() as u64,
+        None => {
+            let (lo, hi) = (ns("--min", &cmd.min)?, ns("--max", &cmd.max)?);
+            if lo > hi {
+                bail!("the interval is inverted: --min {} is above --max {}; give --min <= --max", cmd.min, cmd.max);
+            }
+            ((lo, hi), false)
+        }
+    };
+    if let Amount::Samples(n) = amount {
+        if cmd.no_ack >= n {
+            bail!("--no-ack {} must be below --samples {n}: the last interrupt must be acknowledged", cmd.no_ack);
         }
     }
+    let placement = realtime::parse_placement(&cmd.placement)?;
+    Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack, defaults_for })
+}
 
-    fn timer_config(&self, clock_hz: u32) -> anyhow::Result<TimerConfig> {
-        let count = match self.amount {
-            Amount::Samples(n) => n,
-            Amount::Seconds(_) => 0,
-        };
-        let c = if self.periodic {
-            TimerConfig::periodic_ns(self.interval_ns.0, count, self.seed, clock_hz)
-        } else {
-            TimerConfig::random_ns(self.interval_ns.0, self.interval_ns.1, count, self.seed, clock_hz)
-        };
-        // Worded as the driver's refusal ("invalid argument: ...").
-        Ok(c.map_err(tlpx_device::DeviceError::from)?)
-    }
+fn timer_config(plan: &Plan, clock_hz: u32) -> anyhow::Result<TimerConfig> {
+    let count = match plan.amount {
+        Amount::Samples(n) => n,
+        Amount::Seconds(_) => 0,
+    };
+    let c = if plan.periodic {
+        TimerConfig::periodic_ns(plan.interval_ns.0, count, plan.seed, clock_hz)
+    } else {
+        TimerConfig::random_ns(plan.interval_ns.0, plan.interval_ns.1, count, plan.seed, clock_hz)
+    };
+    // Worded as the driver's refusal ("invalid argument: ...").
+    Ok(c.map_err(tlpx_device::DeviceError::from)?)
 }
 
 // Time basis ---------------------------------------------------------------------------------
@@ -232,61 +200,6 @@ pub fn idle_slower_than_loaded(runs: &[RunReport]) -> Option<String> {
 }
 
 // Measurement --------------------------------------------------------------------------------
-
-/// One stage of one run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StageReport {
-    pub stage: Stage,
-    /// Whether anything acknowledged this stage.
-    pub measured: bool,
-    /// From the sample records, in ns.
-    pub latency_ns: Option<Summary>,
-    /// The card's own statistics and log2 histogram (cycles); for the ISR stage on a real
-    /// card, the same statistics of the stages found through the kernel's tracepoint.
-    pub card: StageStats,
-    /// Where the stage's end comes from: the card latching `ack_isr`/`ack_user`, or (ISR
-    /// stage on a real card) the kernel's irq_handler_entry converted to card cycles.
-    pub source: String,
-    /// Why the stage was not measured, when it was not.
-    pub not_measured: Option<String>,
-}
-
-/// One run (idle or loaded).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunReport {
-    pub condition: Condition,
-    pub load: Vec<LoadKind>,
-    pub load_cpus: Vec<usize>,
-    pub config: TimerConfig,
-    pub clock_hz: u32,
-    pub interrupts_waited: u64,
-    /// Ctrl-C ended this run before its end: its figures hold the interrupts that came until
-    /// then (interrupts_waited), fewer than asked.
-    pub interrupted: bool,
-    /// Interrupts the host did not acknowledge on purpose (--no-ack).
-    pub not_acknowledged: u32,
-    pub counters: Counters,
-    pub sequence: SequenceCheck,
-    /// Sequence gaps the card's `lost` counter does not explain.
-    pub unexplained_missing: u64,
-    pub stages: Vec<StageReport>,
-    /// Cost of one posted register write as the card sees it (median of pings), cycles and ns.
-    pub ping_cycles: u32,
-    pub ping_ns: f64,
-    pub pinned_cpu: Option<usize>,
-    pub fifo_priority: Option<i32>,
-    pub notes: Vec<String>,
-    /// User-stage samples in cycles (0xFFFFFFFF marks an overrun).
-    pub user_cycles: Vec<u32>,
-    /// The ISR stage on a real card: the tracepoint and the clock correlation behind it.
-    pub isr_trace: Option<IsrTraceReport>,
-}
-
-impl RunReport {
-    pub fn failed(&self) -> bool {
-        self.unexplained_missing > 0 || self.counters.lost > 0
-    }
-}
 
 /// What the measuring thread needs.
 struct Job {
@@ -400,26 +313,6 @@ fn stage_report(stage: Stage, samples: &[Sample], card: StageStats, clock_hz: u3
 
 // The ISR stage on a real card ---------------------------------------------------------------
 
-/// How the ISR stage of a run on a real card was taken: the kernel's `irq_handler_entry`
-/// for the card's MSIs, converted to card cycles by a clock correlation made before and
-/// after the run (tlpx_device::isr_trace; docs/interrupts.md, last section).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IsrTraceReport {
-    /// The card's interrupt numbers, from /proc/interrupts.
-    pub irqs: Vec<u32>,
-    /// Handler entries of those interrupts during the run.
-    pub entries: usize,
-    /// Trace records the kernel could not write (ring full), plus events it counted but
-    /// neither delivered nor reported lost.
-    pub lost_records: u64,
-    /// Fires left without an ISR stage because an overrun made their entry ambiguous.
-    pub ambiguous: usize,
-    /// Fires matched with a handler entry.
-    pub matched: usize,
-    /// The host/card clock line used, with the bound of its error (cycles).
-    pub fit: ClockFit,
-}
-
 /// A running trace of the card's handler entries.
 struct IsrTracer {
     trace: IrqHandlerTrace,
@@ -509,10 +402,10 @@ fn host_stage_stats(values: impl Iterator<Item = u32>) -> StageStats {
 
 fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticker: &Ticker) -> anyhow::Result<RunReport> {
     let clock_hz = session.clock_hz;
-    let config = plan.timer_config(clock_hz)?;
+    let config = timer_config(plan, clock_hz)?;
     let (ping_cycles, _) = irq_timer::ping_cost(&mut session.card, 9)?;
     let pl = &plan.placement;
-    let load = pl.load_for(condition)?;
+    let load = realtime::load_for(pl, condition)?;
     let job = Job { config: config.clone(), amount: plan.amount, no_ack: plan.no_ack };
     // On a real card nothing of tlpx runs in the kernel's handler: the ISR stage comes from
     // the kernel's own tracepoint, when it can be opened.
@@ -676,15 +569,6 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
     out
 }
 
-impl RunReport {
-    /// The user stage's samples in ns (overruns left out): the result keeps them, so its
-    /// histogram's bins are chosen from them. The ISR stage keeps only the card's log2 buckets.
-    pub fn user_samples_ns(&self) -> Vec<f64> {
-        let ns = 1e9 / f64::from(self.clock_hz.max(1));
-        self.user_cycles.iter().filter(|&&c| c != u32::MAX).map(|&c| f64::from(c) * ns).collect()
-    }
-}
-
 /// The histograms of every measured stage of `runs`, labelled by `label(run, stage)`: the user
 /// stage over bins chosen from its samples (one binning for all runs), the other stages (and
 /// a user stage without samples) over the card's log2 buckets. Returns the series and the
@@ -735,19 +619,9 @@ fn histogram_chart(title: &str, runs: &[RunReport]) -> LogChart {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Body<'a> {
-    pub time_basis: TimeBasis,
-    /// What comparing the runs shows on this time basis (with more than one run).
-    pub comparison: Option<Comparison>,
-    /// Borrowed when written, owned when read back.
-    pub points: Cow<'a, [RunReport]>,
-}
-
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(cmd, DefaultsFor::of_device(device)?)?;
+    let plan = parse_plan(cmd, crate::defaults::defaults_for(device)?)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
     if let (Some(svg), Some(output)) = (&cmd.svg, &cmd.output) {
@@ -755,7 +629,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     let mut session = Session::open(device)?;
     session.card.require(Feature::IrqTimer, "interrupt latency timer")?;
-    plan.timer_config(session.clock_hz)?;
+    timer_config(&plan, session.clock_hz)?;
     progress::install_stop_handler();
     let basis = time_basis(&session);
     let width = cmd.bar_width as usize;

@@ -17,9 +17,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use serde::{Deserialize, Serialize};
-use tlpx_device::pio::{self, PioStats, WINDOW_OFFSET, WINDOW_SIZE};
-use tlpx_model::stats::Summary;
+use tlpx_device::pio::{self, WINDOW_OFFSET, WINDOW_SIZE};
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::pio::{Body, PioPlan, PioPoint, SizeBucket};
 
 use crate::args::{check_optional_output, whole, whole_as};
 use crate::measure::pio::{header_line, measure, point_line, sim_limits, times_line, MAPPING_NOTE, MAX_COUNT, WIDTHS};
@@ -52,93 +53,29 @@ pub struct Cmd {
     pub output: Option<PathBuf>,
 }
 
-/// The checked arguments.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PioPlan {
-    pub widths: Vec<u32>,
-    pub count: u32,
-    pub offset: u32,
-    pub read_delay_cycles: Option<u32>,
-}
-
-impl PioPlan {
-    pub fn parse(widths: &str, count: u32, offset: u32, read_delay: Option<u32>) -> Result<PioPlan, String> {
-        let widths = parse_size_list("--widths", widths, "1, 2, 4, 8, 16, 32 or 64 bytes")?
-            .into_iter()
-            .map(|w| {
-                u32::try_from(w)
-                    .ok()
-                    .filter(|w| WIDTHS.contains(w))
-                    .ok_or_else(|| format!("--widths: {w} is not an access width: use 1, 2, 4, 8, 16, 32 or 64 bytes"))
-            })
-            .collect::<Result<Vec<u32>, String>>()?;
-        if !(1..=MAX_COUNT).contains(&count) {
-            return Err(format!("--count must be 1..={MAX_COUNT} accesses, not {count}"));
-        }
-        if !offset.is_multiple_of(64) || u64::from(offset) >= WINDOW_SIZE {
-            return Err(format!("--offset must be a multiple of 64 below {WINDOW_SIZE} (the window's size), not {offset}"));
-        }
-        Ok(PioPlan { widths, count, offset, read_delay_cycles: read_delay })
+/// The checked arguments (the plan a `pio` document records).
+pub fn parse_plan(widths: &str, count: u32, offset: u32, read_delay: Option<u32>) -> Result<PioPlan, String> {
+    let widths = parse_size_list("--widths", widths, "1, 2, 4, 8, 16, 32 or 64 bytes")?
+        .into_iter()
+        .map(|w| {
+            u32::try_from(w)
+                .ok()
+                .filter(|w| WIDTHS.contains(w))
+                .ok_or_else(|| format!("--widths: {w} is not an access width: use 1, 2, 4, 8, 16, 32 or 64 bytes"))
+        })
+        .collect::<Result<Vec<u32>, String>>()?;
+    if !(1..=MAX_COUNT).contains(&count) {
+        return Err(format!("--count must be 1..={MAX_COUNT} accesses, not {count}"));
     }
-}
-
-/// One histogram bucket as printed: TLP payload sizes in [low, 2 × low).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SizeBucket {
-    pub low_bytes: u64,
-    pub tlps: u64,
-}
-
-/// One width's figures.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PioPoint {
-    pub width: u32,
-    pub accesses: u32,
-    /// "uncached" (the only mapping this tlpx has).
-    pub mapping: &'static str,
-    /// The clock of the wall-time fields: "host_wall_time" (the CPU's loads and stores) or, on
-    /// the simulator, "host_wall_time_of_sim_socket_round_trips" (messages to tlpx-sim).
-    pub wall_clock: &'static str,
-    /// Host-side time each write call took (a posted write: the cost of issuing it).
-    pub write_wall_ns: Summary,
-    /// Host-side time each read took (a round trip).
-    pub read_wall_ns: Summary,
-    /// Write payload bytes per second between the card's first and last arriving write.
-    pub card_write_bytes_per_second: Option<f64>,
-    /// Card cycles per write over the burst (counter read before, after a flushing read).
-    pub card_cycles_per_write: f64,
-    /// Card cycles per read over the reads (the card's counter before and after).
-    pub card_cycles_per_read: f64,
-    /// Read bytes per second of card time: width / card time per read.
-    pub card_read_bytes_per_second: f64,
-    /// Bytes per second of host wall time over the write burst and over the reads.
-    pub host_write_bytes_per_second: f64,
-    pub host_read_bytes_per_second: f64,
-    pub write_stats: PioStats,
-    pub read_stats: PioStats,
-    pub write_tlp_sizes: Vec<SizeBucket>,
-    pub read_tlp_sizes: Vec<SizeBucket>,
-    /// Host stores per write TLP the card saw (>1: the host merged them; <1: it split them).
-    pub accesses_per_write_tlp: Option<f64>,
-    /// Reads whose data differed from what was written there.
-    pub readback_mismatches: u64,
-}
-
-impl PioPoint {
-    pub fn failed(&self) -> bool {
-        self.readback_mismatches > 0 || self.write_stats.write_bytes != u64::from(self.accesses) * u64::from(self.width)
+    if !offset.is_multiple_of(64) || u64::from(offset) >= WINDOW_SIZE {
+        return Err(format!("--offset must be a multiple of 64 below {WINDOW_SIZE} (the window's size), not {offset}"));
     }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Body {
-    pub mapping: &'static str,
-    pub points: Vec<PioPoint>,
+    Ok(PioPlan { widths, count, offset, read_delay_cycles: read_delay })
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = PioPlan::parse(&cmd.widths, cmd.count, cmd.offset, cmd.read_delay).map_err(anyhow::Error::msg)?;
+    let plan = parse_plan(&cmd.widths, cmd.count, cmd.offset, cmd.read_delay).map_err(anyhow::Error::msg)?;
     check_optional_output("--output", cmd.output.as_deref())?;
     let mut session = Session::open(device)?;
     if session.card.device().description().bar_sizes.first().copied().flatten().is_some_and(|s| s < WINDOW_OFFSET + WINDOW_SIZE) {
@@ -198,14 +135,14 @@ mod tests {
 
     #[test]
     fn widths_are_checked() {
-        let p = PioPlan::parse("1,2,4,8,16,32,64", 10, 0, None).expect("valid");
+        let p = parse_plan("1,2,4,8,16,32,64", 10, 0, None).expect("valid");
         assert_eq!(p.widths, WIDTHS.to_vec());
-        assert_eq!(PioPlan::parse("1..64", 10, 0, None).expect("valid").widths, WIDTHS.to_vec());
-        let e = PioPlan::parse("3", 10, 0, None).expect_err("3 bytes");
+        assert_eq!(parse_plan("1..64", 10, 0, None).expect("valid").widths, WIDTHS.to_vec());
+        let e = parse_plan("3", 10, 0, None).expect_err("3 bytes");
         assert!(e.contains("--widths: 3") && e.contains("1, 2, 4, 8, 16, 32 or 64"), "{e}");
-        assert!(PioPlan::parse("128", 10, 0, None).is_err());
-        assert!(PioPlan::parse("4", 0, 0, None).is_err_and(|e| e.contains("--count")));
-        assert!(PioPlan::parse("4", 1, 32, None).is_err_and(|e| e.contains("--offset") && e.contains("32")));
-        assert!(PioPlan::parse("4", 1, 65536, None).is_err());
+        assert!(parse_plan("128", 10, 0, None).is_err());
+        assert!(parse_plan("4", 0, 0, None).is_err_and(|e| e.contains("--count")));
+        assert!(parse_plan("4", 1, 32, None).is_err_and(|e| e.contains("--offset") && e.contains("32")));
+        assert!(parse_plan("4", 1, 65536, None).is_err());
     }
 }

@@ -25,16 +25,18 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
-use tlpx_device::rt_loop::{self, CardStats, Detect, LoopConfig, Return};
+use tlpx_device::rt_loop::{self, Detect, Return};
 use tlpx_model::stats::Summary;
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::rt_loop::{Body, Plan, Point};
 
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
 use crate::checkpoint::Checkpoints;
 use crate::plot::{log2_buckets, render_log_svg, Chart, LogChart, LogSeries, Mark, Series, Style, Ticks, XAxis};
 use crate::progress::{self, Progress};
-use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, HostGaps, Placement, PlacementArgs, TimeBasis};
+use crate::realtime::{self, fmt_ns, summary_line, text_histogram, Comparison, Condition, PlacementArgs, TimeBasis};
 use crate::results::{ResultDoc, SimLimit};
 use crate::session::Session;
 use crate::sizes::parse_size_list;
@@ -96,113 +98,42 @@ pub struct Cmd {
 }
 
 /// The checked arguments.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Plan {
-    pub iterations: u32,
-    pub sizes: Vec<u32>,
-    pub detect: Vec<Detect>,
-    pub ret: Vec<Return>,
-    pub seed: u32,
-    pub verify: bool,
-    pub sweep: bool,
-    #[serde(flatten)]
-    pub placement: Placement,
-}
-
-impl Plan {
-    pub fn parse(cmd: &Cmd) -> anyhow::Result<Plan> {
-        if cmd.iterations == 0 {
-            bail!("--iterations must be at least 1, not 0");
+/// Checks the arguments.
+pub fn parse_plan(cmd: &Cmd) -> anyhow::Result<Plan> {
+    if cmd.iterations == 0 {
+        bail!("--iterations must be at least 1, not 0");
+    }
+    let mut placement = realtime::parse_placement(&cmd.placement)?;
+    let (sizes, detect, ret) = if cmd.sweep {
+        // In virtual time a loaded run repeats the idle one (load costs no card time), so
+        // an explicit --compare idle is kept.
+        if cmd.placement.compare.is_empty() {
+            let mut args = cmd.placement.clone();
+            args.compare = vec![Condition::Idle, Condition::Loaded];
+            placement = realtime::parse_placement(&args)?;
         }
-        let mut placement = Placement::parse(&cmd.placement)?;
-        let (sizes, detect, ret) = if cmd.sweep {
-            // In virtual time a loaded run repeats the idle one (load costs no card time), so
-            // an explicit --compare idle is kept.
-            if cmd.placement.compare.is_empty() {
-                let mut args = cmd.placement.clone();
-                args.compare = vec![Condition::Idle, Condition::Loaded];
-                placement = Placement::parse(&args)?;
+        (SWEEP_SIZES.to_vec(), vec![Detect::Poll, Detect::Irq], vec![Return::Register, Return::Dma])
+    } else {
+        let sizes = parse_size_list("--size", &cmd.size, "multiples of 4 in 8..=4096 bytes").map_err(anyhow::Error::msg)?;
+        let mut checked = Vec::new();
+        for s in sizes {
+            let ok = (u64::from(rt_loop::MIN_SIZE)..=u64::from(rt_loop::MAX_SIZE)).contains(&s) && s.is_multiple_of(4);
+            if !ok {
+                bail!(
+                    "--size {s}: a loop buffer is a multiple of 4 bytes in {}..={} (the token and at least one data DW)",
+                    rt_loop::MIN_SIZE,
+                    rt_loop::MAX_SIZE
+                );
             }
-            (SWEEP_SIZES.to_vec(), vec![Detect::Poll, Detect::Irq], vec![Return::Register, Return::Dma])
-        } else {
-            let sizes = parse_size_list("--size", &cmd.size, "multiples of 4 in 8..=4096 bytes").map_err(anyhow::Error::msg)?;
-            let mut checked = Vec::new();
-            for s in sizes {
-                let ok = (u64::from(rt_loop::MIN_SIZE)..=u64::from(rt_loop::MAX_SIZE)).contains(&s) && s.is_multiple_of(4);
-                if !ok {
-                    bail!(
-                        "--size {s}: a loop buffer is a multiple of 4 bytes in {}..={} (the token and at least one data DW)",
-                        rt_loop::MIN_SIZE,
-                        rt_loop::MAX_SIZE
-                    );
-                }
-                checked.push(s as u32);
-            }
-            refuse_duplicate_values("--detect", &cmd.detect).map_err(anyhow::Error::msg)?;
-            refuse_duplicate_values("--return", &cmd.ret).map_err(anyhow::Error::msg)?;
-            let detect: Vec<Detect> = cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
-            let ret: Vec<Return> = cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
-            (checked, detect, ret)
-        };
-        Ok(Plan { iterations: cmd.iterations, sizes, detect, ret, seed: cmd.seed, verify: cmd.verify, sweep: cmd.sweep, placement })
-    }
-
-    fn config(&self, size: u32, detect: Detect, ret: Return) -> LoopConfig {
-        let mut c = LoopConfig::new(size, self.iterations, detect, ret);
-        c.seed = self.seed;
-        c.verify_data = self.verify;
-        c
-    }
-}
-
-/// One point: one size, detection, return and condition.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Point {
-    pub size_bytes: u32,
-    pub detect: Detect,
-    #[serde(rename = "return")]
-    pub ret: Return,
-    pub condition: Condition,
-    pub load: Vec<realtime::LoadKind>,
-    pub load_cpus: Vec<usize>,
-    pub iterations: u32,
-    /// Every checksum right, every iteration counted, no sample lost.
-    pub verified: bool,
-    pub clock_hz: u32,
-    /// Loop time (card clock), ns.
-    pub loop_ns: Option<Summary>,
-    /// max - min of the loop time, ns (the DataMover's jitter).
-    pub jitter_ns: Option<f64>,
-    /// Standard deviation of the loop time, ns.
-    pub stddev_ns: Option<f64>,
-    /// DMA return: mean cycles from the doorbell's arrival to the read's completion, in ns.
-    pub return_read_mean_ns: Option<f64>,
-    /// Host wall time from seeing the token to issuing the return, ns (real host time).
-    pub host_compute_ns: Option<Summary>,
-    pub polls_per_iteration: Option<f64>,
-    pub interrupts: u64,
-    pub doorbell_retries: u64,
-    pub data_errors: u64,
-    pub card: CardStats,
-    /// Simulator with real host time: gaps charged during the point and how many were capped.
-    pub sim_host_gaps: Option<HostGaps>,
-    pub pinned_cpu: Option<usize>,
-    pub fifo_priority: Option<i32>,
-    pub notes: Vec<String>,
-    /// Every loop time in cycles.
-    pub loop_cycles: Vec<u32>,
-}
-
-impl Point {
-    /// Every loop time in ns (the result keeps them: its histogram's bins are chosen from them).
-    pub fn loop_samples_ns(&self) -> Vec<f64> {
-        let ns = 1e9 / f64::from(self.clock_hz.max(1));
-        self.loop_cycles.iter().map(|&c| f64::from(c) * ns).collect()
-    }
-
-    fn label(&self) -> String {
-        format!("{}/{} {}", self.detect.name(), self.ret.name(), format!("{:?}", self.condition).to_lowercase())
-    }
+            checked.push(s as u32);
+        }
+        refuse_duplicate_values("--detect", &cmd.detect).map_err(anyhow::Error::msg)?;
+        refuse_duplicate_values("--return", &cmd.ret).map_err(anyhow::Error::msg)?;
+        let detect: Vec<Detect> = cmd.detect.iter().map(|d| if *d == DetectArg::Poll { Detect::Poll } else { Detect::Irq }).collect();
+        let ret: Vec<Return> = cmd.ret.iter().map(|r| if *r == ReturnArg::Register { Return::Register } else { Return::Dma }).collect();
+        (checked, detect, ret)
+    };
+    Ok(Plan { iterations: cmd.iterations, sizes, detect, ret, seed: cmd.seed, verify: cmd.verify, sweep: cmd.sweep, placement })
 }
 
 fn stddev(values: &[f64]) -> Option<f64> {
@@ -232,7 +163,7 @@ fn run_point(
         config.detect_timeout = t;
     }
     let before = realtime::sim_host_time_stats(session);
-    let load = pl.load_for(condition)?;
+    let load = realtime::load_for(pl, condition)?;
     let (result, notes) =
         realtime::on_measuring_thread(&mut session.card, "tlpx-loop", pl, |card| rt_loop::run(card, &config).context("running the loop"));
     drop(load);
@@ -262,7 +193,7 @@ fn run_point(
         doorbell_retries: r.host.doorbell_retries,
         data_errors: r.host.data_errors,
         card: r.card.clone(),
-        sim_host_gaps: HostGaps::between(&before, &after),
+        sim_host_gaps: realtime::host_gaps_between(&before, &after),
         pinned_cpu: pl.cpu,
         fifo_priority: pl.fifo.filter(|_| notes.is_empty()),
         notes,
@@ -464,21 +395,9 @@ fn sweep_chart(title: &str, points: &[Point]) -> Chart {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Body<'a> {
-    pub time_basis: TimeBasis,
-    /// What comparing idle and loaded points shows on this time basis (when both ran).
-    pub comparison: Option<Comparison>,
-    /// On the simulator with both detections: why irq against poll shows nothing about a host.
-    pub detection: Option<String>,
-    /// Borrowed when written, owned when read back.
-    pub points: Cow<'a, [Point]>,
-}
-
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let plan = Plan::parse(cmd)?;
+    let plan = parse_plan(cmd)?;
     check_optional_output("--svg", cmd.svg.as_deref())?;
     check_optional_output("--output", cmd.output.as_deref())?;
     if let (Some(svg), Some(output)) = (&cmd.svg, &cmd.output) {
@@ -605,6 +524,9 @@ fn document<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tlpx_device::rt_loop::CardStats;
+
+    use crate::realtime::HostGaps;
 
     fn point(gaps: Option<HostGaps>) -> Point {
         Point {

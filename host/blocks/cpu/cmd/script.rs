@@ -23,10 +23,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tlpx_device::cpu::{SCRIPT_AREA, SCRIPT_AREA_LEN};
 use tlpx_script::image::Insn;
 use tlpx_script::{lex::parse_clock, AreaError, Diagnostic, Options, Program};
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::script::{EndDoc, HostSideDoc, RecordDoc, RunBody, RunParameters};
 
 use crate::input;
 
@@ -233,53 +236,6 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Smallest host buffer a run gets.
 const MIN_BUFFER: u64 = 4096;
 
-/// What `script run` was asked, after defaults.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct RunParameters {
-    pub file: String,
-    pub firmware: Option<String>,
-    pub buffer_bytes: u64,
-    pub clock_hz: u32,
-    pub map_hash: u32,
-    pub image_bytes: usize,
-}
-
-/// One result record, decoded and named.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RecordDoc {
-    pub index: u64,
-    pub slot: u16,
-    pub name: String,
-    pub kind: String,
-    pub status: u8,
-    pub status_name: &'static str,
-    pub pc: u32,
-    pub cycle: u64,
-    pub delta_cycles: u64,
-    pub value: u64,
-    pub aux: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct EndDoc {
-    pub status: u32,
-    pub status_name: &'static str,
-    pub ok: bool,
-    pub records: u64,
-    pub instructions: u32,
-    pub aborted: bool,
-}
-
-/// The body of the result document: the records are its points.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct RunBody {
-    pub points: Vec<RecordDoc>,
-    pub end: EndDoc,
-    pub console: String,
-    pub host_side: HostSideDoc,
-}
-
 fn record_doc(program: &Program, index: u64, first_cycle: u64, r: &tlpx_script::ResultRecord) -> RecordDoc {
     let (name, kind) = match program.slots.get(usize::from(r.slot)) {
         _ if r.slot == tlpx_script::image::NO_SLOT => ("(end)".to_string(), "end".to_string()),
@@ -367,18 +323,6 @@ fn parse_serve(values: &[String]) -> anyhow::Result<HostSides> {
 const IRQ_RING_RECORDS: u32 = 1024;
 /// Longest a turn of the run loop waits for the timer's interrupt (card time on the simulator).
 const IRQ_WAIT: std::time::Duration = std::time::Duration::from_micros(20);
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct HostSideDoc {
-    /// `--serve loop`: iterations answered, buffers whose data did not match their token.
-    pub loop_served: Option<u64>,
-    pub loop_data_errors: Option<u64>,
-    /// `--serve irq`: interrupts acknowledged, samples copied, and the user stage of the
-    /// samples (card cycles from the fire to the acknowledgement).
-    pub irq_acked: Option<u64>,
-    pub irq_samples: Option<usize>,
-    pub irq_user_cycles: Option<tlpx_model::stats::Summary>,
-}
 
 #[allow(clippy::too_many_arguments)]
 fn run_on_card(

@@ -13,19 +13,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
-use serde::Serialize;
+use clap::Args;
 use tlpx_device::card::Feature;
-use tlpx_device::generator::{
-    AddressPattern, DataPattern, ErrorCounts, GenConfig, LinkLimits, Operation, ValidGenConfig, MAX_TRANSFER_BYTES, TAGS,
-};
+use tlpx_device::generator::{LinkLimits, Operation, ValidGenConfig, MAX_TRANSFER_BYTES, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::CompletionSplit;
-use tlpx_model::stats::Summary;
 
 use super::bw_driver;
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
-use crate::measure::config::{build_configs, op_short, session_model, transfer_sizes, GenArgs};
+use crate::measure::config::{build_configs, op_short, parse_common, session_model, transfer_sizes, GenArgs};
 use crate::measure::figures::{efficiency_limit, header_line, knob_limits, legend, point_line};
 use crate::measure::runner::{measure_point, sweep};
 use crate::progress::{self, Progress};
@@ -34,68 +30,10 @@ use crate::session::Session;
 
 /// The pcie-bench name of an operation, where `results::diff` looks for it.
 pub use crate::measure::config::op_label;
+/// The document's types (and the option values they record) are tlpx-results'.
+pub use tlpx_results::bw::{Body, BwOp, BwPoint, Common, DataArg, HostCheck, Parameters, PatternArg, RunRecord};
 
 // Arguments ------------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BwOp {
-    /// BW_RD: the card reads host memory.
-    Read,
-    /// BW_WR: the card writes host memory.
-    Write,
-    /// BW_RDWR: both at once.
-    Rdwr,
-}
-
-impl BwOp {
-    pub fn operation(self) -> Operation {
-        match self {
-            BwOp::Read => Operation::Read,
-            BwOp::Write => Operation::Write,
-            BwOp::Rdwr => Operation::ReadWrite,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PatternArg {
-    /// Transfer n at (n × slot) mod window.
-    Seq,
-    /// Every transfer at the same address.
-    Fixed,
-    /// A slot of the window chosen by the card's LFSR.
-    Random,
-}
-
-impl PatternArg {
-    pub fn pattern(self) -> AddressPattern {
-        match self {
-            PatternArg::Seq => AddressPattern::Sequential,
-            PatternArg::Fixed => AddressPattern::Fixed,
-            PatternArg::Random => AddressPattern::Random,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DataArg {
-    /// DW at byte address a holds a/4 + seed.
-    Counter,
-    /// DW at byte address a holds a hash of a/4 and the seed.
-    Prbs,
-}
-
-impl DataArg {
-    pub fn pattern(self) -> DataPattern {
-        match self {
-            DataArg::Counter => DataPattern::Counter,
-            DataArg::Prbs => DataPattern::Prbs,
-        }
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -123,212 +61,57 @@ fn sizes_help() -> &'static str {
     HELP.as_str()
 }
 
-/// The generator options after parsing, checked against everything but the link.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Common {
-    pub windows: Vec<u64>,
-    pub offsets: Vec<u32>,
-    pub patterns: Vec<PatternArg>,
-    pub count: u64,
-    pub duration_seconds: Option<f64>,
-    pub request_size: Option<u32>,
-    pub payload_size: Option<u32>,
-    pub idle_cycles: u32,
-    pub addr64: bool,
-    pub data: DataArg,
-    pub seed: u32,
-    pub check: bool,
-    pub relaxed_ordering: bool,
-    pub no_snoop: bool,
-    pub repeat: u32,
-}
-
-// Result types -------------------------------------------------------------------------
-
-/// What the host found in the buffer after the card wrote it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct HostCheck {
-    /// Bytes examined (the whole window).
-    pub checked_bytes: u64,
-    /// Bytes that hold the pattern the card writes.
-    pub written_bytes: u64,
-    /// Bytes that hold neither the pattern nor what the host put there before the run.
-    pub corrupt_bytes: u64,
-    /// Bytes the card should have written (sequential and fixed patterns) but did not.
-    pub missing_bytes: u64,
-    /// Bytes outside the transfers that the card wrote anyway.
-    pub stray_bytes: u64,
-    /// Window offset of the first bad byte.
-    pub first_bad_offset: Option<u64>,
-}
-
-impl HostCheck {
-    pub fn bad(&self) -> u64 {
-        self.corrupt_bytes + self.missing_bytes + self.stray_bytes
-    }
-
-    /// What was bad, for the text output: "2 corrupt, 0 missing, 1 stray bytes (first at +5)".
-    pub fn bad_text(&self) -> String {
-        format!(
-            "{} corrupt, {} missing, {} stray bytes (first at +{})",
-            self.corrupt_bytes,
-            self.missing_bytes,
-            self.stray_bytes,
-            self.first_bad_offset.unwrap_or(0)
-        )
-    }
-
-    /// Adds the counts of another run (the first bad offset stays the first one seen).
-    pub fn add(&mut self, o: &HostCheck) {
-        self.checked_bytes += o.checked_bytes;
-        self.written_bytes += o.written_bytes;
-        self.corrupt_bytes += o.corrupt_bytes;
-        self.missing_bytes += o.missing_bytes;
-        self.stray_bytes += o.stray_bytes;
-        self.first_bad_offset = self.first_bad_offset.or(o.first_bad_offset);
-    }
-}
-
-/// One run as the point keeps it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct RunRecord {
-    pub cycles: u64,
-    pub bytes_per_second: f64,
-    pub transfers: u64,
-    pub ended_by: String,
-}
-
-/// One point of a bandwidth sweep.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct BwPoint {
-    pub operation: &'static str,
-    pub transfer_size: u32,
-    pub window: u64,
-    pub offset: u32,
-    pub pattern: &'static str,
-    pub config: GenConfig,
-    /// Payload bytes per second of card time (per stream for rdwr), over the runs.
-    pub achieved_bytes_per_second: Summary,
-    /// The model's limit for the link libpci reports (per stream for rdwr).
-    pub model_bytes_per_second: Option<f64>,
-    /// achieved / model as a fraction (1.0 = the model's limit), over the runs.
-    pub efficiency: Option<Summary>,
-    /// What `efficiency` is (unit, and on the simulator that it cannot exceed 1.0); null
-    /// without a model.
-    pub efficiency_meaning: Option<&'static str>,
-    pub runs: Vec<RunRecord>,
-    /// Sums over the runs.
-    pub transfers: u64,
-    pub read_requests: u64,
-    pub read_bytes: u64,
-    pub completions: u64,
-    pub write_requests: u64,
-    pub write_bytes: u64,
-    pub card_errors: ErrorCounts,
-    pub card_error_total: u64,
-    /// The host's check of the buffer after writes (null for reads: the card checks those).
-    pub host_check: Option<HostCheck>,
-}
-
-impl BwPoint {
-    /// True when the point is not clean: card errors, bad data, a run that did not end by its
-    /// count or duration, or no transfer at all (nothing was measured).
-    pub fn failed(&self) -> bool {
-        self.transfers == 0
-            || self.card_error_total > 0
-            || self.host_check.as_ref().is_some_and(|c| c.bad() > 0)
-            || self.runs.iter().any(|r| r.ended_by != "count" && r.ended_by != "duration")
-    }
-}
-
 // The command ---------------------------------------------------------------------------
 
-/// The parameters of a `bw` document, as written and as `tlpx report` reads them back.
-///
-/// [`Common`]'s fields one by one rather than flattened: its `request_size` and
-/// `payload_size` are the options as given (absent = from the link), while the document
-/// records the sizes resolved from the link, under the same names.
-#[derive(Debug, Serialize, serde::Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Parameters {
-    pub operations: Vec<&'static str>,
-    pub sizes: Vec<u32>,
-    pub outstanding: u32,
-    pub windows: Vec<u64>,
-    pub offsets: Vec<u32>,
-    pub patterns: Vec<PatternArg>,
-    pub count: u64,
-    pub duration_seconds: Option<f64>,
-    /// Resolved from the link when not given.
-    pub request_size: u32,
-    pub payload_size: u32,
-    pub duration_cycles: u64,
-    pub idle_cycles: u32,
-    pub addr64: bool,
-    pub data: DataArg,
-    pub seed: u32,
-    pub check: bool,
-    pub relaxed_ordering: bool,
-    pub no_snoop: bool,
-    pub repeat: u32,
-}
-
-impl Parameters {
-    /// The sweep's parameters: the sizes are the first configuration's (the link's when there
-    /// is none), as the generator ran them.
-    fn new(
-        operations: Vec<&'static str>,
-        sizes: Vec<u32>,
-        outstanding: u32,
-        common: Common,
-        first: Option<&ValidGenConfig>,
-        link: LinkLimits,
-    ) -> Parameters {
-        // Every field named, so that a new option in Common does not go unrecorded.
-        let Common {
-            windows,
-            offsets,
-            patterns,
-            count,
-            duration_seconds,
-            request_size: _,
-            payload_size: _,
-            idle_cycles,
-            addr64,
-            data,
-            seed,
-            check,
-            relaxed_ordering,
-            no_snoop,
-            repeat,
-        } = common;
-        Parameters {
-            operations,
-            sizes,
-            outstanding,
-            windows,
-            offsets,
-            patterns,
-            count,
-            duration_seconds,
-            request_size: first.map_or(link.mrrs, |c| c.request_size),
-            payload_size: first.map_or(link.mps, |c| c.payload_size),
-            duration_cycles: first.map_or(0, |c| c.duration_cycles),
-            idle_cycles,
-            addr64,
-            data,
-            seed,
-            check,
-            relaxed_ordering,
-            no_snoop,
-            repeat,
-        }
+/// The sweep's parameters: the sizes are the first configuration's (the link's when there
+/// is none), as the generator ran them.
+fn parameters(
+    operations: Vec<&'static str>,
+    sizes: Vec<u32>,
+    outstanding: u32,
+    common: Common,
+    first: Option<&ValidGenConfig>,
+    link: LinkLimits,
+) -> Parameters {
+    // Every field named, so that a new option in Common does not go unrecorded.
+    let Common {
+        windows,
+        offsets,
+        patterns,
+        count,
+        duration_seconds,
+        request_size: _,
+        payload_size: _,
+        idle_cycles,
+        addr64,
+        data,
+        seed,
+        check,
+        relaxed_ordering,
+        no_snoop,
+        repeat,
+    } = common;
+    Parameters {
+        operations,
+        sizes,
+        outstanding,
+        windows,
+        offsets,
+        patterns,
+        count,
+        duration_seconds,
+        request_size: first.map_or(link.mrrs, |c| c.request_size),
+        payload_size: first.map_or(link.mps, |c| c.payload_size),
+        duration_cycles: first.map_or(0, |c| c.duration_cycles),
+        idle_cycles,
+        addr64,
+        data,
+        seed,
+        check,
+        relaxed_ordering,
+        no_snoop,
+        repeat,
     }
-}
-
-#[derive(Debug, Serialize)]
-struct Body {
-    points: Vec<BwPoint>,
 }
 
 /// `cmd` as a run through LitePCIe's driver sees it: the options that apply there, and the
@@ -369,7 +152,7 @@ fn driver_request(cmd: &Cmd) -> bw_driver::Request<'_> {
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
+    let common = parse_common(&cmd.gen).map_err(anyhow::Error::msg)?;
     let sizes = transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
     let ops: Vec<Operation> = cmd.op.iter().map(|o| o.operation()).collect();
@@ -422,7 +205,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     progress.finish();
     let failed = points.iter().any(BwPoint::failed);
     let operations = ops.iter().map(|o| op_short(*o)).collect();
-    let parameters = Parameters::new(operations, sizes, cmd.outstanding, common, configs.first(), LinkLimits { mps, mrrs });
+    let parameters = parameters(operations, sizes, cmd.outstanding, common, configs.first(), LinkLimits { mps, mrrs });
     let mut doc = ResultDoc::new(
         "bw",
         parameters,

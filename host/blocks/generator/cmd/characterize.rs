@@ -14,17 +14,19 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
 use tlpx_device::generator::{LinkLimits, Operation, ValidGenConfig, TAGS};
 use tlpx_device::DmaBuffer;
 use tlpx_model::link::{self as model_link, CompletionSplit, LinkConfig};
 
+/// The document's types are tlpx-results'.
+pub use tlpx_results::characterize::{Body, Parameters, TableRow};
+
 use crate::args::{check_optional_output, check_output_dir, whole};
 use crate::cmd::bw::{BwPoint, Common, DataArg, PatternArg};
 use crate::cmd::lat::LatPoint;
 use crate::cmd::pio::{PioPlan, PioPoint};
-use crate::measure::config::GenArgs;
+use crate::measure::config::{parse_common, GenArgs};
 use crate::measure::latency::{self, LatOp};
 use crate::measure::pio::{self, MAPPING_NOTE};
 use crate::measure::{config, figures, runner};
@@ -78,27 +80,6 @@ pub struct Cmd {
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
-}
-
-/// One row of the Pamette table.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TableRow {
-    /// "dma_write", "dma_read", "dma_read_write", "pio_write", "pio_read".
-    pub what: &'static str,
-    pub label: &'static str,
-    /// Best sustained payload bandwidth, bytes/s (median over repeats), card time.
-    pub best_bytes_per_second: Option<f64>,
-    /// The transfer size (DMA) or access width (PIO) that achieved it.
-    pub at_bytes: Option<u64>,
-    /// The model's limit at that size (DMA only).
-    pub model_at_size_bytes_per_second: Option<f64>,
-    /// best / model at that size, a fraction (1.0 = the model's limit); DMA only.
-    pub efficiency: Option<f64>,
-    /// What `efficiency` is (unit; on the simulator, that it cannot exceed 1.0).
-    pub efficiency_meaning: Option<&'static str>,
-    /// The model's best over the sizes swept (DMA only).
-    pub model_best_bytes_per_second: Option<f64>,
-    pub how: String,
 }
 
 /// The best DMA point of one operation.
@@ -263,32 +244,6 @@ fn pio_chart(title: &str, points: &[PioPoint]) -> Chart {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Parameters {
-    pub sizes: Vec<u32>,
-    pub count: u64,
-    pub duration_seconds: Option<f64>,
-    pub window: u64,
-    pub outstanding: u32,
-    pub repeat: u32,
-    pub addr64: bool,
-    pub lat_sizes: Vec<u32>,
-    pub lat_count: u64,
-    pub pio: PioPlan,
-    pub out_dir: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Body {
-    pub table: Vec<TableRow>,
-    /// The DMA bandwidth points (kind "bw" points).
-    pub points: Vec<BwPoint>,
-    pub latency: Vec<LatPoint>,
-    pub pio: Vec<PioPoint>,
-    pub figures: Vec<String>,
-}
-
 fn mb(v: Option<f64>) -> String {
     v.map_or("-".into(), |b| format!("{:.1}", b / 1e6))
 }
@@ -348,7 +303,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     // Arguments, all checked before the card is touched.
     let gen_args = gen_args(cmd);
-    let common = Common::parse(&gen_args).map_err(anyhow::Error::msg)?;
+    let common = parse_common(&gen_args).map_err(anyhow::Error::msg)?;
     if common.windows.len() != 1 {
         anyhow::bail!("--window takes one window for characterize, not {}", common.windows.len());
     }
@@ -358,7 +313,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--lat-count must be 1..={MAX_LAT_COUNT}, not {}", cmd.lat_count);
     }
     let lat_common = Common { count: cmd.lat_count, duration_seconds: None, repeat: 1, ..common.clone() };
-    let pio_plan = PioPlan::parse(&cmd.widths, cmd.pio_count, 0, None).map_err(|e| anyhow::anyhow!(e.replace("--count", "--pio-count")))?;
+    let pio_plan = crate::cmd::pio::parse_plan(&cmd.widths, cmd.pio_count, 0, None)
+        .map_err(|e| anyhow::anyhow!(e.replace("--count", "--pio-count")))?;
     let dma_ops = [Operation::Write, Operation::Read, Operation::ReadWrite];
     config::build_configs(&dma_ops, &sizes, cmd.outstanding, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
     latency::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;

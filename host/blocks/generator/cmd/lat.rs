@@ -15,18 +15,17 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
-use tlpx_device::generator::{ErrorCounts, GenConfig, LinkLimits, ValidGenConfig};
+use tlpx_device::generator::{LinkLimits, ValidGenConfig};
 use tlpx_device::DmaBuffer;
-use tlpx_model::stats::Summary;
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::lat::{Body, HardwareLatency, LatPoint, Parameters};
 
 use crate::args::{check_optional_output, refuse_duplicate_values};
-use crate::cmd::bw::{Common, HostCheck};
-use crate::measure::config::GenArgs;
+use crate::measure::config::{parse_common, GenArgs};
 use crate::measure::latency::{build_configs, cdf_chart, measure_point, LatOp};
 use crate::measure::{check, config, figures, runner};
-use crate::output::bytes;
 use crate::plot;
 use crate::progress::{self, Progress};
 use crate::results::{ResultDoc, SimLimit};
@@ -51,56 +50,6 @@ pub struct Cmd {
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
-}
-
-/// The card's own latency counters, converted to ns.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HardwareLatency {
-    pub count: u64,
-    pub min_ns: f64,
-    pub mean_ns: f64,
-    pub max_ns: f64,
-    /// log2 histogram in card cycles: bucket k counts latencies in [2^k, 2^(k+1)) cycles.
-    pub histogram_cycles: Vec<u64>,
-}
-
-/// One latency measurement point.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LatPoint {
-    /// "LAT_RD" or "LAT_WRRD".
-    pub measurement: &'static str,
-    pub operation: &'static str,
-    pub transfer_size: u32,
-    pub config: GenConfig,
-    pub clock_hz: u32,
-    /// Per-request latency in ns from the card's samples; null when the card kept none.
-    pub latency_ns: Option<Summary>,
-    pub hardware: HardwareLatency,
-    /// The samples themselves, in card cycles (what the CDF is drawn from).
-    pub samples_cycles: Vec<u32>,
-    pub samples_dropped: u64,
-    pub transfers: u64,
-    pub card_errors: ErrorCounts,
-    pub card_error_total: u64,
-    pub host_check: Option<HostCheck>,
-    pub ended_by: Vec<String>,
-}
-
-impl LatPoint {
-    pub fn label(&self) -> String {
-        format!("{} {}", self.measurement, bytes(u64::from(self.transfer_size)))
-    }
-
-    pub fn samples_ns(&self) -> Vec<f64> {
-        let ns_per_cycle = 1e9 / f64::from(self.clock_hz.max(1));
-        self.samples_cycles.iter().map(|c| f64::from(*c) * ns_per_cycle).collect()
-    }
-
-    pub fn failed(&self) -> bool {
-        self.card_error_total > 0
-            || self.host_check.as_ref().is_some_and(|c| c.bad() > 0)
-            || self.ended_by.iter().any(|e| e != "count" && e != "duration")
-    }
 }
 
 /// The text report of one point; `clock` names the card's clock ([`crate::results::Environment::card_clock`]).
@@ -142,24 +91,9 @@ pub fn point_text(p: &LatPoint, cdf_rows: usize, clock: &str) -> Vec<String> {
     out
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Parameters {
-    pub measurements: Vec<&'static str>,
-    pub sizes: Vec<u32>,
-    #[serde(flatten)]
-    pub common: Common,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Body {
-    pub points: Vec<LatPoint>,
-}
-
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let common = Common::parse(&cmd.gen).map_err(anyhow::Error::msg)?;
+    let common = parse_common(&cmd.gen).map_err(anyhow::Error::msg)?;
     let sizes = config::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
     build_configs(&cmd.op, &sizes, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
@@ -236,7 +170,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tlpx_device::generator::Operation;
+    use tlpx_device::generator::{ErrorCounts, GenConfig, Operation};
+    use tlpx_model::stats::Summary;
+
+    use crate::cmd::bw::HostCheck;
 
     fn point(samples: Vec<u32>) -> LatPoint {
         let cfg = GenConfig::new(Operation::Read, 64, samples.len() as u64);
@@ -309,7 +246,7 @@ mod tests {
             ns: false,
             repeat: 1,
         };
-        let c = Common::parse(&a).expect("valid");
+        let c = parse_common(&a).expect("valid");
         let cfgs = build_configs(&[LatOp::Read, LatOp::Wrrd], &[64], &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000).expect("valid");
         assert!(cfgs.iter().all(|c| c.max_outstanding == 1));
         assert_eq!(cfgs[1].operation, Operation::WriteThenRead);

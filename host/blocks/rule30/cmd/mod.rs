@@ -32,13 +32,15 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use serde::{Deserialize, Serialize};
 use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::rule30::{self as accel, HwMode, OpConfig};
 use tlpx_device::{BarPath, ClockSource};
 use tlpx_model::stats::Summary;
 use tlpx_rule30::{char_run, from_card_words, test_packets, BitLine, CharLine, Variant, CARD_WORDS};
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::rule30::{Body, Crossover, Mode, Plan, Point};
 
 use crate::args::{check_optional_output, check_output_dir, whole};
 use crate::checkpoint::Checkpoints;
@@ -68,92 +70,6 @@ pub const SWEEP_PACKETS: BackendDefault<u32> = BackendDefault { hardware: 1000, 
 /// Lengths of `sweep`: every 8 bits on hardware; the powers of two on the simulator (the
 /// crossovers and the zoom figure are below 256 bits, where they are dense).
 pub const SWEEP_LENGTHS: BackendDefault<&str> = BackendDefault { hardware: "8..1024/8", simulator: "8,16,32,64,128,256,512,1024" };
-
-/// A mode of `tlpx rule30 run` (serialised as its name: "sw-char", "hw-batch").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Sw(Variant),
-    Hw(HwMode),
-    Batch,
-}
-
-impl Serialize for Mode {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Mode {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
-        let name = std::borrow::Cow::<str>::deserialize(d)?;
-        Mode::all().into_iter().find(|m| m.name() == name).ok_or_else(|| {
-            let names: Vec<&str> = Mode::all().iter().map(|m| m.name()).collect();
-            serde::de::Error::custom(format!("unknown rule-30 mode {name:?}; the modes are {}", names.join(", ")))
-        })
-    }
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Sw(v) => v.name(),
-            Mode::Hw(m) => m.name(),
-            Mode::Batch => "hw-batch",
-        }
-    }
-
-    pub fn is_hw(self) -> bool {
-        !matches!(self, Mode::Sw(_))
-    }
-
-    pub fn all() -> Vec<Mode> {
-        let mut v: Vec<Mode> = Variant::ALL.iter().map(|s| Mode::Sw(*s)).collect();
-        v.extend(HwMode::ALL.iter().map(|m| Mode::Hw(*m)));
-        v.push(Mode::Batch);
-        v
-    }
-
-    /// Which of `modes` (parsed from `text`) the list names one by one, not through a group.
-    fn named_alone(text: &str, modes: &[Mode]) -> Vec<Mode> {
-        modes.iter().copied().filter(|m| text.split(',').any(|t| t.trim() == m.name())).collect()
-    }
-
-    fn parse(text: &str) -> anyhow::Result<Vec<Mode>> {
-        let mut out = Vec::new();
-        // Which word of the list named each mode, for the message about a duplicate.
-        let mut by: Vec<&str> = Vec::new();
-        for t in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let modes = match t {
-                "all" => Mode::all(),
-                "sw" => Variant::ALL.iter().map(|s| Mode::Sw(*s)).collect(),
-                "hw" => {
-                    let mut v: Vec<Mode> = HwMode::ALL.iter().map(|m| Mode::Hw(*m)).collect();
-                    v.push(Mode::Batch);
-                    v
-                }
-                _ => match Mode::all().into_iter().find(|m| m.name() == t) {
-                    Some(m) => vec![m],
-                    None => bail!(
-                        "--mode {t:?} is not a mode; the modes are {} (or all, sw, hw)",
-                        Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
-                    ),
-                },
-            };
-            for m in modes {
-                if let Some(i) = out.iter().position(|o| *o == m) {
-                    let given = if by[i] == t { format!("{t:?} twice") } else { format!("{:?} and {t:?}", by[i]) };
-                    bail!("--mode: {} is given twice ({given}); give each mode once", m.name());
-                }
-                out.push(m);
-                by.push(t);
-            }
-        }
-        if out.is_empty() {
-            bail!("--mode is empty; give one or more of {}", Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
-        }
-        Ok(out)
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -232,26 +148,48 @@ pub struct SweepArgs {
     pub out_dir: PathBuf,
 }
 
-// Checked arguments --------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Plan {
-    pub modes: Vec<Mode>,
-    /// The modes named one by one in --mode (not through all, sw or hw): a device that cannot
-    /// run one of these refuses the command; one the groups brought in is left out, said so.
-    /// How the list was written, not a parameter of the measurement: not in results.
-    #[serde(skip)]
-    pub named_modes: Vec<Mode>,
-    pub packets: u32,
-    pub generations: u32,
-    pub rule: u8,
-    pub seed: u64,
-    pub verify: bool,
-    pub lengths: Vec<u32>,
-    pub latencies_ns: Vec<f64>,
-    /// Whose defaults applied to the options not given (crate::defaults).
-    pub defaults_for: DefaultsFor,
+/// Which of `modes` (parsed from `text`) the list names one by one, not through a group.
+fn modes_named_alone(text: &str, modes: &[Mode]) -> Vec<Mode> {
+    modes.iter().copied().filter(|m| text.split(',').any(|t| t.trim() == m.name())).collect()
 }
+
+fn parse_modes(text: &str) -> anyhow::Result<Vec<Mode>> {
+    let mut out = Vec::new();
+    // Which word of the list named each mode, for the message about a duplicate.
+    let mut by: Vec<&str> = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let modes = match t {
+            "all" => Mode::all(),
+            "sw" => Variant::ALL.iter().map(|s| Mode::Sw(*s)).collect(),
+            "hw" => {
+                let mut v: Vec<Mode> = HwMode::ALL.iter().map(|m| Mode::Hw(*m)).collect();
+                v.push(Mode::Batch);
+                v
+            }
+            _ => match Mode::all().into_iter().find(|m| m.name() == t) {
+                Some(m) => vec![m],
+                None => bail!(
+                    "--mode {t:?} is not a mode; the modes are {} (or all, sw, hw)",
+                    Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+                ),
+            },
+        };
+        for m in modes {
+            if let Some(i) = out.iter().position(|o| *o == m) {
+                let given = if by[i] == t { format!("{t:?} twice") } else { format!("{:?} and {t:?}", by[i]) };
+                bail!("--mode: {} is given twice ({given}); give each mode once", m.name());
+            }
+            out.push(m);
+            by.push(t);
+        }
+    }
+    if out.is_empty() {
+        bail!("--mode is empty; give one or more of {}", Mode::all().iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
+    }
+    Ok(out)
+}
+
+// Checked arguments --------------------------------------------------------------------------
 
 fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
     let check = |v: u32| -> anyhow::Result<u32> {
@@ -298,70 +236,53 @@ fn parse_lengths(text: &str) -> anyhow::Result<Vec<u32>> {
     Ok(out)
 }
 
-impl Plan {
-    /// `latency_flag` names the option `latencies` came from (`--latency` of run, `--latencies`
-    /// of sweep); `packets` and `lengths` are the values used (given or the backend's default).
-    fn parse(
-        common: &Common,
-        packets: u32,
-        lengths: &str,
-        latencies: &str,
-        latency_flag: &str,
-        defaults_for: DefaultsFor,
-    ) -> anyhow::Result<Plan> {
-        if packets == 0 {
-            bail!("--packets must be at least 1, not 0");
-        }
-        if common.generations == 0 {
-            bail!("--generations must be at least 1, not 0");
-        }
-        if common.generations > MAX_GENERATIONS {
-            bail!("--generations {} is above the accelerator's {MAX_GENERATIONS} per start", common.generations);
-        }
-        let mut latencies_ns = Vec::new();
-        let mut given: Vec<&str> = Vec::new();
-        for t in latencies.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let s = parse_duration(latency_flag, t).map_err(anyhow::Error::msg)?;
-            // Equal latencies however written (1us, 1000ns) would measure the same point twice.
-            if let Some(i) = latencies_ns.iter().position(|l: &f64| (l / (s * 1e9) - 1.0).abs() < 1e-9) {
-                bail!("{latency_flag}: {:?} and {t:?} are the same latency; give each once", given[i]);
-            }
-            latencies_ns.push(s * 1e9);
-            given.push(t);
-        }
-        if latencies_ns.is_empty() {
-            bail!("no latency given");
-        }
-        let modes = Mode::parse(&common.mode)?;
-        let named_modes = Mode::named_alone(&common.mode, &modes);
-        Ok(Plan {
-            modes,
-            named_modes,
-            packets,
-            generations: common.generations,
-            rule: common.rule,
-            seed: common.seed,
-            verify: common.verify,
-            lengths: parse_lengths(lengths)?,
-            latencies_ns,
-            defaults_for,
-        })
+/// `latency_flag` names the option `latencies` came from (`--latency` of run, `--latencies`
+/// of sweep); `packets` and `lengths` are the values used (given or the backend's default).
+fn parse_plan(
+    common: &Common,
+    packets: u32,
+    lengths: &str,
+    latencies: &str,
+    latency_flag: &str,
+    defaults_for: DefaultsFor,
+) -> anyhow::Result<Plan> {
+    if packets == 0 {
+        bail!("--packets must be at least 1, not 0");
     }
-
-    fn has_hw(&self) -> bool {
-        self.modes.iter().any(|m| m.is_hw())
+    if common.generations == 0 {
+        bail!("--generations must be at least 1, not 0");
     }
-
-    /// What one packet of `mode` at `length` weighs on the progress bar: with hardware modes
-    /// in the plan only theirs count (software points take milliseconds), growing with the
-    /// line (the words moved per packet).
-    fn packet_weight(&self, mode: Mode, length: u32) -> u64 {
-        if mode.is_hw() || !self.has_hw() {
-            128 + u64::from(length)
-        } else {
-            0
+    if common.generations > MAX_GENERATIONS {
+        bail!("--generations {} is above the accelerator's {MAX_GENERATIONS} per start", common.generations);
+    }
+    let mut latencies_ns = Vec::new();
+    let mut given: Vec<&str> = Vec::new();
+    for t in latencies.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let s = parse_duration(latency_flag, t).map_err(anyhow::Error::msg)?;
+        // Equal latencies however written (1us, 1000ns) would measure the same point twice.
+        if let Some(i) = latencies_ns.iter().position(|l: &f64| (l / (s * 1e9) - 1.0).abs() < 1e-9) {
+            bail!("{latency_flag}: {:?} and {t:?} are the same latency; give each once", given[i]);
         }
+        latencies_ns.push(s * 1e9);
+        given.push(t);
     }
+    if latencies_ns.is_empty() {
+        bail!("no latency given");
+    }
+    let modes = parse_modes(&common.mode)?;
+    let named_modes = modes_named_alone(&common.mode, &modes);
+    Ok(Plan {
+        modes,
+        named_modes,
+        packets,
+        generations: common.generations,
+        rule: common.rule,
+        seed: common.seed,
+        verify: common.verify,
+        lengths: parse_lengths(lengths)?,
+        latencies_ns,
+        defaults_for,
+    })
 }
 
 /// One point to measure: a mode at a length and (hardware modes) a latency.
@@ -397,74 +318,6 @@ fn tasks(plan: &Plan) -> Vec<Task> {
         }
     }
     out
-}
-
-// Results ------------------------------------------------------------------------------------
-
-/// One mode at one length and latency.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Point {
-    pub mode: Mode,
-    pub length_bits: u32,
-    /// The latency asked for, and what the card does (cycles; software modes: none).
-    pub latency_ns: f64,
-    pub latency_cycles: Option<u32>,
-    pub packets: u32,
-    pub generations: u32,
-    /// "host" (software modes; hardware modes on hardware) or "simulated_card".
-    pub clock: &'static str,
-    pub per_packet_ns: Summary,
-    pub per_line_ns: Summary,
-    /// max / avg of the per-packet times (the seed's jitter).
-    pub jitter: f64,
-    /// CPU time of the measuring thread over the point: user and kernel, ns.
-    pub user_ns: u64,
-    pub kernel_ns: u64,
-    /// Hardware modes: the accelerator's busy cycles over the point, and busy / total.
-    pub busy_ns: Option<f64>,
-    pub efficiency: Option<f64>,
-    /// (total - busy) per operation, ns.
-    pub overhead_per_op_ns: Option<f64>,
-    pub operations: Option<u32>,
-    /// Packets whose output was compared with sw-char's and matched (with --verify).
-    pub verified_packets: Option<u32>,
-    /// Packets whose output differs from sw-char's or is missing (with --verify).
-    pub mismatches: u32,
-    /// Of the mismatches, packets the mode returned no output for (a failure, never a pass).
-    pub missing_outputs: u32,
-    /// Hardware modes: how register accesses reached the card (mapped loads and stores, a
-    /// system call each, or a simulator message each).
-    pub bar_path: Option<BarPath>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Body<'a> {
-    pub clock_statement: String,
-    /// On the simulator with hardware modes: what comparing the modes' times across their two
-    /// clocks can claim (crossovers above all); null otherwise.
-    pub crossover_claim: Option<String>,
-    /// Borrowed when written, owned when read back.
-    pub points: Cow<'a, [Point]>,
-    pub crossovers: Vec<Crossover>,
-}
-
-/// Where a hardware mode starts beating a software mode, per line.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Crossover {
-    pub hw_mode: &'static str,
-    pub sw_mode: &'static str,
-    /// The clocks the two modes were timed with (the points' `clock`): on the simulator
-    /// "simulated_card" against "host", two different clocks (see `crossover_claim`); empty
-    /// when read from a document written before they were recorded.
-    #[serde(default)]
-    pub hw_clock: &'static str,
-    #[serde(default)]
-    pub sw_clock: &'static str,
-    pub latency_ns: f64,
-    /// The shortest length from which the hardware mode is faster at every longer length
-    /// measured; `None`: never within the lengths.
-    pub length_bits: Option<u32>,
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -519,9 +372,9 @@ fn leave_out_driver_less_modes(plan: &mut Plan, session: &mut Session, json: boo
 
 fn run_one(a: &RunArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let backend = DefaultsFor::of_device(device)?;
+    let backend = crate::defaults::defaults_for(device)?;
     let packets = RUN_PACKETS.pick(a.packets, backend);
-    let mut plan = Plan::parse(&a.common, packets, &a.length.to_string(), &a.latency, "--latency", backend)?;
+    let mut plan = parse_plan(&a.common, packets, &a.length.to_string(), &a.latency, "--latency", backend)?;
     check_optional_output("--output", a.output.as_deref())?;
     let mut session = open(&mut plan, device, json)?;
     progress::install_stop_handler();
@@ -621,10 +474,10 @@ fn finish(
 
 fn sweep(a: &SweepArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let backend = DefaultsFor::of_device(device)?;
+    let backend = crate::defaults::defaults_for(device)?;
     let packets = SWEEP_PACKETS.pick(a.packets, backend);
     let lengths = SWEEP_LENGTHS.pick(a.lengths.as_deref(), backend);
-    let mut plan = Plan::parse(&a.common, packets, lengths, &a.latencies, "--latencies", backend)?;
+    let mut plan = parse_plan(&a.common, packets, lengths, &a.latencies, "--latencies", backend)?;
     // The result and the figures go there at the end of a long sweep: make sure of it first.
     check_output_dir("--out-dir", &a.out_dir)?;
     let out = a.out_dir.join("rule30-sweep.json");
@@ -667,17 +520,17 @@ mod tests {
 
     #[test]
     fn modes_parse_with_groups_and_refuse_unknown_ones() {
-        assert_eq!(Mode::parse("all").expect("all").len(), 9);
-        assert_eq!(Mode::parse("sw,hw-irq").expect("sw").len(), 4);
-        let e = Mode::parse("sw,sw-char").expect_err("sw-char twice").to_string();
+        assert_eq!(parse_modes("all").expect("all").len(), 9);
+        assert_eq!(parse_modes("sw,hw-irq").expect("sw").len(), 4);
+        let e = parse_modes("sw,sw-char").expect_err("sw-char twice").to_string();
         assert_eq!(e, "--mode: sw-char is given twice (\"sw\" and \"sw-char\"); give each mode once");
-        let e = Mode::parse("hw-irq,hw-irq").expect_err("hw-irq twice").to_string();
+        let e = parse_modes("hw-irq,hw-irq").expect_err("hw-irq twice").to_string();
         assert!(e.contains("hw-irq is given twice (\"hw-irq\" twice)"), "{e}");
     }
 
     #[test]
     fn modes_named_alone_are_told_from_those_a_group_brought() {
-        let named = |text: &str| Mode::named_alone(text, &Mode::parse(text).expect("valid"));
+        let named = |text: &str| modes_named_alone(text, &parse_modes(text).expect("valid"));
         assert!(named("all").is_empty());
         assert_eq!(named("sw, hw-batch"), vec![Mode::Batch]);
         assert_eq!(named("hw-irq,hw-poll"), vec![Mode::Hw(HwMode::Irq), Mode::Hw(HwMode::Poll)]);
@@ -687,10 +540,10 @@ mod tests {
     fn the_same_latency_twice_is_refused_however_written() {
         let c = Common { mode: "sw-char".into(), generations: 1, rule: 30, seed: 1, verify: false };
         let hw = DefaultsFor::Hardware;
-        assert_eq!(Plan::parse(&c, 1, "8", "1us,10us", "--latencies", hw).expect("two latencies").latencies_ns, vec![1000.0, 10000.0]);
-        let e = Plan::parse(&c, 1, "8", "1us,1000ns", "--latencies", hw).expect_err("the same").to_string();
+        assert_eq!(parse_plan(&c, 1, "8", "1us,10us", "--latencies", hw).expect("two latencies").latencies_ns, vec![1000.0, 10000.0]);
+        let e = parse_plan(&c, 1, "8", "1us,1000ns", "--latencies", hw).expect_err("the same").to_string();
         assert_eq!(e, "--latencies: \"1us\" and \"1000ns\" are the same latency; give each once");
-        let e = Mode::parse("hw-fast").expect_err("unknown").to_string();
+        let e = parse_modes("hw-fast").expect_err("unknown").to_string();
         assert!(e.contains("hw-fast") && e.contains("hw-batch"), "{e}");
     }
 }

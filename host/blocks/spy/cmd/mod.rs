@@ -28,6 +28,7 @@ use tlpx_device::card::Feature;
 use tlpx_device::lease::Block;
 use tlpx_device::spy::{self, Capture, CaptureEnd, Direction, Filters, Trigger, TriggerMode, CLASSES, RECORD_BYTES};
 use tlpx_results::spy::OwnTraffic as StatsOwn;
+pub use tlpx_results::spy::{Stats, StatsBody, StatsParameters};
 use tlpx_trace::{CardInfo, Footer, GapDetector, HeaderInfo, LinkInfo, Record, TraceReader, TraceWriter};
 
 use crate::args::{check_output_file, refuse_duplicates, whole, whole_as};
@@ -199,28 +200,6 @@ fn force_stop(device: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 // Stats ---------------------------------------------------------------------------------------
 
-/// The parameters of a `spy stats` document, as written and as `tlpx report` reads them back.
-#[derive(Debug, Serialize, serde::Deserialize)]
-pub struct StatsParameters {
-    /// `--clear`: the counters and histograms were zeroed after being read.
-    pub clear: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct Stats {
-    counters: spy::SpyCounters,
-    /// The spy's own ring writes since the last clear (also in `counters.own`), with their
-    /// share of the card-to-host bytes the spy counted.
-    own_traffic: StatsOwn,
-    classes: [&'static str; 8],
-    /// Bucket k counts latencies in [2^k, 2^(k+1)) card cycles.
-    latency_histogram: Vec<u64>,
-    /// Bucket k counts payloads in [2^k, 2^(k+1)) bytes.
-    payload_histogram_down: Vec<u64>,
-    payload_histogram_up: Vec<u64>,
-    clock_hz: u32,
-}
-
 fn stats_own(c: &spy::SpyCounters, own_counted: bool) -> StatsOwn {
     let framing = u64::from(tlpx_model::link::TLP_FRAMING_BYTES);
     let wire_bytes = c.own.bytes + c.own.tlps * framing;
@@ -274,25 +253,21 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let own_traffic = stats_own(&counters, own_counted);
     let stats = Stats {
         counters,
-        own_traffic,
-        classes: CLASSES,
+        own_traffic: Some(own_traffic.clone()),
+        classes: CLASSES.iter().map(ToString::to_string).collect(),
         latency_histogram,
         payload_histogram_down,
         payload_histogram_up,
         clock_hz: session.clock_hz,
     };
     if let Some(path) = &a.output {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            points: [&'a Stats; 1],
-        }
         let doc = crate::results::ResultDoc::new(
             "spy",
             StatsParameters { clear: a.clear },
             session.environment.clone(),
             session.link.clone(),
             None,
-            Body { points: [&stats] },
+            StatsBody { points: vec![stats.clone()] },
             started.elapsed().as_secs_f64(),
             session.notes.clone(),
         );
@@ -337,7 +312,7 @@ fn stats(a: &StatsArgs, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         let t = c.total(d);
         crate::outln!("  {:<5} {:<6} {:>12} {:>14} {:>14} {:>12}", d.name(), "total", t.tlps, t.bytes, t.payload_bytes, t.wait_cycles);
     }
-    let own = &stats.own_traffic;
+    let own = &own_traffic;
     crate::outln!(
         "the spy's own ring writes: {} TLPs, {} bytes ({} on the wire, {:.2}% of the card-to-host bytes on the wire); MSIs sent by the card: {}",
         own.tlps,

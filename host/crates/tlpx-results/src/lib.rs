@@ -6,12 +6,36 @@
 //! the envelope that are plain data ([`SimLimit`], [`Partial`], [`CardEnvironment`],
 //! [`LinkReport`], [`ModelConfig`]), the kinds this tlpx writes ([`KINDS`]), the typed reader
 //! ([`read`]: schema version checks, and a deserializer that names the field a document lacks),
-//! and the result types of the kinds that have moved here ([`spy`]).
+//! and every kind's parameters, body and point types, one module per kind ([`bw`], [`lat`],
+//! [`spy`], ...), kept in the block's folder (host/blocks/<block>/results.rs) and compiled here:
+//! the commands construct them and write them; report, diff and the metrics read them back
+//! through the same types. With the `clap` feature the option values a document records are
+//! also the command line's (`ValueEnum`).
 
 use serde::{Deserialize, Serialize};
 use tlpx_model::link::{CompletionSplit, LinkConfig};
 
+#[path = "../../../blocks/generator/results/bw.rs"]
+pub mod bw;
+#[path = "../../../blocks/generator/results/bw_driver.rs"]
+pub mod bw_driver;
+#[path = "../../../blocks/generator/results/characterize.rs"]
+pub mod characterize;
+#[path = "../../../blocks/irq_timer/results.rs"]
+pub mod irq;
+#[path = "../../../blocks/generator/results/lat.rs"]
+pub mod lat;
+pub mod model;
+#[path = "../../../blocks/pio/results.rs"]
+pub mod pio;
 pub mod read;
+pub mod realtime;
+#[path = "../../../blocks/rt_loop/results.rs"]
+pub mod rt_loop;
+#[path = "../../../blocks/rule30/results.rs"]
+pub mod rule30;
+#[path = "../../../blocks/cpu/results.rs"]
+pub mod script;
 #[path = "../../../blocks/spy/results.rs"]
 pub mod spy;
 
@@ -19,6 +43,25 @@ pub const SCHEMA: &str = "tlpx-result";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds of result this tlpx writes.
 pub const KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
+
+/// Formats a byte count as "4 KiB", "256 B".
+pub fn bytes(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Which backend's defaults a run used (`parameters.defaults_for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultsFor {
+    Hardware,
+    Simulator,
+}
 
 /// Something the simulator fixes by construction or cannot model, recorded in a result next
 /// to the figures it concerns (docs/simulator-limits.md has the whole list).

@@ -8,25 +8,17 @@
 //! simulator, everything else hardware. The result records what was used in its
 //! `parameters`, and `parameters.defaults_for` says which defaults applied.
 
-use serde::{Deserialize, Serialize};
 use tlpx_device::selector::Selector;
 
-/// Which backend's defaults a run used (`parameters.defaults_for`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DefaultsFor {
-    Hardware,
-    Simulator,
-}
+/// Which backend's defaults a run used (a result type: tlpx-results').
+pub use tlpx_results::DefaultsFor;
 
-impl DefaultsFor {
-    /// From the `--device` selector (an unknown one is refused, as opening it would be).
-    pub fn of_device(device: &str) -> anyhow::Result<DefaultsFor> {
-        Ok(match Selector::parse(device)? {
-            Selector::Sim(_) => DefaultsFor::Simulator,
-            _ => DefaultsFor::Hardware,
-        })
-    }
+/// Whose defaults apply to `--device` (an unknown selector is refused, as opening it would be).
+pub fn defaults_for(device: &str) -> anyhow::Result<DefaultsFor> {
+    Ok(match Selector::parse(device)? {
+        Selector::Sim(_) => DefaultsFor::Simulator,
+        _ => DefaultsFor::Hardware,
+    })
 }
 
 /// A default with a value for real cards and one for the simulator.
@@ -62,13 +54,13 @@ mod tests {
     #[test]
     fn the_device_picks_the_default() {
         let d = BackendDefault { hardware: 1000u32, simulator: 100 };
-        assert_eq!(d.pick(None, DefaultsFor::of_device("sim").expect("sim")), 100);
-        assert_eq!(d.pick(None, DefaultsFor::of_device("sim:/tmp/x.sock").expect("sim socket")), 100);
-        assert_eq!(d.pick(None, DefaultsFor::of_device("0000:03:00.0").expect("pci")), 1000);
-        assert_eq!(d.pick(None, DefaultsFor::of_device("vfio:0000:03:00.0").expect("vfio")), 1000);
-        assert_eq!(d.pick(None, DefaultsFor::of_device("litepcie:/dev/litepcie0").expect("litepcie")), 1000);
+        assert_eq!(d.pick(None, defaults_for("sim").expect("sim")), 100);
+        assert_eq!(d.pick(None, defaults_for("sim:/tmp/x.sock").expect("sim socket")), 100);
+        assert_eq!(d.pick(None, defaults_for("0000:03:00.0").expect("pci")), 1000);
+        assert_eq!(d.pick(None, defaults_for("vfio:0000:03:00.0").expect("vfio")), 1000);
+        assert_eq!(d.pick(None, defaults_for("litepcie:/dev/litepcie0").expect("litepcie")), 1000);
         assert_eq!(d.pick(Some(7), DefaultsFor::Simulator), 7, "a given value is kept");
-        assert!(DefaultsFor::of_device("nonsense").is_err());
+        assert!(defaults_for("nonsense").is_err());
         assert_eq!(d.help(), "[default: 1000 on hardware, 100 on the simulator]");
     }
 }

@@ -96,13 +96,5 @@ pub fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-/// Formats a byte count as "4 KiB", "256 B".
-pub fn bytes(n: u64) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
-        format!("{} KiB", n >> 10)
-    } else {
-        format!("{n} B")
-    }
-}
+/// Formats a byte count as "4 KiB", "256 B" (tlpx-results' labels use it too).
+pub use tlpx_results::bytes;

@@ -8,36 +8,16 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::{bail, Context};
-use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
+use clap::Args;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::card::Card;
 use tlpx_model::stats::Summary;
 
+/// The result types irq and loop share are tlpx-results'.
+pub use tlpx_results::realtime::{Comparison, Condition, HostGaps, LoadKind, Placement, TimeBasis};
+
 use crate::args::{refuse_duplicate_values, refuse_duplicates, whole};
 use crate::session::Session;
-
-/// Kinds of load the built-in load generator runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadKind {
-    /// Integer arithmetic in a tight loop.
-    Cpu,
-    /// Streaming reads and writes over a 64 MiB buffer (memory bandwidth, cache pollution).
-    Mem,
-    /// Cheap system calls (getppid) in a loop: kernel entries and exits.
-    Syscall,
-}
-
-/// The runs `--compare` can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Condition {
-    /// No load from tlpx.
-    Idle,
-    /// With the --load generator running.
-    Loaded,
-}
 
 /// Where the measuring thread runs and what load runs beside it (flattened into the
 /// commands' arguments).
@@ -60,51 +40,39 @@ pub struct PlacementArgs {
     pub compare: Vec<Condition>,
 }
 
-/// The checked placement.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Placement {
-    pub cpu: Option<usize>,
-    pub fifo: Option<i32>,
-    pub load: Vec<LoadKind>,
-    pub load_cpus: Vec<usize>,
-    pub conditions: Vec<Condition>,
+/// Checks the arguments; every error names the bad value and what is accepted.
+pub fn parse_placement(args: &PlacementArgs) -> anyhow::Result<Placement> {
+    let allowed = allowed_cpus();
+    if let Some(c) = args.cpu {
+        check_cpu("--cpu", c, &allowed)?;
+    }
+    for c in &args.load_cpus {
+        check_cpu("--load-cpus", *c, &allowed)?;
+    }
+    // A kind, CPU or condition named twice would start two load threads or measure twice.
+    refuse_duplicates("--load-cpus", &args.load_cpus, usize::to_string).map_err(anyhow::Error::msg)?;
+    refuse_duplicate_values("--load", &args.load).map_err(anyhow::Error::msg)?;
+    refuse_duplicate_values("--compare", &args.compare).map_err(anyhow::Error::msg)?;
+    let mut conditions = args.compare.clone();
+    if conditions.is_empty() {
+        conditions.push(if args.load.is_empty() { Condition::Idle } else { Condition::Loaded });
+    }
+    let mut load = args.load.clone();
+    if conditions.contains(&Condition::Loaded) && load.is_empty() {
+        load = vec![LoadKind::Cpu, LoadKind::Mem, LoadKind::Syscall];
+    }
+    if !args.load_cpus.is_empty() && load.is_empty() {
+        bail!("--load-cpus says where to run load, but no --load says which: give --load cpu,mem,syscall");
+    }
+    let load_cpus = if args.load_cpus.is_empty() { allowed } else { args.load_cpus.clone() };
+    Ok(Placement { cpu: args.cpu, fifo: args.fifo, load, load_cpus, conditions })
 }
 
-impl Placement {
-    /// Checks the arguments; every error names the bad value and what is accepted.
-    pub fn parse(args: &PlacementArgs) -> anyhow::Result<Placement> {
-        let allowed = allowed_cpus();
-        if let Some(c) = args.cpu {
-            check_cpu("--cpu", c, &allowed)?;
-        }
-        for c in &args.load_cpus {
-            check_cpu("--load-cpus", *c, &allowed)?;
-        }
-        // A kind, CPU or condition named twice would start two load threads or measure twice.
-        refuse_duplicates("--load-cpus", &args.load_cpus, usize::to_string).map_err(anyhow::Error::msg)?;
-        refuse_duplicate_values("--load", &args.load).map_err(anyhow::Error::msg)?;
-        refuse_duplicate_values("--compare", &args.compare).map_err(anyhow::Error::msg)?;
-        let mut conditions = args.compare.clone();
-        if conditions.is_empty() {
-            conditions.push(if args.load.is_empty() { Condition::Idle } else { Condition::Loaded });
-        }
-        let mut load = args.load.clone();
-        if conditions.contains(&Condition::Loaded) && load.is_empty() {
-            load = vec![LoadKind::Cpu, LoadKind::Mem, LoadKind::Syscall];
-        }
-        if !args.load_cpus.is_empty() && load.is_empty() {
-            bail!("--load-cpus says where to run load, but no --load says which: give --load cpu,mem,syscall");
-        }
-        let load_cpus = if args.load_cpus.is_empty() { allowed } else { args.load_cpus.clone() };
-        Ok(Placement { cpu: args.cpu, fifo: args.fifo, load, load_cpus, conditions })
-    }
-
-    /// Starts the load of `condition` (none when idle); it stops when dropped.
-    pub fn load_for(&self, condition: Condition) -> anyhow::Result<Option<Load>> {
-        match condition {
-            Condition::Loaded => Ok(Some(Load::start(&self.load, &self.load_cpus)?)),
-            Condition::Idle => Ok(None),
-        }
+/// Starts the load of `condition` (none when idle); it stops when dropped.
+pub fn load_for(placement: &Placement, condition: Condition) -> anyhow::Result<Option<Load>> {
+    match condition {
+        Condition::Loaded => Ok(Some(Load::start(&placement.load, &placement.load_cpus)?)),
+        Condition::Idle => Ok(None),
     }
 }
 
@@ -315,19 +283,6 @@ impl Drop for Load {
 
 // Time basis ---------------------------------------------------------------------------------
 
-/// Which parts of the figures are real host time and which are modelled.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TimeBasis {
-    /// "hardware", "sim_virtual", "sim_live" or "sim_real_host_time".
-    pub kind: &'static str,
-    /// The simulator's `host_time` mode as its Hello gives it (absent in older simulators).
-    pub sim_host_time: Option<String>,
-    /// Plain statement for the reader.
-    pub statement: String,
-    /// The clock of the card-measured figures, as the text output names it ([`basis_clock`]).
-    pub clock: &'static str,
-}
-
 /// The clock of figures the card measures, for a time basis `kind`.
 pub fn basis_clock(kind: &str) -> &'static str {
     match kind {
@@ -336,14 +291,6 @@ pub fn basis_clock(kind: &str) -> &'static str {
         "sim_live" => "card time (simulated, live: it ran on its own, at the simulator's speed, while tlpx worked)",
         _ => "card time (simulated, virtual: it runs only while tlpx waits on tlpx-sim)",
     }
-}
-
-/// What an idle/loaded comparison can show on a time basis, in the output and the result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Comparison {
-    /// False where the load cannot change the figures as it would a PCIe host's.
-    pub shows_host_load: bool,
-    pub statement: String,
 }
 
 /// What comparing idle and loaded runs means on `basis`, on a machine of `cpus` CPUs.
@@ -399,26 +346,17 @@ pub fn sim_host_time_stats(session: &Session) -> Option<tlpx_sim_protocol::HostT
     SimDevice::connect(&sim.socket).ok()?.stats().ok().map(|s| s.host_time)
 }
 
-/// Gaps the simulator charged between two readings, and how many of them it capped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostGaps {
-    pub gaps: u64,
-    pub capped_gaps: u64,
-    pub longest_gap_ns: u64,
-}
-
-impl HostGaps {
-    pub fn between(
-        before: &Option<tlpx_sim_protocol::HostTimeStats>,
-        after: &Option<tlpx_sim_protocol::HostTimeStats>,
-    ) -> Option<HostGaps> {
-        let (b, a) = (before.as_ref()?, after.as_ref()?);
-        Some(HostGaps {
-            gaps: a.gaps.saturating_sub(b.gaps),
-            capped_gaps: a.capped_gaps.saturating_sub(b.capped_gaps),
-            longest_gap_ns: a.longest_gap_ns,
-        })
-    }
+/// The gaps between two readings of the simulator's host-time counters.
+pub fn host_gaps_between(
+    before: &Option<tlpx_sim_protocol::HostTimeStats>,
+    after: &Option<tlpx_sim_protocol::HostTimeStats>,
+) -> Option<HostGaps> {
+    let (b, a) = (before.as_ref()?, after.as_ref()?);
+    Some(HostGaps {
+        gaps: a.gaps.saturating_sub(b.gaps),
+        capped_gaps: a.capped_gaps.saturating_sub(b.capped_gaps),
+        longest_gap_ns: a.longest_gap_ns,
+    })
 }
 
 /// Where the figures come from: "hardware", "sim_virtual", "sim_live" (another client holds

@@ -65,7 +65,7 @@ use tlpx_model::link::LinkConfig;
 pub mod diff;
 mod kinds;
 mod read;
-pub use kinds::{AnyResult, SpyStats};
+pub use kinds::AnyResult;
 pub use read::{check_version, read_value};
 pub use tlpx_results::{CardEnvironment, LinkReport, ModelConfig, Partial, SimLimit, KINDS, PARTIAL_STATES, SCHEMA, SCHEMA_VERSION};
 

@@ -11,8 +11,11 @@ use std::time::Instant;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
-use tlpx_model::link::{self, Analysis, CompletionSplit, LinkConfig};
+use serde::Serialize;
+use tlpx_model::link::{self, CompletionSplit, LinkConfig};
+
+/// The document's types are tlpx-results'.
+pub use tlpx_results::model::{Body, ModelPoint, Parameters};
 
 use crate::args::{check_optional_output, whole, whole_as};
 use crate::output::{bytes, print_json};
@@ -98,35 +101,6 @@ fn parse_lanes(s: &str) -> Result<u8, String> {
         Ok(l @ (1 | 2 | 4 | 8 | 16)) => Ok(l),
         _ => Err(format!("link width must be 1, 2, 4, 8 or 16 lanes, not {s:?}")),
     }
-}
-
-/// One line of the model's output.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ModelPoint {
-    pub operation: link::Operation,
-    pub transfer_size: u64,
-    pub bytes_per_second: f64,
-    pub gbit_per_second: f64,
-    /// Payload bandwidth / raw bandwidth of one direction.
-    pub efficiency: f64,
-    pub analysis: Analysis,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(deserialize = "'de: 'static"))]
-pub struct Parameters {
-    pub sizes: Vec<u64>,
-    pub operations: Vec<&'static str>,
-    /// Where the link came from: "libpci (DEVICE)" or "default (...)"; "command line" fields listed.
-    pub link_source: String,
-    pub overridden: Vec<&'static str>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Body {
-    pub raw_bytes_per_second: f64,
-    pub tlp_bytes_per_second: f64,
-    pub points: Vec<ModelPoint>,
 }
 
 /// The model for `op` at `size` on `cfg`.

@@ -81,70 +81,68 @@ fn power_of_two_in(flag: &str, v: u32, lo: u32, hi: u32, what: &str) -> Result<(
     }
 }
 
-impl Common {
-    /// Parses and checks what can be checked without the card.
-    pub fn parse(a: &GenArgs) -> Result<Common, String> {
-        let windows = parse_size_list("--window", &a.window, "powers of two in 64..=64M bytes")?;
-        for &w in &windows {
-            if !w.is_power_of_two() || !(64..=MAX_WINDOW).contains(&w) {
-                return Err(format!("--window {w} is not a window tlpx sweeps: use a power of two from 64 to {MAX_WINDOW} bytes (64M)"));
-            }
+/// Parses and checks what can be checked without the card.
+pub fn parse_common(a: &GenArgs) -> Result<Common, String> {
+    let windows = parse_size_list("--window", &a.window, "powers of two in 64..=64M bytes")?;
+    for &w in &windows {
+        if !w.is_power_of_two() || !(64..=MAX_WINDOW).contains(&w) {
+            return Err(format!("--window {w} is not a window tlpx sweeps: use a power of two from 64 to {MAX_WINDOW} bytes (64M)"));
         }
-        let offsets = parse_size_list("--offset", &a.offset, "0..=63 bytes")?
-            .into_iter()
-            .map(|o| {
-                u32::try_from(o)
-                    .ok()
-                    .filter(|o| *o <= 63)
-                    .ok_or_else(|| format!("--offset {o}: the offset within a cache line must be 0..=63 bytes"))
-            })
-            .collect::<Result<Vec<u32>, String>>()?;
-        let duration_seconds = a.duration.as_deref().map(|d| parse_duration("--duration", d)).transpose()?;
-        if let (Some(s), Some(text)) = (duration_seconds, a.duration.as_deref()) {
-            if s < MIN_DURATION_SECONDS {
-                return Err(format!(
-                    "--duration {text}: shorter than 1us, and a run that short ends before its first transfer: give 1us or more"
-                ));
-            }
-        }
-        let count = match (a.count, duration_seconds) {
-            (Some(0), None) => return Err("--count 0 needs a --duration (a run must end); use --count 1 or more".into()),
-            (Some(c), _) if c > MAX_COUNT => return Err(format!("--count must be at most {MAX_COUNT}, not {c}")),
-            (Some(c), _) => c,
-            (None, Some(_)) => 0,
-            (None, None) => DEFAULT_COUNT,
-        };
-        if let Some(r) = a.request_size {
-            power_of_two_in("--request-size", r, 4, 4096, "")?;
-        }
-        if let Some(p) = a.payload_size {
-            power_of_two_in("--payload-size", p, 4, 4096, "")?;
-        }
-        if !(1..=MAX_REPEAT).contains(&a.repeat) {
-            return Err(format!("--repeat must be 1..={MAX_REPEAT}, not {}", a.repeat));
-        }
-        if a.pattern.is_empty() {
-            return Err("--pattern needs at least one of seq, fixed, random".into());
-        }
-        refuse_duplicate_values("--pattern", &a.pattern)?;
-        Ok(Common {
-            windows,
-            offsets,
-            patterns: a.pattern.clone(),
-            count,
-            duration_seconds,
-            request_size: a.request_size,
-            payload_size: a.payload_size,
-            idle_cycles: a.idle,
-            addr64: a.addr64,
-            data: a.data,
-            seed: a.seed,
-            check: !a.no_check,
-            relaxed_ordering: a.ro,
-            no_snoop: a.ns,
-            repeat: a.repeat,
-        })
     }
+    let offsets = parse_size_list("--offset", &a.offset, "0..=63 bytes")?
+        .into_iter()
+        .map(|o| {
+            u32::try_from(o)
+                .ok()
+                .filter(|o| *o <= 63)
+                .ok_or_else(|| format!("--offset {o}: the offset within a cache line must be 0..=63 bytes"))
+        })
+        .collect::<Result<Vec<u32>, String>>()?;
+    let duration_seconds = a.duration.as_deref().map(|d| parse_duration("--duration", d)).transpose()?;
+    if let (Some(s), Some(text)) = (duration_seconds, a.duration.as_deref()) {
+        if s < MIN_DURATION_SECONDS {
+            return Err(format!(
+                "--duration {text}: shorter than 1us, and a run that short ends before its first transfer: give 1us or more"
+            ));
+        }
+    }
+    let count = match (a.count, duration_seconds) {
+        (Some(0), None) => return Err("--count 0 needs a --duration (a run must end); use --count 1 or more".into()),
+        (Some(c), _) if c > MAX_COUNT => return Err(format!("--count must be at most {MAX_COUNT}, not {c}")),
+        (Some(c), _) => c,
+        (None, Some(_)) => 0,
+        (None, None) => DEFAULT_COUNT,
+    };
+    if let Some(r) = a.request_size {
+        power_of_two_in("--request-size", r, 4, 4096, "")?;
+    }
+    if let Some(p) = a.payload_size {
+        power_of_two_in("--payload-size", p, 4, 4096, "")?;
+    }
+    if !(1..=MAX_REPEAT).contains(&a.repeat) {
+        return Err(format!("--repeat must be 1..={MAX_REPEAT}, not {}", a.repeat));
+    }
+    if a.pattern.is_empty() {
+        return Err("--pattern needs at least one of seq, fixed, random".into());
+    }
+    refuse_duplicate_values("--pattern", &a.pattern)?;
+    Ok(Common {
+        windows,
+        offsets,
+        patterns: a.pattern.clone(),
+        count,
+        duration_seconds,
+        request_size: a.request_size,
+        payload_size: a.payload_size,
+        idle_cycles: a.idle,
+        addr64: a.addr64,
+        data: a.data,
+        seed: a.seed,
+        check: !a.no_check,
+        relaxed_ordering: a.ro,
+        no_snoop: a.ns,
+        repeat: a.repeat,
+    })
 }
 
 /// Parses and checks the transfer sizes given in `flag`.
@@ -309,7 +307,7 @@ pub(crate) mod tests {
     }
 
     fn err_of(a: GenArgs) -> String {
-        match Common::parse(&a) {
+        match parse_common(&a) {
             Ok(c) => panic!("accepted {c:?}"),
             Err(e) => e,
         }
@@ -317,7 +315,7 @@ pub(crate) mod tests {
 
     #[test]
     fn defaults_give_1000_transfers_over_1_mib() {
-        let c = Common::parse(&args()).expect("valid");
+        let c = parse_common(&args()).expect("valid");
         assert_eq!((c.windows.as_slice(), c.count, c.check), (&[1u64 << 20][..], DEFAULT_COUNT, true));
         let cfgs =
             build_configs(&[Operation::Read, Operation::Write], &[64, 4096], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000)
@@ -353,20 +351,20 @@ pub(crate) mod tests {
 
     #[test]
     fn link_limits_are_checked_with_the_link_named() {
-        let mut c = Common::parse(&args()).expect("valid");
+        let mut c = parse_common(&args()).expect("valid");
         c.request_size = Some(1024);
         let e = build_configs(&[Operation::Read], &[64], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("above MRRS");
         assert!(e.contains("--request-size 1024") && e.contains("MRRS of 512"), "{e}");
-        let mut c = Common::parse(&args()).expect("valid");
+        let mut c = parse_common(&args()).expect("valid");
         c.payload_size = Some(512);
         let e = build_configs(&[Operation::Write], &[64], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("above MPS");
         assert!(e.contains("--payload-size 512") && e.contains("MPS of 256"), "{e}");
-        let c = Common::parse(&args()).expect("valid");
+        let c = parse_common(&args()).expect("valid");
         let e = build_configs(&[Operation::Read], &[64], TAGS + 1, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("tags");
         assert!(e.contains(&format!("--outstanding must be 1..={TAGS}")) && e.contains(&format!("not {}", TAGS + 1)), "{e}");
         let mut a = args();
         a.window = "1K".into();
-        let c = Common::parse(&a).expect("valid");
+        let c = parse_common(&a).expect("valid");
         let e = build_configs(&[Operation::Read], &[4096], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 1).expect_err("window");
         assert!(e.contains("--window 1024") && e.contains("4096") && e.contains("--window 4K"), "{e}");
     }
@@ -375,7 +373,7 @@ pub(crate) mod tests {
     fn duration_becomes_card_cycles() {
         let mut a = args();
         a.duration = Some("2ms".into());
-        let c = Common::parse(&a).expect("valid");
+        let c = parse_common(&a).expect("valid");
         assert_eq!(c.count, 0);
         let cfgs = build_configs(&[Operation::Write], &[256], 32, &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000).expect("valid");
         assert_eq!(cfgs[0].duration_cycles, 250_000);

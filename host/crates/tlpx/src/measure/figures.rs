@@ -156,16 +156,17 @@ pub fn point_line(p: &BwPoint) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::config::parse_common;
     use crate::measure::config::tests::args;
 
     #[test]
     fn knobs_the_simulator_cannot_vary_are_named_only_when_set() {
-        assert!(knob_limits(&Common::parse(&args()).expect("defaults")).is_empty());
+        assert!(knob_limits(&parse_common(&args()).expect("defaults")).is_empty());
         let mut a = args();
         a.window = "4K,64M".into();
         a.pattern = vec![PatternArg::Seq, PatternArg::Random];
         a.ns = true;
-        let l = knob_limits(&Common::parse(&a).expect("valid"));
+        let l = knob_limits(&parse_common(&a).expect("valid"));
         assert_eq!(l.iter().map(|l| l.id).collect::<Vec<_>>(), ["window_and_address_pattern_not_modelled", "tlp_attributes_ignored"]);
         assert_eq!(l[0].concerns, ["--window", "--pattern"]);
         assert!(l[0].statement.starts_with("--window and --pattern only move") && l[0].statement.contains("IOTLB"), "{l:?}");

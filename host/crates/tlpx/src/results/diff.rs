@@ -33,11 +33,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 use tlpx_model::stats::Summary;
+use tlpx_results::bw::BwPoint;
+use tlpx_results::lat::LatPoint;
+use tlpx_results::pio::PioPoint;
 
 use super::{AnyResult, ResultDoc};
-use crate::cmd::bw::BwPoint;
-use crate::cmd::lat::LatPoint;
-use crate::cmd::pio::PioPoint;
 use crate::output::bytes;
 
 /// The kinds `tlpx diff` compares.

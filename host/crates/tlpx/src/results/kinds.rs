@@ -1,55 +1,25 @@
 //! Every kind of result document with its own types, as `tlpx report` reads them.
 //!
 //! ```text
-//!   JSON value ──check_version──► kind ──► AnyResult::Bw(ResultDoc<bw::Parameters, Points<BwPoint>>)
+//!   JSON value ──check_version──► kind ──► AnyResult::Bw(ResultDoc<bw::Parameters, bw::Body>)
 //!                                          AnyResult::Lat(ResultDoc<lat::Parameters, lat::Body>) ...
 //! ```
 //!
-//! Each kind is read into the parameters and body its command writes. Two commands keep
-//! their bodies private for now (`bw` and `spy stats`): those are read into
-//! [`Points<BwPoint>`] and [`SpyStats`], which have the same fields (the spy's own traffic is
-//! one type for both, `tlpx_results::spy::OwnTraffic`); the round-trip tests below hold the
-//! shapes together.
+//! Each kind is read into the parameters and body its command writes: the same types, which
+//! are tlpx-results' (`tlpx_results::<kind>`); the round-trip tests below hold the documents
+//! written and read together.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tlpx_device::spy::SpyCounters;
 use tlpx_results::read::ReadError;
-use tlpx_results::spy::OwnTraffic;
+use tlpx_results::{bw, bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script, spy};
 
 use super::read::document_from_value;
 use super::ResultDoc;
-use crate::cmd::bw::BwPoint;
-use crate::cmd::{bw, bw_driver, characterize, irq, lat, model, pio, rt_loop, rule30, script, spy};
-
-/// A body that is a list of points (the shape of `bw`'s).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(bound(deserialize = "T: Deserialize<'de>"))]
-pub struct Points<T> {
-    pub points: Vec<T>,
-}
-
-/// One point of a `spy stats` document (host/blocks/spy/cmd/ writes it from its own `Stats`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SpyStats {
-    pub counters: SpyCounters,
-    /// The spy's own ring writes against the card-to-host traffic (what the spy command writes);
-    /// absent from documents written before record format 2.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own_traffic: Option<OwnTraffic>,
-    /// The TLP class of each index of the counters.
-    pub classes: Vec<String>,
-    /// Bucket k counts read latencies in [2^k, 2^(k+1)) card cycles.
-    pub latency_histogram: Vec<u64>,
-    pub payload_histogram_down: Vec<u64>,
-    pub payload_histogram_up: Vec<u64>,
-    pub clock_hz: u32,
-}
 
 /// A result document of any kind, in its kind's types.
 #[derive(Debug)]
 pub enum AnyResult {
-    Bw(ResultDoc<bw::Parameters, Points<BwPoint>>),
+    Bw(ResultDoc<bw::Parameters, bw::Body>),
     BwDriver(ResultDoc<bw_driver::Parameters, bw_driver::Body>),
     Lat(ResultDoc<lat::Parameters, lat::Body>),
     Pio(ResultDoc<pio::PioPlan, pio::Body>),
@@ -58,7 +28,7 @@ pub enum AnyResult {
     Irq(ResultDoc<irq::Plan, irq::Body<'static>>),
     Loop(ResultDoc<rt_loop::Plan, rt_loop::Body<'static>>),
     Rule30(ResultDoc<rule30::Plan, rule30::Body<'static>>),
-    Spy(ResultDoc<spy::StatsParameters, Points<SpyStats>>),
+    Spy(ResultDoc<spy::StatsParameters, spy::StatsBody>),
     Script(ResultDoc<script::RunParameters, script::RunBody>),
 }
 

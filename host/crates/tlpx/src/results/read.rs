@@ -151,7 +151,7 @@ mod tests {
         let mut broken = doc;
         broken["points"][1].as_object_mut().expect("point").remove("read_wall_ns");
         let path = file("broken.json", &broken);
-        let e = read_document::<Value, crate::cmd::pio::Body>(&path, "pio", 1 << 20).expect_err("a field missing");
+        let e = read_document::<Value, tlpx_results::pio::Body>(&path, "pio", 1 << 20).expect_err("a field missing");
         assert_eq!(
             e,
             format!("{}: this \"pio\" result is incomplete or malformed: field points[1].read_wall_ns is missing", path.display())

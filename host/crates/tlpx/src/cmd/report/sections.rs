@@ -380,7 +380,7 @@ pub(super) fn spy_section(points: &[SpyStats], tables: &mut String, figs: &mut F
 pub(super) fn irq_section(points: &[RunReport], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     let mut rows = Vec::new();
     // A run Ctrl-C cut short holds fewer interrupts than asked: its rows say so.
-    let label = |p: &RunReport, s: &irq::StageReport| {
+    let label = |p: &RunReport, s: &StageReport| {
         let mut condition = text(&p.condition);
         if p.interrupted {
             condition = format!("{condition} (interrupted after {} interrupts)", p.interrupts_waited);
@@ -422,9 +422,9 @@ pub(super) fn irq_section(points: &[RunReport], clock: &str, tables: &mut String
     Ok(())
 }
 
-pub(super) fn loop_section(points: &[rt_loop::Point], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
+pub(super) fn loop_section(points: &[LoopPoint], clock: &str, tables: &mut String, figs: &mut Figures) -> R<()> {
     // One histogram per (condition, detection, return), one series per size.
-    let mut groups: BTreeMap<String, Vec<rt_loop::Point>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<LoopPoint>> = BTreeMap::new();
     let mut rows = Vec::new();
     let mut medians: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for p in points {
