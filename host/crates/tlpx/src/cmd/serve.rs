@@ -33,6 +33,16 @@ use crate::metrics::{self, HistogramValue, Registry};
 use crate::progress;
 use crate::session::Session;
 
+// Each block's reading for the exporter is in its block's folder.
+#[path = "../../../../blocks/generator/metrics.rs"]
+mod generator_metrics;
+#[path = "../../../../blocks/irq_timer/metrics.rs"]
+mod irq_timer_metrics;
+#[path = "../../../../blocks/rule30/metrics.rs"]
+mod rule30_metrics;
+#[path = "../../../../blocks/spy/metrics.rs"]
+mod spy_metrics;
+
 #[derive(Debug, Args)]
 pub struct Cmd {
     /// How often to read the card (ms, s, m or h; at least 10ms).
@@ -448,166 +458,6 @@ impl Collector {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
             self.gauge(r, "tlpx_exporter_last_read_timestamp_seconds", &[], now);
         }
-    }
-
-    fn collect_spy(&mut self, r: &Registry) -> anyhow::Result<()> {
-        let c = spy::counters(&mut self.card)?;
-        let mut reading = Vec::with_capacity(2 * 8 * 4 + 2);
-        for d in spy::Direction::BOTH {
-            for cc in c.direction(d) {
-                reading.extend([cc.tlps, cc.bytes, cc.payload_bytes, cc.wait_cycles]);
-            }
-        }
-        reading.extend([u64::from(c.sequence), u64::from(c.lost)]);
-        self.spy.update(&reading, false);
-        let t = self.spy.totals.clone();
-        for (di, d) in spy::Direction::BOTH.iter().enumerate() {
-            for (ci, class) in spy::CLASSES.iter().enumerate() {
-                let i = (di * 8 + ci) * 4;
-                let l = [("direction", d.name()), ("type", *class)];
-                self.counter(r, "tlpx_spy_tlps_total", &l, t[i] as f64);
-                self.counter(r, "tlpx_spy_bytes_total", &l, t[i + 1] as f64);
-                self.counter(r, "tlpx_spy_payload_bytes_total", &l, t[i + 2] as f64);
-                self.counter(r, "tlpx_spy_wait_seconds_total", &l, self.seconds(t[i + 3]));
-            }
-        }
-        self.counter(r, "tlpx_spy_records_total", &[], t[64] as f64);
-        self.counter(r, "tlpx_spy_records_dropped_total", &[], t[65] as f64);
-        self.gauge(r, "tlpx_spy_capturing", &[], f64::from(u8::from(c.capturing)));
-        Ok(())
-    }
-
-    fn collect_generator(&mut self, r: &Registry) -> anyhow::Result<()> {
-        let c = generator::counters(&mut self.card)?;
-        let (running, done) = (c.running, c.done);
-        let e = c.errors;
-        // In this order: the first 14 are the run's monotonic counters, then the latency
-        // sample count and sum.
-        let reading = vec![
-            c.read_bytes,
-            c.write_bytes,
-            c.read_requests,
-            c.write_requests,
-            c.completions,
-            c.transfers,
-            c.cycles,
-            e.unsupported_request,
-            e.completer_abort,
-            e.other_status,
-            e.poisoned,
-            e.completion_timeouts,
-            e.unexpected_completions,
-            e.data_mismatches,
-            c.latency_count,
-            c.latency_sum,
-        ];
-        // A finished run's counters no longer move: any change after one is a new run.
-        let unchanged = self.generator_last.as_deref() == Some(&reading[..]);
-        let new_run = self.generator_done && !unchanged;
-        let was_idle = self.generator_last.as_ref().is_none_or(|p| p.iter().all(|v| *v == 0));
-        let active = reading.iter().any(|v| *v != 0) || running;
-        if self.generator.update(&reading[..14], new_run) {
-            self.generator_runs += u64::from(active);
-            self.read_latency.taken = false;
-        } else if was_idle && active {
-            // The first run since the card was reset grows from zero: no restart to see.
-            self.generator_runs += 1;
-        }
-        self.generator_last = Some(reading.clone());
-        // The histogram of a run, once, after it ended and stayed put for an interval.
-        if done && !running && unchanged && !self.read_latency.taken {
-            if reading[14] > 0 {
-                let buckets = generator::latency_histogram(&mut self.card)?;
-                self.read_latency.add(&buckets, reading[15]);
-            } else {
-                self.read_latency.taken = true;
-            }
-        }
-        self.generator_done = done && !running;
-        let t = self.generator.totals.clone();
-        self.counter(r, "tlpx_generator_runs_total", &[], self.generator_runs as f64);
-        self.counter(r, "tlpx_generator_bytes_total", &[("operation", "read")], t[0] as f64);
-        self.counter(r, "tlpx_generator_bytes_total", &[("operation", "write")], t[1] as f64);
-        self.counter(r, "tlpx_generator_tlps_total", &[("type", "mrd")], t[2] as f64);
-        self.counter(r, "tlpx_generator_tlps_total", &[("type", "mwr")], t[3] as f64);
-        self.counter(r, "tlpx_generator_tlps_total", &[("type", "completion")], t[4] as f64);
-        self.counter(r, "tlpx_generator_transfers_total", &[], t[5] as f64);
-        self.counter(r, "tlpx_generator_busy_seconds_total", &[], self.seconds(t[6]));
-        let kinds = [
-            "unsupported_request",
-            "completer_abort",
-            "other_status",
-            "poisoned",
-            "completion_timeout",
-            "unexpected_completion",
-            "data_mismatch",
-        ];
-        for (i, kind) in kinds.iter().enumerate() {
-            self.counter(r, "tlpx_generator_errors_total", &[("kind", kind)], t[7 + i] as f64);
-        }
-        self.gauge(r, "tlpx_generator_running", &[], f64::from(u8::from(running)));
-        self.gauge(r, "tlpx_generator_outstanding_reads", &[], c.outstanding_reads as f64);
-        let h = self.read_latency.value(self.clock_hz);
-        self.with_labels(&[], |l| r.histogram_set("tlpx_generator_read_latency_seconds", l, h));
-        Ok(())
-    }
-
-    fn collect_irq(&mut self, r: &Registry) -> anyhow::Result<()> {
-        let c = irq_timer::counters(&mut self.card)?;
-        let counts = [self.card.read(tlpx_regs::irq_timer::ISR_COUNT)?, self.card.read(tlpx_regs::irq_timer::USER_COUNT)?];
-        let reading = vec![
-            u64::from(c.fires),
-            u64::from(c.overruns),
-            u64::from(c.stray_isr_acks),
-            u64::from(c.stray_user_acks),
-            u64::from(c.lost),
-            u64::from(c.sequence),
-            counts[0],
-            counts[1],
-        ];
-        let unchanged = self.irq_stable.as_deref() == Some(&reading[..]);
-        if self.irq.update(&reading[..5], false) || (!unchanged && self.irq_stages.iter().any(|s| s.taken)) {
-            for s in &mut self.irq_stages {
-                s.taken = false;
-            }
-        }
-        if !c.running && unchanged && !self.irq_stages[0].taken {
-            for (i, stage) in irq_timer::Stage::ALL.into_iter().enumerate() {
-                if counts[i] > 0 {
-                    let s = irq_timer::stage_stats(&mut self.card, stage)?;
-                    self.irq_stages[i].add(&s.histogram, s.sum_cycles);
-                } else {
-                    self.irq_stages[i].taken = true;
-                }
-            }
-        }
-        self.irq_stable = Some(reading);
-        let t = self.irq.totals.clone();
-        self.counter(r, "tlpx_irq_fires_total", &[], t[0] as f64);
-        self.counter(r, "tlpx_irq_overruns_total", &[], t[1] as f64);
-        self.counter(r, "tlpx_irq_stray_acks_total", &[("stage", "isr")], t[2] as f64);
-        self.counter(r, "tlpx_irq_stray_acks_total", &[("stage", "user")], t[3] as f64);
-        self.counter(r, "tlpx_irq_records_dropped_total", &[], t[4] as f64);
-        self.gauge(r, "tlpx_irq_running", &[], f64::from(u8::from(c.running)));
-        for (i, stage) in irq_timer::Stage::ALL.into_iter().enumerate() {
-            let h = self.irq_stages[i].value(self.clock_hz);
-            self.with_labels(&[("stage", stage.name())], |l| r.histogram_set("tlpx_irq_latency_seconds", l, h));
-        }
-        Ok(())
-    }
-
-    fn collect_rule30(&mut self, r: &Registry) -> anyhow::Result<()> {
-        let c = rule30::counters(&mut self.card)?;
-        let status = rule30::read(&mut self.card, rule30::reg::STATUS)?;
-        let reading = [u64::from(c.operations), c.busy_cycles, u64::from(c.refused_starts), u64::from(c.ignored_starts)];
-        self.rule30.update(&reading, false);
-        let t = self.rule30.totals.clone();
-        self.counter(r, "tlpx_rule30_operations_total", &[], t[0] as f64);
-        self.counter(r, "tlpx_rule30_busy_seconds_total", &[], self.seconds(t[1]));
-        self.counter(r, "tlpx_rule30_refused_starts_total", &[], t[2] as f64);
-        self.counter(r, "tlpx_rule30_ignored_starts_total", &[], t[3] as f64);
-        self.gauge(r, "tlpx_rule30_busy", &[], f64::from(u8::from(status & rule30::STATUS_BUSY != 0)));
-        Ok(())
     }
 
     /// The simulator's own counters, on a short-lived second connection (the card's stays

@@ -47,9 +47,31 @@ use crate::results::{self, diff, AnyResult, ResultDoc, SCHEMA};
 mod compare;
 mod page;
 mod sections;
+// Each block's section of the page is in its block's folder.
+#[path = "../../../../../blocks/cpu/report.rs"]
+mod cpu_report;
+#[path = "../../../../../blocks/generator/report.rs"]
+mod generator_report;
+#[path = "../../../../../blocks/irq_timer/report.rs"]
+mod irq_timer_report;
+#[path = "../../../../../blocks/pio/report.rs"]
+mod pio_report;
+#[path = "../../../../../blocks/rt_loop/report.rs"]
+mod rt_loop_report;
+#[path = "../../../../../blocks/rule30/report.rs"]
+mod rule30_report;
+#[path = "../../../../../blocks/spy/report.rs"]
+mod spy_report;
 use compare::{comparable_groups, comparison_section};
+use cpu_report::*;
+use generator_report::*;
+use irq_timer_report::*;
 use page::page;
+use pio_report::*;
+use rt_loop_report::*;
+use rule30_report::*;
 use sections::*;
+use spy_report::*;
 
 /// The kinds this report draws (every kind tlpx writes).
 const REPORT_KINDS: &[&str] = &["bw", "bw_driver", "lat", "pio", "characterize", "model", "irq", "loop", "rule30", "spy", "script"];
