@@ -22,7 +22,8 @@ use tlpx_model::link::CompletionSplit;
 use super::bw_driver;
 use crate::args::{check_optional_output, refuse_duplicate_values, whole};
 use crate::measure::config::{build_configs, op_short, parse_common, session_model, transfer_sizes, GenArgs};
-use crate::measure::figures::{efficiency_limit, header_line, knob_limits, legend, point_line};
+use crate::measure::figures::{efficiency_limit, header_line, knob_limits, legend, point_line, TableFormat};
+use crate::measure::host_memory;
 use crate::measure::runner::{measure_point, sweep};
 use crate::progress::{self, Progress};
 use crate::results::{ModelConfig, ResultDoc, SimLimit};
@@ -31,7 +32,7 @@ use crate::session::Session;
 /// The pcie-bench name of an operation, where `results::diff` looks for it.
 pub use crate::measure::config::op_label;
 /// The document's types (and the option values they record) are tlpx-results'.
-pub use tlpx_results::bw::{Body, BwOp, BwPoint, Common, DataArg, HostCheck, Parameters, PatternArg, RunRecord};
+pub use tlpx_results::bw::{Body, BwOp, BwPoint, CacheState, Common, DataArg, HostCheck, IommuPages, Parameters, PatternArg, RunRecord};
 
 // Arguments ------------------------------------------------------------------------------
 
@@ -51,6 +52,9 @@ pub struct Cmd {
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
+    /// How the points are printed: tlpx's lines, or pcie-bench's table (text or CSV).
+    #[arg(long, value_enum, default_value_t = TableFormat::Tlpx)]
+    pub format: TableFormat,
 }
 
 /// `--sizes`' help, with the largest transfer the generator moves (tlpx_regs' constant).
@@ -90,6 +94,9 @@ fn parameters(
         relaxed_ordering,
         no_snoop,
         repeat,
+        cache,
+        numa_node,
+        iommu_pages,
     } = common;
     Parameters {
         operations,
@@ -111,6 +118,9 @@ fn parameters(
         relaxed_ordering,
         no_snoop,
         repeat,
+        cache,
+        numa_node,
+        iommu_pages,
     }
 }
 
@@ -135,6 +145,10 @@ fn driver_request(cmd: &Cmd) -> bw_driver::Request<'_> {
         ("--addr64", g.addr64),
         ("--ro", g.ro),
         ("--ns", g.ns),
+        ("--cache", g.host.cache != CacheState::HostWarm),
+        ("--numa-node", g.host.numa_node.is_some()),
+        ("--iommu-pages", g.host.iommu_pages.is_some()),
+        ("--format", cmd.format != TableFormat::Tlpx),
     ] {
         if changed {
             set.push(flag);
@@ -152,6 +166,7 @@ fn driver_request(cmd: &Cmd) -> bw_driver::Request<'_> {
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let text = cmd.format.tlpx_text(json)?;
     let common = parse_common(&cmd.gen).map_err(anyhow::Error::msg)?;
     let sizes = transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
@@ -170,13 +185,14 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let configs =
         build_configs(&ops, &sizes, cmd.outstanding, &common, LinkLimits { mps, mrrs }, session.clock_hz).map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
+    host_memory::prepare(&mut session, &common)?;
     progress::install_stop_handler();
 
     let model = session_model(&session, common.addr64);
     let simulated = session.environment.simulated;
     let limits: Vec<SimLimit> =
         if simulated { model.iter().map(|_| efficiency_limit()).chain(knob_limits(&common)).collect() } else { Vec::new() };
-    if !json {
+    if text {
         crate::outln!("{}", session.describe());
         match &model {
             Some(m) => crate::outln!("model: tlpx-model (pcie-bench) for {m}, completions up to MPS; rdwr figures are per stream"),
@@ -185,7 +201,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         for n in &session.notes {
             crate::outln!("note: {n}");
         }
-        for line in legend(&session.environment) {
+        for line in legend(&session.environment).into_iter().chain(host_memory::describe(&session)) {
             crate::outln!("{line}");
         }
         // The efficiency's footnote is the legend; the knobs' notes are said once each.
@@ -198,11 +214,19 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let repeat = common.repeat;
     let measure = |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| measure_point(s, b, c, repeat);
     let (points, interrupted) = sweep(&mut session, &configs, &progress, measure, |p: &BwPoint| {
-        if !json {
+        if text {
             progress.println(&point_line(p));
         }
     })?;
     progress.finish();
+    if text {
+        for line in host_memory::placement_lines(&session) {
+            crate::outln!("{line}");
+        }
+    }
+    if let Some(style) = cmd.format.pciebench() {
+        crate::output::out_text(&tlpx_results::pciebench::bw_table(&points, common.cache, session.clock_hz, style));
+    }
     let failed = points.iter().any(BwPoint::failed);
     let operations = ops.iter().map(|o| op_short(*o)).collect();
     let parameters = parameters(operations, sizes, cmd.outstanding, common, configs.first(), LinkLimits { mps, mrrs });
@@ -224,7 +248,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     let measured = doc.body.points.len();
     let status = doc.emit(cmd.output.as_deref(), json, failed)?;
-    if !json && interrupted {
+    if text && interrupted {
         crate::outln!("interrupted: {measured} of {} points measured", configs.len());
     }
     Ok(status)
@@ -273,6 +297,10 @@ mod tests {
             (&["--duration", "1ms"], "--duration"),
             (&["--idle", "3"], "--idle"),
             (&["--outstanding", "4"], "--outstanding"),
+            (&["--cache", "cold"], "--cache"),
+            (&["--numa-node", "0"], "--numa-node"),
+            (&["--iommu-pages", "2m"], "--iommu-pages"),
+            (&["--format", "pciebench"], "--format"),
         ] {
             let e = bw_driver::refuse_generator_options(&driver_request(&cmd(args))).expect_err("refused").to_string();
             assert!(e.contains(named) && e.contains("vfio:"), "{args:?}: {e}");

@@ -26,7 +26,8 @@ use crate::args::{check_optional_output, check_output_dir, whole};
 use crate::cmd::bw::{BwPoint, Common, DataArg, PatternArg};
 use crate::cmd::lat::LatPoint;
 use crate::cmd::pio::{PioPlan, PioPoint};
-use crate::measure::config::{parse_common, GenArgs};
+use crate::measure::config::{parse_common, GenArgs, HostMemoryArgs};
+use crate::measure::host_memory;
 use crate::measure::latency::{self, LatOp};
 use crate::measure::pio::{self, MAPPING_NOTE};
 use crate::measure::{config, figures, runner};
@@ -80,6 +81,8 @@ pub struct Cmd {
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: HostMemoryArgs,
 }
 
 /// The best DMA point of one operation.
@@ -331,6 +334,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         latency::build_configs(&[LatOp::Read, LatOp::Wrrd], &lat_sizes, &lat_common, LinkLimits { mps, mrrs }, session.clock_hz)
             .map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
+    host_memory::prepare(&mut session, &common)?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     progress::install_stop_handler();
     let model = config::session_model(&session, cmd.addr64);
@@ -342,6 +346,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     say(&format!("tlpx characterize: {}", session.describe()));
     for n in &session.notes {
         say(&format!("note: {n}"));
+    }
+    for line in host_memory::describe(&session) {
+        say(&line);
     }
     let progress = Progress::new((dma_configs.len() + lat_configs.len() + pio_plan.widths.len()) as u64, json);
     let simulated = session.environment.simulated;
@@ -358,7 +365,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     for line in figures::legend(&session.environment) {
         say(&line);
     }
-    for l in limits.iter().filter(|l| l.id == "window_and_address_pattern_not_modelled") {
+    for l in limits.iter().filter(|l| l.id == "window_and_address_pattern_not_modelled" || l.id == "host_memory_state_not_modelled") {
         say(&format!("note: {}", l.note()));
     }
     say(&figures::header_line(simulated));
@@ -476,6 +483,9 @@ fn parameters(cmd: &Cmd, common: &Common, sizes: Vec<u32>, lat_sizes: Vec<u32>, 
         lat_count: cmd.lat_count,
         pio,
         out_dir: out_dir.display().to_string(),
+        cache: common.cache,
+        numa_node: common.numa_node,
+        iommu_pages: common.iommu_pages,
     }
 }
 
@@ -509,6 +519,7 @@ fn gen_args(cmd: &Cmd) -> GenArgs {
         ro: false,
         ns: false,
         repeat: cmd.repeat,
+        host: cmd.host.clone(),
     }
 }
 

@@ -24,6 +24,8 @@ pub use tlpx_results::lat::{Body, HardwareLatency, LatPoint, Parameters};
 
 use crate::args::{check_optional_output, refuse_duplicate_values};
 use crate::measure::config::{parse_common, GenArgs};
+use crate::measure::figures::TableFormat;
+use crate::measure::host_memory;
 use crate::measure::latency::{build_configs, cdf_chart, measure_point, LatOp};
 use crate::measure::{check, config, figures, runner};
 use crate::plot;
@@ -50,6 +52,9 @@ pub struct Cmd {
     /// Also write the result document (JSON) to this file.
     #[arg(long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
+    /// How the points are printed: tlpx's lines, or pcie-bench's table (text or CSV).
+    #[arg(long, value_enum, default_value_t = TableFormat::Tlpx)]
+    pub format: TableFormat,
 }
 
 /// The text report of one point; `clock` names the card's clock ([`crate::results::Environment::card_clock`]).
@@ -93,6 +98,7 @@ pub fn point_text(p: &LatPoint, cdf_rows: usize, clock: &str) -> Vec<String> {
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let text = cmd.format.tlpx_text(json)?;
     let common = parse_common(&cmd.gen).map_err(anyhow::Error::msg)?;
     let sizes = config::transfer_sizes("--sizes", &cmd.sizes).map_err(anyhow::Error::msg)?;
     refuse_duplicate_values("--op", &cmd.op).map_err(anyhow::Error::msg)?;
@@ -107,19 +113,23 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let (mps, mrrs) = session.mps_mrrs();
     let configs = build_configs(&cmd.op, &sizes, &common, LinkLimits { mps, mrrs }, session.clock_hz).map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
+    host_memory::prepare(&mut session, &common)?;
     progress::install_stop_handler();
     let limits: Vec<SimLimit> = if session.environment.simulated {
         figures::read_latency_limit(&session.environment).into_iter().chain(figures::knob_limits(&common)).collect()
     } else {
         Vec::new()
     };
-    if !json {
+    if text {
         crate::outln!("{}", session.describe());
         for n in &session.notes {
             crate::outln!("note: {n}");
         }
         for l in &limits {
             crate::outln!("note: {}", l.note());
+        }
+        for line in host_memory::describe(&session) {
+            crate::outln!("{line}");
         }
     }
     let progress = Progress::new(configs.len() as u64, json);
@@ -132,7 +142,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         &progress,
         |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| measure_point(s, b, c, repeat),
         |p: &LatPoint| {
-            if !json {
+            if text {
                 for line in point_text(p, rows, clock) {
                     progress.println(&line);
                 }
@@ -140,6 +150,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         },
     )?;
     progress.finish();
+    if let Some(style) = cmd.format.pciebench() {
+        crate::output::out_text(&tlpx_results::pciebench::lat_table(&points, common.cache, style));
+    }
     if let Some(path) = &cmd.svg {
         let title = format!("DMA read latency CDF ({})", if session.environment.simulated { "simulated" } else { "measured" });
         let svg = plot::render_svg(&cdf_chart(&title, &points))?;
@@ -188,6 +201,7 @@ mod tests {
             samples_cycles: samples,
             samples_dropped: 0,
             transfers: 0,
+            cycles: 0,
             card_errors: ErrorCounts::default(),
             card_error_total: 0,
             host_check: None,
@@ -245,6 +259,7 @@ mod tests {
             ro: false,
             ns: false,
             repeat: 1,
+            host: Default::default(),
         };
         let c = parse_common(&a).expect("valid");
         let cfgs = build_configs(&[LatOp::Read, LatOp::Wrrd], &[64], &c, LinkLimits { mps: 256, mrrs: 512 }, 125_000_000).expect("valid");

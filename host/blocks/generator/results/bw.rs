@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use tlpx_device::generator::{AddressPattern, DataPattern, ErrorCounts, GenConfig, Operation};
 use tlpx_model::stats::Summary;
 
+pub use crate::host_memory::{CacheState, IommuPages};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
@@ -87,6 +89,13 @@ pub struct Common {
     pub relaxed_ordering: bool,
     pub no_snoop: bool,
     pub repeat: u32,
+    /// The host's knobs (absent in documents older than them: the defaults).
+    #[serde(default)]
+    pub cache: CacheState,
+    #[serde(default)]
+    pub numa_node: Option<u32>,
+    #[serde(default)]
+    pub iommu_pages: Option<IommuPages>,
 }
 
 /// What the host found in the buffer after the card wrote it.
@@ -213,6 +222,13 @@ pub struct Parameters {
     pub relaxed_ordering: bool,
     pub no_snoop: bool,
     pub repeat: u32,
+    /// The host's knobs (absent in documents older than them: the defaults).
+    #[serde(default)]
+    pub cache: CacheState,
+    #[serde(default)]
+    pub numa_node: Option<u32>,
+    #[serde(default)]
+    pub iommu_pages: Option<IommuPages>,
 }
 
 /// The body of a `bw` document: its points.

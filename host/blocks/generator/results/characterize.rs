@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::host_memory::{CacheState, IommuPages};
+
 use crate::bw::BwPoint;
 use crate::lat::LatPoint;
 use crate::pio::{PioPlan, PioPoint};
@@ -42,6 +44,13 @@ pub struct Parameters {
     pub lat_count: u64,
     pub pio: PioPlan,
     pub out_dir: String,
+    /// The host's knobs (absent in documents older than them: the defaults).
+    #[serde(default)]
+    pub cache: CacheState,
+    #[serde(default)]
+    pub numa_node: Option<u32>,
+    #[serde(default)]
+    pub iommu_pages: Option<IommuPages>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

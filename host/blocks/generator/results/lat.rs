@@ -35,6 +35,10 @@ pub struct LatPoint {
     pub samples_cycles: Vec<u32>,
     pub samples_dropped: u64,
     pub transfers: u64,
+    /// Card cycles of the runs, summed (pcie-bench's TAvg is this over the samples; 0 in
+    /// documents older than it).
+    #[serde(default)]
+    pub cycles: u64,
     pub card_errors: ErrorCounts,
     pub card_error_total: u64,
     pub host_check: Option<HostCheck>,

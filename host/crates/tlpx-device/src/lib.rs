@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod error;
 #[path = "../../../blocks/generator/driver.rs"]
 pub mod generator;
+pub mod host_memory;
 #[path = "../../../blocks/irq_timer/driver.rs"]
 pub mod irq_timer;
 #[path = "../../../blocks/irq_timer/isr_trace/mod.rs"]
@@ -350,6 +351,26 @@ pub trait Device: Send {
 
     /// Returns a buffer from `alloc_dma`; the card must not touch it afterwards.
     fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError>;
+
+    /// The IOVA page sizes the IOMMU between the card and host memory offers (a bitmap, bit n
+    /// = pages of 2^n bytes), when the backend maps its buffers through one.
+    fn iova_page_sizes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Where later `alloc_dma` buffers go in host memory: a NUMA node, a page size (and so the
+    /// largest IOVA page size their mapping can use). Backends whose buffers the kernel
+    /// allocates (the LitePCIe driver) cannot place them; they refuse anything but the default.
+    fn set_dma_placement(&mut self, placement: host_memory::DmaPlacement) -> Result<(), DeviceError> {
+        if placement == host_memory::DmaPlacement::default() {
+            return Ok(());
+        }
+        Err(DeviceError::Unsupported {
+            backend: self.description().backend,
+            what: "place DMA buffers on a NUMA node or on huge pages".into(),
+            instead: "its DMA buffers are allocated where it allocates them; use the vfio backend (--device vfio:ADDRESS)".into(),
+        })
+    }
 
     /// Waits for an interrupt on one of the vectors in `vector_mask` (bit n = vector n).
     /// Returns `Ok(None)` on timeout. On the sim the timeout is card (virtual) time.

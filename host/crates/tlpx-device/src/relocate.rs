@@ -105,6 +105,12 @@ impl Device for Relocated {
     fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError> {
         self.inner.free_dma(buffer)
     }
+    fn set_dma_placement(&mut self, placement: crate::host_memory::DmaPlacement) -> Result<(), DeviceError> {
+        self.inner.set_dma_placement(placement)
+    }
+    fn iova_page_sizes(&self) -> Option<u64> {
+        self.inner.iova_page_sizes()
+    }
     fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {
         self.inner.wait_interrupt(vector_mask, timeout)
     }

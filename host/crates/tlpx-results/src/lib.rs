@@ -21,11 +21,14 @@ pub mod bw;
 pub mod bw_driver;
 #[path = "../../../blocks/generator/results/characterize.rs"]
 pub mod characterize;
+pub mod host_memory;
 #[path = "../../../blocks/irq_timer/results.rs"]
 pub mod irq;
 #[path = "../../../blocks/generator/results/lat.rs"]
 pub mod lat;
 pub mod model;
+#[path = "../../../blocks/generator/results/pciebench.rs"]
+pub mod pciebench;
 #[path = "../../../blocks/pio/results.rs"]
 pub mod pio;
 pub mod read;

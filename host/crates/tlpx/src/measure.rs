@@ -9,6 +9,7 @@
 pub mod check;
 pub mod config;
 pub mod figures;
+pub mod host_memory;
 pub mod latency;
 #[path = "../../../blocks/pio/measure.rs"]
 pub mod pio;

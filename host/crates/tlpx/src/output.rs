@@ -28,6 +28,18 @@ pub fn out_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Writes `text` to standard output as it is (its own line ends: a CSV's CRLF), as
+/// [`out_line`] does.
+pub fn out_text(text: &str) {
+    if OUTPUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+        mark_output_closed();
+    }
+}
+
 /// Records that standard output is gone and asks the measurement to stop.
 pub fn mark_output_closed() {
     OUTPUT_CLOSED.store(true, Ordering::SeqCst);

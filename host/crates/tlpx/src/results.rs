@@ -91,6 +91,13 @@ pub struct Environment {
     /// Other processes' jobs running on the card when the measurement started (a spy capture,
     /// the generator, ...): they share the link, so figures may be lower than the card's own.
     pub perturbed_by: Vec<String>,
+    /// What the host reported about its memory: NUMA nodes, the card's node, the IOMMU's
+    /// mode, the last-level cache (null in documents older than it, and without a card).
+    #[serde(default)]
+    pub host_memory: Option<tlpx_device::host_memory::HostReport>,
+    /// Where the kernel put the pages of each DMA buffer the measurement used (move_pages).
+    #[serde(default)]
+    pub dma_buffers: Vec<tlpx_device::host_memory::BufferPlacement>,
     /// How time ran when the card was opened, and how to tell at the end how it ran during
     /// the measurement (`ResultDoc::time_mode`); None when no card was opened.
     #[serde(skip)]
@@ -529,6 +536,8 @@ pub fn machine_environment() -> Environment {
         simulated: false,
         sim: None,
         perturbed_by: Vec::new(),
+        host_memory: None,
+        dma_buffers: Vec::new(),
         clock: None,
     }
 }

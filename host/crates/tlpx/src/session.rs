@@ -66,6 +66,8 @@ pub struct Session {
     /// Card clock in Hz (cycles → time).
     pub clock_hz: u32,
     pub notes: Vec<String>,
+    /// The host-side state the DMA measurements set up (cache state, placement).
+    pub host_memory: crate::measure::host_memory::HostState,
 }
 
 impl Session {
@@ -146,6 +148,10 @@ impl Session {
             features: id.feature_names(),
         });
         environment.simulated = opened.sim.is_some();
+        // What the host says about its memory and the card's place in it (the simulated card
+        // is no PCI function of this host).
+        let host_address = (!environment.simulated).then(|| description.pci_address.clone());
+        environment.host_memory = Some(tlpx_device::host_memory::host_report(host_address.as_deref()));
         environment.clock = Some(TimeWatch::hardware());
         // The simulator's latency settings are in its Hello, and its time mode in its
         // counters: ask on a short-lived connection (the open card keeps its own).
@@ -193,7 +199,7 @@ impl Session {
                 ));
             }
         }
-        Ok(Session { clock_hz: id.clock_hz.max(1), card, link, environment, notes })
+        Ok(Session { clock_hz: id.clock_hz.max(1), card, link, environment, notes, host_memory: Default::default() })
     }
 
     /// The link's MPS and MRRS, or 128/128 (the smallest legal values) when unknown.

@@ -18,6 +18,7 @@ use tlpx_sim_protocol::{
     check_mmio, check_mmio_block, encode_frame, read_frame, ErrorKind, FrameError, HelloInfo, Reply, Request, SimStats, PROTOCOL_VERSION,
 };
 
+use crate::host_memory::{DmaPlacement, PageSize};
 use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, TimeMark, TlpInjector, Width};
 
 pub use tlpx_sim_protocol::HelloInfo as SimInfo;
@@ -46,6 +47,9 @@ pub struct SimDevice {
     /// device stays Send; the mapping lives in `memory`).
     memory_base: usize,
     frame: Vec<u8>,
+    /// Where later buffers' pages go (`set_dma_placement`): a NUMA node only; the simulated
+    /// card reaches host memory without an IOMMU, so there is no IOVA page size to choose.
+    numa_node: Option<u32>,
 }
 
 impl std::fmt::Debug for SimDevice {
@@ -114,7 +118,7 @@ impl SimDevice {
             )));
         }
         let memory_base = map.as_mut_ptr() as usize;
-        Ok(SimDevice { path, writer, reader, hello: info, memory: Arc::new(HostMemoryMap(map)), memory_base, frame })
+        Ok(SimDevice { path, writer, reader, hello: info, memory: Arc::new(HostMemoryMap(map)), memory_base, frame, numa_node: None })
     }
 
     /// What the sim told this client at Hello: card, link, clock, files.
@@ -317,12 +321,39 @@ impl Device for SimDevice {
                 }
                 let ptr = (self.memory_base + a.file_offset as usize) as *mut u8;
                 let backing: Arc<dyn std::any::Any + Send + Sync> = self.memory.clone();
+                if let Some(node) = self.numa_node {
+                    // The shared host memory's pages of this buffer, moved to the node (both
+                    // processes map them; the policy is the shared file's).
+                    let span = (a.len as usize).next_multiple_of(4096);
+                    if let Err(e) = crate::host_memory::bind_to_node(ptr, span, node) {
+                        let _ = self.call(&Request::FreeDma { id: a.id });
+                        return Err(e);
+                    }
+                }
                 // SAFETY: ptr..ptr+len lies inside the mapping (checked above), which `backing`
                 // keeps alive.
                 Ok(unsafe { DmaBuffer::new(a.id, a.bus_addr, len, ptr, backing) })
             }
             other => Err(self.unexpected("AllocDma", other)),
         }
+    }
+
+    fn set_dma_placement(&mut self, placement: DmaPlacement) -> Result<(), DeviceError> {
+        if placement.page_size != PageSize::Base4k {
+            return Err(DeviceError::Unsupported {
+                backend: "sim".into(),
+                what: format!("map DMA buffers with {} IOMMU pages", placement.page_size.name()),
+                instead: "the simulated card reaches host memory without an IOMMU (tlpx-sim checks addresses, it translates \
+                          nothing), so there is no IOVA page size to choose: --iommu-pages needs the vfio backend on a host \
+                          with a translating IOMMU"
+                    .into(),
+            });
+        }
+        if let Some(node) = placement.numa_node {
+            crate::host_memory::check_node(node)?;
+        }
+        self.numa_node = placement.numa_node;
+        Ok(())
     }
 
     fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError> {

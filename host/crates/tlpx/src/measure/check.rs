@@ -35,13 +35,20 @@ pub fn expected_written(cfg: &GenConfig, transfers: u64) -> Option<Vec<bool>> {
 }
 
 /// Compares `got` (the window after a run) with `pattern` (what the card writes) and
-/// `before` (what the host put there: the pattern's complement, byte for byte). `expected`
-/// says which bytes must have been written, when known.
-pub fn check_written(got: &[u8], pattern: &[u8], expected: Option<&[bool]>) -> HostCheck {
+/// `before` (what the window held before the run: the pattern's complement written by the
+/// host, or another seed's pattern written by the card under `--cache device-warm`).
+/// `expected` says which bytes must have been written, when known. A byte equal in `pattern`
+/// and `before` proves nothing either way and counts as neither written nor bad.
+pub fn check_written(got: &[u8], pattern: &[u8], before: &[u8], expected: Option<&[bool]>) -> HostCheck {
     let mut c = HostCheck { checked_bytes: got.len() as u64, ..HostCheck::default() };
-    for (i, (&g, &p)) in got.iter().zip(pattern).enumerate() {
+    for (i, ((&g, &p), &b)) in got.iter().zip(pattern).zip(before).enumerate() {
         let should = expected.map(|e| e[i]);
-        let bad = if g == p {
+        let bad = if p == b {
+            g != p && {
+                c.corrupt_bytes += 1;
+                true
+            }
+        } else if g == p {
             c.written_bytes += 1;
             if should == Some(false) {
                 c.stray_bytes += 1;
@@ -49,7 +56,7 @@ pub fn check_written(got: &[u8], pattern: &[u8], expected: Option<&[bool]>) -> H
             } else {
                 false
             }
-        } else if g == !p {
+        } else if g == b {
             if should == Some(true) {
                 c.missing_bytes += 1;
                 true
@@ -155,17 +162,17 @@ mod tests {
         // The card wrote slots 0 and 1 exactly.
         let mut got: Vec<u8> = pattern.iter().map(|b| !b).collect();
         got[..128].copy_from_slice(&pattern[..128]);
-        let c = check_written(&got, &pattern, Some(&expected));
+        let c = check_written(&got, &pattern, &complement(&pattern), Some(&expected));
         assert_eq!((c.written_bytes, c.bad()), (128, 0));
         // One corrupt byte, one missing, one stray.
         got[5] ^= 0x10;
         got[100] = !pattern[100];
         got[200] = pattern[200];
-        let c = check_written(&got, &pattern, Some(&expected));
+        let c = check_written(&got, &pattern, &complement(&pattern), Some(&expected));
         assert_eq!((c.corrupt_bytes, c.missing_bytes, c.stray_bytes), (1, 1, 1));
         assert_eq!(c.first_bad_offset, Some(5));
         // Random addresses: only corruption is visible.
-        let c = check_written(&got, &pattern, None);
+        let c = check_written(&got, &pattern, &complement(&pattern), None);
         assert_eq!((c.corrupt_bytes, c.missing_bytes, c.stray_bytes), (1, 0, 0));
         // Read+write: the buffer holds the pattern throughout; any other byte is corrupt.
         let mut same = pattern.clone();
@@ -173,6 +180,23 @@ mod tests {
         same[9] = !same[9];
         let c = check_unchanged(&same, &pattern);
         assert_eq!((c.corrupt_bytes, c.written_bytes, c.first_bad_offset), (2, 254, Some(7)));
+    }
+
+    fn complement(b: &[u8]) -> Vec<u8> {
+        b.iter().map(|x| !x).collect()
+    }
+
+    #[test]
+    fn after_a_device_warm_pass_the_check_compares_with_what_the_card_wrote_there() {
+        // Before the run: another seed's pattern (the device-warm pass); bytes equal in both
+        // prove nothing and count as neither written nor bad.
+        let pattern = vec![1u8, 2, 3, 4];
+        let before = vec![9u8, 2, 9, 9];
+        let expected = [true, true, false, false];
+        let c = check_written(&[1, 2, 9, 9], &pattern, &before, Some(&expected));
+        assert_eq!((c.written_bytes, c.bad()), (1, 0));
+        let c = check_written(&[9, 2, 3, 7], &pattern, &before, Some(&expected));
+        assert_eq!((c.missing_bytes, c.stray_bytes, c.corrupt_bytes, c.first_bad_offset), (1, 1, 1, Some(0)));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use tlpx_device::generator::{AddressPattern, GenConfig, LinkLimits, Operation, T
 use tlpx_model::link::{self, LinkConfig};
 
 use crate::args::{refuse_duplicate_values, whole, whole_as};
-use crate::cmd::bw::{Common, DataArg, PatternArg};
+use crate::cmd::bw::{CacheState, Common, DataArg, IommuPages, PatternArg};
 use crate::output::bytes;
 use crate::session::Session;
 use crate::sizes::{parse_duration, parse_size_list};
@@ -22,6 +22,23 @@ pub const DEFAULT_COUNT: u64 = 1000;
 pub const MAX_COUNT: u64 = 1_000_000_000;
 /// Most runs per point.
 pub const MAX_REPEAT: u32 = 1000;
+
+/// The host-side state of the DMA buffers (pcie-bench's knobs), for `bw`, `lat` and
+/// `characterize`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HostMemoryArgs {
+    /// CPU cache state of the window before each run: host-warm (the CPU wrote it),
+    /// device-warm (the card wrote it), cold (its lines flushed), thrash (evicted by a sweep
+    /// larger than the last-level cache). docs/bandwidth.md says how each is produced.
+    #[arg(long, value_enum, default_value_t = CacheState::HostWarm)]
+    pub cache: CacheState,
+    /// Put the DMA buffers on this NUMA node (checked afterwards with move_pages).
+    #[arg(long, value_name = "NODE", value_parser = whole(0u32, 4095), allow_negative_numbers = true)]
+    pub numa_node: Option<u32>,
+    /// Back the DMA buffers with pages of this size and map them with IOVA pages of it (vfio backend).
+    #[arg(long, value_enum)]
+    pub iommu_pages: Option<IommuPages>,
+}
 
 /// Generator options shared by `bw`, `lat` and `characterize`.
 #[derive(Debug, Clone, Args)]
@@ -71,6 +88,9 @@ pub struct GenArgs {
     /// Runs per point; the point reports the summary over them (1..=1000).
     #[arg(long, default_value_t = 1, value_parser = whole(1, MAX_REPEAT), allow_negative_numbers = true)]
     pub repeat: u32,
+    /// The host's knobs: cache state, NUMA node, IOMMU page size.
+    #[command(flatten)]
+    pub host: HostMemoryArgs,
 }
 
 fn power_of_two_in(flag: &str, v: u32, lo: u32, hi: u32, what: &str) -> Result<(), String> {
@@ -142,6 +162,9 @@ pub fn parse_common(a: &GenArgs) -> Result<Common, String> {
         relaxed_ordering: a.ro,
         no_snoop: a.ns,
         repeat: a.repeat,
+        cache: a.host.cache,
+        numa_node: a.host.numa_node,
+        iommu_pages: a.host.iommu_pages,
     })
 }
 
@@ -303,6 +326,7 @@ pub(crate) mod tests {
             ro: false,
             ns: false,
             repeat: 1,
+            host: HostMemoryArgs::default(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! What the figures of a DMA sweep are: the point lines and their header, the legend, and
 //! the simulator's limits of the efficiency, the read latency and the knobs it cannot vary.
 
-use crate::cmd::bw::{BwPoint, Common, PatternArg};
+use crate::cmd::bw::{BwPoint, CacheState, Common, PatternArg};
 use crate::output::bytes;
 use crate::results::{Environment, SimLimit};
 
@@ -53,6 +53,47 @@ pub fn legend(env: &Environment) -> Vec<String> {
     out
 }
 
+/// How `bw` and `lat` print their points: tlpx's own lines, or pcie-bench's table
+/// (tlpx_results::pciebench) as text or CSV.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TableFormat {
+    /// tlpx's lines: every figure with its clock, the model and the data check.
+    #[default]
+    Tlpx,
+    /// pcie-bench's text table (Test PAT Cache HO DO WinSZ SZ ...), and nothing else on stdout.
+    Pciebench,
+    /// pcie-bench's CSV (the same columns, raw values, CRLF).
+    PciebenchCsv,
+}
+
+impl TableFormat {
+    /// Refuses --format with --json (one document on stdout at a time); returns whether
+    /// tlpx's own text lines are printed.
+    pub fn tlpx_text(self, json: bool) -> anyhow::Result<bool> {
+        if json && self != TableFormat::Tlpx {
+            anyhow::bail!("--format {} prints pcie-bench's table and --json the result document: choose one (--output FILE.json writes the document beside the table)", self.name());
+        }
+        Ok(!json && self == TableFormat::Tlpx)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TableFormat::Tlpx => "tlpx",
+            TableFormat::Pciebench => "pciebench",
+            TableFormat::PciebenchCsv => "pciebench-csv",
+        }
+    }
+
+    /// pcie-bench's style, or None for tlpx's own lines.
+    pub fn pciebench(self) -> Option<tlpx_results::pciebench::Style> {
+        match self {
+            TableFormat::Tlpx => None,
+            TableFormat::Pciebench => Some(tlpx_results::pciebench::Style::Text),
+            TableFormat::PciebenchCsv => Some(tlpx_results::pciebench::Style::Csv),
+        }
+    }
+}
+
 /// The simulator limit of every efficiency figure.
 pub fn efficiency_limit() -> SimLimit {
     SimLimit::new(
@@ -97,6 +138,24 @@ pub fn knob_limits(common: &Common) -> Vec<SimLimit> {
                 flags.join(" and "),
                 if flags.len() == 1 { "moves" } else { "move" },
                 if flags.len() == 1 { "it" } else { "them" },
+                if flags.len() == 1 { "it" } else { "them" }
+            ),
+        ));
+    }
+    let cache_set = common.cache != CacheState::HostWarm;
+    let node_set = common.numa_node.is_some();
+    if cache_set || node_set {
+        let flags: Vec<&str> = [("--cache", cache_set), ("--numa-node", node_set)].iter().filter(|f| f.1).map(|f| f.0).collect();
+        out.push(SimLimit::new(
+            "host_memory_state_not_modelled",
+            &flags,
+            format!(
+                "{} {} real host state here (the flushes, the sweep, the card's warm-up writes, the pages' node, each checked), \
+                 but the simulated card's DMA reaches tlpx-sim's host memory at its configured latency whatever the CPU's \
+                 caches hold and wherever the pages are: no LLC, no DDIO, no NUMA distance, so card-time figures cannot \
+                 differ by {} (device-warm's warm-up is a card run of its own, outside every figure); compare states on a real host",
+                flags.join(" and "),
+                if flags.len() == 1 { "sets" } else { "set" },
                 if flags.len() == 1 { "it" } else { "them" }
             ),
         ));

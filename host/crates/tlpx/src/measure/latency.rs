@@ -40,6 +40,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenCo
     let mut errors = ErrorCounts::default();
     let mut host_check: Option<HostCheck> = None;
     let mut transfers = 0;
+    let mut cycles = 0;
     let mut ended_by = Vec::new();
     let mut clock_hz = session.clock_hz;
     for i in 0..repeat {
@@ -65,6 +66,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenCo
         }
         check::add_errors(&mut errors, &r.errors);
         transfers += r.transfers_done;
+        cycles += r.cycles;
         if !ended_by.contains(&r.ended_by) {
             ended_by.push(r.ended_by.clone());
         }
@@ -98,6 +100,7 @@ pub fn measure_point(session: &mut Session, buffer: &DmaBuffer, cfg: &ValidGenCo
         samples_cycles: samples,
         samples_dropped: dropped,
         transfers,
+        cycles,
         card_error_total: check::error_total(&errors),
         card_errors: errors,
         host_check,

@@ -12,7 +12,8 @@ use tlpx_model::stats::Summary;
 use super::check::{add_errors, check_unchanged, check_written, error_total, expected_written, pattern_bytes};
 use super::config::{model_operation, op_label, op_short, pattern_short, session_model};
 use super::figures::efficiency_meaning;
-use crate::cmd::bw::{BwPoint, HostCheck, RunRecord};
+use super::host_memory;
+use crate::cmd::bw::{BwPoint, CacheState, HostCheck, RunRecord};
 use crate::output::bytes;
 use crate::progress::{self, Progress};
 use crate::session::Session;
@@ -42,14 +43,24 @@ pub fn run_once(
 ) -> anyhow::Result<(GenResult, Option<HostCheck>)> {
     let window = cfg.window as usize;
     let pattern = pattern_bytes(window, buffer.bus_addr, cfg.data_pattern, cfg.seed, false);
-    // Writes land on the pattern's complement, so every byte the card wrote is visible; reads
-    // need the pattern there to check it.
-    let before_complement = matches!(cfg.operation, Operation::Write | Operation::WriteThenRead);
-    if before_complement {
-        buffer.write_bytes(0, &pattern.iter().map(|b| !b).collect::<Vec<u8>>())?;
+    // Writes land on something else than their pattern, so every byte the card wrote is
+    // visible; reads need the pattern there to check it. The host writes it (then flushes or
+    // thrashes for --cache cold and thrash), or under --cache device-warm the card does.
+    let writes = matches!(cfg.operation, Operation::Write | Operation::WriteThenRead);
+    let before = if session.host_memory.cache == CacheState::DeviceWarm {
+        let seed = if writes { host_memory::warm_seed(cfg.seed) } else { cfg.seed };
+        host_memory::device_write_window(session, buffer, cfg, seed)?;
+        if writes {
+            pattern_bytes(window, buffer.bus_addr, cfg.data_pattern, seed, false)
+        } else {
+            pattern.clone()
+        }
     } else {
-        buffer.write_bytes(0, &pattern)?;
-    }
+        let before = if writes { pattern.iter().map(|b| !b).collect::<Vec<u8>>() } else { pattern.clone() };
+        buffer.write_bytes(0, &before)?;
+        host_memory::after_host_write(session, buffer, window)?;
+        before
+    };
     let result = generator::run(&mut session.card, buffer, cfg, timeout)
         .with_context(|| format!("running the generator ({} of {} bytes)", op_label(cfg.operation), cfg.transfer_size))?;
     if !cfg.check_data {
@@ -63,7 +74,7 @@ pub fn run_once(
         Operation::Write | Operation::WriteThenRead => {
             let transfers = result.write_bytes / u64::from(cfg.transfer_size.max(1));
             let expected = expected_written(cfg, transfers);
-            Some(check_written(&got, &pattern, expected.as_deref()))
+            Some(check_written(&got, &pattern, &before, expected.as_deref()))
         }
     };
     Ok((result, check))
@@ -150,6 +161,11 @@ impl Buffers {
             .device()
             .alloc_dma(len)
             .with_context(|| format!("allocating a DMA buffer of {} for the window", bytes(len as u64)))?;
+        // Where its pages are, checked against --numa-node: a buffer elsewhere is freed.
+        if let Err(e) = host_memory::record_buffer(session, &b) {
+            let _ = session.card.device().free_dma(b);
+            return Err(e.context(format!("placing a DMA buffer of {}", bytes(len as u64))));
+        }
         self.buffers.push(b);
         Ok(self.buffers.last().expect("just pushed"))
     }

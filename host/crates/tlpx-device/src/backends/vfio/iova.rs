@@ -139,6 +139,44 @@ impl IovaAllocator {
         Ok(iova)
     }
 
+    /// Allocates `len` bytes starting on a multiple of `align` (a power of two no smaller
+    /// than the allocator's), e.g. a huge page's size so that the IOMMU can map the buffer
+    /// with pages of that size. The bytes skipped to reach the alignment stay free.
+    pub fn alloc_aligned(&mut self, len: u64, align: u64) -> Result<u64, DeviceError> {
+        if align <= self.align {
+            return self.alloc(len);
+        }
+        if !align.is_power_of_two() {
+            return Err(DeviceError::InvalidArgument(format!("an IOVA alignment must be a power of two, not {align}")));
+        }
+        let Some(size) = align_up(len, align) else {
+            return Err(DeviceError::InvalidArgument(format!("a DMA buffer of {len} bytes is too large")));
+        };
+        let fits = |r: &Range<u64>| align_up(r.start, align).is_some_and(|s| s.checked_add(size).is_some_and(|e| e <= r.end));
+        let Some(i) = self.free.iter().position(fits) else {
+            return Err(DeviceError::Backend(format!(
+                "no free IOVA range of {size} bytes aligned to {align} in the window {:#x}..{:#x} ({} bytes free in all): \
+                 free DMA buffers or widen the IOVA window",
+                self.window.start,
+                self.window.end,
+                self.free_bytes()
+            )));
+        };
+        let r = self.free.remove(i);
+        let start = align_up(r.start, align).expect("checked by fits");
+        let mut keep = Vec::new();
+        if r.start < start {
+            keep.push(r.start..start);
+        }
+        if start + size < r.end {
+            keep.push(start + size..r.end);
+        }
+        for (k, piece) in keep.into_iter().enumerate() {
+            self.free.insert(i + k, piece);
+        }
+        Ok(start)
+    }
+
     /// Returns `len` bytes at `iova` (as given to and returned by `alloc`).
     pub fn free(&mut self, iova: u64, len: u64) {
         let Some(size) = align_up(len, self.align) else { return };
@@ -170,6 +208,20 @@ mod tests {
     use super::*;
 
     const PAGE: u64 = 4096;
+
+    #[test]
+    fn huge_page_buffers_start_on_their_page_size_and_the_gap_stays_free() {
+        let mut a = IovaAllocator::new(&[(0, (1 << 39) - 1)], 0x1000..0x100_0000, &[], PAGE).unwrap();
+        let small = a.alloc(PAGE).unwrap();
+        assert_eq!(small, 0x1000);
+        let huge = a.alloc_aligned(3 << 20, 2 << 20).unwrap();
+        assert_eq!(huge, 2 << 20, "the next 2 MiB boundary");
+        assert_eq!(a.free_ranges(), &[0x2000..0x20_0000, 0x60_0000..0x100_0000]);
+        a.free(huge, 4 << 20);
+        a.free(small, PAGE);
+        assert_eq!(a.free_ranges(), std::slice::from_ref(&(0x1000..0x100_0000)));
+        assert!(a.alloc_aligned(1 << 30, 1 << 30).unwrap_err().to_string().contains("aligned to"));
+    }
 
     #[test]
     fn window_and_msi_hole_are_respected() {

@@ -30,6 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::host_memory::{DmaPlacement, PageSize};
 use crate::{BarPath, ClockSource, Device, DeviceDescription, DeviceError, DmaBuffer, Interrupt, Width};
 use bind::Sysfs;
 use ffi::*;
@@ -133,6 +134,64 @@ impl Drop for AnonMemory {
     }
 }
 
+/// Anonymous memory for a DMA buffer of `size` bytes (a multiple of the page size asked),
+/// on the pages and the node `placement` asks for, every page faulted in before the IOMMU
+/// mapping pins it.
+fn map_dma_memory(size: u64, placement: DmaPlacement) -> Result<AnonMemory, DeviceError> {
+    let page = placement.page_size;
+    let huge = match page {
+        PageSize::Base4k => 0,
+        // MAP_HUGE_SHIFT is 26: the page size's log2 goes in the flags' bits 26..31.
+        PageSize::Huge2m => libc::MAP_HUGETLB | (21 << 26),
+        PageSize::Huge1g => libc::MAP_HUGETLB | (30 << 26),
+    };
+    // Pages are faulted in after the NUMA policy is set (touch_pages), not by MAP_POPULATE.
+    let populate = if placement.numa_node.is_some() { 0 } else { libc::MAP_POPULATE };
+    // SAFETY: a fresh private anonymous mapping; the result is checked.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate | huge,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        let e = errno();
+        if let Some(dir) = page.hugepages_dir() {
+            let count =
+                |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).map(|t| t.trim().to_string()).unwrap_or_else(|_| "?".into());
+            return Err(DeviceError::Backend(format!(
+                "no {} huge pages for a DMA buffer of {size} bytes ({e}): {dir} has nr_hugepages {} and free_hugepages {}; \
+                 reserve them as root (echo N > {dir}/nr_hugepages, or hugepagesz= hugepages= on the kernel command line)",
+                page.name(),
+                count("nr_hugepages"),
+                count("free_hugepages")
+            )));
+        }
+        return Err(io_err(format!("mmap of {size} bytes for a DMA buffer"), e));
+    }
+    let memory = AnonMemory { ptr: ptr as *mut u8, len: size as usize };
+    if let Some(node) = placement.numa_node {
+        crate::host_memory::bind_to_node(memory.ptr, memory.len, node)?;
+        // SAFETY: our fresh mapping, written by nobody else yet.
+        unsafe { crate::host_memory::touch_pages(memory.ptr, memory.len, page.bytes()) };
+    }
+    Ok(memory)
+}
+
+/// "4 KiB, 2 MiB, 1 GiB" from an iova_pgsizes bitmap.
+fn page_sizes_text(bitmap: u64) -> String {
+    let sizes: Vec<String> = [4096u64, 2 << 20, 1 << 30].iter().filter(|&&p| bitmap & p != 0).map(|&p| human_size(p)).collect();
+    if sizes.is_empty() {
+        format!("none of 4 KiB, 2 MiB, 1 GiB (bitmap {bitmap:#x})")
+    } else {
+        sizes.join(", ")
+    }
+}
+
 struct DmaMapping {
     iova: u64,
     size: u64,
@@ -167,6 +226,10 @@ pub struct VfioDevice {
     next_dma_id: u64,
     /// BAR accesses by pread/pwrite even where a mapping exists ([`BarPath::Syscall`]).
     syscall_path: bool,
+    /// The IOVA page sizes the IOMMU offers (VFIO_IOMMU_GET_INFO's iova_pgsizes bitmap).
+    iova_pgsizes: u64,
+    /// Where later buffers go: NUMA node and page size (`set_dma_placement`).
+    placement: DmaPlacement,
 }
 
 // SAFETY: the raw pointers are mappings owned by this value; the device is used from one
@@ -351,6 +414,8 @@ impl VfioDevice {
             dma: HashMap::new(),
             next_dma_id: 1,
             syscall_path: false,
+            iova_pgsizes: pgsizes,
+            placement: DmaPlacement::default(),
         };
 
         // Write-combining mappings first: vfio claims a BAR's resource (busy) once it maps
@@ -765,28 +830,18 @@ impl Device for VfioDevice {
         if len == 0 {
             return Err(DeviceError::InvalidArgument("a DMA buffer needs at least 1 byte, not 0".into()));
         }
-        let align = self.iova.align();
+        let page = self.placement.page_size;
+        // A huge page's buffer starts on an IOVA of its size, so that the IOMMU can map it
+        // with pages of that size.
+        let align = self.iova.align().max(page.bytes());
         let size = (len as u64)
             .checked_next_multiple_of(align)
             .ok_or_else(|| DeviceError::InvalidArgument(format!("a DMA buffer of {len} bytes is too large")))?;
-        // SAFETY: a fresh private anonymous mapping; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io_err(format!("mmap of {size} bytes for a DMA buffer"), errno()));
-        }
-        let memory = AnonMemory { ptr: ptr as *mut u8, len: size as usize };
+        let memory = map_dma_memory(size, self.placement)?;
+        let ptr = memory.ptr as *mut libc::c_void;
         // No mlock: VFIO_IOMMU_MAP_DMA pins the pages (never swapped or migrated while mapped)
         // and charges them to RLIMIT_MEMLOCK itself; an mlock would charge them twice.
-        let iova = self.iova.alloc(size)?;
+        let iova = self.iova.alloc_aligned(size, align)?;
         let mut map = vfio_iommu_type1_dma_map {
             argsz: argsz::<vfio_iommu_type1_dma_map>(),
             flags: VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE,
@@ -810,6 +865,29 @@ impl Device for VfioDevice {
         let host_ptr = memory.ptr;
         // SAFETY: the memory stays mapped while the Arc lives, and DmaBuffer keeps it.
         Ok(unsafe { DmaBuffer::new(id, iova, len, host_ptr, Arc::new(memory)) })
+    }
+
+    fn iova_page_sizes(&self) -> Option<u64> {
+        Some(self.iova_pgsizes)
+    }
+
+    fn set_dma_placement(&mut self, placement: DmaPlacement) -> Result<(), DeviceError> {
+        let page = placement.page_size;
+        if self.iova_pgsizes & page.bytes() == 0 {
+            return Err(DeviceError::Unsupported {
+                backend: BACKEND.into(),
+                what: format!("map DMA buffers with {} IOVA pages", page.name()),
+                instead: format!(
+                    "this IOMMU offers IOVA pages of {} (VFIO_IOMMU_GET_INFO); choose one of those",
+                    page_sizes_text(self.iova_pgsizes)
+                ),
+            });
+        }
+        if let Some(node) = placement.numa_node {
+            crate::host_memory::check_node(node)?;
+        }
+        self.placement = placement;
+        Ok(())
     }
 
     fn free_dma(&mut self, buffer: DmaBuffer) -> Result<(), DeviceError> {

@@ -1,0 +1,74 @@
+//! The host-side knobs of a DMA measurement as documents record them (pcie-bench's cache
+//! state, NUMA node and IOMMU page size): the option values `bw`, `lat` and `characterize`
+//! take and write. What the host reported about itself is the device crate's
+//! [`tlpx_device::host_memory::HostReport`], recorded in each document's environment.
+
+use serde::{Deserialize, Serialize};
+use tlpx_device::host_memory::PageSize;
+
+/// The CPU cache state of the window before each run (docs/bandwidth.md, "The host's knobs").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheState {
+    /// The CPU has just written the window (its lines are in the CPU's caches, dirty).
+    #[default]
+    HostWarm,
+    /// The card has just written the whole window (a generator run before each measured run).
+    DeviceWarm,
+    /// The CPU wrote the window, then flushed each of its lines from every cache level.
+    Cold,
+    /// The CPU wrote the window, then wrote a buffer larger than its last-level cache.
+    Thrash,
+}
+
+impl CacheState {
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheState::HostWarm => "host-warm",
+            CacheState::DeviceWarm => "device-warm",
+            CacheState::Cold => "cold",
+            CacheState::Thrash => "thrash",
+        }
+    }
+
+    /// The Cache column of pcie-bench's tables for the nearest state it has (HWarm, DWarm,
+    /// Cold); its DThrash is device writes over 64 MB, not tlpx's host sweep, hence HThrash.
+    pub fn pciebench(self) -> &'static str {
+        match self {
+            CacheState::HostWarm => "HWarm",
+            CacheState::DeviceWarm => "DWarm",
+            CacheState::Cold => "Cold",
+            CacheState::Thrash => "HThrash",
+        }
+    }
+}
+
+/// `--iommu-pages`: the page size behind the DMA buffers and so of their IOVA mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum IommuPages {
+    #[serde(rename = "4k")]
+    #[cfg_attr(feature = "clap", value(name = "4k"))]
+    K4,
+    #[serde(rename = "2m")]
+    #[cfg_attr(feature = "clap", value(name = "2m"))]
+    M2,
+    #[serde(rename = "1g")]
+    #[cfg_attr(feature = "clap", value(name = "1g"))]
+    G1,
+}
+
+impl IommuPages {
+    pub fn page_size(self) -> PageSize {
+        match self {
+            IommuPages::K4 => PageSize::Base4k,
+            IommuPages::M2 => PageSize::Huge2m,
+            IommuPages::G1 => PageSize::Huge1g,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.page_size().name()
+    }
+}
