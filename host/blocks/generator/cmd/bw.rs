@@ -69,7 +69,7 @@ fn sizes_help() -> &'static str {
 
 /// The sweep's parameters: the sizes are the first configuration's (the link's when there
 /// is none), as the generator ran them.
-fn parameters(
+pub(crate) fn parameters(
     operations: Vec<&'static str>,
     sizes: Vec<u32>,
     outstanding: u32,

@@ -23,6 +23,7 @@ use tlpx_model::link::{self as model_link, CompletionSplit, LinkConfig};
 pub use tlpx_results::characterize::{Body, Parameters, TableRow};
 
 use crate::args::{check_optional_output, check_output_dir, whole};
+use crate::cmd::bw::CacheState;
 use crate::cmd::bw::{BwPoint, Common, DataArg, PatternArg};
 use crate::cmd::lat::LatPoint;
 use crate::cmd::pio::{PioPlan, PioPoint};
@@ -39,6 +40,8 @@ use crate::session::Session;
 
 /// Most requests per latency measurement.
 pub const MAX_LAT_COUNT: u64 = 1_000_000;
+
+mod matrix;
 
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -83,6 +86,17 @@ pub struct Cmd {
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub host: HostMemoryArgs,
+    /// pcie-bench's matrix: every cache state x NUMA node x IOMMU page size the host offers,
+    /// BW_RD and BW_WR over --matrix-windows (random addresses) and LAT_RD in each cell; one bw
+    /// and one lat document per cell and three figures in --out-dir.
+    #[arg(long)]
+    pub matrix: bool,
+    /// The cache states of the matrix (comma-separated) [default: all four].
+    #[arg(long, value_enum, value_delimiter = ',', requires = "matrix")]
+    pub matrix_cache: Vec<CacheState>,
+    /// The windows of the matrix: a list or range (pcie-bench's window sweep).
+    #[arg(long, default_value = "4K,64K,1M,4M", allow_hyphen_values = true, requires = "matrix")]
+    pub matrix_windows: String,
 }
 
 /// The best DMA point of one operation.
@@ -303,6 +317,9 @@ fn write_svg(dir: &Path, name: &str, chart: &Chart, figures: &mut Vec<String>) -
 }
 
 pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    if cmd.matrix {
+        return matrix::run(cmd, device, json);
+    }
     let started = Instant::now();
     // Arguments, all checked before the card is touched.
     let gen_args = gen_args(cmd);

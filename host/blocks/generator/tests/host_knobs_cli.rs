@@ -241,3 +241,74 @@ fn pcie_benchs_layout_carries_the_documents_figures() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("choose one"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn the_matrix_writes_a_document_per_cell_and_its_figures_and_diff_compares_two_cells() {
+    let sim = Sim::start(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("m");
+    let out = tlpx(
+        &sim.selector(),
+        &[
+            "characterize",
+            "--matrix",
+            "--matrix-cache",
+            "host-warm,cold",
+            "--matrix-windows",
+            "4K,64K",
+            "--sizes",
+            "64",
+            "--count",
+            "40",
+            "--lat-count",
+            "40",
+            "--out-dir",
+            out_dir.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stderr), text(&out.stdout));
+    let t = text(&out.stdout);
+    assert!(t.contains("2 cells (cache state x NUMA node x IOMMU pages)"), "{t}");
+    assert!(t.contains("SIMULATED: every cell is the same host to the simulator"), "{t}");
+    for cell in ["host-warm-anynode-pages-default", "cold-anynode-pages-default"] {
+        let bw: Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join(format!("bw-{cell}.json"))).expect("bw doc")).expect("JSON");
+        assert_eq!(bw["kind"], "bw");
+        assert_eq!(bw["parameters"]["cache"], cell.split("-anynode").next().expect("state"));
+        assert_eq!(bw["parameters"]["patterns"], serde_json::json!(["random"]), "pcie-bench's window sweeps are random");
+        // BW_RD and BW_WR at 64 B over both windows, clean.
+        assert_eq!(bw["points"].as_array().expect("points").len(), 4);
+        assert!(bw["points"].as_array().expect("points").iter().all(|p| u(&p["card_error_total"]) == 0));
+        check_buffers_on(&bw, None);
+        let lat: Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join(format!("lat-{cell}.json"))).expect("lat doc")).expect("JSON");
+        assert_eq!(lat["points"][0]["measurement"], "LAT_RD");
+    }
+    // The bandwidth figures carry the model's line; the CDF one series per node.
+    for (fig, has) in [
+        ("matrix-bw-window-pages.svg", "model, BW_RD 64 B"),
+        ("matrix-lat-cdf-nodes.svg", "LAT_RD 64 B"),
+        ("matrix-bw-cache.svg", "model, BW_WR 64 B"),
+    ] {
+        let svg = std::fs::read_to_string(out_dir.join(fig)).expect("figure");
+        assert!(svg.starts_with("<svg") && svg.contains(has), "{fig} names {has}");
+    }
+    // Any two cells compare, and the diff says how their hosts' memory differed.
+    let a = out_dir.join("bw-host-warm-anynode-pages-default.json");
+    let b = out_dir.join("bw-cold-anynode-pages-default.json");
+    let d = tlpx(&sim.selector(), &["diff", a.to_str().expect("utf-8"), b.to_str().expect("utf-8")]);
+    let dt = text(&d.stdout);
+    assert!(d.status.success(), "{}", text(&d.stderr));
+    assert!(dt.contains("host memory A: cache host-warm") && dt.contains("B: cache cold") && dt.contains("(differs)"), "{dt}");
+    // The matrix sets the knobs itself, and has no single document for --json.
+    for (args, says) in [
+        (&["characterize", "--matrix", "--cache", "cold"][..], "leave out --cache"),
+        (&["--json", "characterize", "--matrix"], "--json has no single document"),
+    ] {
+        let out = tlpx(&sim.selector(), args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(text(&out.stderr).contains(says), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = tlpx(&sim.selector(), &["characterize", "--matrix-cache", "cold"]);
+    assert_eq!(out.status.code(), Some(2), "--matrix-cache needs --matrix");
+}

@@ -90,10 +90,10 @@ pub struct BufferPlacement {
     pub bytes: u64,
     /// The host page size behind the buffer.
     pub page_bytes: u64,
-    /// Pages per NUMA node, from move_pages(2) (node -1: the kernel gave an error for the page,
-    /// counted under its errno in `page_errors`).
-    pub pages_by_node: BTreeMap<i32, u64>,
-    pub page_errors: BTreeMap<i32, u64>,
+    /// Pages per NUMA node ("0", "1": JSON object keys), from move_pages(2).
+    pub pages_by_node: BTreeMap<String, u64>,
+    /// Pages the kernel gave no node for, per errno name ("ENOENT": not faulted in).
+    pub page_errors: BTreeMap<String, u64>,
     /// The IOVA page sizes the IOMMU offers for this mapping (vfio's iova_pgsizes), when the
     /// backend maps through one.
     pub iova_page_sizes: Option<Vec<u64>>,
@@ -195,9 +195,9 @@ pub fn page_nodes(ptr: *const u8, len: usize, page_bytes: u64) -> Result<BufferP
     let mut out = BufferPlacement { bytes: len as u64, page_bytes: page as u64, ..BufferPlacement::default() };
     for s in status {
         if s >= 0 {
-            *out.pages_by_node.entry(s).or_default() += 1;
+            *out.pages_by_node.entry(s.to_string()).or_default() += 1;
         } else {
-            *out.page_errors.entry(-s).or_default() += 1;
+            *out.page_errors.entry(errno_name(-s)).or_default() += 1;
         }
     }
     Ok(out)
@@ -207,7 +207,7 @@ impl BufferPlacement {
     /// An error unless every page is on `node`.
     pub fn check_on(&self, node: u32) -> Result<(), DeviceError> {
         let total: u64 = self.pages_by_node.values().sum::<u64>() + self.page_errors.values().sum::<u64>();
-        let on = self.pages_by_node.get(&(node as i32)).copied().unwrap_or(0);
+        let on = self.pages_by_node.get(&node.to_string()).copied().unwrap_or(0);
         if on == total {
             return Ok(());
         }
@@ -221,8 +221,7 @@ impl BufferPlacement {
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = self.pages_by_node.iter().map(|(n, c)| format!("{c} on node {n}")).collect();
         for (errno, c) in &self.page_errors {
-            let what = std::io::Error::from_raw_os_error(*errno);
-            parts.push(format!("{c} without a node ({what})"));
+            parts.push(format!("{c} without a node ({errno})"));
         }
         format!(
             "{} pages of {} bytes: {}",
@@ -230,6 +229,17 @@ impl BufferPlacement {
             self.page_bytes,
             parts.join(", ")
         )
+    }
+}
+
+/// The errno move_pages gives a page without a node, by name.
+fn errno_name(e: i32) -> String {
+    match e {
+        libc::ENOENT => "ENOENT (not faulted in)".into(),
+        libc::EFAULT => "EFAULT (not mapped)".into(),
+        libc::EACCES => "EACCES".into(),
+        libc::EBUSY => "EBUSY".into(),
+        other => format!("errno {other}"),
     }
 }
 
@@ -417,13 +427,13 @@ mod tests {
         } as *mut u8;
         assert_ne!(ptr as *mut libc::c_void, libc::MAP_FAILED);
         let before = page_nodes(ptr, len, 4096).unwrap();
-        assert_eq!(before.page_errors.get(&libc::ENOENT), Some(&16), "not faulted in yet: {}", before.describe());
+        assert_eq!(before.page_errors.get("ENOENT (not faulted in)"), Some(&16), "not faulted in yet: {}", before.describe());
         bind_to_node(ptr, len, node).unwrap();
         // SAFETY: our mapping.
         unsafe { touch_pages(ptr, len, 4096) };
         let after = page_nodes(ptr, len, 4096).unwrap();
         after.check_on(node).unwrap();
-        assert_eq!(after.pages_by_node.get(&(node as i32)), Some(&16));
+        assert_eq!(after.pages_by_node.get(&node.to_string()), Some(&16));
         // SAFETY: our mapping.
         unsafe { flush_lines(ptr, len, 64).unwrap() };
         assert!(check_node(4095).unwrap_err().to_string().contains("online NUMA nodes are"));

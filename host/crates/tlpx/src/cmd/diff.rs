@@ -99,7 +99,7 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
 fn text(d: &Diff, a: &str, b: &str, changed_only: bool) -> Vec<String> {
     let mut out = vec![format!("tlpx diff: {} results; A = {a}, B = {b}", d.kind)];
     for c in &d.context {
-        out.push(format!("  {:<10} A: {}  B: {}{}", c.what, c.a, c.b, if c.differs { "  (differs)" } else { "" }));
+        out.push(format!("  {:<11} A: {}  B: {}{}", c.what, c.a, c.b, if c.differs { "  (differs)" } else { "" }));
     }
     if d.clocks_differ {
         out.push("CLOCKS DIFFER: the figures below were measured on different clocks or cards; none is judged".into());

@@ -334,6 +334,9 @@ pub struct Context {
     pub time_mode: String,
     pub link: String,
     pub host: String,
+    /// pcie-bench's host knobs as the document records them: the cache state, the node asked
+    /// and the nodes the kernel put the buffers on, the IOMMU page size and mode.
+    pub host_memory: String,
     pub created: String,
 }
 
@@ -357,8 +360,27 @@ impl Context {
             }
             (None, None) => "unknown".into(),
         };
-        Context { card, time_mode, link, host: env.host_name.clone().unwrap_or_else(|| "unknown".into()), created: d.created.clone() }
+        Context {
+            card,
+            time_mode,
+            link,
+            host: env.host_name.clone().unwrap_or_else(|| "unknown".into()),
+            host_memory: host_memory_context(&serde_json::to_value(&d.parameters).unwrap_or(Value::Null), env),
+            created: d.created.clone(),
+        }
     }
+}
+
+/// "cache cold, buffers on any node (kernel: node 0), IOMMU pages default, IOMMU none".
+fn host_memory_context(parameters: &Value, env: &crate::results::Environment) -> String {
+    let cache = parameters.get("cache").and_then(Value::as_str).unwrap_or("host-warm");
+    let asked = parameters.get("numa_node").and_then(Value::as_u64).map_or("any node".to_string(), |n| format!("node {n}"));
+    let seen: std::collections::BTreeSet<&str> = env.dma_buffers.iter().flat_map(|b| b.pages_by_node.keys().map(String::as_str)).collect();
+    let seen =
+        if seen.is_empty() { "none recorded".to_string() } else { format!("node {}", seen.into_iter().collect::<Vec<_>>().join(",")) };
+    let pages = parameters.get("iommu_pages").and_then(Value::as_str).unwrap_or("default");
+    let iommu = env.host_memory.as_ref().map_or("unknown", |r| r.iommu.split(" (").next().unwrap_or("unknown"));
+    format!("cache {cache}, buffers on {asked} (kernel: {seen}), IOMMU pages {pages}, IOMMU {iommu}")
 }
 
 /// The context of any document.
@@ -451,6 +473,7 @@ pub fn compare(a: &AnyResult, b: &AnyResult, threshold: f64, accept_clocks: bool
         ("time mode", &ca.time_mode, &cb.time_mode),
         ("link", &ca.link, &cb.link),
         ("host", &ca.host, &cb.host),
+        ("host memory", &ca.host_memory, &cb.host_memory),
         ("created", &ca.created, &cb.created),
     ]
     .into_iter()

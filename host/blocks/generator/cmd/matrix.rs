@@ -1,0 +1,416 @@
+//! `tlpx characterize --matrix`: pcie-bench's host matrix. Every cell is one combination of
+//! CPU cache state × NUMA node of the buffers × IOMMU page size; in each, BW_RD and BW_WR at
+//! the sizes asked over every window (random addresses, as pcie-bench's window sweeps), and
+//! LAT_RD. Each cell is written as ordinary `bw` and `lat` documents (so `tlpx diff` compares
+//! any two cells, `tlpx report` shows any one), and three figures are drawn: bandwidth
+//! against window per IOMMU page size, the latency CDF per node, and bandwidth per cache state,
+//! each with the model's line. docs/bandwidth.md, "The pcie-bench matrix".
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use tlpx_device::card::Feature;
+use tlpx_device::generator::{LinkLimits, Operation, ValidGenConfig};
+use tlpx_device::host_memory::PageSize;
+use tlpx_device::DmaBuffer;
+use tlpx_model::link::{self as model_link, CompletionSplit};
+
+use super::Cmd;
+use crate::args::check_output_dir;
+use crate::cmd::bw::{self, BwPoint, CacheState, Common, IommuPages, PatternArg};
+use crate::cmd::lat::{self as lat_cmd, LatPoint};
+use crate::measure::latency::{self, LatOp};
+use crate::measure::{config, figures, host_memory, runner};
+use crate::plot::{self, Chart, Series, Style, XAxis};
+use crate::progress::{self, Progress};
+use crate::results::{ModelConfig, ResultDoc, SimLimit};
+use crate::session::Session;
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cell {
+    pub cache: CacheState,
+    /// None: wherever the kernel's policy puts the pages (one node hosts, the simulator).
+    pub node: Option<u32>,
+    /// None: the backend's own buffers (no IOMMU of ours to choose a page size for).
+    pub pages: Option<IommuPages>,
+}
+
+impl Cell {
+    /// The cell's name in file names and figure legends: "cold-node1-2m".
+    pub fn name(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.cache.name(),
+            self.node.map_or("anynode".to_string(), |n| format!("node{n}")),
+            self.pages.map_or("pages-default", |p| p.name())
+        )
+    }
+}
+
+/// The cells: every cache state asked × every node (all online nodes when the host has more
+/// than one, else the kernel's choice) × every IOMMU page size the backend can map with and
+/// the host has pages for (vfio), or the backend's default.
+pub fn cells(caches: &[CacheState], session: &mut Session) -> Vec<Cell> {
+    let nodes: Vec<Option<u32>> = match session.environment.host_memory.as_ref().map(|r| r.numa_nodes.clone()) {
+        Some(n) if n.len() > 1 => n.into_iter().map(Some).collect(),
+        _ => vec![None],
+    };
+    let pages: Vec<Option<IommuPages>> = match session.card.device().iova_page_sizes() {
+        None => vec![None],
+        Some(bits) => [IommuPages::K4, IommuPages::M2, IommuPages::G1]
+            .into_iter()
+            .filter(|p| bits & p.page_size().bytes() != 0 && huge_pages_reserved(p.page_size()))
+            .map(Some)
+            .collect(),
+    };
+    let mut out = Vec::new();
+    for &cache in caches {
+        for &node in &nodes {
+            for &p in &pages {
+                out.push(Cell { cache, node, pages: p });
+            }
+        }
+    }
+    out
+}
+
+/// True for the base page, and for a huge page size with pages reserved in its pool.
+fn huge_pages_reserved(size: PageSize) -> bool {
+    match size.hugepages_dir() {
+        None => true,
+        Some(dir) => {
+            std::fs::read_to_string(format!("{dir}/nr_hugepages")).ok().and_then(|t| t.trim().parse::<u64>().ok()).is_some_and(|n| n > 0)
+        }
+    }
+}
+
+/// What one cell measured.
+struct CellResult {
+    cell: Cell,
+    bw: Vec<BwPoint>,
+    lat: Vec<LatPoint>,
+}
+
+pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    if json {
+        anyhow::bail!(
+            "--matrix writes one bw and one lat document per cell into --out-dir; --json has no single document to print: leave it out"
+        );
+    }
+    let mut gen_args = super::gen_args(cmd);
+    // pcie-bench's window sweeps: random addresses over each window, at 64 and 512 bytes
+    // unless --sizes says otherwise.
+    gen_args.pattern = vec![PatternArg::Random];
+    gen_args.window = cmd.matrix_windows.clone();
+    let sizes_text = if cmd.sizes == "64..4096" { "64,512" } else { cmd.sizes.as_str() };
+    let common = config::parse_common(&gen_args).map_err(anyhow::Error::msg)?;
+    let sizes = config::transfer_sizes("--sizes", sizes_text).map_err(anyhow::Error::msg)?;
+    let lat_sizes = config::transfer_sizes("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?;
+    let caches = if cmd.matrix_cache.is_empty() {
+        vec![CacheState::HostWarm, CacheState::DeviceWarm, CacheState::Cold, CacheState::Thrash]
+    } else {
+        crate::args::refuse_duplicate_values("--matrix-cache", &cmd.matrix_cache).map_err(anyhow::Error::msg)?;
+        cmd.matrix_cache.clone()
+    };
+    if cmd.host.cache != CacheState::HostWarm || cmd.host.numa_node.is_some() || cmd.host.iommu_pages.is_some() {
+        anyhow::bail!(
+            "--matrix sweeps the cache state, the NUMA node and the IOMMU page size itself: leave out --cache, --numa-node and \
+             --iommu-pages (choose the cache states with --matrix-cache)"
+        );
+    }
+    let ops = [Operation::Read, Operation::Write];
+    let lat_common = Common { count: cmd.lat_count, duration_seconds: None, repeat: 1, ..common.clone() };
+    config::build_configs(&ops, &sizes, cmd.outstanding, &common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
+    latency::build_configs(&[LatOp::Read], &lat_sizes, &lat_common, LinkLimits::LARGEST, 1).map_err(anyhow::Error::msg)?;
+    let out_dir = cmd.out_dir.clone().unwrap_or_else(|| PathBuf::from("results").join(crate::results::utc_now().1));
+    check_output_dir("--out-dir", &out_dir)?;
+
+    let mut session = Session::open(device)?;
+    let (mps, mrrs) = session.mps_mrrs();
+    let link = LinkLimits { mps, mrrs };
+    let bw_configs = config::build_configs(&ops, &sizes, cmd.outstanding, &common, link, session.clock_hz).map_err(anyhow::Error::msg)?;
+    let lat_configs =
+        latency::build_configs(&[LatOp::Read], &lat_sizes, &lat_common, link, session.clock_hz).map_err(anyhow::Error::msg)?;
+    session.card.require(Feature::Generator, "traffic generator")?;
+    let cells = cells(&caches, &mut session);
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    progress::install_stop_handler();
+    let model = config::session_model(&session, cmd.addr64);
+    crate::outln!("tlpx characterize --matrix: {}", session.describe());
+    crate::outln!(
+        "{} cells (cache state x NUMA node x IOMMU pages), each BW_RD and BW_WR at {} over windows {}, random addresses, and LAT_RD",
+        cells.len(),
+        sizes.iter().map(|s| crate::output::bytes(u64::from(*s))).collect::<Vec<_>>().join(","),
+        common.windows.iter().map(|w| crate::output::bytes(*w)).collect::<Vec<_>>().join(",")
+    );
+    let progress = Progress::new((cells.len() * (bw_configs.len() + lat_configs.len())) as u64, false);
+    let mut results = Vec::new();
+    let mut files = Vec::new();
+    let mut interrupted = false;
+    for cell in &cells {
+        let cell_common = Common { cache: cell.cache, numa_node: cell.node, iommu_pages: cell.pages, ..common.clone() };
+        let cell_lat = Common { cache: cell.cache, numa_node: cell.node, iommu_pages: cell.pages, ..lat_common.clone() };
+        host_memory::prepare(&mut session, &cell_common).with_context(|| format!("cell {}", cell.name()))?;
+        session.environment.dma_buffers.clear();
+        let cell_started = Instant::now();
+        let repeat = common.repeat;
+        let (bw_points, stopped) = runner::sweep(
+            &mut session,
+            &bw_configs,
+            &progress,
+            |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| runner::measure_point(s, b, c, repeat),
+            |_: &BwPoint| {},
+        )?;
+        let (lat_points, lat_stopped) = if stopped {
+            (Vec::new(), true)
+        } else {
+            runner::sweep(
+                &mut session,
+                &lat_configs,
+                &progress,
+                |s: &mut Session, b: &DmaBuffer, c: &ValidGenConfig| latency::measure_point(s, b, c, 1),
+                |_: &LatPoint| {},
+            )?
+        };
+        let limits = if session.environment.simulated { cell_limits(&session, &cell_common) } else { Vec::new() };
+        files.push(write_cell_docs(
+            &session,
+            &out_dir,
+            cell,
+            &cell_common,
+            &cell_lat,
+            &sizes,
+            &lat_sizes,
+            cmd.outstanding,
+            link,
+            &bw_points,
+            &lat_points,
+            &limits,
+            cell_started,
+        )?);
+        results.push(CellResult { cell: *cell, bw: bw_points, lat: lat_points });
+        if stopped || lat_stopped {
+            interrupted = true;
+            break;
+        }
+    }
+    progress.finish();
+    for line in summary(&results, session.environment.simulated) {
+        crate::outln!("{line}");
+    }
+    let mut figures_written = Vec::new();
+    for (name, chart) in charts(&results, model.as_ref(), &common.windows) {
+        let path = out_dir.join(name);
+        std::fs::write(&path, plot::render_svg(&chart)?).with_context(|| format!("writing {}", path.display()))?;
+        figures_written.push(path.display().to_string());
+    }
+    crate::outln!(
+        "wrote {} cell documents and {} figures in {} ({:.1} s host wall time)",
+        files.len() * 2,
+        figures_written.len(),
+        out_dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    crate::outln!("compare two cells: tlpx diff {}/bw-CELL-A.json {}/bw-CELL-B.json", out_dir.display(), out_dir.display());
+    let failed = results.iter().any(|r| r.bw.iter().any(BwPoint::failed) || r.lat.iter().any(LatPoint::failed));
+    Ok(runner::exit_status(interrupted || progress::stop_requested(), failed))
+}
+
+fn cell_limits(session: &Session, common: &Common) -> Vec<SimLimit> {
+    let mut out = vec![figures::efficiency_limit()];
+    out.extend(figures::knob_limits(common));
+    out.extend(figures::read_latency_limit(&session.environment));
+    out
+}
+
+/// Writes the cell's `bw-CELL.json` and `lat-CELL.json`; returns the cell's name.
+#[allow(clippy::too_many_arguments)]
+fn write_cell_docs(
+    session: &Session,
+    dir: &Path,
+    cell: &Cell,
+    common: &Common,
+    lat_common: &Common,
+    sizes: &[u32],
+    lat_sizes: &[u32],
+    outstanding: u32,
+    link: LinkLimits,
+    bw_points: &[BwPoint],
+    lat_points: &[LatPoint],
+    limits: &[SimLimit],
+    started: Instant,
+) -> anyhow::Result<String> {
+    let name = cell.name();
+    let model = config::session_model(session, common.addr64);
+    let parameters = bw::parameters(vec!["read", "write"], sizes.to_vec(), outstanding, common.clone(), None, link);
+    let mut notes = session.notes.clone();
+    notes.push(format!("cell {name} of tlpx characterize --matrix"));
+    let mut doc = ResultDoc::new(
+        "bw",
+        parameters,
+        session.environment.clone(),
+        session.link.clone(),
+        model.map(|link| ModelConfig { link, completion_split: CompletionSplit::Mps }),
+        bw::Body { points: bw_points.to_vec() },
+        started.elapsed().as_secs_f64(),
+        notes.clone(),
+    );
+    for l in limits {
+        doc.add_sim_limit(l.clone());
+    }
+    crate::results::write_json(&dir.join(format!("bw-{name}.json")), &doc)?;
+    let mut lat_doc = ResultDoc::new(
+        "lat",
+        lat_cmd::Parameters { measurements: vec!["LAT_RD"], sizes: lat_sizes.to_vec(), common: lat_common.clone() },
+        session.environment.clone(),
+        session.link.clone(),
+        None,
+        lat_cmd::Body { points: lat_points.to_vec() },
+        started.elapsed().as_secs_f64(),
+        notes,
+    );
+    for l in limits {
+        lat_doc.add_sim_limit(l.clone());
+    }
+    crate::results::write_json(&dir.join(format!("lat-{name}.json")), &lat_doc)?;
+    Ok(name)
+}
+
+/// One line per cell: the best BW_RD and BW_WR over its points and LAT_RD's median.
+fn summary(results: &[CellResult], simulated: bool) -> Vec<String> {
+    let mut out = vec![format!(
+        "\n{:<34} {:>12} {:>12} {:>14}   ({})",
+        "CELL",
+        "BW_RD MB/s",
+        "BW_WR MB/s",
+        "LAT_RD med ns",
+        if simulated { "card time, SIMULATED: every cell is the same host to the simulator" } else { "card time" }
+    )];
+    for r in results {
+        let best = |op: Operation| {
+            r.bw.iter()
+                .filter(|p| p.config.operation == op)
+                .map(|p| p.achieved_bytes_per_second.median / 1e6)
+                .max_by(f64::total_cmp)
+                .map_or("-".to_string(), |v| format!("{v:.1}"))
+        };
+        let lat = r.lat.first().and_then(|p| p.latency_ns.as_ref()).map_or("-".to_string(), |s| format!("{:.1}", s.median));
+        out.push(format!("{:<34} {:>12} {:>12} {:>14}", r.cell.name(), best(Operation::Read), best(Operation::Write), lat));
+    }
+    out
+}
+
+/// The model's flat line over the windows at `size` (the model has no window).
+fn model_line(model: Option<&tlpx_model::link::LinkConfig>, op: Operation, size: u32, windows: &[u64]) -> Option<Series> {
+    let m = model?;
+    let mop = config::model_operation(op)?;
+    let v = model_link::analyse(m, mop, u64::from(size), CompletionSplit::Mps).bandwidth.bytes_per_second / 1e6;
+    let lo = *windows.iter().min()? as f64;
+    let hi = *windows.iter().max()? as f64;
+    Some(Series {
+        label: format!("model, {} {size} B", config::op_label(op)),
+        points: vec![(lo, v), (hi.max(lo * 2.0), v)],
+        style: Style::Line,
+    })
+}
+
+/// Bandwidth against window of one op at one size, for the cells `pick` keeps, one series each.
+fn window_series(
+    results: &[CellResult],
+    op: Operation,
+    size: u32,
+    pick: impl Fn(&Cell) -> bool,
+    label: impl Fn(&Cell) -> String,
+) -> Vec<Series> {
+    results
+        .iter()
+        .filter(|r| pick(&r.cell))
+        .map(|r| Series {
+            label: label(&r.cell),
+            points: r
+                .bw
+                .iter()
+                .filter(|p| p.config.operation == op && p.transfer_size == size)
+                .map(|p| (p.window as f64, p.achieved_bytes_per_second.median / 1e6))
+                .collect(),
+            style: Style::Points,
+        })
+        .collect()
+}
+
+fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, windows: &[u64]) -> Vec<(String, Chart)> {
+    let Some(first) = results.first() else { return Vec::new() };
+    let size = first.bw.iter().map(|p| p.transfer_size).min().unwrap_or(64);
+    let base = first.cell;
+    let chart = |title: String, x_label: &str, series: Vec<Series>| Chart {
+        title,
+        x_label: x_label.into(),
+        y_label: "payload MB/s (card time)".into(),
+        x_axis: XAxis::Log2Bytes,
+        y_range: None,
+        series,
+    };
+    let pages_label = |c: &Cell| format!("IOMMU pages {}", c.pages.map_or("(backend default)", |p| p.name()));
+    let mut out = Vec::new();
+    // 1. Bandwidth against window per IOMMU page size (host-warm, the first node).
+    let mut s: Vec<Series> = model_line(model, Operation::Read, size, windows).into_iter().collect();
+    s.extend(window_series(results, Operation::Read, size, |c| c.cache == base.cache && c.node == base.node, pages_label));
+    out.push((
+        "matrix-bw-window-pages.svg".to_string(),
+        chart(format!("BW_RD {size} B, random addresses: bandwidth against window per IOMMU page size"), "window", s),
+    ));
+    // 2. LAT_RD CDF per node (the first cache state and page size).
+    let cdf = results
+        .iter()
+        .filter(|r| r.cell.cache == base.cache && r.cell.pages == base.pages)
+        .filter_map(|r| {
+            let p = r.lat.first()?;
+            Some(Series {
+                label: format!("{} ({})", p.label(), r.cell.node.map_or("the kernel's node".to_string(), |n| format!("node {n}"))),
+                points: plot::cdf_points(&p.samples_ns(), 400),
+                style: Style::Line,
+            })
+        })
+        .collect();
+    out.push((
+        "matrix-lat-cdf-nodes.svg".to_string(),
+        Chart {
+            title: "LAT_RD CDF per NUMA node of the buffer".into(),
+            x_label: "latency (ns of card time)".into(),
+            y_label: "fraction of requests at or below".into(),
+            x_axis: XAxis::Linear,
+            y_range: Some((0.0, 1.0)),
+            series: cdf,
+        },
+    ));
+    // 3. Read and write bandwidth per cache state (the first node and page size).
+    let mut s: Vec<Series> = [Operation::Read, Operation::Write].iter().filter_map(|&op| model_line(model, op, size, windows)).collect();
+    for op in [Operation::Read, Operation::Write] {
+        s.extend(window_series(
+            results,
+            op,
+            size,
+            |c| c.node == base.node && c.pages == base.pages,
+            |c| format!("{} {}", config::op_label(op), c.cache.name()),
+        ));
+    }
+    out.push(("matrix-bw-cache.svg".to_string(), chart(format!("BW_RD and BW_WR {size} B per cache state"), "window", s)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_names_say_every_axis() {
+        let c = Cell { cache: CacheState::DeviceWarm, node: Some(1), pages: Some(IommuPages::M2) };
+        assert_eq!(c.name(), "device-warm-node1-2m");
+        let d = Cell { cache: CacheState::Cold, node: None, pages: None };
+        assert_eq!(d.name(), "cold-anynode-pages-default");
+    }
+}
