@@ -3,6 +3,8 @@
 #   1. start tlpx-sim; `tlpx list`, `tlpx info`, `tlpx selftest`
 #   2. `tlpx characterize`: DMA bandwidth against the link model, DMA latency, PIO (the
 #      Pamette table), with JSON and SVG figures in build/demo/
+#      then pcie-bench's host matrix (cache state x NUMA node x IOMMU pages), a small cell of it,
+#      and a bw point in pcie-bench's table layout
 #   3. `tlpx spy capture` until stopped (it holds live time), a DMA run driven by a second
 #      process once the capture owns the spy, `tlpx spy stop`; its log, the pcapng export read
 #      by tshark with the repository's dissector (wireshark/tlpx.lua), and `spy stats`
@@ -63,6 +65,19 @@ echo; echo "== tlpx characterize (simulated Gen3 x8 host; figures in $OUT/charac
 sim_start --gen 3 --lanes 8
 TLPX=("$TLPX_BIN/tlpx" --device "sim:$SIM_SOCK")
 "${TLPX[@]}" characterize "${CHAR[@]}" --out-dir "$OUT/characterize"
+
+# pcie-bench's host knobs (cache state, NUMA node, IOMMU pages): a small cell of its matrix,
+# and one point in pcie-bench's own table layout. On the simulator they set real host state
+# that the simulated card's DMA cannot feel, and the output says so.
+if [ "$LONG" = 1 ]; then
+    MATRIX=(--count 2000 --lat-count 2000)
+else
+    MATRIX=(--matrix-cache host-warm,cold --matrix-windows 4K,1M --sizes 64 --count 200 --lat-count 200)
+fi
+echo; echo "== tlpx characterize --matrix (pcie-bench's cache state x NUMA node x IOMMU pages; documents and figures in $OUT/matrix)"
+"${TLPX[@]}" characterize --matrix "${MATRIX[@]}" --out-dir "$OUT/matrix" 2>/dev/null | grep -v "^tlpx characterize --matrix: "
+echo; echo "== tlpx bw --cache cold --format pciebench (pcie-bench's table: BW (GB/s) is its 8 x bytes / ns)"
+"${TLPX[@]}" bw --op read,write --sizes 64,512 --window 1M --pattern random --count 500 --cache cold --format pciebench
 
 echo; echo "== tlpx spy capture (every TLP of a DMA run, from a second process)"
 # No race: the capture runs until stopped and holds live time, so card time runs while it

@@ -32,7 +32,9 @@ use crate::session::Session;
 /// The pcie-bench name of an operation, where `results::diff` looks for it.
 pub use crate::measure::config::op_label;
 /// The document's types (and the option values they record) are tlpx-results'.
-pub use tlpx_results::bw::{Body, BwOp, BwPoint, CacheState, Common, DataArg, HostCheck, IommuPages, Parameters, PatternArg, RunRecord};
+pub use tlpx_results::bw::{
+    Body, BwOp, BwPoint, CacheState, Common, DataArg, HostCheck, HostKnobs, IommuPages, Parameters, PatternArg, RunRecord,
+};
 
 // Arguments ------------------------------------------------------------------------------
 
@@ -94,9 +96,7 @@ pub(crate) fn parameters(
         relaxed_ordering,
         no_snoop,
         repeat,
-        cache,
-        numa_node,
-        iommu_pages,
+        host,
     } = common;
     Parameters {
         operations,
@@ -118,9 +118,7 @@ pub(crate) fn parameters(
         relaxed_ordering,
         no_snoop,
         repeat,
-        cache,
-        numa_node,
-        iommu_pages,
+        host,
     }
 }
 
@@ -225,7 +223,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(style) = cmd.format.pciebench() {
-        crate::output::out_text(&tlpx_results::pciebench::bw_table(&points, common.cache, session.clock_hz, style));
+        crate::output::out_text(&tlpx_results::pciebench::bw_table(&points, common.host.cache, session.clock_hz, style));
     }
     let failed = points.iter().any(BwPoint::failed);
     let operations = ops.iter().map(|o| op_short(*o)).collect();

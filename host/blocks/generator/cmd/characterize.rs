@@ -500,9 +500,7 @@ fn parameters(cmd: &Cmd, common: &Common, sizes: Vec<u32>, lat_sizes: Vec<u32>, 
         lat_count: cmd.lat_count,
         pio,
         out_dir: out_dir.display().to_string(),
-        cache: common.cache,
-        numa_node: common.numa_node,
-        iommu_pages: common.iommu_pages,
+        host: common.host,
     }
 }
 

@@ -151,7 +151,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     )?;
     progress.finish();
     if let Some(style) = cmd.format.pciebench() {
-        crate::output::out_text(&tlpx_results::pciebench::lat_table(&points, common.cache, style));
+        crate::output::out_text(&tlpx_results::pciebench::lat_table(&points, common.host.cache, style));
     }
     if let Some(path) = &cmd.svg {
         let title = format!("DMA read latency CDF ({})", if session.environment.simulated { "simulated" } else { "measured" });

@@ -19,7 +19,7 @@ use tlpx_model::link::{self as model_link, CompletionSplit};
 
 use super::Cmd;
 use crate::args::check_output_dir;
-use crate::cmd::bw::{self, BwPoint, CacheState, Common, IommuPages, PatternArg};
+use crate::cmd::bw::{self, BwPoint, CacheState, Common, HostKnobs, IommuPages, PatternArg};
 use crate::cmd::lat::{self as lat_cmd, LatPoint};
 use crate::measure::latency::{self, LatOp};
 use crate::measure::{config, figures, host_memory, runner};
@@ -28,27 +28,8 @@ use crate::progress::{self, Progress};
 use crate::results::{ModelConfig, ResultDoc, SimLimit};
 use crate::session::Session;
 
-/// One cell of the matrix.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Cell {
-    pub cache: CacheState,
-    /// None: wherever the kernel's policy puts the pages (one node hosts, the simulator).
-    pub node: Option<u32>,
-    /// None: the backend's own buffers (no IOMMU of ours to choose a page size for).
-    pub pages: Option<IommuPages>,
-}
-
-impl Cell {
-    /// The cell's name in file names and figure legends: "cold-node1-2m".
-    pub fn name(&self) -> String {
-        format!(
-            "{}-{}-{}",
-            self.cache.name(),
-            self.node.map_or("anynode".to_string(), |n| format!("node{n}")),
-            self.pages.map_or("pages-default", |p| p.name())
-        )
-    }
-}
+/// One cell of the matrix: the host's knobs it runs with (its name: [`HostKnobs::name`]).
+pub type Cell = HostKnobs;
 
 /// The cells: every cache state asked × every node (all online nodes when the host has more
 /// than one, else the kernel's choice) × every IOMMU page size the backend can map with and
@@ -70,7 +51,7 @@ pub fn cells(caches: &[CacheState], session: &mut Session) -> Vec<Cell> {
     for &cache in caches {
         for &node in &nodes {
             for &p in &pages {
-                out.push(Cell { cache, node, pages: p });
+                out.push(Cell { cache, numa_node: node, iommu_pages: p });
             }
         }
     }
@@ -152,8 +133,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut files = Vec::new();
     let mut interrupted = false;
     for cell in &cells {
-        let cell_common = Common { cache: cell.cache, numa_node: cell.node, iommu_pages: cell.pages, ..common.clone() };
-        let cell_lat = Common { cache: cell.cache, numa_node: cell.node, iommu_pages: cell.pages, ..lat_common.clone() };
+        let cell_common = Common { host: *cell, ..common.clone() };
+        let cell_lat = Common { host: *cell, ..lat_common.clone() };
         host_memory::prepare(&mut session, &cell_common).with_context(|| format!("cell {}", cell.name()))?;
         session.environment.dma_buffers.clear();
         let cell_started = Instant::now();
@@ -354,11 +335,11 @@ fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, 
         y_range: None,
         series,
     };
-    let pages_label = |c: &Cell| format!("IOMMU pages {}", c.pages.map_or("(backend default)", |p| p.name()));
+    let pages_label = |c: &Cell| format!("IOMMU pages {}", c.iommu_pages.map_or("(backend default)", |p| p.name()));
     let mut out = Vec::new();
     // 1. Bandwidth against window per IOMMU page size (host-warm, the first node).
     let mut s: Vec<Series> = model_line(model, Operation::Read, size, windows).into_iter().collect();
-    s.extend(window_series(results, Operation::Read, size, |c| c.cache == base.cache && c.node == base.node, pages_label));
+    s.extend(window_series(results, Operation::Read, size, |c| c.cache == base.cache && c.numa_node == base.numa_node, pages_label));
     out.push((
         "matrix-bw-window-pages.svg".to_string(),
         chart(format!("BW_RD {size} B, random addresses: bandwidth against window per IOMMU page size"), "window", s),
@@ -366,11 +347,11 @@ fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, 
     // 2. LAT_RD CDF per node (the first cache state and page size).
     let cdf = results
         .iter()
-        .filter(|r| r.cell.cache == base.cache && r.cell.pages == base.pages)
+        .filter(|r| r.cell.cache == base.cache && r.cell.iommu_pages == base.iommu_pages)
         .filter_map(|r| {
             let p = r.lat.first()?;
             Some(Series {
-                label: format!("{} ({})", p.label(), r.cell.node.map_or("the kernel's node".to_string(), |n| format!("node {n}"))),
+                label: format!("{} ({})", p.label(), r.cell.numa_node.map_or("the kernel's node".to_string(), |n| format!("node {n}"))),
                 points: plot::cdf_points(&p.samples_ns(), 400),
                 style: Style::Line,
             })
@@ -394,7 +375,7 @@ fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, 
             results,
             op,
             size,
-            |c| c.node == base.node && c.pages == base.pages,
+            |c| c.numa_node == base.numa_node && c.iommu_pages == base.iommu_pages,
             |c| format!("{} {}", config::op_label(op), c.cache.name()),
         ));
     }
@@ -408,9 +389,9 @@ mod tests {
 
     #[test]
     fn cell_names_say_every_axis() {
-        let c = Cell { cache: CacheState::DeviceWarm, node: Some(1), pages: Some(IommuPages::M2) };
+        let c = Cell { cache: CacheState::DeviceWarm, numa_node: Some(1), iommu_pages: Some(IommuPages::M2) };
         assert_eq!(c.name(), "device-warm-node1-2m");
-        let d = Cell { cache: CacheState::Cold, node: None, pages: None };
+        let d = Cell { cache: CacheState::Cold, numa_node: None, iommu_pages: None };
         assert_eq!(d.name(), "cold-anynode-pages-default");
     }
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tlpx_device::generator::{AddressPattern, DataPattern, ErrorCounts, GenConfig, Operation};
 use tlpx_model::stats::Summary;
 
-pub use crate::host_memory::{CacheState, IommuPages};
+pub use crate::host_memory::{CacheState, HostKnobs, IommuPages};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -89,13 +89,9 @@ pub struct Common {
     pub relaxed_ordering: bool,
     pub no_snoop: bool,
     pub repeat: u32,
-    /// The host's knobs (absent in documents older than them: the defaults).
-    #[serde(default)]
-    pub cache: CacheState,
-    #[serde(default)]
-    pub numa_node: Option<u32>,
-    #[serde(default)]
-    pub iommu_pages: Option<IommuPages>,
+    /// The host's knobs (cache, numa_node, iommu_pages).
+    #[serde(flatten)]
+    pub host: HostKnobs,
 }
 
 /// What the host found in the buffer after the card wrote it.
@@ -222,13 +218,9 @@ pub struct Parameters {
     pub relaxed_ordering: bool,
     pub no_snoop: bool,
     pub repeat: u32,
-    /// The host's knobs (absent in documents older than them: the defaults).
-    #[serde(default)]
-    pub cache: CacheState,
-    #[serde(default)]
-    pub numa_node: Option<u32>,
-    #[serde(default)]
-    pub iommu_pages: Option<IommuPages>,
+    /// The host's knobs (cache, numa_node, iommu_pages).
+    #[serde(flatten)]
+    pub host: HostKnobs,
 }
 
 /// The body of a `bw` document: its points.

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::host_memory::{CacheState, IommuPages};
+use crate::host_memory::HostKnobs;
 
 use crate::bw::BwPoint;
 use crate::lat::LatPoint;
@@ -44,13 +44,9 @@ pub struct Parameters {
     pub lat_count: u64,
     pub pio: PioPlan,
     pub out_dir: String,
-    /// The host's knobs (absent in documents older than them: the defaults).
-    #[serde(default)]
-    pub cache: CacheState,
-    #[serde(default)]
-    pub numa_node: Option<u32>,
-    #[serde(default)]
-    pub iommu_pages: Option<IommuPages>,
+    /// The host's knobs (cache, numa_node, iommu_pages).
+    #[serde(flatten)]
+    pub host: HostKnobs,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

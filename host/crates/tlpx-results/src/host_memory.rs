@@ -44,6 +44,32 @@ impl CacheState {
     }
 }
 
+/// pcie-bench's three host knobs as a document records them (flattened into its parameters:
+/// `cache`, `numa_node`, `iommu_pages`; absent in documents older than them: the defaults).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostKnobs {
+    #[serde(default)]
+    pub cache: CacheState,
+    /// The NUMA node the buffers were bound to; None: wherever the kernel's policy put them.
+    #[serde(default)]
+    pub numa_node: Option<u32>,
+    /// The page size behind the buffers (vfio); None: the backend's own buffers.
+    #[serde(default)]
+    pub iommu_pages: Option<IommuPages>,
+}
+
+impl HostKnobs {
+    /// "cold-node1-2m": a matrix cell's name in file names and legends.
+    pub fn name(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.cache.name(),
+            self.numa_node.map_or("anynode".to_string(), |n| format!("node{n}")),
+            self.iommu_pages.map_or("pages-default", |p| p.name())
+        )
+    }
+}
+
 /// `--iommu-pages`: the page size behind the DMA buffers and so of their IOVA mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]

@@ -6,7 +6,7 @@ use tlpx_device::generator::{AddressPattern, GenConfig, LinkLimits, Operation, T
 use tlpx_model::link::{self, LinkConfig};
 
 use crate::args::{refuse_duplicate_values, whole, whole_as};
-use crate::cmd::bw::{CacheState, Common, DataArg, IommuPages, PatternArg};
+use crate::cmd::bw::{CacheState, Common, DataArg, HostKnobs, IommuPages, PatternArg};
 use crate::output::bytes;
 use crate::session::Session;
 use crate::sizes::{parse_duration, parse_size_list};
@@ -162,9 +162,7 @@ pub fn parse_common(a: &GenArgs) -> Result<Common, String> {
         relaxed_ordering: a.ro,
         no_snoop: a.ns,
         repeat: a.repeat,
-        cache: a.host.cache,
-        numa_node: a.host.numa_node,
-        iommu_pages: a.host.iommu_pages,
+        host: HostKnobs { cache: a.host.cache, numa_node: a.host.numa_node, iommu_pages: a.host.iommu_pages },
     })
 }
 

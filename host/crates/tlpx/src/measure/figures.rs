@@ -142,8 +142,8 @@ pub fn knob_limits(common: &Common) -> Vec<SimLimit> {
             ),
         ));
     }
-    let cache_set = common.cache != CacheState::HostWarm;
-    let node_set = common.numa_node.is_some();
+    let cache_set = common.host.cache != CacheState::HostWarm;
+    let node_set = common.host.numa_node.is_some();
     if cache_set || node_set {
         let flags: Vec<&str> = [("--cache", cache_set), ("--numa-node", node_set)].iter().filter(|f| f.1).map(|f| f.0).collect();
         out.push(SimLimit::new(

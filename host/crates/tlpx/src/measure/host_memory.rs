@@ -67,12 +67,12 @@ pub fn method(state: CacheState, session: &Session) -> String {
 /// placement on the device (refused by backends that cannot place their buffers), the cache
 /// state every run will start from.
 pub fn prepare(session: &mut Session, common: &Common) -> anyhow::Result<()> {
-    if common.cache == CacheState::Cold && !host_memory::CAN_FLUSH {
+    if common.host.cache == CacheState::Cold && !host_memory::CAN_FLUSH {
         bail!("--cache cold flushes cache lines from user space, which tlpx does on x86_64 and aarch64 only: use --cache thrash");
     }
-    let page = common.iommu_pages.map_or(PageSize::Base4k, |p| p.page_size());
-    let placement = DmaPlacement { numa_node: common.numa_node, page_size: page };
-    if let Some(pages) = common.iommu_pages {
+    let page = common.host.iommu_pages.map_or(PageSize::Base4k, |p| p.page_size());
+    let placement = DmaPlacement { numa_node: common.host.numa_node, page_size: page };
+    if let Some(pages) = common.host.iommu_pages {
         if session.card.device().iova_page_sizes().is_none() {
             let backend = session.environment.backend.clone().unwrap_or_default();
             bail!(
@@ -87,7 +87,7 @@ pub fn prepare(session: &mut Session, common: &Common) -> anyhow::Result<()> {
         .device()
         .set_dma_placement(placement)
         .with_context(|| format!("placing the DMA buffers ({})", describe_placement(&placement)))?;
-    session.host_memory = HostState { cache: common.cache, numa_node: common.numa_node, page, ..HostState::default() };
+    session.host_memory = HostState { cache: common.host.cache, numa_node: common.host.numa_node, page, ..HostState::default() };
     Ok(())
 }
 
