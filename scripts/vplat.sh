@@ -17,7 +17,7 @@
 #                                          Gen2, x1 for the 64-bit card)
 #   VPLAT_MPS_SUPPORTED=512                the max payload the card's DevCap must show (its board's
 #                                          hard IP's: tlpx-sim --board; 512 for the generic board)
-#   VPLAT_TIMEOUT=300                      wall-clock limit of the QEMU run (s)
+#   VPLAT_TIMEOUT=420                      wall-clock limit of the card boot's QEMU run (s)
 #   VPLAT_BOOTS='card pcitest'             which boots: "card" (the checks above, the card of
 #                                          build/card/dw64) and "pcitest" (Linux's endpoint test,
 #                                          a second boot with the card of build/card/dw64-pci_epf_test:
@@ -51,7 +51,7 @@ ROOTFS=$VPLAT/root
 RUN=$VPLAT/run
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 CHECKER=scripts/vplat/vplat_checks.py
-TIMEOUT=${VPLAT_TIMEOUT:-300}
+TIMEOUT=${VPLAT_TIMEOUT:-420}
 SERVER_WAIT=${VPLAT_SERVER_WAIT:-30}
 # Where QEMU puts the device, and so where the guest looks for it: in slot 0 behind a PCIe root
 # port (00:04.0), as a card sits in a slot. Not on the root bus: there QEMU's vfio code turns an
