@@ -17,7 +17,7 @@
 #                                          Gen2, x1 for the 64-bit card)
 #   VPLAT_MPS_SUPPORTED=512                the max payload the card's DevCap must show (its board's
 #                                          hard IP's: tlpx-sim --board; 512 for the generic board)
-#   VPLAT_TIMEOUT=300                      wall-clock limit of the QEMU run (s)
+#   VPLAT_TIMEOUT=420                      wall-clock limit of the card boot's QEMU run (s)
 #   VPLAT_BOOTS='card pcitest'             which boots: "card" (the checks above, the card of
 #                                          build/card/dw64) and "pcitest" (Linux's endpoint test,
 #                                          a second boot with the card of build/card/dw64-pci_epf_test:
@@ -51,7 +51,7 @@ ROOTFS=$VPLAT/root
 RUN=$VPLAT/run
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 CHECKER=scripts/vplat/vplat_checks.py
-TIMEOUT=${VPLAT_TIMEOUT:-300}
+TIMEOUT=${VPLAT_TIMEOUT:-420}
 SERVER_WAIT=${VPLAT_SERVER_WAIT:-30}
 # Where QEMU puts the device, and so where the guest looks for it: in slot 0 behind a PCIe root
 # port (00:04.0), as a card sits in a slot. Not on the root bus: there QEMU's vfio code turns an
@@ -180,8 +180,8 @@ trap stop_server EXIT
 # $ADDR; DIR (under $RUN) gets console.log, checks.log, server.log, qemu-*.log, qemu-cmdline.txt.
 # Sets qemu_status, qemu_seconds, server_end.
 boot() {
-    local dir=$1 id=$2 timeout=$3 append=$4
-    shift 4
+    local dir=$1 id=$2 timeout=$3 append=$4 memory=$5
+    shift 5
     local in_root=$IN_ROOT${dir#"$RUN"}
     local sock=$dir/dev.sock
     mkdir -p "$dir"
@@ -205,9 +205,23 @@ boot() {
 
     echo "== QEMU ($qemu_version, TCG, timeout ${timeout}s) with the device at $ADDR ($id)${append:+, $append}"
     # Why each option: docs/virtual-platform.md, "The QEMU command line".
+    # The guest's RAM: one shared memfd (flat), or (numa, the card boot) two NUMA nodes of
+    # 256 MiB, each its own shared memfd (vfio-user needs every RAM region shareable), node 1
+    # without a CPU, and 2 MiB huge pages reserved at boot (the kernel spreads them over both
+    # nodes): what tlpx's --numa-node and --iommu-pages 2m need.
+    local mem_args
+    case "$memory" in
+        flat) mem_args=(-machine q35,memory-backend=mem,kernel-irqchip=split -m 512M
+                        -object memory-backend-memfd,id=mem,size=512M,share=on) ;;
+        numa) mem_args=(-machine q35,kernel-irqchip=split -m 512M
+                        -object memory-backend-memfd,id=m0,size=256M,share=on
+                        -object memory-backend-memfd,id=m1,size=256M,share=on
+                        -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,memdev=m1)
+              append="hugepagesz=2M hugepages=32${append:+ $append}" ;;
+        *) die "boot: memory must be flat or numa, not '$memory'" ;;
+    esac
     local qemu_args=(
-        -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 512M
-        -object memory-backend-memfd,id=mem,size=512M,share=on
+        "${mem_args[@]}" -accel tcg -cpu max -smp 1
         -nodefaults -nic none -display none -monitor none -no-reboot
         -serial "file:$in_root/console.log" -serial "file:$in_root/checks.log"
         -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
@@ -252,7 +266,7 @@ boot() {
 
 checker_args=(--release "$release" --addr "$ADDR" --tlpx-version "$tlpx_version" --qemu "$qemu_version" --out "$RUN/results.json")
 if want_boot card; then
-    boot "$RUN" "$ID" "$TIMEOUT" "" "${server_cmd[@]}"
+    boot "$RUN" "$ID" "$TIMEOUT" "" numa "${server_cmd[@]}"
     checker_args+=(--checks "$RUN/checks.log" --console "$RUN/console.log" --id "$ID"
         --qemu-status "$qemu_status" --timeout "$TIMEOUT" --server "$server_end" --server-command "${server_cmd[*]}"
         --qemu-seconds "$qemu_seconds" --link "$LINK" --mps-supported "$MPS_SUPPORTED" --server-log "$RUN/server.log")
@@ -261,7 +275,7 @@ if want_boot pcitest; then
     # iomem=relaxed: the fault switch is written through /dev/mem while pci_endpoint_test holds
     # BAR0 (scripts/vplat/pcitest-checks says why); this boot only.
     PT_TIMEOUT=${VPLAT_PCITEST_TIMEOUT:-300}
-    boot "$RUN/pcitest" "$PT_ID" "$PT_TIMEOUT" "vplat_mode=pcitest vplat_fault=$FAULT_OFF iomem=relaxed" "${pt_server_cmd[@]}"
+    boot "$RUN/pcitest" "$PT_ID" "$PT_TIMEOUT" "vplat_mode=pcitest vplat_fault=$FAULT_OFF iomem=relaxed" flat "${pt_server_cmd[@]}"
     checker_args+=(--pcitest-checks "$RUN/pcitest/checks.log" --pcitest-console "$RUN/pcitest/console.log" --pcitest-id "$PT_ID"
         --pcitest-qemu-status "$qemu_status" --pcitest-timeout "$PT_TIMEOUT" --pcitest-server "$server_end"
         --pcitest-server-command "${pt_server_cmd[*]}" --pcitest-qemu-seconds "$qemu_seconds"
