@@ -184,7 +184,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         crate::outln!("{line}");
     }
     let mut figures_written = Vec::new();
-    for (name, chart) in charts(&results, model.as_ref(), &common.windows) {
+    for (name, chart) in charts(&results, model.as_ref(), &common.windows, session.environment.simulated) {
         let path = out_dir.join(name);
         std::fs::write(&path, plot::render_svg(&chart)?).with_context(|| format!("writing {}", path.display()))?;
         figures_written.push(path.display().to_string());
@@ -323,7 +323,9 @@ fn window_series(
         .collect()
 }
 
-fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, windows: &[u64]) -> Vec<(String, Chart)> {
+fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, windows: &[u64], simulated: bool) -> Vec<(String, Chart)> {
+    // On the simulator every cell is the same host: the titles say so.
+    let tag = if simulated { " (SIMULATED: no host caches, NUMA or IOTLB)" } else { "" };
     let Some(first) = results.first() else { return Vec::new() };
     let size = first.bw.iter().map(|p| p.transfer_size).min().unwrap_or(64);
     let base = first.cell;
@@ -342,7 +344,7 @@ fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, 
     s.extend(window_series(results, Operation::Read, size, |c| c.cache == base.cache && c.numa_node == base.numa_node, pages_label));
     out.push((
         "matrix-bw-window-pages.svg".to_string(),
-        chart(format!("BW_RD {size} B, random addresses: bandwidth against window per IOMMU page size"), "window", s),
+        chart(format!("BW_RD {size} B, random addresses: bandwidth against window per IOMMU page size{tag}"), "window", s),
     ));
     // 2. LAT_RD CDF per node (the first cache state and page size).
     let cdf = results
@@ -360,7 +362,7 @@ fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, 
     out.push((
         "matrix-lat-cdf-nodes.svg".to_string(),
         Chart {
-            title: "LAT_RD CDF per NUMA node of the buffer".into(),
+            title: format!("LAT_RD CDF per NUMA node of the buffer{tag}"),
             x_label: "latency (ns of card time)".into(),
             y_label: "fraction of requests at or below".into(),
             x_axis: XAxis::Linear,
@@ -379,7 +381,7 @@ fn charts(results: &[CellResult], model: Option<&tlpx_model::link::LinkConfig>, 
             |c| format!("{} {}", config::op_label(op), c.cache.name()),
         ));
     }
-    out.push(("matrix-bw-cache.svg".to_string(), chart(format!("BW_RD and BW_WR {size} B per cache state"), "window", s)));
+    out.push(("matrix-bw-cache.svg".to_string(), chart(format!("BW_RD and BW_WR {size} B per cache state{tag}"), "window", s)));
     out
 }
 
