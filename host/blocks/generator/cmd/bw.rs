@@ -224,6 +224,10 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     if let Some(style) = cmd.format.pciebench() {
         crate::output::out_text(&tlpx_results::pciebench::bw_table(&points, common.host.cache, session.clock_hz, style));
+        // pcie-bench's table has no column for errors: say on stderr why the exit status is 1.
+        for p in points.iter().filter(|p| p.failed()) {
+            eprintln!("tlpx: FAILED: {}", point_line(p).trim_end());
+        }
     }
     let failed = points.iter().any(BwPoint::failed);
     let operations = ops.iter().map(|o| op_short(*o)).collect();

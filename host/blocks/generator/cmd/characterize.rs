@@ -54,8 +54,8 @@ pub struct Cmd {
     /// Card time per DMA point instead of a count, e.g. 2ms.
     #[arg(long, allow_hyphen_values = true)]
     pub duration: Option<String>,
-    /// DMA window: a power of two, 64 bytes to 64M.
-    #[arg(long, default_value = "1M", allow_hyphen_values = true)]
+    /// DMA window: a power of two, 64 bytes to 64M (the matrix takes --matrix-windows).
+    #[arg(long, default_value = "1M", allow_hyphen_values = true, conflicts_with = "matrix")]
     pub window: String,
     /// Reads in flight at most for the bandwidth sweep: 1..=32 (default: all the generator's tags).
     #[arg(long, default_value_t = TAGS, value_parser = whole(1, TAGS), allow_negative_numbers = true)]
@@ -73,16 +73,16 @@ pub struct Cmd {
     #[arg(long, default_value_t = 1000, value_parser = whole(1, MAX_LAT_COUNT), allow_negative_numbers = true)]
     pub lat_count: u64,
     /// PIO access widths: 1, 2, 4, 8, 16, 32, 64.
-    #[arg(long, default_value = "1,2,4,8,16,32,64", allow_hyphen_values = true)]
+    #[arg(long, default_value = "1,2,4,8,16,32,64", allow_hyphen_values = true, conflicts_with = "matrix")]
     pub widths: String,
     /// PIO accesses per width and direction.
-    #[arg(long, default_value_t = 1000, value_parser = whole(1, pio::MAX_COUNT), allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1000, value_parser = whole(1, pio::MAX_COUNT), allow_negative_numbers = true, conflicts_with = "matrix")]
     pub pio_count: u32,
     /// Folder for characterize.json and the SVG figures [default: results/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// Also write the result document (JSON) to this file.
-    #[arg(long, value_name = "FILE.json")]
+    /// Also write the result document (JSON) to this file (the matrix writes one per cell in --out-dir).
+    #[arg(long, value_name = "FILE.json", conflicts_with = "matrix")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub host: HostMemoryArgs,

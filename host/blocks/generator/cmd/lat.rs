@@ -152,6 +152,12 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     progress.finish();
     if let Some(style) = cmd.format.pciebench() {
         crate::output::out_text(&tlpx_results::pciebench::lat_table(&points, common.host.cache, style));
+        // pcie-bench's table has no column for errors: say on stderr why the exit status is 1.
+        for p in points.iter().filter(|p| p.failed()) {
+            let why: Vec<String> =
+                point_text(p, 0, "").into_iter().filter(|l| l.contains("ERRORS") || l.contains("BAD") || l.contains("ENDED")).collect();
+            eprintln!("tlpx: FAILED {}:{}", p.label(), why.join(";"));
+        }
     }
     if let Some(path) = &cmd.svg {
         let title = format!("DMA read latency CDF ({})", if session.environment.simulated { "simulated" } else { "measured" });

@@ -34,7 +34,7 @@ pub type Cell = HostKnobs;
 /// The cells: every cache state asked × every node (all online nodes when the host has more
 /// than one, else the kernel's choice) × every IOMMU page size the backend can map with and
 /// the host has pages for (vfio), or the backend's default.
-pub fn cells(caches: &[CacheState], session: &mut Session) -> Vec<Cell> {
+pub fn cells(caches: &[CacheState], session: &mut Session, windows: &[u64], notes: &mut Vec<String>) -> Vec<Cell> {
     let nodes: Vec<Option<u32>> = match session.environment.host_memory.as_ref().map(|r| r.numa_nodes.clone()) {
         Some(n) if n.len() > 1 => n.into_iter().map(Some).collect(),
         _ => vec![None],
@@ -43,7 +43,7 @@ pub fn cells(caches: &[CacheState], session: &mut Session) -> Vec<Cell> {
         None => vec![None],
         Some(bits) => [IommuPages::K4, IommuPages::M2, IommuPages::G1]
             .into_iter()
-            .filter(|p| bits & p.page_size().bytes() != 0 && huge_pages_reserved(p.page_size()))
+            .filter(|p| bits & p.page_size().bytes() != 0 && enough_huge_pages(p.page_size(), windows, notes))
             .map(Some)
             .collect(),
     };
@@ -58,14 +58,21 @@ pub fn cells(caches: &[CacheState], session: &mut Session) -> Vec<Cell> {
     out
 }
 
-/// True for the base page, and for a huge page size with pages reserved in its pool.
-fn huge_pages_reserved(size: PageSize) -> bool {
-    match size.hugepages_dir() {
-        None => true,
-        Some(dir) => {
-            std::fs::read_to_string(format!("{dir}/nr_hugepages")).ok().and_then(|t| t.trim().parse::<u64>().ok()).is_some_and(|n| n > 0)
-        }
+/// True for the base page, and for a huge page size whose pool has free pages enough for
+/// every window's buffer at once (a sweep keeps them all until its end); else a note says
+/// why the size is left out.
+fn enough_huge_pages(size: PageSize, windows: &[u64], notes: &mut Vec<String>) -> bool {
+    let Some(dir) = size.hugepages_dir() else { return true };
+    let needed: u64 = windows.iter().map(|w| w.div_ceil(size.bytes())).sum();
+    let free = std::fs::read_to_string(format!("{dir}/free_hugepages")).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
+    if free >= needed {
+        return true;
     }
+    notes.push(format!(
+        "IOMMU pages {} left out of the matrix: its buffers need {needed} free pages of {dir}, the pool has {free}",
+        size.name()
+    ));
+    false
 }
 
 /// What one cell measured.
@@ -88,7 +95,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     gen_args.pattern = vec![PatternArg::Random];
     gen_args.window = cmd.matrix_windows.clone();
     let sizes_text = if cmd.sizes == "64..4096" { "64,512" } else { cmd.sizes.as_str() };
-    let common = config::parse_common(&gen_args).map_err(anyhow::Error::msg)?;
+    // The windows are --matrix-windows here, whatever parse_common calls them.
+    let common = config::parse_common(&gen_args).map_err(|e| anyhow::Error::msg(e.replace("--window", "--matrix-windows")))?;
     let sizes = config::transfer_sizes("--sizes", sizes_text).map_err(anyhow::Error::msg)?;
     let lat_sizes = config::transfer_sizes("--lat-sizes", &cmd.lat_sizes).map_err(anyhow::Error::msg)?;
     let caches = if cmd.matrix_cache.is_empty() {
@@ -117,7 +125,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     let lat_configs =
         latency::build_configs(&[LatOp::Read], &lat_sizes, &lat_common, link, session.clock_hz).map_err(anyhow::Error::msg)?;
     session.card.require(Feature::Generator, "traffic generator")?;
-    let cells = cells(&caches, &mut session);
+    let mut skipped = Vec::new();
+    let cells = cells(&caches, &mut session, &common.windows, &mut skipped);
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     progress::install_stop_handler();
     let model = config::session_model(&session, cmd.addr64);
@@ -128,6 +137,9 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         sizes.iter().map(|s| crate::output::bytes(u64::from(*s))).collect::<Vec<_>>().join(","),
         common.windows.iter().map(|w| crate::output::bytes(*w)).collect::<Vec<_>>().join(",")
     );
+    for n in &skipped {
+        crate::outln!("note: {n}");
+    }
     let progress = Progress::new((cells.len() * (bw_configs.len() + lat_configs.len())) as u64, false);
     let mut results = Vec::new();
     let mut files = Vec::new();
@@ -158,16 +170,22 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             )?
         };
         let limits = if session.environment.simulated { cell_limits(&session, &cell_common) } else { Vec::new() };
+        let plan = CellPlan {
+            sizes: &sizes,
+            lat_sizes: &lat_sizes,
+            outstanding: cmd.outstanding,
+            link,
+            bw_planned: bw_configs.len(),
+            lat_planned: lat_configs.len(),
+            stopped: stopped || lat_stopped,
+        };
         files.push(write_cell_docs(
             &session,
             &out_dir,
             cell,
             &cell_common,
             &cell_lat,
-            &sizes,
-            &lat_sizes,
-            cmd.outstanding,
-            link,
+            &plan,
             &bw_points,
             &lat_points,
             &limits,
@@ -208,7 +226,19 @@ fn cell_limits(session: &Session, common: &Common) -> Vec<SimLimit> {
     out
 }
 
-/// Writes the cell's `bw-CELL.json` and `lat-CELL.json`; returns the cell's name.
+/// What a cell's sweeps were to measure, and whether they were stopped before the end.
+struct CellPlan<'a> {
+    sizes: &'a [u32],
+    lat_sizes: &'a [u32],
+    outstanding: u32,
+    link: LinkLimits,
+    bw_planned: usize,
+    lat_planned: usize,
+    stopped: bool,
+}
+
+/// Writes the cell's `bw-CELL.json` and `lat-CELL.json` (marked interrupted, with the points
+/// done and planned, when the matrix was stopped in this cell); returns the cell's name.
 #[allow(clippy::too_many_arguments)]
 fn write_cell_docs(
     session: &Session,
@@ -216,10 +246,7 @@ fn write_cell_docs(
     cell: &Cell,
     common: &Common,
     lat_common: &Common,
-    sizes: &[u32],
-    lat_sizes: &[u32],
-    outstanding: u32,
-    link: LinkLimits,
+    plan: &CellPlan,
     bw_points: &[BwPoint],
     lat_points: &[LatPoint],
     limits: &[SimLimit],
@@ -227,7 +254,7 @@ fn write_cell_docs(
 ) -> anyhow::Result<String> {
     let name = cell.name();
     let model = config::session_model(session, common.addr64);
-    let parameters = bw::parameters(vec!["read", "write"], sizes.to_vec(), outstanding, common.clone(), None, link);
+    let parameters = bw::parameters(vec!["read", "write"], plan.sizes.to_vec(), plan.outstanding, common.clone(), None, plan.link);
     let mut notes = session.notes.clone();
     notes.push(format!("cell {name} of tlpx characterize --matrix"));
     let mut doc = ResultDoc::new(
@@ -243,10 +270,13 @@ fn write_cell_docs(
     for l in limits {
         doc.add_sim_limit(l.clone());
     }
+    if plan.stopped {
+        doc.stopped_at(bw_points.len(), plan.bw_planned);
+    }
     crate::results::write_json(&dir.join(format!("bw-{name}.json")), &doc)?;
     let mut lat_doc = ResultDoc::new(
         "lat",
-        lat_cmd::Parameters { measurements: vec!["LAT_RD"], sizes: lat_sizes.to_vec(), common: lat_common.clone() },
+        lat_cmd::Parameters { measurements: vec!["LAT_RD"], sizes: plan.lat_sizes.to_vec(), common: lat_common.clone() },
         session.environment.clone(),
         session.link.clone(),
         None,
@@ -256,6 +286,9 @@ fn write_cell_docs(
     );
     for l in limits {
         lat_doc.add_sim_limit(l.clone());
+    }
+    if plan.stopped {
+        lat_doc.stopped_at(lat_points.len(), plan.lat_planned);
     }
     crate::results::write_json(&dir.join(format!("lat-{name}.json")), &lat_doc)?;
     Ok(name)

@@ -14,6 +14,8 @@
 //!   of an even count is the mean of the middle two, and an outlier is a sample above three
 //!   times the 95th percentile (pcie-bench's definitions, not tlpx's nearest rank);
 //! - DO, the offset into the device's buffer, is 0: the generator has none;
+//! - TAvg is the runs' card time over every request; the other latency columns are of the
+//!   samples the card kept (#samples, fewer than the requests when its FIFO dropped some);
 //! - BW_DMA_RW's bytes and transfers are per stream, as every tlpx read+write figure.
 
 use crate::bw::BwPoint;
@@ -218,7 +220,9 @@ pub fn lat_table(points: &[LatPoint], cache: CacheState, style: Style) -> String
             let mut row = key_cells(style, lat_test(p.measurement), pat, cache, c.offset, c.window, p.transfer_size);
             let ns = 1e9 / f64::from(p.clock_hz.max(1));
             let n = p.samples_cycles.len();
-            let tavg = (p.cycles > 0 && n > 0).then(|| p.cycles as f64 / n as f64);
+            // The runs' time over every request (pcie-bench's samples are all its requests; the
+            // card may keep fewer samples than it made requests).
+            let tavg = (p.cycles > 0 && p.transfers > 0).then(|| p.cycles as f64 / p.transfers as f64);
             let stats = sample_stats(&p.samples_cycles);
             let fmt = |v: Option<f64>, decimals: bool| match (v, style) {
                 (None, _) => "-".to_string(),

@@ -195,7 +195,7 @@ fn pcie_benchs_layout_carries_the_documents_figures() {
     assert_eq!(rows.len(), 4 * 2, "one row per run");
     for (row, (p, r)) in rows.iter().zip(runs) {
         let test = if p["operation"] == "read" { "BW_DMA_RD" } else { "BW_DMA_RW" };
-        assert_eq!(&row[..7], &[test, "Rand", "Cold", "0", "0", "8192", &p["transfer_size"].to_string()], "{row:?}");
+        assert_eq!(&row[..7], &[test, "Rand", "Flush", "0", "0", "8192", &p["transfer_size"].to_string()], "{row:?}");
         assert_eq!(row[7], r["cycles"].to_string());
         let ns: f64 = row[8].parse().expect("ns");
         assert!((ns - u(&r["cycles"]) as f64 * 1e9 / clock).abs() < 1e-3, "{row:?}");
@@ -234,8 +234,10 @@ fn pcie_benchs_layout_carries_the_documents_figures() {
     assert_eq!(row[22].parse::<usize>().expect("#samples"), samples.len());
     assert_eq!(row[10].parse::<f64>().expect("min") as u64, *samples.iter().min().expect("samples"));
     assert_eq!(row[11].parse::<f64>().expect("max") as u64, *samples.iter().max().expect("samples"));
+    // TAvg: the run's card time over every request (not over the samples the card kept).
     let tavg: f64 = row[7].parse().expect("TAvg");
-    assert!(tavg >= row[10].parse::<f64>().expect("min"), "a run lasts at least its samples: {row:?}");
+    assert!((tavg - u(&p["cycles"]) as f64 / u(&p["transfers"]) as f64).abs() < 1e-9, "{row:?} {p}");
+    assert!(tavg >= row[10].parse::<f64>().expect("min"), "a request lasts at least its latency: {row:?}");
     // --format with --json: one document on stdout at a time.
     let out = tlpx(&sim.selector(), &["--json", "lat", "--format", "pciebench"]);
     assert!(!out.status.success());
@@ -311,4 +313,12 @@ fn the_matrix_writes_a_document_per_cell_and_its_figures_and_diff_compares_two_c
     }
     let out = tlpx(&sim.selector(), &["characterize", "--matrix-cache", "cold"]);
     assert_eq!(out.status.code(), Some(2), "--matrix-cache needs --matrix");
+    // Options the matrix does not use are refused, not ignored.
+    for opt in [&["--window", "64K"][..], &["--output", "m.json"], &["--widths", "4"], &["--pio-count", "5"]] {
+        let mut args = vec!["characterize", "--matrix"];
+        args.extend_from_slice(opt);
+        let out = tlpx(&sim.selector(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains("cannot be used with"), "{args:?}: {}", text(&out.stderr));
+    }
 }

@@ -232,6 +232,37 @@ impl BufferPlacement {
     }
 }
 
+/// Faults in every page of our fresh mapping `ptr..ptr+len` under its NUMA policy, as an
+/// error rather than a signal when the node has no page to give: MADV_POPULATE_WRITE (Linux
+/// 5.14) returns ENOMEM where a write to a huge page the bound node lacks would end the
+/// process with SIGBUS (the huge page pool's reservation is not per node).
+///
+/// # Safety
+/// `ptr..ptr+len` must be a fresh writable mapping of ours that nobody else writes meanwhile.
+pub unsafe fn populate(ptr: *mut u8, len: usize, page: PageSize, node: u32) -> Result<(), DeviceError> {
+    // SAFETY: madvise on our own mapping; it only faults pages in.
+    let r = unsafe { libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINVAL) && page == PageSize::Base4k {
+        // A kernel older than 5.14: base pages can always be had (or the OOM killer decides).
+        // SAFETY: the caller's contract.
+        unsafe { touch_pages(ptr, len, page.bytes()) };
+        return Ok(());
+    }
+    let free = page.hugepages_dir().map_or(String::new(), |_| {
+        let f = format!("/sys/devices/system/node/node{node}/hugepages/hugepages-{}kB/free_hugepages", page.bytes() >> 10);
+        let n = std::fs::read_to_string(&f).map(|t| t.trim().to_string()).unwrap_or_else(|_| "?".into());
+        format!(" ({f}: {n}; reserve pages on that node as root by writing its nr_hugepages)")
+    });
+    Err(DeviceError::Io {
+        context: format!("placing a DMA buffer of {len} bytes in {} pages on NUMA node {node}{free}", page.name()),
+        source: e,
+    })
+}
+
 /// The errno move_pages gives a page without a node, by name.
 fn errno_name(e: i32) -> String {
     match e {
@@ -429,8 +460,8 @@ mod tests {
         let before = page_nodes(ptr, len, 4096).unwrap();
         assert_eq!(before.page_errors.get("ENOENT (not faulted in)"), Some(&16), "not faulted in yet: {}", before.describe());
         bind_to_node(ptr, len, node).unwrap();
-        // SAFETY: our mapping.
-        unsafe { touch_pages(ptr, len, 4096) };
+        // SAFETY: our fresh mapping.
+        unsafe { populate(ptr, len, PageSize::Base4k, node).unwrap() };
         let after = page_nodes(ptr, len, 4096).unwrap();
         after.check_on(node).unwrap();
         assert_eq!(after.pages_by_node.get(&node.to_string()), Some(&16));

@@ -32,14 +32,15 @@ impl CacheState {
         }
     }
 
-    /// The Cache column of pcie-bench's tables for the nearest state it has (HWarm, DWarm,
-    /// Cold); its DThrash is device writes over 64 MB, not tlpx's host sweep, hence HThrash.
+    /// The Cache column of pcie-bench's tables: its names where tlpx's procedure is its own
+    /// (HWarm, DWarm, and Cold, which pcie-bench produces by a host sweep, tlpx's thrash);
+    /// tlpx's flush has no pcie-bench name and prints Flush.
     pub fn pciebench(self) -> &'static str {
         match self {
             CacheState::HostWarm => "HWarm",
             CacheState::DeviceWarm => "DWarm",
-            CacheState::Cold => "Cold",
-            CacheState::Thrash => "HThrash",
+            CacheState::Cold => "Flush",
+            CacheState::Thrash => "Cold",
         }
     }
 }

@@ -150,12 +150,18 @@ pub fn knob_limits(common: &Common) -> Vec<SimLimit> {
             "host_memory_state_not_modelled",
             &flags,
             format!(
-                "{} {} real host state here (the flushes, the sweep, the card's warm-up writes, the pages' node, each checked), \
+                "{} {} real host state here ({}, checked), \
                  but the simulated card's DMA reaches tlpx-sim's host memory at its configured latency whatever the CPU's \
                  caches hold and wherever the pages are: no LLC, no DDIO, no NUMA distance, so card-time figures cannot \
                  differ by {} (device-warm's warm-up is a card run of its own, outside every figure); compare states on a real host",
                 flags.join(" and "),
                 if flags.len() == 1 { "sets" } else { "set" },
+                [(cache_set, "the cache state: a flush, a sweep or the card's warm-up writes"), (node_set, "the pages' NUMA node")]
+                    .iter()
+                    .filter(|s| s.0)
+                    .map(|s| s.1)
+                    .collect::<Vec<_>>()
+                    .join("; "),
                 if flags.len() == 1 { "it" } else { "them" }
             ),
         ));

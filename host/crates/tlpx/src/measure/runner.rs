@@ -48,6 +48,10 @@ pub fn run_once(
     // thrashes for --cache cold and thrash), or under --cache device-warm the card does.
     let writes = matches!(cfg.operation, Operation::Write | Operation::WriteThenRead);
     let before = if session.host_memory.cache == CacheState::DeviceWarm {
+        // The CPU first writes what neither the warm-up nor the run writes (the pattern's
+        // complement), so that a warm-up that did not land shows in the checks; the card's
+        // writes come last, so the window is still device-warm.
+        buffer.write_bytes(0, &pattern.iter().map(|b| !b).collect::<Vec<u8>>())?;
         let seed = if writes { host_memory::warm_seed(cfg.seed) } else { cfg.seed };
         host_memory::device_write_window(session, buffer, cfg, seed)?;
         if writes {

@@ -177,7 +177,7 @@ fn map_dma_memory(size: u64, placement: DmaPlacement) -> Result<AnonMemory, Devi
     if let Some(node) = placement.numa_node {
         crate::host_memory::bind_to_node(memory.ptr, memory.len, node)?;
         // SAFETY: our fresh mapping, written by nobody else yet.
-        unsafe { crate::host_memory::touch_pages(memory.ptr, memory.len, page.bytes()) };
+        unsafe { crate::host_memory::populate(memory.ptr, memory.len, page, node) }?;
     }
     Ok(memory)
 }
