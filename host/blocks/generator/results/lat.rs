@@ -35,14 +35,18 @@ pub struct LatPoint {
     pub samples_cycles: Vec<u32>,
     pub samples_dropped: u64,
     pub transfers: u64,
-    /// Card cycles of the runs, summed (pcie-bench's TAvg is this over the samples; 0 in
-    /// documents older than it).
-    #[serde(default)]
+    /// Card cycles of the runs, summed (pcie-bench's TAvg is this over the requests; absent
+    /// in documents older than it, read as 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub cycles: u64,
     pub card_errors: ErrorCounts,
     pub card_error_total: u64,
     pub host_check: Option<HostCheck>,
     pub ended_by: Vec<String>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl LatPoint {

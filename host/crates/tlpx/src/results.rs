@@ -93,10 +93,11 @@ pub struct Environment {
     pub perturbed_by: Vec<String>,
     /// What the host reported about its memory: NUMA nodes, the card's node, the IOMMU's
     /// mode, the last-level cache (null in documents older than it, and without a card).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_memory: Option<tlpx_device::host_memory::HostReport>,
-    /// Where the kernel put the pages of each DMA buffer the measurement used (move_pages).
-    #[serde(default)]
+    /// Where the kernel put the pages of each DMA buffer the measurement used (move_pages);
+    /// absent when it used none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dma_buffers: Vec<tlpx_device::host_memory::BufferPlacement>,
     /// How time ran when the card was opened, and how to tell at the end how it ran during
     /// the measurement (`ResultDoc::time_mode`); None when no card was opened.
