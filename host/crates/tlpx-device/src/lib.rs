@@ -167,6 +167,32 @@ impl DmaBuffer {
     }
 }
 
+/// How the card's interrupts are delivered to this process: the capability the host enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InterruptMode {
+    /// One MSI vector: every source of the card arrives as vector 0 (its bit in
+    /// `pcie_msi.vector` names the source). What stock drivers expect.
+    Msi,
+    /// Multi-message MSI: up to 32 vectors, a power of two, contiguous data values.
+    MsiMulti,
+    /// MSI-X: a table entry (address, data, mask) per vector, each steerable on its own.
+    MsiX,
+}
+
+/// The vectors a backend obtained for this process (`Device::request_vectors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InterruptVectors {
+    pub mode: InterruptMode,
+    /// Vectors 0..count are usable: card vector n arrives as `Interrupt::vector` n.
+    pub count: u32,
+}
+
+impl InterruptVectors {
+    /// The one-vector MSI every backend has.
+    pub const SINGLE_MSI: InterruptVectors = InterruptVectors { mode: InterruptMode::Msi, count: 1 };
+}
+
 /// One interrupt as the host received it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Interrupt {
@@ -370,6 +396,24 @@ pub trait Device: Send {
             what: "place DMA buffers on a NUMA node or on huge pages".into(),
             instead: "its DMA buffers are allocated where it allocates them; use the vfio backend (--device vfio:ADDRESS)".into(),
         })
+    }
+
+    /// Asks for `count` interrupt vectors (MSI-X where the card and host offer it, else
+    /// multi-message MSI) and returns what was granted, which may be fewer. Backends that can
+    /// only take the card's single MSI vector grant that (the default).
+    fn request_vectors(&mut self, count: u32) -> Result<InterruptVectors, DeviceError> {
+        let _ = count;
+        Ok(InterruptVectors::SINGLE_MSI)
+    }
+
+    /// The host kernel's interrupt number (the first column of /proc/interrupts, the
+    /// directory under /proc/irq) on which card vector `vector` arrives, where a kernel
+    /// dispatches it (vfio, LitePCIe's driver); `None` where none does (the simulator's
+    /// socket) or the vector is not granted. Steering a vector to a CPU writes
+    /// /proc/irq/N/smp_affinity_list.
+    fn vector_host_irq(&self, vector: u32) -> Option<u32> {
+        let _ = vector;
+        None
     }
 
     /// Waits for an interrupt on one of the vectors in `vector_mask` (bit n = vector n).

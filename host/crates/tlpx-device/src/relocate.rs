@@ -111,6 +111,12 @@ impl Device for Relocated {
     fn iova_page_sizes(&self) -> Option<u64> {
         self.inner.iova_page_sizes()
     }
+    fn request_vectors(&mut self, count: u32) -> Result<crate::InterruptVectors, DeviceError> {
+        self.inner.request_vectors(count)
+    }
+    fn vector_host_irq(&self, vector: u32) -> Option<u32> {
+        self.inner.vector_host_irq(vector)
+    }
     fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {
         self.inner.wait_interrupt(vector_mask, timeout)
     }
