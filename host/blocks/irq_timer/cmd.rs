@@ -736,7 +736,7 @@ mod tests {
 
     /// A sample of fire `n` at card cycle `t0`.
     fn fire(n: u32, t0: u64) -> Sample {
-        Sample { sequence: n, t0, isr_cycles: None, user_cycles: Some(500), overrun: false, interval_cycles: 1000, fire: n + 1 }
+        Sample { sequence: n, t0, isr_cycles: None, user_cycles: Some(500), overrun: false, interval_cycles: 1000, fire: n + 1, vector: 0 }
     }
 
     #[test]
