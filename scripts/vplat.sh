@@ -220,7 +220,7 @@ boot() {
     done
     [ -S "$sock" ] || die "the device server did not create its socket $sock within ${SERVER_WAIT} s (VPLAT_SERVER_WAIT)"
 
-    echo "== QEMU ($qemu_version, TCG, timeout ${timeout}s) with the device at $ADDR ($id)${append:+, $append}"
+    echo "== QEMU ($qemu_version, TCG, -smp $SMP, kernel $release, timeout ${timeout}s) with the device at $ADDR ($id)${append:+, $append}"
     # Why each option: docs/virtual-platform.md, "The QEMU command line".
     # The guest's RAM: one shared memfd (flat), or (numa, the card boot) two NUMA nodes of
     # 256 MiB, each its own shared memfd (vfio-user needs every RAM region shareable), node 1
