@@ -265,13 +265,13 @@ vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root
 # about 420 MB of downloads and a 440 MB chroot once, 3.5 min here). vplat-k73 boots it (VPLAT_KERNEL=7.3: the
 # card boot and the kselftest boot, -smp 2); vplat-test-k73 also asserts every check. Opt-in:
 # neither is part of `make test` (they add about 5 minutes).
-kernel73: | $(STAMPS)/apt
+kernel73: setup
 	@scripts/kernel73.sh >/dev/null
 
-vplat-k73: setup host vplat-root litepcie-driver kernel73 $(PCI_EPF_TEST_CARD_LIB)
+vplat-k73: setup host vplat-root kernel73 $(PCI_EPF_TEST_CARD_LIB)
 	@VPLAT_KERNEL=7.3 scripts/vplat.sh
 
-vplat-test-k73: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root litepcie-driver kernel73
+vplat-test-k73: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root kernel73
 	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK -u VPLAT_BOOTS -u VPLAT_PCITEST_SERVER -u VPLAT_PCITEST_ID \
 	    -u VPLAT_PCITEST_OFFER -u VPLAT_PCITEST_FAULT -u VPLAT_SMP VPLAT_KERNEL=7.3 scripts/vplat.sh
 	@python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run-7.3/results.json

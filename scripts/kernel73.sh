@@ -50,13 +50,6 @@ for tool in apt-get apt-cache dpkg-deb mmdebstrap unshare chroot tar xz modinfo 
     command -v "$tool" >/dev/null || die "$tool is missing (apt, dpkg, mmdebstrap, util-linux, tar, xz-utils, kmod, binutils)"
 done
 mkdir -p "$OUT"
-# A different pinned version starts afresh (the stamps below hold the version they were made for).
-if [ -f "$OUT/VERSION" ] && [ "$(cat "$OUT/VERSION")" != "$VERSION" ]; then
-    say "build/kernel73 holds $(cat "$OUT/VERSION"), $VERSION asked: starting afresh"
-    rm -rf "$OUT"
-    mkdir -p "$OUT"
-fi
-echo "$VERSION" >"$OUT/VERSION"
 
 # 1. A private apt state for trixie + trixie-backports ---------------------------------------------
 A=$OUT/apt
@@ -80,6 +73,13 @@ release=$(aptc depends "linux-image-amd64=$VERSION" | awk '/Depends: linux-image
 [ -n "$release" ] || die "trixie-backports has no linux-image-amd64=$VERSION (apt-cache policy linux-image-amd64 lists what it has; set KERNEL73_VERSION)"
 case "$release" in "$SERIES".*) ;; *) die "linux-image-amd64=$VERSION is kernel $release, not $SERIES" ;; esac
 abi=${release%-amd64}   # 7.3.4+deb13
+# A different pinned version (known to the archive: checked above) starts afresh, all but the apt
+# state: the stamps below hold what they were made for, not the version.
+if [ -f "$OUT/VERSION" ] && [ "$(cat "$OUT/VERSION")" != "$VERSION" ]; then
+    say "build/kernel73 holds $(cat "$OUT/VERSION"), $VERSION asked: starting afresh"
+    find "$OUT" -mindepth 1 -maxdepth 1 ! -name apt -exec rm -rf {} +
+fi
+echo "$VERSION" >"$OUT/VERSION"
 
 # fetch DIR PACKAGE...: apt-get download of exactly $VERSION each, into DIR.
 fetch() {
@@ -212,13 +212,22 @@ if readelf -l "$KST" | grep -q INTERP; then die "$KST is dynamically linked"; fi
 tests=$("$KST" -l 2>&1 || true)
 grep -q 'MSI_TEST' <<<"$tests" || die "$KST -l does not list its tests: $tests"
 
-# 7. LitePCIe's stock driver: the tree scripts/litepcie_driver.sh generated for the card (it needs
-# the 6.1 setup's `make litepcie-driver` first), built here against 7.3: litepcie.ko (main.c), and
+# 7. LitePCIe's stock driver: the tree scripts/litepcie_driver.sh generated for the card (run here
+# if the tree is not there yet), built here against 7.3: litepcie.ko (main.c), and
 # liteuart.ko attempted so that its errors stay on record.
 LP=$ROOT/build/litepcie-driver
 LPKO=$OUT/out/litepcie.ko
 lp_files=(main.c litepcie.h config.h flags.h litex.h liteuart.c Kbuild csr.h soc.h mem.h tlpx_compat.h)
-for f in "${lp_files[@]}"; do [ -f "$LP/$f" ] || die "no $LP/$f: run 'make litepcie-driver' (scripts/litepcie_driver.sh) first"; done
+missing=""
+for f in "${lp_files[@]}"; do [ -f "$LP/$f" ] || missing="$missing $f"; done
+if [ -n "$missing" ]; then
+    # The tree is generated from the card (it elaborates the gateware); the 6.1 build of it is
+    # what makes it: run it once here (its log beside the 7.3 builds).
+    say "no LitePCIe driver tree for the card ($missing missing): scripts/litepcie_driver.sh"
+    scripts/litepcie_driver.sh >"$OUT/litepcie-driver.log" 2>&1 ||
+        { tail -20 "$OUT/litepcie-driver.log" >&2; die "scripts/litepcie_driver.sh failed (log: $OUT/litepcie-driver.log)"; }
+    for f in "${lp_files[@]}"; do [ -f "$LP/$f" ] || die "no $LP/$f after scripts/litepcie_driver.sh"; done
+fi
 if [ ! -f "$LPKO" ] || [ -n "$(find "$LP/main.c" "$LP/csr.h" "$LP/tlpx_compat.h" "$LP/Kbuild" -newer "$LPKO" | head -1)" ]; then
     d=$OUT/mod-litepcie
     rm -rf "$d"; mkdir -p "$d"
