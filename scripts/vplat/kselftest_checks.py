@@ -12,6 +12,7 @@ another result (or another SKIP reason) fails the run; so do a plan (`1..N`) tha
 table's count and an exit status that disagrees with the results. docs/virtual-platform.md lists
 the table. `vplat_checks.py` calls `evaluate` and runs `self_test`.
 """
+import os
 import re
 
 import pcitest_checks  # the card's offer (CARD_OFFER, parse_offer, card_offer): the same card, the same table inputs
@@ -259,6 +260,29 @@ def output_text(lines, exits):
     return "\n".join(out) + "\n"
 
 
+def parse_output_text(text):
+    """output_text's inverse: ({pass: [lines]}, {pass: exit status}); a '# ' line before the first
+    pass is the fixture's header."""
+    lines, exits, cur = {p: [] for p in PASSES}, {}, None
+    for line in text.split("\n")[:-1]:
+        m = re.fullmatch(r"#### pass (\S+) \(exit (\S+)\)", line)
+        if m:
+            cur = m.group(1)
+            if cur not in lines:
+                raise ValueError(f"unknown pass {cur!r}")
+            exits[cur] = int(m.group(2)) if m.group(2).isdigit() else None
+        elif cur is None and line.startswith("# "):
+            continue
+        elif cur is None:
+            raise ValueError(f"a line before the first '#### pass': {line!r}")
+        else:
+            lines[cur].append(line)
+    return lines, exits
+
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kselftest-card.txt")
+
+
 def table_markdown(offer):
     """The table, for docs/virtual-platform.md (vplat_checks.py --kselftest-table)."""
     out = ["| pass | test case | expected | why |", "|---|---|---|---|"]
@@ -268,8 +292,9 @@ def table_markdown(offer):
     return "\n".join(out)
 
 
-def good_channel(offer, release="7.3.4+deb13-amd64", mutate=None):
-    """A well-formed channel made from the table (the self-test's start); mutate(pass, lines)."""
+def good_channel(offer, release="7.3.4+deb13-amd64", mutate=None, recorded=None):
+    """A well-formed channel made from the table (the self-test's start), or from recorded output
+    ((lines, exits) of parse_output_text); mutate(pass, lines)."""
     cfg = bytearray(256)
     cfg[0:4] = (0x10ee).to_bytes(2, "little") + (0x7c01).to_bytes(2, "little")
     out = [f"TLPX-BOOT kernel {release} uptime 14.9", f"TLPX-PCI 0000:01:00.0 - {cfg.hex()}"]
@@ -277,17 +302,20 @@ def good_channel(offer, release="7.3.4+deb13-amd64", mutate=None):
     out += [f"TLPX-CHECK {c} PASS fine" for c in GUEST_CHECKS]
     t = 20.0
     for p in PASSES:
-        rows = expected_pass(p, offer)
-        ls = ["TAP version 13", f"1..{len(rows)}"]
-        for i, (case, want, skip, _) in enumerate(rows, 1):
-            ls.append(f"#  RUN           {case} ...")
-            ls.append(f"ok {i} {case} # SKIP {skip}" if want == "SKIP" else f"{'ok' if want == 'PASS' else 'not ok'} {i} {case}")
+        if recorded:
+            ls = list(recorded[0][p])
+        else:
+            rows = expected_pass(p, offer)
+            ls = ["TAP version 13", f"1..{len(rows)}"]
+            for i, (case, want, skip, _) in enumerate(rows, 1):
+                ls.append(f"#  RUN           {case} ...")
+                ls.append(f"ok {i} {case} # SKIP {skip}" if want == "SKIP" else f"{'ok' if want == 'PASS' else 'not ok'} {i} {case}")
         if mutate:
             ls = mutate(p, ls)
         fails = sum(1 for l in ls if l.startswith("not ok"))
         out.append(f"TLPX-KSELFTEST-PASS {p} start {t:.2f}")
         out += [f"TLPX-KSELFTEST {p} {l}" for l in ls]
-        out.append(f"TLPX-KSELFTEST-EXIT {p} {1 if fails else 0}")
+        out.append(f"TLPX-KSELFTEST-EXIT {p} {recorded[1].get(p) if recorded and not mutate else 1 if fails else 0}")
         t += 10
         out.append(f"TLPX-KSELFTEST-PASS {p} end {t:.2f}")
     out += ["TLPX-UPTIME 99.0", "TLPX-DONE"]
@@ -301,10 +329,17 @@ def self_test(base_records):
            f"DMA_MAP 1; MSI {6 * 5 * 3 + 1} signalled, 0 without eventfd\n")
     want = {"release": "7.3.4+deb13-amd64", "addr": "0000:01:00.0", "id": "10ee:7c01", "qemu_status": 0, "server": "exit 0",
             "timeout": 600, "server_log": log}
-    failures, cases = [], 1
-    checks, _, problems = evaluate(good_channel(offer), want, base_records, offer)
-    if problems or len(checks) != len(expected_check_names(offer)):
-        failures.append(f"the table's own output: {problems[:3]} ({len(checks)} checks, {len(expected_check_names(offer))} expected)")
+    failures, cases = [], 0
+    recorded = parse_output_text(open(FIXTURE).read()) if os.path.exists(FIXTURE) else None
+    if recorded is None:
+        failures.append(f"no fixture {FIXTURE}: the recorded TAP output of the kselftest against the card")
+    for what, rec in (("the fixture", recorded), ("the table's own output", None)):
+        if what == "the fixture" and rec is None:
+            continue
+        cases += 1
+        checks, _, problems = evaluate(good_channel(offer, recorded=rec), want, base_records, offer)
+        if problems or len(checks) != len(expected_check_names(offer)):
+            failures.append(f"{what}: {problems[:3]} ({len(checks)} checks, {len(expected_check_names(offer))} expected)")
 
     def flip(case, new):
         return lambda p, ls: [re.sub(rf"^(not )?ok (\d+) {re.escape(case)}.*$", lambda m: f"{new} {m.group(2)} {case}", l) for l in ls]
@@ -321,7 +356,8 @@ def self_test(base_records):
     }
     for what, (mut, must_say) in bad.items():
         cases += 1
-        _, _, problems = evaluate(good_channel(offer, mutate=lambda p, ls: mut(p, ls) if p == "all" else ls), want, base_records, offer)
+        _, _, problems = evaluate(good_channel(offer, mutate=lambda p, ls: mut(p, ls) if p == "all" else ls, recorded=recorded),
+                                  want, base_records, offer)
         if not any(must_say in p for p in problems):
             failures.append(f"{what}: {problems[:4]} has nothing saying {must_say!r}")
     cases += 1
