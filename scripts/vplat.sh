@@ -150,7 +150,9 @@ if want_boot pcitest || want_boot kselftest; then
         [ -f "$DUT_CARD" ] ||
             die "no card with the pci_epf_test DUT at ${DUT_CARD#"$ROOT/"}: build it with 'make gateware DUT=$DUT_MANIFEST'"
         build_sim
-        pt_server_cmd=("$ROOT/host/target/release/tlpx-sim" --card "$DUT_CARD" --vfio-user)
+        # 32 MSI vectors and a 32-entry MSI-X table (off by default in tlpx-sim): the DUT raises
+        # the vector pcitest asks for (pcitest_checks.py's CARD_OFFER).
+        pt_server_cmd=("$ROOT/host/target/release/tlpx-sim" --card "$DUT_CARD" --msi-vectors 32 --msix 32 --vfio-user)
         PT_ID=${VPLAT_PCITEST_ID:-10ee:7c01}
     fi
     [[ "$PT_ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_PCITEST_ID must be vendor:device in lower-case hex, not '$PT_ID'"

@@ -18,14 +18,15 @@ import vfio_checks  # scripts/qemu (vplat_checks.py puts it on the path)
 # in its slot (host/crates/tlpx-sim: BAR0 1 MiB, no INTx pin, MSI with one vector, no MSI-X
 # capability), and the pci_epf_test DUT's fault switch. The pcitest boot's `card_offer` check
 # holds the guest's lspci of the card to it, so a change of the config space shows there first.
-CARD_OFFER = "bars=1 intx=0 msi=1 msix=0 fault=1"
+CARD_OFFER = "bars=1 intx=0 msi=32 msix=32 fault=1"
 OFFER_KEYS = ("bars", "intx", "msi", "msix", "fault")
 
 # pcitest.sh's transfer sizes (tools/pci/pcitest.sh), and the interrupt loops' bounds in the copy
-# the guest runs (scripts/pcitest_build.sh cuts MSI 1..32 and MSI-X 1..2048 to 1..2 each).
+# the guest runs (scripts/pcitest_build.sh keeps MSI 1..32 and cuts MSI-X 1..2048 to 1..33: the
+# card's 32 entries and one past them).
 SIZES = (1, 1024, 1025, 1024000, 1024001)
-MSI_LOOP = 2
-MSIX_LOOP = 2
+MSI_LOOP = 32
+MSIX_LOOP = 33
 
 # The passes, in the order the guest runs them: pcitest.sh, its transfers again with -d, both again
 # with the fault switch on, and three transfers with it off again.
@@ -113,7 +114,9 @@ def expected_pass(name, offer):
         result("set_irq_msix", "SET IRQ TYPE TO MSI-X", offer["msix"] >= 1, msix)
         for n in range(1, MSIX_LOOP + 1):
             result(f"msix{n}", f"MSI-X{n}", n <= offer["msix"],
-                   f"MSI-X vector {n}" if n <= offer["msix"] else msix + " (the driver waits 1 s for the interrupt)")
+                   f"MSI-X vector {n} of the device's {offer['msix']}" if n <= offer["msix"]
+                   else f"the device has {offer['msix']} MSI-X vectors: no vector {n} (the driver waits 1 s for it)"
+                   if offer["msix"] else msix + " (the driver waits 1 s for the interrupt)")
         transfers(("read", "write", "copy"), False)
         text("")
     elif name in ("dma", "fault-dma"):
@@ -156,7 +159,7 @@ def expected_traffic(offer):
                 read += size if m.group(1) in ("write", "copy") else 0
                 written += size if m.group(1) in ("read", "copy") else 0
                 msis += 1
-            elif re.fullmatch(r"msi\d+", key) and row[3]:
+            elif re.fullmatch(r"msix?\d+", key) and row[3]:
                 msis += 1
     return read, written, msis
 
@@ -381,7 +384,8 @@ def channel(lines, lspci, addr="0000:01:00.0", ids=(0x10ee, 0x7c01), guest_check
 CARD_LSPCI = [
     "0000:01:00.0 Signal processing controller [1180]: Xilinx Corporation Device [10ee:7c01]",
     "   Region 0: Memory at fe600000 (32-bit, non-prefetchable) [size=1M]",
-    "   Capabilities: [50] MSI: Enable+ Count=1/1 Maskable- 64bit+",
+    "   Capabilities: [50] MSI: Enable+ Count=1/32 Maskable- 64bit+",
+    "   Capabilities: [60] MSI-X: Enable- Count=32 Masked-",
     "   Capabilities: [70] Express (v2) Endpoint, MSI 00",
 ]
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "pcitest-card.txt")
@@ -429,7 +433,8 @@ def self_test(base_records):
     bad = {
         "a read NOT OKAY": (mutate("script", verdict(label_of("read", 1025), "NOT OKAY")), "pcitest/read_1025 failed"),
         "BAR1 OKAY (a BAR the card has not)": (mutate("script", verdict("BAR1", "OKAY")), "pcitest/bar1 failed"),
-        "MSI2 OKAY": (mutate("script", verdict("MSI2", "OKAY")), "pcitest/msi2 failed"),
+        "MSI-X33 OKAY (one past the table)": (mutate("script", verdict("MSI-X33", "OKAY")), "pcitest/msix33 failed"),
+        "MSI17 NOT OKAY": (mutate("script", verdict("MSI17", "NOT OKAY")), "pcitest/msi17 failed"),
         "a transfer OKAY with the fault on": (mutate("fault-dma", verdict(label_of("copy", 1024001), "OKAY")),
                                               "pcitest/fault/copy_1024001_dma failed"),
         "a BAR test changed by the fault": (mutate("fault-script", verdict("BAR0", "NOT OKAY")), "pcitest/fault/bar0 failed"),
@@ -449,10 +454,10 @@ def self_test(base_records):
             failures.append(f"{what}: {problems[:4]} has nothing saying {must_say!r}")
     others = {
         "a pass empty": (channel({**good, "after": []}, CARD_LSPCI), "pcitest/after/read_1024000 failed: did not run", {}),
-        "a second MSI vector on the card": (channel(good, [l.replace("Count=1/1", "Count=1/2") for l in CARD_LSPCI]),
-                                            "differs from the table's offer: msi 2 (want 1)", {}),
-        "MSI-X on the card": (channel(good, CARD_LSPCI + ["   Capabilities: [90] MSI-X: Enable- Count=8 Masked-"]),
-                              "msix 8 (want 0)", {}),
+        "fewer MSI vectors on the card": (channel(good, [l.replace("Count=1/32", "Count=1/16") for l in CARD_LSPCI]),
+                                          "differs from the table's offer: msi 16 (want 32)", {}),
+        "a smaller MSI-X table": (channel(good, [l.replace("Count=32 Masked", "Count=8 Masked") for l in CARD_LSPCI]),
+                                  "msix 8 (want 32)", {}),
         "the fault switch not set": (channel(good, CARD_LSPCI).replace(b"TLPX-CHECK pcitest_fault_on PASS", b"TLPX-CHECK pcitest_fault_on FAIL"),
                                      "pcitest/pcitest_fault_on failed", {}),
         "a pcitest line outside its pass": (channel(good, CARD_LSPCI).replace(b"TLPX-UPTIME", b"TLPX-PCITEST dma BAR0:  OKAY\nTLPX-UPTIME"),

@@ -913,6 +913,35 @@ impl Device for VfioDevice {
         Ok(())
     }
 
+    /// The vectors enabled when the device was opened (MSI-X preferred, up to the options'
+    /// `max_vectors`, 32 by default): vfio-pci's kernel side programmed the table or MSI's MME.
+    fn request_vectors(&mut self, count: u32) -> Result<crate::InterruptVectors, DeviceError> {
+        use crate::{InterruptMode, InterruptVectors};
+        let Some(irqs) = &self.irqs else {
+            return Err(DeviceError::Unsupported {
+                backend: BACKEND.into(),
+                what: format!("interrupt vectors on {}", self.address),
+                instead: "open the device with interrupts (irq mode auto, msi or msix)".into(),
+            });
+        };
+        let n = irqs.fds.len() as u32;
+        let mode = match (irqs.index, n) {
+            (VFIO_PCI_MSIX_IRQ_INDEX, _) => InterruptMode::MsiX,
+            (_, 1) => InterruptMode::Msi,
+            _ => InterruptMode::MsiMulti,
+        };
+        Ok(InterruptVectors { mode, count: n.min(count.max(1)) })
+    }
+
+    /// The Linux interrupt vfio-pci requested for vector `vector`: the /proc/interrupts line
+    /// named `vfio-msix[v](ADDRESS)` (or `vfio-msi[v]`).
+    fn vector_host_irq(&self, vector: u32) -> Option<u32> {
+        let irqs = self.irqs.as_ref()?;
+        let kind = if irqs.index == VFIO_PCI_MSIX_IRQ_INDEX { "vfio-msix" } else { "vfio-msi" };
+        let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+        host_irq_named(&text, &format!("{kind}[{vector}]({})", self.address))
+    }
+
     fn wait_interrupt(&mut self, vector_mask: u32, timeout: Duration) -> Result<Option<Interrupt>, DeviceError> {
         let address = self.address.clone();
         let Some(irqs) = self.irqs.as_mut() else {
@@ -990,10 +1019,33 @@ impl Device for VfioDevice {
     }
 }
 
+/// The interrupt number of the /proc/interrupts line whose handler name is `name` (its last
+/// field), as vfio-pci names its vectors' handlers.
+fn host_irq_named(proc_interrupts: &str, name: &str) -> Option<u32> {
+    proc_interrupts.lines().find_map(|line| {
+        let (number, rest) = line.trim_start().split_once(':')?;
+        (rest.split_whitespace().last() == Some(name)).then(|| number.trim().parse().ok()).flatten()
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vectors_host_irq_is_found_by_its_handler_name() {
+        let text = "            CPU0       CPU1       \n\
+  24:          0         12  IR-PCI-MSIX-0000:01:00.0    0-edge      vfio-msix[0](0000:01:00.0)\n\
+  25:          7          0  IR-PCI-MSIX-0000:01:00.0    1-edge      vfio-msix[1](0000:01:00.0)\n\
+  26:          3          0  PCI-MSI-0000:02:00.0    0-edge      vfio-msi[0](0000:02:00.0)\n\
+ NMI:          0          0   Non-maskable interrupts\n";
+        assert_eq!(host_irq_named(text, "vfio-msix[1](0000:01:00.0)"), Some(25));
+        assert_eq!(host_irq_named(text, "vfio-msix[0](0000:01:00.0)"), Some(24));
+        assert_eq!(host_irq_named(text, "vfio-msi[0](0000:02:00.0)"), Some(26));
+        assert_eq!(host_irq_named(text, "vfio-msix[2](0000:01:00.0)"), None);
+        assert_eq!(host_irq_named(text, "interrupts"), None, "NMI's line has no number");
+    }
 
     /// The real sysfs of this machine. Here (a VM without an IOMMU) there are PCI functions
     /// but no IOMMU groups: opening one must say the IOMMU is off and how to turn it on. On a
