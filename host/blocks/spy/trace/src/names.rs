@@ -252,6 +252,9 @@ fn tag_owner(tag: u64, write: bool) -> Option<TagOwner> {
         Some(TagOwner::Block("spy"))
     } else if tag == constants::IRQ_TIMER_RING_TAG {
         Some(TagOwner::Block("irq_timer"))
+    } else if tag == constants::MSIX_TAG {
+        // MSI-X messages: a vector's table entry written to the host (gateware cores/msix.py).
+        Some(TagOwner::Block("msix"))
     } else {
         None
     }
@@ -358,6 +361,7 @@ mod tests {
             (constants::SLOT_TAG_BASE, "pci_epf_test"),
             (constants::SPY_RING_TAG, "spy"),
             (constants::IRQ_TIMER_RING_TAG, "irq_timer"),
+            (constants::MSIX_TAG, "msix"),
         ] {
             assert_eq!(names.source(&write(tag)).as_deref(), Some(block), "tag {tag}");
             assert_eq!(names.source(&read(tag)).as_deref(), Some(block), "tag {tag}");
