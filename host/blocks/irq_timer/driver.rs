@@ -90,6 +90,9 @@ impl IrqTimerError {
 /// Record kind bits (w3 bits 8:1): fmt 7, type 3.
 const KIND_FMT: u32 = 7;
 const KIND_TYPE: u32 = 3;
+/// The fire's MSI vector: w3 bits 20:16.
+const VECTOR_SHIFT: u32 = 16;
+const VECTOR_MASK: u32 = 0x1F;
 /// The stage value of a stage that was not acknowledged.
 const NOT_ACKED: u32 = 0xFFFF_FFFF;
 
@@ -110,6 +113,10 @@ pub struct Sample {
     pub interval_cycles: u32,
     /// Fire number, 1-based.
     pub fire: u32,
+    /// The MSI vector the fire raised (w3 bits 20:16; with `vector_mode` all-at-once, the
+    /// lowest of the mask). Cards before multi-vector interrupts leave the bits 0, and so
+    /// does every fire of a timer whose `vectors` mask is its single source bit.
+    pub vector: u32,
 }
 
 /// Decodes one sample record; refuses a record of another kind.
@@ -130,12 +137,17 @@ pub fn decode(record: &[u8; RECORD_BYTES]) -> Result<Sample, DeviceError> {
         overrun,
         interval_cycles: w[6],
         fire: w[7],
+        vector: (w[3] >> VECTOR_SHIFT) & VECTOR_MASK,
     })
 }
 
 /// Encodes a sample as the card writes it (for tests and converters).
 pub fn encode(s: &Sample) -> [u8; RECORD_BYTES] {
-    let w3 = KIND_FMT << 1 | KIND_TYPE << 4 | u32::from(s.isr_cycles.is_some()) << 9 | u32::from(s.overrun) << 10;
+    let w3 = KIND_FMT << 1
+        | KIND_TYPE << 4
+        | u32::from(s.isr_cycles.is_some()) << 9
+        | u32::from(s.overrun) << 10
+        | (s.vector & VECTOR_MASK) << VECTOR_SHIFT;
     let w = [
         s.sequence,
         s.t0 as u32,
@@ -600,6 +612,7 @@ mod tests {
             overrun: false,
             interval_cycles: 1500,
             fire: 8,
+            vector: 5,
         };
         assert_eq!(decode(&encode(&s)).expect("a sample"), s);
         let o = Sample { isr_cycles: Some(40), user_cycles: None, overrun: true, ..s };
@@ -628,6 +641,7 @@ mod tests {
             overrun: false,
             interval_cycles: 1,
             fire: seq + 1,
+            vector: 0,
         };
         let ok: Vec<Sample> = (0..5).map(mk).collect();
         assert_eq!(check_sequence(&ok, 0), SequenceCheck::default());
