@@ -669,7 +669,13 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
             r.counters.overruns - r.not_acknowledged
         ));
     }
-    out.push(format!("  {}", realtime::thread_line(r.pinned_cpu, r.fifo_priority)));
+    if r.per_cpu.is_empty() {
+        out.push(format!("  {}", realtime::thread_line(r.pinned_cpu, r.fifo_priority)));
+    } else {
+        let cpus: Vec<usize> = r.per_cpu.iter().map(|c| c.cpu as usize).collect();
+        let sched = r.fifo_priority.map_or("normal scheduler".to_string(), |p| format!("SCHED_FIFO {p}"));
+        out.push(format!("  measuring threads: one pinned on each of CPUs {}, {sched}, fires dealt in turn", percpu::cpu_list_text(&cpus)));
+    }
     out
 }
 

@@ -244,7 +244,23 @@ fn a_per_cpu_run_deals_the_fires_to_every_cpu_and_each_wakes_on_its_own() {
     let samples = n.to_string();
     let out = tlpx(
         &sim.selector(),
-        &["irq", "--samples", &samples, "--min", "300us", "--max", "600us", "--cpus", "all", "--output", json.to_str().expect("path")],
+        &[
+            "irq",
+            "--samples",
+            &samples,
+            "--min",
+            "1ms",
+            "--max",
+            "2ms",
+            "--cpus",
+            "all",
+            // SCHED_FIFO (where permitted) lets each thread preempt the simulator on its CPU:
+            // without it, on a loaded machine, every fire of a CPU can overrun.
+            "--fifo",
+            "50",
+            "--output",
+            json.to_str().expect("path"),
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = text(&out.stdout);
@@ -272,6 +288,32 @@ fn a_per_cpu_run_deals_the_fires_to_every_cpu_and_each_wakes_on_its_own() {
         assert_eq!(*a, cpus[i % cpus.len()], "fire {} dealt in turn", i + 1);
         assert_eq!(w, a, "sample {i} woke on CPU {w}, its thread is pinned on {a}");
     }
+    let path = json.to_str().expect("path");
+    // tlpx diff: per-CPU rows across documents, and the CPUs of one document against the first.
+    let across = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).args(["diff", path, path]).output().expect("diff");
+    assert_eq!(across.status.code(), Some(0), "{}", text(&across.stderr));
+    let rows = text(&across.stdout);
+    for c in &cpus {
+        assert!(rows.contains(&format!("idle user, CPU {c} (median)")), "{rows}");
+    }
+    let within = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).args(["diff", path]).output().expect("diff");
+    let rows = text(&within.stdout);
+    if cpus.len() > 1 {
+        assert!(matches!(within.status.code(), Some(0 | 1)), "{}", text(&within.stderr));
+        assert!(rows.contains(&format!("CPU {} against CPU {} (median)", cpus[1], cpus[0])), "{rows}");
+    } else {
+        assert_eq!(within.status.code(), Some(2), "one CPU: nothing to compare within");
+    }
+    // tlpx report: the per-CPU table and figure.
+    let html = sim.path("percpu.html");
+    let report = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")))
+        .args(["report", path, "--output", html.to_str().expect("path")])
+        .output()
+        .expect("report");
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    let page = std::fs::read_to_string(&html).expect("page");
+    assert!(page.contains("Interrupt latency per CPU, user stage") && page.contains("SIMULATED: the thread&#x27;s wake-up") || page.contains("SIMULATED: the thread's wake-up"), "per-CPU table");
+    assert!(page.contains(&format!("idle CPU {}", cpus[0])), "per-CPU rows and series");
 }
 
 #[test]

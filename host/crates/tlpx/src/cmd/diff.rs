@@ -30,7 +30,7 @@ pub struct Cmd {
     b: Option<PathBuf>,
     /// With one irq document: the CPU the others are compared against (default: the first
     /// measured).
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = crate::args::whole(0u32, u32::MAX), allow_negative_numbers = true)]
     baseline_cpu: Option<u32>,
     /// Noise floor in % of A's value: a smaller change never counts; for a figure whose
     /// documents record no spread it is the whole rule.
