@@ -842,6 +842,7 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
                 progress.println(&line);
             }
         }
+        percpu::export_metrics(&r);
         runs.push(r);
         checkpoints.offer(runs.len(), conditions.len(), || document(&plan, &session, &basis, None, &runs, started))?;
     }

@@ -386,7 +386,7 @@ pub fn per_cpu_table(r: &RunReport, what: &str) -> Vec<String> {
             cell(|s| s.max)
         ));
         if let Some(s) = &c.isr_ns {
-            out.push(format!("    {:>4}  isr stage: {}", "", summary_line(&Some(s.clone()))));
+            out.push(format!("    {:>4}  isr stage: {}", "", summary_line(&Some(*s))));
         }
     }
     if let Some(st) = &r.steering {
@@ -458,7 +458,9 @@ pub fn rtla_text(header: &[String], cols: &[Column], bucket_ns: u64, entries: us
     let mut out = vec!["# RTLA timerlat histogram".to_string(), "# Time unit is nanoseconds (ns)".to_string()];
     out.extend(header.iter().map(|h| format!("# {h}")));
     let hists: Vec<(Vec<u64>, u64)> = cols.iter().map(|c| bucketed(&c.values_ns, bucket_ns, entries)).collect();
-    let mut head = format!("{:<6}", "Index");
+    // rtla's `%-6d`, widened so that wide bucket edges stay a column of their own.
+    let iw = (entries as u64 * bucket_ns).to_string().len().max(5) + 1;
+    let mut head = format!("{:<iw$}", "Index");
     for c in cols {
         head.push_str(&format!("{:>10}", c.label));
     }
@@ -467,14 +469,14 @@ pub fn rtla_text(header: &[String], cols: &[Column], bucket_ns: u64, entries: us
         if hists.iter().all(|(h, _)| h[b] == 0) {
             continue;
         }
-        let mut row = format!("{:<6}", b as u64 * bucket_ns);
+        let mut row = format!("{:<iw$}", b as u64 * bucket_ns);
         for (h, _) in &hists {
             row.push_str(&format!("{:>10}", h[b]));
         }
         out.push(row);
     }
     let stat = |name: &str, f: &dyn Fn(usize) -> String| {
-        let mut row = format!("{name:<6}");
+        let mut row = format!("{name:<iw$}");
         for i in 0..cols.len() {
             row.push_str(&format!("{:>10}", f(i)));
         }
@@ -535,6 +537,30 @@ pub fn per_cpu_histograms(runs: &[RunReport]) -> Option<(Vec<LogSeries>, String)
     crate::plot::binned_series(&sets)
 }
 
+/// Per CPU, into the process's metrics (served with `--metrics-listen`): every acknowledged
+/// sample's user stage, labelled with its CPU and the run's condition, on the card's log2
+/// buckets (seconds of the card clock). `tlpx serve` reads the card, which does not know CPUs,
+/// so this series comes from the command itself (no `card` label, as rule30's per-mode ones).
+pub fn export_metrics(r: &RunReport) {
+    if r.per_cpu.is_empty() {
+        return;
+    }
+    let m = crate::metrics::global();
+    let name = "tlpx_irq_cpu_latency_seconds";
+    let bounds = crate::metrics::log2_cycle_bounds(irq_timer::HISTOGRAM_BUCKETS, r.clock_hz);
+    let help = "Interrupt user stage per CPU of `tlpx irq --cpus` (fire to ack_user at the card, card clock), per condition.";
+    if m.describe_histogram(name, help, &bounds).is_err() {
+        return;
+    }
+    let condition = format!("{:?}", r.condition).to_lowercase();
+    for c in &r.per_cpu {
+        let cpu = c.cpu.to_string();
+        for v in r.user_samples_ns_of(c.cpu) {
+            m.observe(name, &[("cpu", &cpu), ("condition", &condition)], v / 1e9);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -587,6 +613,38 @@ mod tests {
         let u = reports[0].user_ns.as_ref().expect("user");
         assert_eq!((u.count, u.min, u.max), (2, 800.0, 2400.0));
         assert_eq!(reports[1].user_ns.as_ref().expect("user").median, 1600.0);
+    }
+
+    #[test]
+    fn per_cpu_samples_are_exported_with_a_cpu_label() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/results/irq.json"))).expect("fixture");
+        let mut r: RunReport = serde_json::from_value(doc["points"][0].clone()).expect("a run");
+        // An older document: no per-CPU data, nothing exported.
+        export_metrics(&r);
+        assert!(!crate::metrics::global().render().contains("tlpx_irq_cpu_latency_seconds"));
+        let n = r.user_cycles.len();
+        r.user_cycles = vec![125; n];
+        r.sample_cpus = (0..n).map(|i| (i % 2) as u32 * 7).collect();
+        let report = |cpu| CpuReport {
+            cpu,
+            role: String::new(),
+            fires: 0,
+            overruns: 0,
+            woke_elsewhere: 0,
+            user_ns: None,
+            isr_ns: None,
+            vector: None,
+            host_irq: None,
+        };
+        r.per_cpu = vec![report(0), report(7)];
+        export_metrics(&r);
+        let text = crate::metrics::global().render();
+        let count = |cpu: &str| {
+            let key = format!("tlpx_irq_cpu_latency_seconds_count{{condition=\"{}\",cpu=\"{cpu}\"}} ", format!("{:?}", r.condition).to_lowercase());
+            text.lines().find_map(|l| l.strip_prefix(&key)).unwrap_or_else(|| panic!("{key}: {text}")).trim().parse::<f64>().expect("count")
+        };
+        assert_eq!((count("0"), count("7")), (n.div_ceil(2) as f64, (n / 2) as f64));
     }
 
     fn cols() -> Vec<Column> {
