@@ -123,6 +123,7 @@ pub(super) fn measure_per_cpu(
                 let _ = t.send(Msg::Stop);
             }
         };
+        let mut handles = Vec::new();
         for (i, rx) in rxs.into_iter().enumerate() {
             let (ring, setup_tx, done_tx) = (txs.clone(), setup_tx.clone(), done_tx.clone());
             let (cpu, mask) = (cpus[i], masks[i]);
@@ -150,9 +151,12 @@ pub(super) fn measure_per_cpu(
                     break;
                 }
             });
-            if let Err(e) = spawned {
-                stop_all(&txs);
-                return (Err(anyhow::Error::new(e).context("starting the measuring threads")), Vec::new());
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    stop_all(&txs);
+                    return (Err(anyhow::Error::new(e).context("starting the measuring threads")), Vec::new());
+                }
             }
         }
         drop((setup_tx, done_tx));
@@ -184,7 +188,16 @@ pub(super) fn measure_per_cpu(
         if txs[0].send(Msg::Baton(card, Box::new(m))).is_err() {
             return (Err(anyhow::anyhow!("the first measuring thread is gone")), notes);
         }
-        let ended = done_rx.recv();
+        // The other threads keep the channels open, so a thread that panicked with the baton
+        // would leave a plain recv() waiting for ever: a thread that ended without handing the
+        // card back ends the wait.
+        let ended = loop {
+            match done_rx.recv_timeout(Duration::from_millis(200)) {
+                Err(mpsc::RecvTimeoutError::Timeout) if handles.iter().any(|h| h.is_finished()) => break done_rx.try_recv().map_err(|_| ()),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                other => break other.map_err(|_| ()),
+            }
+        };
         stop_all(&txs);
         match ended {
             Ok((card, m, outcome)) => (m.finish(card, outcome), notes),
