@@ -30,6 +30,14 @@
 #                                          model), what its device offers (the table it is held
 #                                          to) and its fault register's BAR0 offset
 #   VPLAT_SERVER_WAIT=30                   how long the server may take to create its socket (s)
+#   VPLAT_KERNEL=7.3                       the guest with Debian's 7.3 kernel (trixie-backports,
+#                                          scripts/kernel73.sh) instead of 6.1: its boots are "card"
+#                                          (the same checks) and "kselftest" (the kselftest
+#                                          pci_endpoint_test against the pci_epf_test card, in place
+#                                          of pcitest); files in build/vplat/run-7.3. Opt-in: not in
+#                                          `make vplat-test` (make vplat-k73, vplat-test-k73)
+#   VPLAT_SMP=N                            the guest's CPUs (default 1 for 6.1, 2 for 7.3)
+#   VPLAT_KSELFTEST_TIMEOUT=600            wall-clock limit of the kselftest boot (s)
 #
 # The server contract: it is started before QEMU with the socket path as its last argument and
 # must create the socket within VPLAT_SERVER_WAIT s; it serves one connection (QEMU's); it may
@@ -48,7 +56,13 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 VPLAT=$ROOT/build/vplat
 ROOTFS=$VPLAT/root
-RUN=$VPLAT/run
+KERNEL=${VPLAT_KERNEL:-6.1}
+case "$KERNEL" in
+    6.1) RUN=$VPLAT/run; SMP=${VPLAT_SMP:-1}; DEFAULT_BOOTS="card pcitest"; ENDPOINT_BOOT=pcitest ;;
+    7.3) RUN=$VPLAT/run-7.3; SMP=${VPLAT_SMP:-2}; DEFAULT_BOOTS="card kselftest"; ENDPOINT_BOOT=kselftest ;;
+    *) echo "vplat: error: VPLAT_KERNEL is 6.1 (the default) or 7.3, not '$KERNEL'" >&2; exit 1 ;;
+esac
+[[ "$SMP" =~ ^[1-8]$ ]] || { echo "vplat: error: VPLAT_SMP must be 1..8 CPUs, not '$SMP'" >&2; exit 1; }
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 CHECKER=scripts/vplat/vplat_checks.py
 TIMEOUT=${VPLAT_TIMEOUT:-420}
@@ -77,15 +91,18 @@ qemu_version=$(chroot "$ROOTFS" qemu-system-x86_64 --version | head -1)
 python3 "$CHECKER" --self-test
 
 echo "== guest image"
-GUEST=$(scripts/vplat_guest.sh) || die "scripts/vplat_guest.sh failed (above)"
+GUEST=$(VPLAT_KERNEL=$KERNEL scripts/vplat_guest.sh) || die "scripts/vplat_guest.sh failed (above)"
 release=$(cat "$GUEST/release")
 tlpx_version=$("$ROOT/host/target/release/tlpx" --version)
 
 # Which boots: "card" (the 35 checks, the card of build/card/dw64) and "pcitest" (Linux's endpoint
 # test against the card with the pci_epf_test DUT, build/card/dw64-pci_epf_test). Both by default.
-BOOTS=${VPLAT_BOOTS:-card pcitest}
+# With VPLAT_KERNEL=7.3: "card" and "kselftest" (the kselftest pci_endpoint_test in place of pcitest,
+# which Linux 6.14 removed).
+BOOTS=${VPLAT_BOOTS:-$DEFAULT_BOOTS}
 for b in $BOOTS; do
-    case "$b" in card | pcitest) ;; *) die "VPLAT_BOOTS takes 'card' and/or 'pcitest', not '$b'" ;; esac
+    [ "$b" = card ] || [ "$b" = "$ENDPOINT_BOOT" ] ||
+        die "VPLAT_BOOTS takes 'card' and/or '$ENDPOINT_BOOT' with kernel $KERNEL, not '$b'"
 done
 want_boot() { case " $BOOTS " in *" $1 "*) true ;; *) false ;; esac; }
 [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
@@ -122,7 +139,7 @@ MPS_SUPPORTED=${VPLAT_MPS_SUPPORTED:-512}
 # VPLAT_PCITEST_ID and VPLAT_PCITEST_OFFER (what it offers: see vplat_checks.py's CARD_OFFER).
 DUT_MANIFEST=accelerators/pci_epf_test/dut.toml
 DUT_CARD=$ROOT/build/card/dw64-pci_epf_test/libtlpxcard.so
-if want_boot pcitest; then
+if want_boot pcitest || want_boot kselftest; then
     if [ -n "${VPLAT_PCITEST_SERVER:-}" ]; then
         read -ra pt_server_cmd <<<"$VPLAT_PCITEST_SERVER"
         [ -n "${VPLAT_PCITEST_ID:-}" ] && [ -n "${VPLAT_PCITEST_OFFER:-}" ] ||
@@ -203,7 +220,7 @@ boot() {
     done
     [ -S "$sock" ] || die "the device server did not create its socket $sock within ${SERVER_WAIT} s (VPLAT_SERVER_WAIT)"
 
-    echo "== QEMU ($qemu_version, TCG, timeout ${timeout}s) with the device at $ADDR ($id)${append:+, $append}"
+    echo "== QEMU ($qemu_version, TCG, -smp $SMP, kernel $release, timeout ${timeout}s) with the device at $ADDR ($id)${append:+, $append}"
     # Why each option: docs/virtual-platform.md, "The QEMU command line".
     # The guest's RAM: one shared memfd (flat), or (numa, the card boot) two NUMA nodes of
     # 256 MiB, each its own shared memfd (vfio-user needs every RAM region shareable), node 1
@@ -216,12 +233,12 @@ boot() {
         numa) mem_args=(-machine q35,kernel-irqchip=split -m 512M
                         -object memory-backend-memfd,id=m0,size=256M,share=on
                         -object memory-backend-memfd,id=m1,size=256M,share=on
-                        -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,memdev=m1)
+                        -numa node,nodeid=0,cpus=0-$((SMP - 1)),memdev=m0 -numa node,nodeid=1,memdev=m1)
               append="hugepagesz=2M hugepages=32${append:+ $append}" ;;
         *) die "boot: memory must be flat or numa, not '$memory'" ;;
     esac
     local qemu_args=(
-        "${mem_args[@]}" -accel tcg -cpu max -smp 1
+        "${mem_args[@]}" -accel tcg -cpu max -smp "$SMP"
         -nodefaults -nic none -display none -monitor none -no-reboot
         -serial "file:$in_root/console.log" -serial "file:$in_root/checks.log"
         -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
@@ -264,7 +281,7 @@ boot() {
     tr -d '\r' <"$dir/console.log" >"$dir/console.txt" 2>/dev/null && mv "$dir/console.txt" "$dir/console.log" || true
 }
 
-checker_args=(--release "$release" --addr "$ADDR" --tlpx-version "$tlpx_version" --qemu "$qemu_version" --out "$RUN/results.json")
+checker_args=(--kernel "$KERNEL" --smp "$SMP" --release "$release" --addr "$ADDR" --tlpx-version "$tlpx_version" --qemu "$qemu_version" --out "$RUN/results.json")
 if want_boot card; then
     boot "$RUN" "$ID" "$TIMEOUT" "" numa "${server_cmd[@]}"
     checker_args+=(--checks "$RUN/checks.log" --console "$RUN/console.log" --id "$ID"
@@ -281,6 +298,16 @@ if want_boot pcitest; then
         --pcitest-server-command "${pt_server_cmd[*]}" --pcitest-qemu-seconds "$qemu_seconds"
         --pcitest-output "$RUN/pcitest/pcitest-output.txt" --pcitest-server-log "$RUN/pcitest/server.log")
     [ -n "${VPLAT_PCITEST_OFFER:-}" ] && checker_args+=(--pcitest-offer "$VPLAT_PCITEST_OFFER")
+fi
+
+if want_boot kselftest; then
+    # iomem=relaxed: the fault switch through /dev/mem, as the pcitest boot.
+    KS_TIMEOUT=${VPLAT_KSELFTEST_TIMEOUT:-600}
+    boot "$RUN/kselftest" "$PT_ID" "$KS_TIMEOUT" "vplat_mode=kselftest vplat_fault=$FAULT_OFF iomem=relaxed" flat "${pt_server_cmd[@]}"
+    checker_args+=(--kselftest-checks "$RUN/kselftest/checks.log" --kselftest-console "$RUN/kselftest/console.log" --kselftest-id "$PT_ID"
+        --kselftest-qemu-status "$qemu_status" --kselftest-timeout "$KS_TIMEOUT" --kselftest-server "$server_end"
+        --kselftest-server-command "${pt_server_cmd[*]}" --kselftest-qemu-seconds "$qemu_seconds"
+        --kselftest-output "$RUN/kselftest/kselftest-output.txt" --kselftest-server-log "$RUN/kselftest/server.log")
 fi
 
 echo "== checks"

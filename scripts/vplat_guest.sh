@@ -23,11 +23,21 @@
 # is current).
 #
 #   scripts/vplat_guest.sh          prints the image's directory on stdout, the rest on stderr
+#   VPLAT_KERNEL=7.3 scripts/...    the guest with Debian's 7.3 kernel instead (scripts/kernel73.sh),
+#                                   under build/vplat/guest-7.3: its litepcie.ko, vfio modules
+#                                   (7.3 ships them xz-compressed: unpacked here, busybox's modprobe
+#                                   takes plain .ko), and in place of pcitest the kselftest
+#                                   pci_endpoint_test with its pci_endpoint_test.ko
+#                                   (/usr/bin/pci_endpoint_test, /lib/vplat/kselftest-checks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-OUT=$ROOT/build/vplat/guest
-STAGE=$ROOT/build/vplat/initramfs
+KERNEL=${VPLAT_KERNEL:-6.1}
+case "$KERNEL" in
+    6.1) OUT=$ROOT/build/vplat/guest; STAGE=$ROOT/build/vplat/initramfs ;;
+    7.3) OUT=$ROOT/build/vplat/guest-7.3; STAGE=$ROOT/build/vplat/initramfs-7.3 ;;
+    *) echo "vplat-guest: error: VPLAT_KERNEL is 6.1 (Debian bookworm's, the default) or 7.3 (trixie-backports'), not '$KERNEL'" >&2; exit 1 ;;
+esac
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 INIT=scripts/vplat/init
 
@@ -50,9 +60,13 @@ done
 [ -n "$PCI_IDS" ] || die "no pci.ids (/usr/share/misc/pci.ids): apt-get install pci.ids"
 
 # Inputs -----------------------------------------------------------------------------------------
+# The 6.1 kernel's release: its litepcie.ko is what tells whether the driver tree and the user
+# tools (kernel-independent, static) are current, for either guest.
 release=$(scripts/debian_kernel.sh) || die "scripts/debian_kernel.sh could not fetch the Debian kernel"
 VMLINUZ=$ROOT/build/kernel/root/boot/vmlinuz-$release
 [ -f "$VMLINUZ" ] || die "no $VMLINUZ after scripts/debian_kernel.sh"
+KTREE=$ROOT/build/kernel/root
+MODSRC=$KTREE/lib/modules/$release
 
 KO=$ROOT/build/litepcie-driver/kernels/$release/litepcie.ko
 LITEPCIE_UTIL=$ROOT/build/litepcie-driver/user/litepcie_util
@@ -70,12 +84,26 @@ if [ ! -f "$KO" ] || [ ! -x "$LITEPCIE_UTIL" ] || [ ! -x "$LITEPCIE_TEST" ] || [
     done
 fi
 
-# Linux's endpoint test (the second boot): pci_endpoint_test.ko, pcitest, pcitest.sh from Debian's
-# linux-source of the same version (scripts/pcitest_build.sh: a no-op when built).
-PCITEST=$(scripts/pcitest_build.sh) || die "scripts/pcitest_build.sh failed (above)"
-PCITEST_KO=$PCITEST/$release/pci_endpoint_test.ko
-PCITEST_FILES=("$PCITEST_KO" "$PCITEST/pcitest" "$PCITEST/pcitest.sh" "$PCITEST/pcitest-short.sh")
-PCITEST_CHECKS=scripts/vplat/pcitest-checks
+if [ "$KERNEL" = 6.1 ]; then
+    # Linux's endpoint test (the second boot): pci_endpoint_test.ko, pcitest, pcitest.sh from Debian's
+    # linux-source of the same version (scripts/pcitest_build.sh: a no-op when built).
+    PCITEST=$(scripts/pcitest_build.sh) || die "scripts/pcitest_build.sh failed (above)"
+    PCITEST_KO=$PCITEST/$release/pci_endpoint_test.ko
+    PCITEST_FILES=("$PCITEST_KO" "$PCITEST/pcitest" "$PCITEST/pcitest.sh" "$PCITEST/pcitest-short.sh")
+    PCITEST_CHECKS=scripts/vplat/pcitest-checks
+else
+    # The 7.3 guest: the kernel, litepcie.ko, pci_endpoint_test.ko and the kselftest from
+    # scripts/kernel73.sh (a no-op when built).
+    K73=$(scripts/kernel73.sh) || die "scripts/kernel73.sh failed (above)"
+    release=$(cat "$K73/release")
+    KTREE=$K73/root/usr
+    MODSRC=$KTREE/lib/modules/$release
+    VMLINUZ=$MODSRC/vmlinuz
+    KO=$K73/out/litepcie.ko
+    PCITEST_KO=$K73/out/pci_endpoint_test.ko
+    PCITEST_FILES=("$PCITEST_KO" "$K73/out/pci_endpoint_test")
+    PCITEST_CHECKS=scripts/vplat/kselftest-checks
+fi
 
 [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
 say "tlpx (cargo build --release -p tlpx --bin tlpx)"
@@ -95,11 +123,14 @@ LIBS=$(libs "$TLPX" "$LSPCI")
 
 # Kernel modules: vfio-pci and vfio_iommu_type1 with everything they depend on (modinfo's
 # `depends`), as scripts/qemu_vfio_test.sh takes them; builtins are skipped.
-MODSRC=$ROOT/build/kernel/root/lib/modules/$release
 declare -A seen=()
 KMODS=()
 want=(vfio-pci vfio_iommu_type1)
-find_module() { find "$MODSRC/kernel" \( -name "$1.ko" -o -name "$(echo "$1" | tr _ -).ko" -o -name "$(echo "$1" | tr - _).ko" \) | head -1; }
+find_module() {
+    local a=$1 b c
+    b=$(echo "$1" | tr _ -); c=$(echo "$1" | tr - _)
+    find "$MODSRC/kernel" \( -name "$a.ko" -o -name "$b.ko" -o -name "$c.ko" -o -name "$a.ko.xz" -o -name "$b.ko.xz" -o -name "$c.ko.xz" \) | head -1
+}
 while [ ${#want[@]} -gt 0 ]; do
     m=${want[0]}; want=("${want[@]:1}")
     [ -n "${seen[$m]:-}" ] && continue
@@ -133,7 +164,7 @@ cp "$BUSYBOX" "$STAGE/bin/busybox"
 ln -s busybox "$STAGE/bin/sh"
 install -m 0755 "$INIT" "$STAGE/init"
 mkdir -p "$STAGE/lib/vplat"
-install -m 0644 "$PCITEST_CHECKS" "$STAGE/lib/vplat/pcitest-checks"
+install -m 0644 "$PCITEST_CHECKS" "$STAGE/lib/vplat/$(basename "$PCITEST_CHECKS")"
 # The module where modprobe and lspci -k look (/lib/modules/<release>/extra), with the module
 # index depmod writes for the staged tree: lspci -vv reads it (without it lspci complains
 # "Unable to load libkmod resources") and names the module that would bind a function.
@@ -144,10 +175,15 @@ cp "$PCITEST_KO" "$MODDIR/extra/pci_endpoint_test.ko"
 for ko in "${KMODS[@]}"; do
     rel=${ko#"$MODSRC/"}
     mkdir -p "$MODDIR/$(dirname "$rel")"
-    cp "$ko" "$MODDIR/$rel"
+    case "$ko" in
+        # 7.3's modules are xz-compressed; busybox's modprobe wants them plain (the module's
+        # signature is inside the compressed file and stays with it).
+        *.ko.xz) xz -dc "$ko" >"$MODDIR/${rel%.xz}" || die "xz -d $ko failed" ;;
+        *) cp "$ko" "$MODDIR/$rel" ;;
+    esac
 done
 for f in modules.order modules.builtin modules.builtin.modinfo; do
-    cp "$ROOT/build/kernel/root/lib/modules/$release/$f" "$MODDIR/$f" || die "the kernel tree lacks $f"
+    cp "$MODSRC/$f" "$MODDIR/$f" || die "the kernel tree lacks $f"
 done
 depmod -b "$STAGE" "$release" || die "depmod -b $STAGE $release failed"
 cp "$LSPCI" "$STAGE/usr/bin/lspci"
@@ -156,8 +192,12 @@ strip --strip-debug -o "$STAGE/usr/bin/tlpx" "$TLPX"
 # Static (scripts/litepcie_driver.sh checks): no libraries to carry.
 strip --strip-debug -o "$STAGE/usr/bin/litepcie_util" "$LITEPCIE_UTIL"
 strip --strip-debug -o "$STAGE/usr/bin/litepcie_test" "$LITEPCIE_TEST"
-strip --strip-debug -o "$STAGE/usr/bin/pcitest" "$PCITEST/pcitest"
-install -m 0755 "$PCITEST/pcitest.sh" "$PCITEST/pcitest-short.sh" "$STAGE/usr/bin/"
+if [ "$KERNEL" = 6.1 ]; then
+    strip --strip-debug -o "$STAGE/usr/bin/pcitest" "$PCITEST/pcitest"
+    install -m 0755 "$PCITEST/pcitest.sh" "$PCITEST/pcitest-short.sh" "$STAGE/usr/bin/"
+else
+    strip --strip-debug -o "$STAGE/usr/bin/pci_endpoint_test" "$K73/out/pci_endpoint_test"
+fi
 for lib in $LIBS; do
     mkdir -p "$STAGE$(dirname "$lib")"
     cp -L "$lib" "$STAGE$lib"
@@ -168,5 +208,5 @@ mv "$OUT/initramfs.cpio.tmp" "$OUT/initramfs.cpio"
 cp "$VMLINUZ" "$OUT/vmlinuz"
 echo "$release" > "$OUT/release"
 echo "$key" > "$OUT/inputs.sha256"
-say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, litepcie_util, litepcie_test, pci_endpoint_test.ko, pcitest, $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
+say "$OUT: kernel $release, initramfs $(du -h "$OUT/initramfs.cpio" | cut -f1) (tlpx, lspci, litepcie.ko, litepcie_util, litepcie_test, pci_endpoint_test.ko, $([ "$KERNEL" = 6.1 ] && echo pcitest || echo "the kselftest pci_endpoint_test"), $(for ko in "${KMODS[@]}"; do basename "$ko" .ko; done | tr '\n' ' ')busybox; libraries: $(echo $LIBS))"
 echo "$OUT"

@@ -16,12 +16,16 @@
 //    does not read it then). A DMA error (the slot's rd_error/wr_error) gives the _FAIL bit; an
 //    address that is not 4-byte aligned gives _FAIL and SRC/DST_ADDR_INVALID without any DMA
 //    (the slot's DMA port moves whole DWs from DW-aligned addresses).
-//  - Then status |= IRQ_RAISED and the interrupt: only irq_type 1 (MSI) with irq_number 1 pulses
-//    `irq` (the card has one MSI vector, no INTx, no MSI-X); other types or numbers raise nothing
-//    (pci-epf-test sets IRQ_RAISED and fails to raise in that case too).
+//  - Then status |= IRQ_RAISED and the interrupt: irq_type 1 (MSI) with irq_number 1..msi_vectors
+//    (the vectors the host granted, from the card's MSI block) pulses `irq` with irq_vector =
+//    irq_number - 1 (the slot's interrupt-vector ports, dut.toml's interrupt_vectors); other types
+//    or numbers raise nothing (pci-epf-test sets IRQ_RAISED and fails to raise then too: its
+//    pci_epc_raise_irq refuses a number above the count pci_epc_get_msi gives).
 //  - RAISE_LEGACY_IRQ: status = IRQ_RAISED, no interrupt (no INTx on the card).
-//    RAISE_MSI_IRQ with irq_number 1: status = IRQ_RAISED and the MSI; other numbers: nothing.
-//    RAISE_MSIX_IRQ: nothing (no MSI-X on the card).
+//    RAISE_MSI_IRQ with irq_number 1..msi_vectors: status = IRQ_RAISED and that vector's MSI
+//    (pci-epf-test's check: the command is dropped, status 0, for a number above the count).
+//    RAISE_MSIX_IRQ with irq_number 1..msi_vectors while MSI-X is on: status = IRQ_RAISED and
+//    that vector's MSI-X message (entry irq_number - 1); otherwise nothing.
 //  - flags b0 USE_DMA is stored and ignored: transfers always use the DMA port.
 //  - fault (0x40, tlpx's) b0: one data bit per transfer is flipped (bit 0 of byte size/2): before
 //    the CRC for READ (the CRC no longer matches: READ_FAIL), after it for WRITE and COPY (the
@@ -59,6 +63,9 @@ module tlpx_pci_epf_test (
     input  wire        wr_done,
     input  wire        wr_error,
     output reg         irq,            // one-cycle pulse: the MSI
+    output reg  [4:0]  irq_vector,     // its vector (irq_number - 1)
+    input  wire [5:0]  msi_vectors,    // vectors the host granted (1..32): MSI's, or MSI-X's table
+    input  wire        msix_enabled,   // the host turned MSI-X on (MSI is off then)
     output wire        busy            // a command runs
 );
     // Register offsets (bytes; struct pci_epf_test_reg, and tlpx's fault register).
@@ -74,13 +81,19 @@ module tlpx_pci_epf_test (
     localparam [31:0] ST_READ_SUCCESS = 32'h001, ST_READ_FAIL = 32'h002, ST_WRITE_SUCCESS = 32'h004,
                      ST_WRITE_FAIL = 32'h008, ST_COPY_SUCCESS = 32'h010, ST_COPY_FAIL = 32'h020,
                      ST_IRQ_RAISED = 32'h040, ST_SRC_INVALID = 32'h080, ST_DST_INVALID = 32'h100;
-    localparam [31:0] IRQ_TYPE_MSI = 32'd1;
+    localparam [31:0] IRQ_TYPE_MSI = 32'd1, IRQ_TYPE_MSIX = 32'd2;
     // Largest DMA request: a multiple of 4 below the port's 2^24 bytes.
     localparam [31:0] CHUNK = 32'h0080_0000;
 
     // Registers ----------------------------------------------------------------------------------
     reg [31:0] magic, command, status, src_lo, src_hi, dst_lo, dst_hi, size, checksum;
     reg [31:0] irq_type, irq_number, flags;
+    // An MSI number the host granted (pci-epf-test: 1 <= irq_number <= pci_epc_get_msi()).
+    // pci-epf-test raises MSI n only when 1 <= n <= pci_epc_get_msi() (0 while MSI-X is on: the
+    // host turns MSI off for it), MSI-X n only when n <= pci_epc_get_msix() (0 while it is off).
+    wire number_ok = (irq_number != 32'd0) && (irq_number <= {26'd0, msi_vectors});
+    wire msi_number_ok = number_ok && !msix_enabled;
+    wire msix_number_ok = number_ok && msix_enabled;
     reg        fault;
 
     function [31:0] merge;  // a write through the byte selects
@@ -185,7 +198,7 @@ module tlpx_pci_epf_test (
             magic <= 32'd0; command <= 32'd0; status <= 32'd0; src_lo <= 32'd0; src_hi <= 32'd0;
             dst_lo <= 32'd0; dst_hi <= 32'd0; size <= 32'd0; checksum <= 32'd0; irq_type <= 32'd0;
             irq_number <= 32'd0; flags <= 32'd0; fault <= 1'b0;
-            wb_ack <= 1'b0; wb_dat_r <= 32'd0; irq <= 1'b0;
+            wb_ack <= 1'b0; wb_dat_r <= 32'd0; irq <= 1'b0; irq_vector <= 5'd0;
             state <= S_IDLE; cmd <= 6'd0; do_rd <= 1'b0; do_wr <= 1'b0; is_read <= 1'b0; is_write <= 1'b0;
             rd_busy <= 1'b0; wr_busy <= 1'b0; rd_req_r <= 1'b0; wr_req_r <= 1'b0;
             rd_fail <= 1'b0; wr_fail <= 1'b0; rd_left <= 32'd0; wr_left <= 32'd0;
@@ -248,7 +261,8 @@ module tlpx_pci_epf_test (
                 crc <= 32'hffffffff;
                 rd_fail <= 1'b0; wr_fail <= 1'b0;
                 rd_addr <= {src_hi, src_lo}; wr_addr <= {dst_hi, dst_lo};
-                ev_irq <= (irq_type == IRQ_TYPE_MSI) && (irq_number == 32'd1);
+                ev_irq <= ((irq_type == IRQ_TYPE_MSI) && msi_number_ok) || ((irq_type == IRQ_TYPE_MSIX) && msix_number_ok);
+                irq_vector <= irq_number[4:0] - 5'd1;
                 do_rd <= 1'b0; do_wr <= 1'b0; is_read <= 1'b0; is_write <= 1'b0;
                 if (irq_type > 32'd2) begin
                     // dropped, as pci-epf-test ("invalid IRQ type")
@@ -268,12 +282,15 @@ module tlpx_pci_epf_test (
                         status <= (src_bad ? ST_SRC_INVALID : 32'd0) | (dst_bad ? ST_DST_INVALID : 32'd0);
                     end
                 end else if (cmd[CMD_RAISE_MSI]) begin
-                    if (irq_number == 32'd1) begin
+                    if (msi_number_ok) begin
                         status <= ST_IRQ_RAISED;
                         irq <= 1'b1;
                     end
                 end else if (cmd[CMD_RAISE_MSIX]) begin
-                    // no MSI-X on the card: nothing raised, status stays 0
+                    if (msix_number_ok) begin
+                        status <= ST_IRQ_RAISED;
+                        irq <= 1'b1;
+                    end
                 end
             end
             S_XFER: begin

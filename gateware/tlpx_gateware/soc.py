@@ -22,6 +22,7 @@ BAR0 (1 MiB, 32-bit) holds the CSRs; each block has a 2 KiB page, at fixed place
 | 0x10000 | (pio memory)  | 64 KiB PIO target window                                   |
 | 0x20000 | (slot window) | the DUT's register window (rule 30: the seed's, 512 bytes)  |
 | 0x40000 | (cpu sram)    | (CPU card only) the CPU's 64 KiB SRAM: firmware, scripts, results |
+| 0x50000 | (msi-x)       | MSI-X table (32 vectors × 16 bytes) and, at +0x800, its pending bits |
 
 The card with the soft CPU (``with_cpu=True``) is a superset: the CPU sees this same map
 (CPU address == BAR0 offset), see cores/cpu/core.py.
@@ -57,7 +58,8 @@ from litepcie.frontend.dma import LitePCIeDMA
 from tlpx_gateware.cores.cpu.core import SRAM_BASE as CPU_SRAM_BASE, SRAM_SIZE as CPU_SRAM_SIZE
 from tlpx_gateware.cores.cpu.core import CpuControl, CpuSram, SoftCpu, console
 from tlpx_gateware.cores.dma_guard.core import DmaGuard
-from tlpx_gateware.cores.msi import TlpxMSI
+from tlpx_gateware.cores.msi import MSI_VECTORS, TlpxMSI
+from tlpx_gateware.cores.msix import MSIX_PBA_OFFSET, MSIX_TABLE_OFFSET, MSIX_TAG, MSIX_WINDOW_SIZE, MsiXTable
 from tlpx_gateware.cores.ordering.core import MsiFence, RequestLedger, last_beats
 from tlpx_gateware.cores.isolate import csr_access, drive_isolated_clocks, isolate
 from tlpx_gateware.cores.irq_timer import core as irq_timer_core
@@ -107,6 +109,8 @@ CSR_MAP = {
 # Memory windows of BAR0 beside the CSRs.
 PIO_WINDOW_BASE = 0x10000
 PIO_WINDOW_SIZE = 0x10000
+# The MSI-X table and PBA (cores/msix.py), after the CPU's SRAM (0x40000..0x4ffff).
+MSIX_WINDOW_BASE = 0x50000
 # Rule 30's window is the slot's (the name stays, an alias, for rule 30's users).
 RULE30_WINDOW_BASE = SLOT_WINDOW_BASE
 
@@ -139,6 +143,7 @@ CARD_TAGS = {               # block: (first, last), inclusive
     **NONPOSTED_TAGS,
     "spy":            (spy_core.RING_TAG, spy_core.RING_TAG),
     "irq_timer":      (irq_timer_core.RING_TAG, irq_timer_core.RING_TAG),
+    "msix":           (MSIX_TAG, MSIX_TAG),
 }
 
 
@@ -168,6 +173,10 @@ BLOCK_CONSTANTS = {
     "GENERATOR_FLUSH_TAG":          FLUSH_TAG,
     "SPY_RING_TAG":                 spy_core.RING_TAG,
     "IRQ_TIMER_RING_TAG":           irq_timer_core.RING_TAG,
+    "MSIX_TAG":                     MSIX_TAG,
+    "MSIX_WINDOW_BASE":             MSIX_WINDOW_BASE,
+    "MSIX_TABLE_OFFSET":            MSIX_TABLE_OFFSET,
+    "MSIX_PBA_OFFSET":              MSIX_PBA_OFFSET,
     "LITEPCIE_TAGS":                LITEPCIE_TAGS,
     "LITEPCIE_WRITE_TAG":           LITEPCIE_WRITE_TAG,
     "GENERATOR_MAX_TRANSFER_BYTES": generator_core.MAX_TRANSFER_BYTES,
@@ -352,12 +361,20 @@ class TlpxCard(SoCMini):
             self.completions = dispatcher = CompletionDispatcher(data_width, routes={})
             tx_sources = []
 
-        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block), the PIO memory and the
-        # slot user's registers. With placement bar0 the BAR0 offsets are translated first.
+        # MSI-X: its table and PBA are a BAR0 window, its messages posted writes into the
+        # arbiter (cores/msix.py); the MSI block's messages reach it in _add_msi_fence_and_irqs.
+        if tlpx_blocks:
+            self.msix = MsiXTable(data_width, phy.id)
+            tx_sources = tx_sources + [self.msix.source]
+
+        # Mapped BAR0 windows: the CSR space (one 2 KiB page per block), the PIO memory, the
+        # slot user's registers and the MSI-X window. With placement bar0 the BAR0 offsets are
+        # translated first.
         user = getattr(self, "slot_user_in_slot", None)
         self.request_path = RequestPath(phy, endpoint_phy, bar0_mask=phy.bar0_mask,
             mapped=[(self.mem_map["csr"], self.csr.paging * self.csr.n_locs)]
-                   + ([(PIO_WINDOW_BASE, PIO_WINDOW_SIZE), (SLOT_WINDOW_BASE, user.window_bytes)] if tlpx_blocks else [])
+                   + ([(PIO_WINDOW_BASE, PIO_WINDOW_SIZE), (SLOT_WINDOW_BASE, user.window_bytes),
+                       (MSIX_WINDOW_BASE, MSIX_WINDOW_SIZE)] if tlpx_blocks else [])
                    + ([(CPU_SRAM_BASE, CPU_SRAM_SIZE)] if with_cpu else []),
             relocation=(user.window_bytes, SLOT_WINDOW_BASE, RELOCATED_TLPX_BASE)
                        if user is not None and user.placement == "bar0" else None,
@@ -403,8 +420,16 @@ class TlpxCard(SoCMini):
         # MSI ------------------------------------------------------------------------------------
         # Per-source enable set/clear (cores/msi.py): no driver turns off another's source.
         # Its messages go to the hard IP through the MSI fence (below).
-        self.pcie_msi = msi = TlpxMSI(self.timebase.cycles, width=32,
-            enabled_at_reset=sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET))
+        # A slot user that numbers its own vectors (a DUT whose stock driver owns the
+        # function's vectors) sends the slot source's messages on them.
+        user = getattr(self, "slot_user_in_slot", None)
+        vector_of = {SLOT_MSI_INDEX: user.irq_vector} if hasattr(user, "irq_vector") else None
+        self.pcie_msi = msi = TlpxMSI(self.timebase.cycles, width=MSI_VECTORS,
+            enabled_at_reset=sum(1 << MSI_SOURCES.index(n) for n in MSI_ENABLED_AT_RESET), vector_of=vector_of)
+        if hasattr(user, "msi_vectors_granted"):
+            self.comb += user.msi_vectors_granted.eq(msi.vectors_granted)
+            if hasattr(self.pcie_phy, "msix_enable"):
+                self.comb += user.msix_enabled.eq(self.pcie_phy.msix_enable)
         if hasattr(self, "spy"):
             # The sources the spy's MSI records carry: the MSI block's vector as the MSI goes.
             self.comb += self.spy.msi_sources.eq(msi.vector.status)
@@ -461,7 +486,20 @@ class TlpxCard(SoCMini):
             [last_beats(m.sink) for m in endpoint.crossbar.user_masters] + [last_beats(t) for t in tx_sources],
             phy.requests_done)
         self.msi_fence = fence = MsiFence(ledger)
-        self.comb += [msi.source.connect(fence.sink), fence.source.connect(phy.msi)]
+        self.comb += msi.source.connect(fence.sink)
+        msix_enable = getattr(phy, "msix_enable", None)
+        if hasattr(self, "msix") and msix_enable is not None:
+            # MSI-X on: each message is its table entry's write; off: the hard IP's MSI.
+            self.comb += [
+                If(msix_enable,
+                    fence.source.connect(self.msix.sink),
+                ).Else(
+                    fence.source.connect(phy.msi),
+                ),
+                self.msix.function_mask.eq(phy.msix_function_mask),
+            ]
+        else:
+            self.comb += fence.source.connect(phy.msi)
 
         irq_signals = {
             "pcie_dma0_writer": dma.writer.irq,
@@ -471,13 +509,26 @@ class TlpxCard(SoCMini):
         if tlpx_blocks:
             irq_signals.update({
                 "generator": self.generator.irq,
-                "irq_timer": self.irq_timer.irq,
                 "rt_loop":   self.rt_loop.irq,
                 "slot":      self.slot_user_in_slot.irq,
             })
+        # The interrupt timer raises the vectors its ``vectors`` register names (by default its
+        # source's, MSI_IRQ_TIMER): any of the MSI_VECTORS, one per CPU it measures.
+        timer_vectors = self.irq_timer.irq_vectors if tlpx_blocks else None
+        for i in range(MSI_VECTORS):
+            source = irq_signals.get(MSI_SOURCES[i], 0) if i < len(MSI_SOURCES) else 0
+            self.comb += msi.irqs[i].eq(source | (timer_vectors[i] if tlpx_blocks else 0))
+        # The vectors the host granted, from the PHY's view of the capabilities: the MSI-X
+        # table's size while MSI-X is on, else MSI's 1 << MME; a PHY that gives neither keeps
+        # one vector.
+        if hasattr(phy, "msi_multiple_enable"):
+            granted = 1 << phy.msi_multiple_enable
+            if hasattr(self, "msix") and msix_enable is not None:
+                granted = Mux(msix_enable, MSI_VECTORS, granted)
+            self.comb += msi.vectors_granted.eq(granted)
         for i, name in enumerate(MSI_SOURCES):
-            self.comb += msi.irqs[i].eq(irq_signals.get(name, 0))
             self.add_constant(f"MSI_{name.upper()}", i)
+        self.add_constant("MSI_VECTORS", MSI_VECTORS)
 
     def do_finalize(self):
         # The isolated blocks wake on an access to their CSR bank (cores/isolate.py); LiteX
@@ -500,6 +551,8 @@ class TlpxCard(SoCMini):
             phy.sink.valid, phy.tx_fifo.source.valid,           # a TLP beat to send (any source), one in the PHY
             phy.msi.valid, self.pcie_msi.irqs != 0,             # an MSI to send, an interrupt source firing
             self.msi_fence.holding,                             # an MSI waits for earlier requests
+            self.pcie_msi.source.valid,                         # a vector's message waits to go
+        ] + ([self.msix.pending] if hasattr(self, "msix") else []) + [  # an MSI-X message, pending bits
             self.request_path.bus.cyc,                          # a bus access (CSR, windows) in flight
             dma.reader.enable, dma.writer.enable, dma.loopback.enable.storage,
         ]
@@ -538,7 +591,8 @@ class TlpxCard(SoCMini):
             requester_id=phy.id, cycles=self.timebase.cycles, msi=phy.msi, clock_hz=clock_hz)
 
         # Interrupt latency timer; its sample ring uses the same record writer as the spy.
-        self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
+        self.irq_timer = IrqTimer(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz,
+            vectors_reset=1 << MSI_SOURCES.index("irq_timer"))
         self.rt_loop = RealTimeLoop(data_width, requester_id=phy.id, cycles=self.timebase.cycles, clock_hz=clock_hz)
         self.comb += dispatcher.rt_loop.connect(self.rt_loop.cpl_sink)
 
@@ -612,8 +666,17 @@ class TlpxCard(SoCMini):
         for name, value in BLOCK_CONSTANTS.items():
             self.add_constant(name, value)
 
-        # Slot window -----------------------------------------------------------------------------
+        # MSI-X window -----------------------------------------------------------------------------
+        # Where the MSI-X capability points: BAR0, at the window's BAR0 offset (moved with
+        # tlpx's map under placement bar0), exported for tlpx-sim's configuration space.
         user = self.slot_user_in_slot
+        self.bus.add_slave(name="msix", slave=self.msix.bus,
+            region=SoCRegion(origin=MSIX_WINDOW_BASE, size=MSIX_WINDOW_SIZE, cached=False))
+        msix_bar0 = MSIX_WINDOW_BASE + (RELOCATED_TLPX_BASE if user.placement == "bar0" else 0)
+        self.add_constant("MSIX_TABLE_BAR0_OFFSET", msix_bar0 + MSIX_TABLE_OFFSET)
+        self.add_constant("MSIX_PBA_BAR0_OFFSET", msix_bar0 + MSIX_PBA_OFFSET)
+
+        # Slot window -----------------------------------------------------------------------------
         self.bus.add_slave(name=user.dut_name, slave=user.bus,
             region=SoCRegion(origin=SLOT_WINDOW_BASE, size=user.window_bytes, cached=False))
         if self.ident_features_rule30:

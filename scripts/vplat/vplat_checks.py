@@ -20,6 +20,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "qemu"))
 import vfio_checks  # noqa: E402  (scripts/qemu: parse_channel, decode, quote)
 import pcitest_checks  # noqa: E402  (the second boot: Linux's endpoint test against the pci_epf_test card)
+import kselftest_checks  # noqa: E402  (the 7.3 guest's second boot: the kselftest pci_endpoint_test)
 
 # Records: `KIND payload`, one a line; each payload regex must match the whole payload.
 RECORDS = {
@@ -283,10 +284,13 @@ def self_test():
         failures.append(f"an empty channel gave {problems}")
     n_pcitest, pcitest_failures = pcitest_checks.self_test(RECORDS)
     failures += [f"pcitest: {f}" for f in pcitest_failures]
+    n_kselftest, kselftest_failures = kselftest_checks.self_test(RECORDS)
+    failures += [f"kselftest: {f}" for f in kselftest_failures]
     for f in failures:
         print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
     print(f"vplat_checks self-test: {len(cases) + 7} bad channels, {len(failures)} not refused; "
-          f"pcitest table: {n_pcitest} cases (the recorded fixture, {len(pcitest_failures)} wrong)")
+          f"pcitest table: {n_pcitest} cases (the recorded fixture, {len(pcitest_failures)} wrong); "
+          f"kselftest table: {n_kselftest} cases ({len(kselftest_failures)} wrong)")
     return 1 if failures else 0
 
 
@@ -300,7 +304,12 @@ def assert_results(path):
         return 1
     problems = []
     by_name = {c.get("name"): c for c in doc.get("checks", [])}
-    expected = GUEST_CHECKS + HOST_CHECKS + pcitest_checks.expected_check_names(pcitest_checks.parse_offer(pcitest_checks.CARD_OFFER))
+    offer = pcitest_checks.parse_offer(pcitest_checks.CARD_OFFER)
+    # The 7.3 guest (VPLAT_KERNEL=7.3, make vplat-test-k73): the kselftest boot in place of pcitest.
+    k73 = doc.get("kernel") == "7.3"
+    endpoint = "kselftest" if k73 else "pcitest"
+    expected = GUEST_CHECKS + HOST_CHECKS + (kselftest_checks.expected_check_names(offer) if k73
+                                             else pcitest_checks.expected_check_names(offer))
     for name in expected:
         c = by_name.get(name)
         if c is None:
@@ -313,10 +322,10 @@ def assert_results(path):
     if not str(doc.get("server_command", "")).endswith("tlpx-sim --vfio-user"):
         problems.append(f"the server was {doc.get('server_command')!r}, not the card's (tlpx-sim --vfio-user)")
     if not re.fullmatch(r"\S*tlpx-sim --card \S*/build/card/dw64-pci_epf_test/libtlpxcard\.so --vfio-user",
-                        str(doc.get("pcitest_server_command", ""))):
-        problems.append(f"the pcitest boot's server was {doc.get('pcitest_server_command')!r}, not tlpx-sim with the "
+                        str(doc.get(f"{endpoint}_server_command", ""))):
+        problems.append(f"the {endpoint} boot's server was {doc.get(f'{endpoint}_server_command')!r}, not tlpx-sim with the "
                         "pci_epf_test card (build/card/dw64-pci_epf_test)")
-    if doc.get("pcitest_offer") != pcitest_checks.CARD_OFFER:
+    if not k73 and doc.get("pcitest_offer") != pcitest_checks.CARD_OFFER:
         problems.append(f"the pcitest table was for {doc.get('pcitest_offer')!r}, not the card's {pcitest_checks.CARD_OFFER!r}")
     if not doc.get("pass"):
         problems.append(f"the run did not pass: {doc.get('problems')}")
@@ -362,13 +371,30 @@ def main():
     ap.add_argument("--pcitest-output", help="where to write pcitest's whole output, pass by pass")
     ap.add_argument("--pcitest-offer", default=pcitest_checks.CARD_OFFER,
                     help=f"what the pcitest boot's device offers (default the card's: {pcitest_checks.CARD_OFFER!r})")
+    ap.add_argument("--kernel", default="6.1", help="which guest kernel (VPLAT_KERNEL): 6.1 or 7.3")
+    ap.add_argument("--smp", type=int, help="the guest's CPUs (VPLAT_SMP)")
+    # The 7.3 guest's second boot (the kselftest), the same arguments for its own channel and server.
+    ap.add_argument("--kselftest-checks", help="the kselftest boot's checks channel; without it, no kselftest boot ran")
+    ap.add_argument("--kselftest-console")
+    ap.add_argument("--kselftest-id")
+    ap.add_argument("--kselftest-qemu-status", type=int)
+    ap.add_argument("--kselftest-timeout")
+    ap.add_argument("--kselftest-server")
+    ap.add_argument("--kselftest-server-command")
+    ap.add_argument("--kselftest-qemu-seconds", type=float)
+    ap.add_argument("--kselftest-server-log")
+    ap.add_argument("--kselftest-output", help="where to write the kselftest's whole TAP output, pass by pass")
+    ap.add_argument("--kselftest-table", action="store_true", help="print the kselftest table (markdown) and exit")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
     if a.assert_results:
         return assert_results(a.assert_results)
-    if not a.checks and not a.pcitest_checks:
-        ap.error("give --checks (the card boot), --pcitest-checks (the pcitest boot) or both")
+    if a.kselftest_table:
+        print(kselftest_checks.table_markdown(pcitest_checks.parse_offer(pcitest_checks.CARD_OFFER)))
+        return 0
+    if not a.checks and not a.pcitest_checks and not a.kselftest_checks:
+        ap.error("give --checks (the card boot), --pcitest-checks (the pcitest boot), --kselftest-checks (7.3's) or several")
     try:
         offer = pcitest_checks.parse_offer(a.pcitest_offer)
     except ValueError as err:
@@ -391,6 +417,7 @@ def main():
     checks, problems, doc = [], [], {
         "what": "the virtual platform: a vfio-user device in a QEMU guest (scripts/vplat.sh)",
         "qemu": a.qemu, "accel": "tcg", "guest_kernel": a.release, "total_seconds": a.total_seconds,
+        "kernel": a.kernel, "smp": a.smp,
     }
     summary = []
     if a.checks:
@@ -447,6 +474,32 @@ def main():
                        f"{at(facts['init_uptime_s'])} and done {at(facts['done_uptime_s'])} of guest uptime (passes, guest "
                        f"seconds: {facts['pass_seconds']}); QEMU ran {a.pcitest_qemu_seconds} s wall (TCG)")
         console_tail(data, a.pcitest_console)
+    if a.kselftest_checks:
+        data = read(a.kselftest_checks)
+        want = {"release": a.release, "addr": a.addr, "id": a.kselftest_id, "qemu_status": a.kselftest_qemu_status,
+                "timeout": a.kselftest_timeout, "server": a.kselftest_server,
+                "server_log": open(a.kselftest_server_log, errors="replace").read()
+                if a.kselftest_server_log and os.path.exists(a.kselftest_server_log) else ""}
+        c, facts, p = kselftest_checks.evaluate(data, want, RECORDS, offer)
+        print()
+        print(f"Linux's kselftest pci_endpoint_test (+ pci_endpoint_test.ko, linux-source-7.3) against {a.kselftest_server_command}:")
+        for x in c:
+            print(f"{'PASS' if x['pass'] else 'FAIL'}  {x['name']}: {x['detail']}")
+        checks += c
+        problems += p
+        if a.kselftest_output:
+            with open(a.kselftest_output, "w") as f:
+                f.write(kselftest_checks.output_text(facts["lines"], facts["exits"]))
+        n_all = len(kselftest_checks.expected_check_names(offer))
+        doc.update({"kselftest_device": {"addr": a.addr, "id": a.kselftest_id},
+                    "kselftest_server_command": a.kselftest_server_command, "kselftest_server_end": a.kselftest_server,
+                    "kselftest_init_uptime_s": facts["init_uptime_s"], "kselftest_done_uptime_s": facts["done_uptime_s"],
+                    "kselftest_qemu_seconds": a.kselftest_qemu_seconds, "kselftest_pass_seconds": facts["pass_seconds"],
+                    "kselftest_lspci": facts["lspci"], "kselftest_output": a.kselftest_output})
+        summary.append(f"kselftest: {sum(x['pass'] for x in c)} of {n_all} checks passed; guest /init reached "
+                       f"{at(facts['init_uptime_s'])} and done {at(facts['done_uptime_s'])} of guest uptime (passes, guest "
+                       f"seconds: {facts['pass_seconds']}); QEMU ran {a.kselftest_qemu_seconds} s wall (TCG, -smp {a.smp})")
+        console_tail(data, a.kselftest_console)
     doc.update({"pass": not problems, "problems": problems, "checks": checks})
     if a.out:
         with open(a.out, "w") as f:

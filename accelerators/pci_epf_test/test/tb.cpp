@@ -31,6 +31,7 @@
 static Vtop *top;
 static uint64_t cycle_count;
 static unsigned irqs;
+static unsigned last_vector;  // irq_vector of the last irq pulse
 static unsigned prob = 70;
 static bool rd_error_mode;
 static uint32_t rng = 12345;
@@ -91,7 +92,10 @@ static void tick() {
     top->clk = 0;
     top->eval();
     cycle_count++;
-    if (top->irq) irqs++;
+    if (top->irq) {
+        irqs++;
+        last_vector = top->irq_vector;
+    }
     if (wr_done_in >= 0) wr_done_in--;
     if (rd_hs) {
         if (++rd.done == rd.dws) rd.active = false;
@@ -128,6 +132,10 @@ static uint32_t wb(bool we, uint32_t off, uint32_t value) {
 int main(int argc, char **argv) {
     Verilated::commandArgs(argc, argv);
     top = new Vtop;
+    // What the card hands the module: one MSI vector granted, MSI-X off (a stock driver's
+    // start); `vectors N X` changes both.
+    top->msi_vectors = 1;
+    top->msix_enabled = 0;
     top->rst = 1;
     for (int i = 0; i < 4; i++) tick();
     top->rst = 0;
@@ -164,7 +172,12 @@ int main(int argc, char **argv) {
                 if (cycle_count - start > max) fail("the command did not end");
                 tick();
             }
-            std::printf("run %llu %u\n", (unsigned long long)(cycle_count - start), irqs - irq0);
+            std::printf("run %llu %u %u\n", (unsigned long long)(cycle_count - start), irqs - irq0, last_vector);
+        } else if (cmd == "vectors") {
+            uint64_t n = num(), x = num();
+            if (n < 1 || n > 32) fail("vectors must be 1..32");
+            top->msi_vectors = n;
+            top->msix_enabled = x != 0;
         } else if (cmd == "rderror") {
             rd_error_mode = num() != 0;
         } else if (cmd == "p") {

@@ -49,6 +49,9 @@ def simphy_ios(data_width):
             Subsignal("cfg_max_request_size",  Pins(16)),
             Subsignal("cfg_bus_master_enable", Pins(1)),
             Subsignal("cfg_msi_enable",        Pins(1)),
+            Subsignal("cfg_msi_multiple_enable", Pins(3)),
+            Subsignal("cfg_msix_enable",        Pins(1)),
+            Subsignal("cfg_msix_function_mask", Pins(1)),
         ),
     ]
 
@@ -73,6 +76,9 @@ class SimPHY(LiteXModule):
         self.max_payload_size  = Signal(16)  # bytes
         self.bus_master_enable = Signal()
         self.msi_enable        = Signal()
+        self.msi_multiple_enable = Signal(3)   # MSI's MME: 1 << this vectors granted
+        self.msix_enable       = Signal()      # MSI-X Enable (messages through the table)
+        self.msix_function_mask = Signal()     # MSI-X Function Mask (every vector held)
 
         # # #
 
@@ -107,6 +113,9 @@ class SimPHY(LiteXModule):
             self.max_request_size.eq(pads.cfg_max_request_size),
             self.bus_master_enable.eq(pads.cfg_bus_master_enable),
             self.msi_enable.eq(pads.cfg_msi_enable),
+            self.msi_multiple_enable.eq(Mux(pads.cfg_msi_multiple_enable > 5, 5, pads.cfg_msi_multiple_enable)),
+            self.msix_enable.eq(pads.cfg_msix_enable),
+            self.msix_function_mask.eq(pads.cfg_msix_function_mask),
         ]
         # Request TLPs handed to the simulator (cores/ordering: an MSI waits for the requests
         # issued before it). Imported here: targets.phy holds the PHYs' shared stream helpers.
@@ -117,4 +126,5 @@ class SimPHY(LiteXModule):
         # configuration input changing.
         self.rx_valid_in = pads.rx_valid
         self.cfg_in = [pads.cfg_requester_id, pads.cfg_max_payload_size, pads.cfg_max_request_size,
-                       pads.cfg_bus_master_enable, pads.cfg_msi_enable]
+                       pads.cfg_bus_master_enable, pads.cfg_msi_enable, pads.cfg_msi_multiple_enable,
+                       pads.cfg_msix_enable, pads.cfg_msix_function_mask]

@@ -63,6 +63,9 @@ void apply_inputs(Vtlpx_card *m, const tlpx_card_inputs *in) {
     m->pcie_msi_ready = in->msi_ready;
     m->pcie_cfg_bus_master_enable = in->cfg_bus_master_enable;
     m->pcie_cfg_msi_enable = in->cfg_msi_enable;
+    m->pcie_cfg_msi_multiple_enable = in->cfg_msi_multiple_enable > 5 ? 5 : in->cfg_msi_multiple_enable;
+    m->pcie_cfg_msix_enable = in->cfg_msix_enable != 0;
+    m->pcie_cfg_msix_function_mask = in->cfg_msix_function_mask != 0;
     m->pcie_cfg_requester_id = in->cfg_requester_id;
     m->pcie_cfg_max_payload_size = in->cfg_max_payload_size;
     m->pcie_cfg_max_request_size = in->cfg_max_request_size;

@@ -37,12 +37,13 @@ typedef struct tlpx_card_inputs {
     uint8_t  msi_ready;
     uint8_t  cfg_bus_master_enable; /* Command register bit 2 */
     uint8_t  cfg_msi_enable;        /* MSI capability enable bit */
-    uint8_t  reserved0;
+    uint8_t  cfg_msi_multiple_enable; /* MSI Multiple Message Enable: 1 << this vectors granted (0..5) */
     /* What a PCIe hard IP hands the user logic from its configuration space. */
     uint16_t cfg_requester_id;      /* bus[15:8] dev[7:3] fn[2:0] */
     uint16_t cfg_max_payload_size;  /* bytes: 128..4096 */
     uint16_t cfg_max_request_size;  /* bytes: 128..4096 */
-    uint16_t reserved1;
+    uint8_t  cfg_msix_enable;       /* MSI-X capability: MSI-X Enable */
+    uint8_t  cfg_msix_function_mask; /* MSI-X capability: Function Mask */
 } tlpx_card_inputs;
 
 typedef struct tlpx_card_outputs {

@@ -5,6 +5,7 @@
 See docs/boards.md.
 """
 
+from tlpx_gateware.cores.msi import MSI_VECTORS
 from tlpx_gateware.targets import acorn, kc705, kc705_x8, kcu105
 
 BOARDS = {board.name: board for board in (acorn.BOARD, kc705.BOARD, kc705_x8.BOARD, kcu105.BOARD)}
@@ -29,8 +30,9 @@ def get_board(name):
 
 
 # The simulated card's own profile, for a card no board has (the 64-bit datapath) or on request:
-# a hard IP as LitePCIe configures them (payloads up to 512 bytes, one 64-bit MSI vector)
-# with whatever link tlpx-sim is asked for.
+# a hard IP as LitePCIe configures them (payloads up to 512 bytes, 64-bit MSI) with whatever
+# link tlpx-sim is asked for, and as many MSI vectors as the card's MSI block sends (the boards'
+# IPs as LitePCIe generates them offer one: board.py).
 GENERIC_PROFILE = {
     "title": "the simulated card: LitePCIe's payload limit, any link",
     "hard_ip": "generic",
@@ -38,7 +40,8 @@ GENERIC_PROFILE = {
     "max_link_lanes": 16,
     "mps_supported": 512,
     "msi_64bit": True,
-    "msi_vectors": 1,
+    "msi_vectors": MSI_VECTORS,
+    "msix_vectors": MSI_VECTORS,
     "extended_tags": True,
 }
 

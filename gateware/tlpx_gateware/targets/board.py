@@ -134,7 +134,13 @@ def hard_ip_profile(board):
         "max_link_lanes": board.lanes,
         "mps_supported": max_payload_supported(board),
         "msi_64bit": msi_64bit(board),
+        # One MSI vector: LitePCIe's PHYs configure their IP's MSI capability with one vector
+        # and leave its Multiple Message Enable output unconnected (cfg_interrupt_mmenable:
+        # Open()), so the card could not know more were granted (docs/interrupts.md).
         "msi_vectors": 1,
+        # No MSI-X: the board targets build LitePCIe's PHY with msi_type "msi" (its IP without
+        # the MSI-X capability); docs/interrupts.md says what a board build would need.
+        "msix_vectors": 0,
         "extended_tags": True,
     }
 

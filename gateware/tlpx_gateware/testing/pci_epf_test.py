@@ -80,11 +80,13 @@ class Script:
             if w[0] == "r":
                 out.append(int(w[2], 16))
             elif w[0] == "run":
-                out.append((int(w[1]), int(w[2])))
+                out.append((int(w[1]), int(w[2]), int(w[3])))
         return (out, proc.stdout.splitlines()) if with_lines else out
 
 
 def results(values):
-    """(cycles, irqs, status, checksum, command) per command of the script."""
-    return [(values[i][0], values[i][1], values[i + 1], values[i + 2], values[i + 3]) for i in range(0, len(values), 4)]
+    """(cycles, irqs, status, checksum, command, vector of the last irq) per command of the
+    script."""
+    return [(values[i][0], values[i][1], values[i + 1], values[i + 2], values[i + 3], values[i][2])
+            for i in range(0, len(values), 4)]
 

@@ -585,10 +585,16 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
         Some(cpus) => percpu::per_cpu_reports(cpus, &cpu_roles(), &samples, &woke, clock_hz, &vectors),
         None => Default::default(),
     };
+    if let Some(s) = steering.as_ref().filter(|s| s.report.mode == "per_cpu_vectors") {
+        let vectors: Vec<u32> = s.vectors.iter().filter_map(|v| v.0).collect();
+        if let Err(e) = percpu::reset_timer_vectors(&mut session.card, &vectors) {
+            notes.push(e);
+        }
+    }
     let steering = plan.cpus.as_ref().zip(steering).map(|(cpus, s)| s.finish(cpus));
     // The vector of each fire is known only where several were dealt out.
     let sample_vectors =
-        if steering.as_ref().is_some_and(|s| s.mode == "per_cpu_vectors") { samples.iter().map(|s| s.vector).collect() } else { Vec::new() };
+        if steering.as_ref().is_some_and(|s| s.mode == "per_cpu_vectors") { samples.iter().map(|s| u32::from(s.vector)).collect() } else { Vec::new() };
     let isr_cycles =
         if isr_trace.is_some() { samples.iter().map(|s| s.isr_cycles.unwrap_or(u32::MAX)).collect() } else { Vec::new() };
     Ok(RunReport {

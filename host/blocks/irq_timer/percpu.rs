@@ -219,23 +219,29 @@ pub struct Steering {
     before: Option<InterruptCounts>,
 }
 
-/// Where the irq timer's vectors get configured: each fire raising the next of `count`
-/// vectors (0..count) in turn, so fire n lands on vector (n-1) mod count and the thread of
-/// CPU i, waiting on vector i, takes the fires dealt to it.
-///
-/// The gateware's irq timer gains a `vectors` register (32-bit mask of the MSI vectors a
-/// fire raises; reset: the timer source's bit) and a `vector_mode` config field (0: rotate
-/// through the mask, 1: all at once), and the vector of each fire in its record (w3 20:16,
-/// `Sample::vector`). Until `tlpx_regs::irq_timer::VECTORS` exists this card raises vector 0
-/// for every fire, so this refuses and the run falls back to one vector. To wire it: write
-/// `VECTORS = (1 << count) - 1` and `vector_mode = 0` between the timer's clear and its start
-/// (with `TimerConfig`'s writes in `Run::start`), and return Ok.
-pub fn configure_timer_vectors(card: &mut Card, count: u32) -> Result<(), String> {
-    let _ = card;
-    Err(format!(
-        "this card's irq timer has no `vectors` register (tlpx_regs::irq_timer::VECTORS): every fire raises vector 0, so the \
-         {count} vectors cannot be dealt to the CPUs"
-    ))
+/// The card vector of the i-th CPU: the timer owns the vectors above the card's sources
+/// (pcie_msi bits 0..=MSI_SLOT), so CPU i gets FIRST_TIMER_VECTOR + i.
+pub const FIRST_TIMER_VECTOR: u32 = 8;
+
+/// Where the irq timer's vectors get configured: each fire raising the next of `vectors` in
+/// turn (`vector_mode` rotate), so fire n lands on vectors[(n-1) mod k] and the thread of the
+/// i-th CPU, waiting on vectors[i], takes the fires dealt to it. The rotation restarts from the
+/// lowest at the timer's start, which `Run::start` does after this; its clear leaves the mask.
+pub fn configure_timer_vectors(card: &mut Card, vectors: &[u32]) -> Result<(), String> {
+    if vectors.iter().any(|&v| v >= tlpx_regs::constants::MSI_VECTORS as u32) {
+        return Err(format!("{} CPUs need vectors up to {}, the card has {}", vectors.len(), FIRST_TIMER_VECTOR as usize + vectors.len() - 1, tlpx_regs::constants::MSI_VECTORS));
+    }
+    let mask = vectors.iter().fold(0u32, |m, &v| m | 1 << v);
+    irq_timer::set_vectors(card, mask, false).map_err(|e| format!("setting the timer's vectors: {e}"))
+}
+
+/// Puts the timer back on its own source's vector and disables the other `vectors` in the
+/// card's MSI block (after a per-CPU run).
+pub fn reset_timer_vectors(card: &mut Card, vectors: &[u32]) -> Result<(), String> {
+    let extra = vectors.iter().fold(0u32, |m, &v| m | 1 << v) & !(1 << irq_timer::msi_bit());
+    irq_timer::set_vectors(card, 0, false)
+        .and_then(|_| card.write(tlpx_regs::pcie_msi::ENABLE_CLEAR, u64::from(extra)))
+        .map_err(|e| format!("resetting the timer's vectors: {e}"))
 }
 
 /// Asks for one vector per CPU and steers each to its CPU; falls back to the one vector (and
@@ -244,35 +250,40 @@ pub fn steer(card: &mut Card, cpus: &[usize]) -> Steering {
     let k = cpus.len() as u32;
     let proc_root = std::path::Path::new(kernel::PROC);
     let mut problems = Vec::new();
-    let granted = card.device().request_vectors(k).unwrap_or_else(|e| {
-        problems.push(format!("requesting {k} vectors failed: {e}"));
+    let wanted = FIRST_TIMER_VECTOR + k;
+    let granted = card.device().request_vectors(wanted).unwrap_or_else(|e| {
+        problems.push(format!("requesting {wanted} vectors failed: {e}"));
         InterruptVectors::SINGLE_MSI
     });
-    let per_cpu = if granted.count < k {
-        Err(format!("{k} vectors asked, {} granted ({:?})", granted.count, granted.mode))
+    let vectors: Vec<u32> = (0..k).map(|i| FIRST_TIMER_VECTOR + i).collect();
+    let per_cpu = if granted.count < wanted {
+        Err(format!("{wanted} vectors asked (the timer's start at {FIRST_TIMER_VECTOR}), {} granted ({:?})", granted.count, granted.mode))
     } else {
-        configure_timer_vectors(card, k)
+        configure_timer_vectors(card, &vectors)
     };
     let before = InterruptCounts::read(proc_root).map_err(|e| problems.push(e)).ok();
     match per_cpu {
         Ok(()) => {
-            let mut vectors = Vec::new();
-            for (v, &cpu) in cpus.iter().enumerate() {
-                let irq = card.device().vector_host_irq(v as u32);
+            let mut steered = Vec::new();
+            for (&v, &cpu) in vectors.iter().zip(cpus) {
+                let irq = card.device().vector_host_irq(v);
                 if let Some(irq) = irq {
                     if let Err(e) = kernel::steer_irq(proc_root, irq, cpu as u32) {
                         problems.push(e);
                     }
                 }
-                vectors.push((Some(v as u32), irq));
+                steered.push((Some(v), irq));
             }
             Steering {
-                masks: (0..k).map(|v| 1u32 << v).collect(),
-                vectors,
+                masks: vectors.iter().map(|&v| 1u32 << v).collect(),
+                vectors: steered,
                 report: SteeringReport {
                     granted,
                     mode: "per_cpu_vectors".into(),
-                    statement: format!("one vector per CPU ({:?}), vector i steered to the i-th CPU of --cpus", granted.mode),
+                    statement: format!(
+                        "one vector per CPU ({:?}), vector {FIRST_TIMER_VECTOR}+i steered to the i-th CPU of --cpus",
+                        granted.mode
+                    ),
                     checks: Vec::new(),
                     effective_affinity: None,
                     problems,

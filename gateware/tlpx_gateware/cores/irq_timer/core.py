@@ -46,6 +46,9 @@ EVENT_IRQ_SAMPLE = 3
 MODE_RANDOM = 0
 MODE_PERIODIC = 1
 
+VECTOR_MODE_ROTATE = 0
+VECTOR_MODE_ALL = 1
+
 HISTOGRAM_BUCKETS = 32  # of each stage's log2 histogram
 # Tag of the sample ring's MWrs (the spy attributes them to the timer by it; soc.py checks the
 # card's tags do not overlap).
@@ -89,8 +92,8 @@ class StageStats(LiteXModule):
 
 
 class IrqTimer(LiteXModule):
-    def __init__(self, data_width, requester_id, cycles, record_depth=256, clock_hz=125e6):
-        clear, isr, user = self._add_registers()
+    def __init__(self, data_width, requester_id, cycles, record_depth=256, clock_hz=125e6, vectors_reset=1):
+        clear, isr, user = self._add_registers(vectors_reset)
         (done, fire, fire_interval, fired, halted, interval, isr_delta, isr_seen, pending,
          running, started, t0) = self._add_interval(
             cycles, clock_hz, clear)
@@ -100,7 +103,7 @@ class IrqTimer(LiteXModule):
         ring, = self._add_ping_and_ring(data_width, requester_id, cycles, clear, halted, record_fifo)
         self._add_busy(isr, pending, record_fifo, ring, running, user)
 
-    def _add_registers(self):
+    def _add_registers(self, vectors_reset):
         self.intro = ModuleDoc(__doc__.split("\n\n")[0] + """
 
         Program the interval (``mode``, ``min_interval``, ``max_interval``, ``seed``), the
@@ -109,6 +112,8 @@ class IrqTimer(LiteXModule):
         any): the n-th interrupt since ``control.clear`` is fire n.
         """)
         self.irq    = Signal()
+        # The MSI vectors a fire raises (bit n: vector n of the card's MSI block, cores/msi.py).
+        self.irq_vectors = Signal(32)
 
         self.control = ActionStorage(fields=[
             CSRField("start", size=1, pulse=True, description="Write 1 to start firing."),
@@ -121,6 +126,15 @@ class IrqTimer(LiteXModule):
                 ("1", "periodic", "the interval is always min_interval."),
             ], description="Interval between a fire and the next."),
         ], description="Timer configuration.")
+        # A register of its own (not a config field): a host that programs the interval with
+        # whole config writes leaves the vectors as another part of it set them.
+        self.vector_mode = CSRStorage(fields=[
+            CSRField("mode", size=1, values=[
+                ("0", "rotate", "each fire raises the next vector of ``vectors`` in turn (lowest first, then round again): with one vector steered to each CPU, the fires visit every CPU."),
+                ("1", "all", "each fire raises every vector of ``vectors`` at once (the sample closes at the first ``ack_user``)."),
+            ], description="Which of ``vectors`` a fire raises."),
+        ], description="How the fires use ``vectors``.")
+        self.vectors = CSRStorage(32, reset=vectors_reset, description="MSI vectors the fires raise (bit n: vector n; the card's MSI block sends a message per vector when the host granted several, else one message for all). 0 is taken as the reset value. Read at each fire; the rotation starts again from the lowest at ``control.start``.")
         self.min_interval = CSRStorage(32, reset=12500, description="Shortest interval between fires (cycles, >= 1).")
         self.max_interval = CSRStorage(32, reset=125000, description="Longest interval between fires (cycles, >= min_interval).")
         self.count = CSRStorage(32, description="Fires to do; 0: until control.stop.")
@@ -257,6 +271,27 @@ class IrqTimer(LiteXModule):
             isr.add.eq(isr_ack_ok), isr.value.eq(delta32),
             user.add.eq(user_ack_ok), user.value.eq(delta32),
         ]
+        # Vectors: `todo` holds the vectors of ``vectors`` not yet raised in this round; a
+        # rotating fire takes its lowest (x & -x), an empty round starts again from them all.
+        vectors = Signal(32)
+        self.comb += vectors.eq(Mux(self.vectors.storage == 0, self.vectors.storage.reset, self.vectors.storage))
+        todo = Signal(32)
+        round_ = Signal(32)
+        self.comb += round_.eq(Mux((todo == 0) | (self.vector_mode.fields.mode == VECTOR_MODE_ALL), vectors, todo))
+        next_vector = Signal(32)
+        self.comb += next_vector.eq(round_ & (~round_ + 1))
+        next_index = Signal(5)
+        for i in range(32):
+            self.comb += If(next_vector[i], next_index.eq(i))
+        fire_vectors = Signal(32)
+        self.comb += fire_vectors.eq(Mux(self.vector_mode.fields.mode == VECTOR_MODE_ALL, vectors, next_vector))
+        sample_vector = Signal(5)   # the fire's vector (in mode all, the lowest)
+        self.sync += [
+            If(self.control.fields.start | clear, todo.eq(0)).Elif(fire, todo.eq(round_ & ~next_vector)),
+            If(fire, sample_vector.eq(next_index)),
+        ]
+        self.comb += self.irq_vectors.eq(Mux(fire, fire_vectors, 0))
+
         seq = Signal(32)
         record = Signal(RECORD_DWS * 32)
         w = [record[32*i:32*(i+1)] for i in range(RECORD_DWS)]
@@ -265,7 +300,7 @@ class IrqTimer(LiteXModule):
             w[1].eq(t0[:32]),
             w[2].eq(t0[32:]),
             # Same kind bits as the spy's event records (traces/FORMAT.md): fmt 7, type 3.
-            w[3].eq(Cat(C(0, 1), C(EVENT_FMT, 3), C(EVENT_IRQ_SAMPLE, 5), isr_seen, overrun)),
+            w[3].eq(Cat(C(0, 1), C(EVENT_FMT, 3), C(EVENT_IRQ_SAMPLE, 5), isr_seen, overrun, C(0, 5), sample_vector)),
             w[4].eq(Mux(isr_seen, isr_delta, 0xFFFFFFFF)),
             w[5].eq(Mux(overrun, 0xFFFFFFFF, delta32)),
             w[6].eq(fire_interval),

@@ -132,6 +132,27 @@ def test_interrupts_only_msi_vector_1(tb):
     assert all(x[4] == 0 for x in r), "command clears itself, also when dropped"
 
 
+def test_msi_and_msix_numbers_the_host_granted_raise_their_vector(tb):
+    s = Script(tb)
+    s("vectors", 32, 0)                                                            # MSI, 32 vectors
+    for n in (1, 2, 17, 32, 33):
+        s.command("raise_msi_irq", irq_number=n)
+    s.command("raise_msix_irq", irq_number=1)                                      # MSI-X is off
+    s.command("read", size=4, src=SRC, checksum=crc32_le(bytes(4)), irq_number=9)
+    s("vectors", 32, 1)                                                            # MSI-X on, 32 entries
+    s.command("raise_msi_irq", irq_number=1)                                       # MSI is off
+    for n in (1, 2, 32, 33):
+        s.command("raise_msix_irq", irq_number=n)
+    s.command("read", size=4, src=SRC, checksum=crc32_le(bytes(4)), irq_type=2, irq_number=5)
+    r = results(s.run())
+    raised, ok = status("irq_raised"), status("read_success", "irq_raised")
+    assert [(x[1], x[2]) for x in r] == [
+        (1, raised), (1, raised), (1, raised), (1, raised), (0, 0), (0, 0), (1, ok),
+        (0, 0), (1, raised), (1, raised), (1, raised), (0, 0), (1, ok)]
+    vectors = [x[5] for x in r if x[1]]
+    assert vectors == [0, 1, 16, 31, 8, 0, 1, 31, 4], "MSI / MSI-X n is vector n - 1"
+
+
 def test_dma_errors_and_unaligned_addresses_fail(tb):
     s = Script(tb)
     s("rderror", 1)

@@ -21,6 +21,10 @@ example):
     window_bytes = 4096          # power of two, 4096..SLOT_WINDOW_MAX (default 4096)
     placement = "bar0"           # "window" (default) or "bar0"
     interface = 1                # SLOT_INTERFACE_VERSION
+    interrupt_vectors = true     # optional (default false): the module also has the ports
+                                 # input [5:0] msi_vectors (vectors the host granted, 1..32),
+                                 # input msix_enabled (MSI-X on, MSI off) and
+                                 # output [4:0] irq_vector (the vector of each irq pulse)
 
     [[register]]                 # any number, for csr.json / tlpx reg
     name = "magic"               # [a-z_][a-z0-9_]*, unique
@@ -53,7 +57,7 @@ MIN_WINDOW_BYTES = 4096
 ACCESSES = ("ro", "rw", "wo")
 NAME_RE = re.compile(r"[a-z_][a-z0-9_]*\Z")
 VERILOG_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
-DUT_KEYS = {"name", "version", "top", "sources", "window_bytes", "placement", "interface"}
+DUT_KEYS = {"name", "version", "top", "sources", "window_bytes", "placement", "interface", "interrupt_vectors"}
 DUT_REQUIRED = ("name", "top", "sources")
 REGISTER_KEYS = {"name", "offset", "access", "description", "size_bits", "reset", "fields"}
 FIELD_KEYS = {"name", "offset", "size", "description", "access"}
@@ -135,6 +139,10 @@ class Manifest:
         self.placement = _str("dut.placement", dut.get("placement", "window"))
         if self.placement not in PLACEMENTS:
             raise ManifestError(f"dut.placement must be one of {', '.join(PLACEMENTS)}, not {self.placement!r}")
+        vectors = dut.get("interrupt_vectors", False)
+        if not isinstance(vectors, bool):
+            raise ManifestError(f"dut.interrupt_vectors must be true or false, not {vectors!r}")
+        self.interrupt_vectors = vectors
         self.sources = self._read_sources(dut["sources"])
         if not any(re.search(rf"\bmodule\s+{re.escape(self.top)}\b", text) for text in self.sources.values()):
             raise ManifestError(f"dut.top: no module {self.top} in {', '.join(self.sources)}")
@@ -240,6 +248,12 @@ class VerilogSlotUser(LiteXModule):
         self.manifest = manifest
         self.bus = wishbone.Interface(data_width=32)
         self.irq = Signal()
+        if manifest.interrupt_vectors:
+            # The DUT chooses each interrupt's vector among those the host granted (the
+            # function's vectors, as its stock driver numbers them: cores/msi.py).
+            self.irq_vector = Signal(5)
+            self.msi_vectors_granted = Signal(6)
+            self.msix_enabled = Signal()
         self.busy = Signal()
         self.verilog_sources = dict(manifest.sources)
         self.mover = DmaMover(data_width, requester_id, SLOT_TAG_BASE, SLOT_TAGS, clock_hz=clock_hz)
@@ -266,7 +280,10 @@ class VerilogSlotUser(LiteXModule):
             o_wr_req_valid=m.wr_req_valid, i_wr_req_ready=m.wr_req_ready, o_wr_req_addr=m.wr_req_addr,
             o_wr_req_len=m.wr_req_len, o_wr_valid=m.wr_valid, i_wr_ready=m.wr_ready, o_wr_data=m.wr_data,
             i_wr_done=m.wr_done, i_wr_error=m.wr_error,
-            o_irq=self.irq, o_busy=dut_busy)
+            o_irq=self.irq, o_busy=dut_busy,
+            **({"o_irq_vector": self.irq_vector, "i_msi_vectors": self.msi_vectors_granted,
+                "i_msix_enabled": self.msix_enabled}
+               if manifest.interrupt_vectors else {}))
         self.comb += [
             self.bus.err.eq(0),
             self.busy.eq(dut_busy | m.busy),

@@ -57,3 +57,59 @@ impl Found {
         set(card, self.bit, self.was_on)
     }
 }
+
+/// Where a host's interrupt controller takes MSI and MSI-X writes (x86's local APIC window).
+pub const MSI_ADDRESS: u32 = 0xFEE0_0000;
+
+const CAP_ID_MSI: u8 = 0x05;
+const CAP_ID_MSIX: u8 = 0x11;
+
+/// Enables up to `count` vectors as a host's OS would for a driver that asks (Linux's
+/// `pci_alloc_irq_vectors`, MSI-X preferred): on a card with MSI-X, programs table entries
+/// 0..n (address [`MSI_ADDRESS`], data = the vector's number, unmasked), turns MSI off and
+/// MSI-X on; else sets MSI's Multiple Message Enable to the power of two that covers `count`,
+/// at most what the card is capable of. For the backends where nothing else plays the OS: the
+/// simulator's socket, where tlpx-sim delivers a message's vector as its data says (it restores
+/// the mode when this client leaves). Vectors then arrive as their own number.
+pub fn enable_vectors_as_host(dev: &mut dyn crate::Device, count: u32) -> Result<crate::InterruptVectors, DeviceError> {
+    use crate::{InterruptMode, InterruptVectors, Width};
+    if count == 0 {
+        return Err(DeviceError::InvalidArgument("0 interrupt vectors asked: ask for 1 or more".into()));
+    }
+    let config = dev.config_read(0, 256)?;
+    let caps = tlpx_pci::decode::capabilities(&config);
+    let at = |id: u8| caps.iter().find(|c| c.id == id).map(|c| usize::from(c.offset));
+    let get16 = |o: usize| u16::from_le_bytes([config[o], config[o + 1]]);
+    let get32 = |o: usize| u32::from_le_bytes([config[o], config[o + 1], config[o + 2], config[o + 3]]);
+    if let (Some(msix), true) = (at(CAP_ID_MSIX), count > 1) {
+        let control = get16(msix + 2);
+        let size = u32::from(control & 0x7FF) + 1;
+        let table = get32(msix + 4);
+        if table & 7 != 0 {
+            return Err(DeviceError::Backend(format!("the MSI-X table is in BAR{}, not BAR0: not supported", table & 7)));
+        }
+        let n = count.min(size);
+        for v in 0..n {
+            let entry = u64::from(table) + 16 * u64::from(v);
+            dev.bar_write(0, entry, Width::W32, u64::from(MSI_ADDRESS))?;
+            dev.bar_write(0, entry + 4, Width::W32, 0)?;
+            dev.bar_write(0, entry + 8, Width::W32, u64::from(v))?;
+            dev.bar_write(0, entry + 12, Width::W32, 0)?;
+        }
+        if let Some(msi) = at(CAP_ID_MSI) {
+            dev.config_write((msi + 2) as u16, &(get16(msi + 2) & !1).to_le_bytes())?;
+        }
+        // Enable on, Function Mask off.
+        dev.config_write((msix + 2) as u16, &((control & !(1 << 14)) | (1 << 15)).to_le_bytes())?;
+        return Ok(InterruptVectors { mode: InterruptMode::MsiX, count: n });
+    }
+    let Some(msi) = at(CAP_ID_MSI) else {
+        return Err(DeviceError::Backend("the card has no MSI capability".into()));
+    };
+    let control = get16(msi + 2);
+    let capable = (control >> 1) & 7;
+    let mme = (count.next_power_of_two().trailing_zeros() as u16).min(capable);
+    dev.config_write((msi + 2) as u16, &((control & !(7 << 4)) | (mme << 4) | 1).to_le_bytes())?;
+    let granted = 1u32 << mme;
+    Ok(InterruptVectors { mode: if granted > 1 { InterruptMode::MsiMulti } else { InterruptMode::Msi }, count: granted })
+}

@@ -11,9 +11,9 @@
 pub mod csr_json;
 
 /// Hash of the register map of the card without the soft CPU (ident.map_hash on it).
-pub const MAP_HASH: u32 = 0x17830c0c;
+pub const MAP_HASH: u32 = 0x61cd16d4;
 /// Hash of the register map of the card with the soft CPU: this crate's map, a superset.
-pub const MAP_HASH_CPU: u32 = 0x1770ddcc;
+pub const MAP_HASH_CPU: u32 = 0xc2d3a0d8;
 /// Hash of the DUT-owned regions (slot.dut_map_hash) with rule 30 in the accelerator slot.
 pub const RULE30_DUT_MAP_HASH: u32 = 0x4636ad39;
 /// Regions owned by the DUT in the accelerator slot (rule 30's): not covered by MAP_HASH.
@@ -464,18 +464,10 @@ pub mod pcie_msi {
     /// The region belongs to the DUT in the accelerator slot (slot.dut_map_hash), not to the card.
     pub const DUT_OWNED: bool = false;
 
-    /// MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).
-    pub const ENABLE: Register = Register {
-        region: "pcie_msi",
-        name: "enable",
-        offset: 0x1800,
-        size_bits: 32,
-        writable: true,
-        actions: 0x0,
-        description: "MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s).",
-    };
+    /// MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s) (LitePCIe's register: a write replaces every bit; use ``enable_set`` / ``enable_clear``).
+    pub const ENABLE: Register = Register { region: "pcie_msi", name: "enable", offset: 0x1800, size_bits: 32, writable: true, actions: 0x0, description: "MSI Enable Control. Write bit(s) to ``1`` to enable corresponding MSI IRQ(s) (LitePCIe's register: a write replaces every bit; use ``enable_set`` / ``enable_clear``)." };
 
-    /// MSI Clear Control. Write bit(s) to ``1`` to clear corresponding MSI IRQ(s).
+    /// MSI Clear Control. Write bit(s) to ``1`` to clear corresponding bits of ``vector``.
     pub const CLEAR: Register = Register {
         region: "pcie_msi",
         name: "clear",
@@ -483,10 +475,10 @@ pub mod pcie_msi {
         size_bits: 32,
         writable: true,
         actions: 0x0,
-        description: "MSI Clear Control. Write bit(s) to ``1`` to clear corresponding MSI IRQ(s).",
+        description: "MSI Clear Control. Write bit(s) to ``1`` to clear corresponding bits of ``vector``.",
     };
 
-    /// MSI Vector Status. Current MSI IRQs vector value.
+    /// MSI Vector Status. Sources that raised an interrupt since their bit was last cleared (every mode).
     pub const VECTOR: Register = Register {
         region: "pcie_msi",
         name: "vector",
@@ -494,7 +486,7 @@ pub mod pcie_msi {
         size_bits: 32,
         writable: false,
         actions: 0x0,
-        description: "MSI Vector Status. Current MSI IRQs vector value.",
+        description: "MSI Vector Status. Sources that raised an interrupt since their bit was last cleared (every mode).",
     };
 
     /// Write a mask to enable those MSI sources (bit = source, as ``enable``); the other sources' bits are left as they are. Each driver sets only its own source's bit. Reads back the last mask written.
@@ -522,6 +514,9 @@ pub mod pcie_msi {
         actions: 0x0,
         description: "Card cycle (timebase) at which the last MSI was handed to the PCIe core; 0 before the first.",
     };
+
+    /// Vectors the host enabled: 1 (one MSI vector: every source sends vector 0 and ``vector`` names them, LitePCIe's behaviour), 2..32 (multi-message MSI: source n sends vector min(n, granted - 1)) or the MSI-X table's size while MSI-X is on (source n sends entry n).
+    pub const GRANTED: Register = Register { region: "pcie_msi", name: "granted", offset: 0x181c, size_bits: 6, writable: false, actions: 0x0, description: "Vectors the host enabled: 1 (one MSI vector: every source sends vector 0 and ``vector`` names them, LitePCIe's behaviour), 2..32 (multi-message MSI: source n sends vector min(n, granted - 1)) or the MSI-X table's size while MSI-X is on (source n sends entry n)." };
 }
 
 /// Region `pcie_dma0` at BAR0 offset 0x2000.
@@ -2355,11 +2350,73 @@ pub mod irq_timer {
         }
     }
 
+    /// How the fires use ``vectors``.
+    pub const VECTOR_MODE: Register = Register {
+        region: "irq_timer",
+        name: "vector_mode",
+        offset: 0x4008,
+        size_bits: 1,
+        writable: true,
+        actions: 0x0,
+        description: "How the fires use ``vectors``.",
+    };
+    /// Fields of `vector_mode`.
+    pub mod vector_mode {
+        use super::Field;
+        /// Which of ``vectors`` a fire raises.
+        pub const MODE: Field = Field { shift: 0, width: 1 };
+
+        /// Values of `mode`: Which of ``vectors`` a fire raises.
+        /// (with the `serde` feature: (de)serialized as the value's name)
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum Mode {
+            /// each fire raises the next vector of ``vectors`` in turn (lowest first, then round again): with one vector steered to each CPU, the fires visit every CPU.
+            #[cfg_attr(feature = "serde", serde(rename = "rotate"))]
+            Rotate = 0,
+            /// each fire raises every vector of ``vectors`` at once (the sample closes at the first ``ack_user``).
+            #[cfg_attr(feature = "serde", serde(rename = "all"))]
+            All = 1,
+        }
+
+        impl Mode {
+            /// Every value, in value order.
+            pub const ALL: [Mode; 2] = [Mode::Rotate, Mode::All];
+            /// The value in the field.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// The value's name in the register map.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    Mode::Rotate => "rotate",
+                    Mode::All => "all",
+                }
+            }
+        }
+
+        impl TryFrom<u32> for Mode {
+            /// The value that names no `mode`.
+            type Error = u32;
+            fn try_from(value: u32) -> Result<Self, u32> {
+                match value {
+                    0 => Ok(Mode::Rotate),
+                    1 => Ok(Mode::All),
+                    other => Err(other),
+                }
+            }
+        }
+    }
+
+    /// MSI vectors the fires raise (bit n: vector n; the card's MSI block sends a message per vector when the host granted several, else one message for all). 0 is taken as the reset value. Read at each fire; the rotation starts again from the lowest at ``control.start``.
+    pub const VECTORS: Register = Register { region: "irq_timer", name: "vectors", offset: 0x400c, size_bits: 32, writable: true, actions: 0x0, description: "MSI vectors the fires raise (bit n: vector n; the card's MSI block sends a message per vector when the host granted several, else one message for all). 0 is taken as the reset value. Read at each fire; the rotation starts again from the lowest at ``control.start``." };
+
     /// Shortest interval between fires (cycles, >= 1).
     pub const MIN_INTERVAL: Register = Register {
         region: "irq_timer",
         name: "min_interval",
-        offset: 0x4008,
+        offset: 0x4010,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2370,7 +2427,7 @@ pub mod irq_timer {
     pub const MAX_INTERVAL: Register = Register {
         region: "irq_timer",
         name: "max_interval",
-        offset: 0x400c,
+        offset: 0x4014,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2381,7 +2438,7 @@ pub mod irq_timer {
     pub const COUNT: Register = Register {
         region: "irq_timer",
         name: "count",
-        offset: 0x4010,
+        offset: 0x4018,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2392,7 +2449,7 @@ pub mod irq_timer {
     pub const SEED: Register = Register {
         region: "irq_timer",
         name: "seed",
-        offset: 0x4014,
+        offset: 0x401c,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2400,16 +2457,16 @@ pub mod irq_timer {
     };
 
     /// Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting.
-    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4018, size_bits: 32, writable: true, actions: 0x0, description: "Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting." };
+    pub const ACK_ISR: Register = Register { region: "irq_timer", name: "ack_isr", offset: 0x4020, size_bits: 32, writable: true, actions: 0x0, description: "Write the fire's number (n for the n-th fire since control.clear) from the interrupt handler: latches the ISR stage of that fire if it is the one waiting." };
 
     /// Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement.
-    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x401c, size_bits: 32, writable: true, actions: 0x0, description: "Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement." };
+    pub const ACK_USER: Register = Register { region: "irq_timer", name: "ack_user", offset: 0x4024, size_bits: 32, writable: true, actions: 0x0, description: "Write the fire's number from the user thread the interrupt woke: latches the user stage and closes the sample if that fire is the one waiting; any other number is a stray acknowledgement." };
 
     /// Write (any value): latches the arrival time (ping_last) and the cycles since the previous ping (ping_delta).
     pub const PING: Register = Register {
         region: "irq_timer",
         name: "ping",
-        offset: 0x4020,
+        offset: 0x4028,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2420,7 +2477,7 @@ pub mod irq_timer {
     pub const PING_LAST: Register = Register {
         region: "irq_timer",
         name: "ping_last",
-        offset: 0x4024,
+        offset: 0x402c,
         size_bits: 64,
         writable: false,
         actions: 0x0,
@@ -2431,7 +2488,7 @@ pub mod irq_timer {
     pub const PING_DELTA: Register = Register {
         region: "irq_timer",
         name: "ping_delta",
-        offset: 0x402c,
+        offset: 0x4034,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2442,7 +2499,7 @@ pub mod irq_timer {
     pub const STATUS: Register = Register {
         region: "irq_timer",
         name: "status",
-        offset: 0x4030,
+        offset: 0x4038,
         size_bits: 4,
         writable: false,
         actions: 0x0,
@@ -2465,7 +2522,7 @@ pub mod irq_timer {
     pub const FIRES: Register = Register {
         region: "irq_timer",
         name: "fires",
-        offset: 0x4034,
+        offset: 0x403c,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2476,7 +2533,7 @@ pub mod irq_timer {
     pub const PENDING_FIRE: Register = Register {
         region: "irq_timer",
         name: "pending_fire",
-        offset: 0x4038,
+        offset: 0x4040,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2487,7 +2544,7 @@ pub mod irq_timer {
     pub const OVERRUNS: Register = Register {
         region: "irq_timer",
         name: "overruns",
-        offset: 0x403c,
+        offset: 0x4044,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2498,7 +2555,7 @@ pub mod irq_timer {
     pub const STRAY_ISR_ACKS: Register = Register {
         region: "irq_timer",
         name: "stray_isr_acks",
-        offset: 0x4040,
+        offset: 0x4048,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2509,7 +2566,7 @@ pub mod irq_timer {
     pub const STRAY_USER_ACKS: Register = Register {
         region: "irq_timer",
         name: "stray_user_acks",
-        offset: 0x4044,
+        offset: 0x404c,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2520,7 +2577,7 @@ pub mod irq_timer {
     pub const LOST: Register = Register {
         region: "irq_timer",
         name: "lost",
-        offset: 0x4048,
+        offset: 0x4050,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2531,7 +2588,7 @@ pub mod irq_timer {
     pub const SEQUENCE: Register = Register {
         region: "irq_timer",
         name: "sequence",
-        offset: 0x404c,
+        offset: 0x4054,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2542,7 +2599,7 @@ pub mod irq_timer {
     pub const RING_BASE: Register = Register {
         region: "irq_timer",
         name: "ring_base",
-        offset: 0x4050,
+        offset: 0x4058,
         size_bits: 64,
         writable: true,
         actions: 0x0,
@@ -2553,7 +2610,7 @@ pub mod irq_timer {
     pub const RING_SIZE_LOG2: Register = Register {
         region: "irq_timer",
         name: "ring_size_log2",
-        offset: 0x4058,
+        offset: 0x4060,
         size_bits: 5,
         writable: true,
         actions: 0x0,
@@ -2564,7 +2621,7 @@ pub mod irq_timer {
     pub const PAYLOAD_SIZE_LOG2: Register = Register {
         region: "irq_timer",
         name: "payload_size_log2",
-        offset: 0x405c,
+        offset: 0x4064,
         size_bits: 4,
         writable: true,
         actions: 0x0,
@@ -2575,7 +2632,7 @@ pub mod irq_timer {
     pub const FLUSH_CYCLES: Register = Register {
         region: "irq_timer",
         name: "flush_cycles",
-        offset: 0x4060,
+        offset: 0x4068,
         size_bits: 16,
         writable: true,
         actions: 0x0,
@@ -2586,7 +2643,7 @@ pub mod irq_timer {
     pub const RD_INDEX: Register = Register {
         region: "irq_timer",
         name: "rd_index",
-        offset: 0x4064,
+        offset: 0x406c,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2597,7 +2654,7 @@ pub mod irq_timer {
     pub const WR_INDEX: Register = Register {
         region: "irq_timer",
         name: "wr_index",
-        offset: 0x4068,
+        offset: 0x4070,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2608,7 +2665,7 @@ pub mod irq_timer {
     pub const ISR_COUNT: Register = Register {
         region: "irq_timer",
         name: "isr_count",
-        offset: 0x406c,
+        offset: 0x4074,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2619,7 +2676,7 @@ pub mod irq_timer {
     pub const ISR_MIN: Register = Register {
         region: "irq_timer",
         name: "isr_min",
-        offset: 0x4070,
+        offset: 0x4078,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2630,7 +2687,7 @@ pub mod irq_timer {
     pub const ISR_MAX: Register = Register {
         region: "irq_timer",
         name: "isr_max",
-        offset: 0x4074,
+        offset: 0x407c,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2641,7 +2698,7 @@ pub mod irq_timer {
     pub const ISR_SUM: Register = Register {
         region: "irq_timer",
         name: "isr_sum",
-        offset: 0x4078,
+        offset: 0x4080,
         size_bits: 64,
         writable: false,
         actions: 0x0,
@@ -2649,13 +2706,13 @@ pub mod irq_timer {
     };
 
     /// Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x4080, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const ISR_HIST_SELECT: Register = Register { region: "irq_timer", name: "isr_hist_select", offset: 0x4088, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the ISR latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the ISR latency (cycles) histogram bucket chosen by hist_select.
     pub const ISR_HIST_COUNT: Register = Register {
         region: "irq_timer",
         name: "isr_hist_count",
-        offset: 0x4084,
+        offset: 0x408c,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2666,7 +2723,7 @@ pub mod irq_timer {
     pub const USER_COUNT: Register = Register {
         region: "irq_timer",
         name: "user_count",
-        offset: 0x4088,
+        offset: 0x4090,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2677,7 +2734,7 @@ pub mod irq_timer {
     pub const USER_MIN: Register = Register {
         region: "irq_timer",
         name: "user_min",
-        offset: 0x408c,
+        offset: 0x4094,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2688,7 +2745,7 @@ pub mod irq_timer {
     pub const USER_MAX: Register = Register {
         region: "irq_timer",
         name: "user_max",
-        offset: 0x4090,
+        offset: 0x4098,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2699,7 +2756,7 @@ pub mod irq_timer {
     pub const USER_SUM: Register = Register {
         region: "irq_timer",
         name: "user_sum",
-        offset: 0x4094,
+        offset: 0x409c,
         size_bits: 64,
         writable: false,
         actions: 0x0,
@@ -2707,13 +2764,13 @@ pub mod irq_timer {
     };
 
     /// Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0).
-    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x409c, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
+    pub const USER_HIST_SELECT: Register = Register { region: "irq_timer", name: "user_hist_select", offset: 0x40a4, size_bits: 8, writable: true, actions: 0x0, description: "Bucket of the user latency (cycles) histogram to read in hist_count: bucket k counts values in [2^k, 2^(k+1)) (bucket 0 also counts 0)." };
 
     /// Count of the user latency (cycles) histogram bucket chosen by hist_select.
     pub const USER_HIST_COUNT: Register = Register {
         region: "irq_timer",
         name: "user_hist_count",
-        offset: 0x40a0,
+        offset: 0x40a8,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2721,13 +2778,13 @@ pub mod irq_timer {
     };
 
     /// Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won.
-    pub const LEASE_CLAIM: Register = Register { region: "irq_timer", name: "lease_claim", offset: 0x40a4, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
+    pub const LEASE_CLAIM: Register = Register { region: "irq_timer", name: "lease_claim", offset: 0x40ac, size_bits: 32, writable: true, actions: 0x0, description: "Write the owner's token (non-zero) to claim the block while it is free, or to refresh the lease while the token owns it. Any other claim is refused and counted in ``lease_refusals``; read ``lease_owner`` to learn whether the claim won." };
 
     /// Write the owner's token to free the block: the block ends its job (as when the lease expires) and counts no expiry.
     pub const LEASE_RELEASE: Register = Register {
         region: "irq_timer",
         name: "lease_release",
-        offset: 0x40a8,
+        offset: 0x40b0,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2738,7 +2795,7 @@ pub mod irq_timer {
     pub const LEASE_OWNER: Register = Register {
         region: "irq_timer",
         name: "lease_owner",
-        offset: 0x40ac,
+        offset: 0x40b4,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2746,13 +2803,13 @@ pub mod irq_timer {
     };
 
     /// Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself.
-    pub const LEASE_LENGTH: Register = Register { region: "irq_timer", name: "lease_length", offset: 0x40b0, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
+    pub const LEASE_LENGTH: Register = Register { region: "irq_timer", name: "lease_length", offset: 0x40b8, size_bits: 32, writable: true, actions: 0x0, description: "Cycles a claim or refresh keeps the lease (0 counts as 1). When they pass without a refresh the lease expires: the block is freed and ends its job by itself." };
 
     /// Cycles left before the lease expires; 0 while the block is free.
     pub const LEASE_LEFT: Register = Register {
         region: "irq_timer",
         name: "lease_left",
-        offset: 0x40b4,
+        offset: 0x40bc,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2763,7 +2820,7 @@ pub mod irq_timer {
     pub const LEASE_SINCE: Register = Register {
         region: "irq_timer",
         name: "lease_since",
-        offset: 0x40b8,
+        offset: 0x40c0,
         size_bits: 64,
         writable: false,
         actions: 0x0,
@@ -2774,7 +2831,7 @@ pub mod irq_timer {
     pub const LEASE_PID: Register = Register {
         region: "irq_timer",
         name: "lease_pid",
-        offset: 0x40c0,
+        offset: 0x40c8,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2785,7 +2842,7 @@ pub mod irq_timer {
     pub const LEASE_HOST: Register = Register {
         region: "irq_timer",
         name: "lease_host",
-        offset: 0x40c4,
+        offset: 0x40cc,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2796,7 +2853,7 @@ pub mod irq_timer {
     pub const LEASE_TIME: Register = Register {
         region: "irq_timer",
         name: "lease_time",
-        offset: 0x40c8,
+        offset: 0x40d0,
         size_bits: 32,
         writable: true,
         actions: 0x0,
@@ -2807,7 +2864,7 @@ pub mod irq_timer {
     pub const LEASE_EXPIRIES: Register = Register {
         region: "irq_timer",
         name: "lease_expiries",
-        offset: 0x40cc,
+        offset: 0x40d4,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -2818,7 +2875,7 @@ pub mod irq_timer {
     pub const LEASE_REFUSALS: Register = Register {
         region: "irq_timer",
         name: "lease_refusals",
-        offset: 0x40d0,
+        offset: 0x40d8,
         size_bits: 32,
         writable: false,
         actions: 0x0,
@@ -4867,6 +4924,7 @@ pub const ALL: &[Register] = &[
     pcie_msi::ENABLE_SET,
     pcie_msi::ENABLE_CLEAR,
     pcie_msi::MSI_CYCLE,
+    pcie_msi::GRANTED,
     pcie_dma0::WRITER_ENABLE,
     pcie_dma0::WRITER_TABLE_VALUE,
     pcie_dma0::WRITER_TABLE_WE,
@@ -4996,6 +5054,8 @@ pub const ALL: &[Register] = &[
     spy::MSI_COUNT,
     irq_timer::CONTROL,
     irq_timer::CONFIG,
+    irq_timer::VECTOR_MODE,
+    irq_timer::VECTORS,
     irq_timer::MIN_INTERVAL,
     irq_timer::MAX_INTERVAL,
     irq_timer::COUNT,
@@ -5326,6 +5386,9 @@ pub const FIELDS: &[RegisterFields] = &[
     RegisterFields { register: irq_timer::CONFIG, fields: &[
         FieldInfo { name: "mode", field: Field { shift: 0, width: 1 }, description: "Interval between a fire and the next.", values: &[NamedValue { name: "random", value: 0, description: "the interval is drawn uniformly in [min_interval, max_interval] by an LFSR." }, NamedValue { name: "periodic", value: 1, description: "the interval is always min_interval." }] },
     ] },
+    RegisterFields { register: irq_timer::VECTOR_MODE, fields: &[
+        FieldInfo { name: "mode", field: Field { shift: 0, width: 1 }, description: "Which of ``vectors`` a fire raises.", values: &[NamedValue { name: "rotate", value: 0, description: "each fire raises the next vector of ``vectors`` in turn (lowest first, then round again): with one vector steered to each CPU, the fires visit every CPU." }, NamedValue { name: "all", value: 1, description: "each fire raises every vector of ``vectors`` at once (the sample closes at the first ``ack_user``)." }] },
+    ] },
     RegisterFields { register: irq_timer::STATUS, fields: &[
         FieldInfo { name: "running", field: Field { shift: 0, width: 1 }, description: "The timer fires.", values: &[] },
         FieldInfo { name: "pending", field: Field { shift: 1, width: 1 }, description: "A fire waits for ack_user.", values: &[] },
@@ -5447,6 +5510,12 @@ pub mod constants {
     pub const IRQ_TIMER_RING_TAG: u64 = 51;
     pub const LITEPCIE_TAGS: u64 = 8;
     pub const LITEPCIE_WRITE_TAG: u64 = 0;
+    pub const MSIX_PBA_BAR0_OFFSET: u64 = 329728;
+    pub const MSIX_PBA_OFFSET: u64 = 2048;
+    pub const MSIX_TABLE_BAR0_OFFSET: u64 = 327680;
+    pub const MSIX_TABLE_OFFSET: u64 = 0;
+    pub const MSIX_TAG: u64 = 52;
+    pub const MSIX_WINDOW_BASE: u64 = 327680;
     pub const MSI_GENERATOR: u64 = 3;
     pub const MSI_IRQ_TIMER: u64 = 4;
     pub const MSI_PCIE_DMA0_READER: u64 = 1;
@@ -5454,6 +5523,7 @@ pub mod constants {
     pub const MSI_RT_LOOP: u64 = 5;
     pub const MSI_SLOT: u64 = 6;
     pub const MSI_SOFTWARE: u64 = 2;
+    pub const MSI_VECTORS: u64 = 32;
     pub const PIO_MAX_READ_DELAY: u64 = 4000;
     pub const PIO_SIZE_BUCKETS: u64 = 13;
     pub const PIO_WINDOW_BASE: u64 = 65536;

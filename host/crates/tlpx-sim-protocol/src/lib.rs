@@ -30,7 +30,9 @@ pub use tlpx_model::link::LinkConfig;
 /// file_offset`; `SimStats::dma_read_faults_freed` and `dma_write_faults_freed`.
 /// 5: live time (`Request::SetLive`, `Reply::LiveSet`, `SimStats::live_clients`,
 /// `live_cycles`, `live_paced_seconds`, `ClientStats::live`).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: several interrupt vectors (MSI's Multiple Message Enable, MSI-X): `Reply::Irq`'s
+/// `vector` is the vector the host enabled, `SimStats::msix_messages`.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Largest block MMIO access in bytes (a CPU's 64-byte store or write-combining burst).
 pub const MAX_BLOCK_BYTES: usize = 64;
@@ -613,6 +615,9 @@ pub struct SimStats {
     pub msis: u64,
     /// MSIs the card raised while MSI was disabled in config space (not delivered).
     pub msis_while_disabled: u64,
+    /// MSI-X messages: the card's writes into the interrupt window while MSI-X was on (each
+    /// delivered as its vector; counted in `msis` too).
+    pub msix_messages: u64,
     /// Bytes the card read from (sent in CplDs, poisoned ones included) / wrote to host memory.
     pub dma_read_bytes: u64,
     pub dma_write_bytes: u64,

@@ -23,11 +23,14 @@ pub struct CardInputs {
     pub msi_ready: u8,
     pub cfg_bus_master_enable: u8,
     pub cfg_msi_enable: u8,
-    pub reserved0: u8,
+    /// MSI Multiple Message Enable: the card may send vectors 0..(1 << this) (0..=5).
+    pub cfg_msi_multiple_enable: u8,
     pub cfg_requester_id: u16,
     pub cfg_max_payload_size: u16,
     pub cfg_max_request_size: u16,
-    pub reserved1: u16,
+    /// MSI-X capability: MSI-X Enable, Function Mask.
+    pub cfg_msix_enable: u8,
+    pub cfg_msix_function_mask: u8,
 }
 
 /// `tlpx_card_outputs` of tlpx_card.h, field for field.

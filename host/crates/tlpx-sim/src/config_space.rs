@@ -2,7 +2,7 @@
 //! none) and hands the card what a hard IP would through its cfg_* inputs.
 //!
 //! Type 0 header (PCI Local Bus 3.0, 6.1) with a capability list: Power Management (PCI PM
-//! 1.2), MSI with one vector, 64- or 32-bit addresses as the board's hard IP has it (PCI 3.0,
+//! 1.2), MSI with up to the board's vectors (enabled with one), 64- or 32-bit addresses as the board's hard IP has it (PCI 3.0,
 //! 6.8.1) and the PCI Express capability of an endpoint (PCIe Base, 7.5.3), whose Device and
 //! Link Capabilities are the board's (server.rs, `--board`). No extended capabilities.
 //!
@@ -29,7 +29,15 @@ pub const CMD_BUS_MASTER: u16 = 1 << 2;
 pub const BAR0: usize = 0x10;
 pub const CAP_PM: usize = 0x40;
 pub const CAP_MSI: usize = 0x50;
+pub const CAP_MSIX: usize = 0x60;
 pub const CAP_PCIE: usize = 0x70;
+
+// MSI-X capability registers (PCIe Base 7.7.2).
+const MSIX_CONTROL: usize = CAP_MSIX + 2;
+const MSIX_TABLE: usize = CAP_MSIX + 4;
+const MSIX_PBA: usize = CAP_MSIX + 8;
+const MSIX_ENABLE: u16 = 1 << 15;
+const MSIX_FUNCTION_MASK: u16 = 1 << 14;
 
 // MSI capability registers (the data word follows the upper address in the 64-bit layout,
 // the lower address in the 32-bit one).
@@ -76,6 +84,9 @@ pub struct CardView {
     pub msi_vectors: u32,
     pub msi_address: u64,
     pub msi_data: u16,
+    /// MSI-X Enable and Function Mask (false without the capability).
+    pub msix_enable: bool,
+    pub msix_function_mask: bool,
     pub max_payload_size: u32,
     pub max_read_request_size: u32,
     /// BAR0 bus address (memory BAR, low flag bits cleared).
@@ -87,6 +98,15 @@ pub struct ConfigSpace {
     /// Bits a config write may change (everything else is read-only).
     writable: [u8; SIZE],
     bar0_size: u32,
+}
+
+/// The MSI-X capability: its table size and where the table and the pending-bit array are in
+/// BAR0 (the card's build info: cores/msix.py's window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsixParams {
+    pub vectors: u32,
+    pub table_offset: u32,
+    pub pba_offset: u32,
 }
 
 /// Parameters of the config space a run presents.
@@ -104,6 +124,10 @@ pub struct ConfigParams {
     pub max_link_lanes: u8,
     /// MSI with 64-bit message addresses (else 32-bit).
     pub msi_64bit: bool,
+    /// MSI vectors the card can send (Multiple Message Capable): 1, 2, 4, ..., 32.
+    pub msi_vectors: u32,
+    /// The MSI-X capability, when the card offers it.
+    pub msix: Option<MsixParams>,
     pub bar0_address: u32,
     pub bar0_size: u32,
 }
@@ -158,11 +182,18 @@ impl ConfigSpace {
         c.put16(CAP_PM + 4, 0x0008);
         c.mask16(CAP_PM + 4, 0x0003); // PowerState
 
-        // MSI: one vector (LitePCIe's MSI block always sends vector 0 and names the source in
-        // its pcie_msi.vector register), enabled; 64- or 32-bit addresses as the hard IP has.
+        // MSI: capable of the vectors the board's hard IP offers (Multiple Message Capable;
+        // the card's MSI block sends a vector per source and timer vector once the host
+        // enables several, vector 0 for all with one), enabled with one vector (Multiple
+        // Message Enable 0, what a stock driver asks for); 64- or 32-bit addresses as the
+        // hard IP has.
         c.bytes[CAP_MSI] = 0x05;
-        c.bytes[CAP_MSI + 1] = CAP_PCIE as u8;
-        c.put16(MSI_CONTROL, if p.msi_64bit { MSI_64BIT } else { 0 } | 1);
+        c.bytes[CAP_MSI + 1] = if p.msix.is_some() { CAP_MSIX } else { CAP_PCIE } as u8;
+        if !p.msi_vectors.is_power_of_two() || p.msi_vectors > 32 {
+            return Err(format!("MSI vectors must be 1, 2, 4, 8, 16 or 32, not {}", p.msi_vectors));
+        }
+        let mmc = p.msi_vectors.trailing_zeros() as u16;
+        c.put16(MSI_CONTROL, if p.msi_64bit { MSI_64BIT } else { 0 } | (mmc << 1) | 1);
         c.mask16(MSI_CONTROL, (7 << 4) | 1);
         c.put32(MSI_ADDR_LO, MSI_DEFAULT_ADDRESS);
         c.mask32(MSI_ADDR_LO, !3);
@@ -170,6 +201,26 @@ impl ConfigSpace {
             c.mask32(MSI_ADDR_HI, !0);
         }
         c.mask16(msi_data_offset(p.msi_64bit), 0xFFFF);
+
+        // MSI-X: the card's table in BAR0 (BIR 0), off at start (MSI is what a set-up card
+        // uses); a host turns it on (and MSI off) to steer each vector on its own.
+        if let Some(x) = p.msix {
+            if !(1..=2048).contains(&x.vectors) || x.table_offset % 8 != 0 || x.pba_offset % 8 != 0 {
+                return Err(format!(
+                    "MSI-X needs 1..2048 vectors and QWORD-aligned offsets, not {} vectors, table {:#x}, PBA {:#x}",
+                    x.vectors, x.table_offset, x.pba_offset
+                ));
+            }
+            if u64::from(x.table_offset) + 16 * u64::from(x.vectors) > u64::from(p.bar0_size) || x.pba_offset >= p.bar0_size {
+                return Err(format!("the MSI-X table ({:#x}) or PBA ({:#x}) is outside BAR0 ({:#x} bytes)", x.table_offset, x.pba_offset, p.bar0_size));
+            }
+            c.bytes[CAP_MSIX] = 0x11;
+            c.bytes[CAP_MSIX + 1] = CAP_PCIE as u8;
+            c.put16(MSIX_CONTROL, (x.vectors - 1) as u16);
+            c.mask16(MSIX_CONTROL, MSIX_ENABLE | MSIX_FUNCTION_MASK);
+            c.put32(MSIX_TABLE, x.table_offset);
+            c.put32(MSIX_PBA, x.pba_offset);
+        }
 
         // PCI Express capability, version 2, endpoint.
         c.bytes[CAP_PCIE] = 0x10;
@@ -258,12 +309,42 @@ impl ConfigSpace {
         Ok(changed)
     }
 
+    /// The MSI and MSI-X Message Control registers (MSI-X's 0 without the capability).
+    pub fn interrupt_controls(&self) -> (u16, u16) {
+        (self.get16(MSI_CONTROL), if self.has_msix() { self.get16(MSIX_CONTROL) } else { 0 })
+    }
+
+    /// Writes both Message Control registers back (as config writes: read-only bits stay).
+    pub fn set_interrupt_controls(&mut self, (msi, msix): (u16, u16)) {
+        let _ = self.write(MSI_CONTROL as u16, &msi.to_le_bytes());
+        if self.has_msix() {
+            let _ = self.write(MSIX_CONTROL as u16, &msix.to_le_bytes());
+        }
+    }
+
+    /// Whether the MSI-X capability is in the list.
+    pub fn has_msix(&self) -> bool {
+        self.bytes[CAP_MSI + 1] as usize == CAP_MSIX
+    }
+
+    /// MSI-X vectors (the table's size), 0 without the capability.
+    pub fn msix_vectors(&self) -> u32 {
+        if self.has_msix() { u32::from(self.get16(MSIX_CONTROL) & 0x7FF) + 1 } else { 0 }
+    }
+
+    /// MSI vectors the card is capable of (the capability's Multiple Message Capable).
+    pub fn msi_vectors_capable(&self) -> u32 {
+        1 << ((self.get16(MSI_CONTROL) >> 1) & 7)
+    }
+
     /// What the card and the root complex take from config space now.
     pub fn view(&self) -> CardView {
         let cmd = self.get16(COMMAND);
         let msi = self.get16(MSI_CONTROL);
         let devctl = self.get16(PCIE_DEVCTL);
-        let mme = (msi >> 4) & 7;
+        // A Multiple Message Enable above what the card is capable of grants what it is
+        // capable of (the spec leaves it undefined; the card cannot send more).
+        let mme = ((msi >> 4) & 7).min((msi >> 1) & 7);
         CardView {
             memory_enable: cmd & CMD_MEMORY != 0,
             bus_master_enable: cmd & CMD_BUS_MASTER != 0,
@@ -275,6 +356,8 @@ impl ConfigSpace {
                 u64::from(self.get32(MSI_ADDR_LO))
             },
             msi_data: self.get16(msi_data_offset(msi & MSI_64BIT != 0)),
+            msix_enable: self.has_msix() && self.get16(MSIX_CONTROL) & MSIX_ENABLE != 0,
+            msix_function_mask: self.has_msix() && self.get16(MSIX_CONTROL) & MSIX_FUNCTION_MASK != 0,
             max_payload_size: size_bytes(devctl >> 5).min(size_bytes(self.get16(PCIE_DEVCAP))),
             max_read_request_size: size_bytes(devctl >> 12),
             bar0: u64::from(self.get32(BAR0) & !0xF),
@@ -297,6 +380,8 @@ mod tests {
             max_link_generation: 3,
             max_link_lanes: 8,
             msi_64bit: true,
+            msi_vectors: 32,
+            msix: Some(MsixParams { vectors: 32, table_offset: 0x50000, pba_offset: 0x50800 }),
             bar0_address: 0xF000_0000,
             bar0_size: 1 << 20,
         }
@@ -310,13 +395,45 @@ mod tests {
         assert_eq!(&b[9..12], &[0x00, 0x80, 0x11]);
         assert_eq!(b[8], 0, "revision 0: LitePCIe's stock driver probes nothing else");
         let caps: Vec<u8> = decode::capabilities(b).iter().map(|c| c.id).collect();
-        assert_eq!(caps, vec![0x01, 0x05, 0x10]);
+        assert_eq!(caps, vec![0x01, 0x05, 0x11, 0x10]);
+        let without = ConfigSpace::new(ConfigParams { msix: None, ..params() }).unwrap();
+        let caps: Vec<u8> = decode::capabilities(without.bytes()).iter().map(|c| c.id).collect();
+        assert_eq!(caps, vec![0x01, 0x05, 0x10], "no MSI-X capability unless asked");
         let v = c.view();
         assert!(v.memory_enable && v.bus_master_enable && v.msi_enable);
         assert_eq!(v.msi_vectors, 1);
         assert_eq!((v.max_payload_size, v.max_read_request_size), (256, 512));
         assert_eq!(v.bar0, 0xF000_0000);
         assert_eq!(v.msi_address, 0xFEE0_0000);
+    }
+
+    #[test]
+    fn msi_multiple_message_and_msix_enable_reach_the_view() {
+        let mut c = ConfigSpace::new(params()).unwrap();
+        assert_eq!(c.msi_vectors_capable(), 32);
+        assert_eq!(c.msix_vectors(), 32);
+        // MME 3: 8 vectors; a MME above the capability grants the capability's.
+        c.write(MSI_CONTROL as u16, &(1u16 | (3 << 4)).to_le_bytes()).unwrap();
+        assert_eq!(c.view().msi_vectors, 8);
+        let mut few = ConfigSpace::new(ConfigParams { msi_vectors: 4, msix: None, ..params() }).unwrap();
+        few.write(MSI_CONTROL as u16, &(1u16 | (5 << 4)).to_le_bytes()).unwrap();
+        assert_eq!(few.view().msi_vectors, 4);
+        assert!(!few.view().msix_enable);
+        // MSI-X Enable and Function Mask are the only writable bits of its control; the table
+        // size and locations are read-only.
+        assert!(!c.view().msix_enable);
+        c.write(MSIX_CONTROL as u16, &0xFFFFu16.to_le_bytes()).unwrap();
+        let v = c.view();
+        assert!(v.msix_enable && v.msix_function_mask);
+        assert_eq!(c.msix_vectors(), 32);
+        c.write(MSIX_TABLE as u16, &[0; 4]).unwrap();
+        assert_eq!(c.read(MSIX_TABLE as u16, 4).unwrap(), 0x50000u32.to_le_bytes().to_vec());
+        assert!(ConfigSpace::new(ConfigParams { msi_vectors: 3, ..params() }).is_err());
+        assert!(ConfigSpace::new(ConfigParams {
+            msix: Some(MsixParams { vectors: 32, table_offset: 0xFFFF8, pba_offset: 0x50800 }),
+            ..params()
+        })
+        .is_err());
     }
 
     #[test]
@@ -385,8 +502,10 @@ mod tests {
         assert_eq!((p.max_payload_supported, p.max_payload_size, p.max_read_request_size), (4096, 256, 512));
         let m = decode::msi(c.bytes()).expect("MSI capability");
         assert!(m.enabled && m.is_64bit);
-        assert_eq!((m.multiple_message_capable, m.multiple_message_enabled), (1, 1));
+        assert_eq!((m.multiple_message_capable, m.multiple_message_enabled), (32, 1));
         assert_eq!(m.address, 0xFEE0_0000);
+        let one = ConfigSpace::new(ConfigParams { msi_vectors: 1, ..params() }).unwrap();
+        assert_eq!(decode::msi(one.bytes()).expect("MSI capability").multiple_message_capable, 1);
         let bars = decode::bars(c.bytes());
         assert_eq!(bars[0].address, 0xF000_0000);
         assert!(!bars[0].is_io && !bars[0].is_64bit);

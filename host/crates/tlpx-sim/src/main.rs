@@ -53,6 +53,17 @@ struct Cli {
     /// Host memory that clients can allocate for DMA, in MiB.
     #[arg(long, default_value_t = 256, value_name = "MIB")]
     host_mem_mib: u64,
+    /// MSI vectors the card's capability offers (Multiple Message Capable): 1, 2, 4, 8, 16 or
+    /// 32, at most what the board's hard IP offers (the generic card: 32, the boards' IPs: 1).
+    /// 1 by default, what every driver and test of the card was written against; more lets a
+    /// host enable a vector per source and per interrupt-timer CPU.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    msi_vectors: u32,
+    /// MSI-X: present the capability with an N-vector table (the card's, in BAR0; at most 32,
+    /// and only on a board whose hard IP offers MSI-X: the generic card). 0, the default: no
+    /// MSI-X capability, as every test and driver of the card so far expects.
+    #[arg(long = "msix", default_value_t = 0, value_name = "N")]
+    msix_vectors: u32,
     /// Bus address of the host memory (below 4 GiB so the card's 32-bit DMA reaches it).
     #[arg(long, default_value = "0x40000000", value_parser = parse_u64, value_name = "ADDR")]
     dma_base: u64,
@@ -177,6 +188,8 @@ fn main() -> ExitCode {
         dma_jitter_ns: cli.dma_jitter_ns,
         seed: cli.seed,
         host_mem_mib: cli.host_mem_mib,
+        msi_vectors: cli.msi_vectors,
+        msix_vectors: cli.msix_vectors,
         dma_base: cli.dma_base,
         completion_timeout_us: cli.completion_timeout_us,
         corrupt_read: cli.corrupt_read,

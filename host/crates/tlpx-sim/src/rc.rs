@@ -190,6 +190,21 @@ pub fn write_range(req: &[u32]) -> Option<(u64, u64)> {
     Some((lo, hi))
 }
 
+/// The x86 interrupt window (the local APIC's, 0xFEE0_0000..0xFEF0_0000): a memory write there
+/// is an interrupt message, not memory (Intel SDM 10.11), as every MSI-X write on x86 is.
+pub const MSI_WINDOW: std::ops::Range<u64> = 0xFEE0_0000..0xFEF0_0000;
+
+/// The vector an MSI-X message `req` carries: a one-DW write of all four bytes into
+/// [`MSI_WINDOW`] whose data is the vector (how tlpx-sim, as the host's OS, programs the card's
+/// table: data = vector number). `None` for any other write.
+pub fn msix_message(req: &[u32]) -> Option<u32> {
+    if !matches!(tlp::kind(req[0]), Kind::MWr32 | Kind::MWr64) || tlp::payload_dw(req[0]) != 1 || tlp::first_be(req[1]) != 0xF {
+        return None;
+    }
+    let addr = tlp::mem_address(req);
+    MSI_WINDOW.contains(&addr).then(|| req[tlp::header_dw(req[0])])
+}
+
 /// Calls `write(addr, byte)` for every enabled byte of memory write `req`.
 pub fn for_each_written_byte(req: &[u32], mut write: impl FnMut(u64, u8)) {
     let h = tlp::header_dw(req[0]);
@@ -219,6 +234,20 @@ mod tests {
 
     fn cfg(mps: u32, rcb: u32) -> LinkConfig {
         LinkConfig::new(3, 4, mps, 512, rcb, false).expect("valid")
+    }
+
+    #[test]
+    fn msix_messages_are_one_dw_writes_into_the_interrupt_window() {
+        let msg = mmio_write_tlp(0x0100, 0xFEE0_0000, 0, 4, 7);
+        assert_eq!(msix_message(&msg), Some(7));
+        let elsewhere = mmio_write_tlp(0x0100, 0x4000_0000, 0, 4, 7);
+        assert_eq!(msix_message(&elsewhere), None);
+        let partial = mmio_write_tlp(0x0100, 0xFEE0_0000, 0, 2, 7);
+        assert_eq!(msix_message(&partial), None);
+        let two_dw = mmio_write_block_tlp(0x0100, 0xFEE0_0000, 0, &[0; 8]);
+        assert_eq!(msix_message(&two_dw), None);
+        let read = mmio_read_tlp(0, 0, 0xFEE0_0000, 0, 4);
+        assert_eq!(msix_message(&read), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use tlpx_model::link::LinkConfig;
 use tlpx_sim_protocol::{read_frame, DmaFaults, FrameError, HelloInfo, HostTime, Request, BAR0_SIZE, PROTOCOL_VERSION};
 
 use crate::card::{built_library_path, env_library, CardLibrary};
-use crate::config_space::{ConfigParams, ConfigSpace, DEVICE_ID, VENDOR_ID};
+use crate::config_space::{ConfigParams, ConfigSpace, MsixParams, DEVICE_ID, VENDOR_ID};
 use crate::datapath::{choose_data_width, datapath_warning, default_lanes};
 use crate::engine::{Credits, EngineParams, Event, Sim};
 use crate::hostmem::HostMemory;
@@ -61,6 +61,10 @@ pub struct SimOptions {
     pub dma_jitter_ns: u64,
     pub seed: u64,
     pub host_mem_mib: u64,
+    /// MSI vectors asked for the capability (--msi-vectors).
+    pub msi_vectors: u32,
+    /// MSI-X table size the capability presents (--msix), 0: no MSI-X capability.
+    pub msix_vectors: u32,
     pub dma_base: u64,
     pub completion_timeout_us: u64,
     pub corrupt_read: Vec<(u64, u32)>,
@@ -293,6 +297,46 @@ fn read_client(id: u64, stream: UnixStream, tx: Sender<Event>, credits: &Credits
     }
 }
 
+/// The MSI vectors the capability offers: `--msi-vectors`, refused when not a power of two up
+/// to 32 or above what the board's hard IP (its profile) offers.
+fn msi_vectors(asked: u32, board: &str, profile: &HardIpProfile) -> Result<u32, SimError> {
+    if !asked.is_power_of_two() || asked > 32 {
+        return Err(SimError::Invalid(format!("--msi-vectors must be 1, 2, 4, 8, 16 or 32, not {asked}")));
+    }
+    if asked > profile.msi_vectors {
+        return Err(SimError::Invalid(format!(
+            "--msi-vectors {asked}: --board {board} ({}) offers {} MSI vector(s); the card library's boards.json says so \
+             (a card built before multi-vector MSI offers 1)",
+            profile.hard_ip, profile.msi_vectors
+        )));
+    }
+    Ok(asked)
+}
+
+/// The MSI-X capability `--msix N` asks for: N vectors (0: none), at most what the board's hard
+/// IP and the card's table offer, the table and PBA where the card's build info says.
+fn msix_params(asked: u32, board: &str, profile: &HardIpProfile, build_info: &str) -> Result<Option<MsixParams>, SimError> {
+    if asked == 0 {
+        return Ok(None);
+    }
+    let card_vectors = build_info_number(build_info, "msix_vectors").unwrap_or(0.0) as u32;
+    let offered = card_vectors.min(profile.msix_vectors);
+    if asked > offered {
+        return Err(SimError::Invalid(format!(
+            "--msix {asked}: {} offers {offered} MSI-X vectors (the card's table: {card_vectors}; --board {board} ({}): {}); \
+             0 turns MSI-X off",
+            if card_vectors == 0 { "this card library (built before MSI-X)" } else { "the card" },
+            profile.hard_ip,
+            profile.msix_vectors
+        )));
+    }
+    let offset = |key: &str| build_info_number(build_info, key).map(|v| v as u32);
+    match (offset("msix_table_bar0_offset"), offset("msix_pba_bar0_offset")) {
+        (Some(table_offset), Some(pba_offset)) => Ok(Some(MsixParams { vectors: asked, table_offset, pba_offset })),
+        _ => Err(SimError::Invalid("--msix: the card's build info does not say where its MSI-X table is".into())),
+    }
+}
+
 /// Reads a number field from the card's build info JSON.
 fn build_info_number(info: &str, key: &str) -> Option<f64> {
     let v: serde_json::Value = serde_json::from_str(info).ok()?;
@@ -464,6 +508,8 @@ pub fn prepare(opts: &SimOptions) -> Result<Prepared, SimError> {
         max_link_generation,
         max_link_lanes,
         msi_64bit: profile.msi_64bit,
+        msi_vectors: msi_vectors(opts.msi_vectors, &board, &profile)?,
+        msix: msix_params(opts.msix_vectors, &board, &profile, lib.build_info())?,
         bar0_address: BAR0_BUS_ADDRESS,
         bar0_size: BAR0_SIZE as u32,
     })
@@ -503,6 +549,9 @@ pub struct HardIpProfile {
     pub mps_supported: u32,
     pub msi_64bit: bool,
     pub msi_vectors: u32,
+    /// MSI-X vectors the hard IP offers (0: none; absent in an older boards.json).
+    #[serde(default)]
+    pub msix_vectors: u32,
     pub extended_tags: bool,
 }
 
@@ -716,6 +765,40 @@ fn print_banner(h: &HelloInfo, files: &RuntimeFiles, clock_hz: f64, opts: &SimOp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn profile(msi_vectors: u32, msix_vectors: u32) -> HardIpProfile {
+        HardIpProfile {
+            title: "t".into(),
+            hard_ip: "pcie_7x".into(),
+            max_link_gen: 2,
+            max_link_lanes: 4,
+            mps_supported: 512,
+            msi_64bit: false,
+            msi_vectors,
+            msix_vectors,
+            extended_tags: true,
+        }
+    }
+
+    #[test]
+    fn vector_counts_are_held_to_what_the_board_and_the_card_offer() {
+        let card = r#"{"msix_vectors":32,"msix_table_bar0_offset":327680,"msix_pba_bar0_offset":329728}"#;
+        // A board whose IP offers one MSI vector and no MSI-X refuses more, naming itself.
+        let e = msi_vectors(4, "kc705", &profile(1, 0)).unwrap_err().to_string();
+        assert!(e.contains("--board kc705") && e.contains("offers 1 MSI vector"), "{e}");
+        let e = msix_params(4, "kc705", &profile(1, 0), card).unwrap_err().to_string();
+        assert!(e.contains("--msix 4") && e.contains("kc705"), "{e}");
+        // A card built before MSI-X says so.
+        let e = msix_params(4, "generic", &profile(32, 32), "{}").unwrap_err().to_string();
+        assert!(e.contains("built before MSI-X"), "{e}");
+        assert_eq!(msix_params(0, "kc705", &profile(1, 0), card).unwrap(), None);
+        assert_eq!(
+            msix_params(8, "generic", &profile(32, 32), card).unwrap(),
+            Some(MsixParams { vectors: 8, table_offset: 0x50000, pba_offset: 0x50800 })
+        );
+        assert_eq!(msi_vectors(32, "generic", &profile(32, 32)).unwrap(), 32);
+        assert!(msi_vectors(0, "generic", &profile(32, 32)).is_err());
+    }
 
     #[test]
     fn the_iova_window_stays_below_bar0_and_4_gib_and_holds_the_host_memory() {

@@ -34,12 +34,12 @@ use std::time::Instant;
 use tlpx_sim_protocol::{read_frame, Reply, Request, SimStats, BAR0_SIZE, PROTOCOL_VERSION};
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_DATA_NONE,
-    VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSI_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS,
+    VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS,
     VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
 };
 use vfio_user::{DmaMapFlags, DmaUnmapFlags, IrqInfo, Server, ServerBackend, ServerRegion};
 
-use crate::config_space::{CAP_MSI, COMMAND, SIZE as CONFIG_SIZE};
+use crate::config_space::{CAP_MSI, CAP_MSIX, COMMAND, MSI_DEFAULT_ADDRESS, SIZE as CONFIG_SIZE};
 use crate::engine::{Event, Sim};
 use crate::guestmem::GuestMemory;
 use crate::hostmem::HostMemory;
@@ -106,8 +106,16 @@ impl Bridge {
     }
 }
 
-/// The interrupt eventfds the guest gave with SET_IRQS (MSI index), by vector.
-type Eventfds = Arc<Mutex<Vec<Option<File>>>>;
+/// The interrupt eventfds the guest gave with SET_IRQS, by vector: MSI's and MSI-X's, and
+/// which of the two the card sends now (MSI-X Enable in its config space).
+#[derive(Default)]
+struct IrqTables {
+    msi: Vec<Option<File>>,
+    msix: Vec<Option<File>>,
+    msix_on: bool,
+}
+
+type Eventfds = Arc<Mutex<IrqTables>>;
 
 /// The device the `vfio_user` crate's server calls back.
 struct VfuCard {
@@ -119,6 +127,8 @@ struct VfuCard {
     quiet: bool,
     /// The command register as last seen, to log Memory / Bus Master changes.
     command: u16,
+    /// MSI-X table size the config space presents (0: no MSI-X).
+    msix_vectors: u32,
 }
 
 impl VfuCard {
@@ -144,6 +154,65 @@ impl VfuCard {
 
     fn config_write(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
         let offset = u16::try_from(offset).map_err(|_| format!("config write at {offset:#x}: outside config space"))?;
+        let control = CAP_MSIX as u16 + 2;
+        if offset < control + 2 && offset as usize + data.len() > control as usize && self.msix_vectors > 0 {
+            // MSI-X Message Control: QEMU emulates the table the guest sees and tells the
+            // device only that MSI-X is on (SET_IRQS gives an eventfd per vector). The card's
+            // own table is programmed here, as a host kernel would, before the card may send:
+            // entry v writes v to the interrupt window, and tlpx-sim delivers data v as vector
+            // v to eventfd v.
+            let mut now = [0u8; 2];
+            self.config_read(u64::from(control), &mut now)?;
+            let mut new = now;
+            for (i, b) in data.iter().enumerate() {
+                let at = offset as usize + i;
+                if (control as usize..control as usize + 2).contains(&at) {
+                    new[at - control as usize] = *b;
+                }
+            }
+            let (was_on, on) = (u16::from_le_bytes(now) & (1 << 15) != 0, u16::from_le_bytes(new) & (1 << 15) != 0);
+            if on && !was_on {
+                self.program_msix_table()?;
+            }
+            self.forward_config_write(offset, data)?;
+            if let Ok(mut t) = self.msi.lock() {
+                t.msix_on = on;
+            }
+            if on != was_on {
+                self.log(&format!("MSI-X {}", if on { "on: the card's table programmed, one eventfd per vector" } else { "off" }));
+            }
+            return Ok(());
+        }
+        self.forward_config_write(offset, data)
+    }
+
+    /// The MSI-X table's size the config space presents (0: no MSI-X capability).
+    fn msix_table_size(&mut self) -> Result<u32, String> {
+        let mut next = [0u8; 1];
+        self.config_read((CAP_MSI + 1) as u64, &mut next)?;
+        if usize::from(next[0]) != CAP_MSIX {
+            return Ok(0);
+        }
+        let mut control = [0u8; 2];
+        self.config_read((CAP_MSIX + 2) as u64, &mut control)?;
+        Ok(u32::from(u16::from_le_bytes(control) & 0x7FF) + 1)
+    }
+
+    /// Entry v of the card's MSI-X table: the interrupt window's address, data v, unmasked.
+    fn program_msix_table(&mut self) -> Result<(), String> {
+        let mut t = [0u8; 4];
+        self.config_read((CAP_MSIX + 4) as u64, &mut t)?;
+        let table = u64::from(u32::from_le_bytes(t) & !7);
+        for v in 0..self.msix_vectors {
+            let entry = table + 16 * u64::from(v);
+            for (k, value) in [MSI_DEFAULT_ADDRESS, 0, v, 0].into_iter().enumerate() {
+                self.bar_write(entry + 4 * k as u64, &value.to_le_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn forward_config_write(&mut self, offset: u16, data: &[u8]) -> Result<(), String> {
         match self.vcpu.call(Request::ConfigWrite { offset, data: data.to_vec() })? {
             Reply::ConfigWritten => Ok(()),
             Reply::Error { message, .. } => Err(message),
@@ -210,9 +279,14 @@ impl VfuCard {
         self.config_read((CAP_MSI + 2) as u64, &mut ctl)?;
         ctl[0] &= !1;
         self.config_write((CAP_MSI + 2) as u64, &ctl)?;
+        if self.msix_vectors > 0 {
+            self.config_read((CAP_MSIX + 2) as u64, &mut ctl)?;
+            ctl[1] &= !0xC0; // MSI-X Enable and Function Mask off
+            self.config_write((CAP_MSIX + 2) as u64, &ctl)?;
+        }
         self.command = 0;
         if let Ok(mut m) = self.msi.lock() {
-            m.clear();
+            *m = IrqTables::default();
         }
         Ok(())
     }
@@ -317,12 +391,14 @@ impl ServerBackend for VfuCard {
     }
 
     fn set_irqs(&mut self, index: u32, flags: u32, start: u32, count: u32, fds: Vec<File>) -> Result<(), std::io::Error> {
-        if index != VFIO_PCI_MSI_IRQ_INDEX {
-            // Only MSI is offered (GET_IRQ_INFO count 0 elsewhere); QEMU does not ask for others.
-            self.log(&format!("SET_IRQS for index {index} ignored: the card has MSI only"));
+        if index != VFIO_PCI_MSI_IRQ_INDEX && index != VFIO_PCI_MSIX_IRQ_INDEX {
+            // MSI and MSI-X are offered (GET_IRQ_INFO count 0 elsewhere: no INTx).
+            self.log(&format!("SET_IRQS for index {index} ignored: the card has MSI and MSI-X only"));
             return Ok(());
         }
-        let mut msi = self.msi.lock().map_err(|_| io_err("the eventfd table is poisoned".into()))?;
+        let kind = if index == VFIO_PCI_MSIX_IRQ_INDEX { "MSI-X" } else { "MSI" };
+        let mut tables = self.msi.lock().map_err(|_| io_err("the eventfd table is poisoned".into()))?;
+        let msi = if index == VFIO_PCI_MSIX_IRQ_INDEX { &mut tables.msix } else { &mut tables.msi };
         if flags & VFIO_IRQ_SET_DATA_EVENTFD != 0 && flags & VFIO_IRQ_SET_ACTION_TRIGGER != 0 {
             let need = (start + count) as usize;
             if msi.len() < need {
@@ -337,8 +413,8 @@ impl ServerBackend for VfuCard {
             msi.clear();
         }
         let n = msi.iter().filter(|f| f.is_some()).count();
-        drop(msi);
-        self.log(&format!("SET_IRQS MSI start {start} count {count} flags {flags:#x}: {n} vector(s) with an eventfd"));
+        drop(tables);
+        self.log(&format!("SET_IRQS {kind} start {start} count {count} flags {flags:#x}: {n} vector(s) with an eventfd"));
         Ok(())
     }
 }
@@ -354,14 +430,14 @@ fn interrupt_thread(mut irq: Bridge, msi: Eventfds, n: Arc<VfuCounters>, timeout
     loop {
         match irq.call(Request::WaitIrq { vector_mask: u32::MAX, timeout_cycles }) {
             Ok(Reply::Irq { vector, .. }) => {
-                let signalled = msi
-                    .lock()
-                    .ok()
-                    .and_then(|m| m.get(vector as usize).and_then(|f| f.as_ref()).map(|mut f| f.write_all(&1u64.to_le_bytes()).is_ok()));
+                let (signalled, kind) = msi.lock().ok().map_or((None, "MSI"), |t| {
+                    let (table, kind) = if t.msix_on { (&t.msix, "MSI-X") } else { (&t.msi, "MSI") };
+                    (table.get(vector as usize).and_then(|f| f.as_ref()).map(|mut f| f.write_all(&1u64.to_le_bytes()).is_ok()), kind)
+                });
                 if signalled == Some(true) {
                     bump(&n.msis_signalled);
                 } else if bump(&n.msis_without_eventfd) <= LOG_LIMIT && !quiet {
-                    eprintln!("tlpx-sim vfio-user: the card's MSI (vector {vector}) dropped: the guest has no eventfd for it (MSI off)");
+                    eprintln!("tlpx-sim vfio-user: the card's {kind} (vector {vector}) dropped: the guest has no eventfd for it ({kind} off or the vector not enabled)");
                 }
             }
             Ok(Reply::IrqTimedOut { .. }) => {}
@@ -370,8 +446,10 @@ fn interrupt_thread(mut irq: Bridge, msi: Eventfds, n: Arc<VfuCounters>, timeout
     }
 }
 
-/// The regions and interrupts the device offers: BAR0 and config space, MSI.
-fn device_layout() -> (Vec<ServerRegion>, Vec<IrqInfo>) {
+/// The regions and interrupts the device offers: BAR0 and config space, MSI with
+/// `msi_vectors` vectors (the capability's Multiple Message Capable), MSI-X with
+/// `msix_vectors` (0: no MSI-X capability).
+fn device_layout(msi_vectors: u32, msix_vectors: u32) -> (Vec<ServerRegion>, Vec<IrqInfo>) {
     let regions = (0..VFIO_PCI_NUM_REGIONS)
         .map(|index| {
             let mut info = vfio_region_info { argsz: std::mem::size_of::<vfio_region_info>() as u32, index, ..Default::default() };
@@ -387,13 +465,18 @@ fn device_layout() -> (Vec<ServerRegion>, Vec<IrqInfo>) {
             ServerRegion { region_info: info, sparse_areas: Vec::new(), mmap_fd: None }
         })
         .collect();
-    // One MSI vector (the config space's MSI capability: LitePCIe's MSI block sends vector 0
-    // and names the source in a register); no INTx (interrupt pin 0), no MSI-X.
+    // MSI with the capability's vectors (the card sends vector n of the MME the guest
+    // enabled; with one, vector 0 for every source, named in pcie_msi.vector); each vector an
+    // eventfd of its own (SET_IRQS); MSI-X likewise when tlpx-sim presents it (--msix). No
+    // INTx (interrupt pin 0).
     let irqs = (0..VFIO_PCI_NUM_IRQS)
-        .map(|index| IrqInfo {
-            index,
-            count: u32::from(index == VFIO_PCI_MSI_IRQ_INDEX),
-            flags: if index == VFIO_PCI_MSI_IRQ_INDEX { VFIO_IRQ_INFO_EVENTFD } else { 0 },
+        .map(|index| {
+            let count = match index {
+                VFIO_PCI_MSI_IRQ_INDEX => msi_vectors,
+                VFIO_PCI_MSIX_IRQ_INDEX => msix_vectors,
+                _ => 0,
+            };
+            IrqInfo { index, count, flags: if count > 0 { VFIO_IRQ_INFO_EVENTFD } else { 0 } }
         })
         .collect();
     (regions, irqs)
@@ -439,7 +522,8 @@ pub fn serve_vfio_user(opts: &SimOptions, socket: &Path) -> Result<(), SimError>
     let mem = HostMemory::new(mem_file, &files.host_memory, 4096, opts.dma_base, 4096)
         .map_err(|source| SimError::Io { context: format!("cannot map {}", files.host_memory.display()), source })?;
 
-    let (regions, irqs) = device_layout();
+    let msix_vectors = p.config.msix_vectors();
+    let (regions, irqs) = device_layout(p.config.msi_vectors_capable(), msix_vectors);
     let server = Server::new(socket, true, irqs, regions)
         .map_err(|e| SimError::Invalid(format!("--vfio-user {}: cannot listen there: {e}", socket.display())))?;
 
@@ -514,10 +598,11 @@ fn vfio_user_side(
     quiet: bool,
     banner: Option<String>,
 ) -> Result<String, String> {
-    let msi: Eventfds = Arc::new(Mutex::new(Vec::new()));
+    let msi: Eventfds = Arc::new(Mutex::new(IrqTables::default()));
     let vcpu = Bridge::connect(VCPU_CLIENT, tx.clone(), "vfio-user vCPU")?;
     let irq = Bridge::connect(IRQ_CLIENT, tx, "vfio-user interrupts")?;
-    let mut card = VfuCard { vcpu, guest, msi: msi.clone(), n: n.clone(), t0: Instant::now(), quiet, command: 0 };
+    let mut card = VfuCard { vcpu, guest, msi: msi.clone(), n: n.clone(), t0: Instant::now(), quiet, command: 0, msix_vectors: 0 };
+    card.msix_vectors = card.msix_table_size()?;
     card.reset_config()?;
     {
         // A second of card time per wait: the wait is re-armed, it only bounds a lost wake-up.

@@ -279,6 +279,13 @@ impl Device for SimDevice {
         self.bar_read_stamped(bar, offset, width).map(|(v, _)| v)
     }
 
+    /// tlpx-sim's socket has no kernel to play the OS: this process programs the card's MSI-X
+    /// table or MSI's Multiple Message Enable itself, and tlpx-sim restores the mode when it
+    /// leaves (crate::msi::enable_vectors_as_host).
+    fn request_vectors(&mut self, count: u32) -> Result<crate::InterruptVectors, DeviceError> {
+        crate::msi::enable_vectors_as_host(self, count)
+    }
+
     fn bar_write(&mut self, bar: u8, offset: u64, width: Width, value: u64) -> Result<(), DeviceError> {
         let w = width.bytes() as u8;
         check_mmio(bar, offset, w, &self.hello.bar_sizes).map_err(DeviceError::InvalidArgument)?;

@@ -325,6 +325,7 @@ impl Sim {
             }
         }
         let freed = self.mem.alloc.free_client(id);
+        self.restore_interrupt_mode(id);
         self.info(&format!(
             "client {id} ({}) left: {reason}; {freed} DMA allocation(s) freed",
             if c.stats.name.is_empty() { "no Hello" } else { &c.stats.name }

@@ -7,6 +7,20 @@ use tlpx_sim_protocol::{ErrorKind, Reply};
 use super::Sim;
 
 impl Sim {
+    /// A client left: the interrupt mode it set (vectors, MSI-X) goes back to what it found.
+    pub(super) fn restore_interrupt_mode(&mut self, id: u64) {
+        if let Some((owner, controls)) = self.interrupt_mode_owner {
+            if owner == id {
+                self.interrupt_mode_owner = None;
+                if self.config.interrupt_controls() != controls {
+                    self.config.set_interrupt_controls(controls);
+                    self.apply_view();
+                    self.info(&format!("client {id} left: the interrupt mode it set (MSI/MSI-X control) is restored"));
+                }
+            }
+        }
+    }
+
     /// Hands config space to the card's cfg_* inputs and the link model, rewrites the dump.
     pub(super) fn apply_view(&mut self) {
         let v = self.config.view();
@@ -14,6 +28,9 @@ impl Sim {
         let (domain, bus, dev, func) = self.p.pci_address;
         self.inp.cfg_bus_master_enable = u8::from(v.bus_master_enable);
         self.inp.cfg_msi_enable = u8::from(v.msi_enable);
+        self.inp.cfg_msi_multiple_enable = v.msi_vectors.trailing_zeros().min(5) as u8;
+        self.inp.cfg_msix_enable = u8::from(v.msix_enable);
+        self.inp.cfg_msix_function_mask = u8::from(v.msix_function_mask);
         self.inp.cfg_requester_id = (u16::from(bus) << 8) | (u16::from(dev) << 3) | u16::from(func);
         self.inp.cfg_max_payload_size = v.max_payload_size as u16;
         self.inp.cfg_max_request_size = v.max_read_request_size as u16;
@@ -36,9 +53,13 @@ impl Sim {
 
     /// A config write; one that changes what the card or the link sees is applied at once.
     pub(super) fn config_write(&mut self, id: u64, offset: u16, data: &[u8]) {
+        let controls = self.config.interrupt_controls();
         match self.config.write(offset, data) {
             Ok(changed) => {
                 if changed {
+                    if self.interrupt_mode_owner.is_none() && self.config.interrupt_controls() != controls {
+                        self.interrupt_mode_owner = Some((id, controls));
+                    }
                     self.apply_view();
                 }
                 self.reply(id, &Reply::ConfigWritten);

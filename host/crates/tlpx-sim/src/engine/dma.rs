@@ -61,6 +61,15 @@ impl Sim {
     }
 
     fn card_write(&mut self, t: &[u32]) {
+        // With MSI-X on, a write into the interrupt window is a vector's message, as the
+        // host's interrupt controller takes it; it reaches no memory.
+        if self.view.msix_enable {
+            if let Some(vector) = rc::msix_message(t) {
+                self.c.stats.msix_messages += 1;
+                self.deliver_msi(vector);
+                return;
+            }
+        }
         let range = rc::write_range(t);
         self.c.traffic.card_writes.add(t[0], range.map_or(0, |(lo, hi)| hi - lo));
         if tlp::poisoned(t[0]) {

@@ -262,6 +262,10 @@ pub struct Sim {
     link: Link,
     config: ConfigSpace,
     view: CardView,
+    /// The client that changed the interrupt mode (MSI's Multiple Message Enable, MSI-X's
+    /// control) and the controls before it did: restored when it leaves, however it leaves,
+    /// so that the next client finds the card in the mode every driver starts from.
+    interrupt_mode_owner: Option<(u64, (u16, u16))>,
     mem: HostMemory,
     p: EngineParams,
     completer: ReadCompleter,
@@ -359,6 +363,7 @@ impl Sim {
             next_tag: 0,
             clients: BTreeMap::new(),
             gone: VecDeque::new(),
+            interrupt_mode_owner: None,
             waiting: 0,
             drain_until: 0,
             fault_logs: 0,
