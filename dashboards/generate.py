@@ -253,6 +253,8 @@ IRQ = dashboard("tlpx-irq-latency", "tlpx: interrupt latency", "The interrupt ti
     timeseries("Fires, overruns, stray acks, drops per second", [(rate("tlpx_irq_fires_total"), "fires"), (rate("tlpx_irq_overruns_total"), "overruns"),
                                                                  (rate("tlpx_irq_stray_acks_total", "stage"), "stray acks {{stage}}"), (rate("tlpx_irq_records_dropped_total"), "records dropped")], "ops",
                "Fires; fires while the previous one was pending; acknowledgements with nothing pending; timer records lost."),
+    timeseries("Card interrupts per CPU (kernel dispatch)", [(rate("tlpx_irq_host_interrupts_total", "cpu"), "CPU {{cpu}}")], "ops",
+               "The card's interrupts the host kernel dispatched on each CPU, from /proc/interrupts: with tlpx irq --cpus each CPU's steered vector shows here. 0 on every CPU on the simulator (no kernel interrupt: its interrupts come over a socket).", w=24),
     stat("Fires", increase("tlpx_irq_fires_total"), "none", "Interrupts the timer fired in the dashboard's time range.", w=6),
     stat("Overruns", increase("tlpx_irq_overruns_total"), "none", "Fires while the previous one was still pending, in the dashboard's time range.", w=6),
     stat("Records dropped", increase("tlpx_irq_records_dropped_total"), "none", "Timer records lost in the dashboard's time range.", w=6),

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
 use tlpx_device::card::{Card, Feature};
 use tlpx_device::irq_timer::{self, Run, Sample, Stage, StageStats, TimerConfig};
@@ -37,7 +37,12 @@ use tlpx_device::isr_trace::{self, ClockCorrelation, ClockFit, IrqHandlerTrace, 
 use tlpx_model::stats::Summary;
 
 /// The document's types are tlpx-results'.
-pub use tlpx_results::irq::{Amount, Body, IsrTraceReport, Plan, RunReport, StageReport};
+pub use tlpx_results::irq::{Amount, Body, CpuReport, IsrTraceReport, Plan, RunReport, StageReport, SteeringReport, NO_CPU};
+
+/// Per-CPU runs (--cpus), the steering of vectors to CPUs and the rtla / cyclictest layouts.
+#[path = "percpu.rs"]
+pub mod percpu;
+pub use percpu::Layout;
 
 use crate::args::{check_optional_output, whole};
 use crate::checkpoint::Checkpoints;
@@ -77,6 +82,21 @@ pub struct Cmd {
     pub seed: u32,
     #[command(flatten)]
     pub placement: PlacementArgs,
+    /// Measure these CPUs in one run: a CPU list (0-3,6) or `all` (every online CPU this
+    /// process may run on). A measuring thread pinned on each; the fires are dealt to them in
+    /// turn. Without it, the one thread of --cpu.
+    #[arg(long, conflicts_with = "cpu", value_name = "LIST|all")]
+    pub cpus: Option<String>,
+    /// How the histograms are printed: tlpx (log2 rows per stage, plus a per-CPU table), rtla
+    /// (`rtla timerlat hist`'s columns per CPU), cyclictest (`cyclictest -h`'s).
+    #[arg(long, value_enum, default_value_t = Layout::Tlpx)]
+    pub layout: Layout,
+    /// Bucket width of the rtla and cyclictest layouts, in ns (rtla's -b; 1000 = 1 us buckets).
+    #[arg(long, default_value_t = 1000, value_parser = whole(1u64, 1_000_000_000), allow_negative_numbers = true)]
+    pub bucket_size: u64,
+    /// Buckets of the rtla and cyclictest layouts (rtla's -E); later values count as over.
+    #[arg(long, default_value_t = 256, value_parser = whole(1usize, 1_000_000), allow_negative_numbers = true)]
+    pub entries: usize,
     /// Width in characters of the longest terminal histogram bar (bars are log-scaled).
     #[arg(long, default_value_t = 40, value_parser = whole(4u32, 200), allow_negative_numbers = true)]
     pub bar_width: u32,
@@ -122,7 +142,20 @@ pub fn parse_plan(cmd: &Cmd, defaults_for: DefaultsFor) -> anyhow::Result<Plan> 
         }
     }
     let placement = realtime::parse_placement(&cmd.placement)?;
-    Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack, defaults_for })
+    let cpus = match &cmd.cpus {
+        Some(spec) => Some(percpu::parse_cpus(spec, &cpu_roles(), &realtime::allowed_cpus())?),
+        None => None,
+    };
+    Ok(Plan { amount, interval_ns, periodic, seed: cmd.seed, placement, no_ack: cmd.no_ack, cpus, defaults_for })
+}
+
+/// This host's CPUs and their roles; where sysfs cannot say, the CPUs this process may run
+/// on, none isolated.
+fn cpu_roles() -> isr_trace::CpuRoles {
+    isr_trace::CpuRoles::read(std::path::Path::new(isr_trace::SYS_CPU)).unwrap_or_else(|_| isr_trace::CpuRoles {
+        online: realtime::allowed_cpus().into_iter().map(|c| c as u32).collect(),
+        ..Default::default()
+    })
 }
 
 fn timer_config(plan: &Plan, clock_hz: u32) -> anyhow::Result<TimerConfig> {
@@ -214,84 +247,150 @@ fn wait_timeout(config: &TimerConfig, clock_hz: u32) -> Duration {
     Duration::from_secs_f64(s.max(0.02))
 }
 
-/// What the measuring loop brings back: the samples, the run's end, the interrupts waited
-/// and whether a stop request ended it before its end.
-type Measured = (Vec<Sample>, irq_timer::RunEnd, u64, bool);
+/// What the measuring loop brings back.
+struct Measured {
+    samples: Vec<Sample>,
+    end: irq_timer::RunEnd,
+    /// Interrupts waited for.
+    waited: u64,
+    /// A stop request ended the run before its end.
+    stopped: bool,
+    /// Per interrupt taken (fire n at n-1): the CPU `sched_getcpu()` named right after the
+    /// waiting thread acknowledged it.
+    woke: Vec<u32>,
+}
 
-/// The measuring loop, in the measuring thread (which owns the card meanwhile); `ticker`
-/// advances the progress bar by an interrupt (or by the ms of card time of --duration).
-fn measure(card: &mut Card, job: &Job, ticker: &Ticker) -> anyhow::Result<Measured> {
-    let clock_hz = card.identity().clock_hz;
-    let timeout = wait_timeout(&job.config, clock_hz);
-    let ring = match job.amount {
-        Amount::Samples(n) => n.next_power_of_two().clamp(irq_timer::MIN_RING_RECORDS, 4096),
-        Amount::Seconds(_) => 4096,
-    };
-    let mut run = Run::start(card, &job.config, ring)?;
-    let mut samples = Vec::new();
-    let mut waited = 0u64;
-    let started = Instant::now();
-    let mut first_cycle = None;
-    let mut skip = job.no_ack;
-    let mut ticked_ms = 0u64;
-    let mut stopped = false;
-    let outcome: anyhow::Result<()> = (|| loop {
+/// One more interrupt, or the run's end.
+enum Step {
+    More,
+    Done,
+}
+
+/// The measuring loop's state, handed from thread to thread in a per-CPU run (the card goes
+/// with it): each [`Measuring::step`] waits for one interrupt and acknowledges it.
+struct Measuring {
+    run: Run,
+    samples: Vec<Sample>,
+    waited: u64,
+    started: Instant,
+    first_cycle: Option<u64>,
+    skip: u32,
+    ticked_ms: u64,
+    stopped: bool,
+    timeout: Duration,
+    clock_hz: u32,
+    woke: Vec<u32>,
+}
+
+/// The CPU the calling thread runs on ([`NO_CPU`] when the kernel cannot say).
+pub fn current_cpu() -> u32 {
+    // SAFETY: no arguments; returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).unwrap_or(NO_CPU)
+}
+
+impl Measuring {
+    fn start(card: &mut Card, job: &Job) -> anyhow::Result<Measuring> {
+        let clock_hz = card.identity().clock_hz;
+        let ring = match job.amount {
+            Amount::Samples(n) => n.next_power_of_two().clamp(irq_timer::MIN_RING_RECORDS, 4096),
+            Amount::Seconds(_) => 4096,
+        };
+        let run = Run::start(card, &job.config, ring)?;
+        Ok(Measuring {
+            run,
+            samples: Vec::new(),
+            waited: 0,
+            started: Instant::now(),
+            first_cycle: None,
+            skip: job.no_ack,
+            ticked_ms: 0,
+            stopped: false,
+            timeout: wait_timeout(&job.config, clock_hz),
+            clock_hz,
+            woke: Vec::new(),
+        })
+    }
+
+    /// Waits for one interrupt on `mask` and acknowledges it.
+    fn step(&mut self, card: &mut Card, job: &Job, ticker: &Ticker, mask: u32) -> anyhow::Result<Step> {
         // The timeout is card time (four of the timer's intervals): on a hardware backend
         // the card's counter measures it (the same as wall time on a card at its clock; the
         // Verilated card behind vfio-user in a TCG guest is far slower). On the simulator this
         // is Card::wait_interrupt, as before.
-        let irq = match card.wait_interrupt_card_time(irq_timer::WAIT_MASK, timeout) {
+        let irq = match card.wait_interrupt_card_time(mask, self.timeout) {
             Err(tlpx_device::DeviceError::Interrupted) => {
-                stopped = true;
-                return Ok(());
+                self.stopped = true;
+                return Ok(Step::Done);
             }
             other => other?,
         };
         let Some(irq) = irq else {
             return Err(crate::exit::card_failure(format!(
-                "no interrupt from the timer within {timeout:?} after {waited} interrupts (its interval is at most {} cycles)",
-                job.config.max_interval_cycles
+                "no interrupt from the timer within {:?} after {} interrupts (its interval is at most {} cycles)",
+                self.timeout, self.waited, job.config.max_interval_cycles
             )));
         };
         // The n-th interrupt since the start is fire n: the acknowledgement names it, so the
         // card never takes it for a later fire's.
-        let fire = run.took_interrupt();
-        if skip > 0 {
-            skip -= 1;
+        let fire = self.run.took_interrupt();
+        if self.skip > 0 {
+            self.skip -= 1;
         } else {
             irq_timer::ack_user(card, fire)?;
         }
-        waited += 1;
+        // After the ack, so the figure does not hold it; a pinned thread cannot have moved.
+        self.woke.push(current_cpu());
+        self.waited += 1;
         let done = match job.amount {
             Amount::Samples(n) => {
                 ticker.advance(1);
-                waited >= u64::from(n)
+                self.waited >= u64::from(n)
             }
             Amount::Seconds(s) => {
                 let elapsed = match irq.card_cycle {
                     Some(c) => {
-                        let first = *first_cycle.get_or_insert(c);
-                        (c - first) as f64 / f64::from(clock_hz.max(1))
+                        let first = *self.first_cycle.get_or_insert(c);
+                        (c - first) as f64 / f64::from(self.clock_hz.max(1))
                     }
-                    None => started.elapsed().as_secs_f64(),
+                    None => self.started.elapsed().as_secs_f64(),
                 };
                 let ms = ((elapsed.min(s)) * 1e3) as u64;
-                ticker.advance(ms.saturating_sub(ticked_ms));
-                ticked_ms = ticked_ms.max(ms);
+                ticker.advance(ms.saturating_sub(self.ticked_ms));
+                self.ticked_ms = self.ticked_ms.max(ms);
                 elapsed >= s
             }
         };
         if done || progress::stop_requested() {
-            stopped = !done;
-            return Ok(());
+            self.stopped = !done;
+            return Ok(Step::Done);
         }
-        if waited.is_multiple_of(32) {
-            run.poll(card, &mut samples)?;
+        if self.waited.is_multiple_of(32) {
+            self.run.poll(card, &mut self.samples)?;
         }
-    })();
-    let end = run.finish(card, true, &mut samples);
-    outcome?;
-    Ok((samples, end?, waited, stopped))
+        Ok(Step::More)
+    }
+
+    /// Stops the timer and drains the ring, whatever the loop's `outcome`.
+    fn finish(mut self, card: &mut Card, outcome: anyhow::Result<()>) -> anyhow::Result<Measured> {
+        let end = self.run.finish(card, true, &mut self.samples);
+        outcome?;
+        Ok(Measured { samples: self.samples, end: end?, waited: self.waited, stopped: self.stopped, woke: self.woke })
+    }
+}
+
+/// The measuring loop, in the measuring thread (which owns the card meanwhile); `ticker`
+/// advances the progress bar by an interrupt (or by the ms of card time of --duration).
+fn measure(card: &mut Card, job: &Job, ticker: &Ticker) -> anyhow::Result<Measured> {
+    let mut m = Measuring::start(card, job)?;
+    let outcome = loop {
+        match m.step(card, job, ticker, irq_timer::WAIT_MASK) {
+            Ok(Step::More) => {}
+            Ok(Step::Done) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    m.finish(card, outcome)
 }
 
 fn stage_report(stage: Stage, samples: &[Sample], card: StageStats, clock_hz: u32) -> StageReport {
@@ -411,10 +510,23 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
     // the kernel's own tracepoint, when it can be opened.
     let hardware = realtime::basis_kind(session).0 == "hardware";
     let tracer = if hardware { Some(start_isr_trace(session, plan.amount)) } else { None };
-    // A thread of its own measures with the session's card and hands it back when it ends.
-    let (result, mut notes) = realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job, ticker));
+    // One vector per CPU, steered through the kernel's affinity, where a kernel dispatches
+    // them; on the simulator the interrupts come over its socket, with nothing to steer.
+    let steering = match &plan.cpus {
+        Some(cpus) if hardware => Some(percpu::steer(&mut session.card, cpus)),
+        _ => None,
+    };
+    let (result, mut notes) = match &plan.cpus {
+        // A thread per CPU, each pinned there; the card goes from one to the next.
+        Some(cpus) => {
+            let masks = steering.as_ref().map_or_else(|| vec![irq_timer::WAIT_MASK; cpus.len()], |s| s.masks.clone());
+            percpu::measure_per_cpu(&mut session.card, &job, cpus, &masks, pl.fifo, ticker)
+        }
+        // A thread of its own measures with the session's card and hands it back when it ends.
+        None => realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job, ticker)),
+    };
     drop(load);
-    let (mut samples, end, waited, interrupted) = result?;
+    let Measured { mut samples, end, waited, stopped: interrupted, woke } = result?;
     let (isr_trace, isr_missing) = match tracer {
         None => (None, "nothing on this backend writes ack_isr: no interrupt handler of tlpx runs in the kernel".to_string()),
         Some(Err(why)) => (None, format!("the kernel's irq_handler_entry could not be traced: {why}")),
@@ -468,6 +580,23 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
         stages.push(report);
     }
     let ns = 1e9 / f64::from(clock_hz.max(1));
+    let vectors = steering.as_ref().map(|s| s.vectors.clone()).unwrap_or_default();
+    let (sample_cpus, woke_cpus, per_cpu) = match &plan.cpus {
+        Some(cpus) => percpu::per_cpu_reports(cpus, &cpu_roles(), &samples, &woke, clock_hz, &vectors),
+        None => Default::default(),
+    };
+    if let Some(s) = steering.as_ref().filter(|s| s.report.mode == "per_cpu_vectors") {
+        let vectors: Vec<u32> = s.vectors.iter().filter_map(|v| v.0).collect();
+        if let Err(e) = percpu::reset_timer_vectors(&mut session.card, &vectors) {
+            notes.push(e);
+        }
+    }
+    let steering = plan.cpus.as_ref().zip(steering).map(|(cpus, s)| s.finish(cpus));
+    // The vector of each fire is known only where several were dealt out.
+    let sample_vectors =
+        if steering.as_ref().is_some_and(|s| s.mode == "per_cpu_vectors") { samples.iter().map(|s| u32::from(s.vector)).collect() } else { Vec::new() };
+    let isr_cycles =
+        if isr_trace.is_some() { samples.iter().map(|s| s.isr_cycles.unwrap_or(u32::MAX)).collect() } else { Vec::new() };
     Ok(RunReport {
         condition,
         load: if condition == Condition::Loaded { pl.load.clone() } else { Vec::new() },
@@ -488,6 +617,12 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
         notes,
         user_cycles: samples.iter().map(|s| s.user_cycles.unwrap_or(u32::MAX)).collect(),
         isr_trace,
+        isr_cycles,
+        sample_cpus,
+        woke_cpus,
+        sample_vectors,
+        per_cpu,
+        steering,
     })
 }
 
@@ -540,8 +675,47 @@ pub fn run_text(r: &RunReport, width: usize) -> Vec<String> {
             r.counters.overruns - r.not_acknowledged
         ));
     }
-    out.push(format!("  {}", realtime::thread_line(r.pinned_cpu, r.fifo_priority)));
+    if r.per_cpu.is_empty() {
+        out.push(format!("  {}", realtime::thread_line(r.pinned_cpu, r.fifo_priority)));
+    } else {
+        let cpus: Vec<usize> = r.per_cpu.iter().map(|c| c.cpu as usize).collect();
+        let sched = r.fifo_priority.map_or("normal scheduler".to_string(), |p| format!("SCHED_FIFO {p}"));
+        out.push(format!("  measuring threads: one pinned on each of CPUs {}, {sched}, fires dealt in turn", percpu::cpu_list_text(&cpus)));
+    }
     out
+}
+
+/// A run's text in the chosen `--layout`.
+pub fn layout_text(r: &RunReport, cmd: &Cmd, basis: &TimeBasis) -> Vec<String> {
+    let what = per_cpu_what(basis);
+    match cmd.layout {
+        Layout::Tlpx => {
+            let mut out = run_text(r, cmd.bar_width as usize);
+            out.extend(percpu::per_cpu_table(r, &what));
+            out
+        }
+        Layout::Rtla | Layout::Cyclictest => {
+            let cols = percpu::columns(r);
+            let mut out = vec![format!("# tlpx irq: {} ({} fires, {} overruns)", realtime::condition_text(r.condition, &r.load, &r.load_cpus), r.counters.fires, r.counters.overruns)];
+            let header = [format!("clock: {} ({what})", basis.clock), format!("bucket: {} ns, {} entries", cmd.bucket_size, cmd.entries)];
+            if cmd.layout == Layout::Rtla {
+                out.extend(percpu::rtla_text(&header, &cols, cmd.bucket_size, cmd.entries));
+            } else {
+                out.extend(header.iter().map(|h| format!("# {h}")));
+                out.extend(percpu::cyclictest_text(&cols, cmd.bucket_size, cmd.entries));
+            }
+            out
+        }
+    }
+}
+
+/// What a per-CPU figure is on this time basis.
+pub fn per_cpu_what(basis: &TimeBasis) -> String {
+    match basis.kind {
+        "hardware" => "user stage per CPU, card clock: the card's MSI, the kernel's dispatch on that CPU, the thread's wake-up there, the ack's trip back".into(),
+        "sim_virtual" => "user stage per CPU, card clock in virtual time: only the modelled link, the same on every CPU".into(),
+        _ => "user stage per CPU, card clock with this host's wall time charged: the simulator's reply on its socket waking the thread pinned on that CPU, no kernel interrupt".into(),
+    }
 }
 
 /// Side-by-side table of runs (rtla timerlat style).
@@ -560,6 +734,22 @@ pub fn compare_text(runs: &[RunReport]) -> Vec<String> {
             })
             .collect();
         out.push(format!("  {name:<14}{}", cells.join("")));
+    }
+    // Per CPU: the median and p99 of each CPU's samples, every run side by side.
+    let mut cpus: Vec<u32> = runs.iter().flat_map(|r| r.per_cpu.iter().map(|c| c.cpu)).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for cpu in cpus {
+        for (name, get) in [("p50", rows[1].1), ("p99", rows[2].1)] {
+            let cells: Vec<String> = runs
+                .iter()
+                .map(|r| {
+                    let s = r.per_cpu.iter().find(|c| c.cpu == cpu).and_then(|c| c.user_ns.as_ref());
+                    format!("{:>14}", s.map_or("-".into(), |s| fmt_ns(get(s))))
+                })
+                .collect();
+            out.push(format!("  {:<14}{}", format!("CPU {cpu} {name}"), cells.join("")));
+        }
     }
     for (name, get) in [("overruns", 0usize), ("lost", 1)] {
         let cells: Vec<String> =
@@ -632,7 +822,6 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
     timer_config(&plan, session.clock_hz)?;
     progress::install_stop_handler();
     let basis = time_basis(&session);
-    let width = cmd.bar_width as usize;
     if !json {
         realtime::print_header(&session, &basis);
     }
@@ -655,10 +844,11 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e),
         };
         if !json {
-            for line in run_text(&r, width) {
+            for line in layout_text(&r, cmd, &basis) {
                 progress.println(&line);
             }
         }
+        percpu::export_metrics(&r);
         runs.push(r);
         checkpoints.offer(runs.len(), conditions.len(), || document(&plan, &session, &basis, None, &runs, started))?;
     }
@@ -686,6 +876,23 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         // On the simulator no interrupt controller or kernel dispatch is in the figures.
         let title = if basis.kind == "hardware" { "Interrupt dispatch latency" } else { "Interrupt user stage (no dispatch simulated)" };
         realtime::write_svg(path, &session, &basis, title, |t| Ok(render_log_svg(&histogram_chart(&t, &runs))))?;
+        // Per CPU: the user stage of every CPU overlaid, in a second file beside it.
+        if let Some((series, bins)) = percpu::per_cpu_histograms(&runs) {
+            let per_cpu_path = path.with_file_name(format!(
+                "{}-per-cpu.svg",
+                path.file_stem().map_or("irq".into(), |s| s.to_string_lossy().into_owned())
+            ));
+            realtime::write_svg(&per_cpu_path, &session, &basis, &format!("{title} per CPU"), |t| {
+                Ok(render_log_svg(&LogChart {
+                    title: t,
+                    x_label: format!("user stage ({bins} from the samples; {})", basis.clock),
+                    y_label: "interrupts (log scale)".into(),
+                    x_ticks: Ticks::Ns,
+                    y_ticks: Ticks::Count,
+                    series,
+                }))
+            })?;
+        }
     }
     let failed = runs.iter().any(RunReport::failed);
     let mut doc = document(&plan, &session, &basis, comparison, &runs, started);

@@ -43,10 +43,25 @@ impl Collector {
         self.counter(r, "tlpx_irq_stray_acks_total", &[("stage", "user")], t[3] as f64);
         self.counter(r, "tlpx_irq_records_dropped_total", &[], t[4] as f64);
         self.gauge(r, "tlpx_irq_running", &[], f64::from(u8::from(c.running)));
+        self.collect_host_interrupts(r);
         for (i, stage) in irq_timer::Stage::ALL.into_iter().enumerate() {
             let h = self.irq_stages[i].value(self.clock_hz);
             self.with_labels(&[("stage", stage.name())], |l| r.histogram_set("tlpx_irq_latency_seconds", l, h));
         }
         Ok(())
+    }
+
+    /// Per CPU, the card's interrupts the kernel dispatched there (/proc/interrupts columns of
+    /// the card's irqs): where `tlpx irq --cpus` steers one vector per CPU, each CPU's count
+    /// grows with its share. Every online CPU gets a series, 0 where no interrupt of the card
+    /// is listed (the simulator: no kernel interrupt at all).
+    fn collect_host_interrupts(&mut self, r: &Registry) {
+        let Ok(text) = std::fs::read_to_string("/proc/interrupts") else { return };
+        let Ok(counts) = tlpx_device::isr_trace::InterruptCounts::parse(&text) else { return };
+        let irqs = self.host_irq_address.as_deref().and_then(|a| tlpx_device::isr_trace::find_msi_irqs(&text, a).ok()).unwrap_or_default();
+        for (column, cpu) in counts.cpus.iter().enumerate() {
+            let n: u64 = irqs.iter().filter_map(|i| counts.irqs.get(i)).map(|v| v[column]).sum();
+            self.counter(r, "tlpx_irq_host_interrupts_total", &[("cpu", &cpu.to_string())], n as f64);
+        }
     }
 }

@@ -35,6 +35,7 @@
 //! | `records.rs` | perf's records ([`parse_record`]) and the ring walk with records that wrap ([`walk_ring`]) | pure |
 //! | `trace.rs` | [`IrqHandlerTrace`]: one event and ring per CPU through [`crate::perf`] | perf_event_open |
 //! | `clock.rs` | [`ClockCorrelation`]: the fit and its bound | the card's timebase (`measure`) |
+//! | `steering.rs` | per-CPU dispatch: CPU roles (online, isolated, nohz_full), steering an irq to a CPU, the per-CPU counts of /proc/interrupts that check it ([`SteeringCheck`]) | sysfs, /proc/irq |
 //! | `pairing.rs` | [`isr_stage_cycles`]: each fire paired with its handler entry | pure |
 //! | `error.rs` | [`IsrTraceError`]: each failure above as a variant a caller can match | pure |
 //!
@@ -47,6 +48,7 @@ mod format;
 mod interrupts;
 mod pairing;
 mod records;
+mod steering;
 mod trace;
 mod tracefs;
 
@@ -59,6 +61,7 @@ pub use format::{decode_irq_entry, DecodedIrqEntry, FormatField, IrqEntryLayout,
 pub use interrupts::find_msi_irqs;
 pub use pairing::isr_stage_cycles;
 pub use records::{parse_record, walk_ring, PerfRecord, PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_SAMPLE};
+pub use steering::{effective_affinity, parse_cpu_list_or_empty, steer_irq, CpuRoles, InterruptCounts, SteeringCheck, PROC, SYS_CPU};
 pub use trace::{parse_cpu_list, IrqEntry, IrqHandlerTrace, TraceBatch, TraceClock, TraceOptions};
 pub use tracefs::{find_failure_message, permission_note, tracing_mounts, TracepointId, TracingMount, Tried, EVENT_DIR, TRACEFS_ROOTS};
 // The perf access facts moved to the shared perf layer; these names stay for callers of

@@ -220,3 +220,139 @@ fn with_real_host_time_the_output_says_host_time_is_included() {
     assert!(log.contains("host time real") && log.contains("PLUS the real wake-up"), "{log}");
     assert!(log.contains("fires 40"), "{log}");
 }
+
+/// The CPUs this test process may run on (its affinity), which `--cpus all` selects too.
+fn allowed_cpus() -> Vec<u64> {
+    // /proc/self/status: "Cpus_allowed_list:\t0-1".
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("Cpus_allowed_list").trim().to_string();
+    list.split(',')
+        .flat_map(|part| {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            a.parse::<u64>().expect("cpu")..=b.parse::<u64>().expect("cpu")
+        })
+        .collect()
+}
+
+#[test]
+fn a_per_cpu_run_deals_the_fires_to_every_cpu_and_each_wakes_on_its_own() {
+    // Real host time: each CPU's figure holds the wake-up of the thread pinned there.
+    let sim = Sim::start(&["--host-time", "real"]);
+    let json = sim.path("percpu.json");
+    let cpus = allowed_cpus();
+    let n = 12 * cpus.len() as u64;
+    let samples = n.to_string();
+    let out = tlpx(
+        &sim.selector(),
+        &[
+            "irq",
+            "--samples",
+            &samples,
+            "--min",
+            "2ms",
+            "--max",
+            "4ms",
+            "--cpus",
+            "all",
+            // SCHED_FIFO (where permitted) lets each thread preempt the simulator on its CPU:
+            // without it, on a loaded machine, every fire of a CPU can overrun.
+            "--fifo",
+            "50",
+            "--output",
+            json.to_str().expect("path"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("per CPU (user stage per CPU") && log.contains("socket"), "{log}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("result")).expect("JSON");
+    assert_eq!(doc["parameters"]["cpus"].as_array().expect("cpus").iter().map(|c| c.as_u64().expect("cpu")).collect::<Vec<_>>(), cpus);
+    let p = &doc["points"][0];
+    assert_eq!(p["counters"]["fires"].as_u64(), Some(n));
+    let per_cpu = p["per_cpu"].as_array().expect("per_cpu");
+    assert_eq!(per_cpu.len(), cpus.len());
+    for (c, want) in per_cpu.iter().zip(&cpus) {
+        assert_eq!(c["cpu"].as_u64(), Some(*want));
+        // Dealt in turn: every CPU takes n / k fires.
+        assert_eq!(c["fires"].as_u64(), Some(12), "{c}");
+        assert_eq!(c["woke_elsewhere"].as_u64(), Some(0), "pinned: every wake-up on its CPU: {c}");
+        let acked = c["fires"].as_u64().expect("fires") - c["overruns"].as_u64().expect("overruns");
+        assert_eq!(c["user_ns"]["count"].as_u64().unwrap_or(0), acked, "{c}");
+    }
+    // A latency on some CPU at least. Not on each: with the other tests' simulators on the same
+    // CPUs, every fire of one CPU can overrun (its record, dealt to it, is still there, and its
+    // thread's wake-up is still checked below).
+    let acked: u64 = per_cpu.iter().map(|c| c["user_ns"]["count"].as_u64().unwrap_or(0)).sum();
+    assert!(acked > 0, "{per_cpu:?}");
+    // Every sample keeps its CPU, and the CPU it woke on is that one.
+    let asked: Vec<u64> = p["sample_cpus"].as_array().expect("sample_cpus").iter().map(|v| v.as_u64().expect("cpu")).collect();
+    let woke: Vec<u64> = p["woke_cpus"].as_array().expect("woke_cpus").iter().map(|v| v.as_u64().expect("cpu")).collect();
+    assert_eq!((asked.len() as u64, woke.len() as u64), (n, n));
+    for (i, (a, w)) in asked.iter().zip(&woke).enumerate() {
+        assert_eq!(*a, cpus[i % cpus.len()], "fire {} dealt in turn", i + 1);
+        assert_eq!(w, a, "sample {i} woke on CPU {w}, its thread is pinned on {a}");
+    }
+    let path = json.to_str().expect("path");
+    // tlpx diff: per-CPU rows across documents, and the CPUs of one document against the first.
+    let across = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).args(["diff", path, path]).output().expect("diff");
+    assert_eq!(across.status.code(), Some(0), "{}", text(&across.stderr));
+    let rows = text(&across.stdout);
+    for c in &cpus {
+        assert!(rows.contains(&format!("idle user, CPU {c} (median)")), "{rows}");
+    }
+    let within = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx"))).args(["diff", path]).output().expect("diff");
+    let rows = text(&within.stdout);
+    if cpus.len() > 1 {
+        assert!(matches!(within.status.code(), Some(0 | 1)), "{}", text(&within.stderr));
+        assert!(rows.contains(&format!("CPU {} against CPU {} (median)", cpus[1], cpus[0])), "{rows}");
+    } else {
+        assert_eq!(within.status.code(), Some(2), "one CPU: nothing to compare within");
+    }
+    // tlpx report: the per-CPU table and figure.
+    let html = sim.path("percpu.html");
+    let report = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_tlpx")))
+        .args(["report", path, "--output", html.to_str().expect("path")])
+        .output()
+        .expect("report");
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    let page = std::fs::read_to_string(&html).expect("page");
+    assert!(page.contains("Interrupt latency per CPU, user stage") && page.contains("SIMULATED: the thread&#x27;s wake-up") || page.contains("SIMULATED: the thread's wake-up"), "per-CPU table");
+    assert!(page.contains(&format!("idle CPU {}", cpus[0])), "per-CPU rows and series");
+}
+
+#[test]
+fn per_cpu_layouts_print_rtla_and_cyclictest_columns() {
+    let sim = Sim::start(&[]);
+    let cpus = allowed_cpus();
+    let list = cpus.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let out = tlpx(&sim.selector(), &["irq", "--samples", "20", "--cpus", &list, "--layout", "rtla", "--bucket-size", "50", "--entries", "8"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    let head = log.lines().find(|l| l.starts_with("Index")).unwrap_or_else(|| panic!("no Index row: {log}"));
+    let want: Vec<String> = cpus.iter().map(|c| format!("Thr-{c:03}")).collect();
+    assert_eq!(head.split_whitespace().skip(1).collect::<Vec<_>>(), want, "{log}");
+    let count = log.lines().find(|l| l.starts_with("count:")).expect("count row");
+    let total: u64 = count.split_whitespace().skip(1).map(|v| v.parse::<u64>().expect("count")).sum();
+    assert_eq!(total, 20, "{log}");
+    // Virtual time: the modelled link, 22 or 23 cycles (176 or 184 ns) for every sample: bucket 3 of 50 ns.
+    assert!(log.lines().any(|l| l.starts_with("150 ")), "{log}");
+    let out = tlpx(&sim.selector(), &["irq", "--samples", "20", "--cpus", &list, "--layout", "cyclictest", "--entries", "4"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("# Histogram\n000000 ") && log.contains("# Max Latencies:") && log.contains("# Histogram Overflows:"), "{log}");
+}
+
+#[test]
+fn a_cpu_that_is_not_online_is_refused_before_the_card_is_touched() {
+    // No simulator at this socket: the refusal comes before anything opens it.
+    let out = tlpx("sim:/nonexistent/tlpx.sock", &["irq", "--cpus", "0,4095"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("CPU 4095 does not exist or is offline") && err.contains("the online CPUs are 0"), "{err}");
+    assert!(!err.contains("no simulated card"), "{err}");
+    let out = tlpx("sim:/nonexistent/tlpx.sock", &["irq", "--cpus", "0,0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("CPU 0 twice"));
+    let out = tlpx("sim:/nonexistent/tlpx.sock", &["irq", "--cpus", "0", "--cpu", "0"]);
+    assert_eq!(out.status.code(), Some(2), "--cpus and --cpu exclude each other");
+}

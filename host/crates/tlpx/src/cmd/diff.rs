@@ -24,9 +24,14 @@ pub struct Cmd {
     /// The baseline result document (JSON).
     #[arg(value_name = "A.json")]
     a: PathBuf,
-    /// The result document compared with it, of the same kind.
+    /// The result document compared with it, of the same kind. Without it, an irq result of
+    /// a per-CPU run (--cpus) compares its CPUs against one of them (--baseline-cpu).
     #[arg(value_name = "B.json")]
-    b: PathBuf,
+    b: Option<PathBuf>,
+    /// With one irq document: the CPU the others are compared against (default: the first
+    /// measured).
+    #[arg(long, value_name = "CPU", value_parser = crate::args::whole(0u32, u32::MAX), allow_negative_numbers = true)]
+    baseline_cpu: Option<u32>,
     /// Noise floor in % of A's value: a smaller change never counts; for a figure whose
     /// documents record no spread it is the whole rule.
     #[arg(long, default_value_t = DEFAULT_THRESHOLD * 100.0, value_parser = threshold, value_name = "PERCENT")]
@@ -57,9 +62,15 @@ struct Output<'a> {
 }
 
 pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(b_path) = &cmd.b else {
+        return within(cmd, json);
+    };
+    if cmd.baseline_cpu.is_some() {
+        anyhow::bail!("--baseline-cpu compares the CPUs of one document: give A.json alone");
+    }
     let mut docs = Vec::new();
     let mut errors = Vec::new();
-    for path in [&cmd.a, &cmd.b] {
+    for path in [&cmd.a, b_path] {
         match report::load_as(path, "tlpx diff", DIFF_KINDS) {
             Ok(d) => docs.push(d),
             Err(e) => errors.push(e),
@@ -69,7 +80,7 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{}", errors.join("\n  "));
     }
     let (a, b) = (&docs[0], &docs[1]);
-    let (na, nb) = (cmd.a.display().to_string(), cmd.b.display().to_string());
+    let (na, nb) = (cmd.a.display().to_string(), b_path.display().to_string());
     let d = diff::compare(a, b, cmd.threshold / 100.0, cmd.across_clocks).map_err(|e| anyhow::anyhow!("{na} (A) and {nb} (B): {e}"))?;
     let verdict = match (d.compared, d.changed) {
         (0, _) => "nothing compared",
@@ -91,6 +102,23 @@ pub fn run(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
             d.rows.len()
         );
         return Ok(ExitCode::from(crate::exit::BAD_INPUT));
+    }
+    Ok(ExitCode::from(if d.changed > 0 { 1 } else { 0 }))
+}
+
+/// One per-CPU irq document: its CPUs against the baseline CPU (results::diff::compare_cpus).
+fn within(cmd: &Cmd, json: bool) -> anyhow::Result<ExitCode> {
+    let doc = report::load_as(&cmd.a, "tlpx diff", &["irq"]).map_err(anyhow::Error::msg)?;
+    let na = cmd.a.display().to_string();
+    let d = diff::compare_cpus(&doc, cmd.baseline_cpu, cmd.threshold / 100.0).map_err(|e| anyhow::anyhow!("{na}: {e}"))?;
+    let verdict = if d.changed == 0 { "no CPU differs significantly from the baseline" } else { "CPUs differ" };
+    if json {
+        print_json(&Output { a: format!("{na} (baseline CPU)"), b: format!("{na} (each other CPU)"), verdict, diff: &d })?;
+    } else {
+        for line in text(&d, &format!("{na}, baseline CPU"), &format!("{na}, each other CPU"), cmd.changed_only) {
+            crate::outln!("{line}");
+        }
+        crate::outln!("{verdict}: {} of {} figures differ", d.changed, d.rows.len());
     }
     Ok(ExitCode::from(if d.changed > 0 { 1 } else { 0 }))
 }

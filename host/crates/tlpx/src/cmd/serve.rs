@@ -226,6 +226,9 @@ struct Collector {
     irq: Monotonic,
     irq_stages: [CycleHistogram; 2],
     irq_stable: Option<Vec<u64>>,
+    /// The card's PCI address, whose interrupts /proc/interrupts counts per CPU (hardware);
+    /// `None` on the simulator, whose interrupts come over its socket.
+    host_irq_address: Option<String>,
     rule30: Monotonic,
     sim_last: Option<(Instant, u64)>,
 }
@@ -251,6 +254,10 @@ fn describe(r: &Registry, clock_hz: u32) -> anyhow::Result<()> {
         ("tlpx_irq_fires_total", "Interrupts the interrupt timer fired."),
         ("tlpx_irq_overruns_total", "Interrupt timer fires while the previous one was still pending."),
         ("tlpx_irq_stray_acks_total", "Acknowledgements with no interrupt pending, by stage."),
+        (
+            "tlpx_irq_host_interrupts_total",
+            "The card's interrupts the host kernel dispatched, per CPU (/proc/interrupts); 0 on every CPU on the simulator, whose interrupts come over its socket.",
+        ),
         ("tlpx_irq_records_dropped_total", "Interrupt timer records lost (ring full)."),
         (
             "tlpx_rule30_operations_total",
@@ -367,6 +374,7 @@ impl Collector {
             irq: Monotonic::default(),
             irq_stages: [CycleHistogram::new(irq_timer::HISTOGRAM_BUCKETS), CycleHistogram::new(irq_timer::HISTOGRAM_BUCKETS)],
             irq_stable: None,
+            host_irq_address: if env.simulated { None } else { env.pci_address.clone() },
             rule30: Monotonic::default(),
             sim_last: None,
         };

@@ -301,6 +301,12 @@ pub fn figures(d: &AnyResult) -> Result<Vec<Figure>, String> {
                     let samples = (stage == "user" && !user.is_empty()).then_some(user.as_slice());
                     quantile_figures(&format!("interrupt latency, {} {stage}", name(&p.condition)), s, samples, &mut out);
                 }
+                // Per CPU (runs of --cpus): each CPU's user stage, from its samples.
+                for c in &p.per_cpu {
+                    if let Some((s, v)) = cpu_user_samples(p, c.cpu) {
+                        quantile_figures(&format!("interrupt latency, {} user, CPU {}", name(&p.condition), c.cpu), &s, Some(&v), &mut out);
+                    }
+                }
             }
         }
         AnyResult::Loop(d) => {
@@ -459,6 +465,52 @@ pub fn clock_mismatch(a: &Context, b: &Context) -> Option<String> {
 
 /// Compares B against A. Both must be of the same kind (checked by the caller, which names
 /// the files); `accept_clocks` compares documents of different clocks or cards, flagged.
+/// A CPU's user-stage summary and sorted samples (ns) in a per-CPU run; `None` without samples.
+fn cpu_user_samples(p: &tlpx_results::irq::RunReport, cpu: u32) -> Option<(Summary, Vec<f64>)> {
+    let mut v = p.user_samples_ns_of(cpu);
+    v.sort_by(f64::total_cmp);
+    Some((Summary::of(&v)?, v))
+}
+
+/// The CPUs of one per-CPU `irq` document against each other: every CPU's user stage (median,
+/// p99, with the samples' confidence intervals) against the baseline CPU's (`baseline`, else
+/// the first measured), per condition. Rows are keyed "<condition> user, CPU <c>"; A is the
+/// baseline CPU's figure, B that CPU's.
+pub fn compare_cpus(d: &AnyResult, baseline: Option<u32>, threshold: f64) -> Result<Diff, String> {
+    let AnyResult::Irq(doc) = d else {
+        return Err(format!("comparing the CPUs of one document needs an irq result of a per-CPU run (--cpus), not a {:?} result", d.kind()));
+    };
+    let mut fa = Vec::new();
+    let mut fb = Vec::new();
+    for p in doc.body.points.iter() {
+        let Some(first) = p.per_cpu.first() else { continue };
+        let base = baseline.unwrap_or(first.cpu);
+        if !p.per_cpu.iter().any(|c| c.cpu == base) {
+            let cpus: Vec<String> = p.per_cpu.iter().map(|c| c.cpu.to_string()).collect();
+            return Err(format!("--baseline-cpu {base} was not measured in this run; its CPUs are {}", cpus.join(",")));
+        }
+        let Some((bs, bv)) = cpu_user_samples(p, base) else { continue };
+        for c in p.per_cpu.iter().filter(|c| c.cpu != base) {
+            let Some((s, v)) = cpu_user_samples(p, c.cpu) else { continue };
+            let key = format!("interrupt latency, {} user, CPU {} against CPU {base}", name(&p.condition), c.cpu);
+            quantile_figures(&key, &bs, Some(&bv), &mut fa);
+            quantile_figures(&key, &s, Some(&v), &mut fb);
+        }
+    }
+    if fa.is_empty() {
+        return Err("this document has no per-CPU samples of two CPUs or more (a run of tlpx irq --cpus LIST keeps them)".into());
+    }
+    let ctx = context(d);
+    let context = [("card", &ctx.card), ("time mode", &ctx.time_mode), ("link", &ctx.link), ("host", &ctx.host)]
+        .into_iter()
+        .map(|(what, x)| ContextRow { what, a: x.clone(), b: x.clone(), differs: false })
+        .collect();
+    let rows: Vec<Row> = fa.iter().zip(&fb).map(|(a, b)| judge(Some(a), Some(b), threshold, false)).collect();
+    let changed = rows.iter().filter(|r| r.changed).count();
+    let compared = rows.len();
+    Ok(Diff { kind: d.kind(), threshold, context, clocks_differ: false, rows, changed, compared })
+}
+
 pub fn compare(a: &AnyResult, b: &AnyResult, threshold: f64, accept_clocks: bool) -> Result<Diff, String> {
     if a.kind() != b.kind() {
         return Err(format!("A is a {:?} result and B a {:?} result: tlpx diff compares results of the same kind", a.kind(), b.kind()));

@@ -134,6 +134,27 @@ mod tests {
         }
     }
 
+    /// `irq --samples 60 --min 1ms --max 2ms --cpus all --fifo 50 --compare idle,loaded --load
+    /// cpu --load-cpus 0` on tlpx-sim --host-time real (2 CPUs): the per-CPU fields.
+    const IRQ_PER_CPU: &str = include_str!("../../tests/fixtures/results/irq_percpu.json");
+
+    #[test]
+    fn a_per_cpu_irq_document_reads_back_unchanged_with_its_cpus() {
+        let v: Value = serde_json::from_str(IRQ_PER_CPU).expect("JSON");
+        let typed = AnyResult::from_value(v.clone()).expect("a kind tlpx writes").expect("irq");
+        assert_eq!(each!(&typed, d => serde_json::to_value(d)).expect("serialises"), v);
+        let AnyResult::Irq(d) = &typed else { panic!("not irq") };
+        assert_eq!(d.parameters.cpus.as_deref(), Some(&[0usize, 1][..]));
+        for p in d.body.points.iter() {
+            assert_eq!((p.sample_cpus.len(), p.woke_cpus.len()), (p.user_cycles.len(), p.user_cycles.len()));
+            assert_eq!(p.per_cpu.iter().map(|c| c.fires).sum::<u64>(), p.user_cycles.len() as u64);
+            assert!(p.per_cpu.iter().all(|c| c.woke_elsewhere == 0));
+        }
+        // The older fixture has none of the per-CPU fields, and writes none back.
+        let old = fixture("irq");
+        assert!(old["points"][0].get("per_cpu").is_none() && old["parameters"].get("cpus").is_none());
+    }
+
     #[test]
     fn a_field_missing_in_a_point_is_named_with_its_path() {
         let mut v = fixture("lat");
