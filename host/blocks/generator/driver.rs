@@ -241,7 +241,7 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout
     // A read so every write above has arrived, then drop interrupts queued before this run
     // (a stopped earlier run's, a taken-over dead owner's).
     card.read(gen::STATUS)?;
-    while card.device().wait_interrupt(1, Duration::ZERO)?.is_some() {}
+    while card.device().wait_interrupt(msi::wait_mask(irq_bit), Duration::ZERO)?.is_some() {}
     card.write(gen::CONTROL, gen::control::START.set(1))?;
     // Every source of the card shares one MSI vector (and another process's block may be
     // running): an interrupt ends the wait only when the generator says it is done.
@@ -256,10 +256,10 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout
         let waited = if host_clock {
             let used = card.cycles()?.wrapping_sub(start_cycle);
             let left = card.cycles_to_duration(budget_cycles.saturating_sub(used));
-            card.wait_interrupt_card_time(1, left)
+            card.wait_interrupt_card_time(msi::wait_mask(irq_bit), left)
         } else {
             let left = Duration::from_nanos(deadline.saturating_sub(card.device().clock_ns()?));
-            card.wait_interrupt(1, left)
+            card.wait_interrupt(msi::wait_mask(irq_bit), left)
         };
         match waited {
             Ok(Some(_)) if gen::status::DONE.get(card.read(gen::STATUS)?) == 0 => continue,
@@ -276,9 +276,9 @@ pub fn run(card: &mut Card, buffer: &DmaBuffer, config: &ValidGenConfig, timeout
         // timeout (1 ms), so the run is done well within 5 ms.
         card.write(gen::CONTROL, gen::control::STOP.set(1))?;
         if host_clock {
-            card.wait_interrupt_card_time(1, Duration::from_millis(5))?;
+            card.wait_interrupt_card_time(msi::wait_mask(irq_bit), Duration::from_millis(5))?;
         } else {
-            card.device().wait_interrupt(1, Duration::from_millis(5))?;
+            card.device().wait_interrupt(msi::wait_mask(irq_bit), Duration::from_millis(5))?;
         }
     }
     msi::clear_latched(card, irq_bit)?;

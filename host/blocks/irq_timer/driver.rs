@@ -380,9 +380,11 @@ pub fn msi_bit() -> u32 {
     tlpx_regs::constants::MSI_IRQ_TIMER as u32
 }
 
-/// The interrupt mask to give `Device::wait_interrupt` for the timer (LitePCIe's MSI block
-/// sends vector 0 for every source).
-pub const WAIT_MASK: u32 = 1;
+/// The interrupt mask to give `Device::wait_interrupt` for the timer: vector 0, where every
+/// source arrives with one MSI vector (LitePCIe's behaviour, what a stock set-up grants), and
+/// the timer's own vector, where it arrives when the host granted several (MSI-X on the vfio
+/// backend; docs/interrupts.md, "Several vectors").
+pub const WAIT_MASK: u32 = msi::wait_mask(tlpx_regs::constants::MSI_IRQ_TIMER as u32);
 
 impl Run {
     /// Clears the timer, allocates a ring of `ring_records` records (a power of two in

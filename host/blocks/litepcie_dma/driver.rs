@@ -84,7 +84,7 @@ pub fn loopback(card: &mut Card, src: &DmaBuffer, dst: &DmaBuffer, timeout: Dura
     card.write(pcie_dma0::WRITER_ENABLE, 1)?;
     card.write(pcie_dma0::READER_ENABLE, 1)?;
     // `timeout` is card time (the loopback's own work), whatever the backend's clock.
-    let irq = card.wait_interrupt_card_time(1, timeout)?;
+    let irq = card.wait_interrupt_card_time(msi::wait_mask(writer_bit), timeout)?;
     let end = card.cycles()?;
     msi::clear_latched(card, writer_bit)?;
     stop(card)?;

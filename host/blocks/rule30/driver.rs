@@ -107,8 +107,9 @@ pub const ERRORS_REFUSED: u32 = 0b011;
 /// `errors` bit: a start ignored because the core was busy (the running operation goes on).
 pub const ERRORS_START_WHILE_BUSY: u32 = 0b100;
 
-/// The interrupt mask for `Device::wait_interrupt` (LitePCIe's MSI block sends vector 0).
-pub const WAIT_MASK: u32 = 1;
+/// The interrupt mask for `Device::wait_interrupt`: vector 0 (one MSI vector: every source) and
+/// the slot's own vector (several vectors granted: rule 30 raises the slot's source).
+pub const WAIT_MASK: u32 = msi::wait_mask(tlpx_regs::constants::MSI_SLOT as u32);
 
 /// A hardware mode of `tlpx rule30 run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -20,6 +20,14 @@ fn mask(bit: u32) -> u64 {
     1u64 << bit
 }
 
+/// The vector mask a driver waits on for source `bit`'s interrupt: vector 0, where every source
+/// arrives when the host granted one MSI vector (a stock set-up), and the source's own vector,
+/// where it arrives when the host granted several (multi-message MSI, MSI-X: the card sends
+/// source n as vector n; docs/interrupts.md, "Several vectors").
+pub const fn wait_mask(bit: u32) -> u32 {
+    1 | (1 << bit)
+}
+
 /// Whether source `bit` is enabled now.
 pub fn enabled(card: &mut Card, bit: u32) -> Result<bool, DeviceError> {
     Ok(card.read(pcie_msi::ENABLE)? & mask(bit) != 0)
