@@ -45,7 +45,7 @@ GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_ve
                 "tlpx_list_shows_device", "tlpx_list_marks_card", "vfio_bind", "vfio_info", "vfio_selftest", "vfio_bw",
                 # tlpx's host knobs: two NUMA nodes, 2 MiB huge pages (the card boot's memory)
                 "numa_two_nodes", "bw_numa_node1", "bw_iommu_2m", "bw_iommu_1g_refused", "bw_cache_modes",
-                "vfio_dma_unmapped_refused", "vfio_pio", "vfio_irq", "vfio_rule30_poll_syscall",
+                "vfio_dma_unmapped_refused", "vfio_pio", "vfio_irq", "vfio_irq_percpu", "vfio_rule30_poll_syscall",
                 "vfio_rule30_all_modes", "vfio_spy_capture",
                 "litepcie_bind", "litepcie_info", "litepcie_selftest", "litepcie_rule30_verify", "litepcie_rule30_batch_refused",
                 "litepcie_bw", "litepcie_spy_capture", "litepcie_dma_busy",
