@@ -36,7 +36,7 @@
 #                                          pci_endpoint_test against the pci_epf_test card, in place
 #                                          of pcitest); files in build/vplat/run-7.3. Opt-in: not in
 #                                          `make vplat-test` (make vplat-k73, vplat-test-k73)
-#   VPLAT_SMP=N                            the guest's CPUs (default 1 for 6.1, 2 for 7.3)
+#   VPLAT_SMP=N                            the guest's CPUs (default 2: per-CPU interrupt vectors)
 #   VPLAT_KSELFTEST_TIMEOUT=600            wall-clock limit of the kselftest boot (s)
 #
 # The server contract: it is started before QEMU with the socket path as its last argument and
@@ -58,7 +58,7 @@ VPLAT=$ROOT/build/vplat
 ROOTFS=$VPLAT/root
 KERNEL=${VPLAT_KERNEL:-6.1}
 case "$KERNEL" in
-    6.1) RUN=$VPLAT/run; SMP=${VPLAT_SMP:-1}; DEFAULT_BOOTS="card pcitest"; ENDPOINT_BOOT=pcitest ;;
+    6.1) RUN=$VPLAT/run; SMP=${VPLAT_SMP:-2}; DEFAULT_BOOTS="card pcitest"; ENDPOINT_BOOT=pcitest ;;
     7.3) RUN=$VPLAT/run-7.3; SMP=${VPLAT_SMP:-2}; DEFAULT_BOOTS="card kselftest"; ENDPOINT_BOOT=kselftest ;;
     *) echo "vplat: error: VPLAT_KERNEL is 6.1 (the default) or 7.3, not '$KERNEL'" >&2; exit 1 ;;
 esac
@@ -120,7 +120,10 @@ if want_boot card; then
         [ -f "$ROOT/build/card/dw64/libtlpxcard.so" ] ||
             die "no card library at build/card/dw64/libtlpxcard.so: build it with 'make gateware'"
         build_sim
-        server_cmd=("$ROOT/host/target/release/tlpx-sim" --vfio-user)
+        # 32 MSI vectors and a 32-entry MSI-X table (tlpx-sim's default is one MSI vector): the
+        # guest's vfio-pci takes MSI-X, and tlpx irq --cpus steers a vector to each CPU
+        # (check vfio_irq_percpu; vplat_checks.card_lspci holds lspci to this offer).
+        server_cmd=("$ROOT/host/target/release/tlpx-sim" --msi-vectors 32 --msix 32 --vfio-user)
         ID=${VPLAT_ID:-10ee:7c01}
     fi
     [[ "$ID" =~ ^[0-9a-f]{4}:[0-9a-f]{4}$ ]] || die "VPLAT_ID must be vendor:device in lower-case hex (like 1234:7070), not '$ID'"

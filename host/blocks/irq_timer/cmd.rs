@@ -593,10 +593,12 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
     }
     let steering = plan.cpus.as_ref().zip(steering).map(|(cpus, s)| s.finish(cpus));
     // The vector of each fire is known only where several were dealt out.
-    let sample_vectors =
-        if steering.as_ref().is_some_and(|s| s.mode == "per_cpu_vectors") { samples.iter().map(|s| u32::from(s.vector)).collect() } else { Vec::new() };
-    let isr_cycles =
-        if isr_trace.is_some() { samples.iter().map(|s| s.isr_cycles.unwrap_or(u32::MAX)).collect() } else { Vec::new() };
+    let sample_vectors = if steering.as_ref().is_some_and(|s| s.mode == "per_cpu_vectors") {
+        samples.iter().map(|s| u32::from(s.vector)).collect()
+    } else {
+        Vec::new()
+    };
+    let isr_cycles = if isr_trace.is_some() { samples.iter().map(|s| s.isr_cycles.unwrap_or(u32::MAX)).collect() } else { Vec::new() };
     Ok(RunReport {
         condition,
         load: if condition == Condition::Loaded { pl.load.clone() } else { Vec::new() },
@@ -696,7 +698,12 @@ pub fn layout_text(r: &RunReport, cmd: &Cmd, basis: &TimeBasis) -> Vec<String> {
         }
         Layout::Rtla | Layout::Cyclictest => {
             let cols = percpu::columns(r);
-            let mut out = vec![format!("# tlpx irq: {} ({} fires, {} overruns)", realtime::condition_text(r.condition, &r.load, &r.load_cpus), r.counters.fires, r.counters.overruns)];
+            let mut out = vec![format!(
+                "# tlpx irq: {} ({} fires, {} overruns)",
+                realtime::condition_text(r.condition, &r.load, &r.load_cpus),
+                r.counters.fires,
+                r.counters.overruns
+            )];
             let header = [format!("clock: {} ({what})", basis.clock), format!("bucket: {} ns, {} entries", cmd.bucket_size, cmd.entries)];
             if cmd.layout == Layout::Rtla {
                 out.extend(percpu::rtla_text(&header, &cols, cmd.bucket_size, cmd.entries));
@@ -878,10 +885,8 @@ pub fn run(cmd: &Cmd, device: &str, json: bool) -> anyhow::Result<ExitCode> {
         realtime::write_svg(path, &session, &basis, title, |t| Ok(render_log_svg(&histogram_chart(&t, &runs))))?;
         // Per CPU: the user stage of every CPU overlaid, in a second file beside it.
         if let Some((series, bins)) = percpu::per_cpu_histograms(&runs) {
-            let per_cpu_path = path.with_file_name(format!(
-                "{}-per-cpu.svg",
-                path.file_stem().map_or("irq".into(), |s| s.to_string_lossy().into_owned())
-            ));
+            let per_cpu_path =
+                path.with_file_name(format!("{}-per-cpu.svg", path.file_stem().map_or("irq".into(), |s| s.to_string_lossy().into_owned())));
             realtime::write_svg(&per_cpu_path, &session, &basis, &format!("{title} per CPU"), |t| {
                 Ok(render_log_svg(&LogChart {
                     title: t,

@@ -140,7 +140,9 @@ pub(super) fn measure_per_cpu(
                             match next.send(Msg::Baton(card, m)) {
                                 Ok(()) => continue,
                                 // The next thread is gone: only after a Stop, which ends this one too.
-                                Err(mpsc::SendError(Msg::Baton(card, m))) => (card, m, Err(anyhow::anyhow!("a measuring thread ended early"))),
+                                Err(mpsc::SendError(Msg::Baton(card, m))) => {
+                                    (card, m, Err(anyhow::anyhow!("a measuring thread ended early")))
+                                }
                                 Err(_) => return,
                             }
                         }
@@ -193,7 +195,9 @@ pub(super) fn measure_per_cpu(
         // card back ends the wait.
         let ended = loop {
             match done_rx.recv_timeout(Duration::from_millis(200)) {
-                Err(mpsc::RecvTimeoutError::Timeout) if handles.iter().any(|h| h.is_finished()) => break done_rx.try_recv().map_err(|_| ()),
+                Err(mpsc::RecvTimeoutError::Timeout) if handles.iter().any(|h| h.is_finished()) => {
+                    break done_rx.try_recv().map_err(|_| ())
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 other => break other.map_err(|_| ()),
             }
@@ -229,7 +233,12 @@ pub const FIRST_TIMER_VECTOR: u32 = 8;
 /// lowest at the timer's start, which `Run::start` does after this; its clear leaves the mask.
 pub fn configure_timer_vectors(card: &mut Card, vectors: &[u32]) -> Result<(), String> {
     if vectors.iter().any(|&v| v >= tlpx_regs::constants::MSI_VECTORS as u32) {
-        return Err(format!("{} CPUs need vectors up to {}, the card has {}", vectors.len(), FIRST_TIMER_VECTOR as usize + vectors.len() - 1, tlpx_regs::constants::MSI_VECTORS));
+        return Err(format!(
+            "{} CPUs need vectors up to {}, the card has {}",
+            vectors.len(),
+            FIRST_TIMER_VECTOR as usize + vectors.len() - 1,
+            tlpx_regs::constants::MSI_VECTORS
+        ));
     }
     let mask = vectors.iter().fold(0u32, |m, &v| m | 1 << v);
     irq_timer::set_vectors(card, mask, false).map_err(|e| format!("setting the timer's vectors: {e}"))
@@ -355,8 +364,7 @@ pub fn per_cpu_reports(
 ) -> (Vec<u32>, Vec<u32>, Vec<CpuReport>) {
     let ns = 1e9 / f64::from(clock_hz.max(1));
     let asked: Vec<u32> = samples.iter().map(|s| cpu_of_fire(cpus, s.fire)).collect();
-    let woke_per_sample: Vec<u32> =
-        samples.iter().map(|s| woke.get((s.fire.max(1) - 1) as usize).copied().unwrap_or(NO_CPU)).collect();
+    let woke_per_sample: Vec<u32> = samples.iter().map(|s| woke.get((s.fire.max(1) - 1) as usize).copied().unwrap_or(NO_CPU)).collect();
     let reports = cpus
         .iter()
         .enumerate()
@@ -665,7 +673,10 @@ mod tests {
         export_metrics(&r);
         let text = crate::metrics::global().render();
         let count = |cpu: &str| {
-            let key = format!("tlpx_irq_cpu_latency_seconds_count{{condition=\"{}\",cpu=\"{cpu}\"}} ", format!("{:?}", r.condition).to_lowercase());
+            let key = format!(
+                "tlpx_irq_cpu_latency_seconds_count{{condition=\"{}\",cpu=\"{cpu}\"}} ",
+                format!("{:?}", r.condition).to_lowercase()
+            );
             text.lines().find_map(|l| l.strip_prefix(&key)).unwrap_or_else(|| panic!("{key}: {text}")).trim().parse::<f64>().expect("count")
         };
         assert_eq!((count("0"), count("7")), (n.div_ceil(2) as f64, (n / 2) as f64));

@@ -74,7 +74,10 @@ fn per_cpu_section(points: &[RunReport], clock: &str, tables: &mut String, figs:
     tables.push_str(&table(&with_stats_head(&["condition, CPU", "fires", "woke elsewhere"]), &rows));
     if let Some((series, bins)) = irq::percpu::per_cpu_histograms(points) {
         figs.log_chart(
-            &format!("User stage per CPU{}: {bins}, log count", if simulated { " (SIMULATED: socket wake-up, no kernel dispatch)" } else { "" }),
+            &format!(
+                "User stage per CPU{}: {bins}, log count",
+                if simulated { " (SIMULATED: socket wake-up, no kernel dispatch)" } else { "" }
+            ),
             &LogChart {
                 title: "Interrupt latency per CPU".into(),
                 x_label: format!("latency ({bins} from the samples)"),

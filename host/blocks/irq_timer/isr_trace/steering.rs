@@ -190,7 +190,10 @@ mod tests {
         assert_eq!(r, CpuRoles { online: vec![0, 1, 2, 3, 6], isolated: vec![2, 3], nohz_full: vec![] });
         std::fs::write(dir.join("nohz_full"), "3,6").expect("w");
         let r = CpuRoles::read(&dir).expect("roles");
-        assert_eq!((r.role(0), r.role(2), r.role(3), r.role(6)), ("".into(), "isolated".into(), "isolated, nohz_full".into(), "nohz_full".into()));
+        assert_eq!(
+            (r.role(0), r.role(2), r.role(3), r.role(6)),
+            ("".into(), "isolated".into(), "isolated, nohz_full".into(), "nohz_full".into())
+        );
         std::fs::remove_file(dir.join("online")).expect("rm");
         let e = CpuRoles::read(&dir).expect_err("no online");
         assert!(e.contains("online"), "{e}");

@@ -316,7 +316,11 @@ fn a_per_cpu_run_deals_the_fires_to_every_cpu_and_each_wakes_on_its_own() {
         .expect("report");
     assert!(report.status.success(), "{}", text(&report.stderr));
     let page = std::fs::read_to_string(&html).expect("page");
-    assert!(page.contains("Interrupt latency per CPU, user stage") && page.contains("SIMULATED: the thread&#x27;s wake-up") || page.contains("SIMULATED: the thread's wake-up"), "per-CPU table");
+    assert!(
+        page.contains("Interrupt latency per CPU, user stage") && page.contains("SIMULATED: the thread&#x27;s wake-up")
+            || page.contains("SIMULATED: the thread's wake-up"),
+        "per-CPU table"
+    );
     assert!(page.contains(&format!("idle CPU {}", cpus[0])), "per-CPU rows and series");
 }
 
@@ -325,7 +329,8 @@ fn per_cpu_layouts_print_rtla_and_cyclictest_columns() {
     let sim = Sim::start(&[]);
     let cpus = allowed_cpus();
     let list = cpus.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-    let out = tlpx(&sim.selector(), &["irq", "--samples", "20", "--cpus", &list, "--layout", "rtla", "--bucket-size", "50", "--entries", "8"]);
+    let out =
+        tlpx(&sim.selector(), &["irq", "--samples", "20", "--cpus", &list, "--layout", "rtla", "--bucket-size", "50", "--entries", "8"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = text(&out.stdout);
     let head = log.lines().find(|l| l.starts_with("Index")).unwrap_or_else(|| panic!("no Index row: {log}"));

@@ -212,7 +212,10 @@ impl ConfigSpace {
                 ));
             }
             if u64::from(x.table_offset) + 16 * u64::from(x.vectors) > u64::from(p.bar0_size) || x.pba_offset >= p.bar0_size {
-                return Err(format!("the MSI-X table ({:#x}) or PBA ({:#x}) is outside BAR0 ({:#x} bytes)", x.table_offset, x.pba_offset, p.bar0_size));
+                return Err(format!(
+                    "the MSI-X table ({:#x}) or PBA ({:#x}) is outside BAR0 ({:#x} bytes)",
+                    x.table_offset, x.pba_offset, p.bar0_size
+                ));
             }
             c.bytes[CAP_MSIX] = 0x11;
             c.bytes[CAP_MSIX + 1] = CAP_PCIE as u8;
@@ -329,7 +332,11 @@ impl ConfigSpace {
 
     /// MSI-X vectors (the table's size), 0 without the capability.
     pub fn msix_vectors(&self) -> u32 {
-        if self.has_msix() { u32::from(self.get16(MSIX_CONTROL) & 0x7FF) + 1 } else { 0 }
+        if self.has_msix() {
+            u32::from(self.get16(MSIX_CONTROL) & 0x7FF) + 1
+        } else {
+            0
+        }
     }
 
     /// MSI vectors the card is capable of (the capability's Multiple Message Capable).

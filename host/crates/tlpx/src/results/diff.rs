@@ -478,7 +478,10 @@ fn cpu_user_samples(p: &tlpx_results::irq::RunReport, cpu: u32) -> Option<(Summa
 /// baseline CPU's figure, B that CPU's.
 pub fn compare_cpus(d: &AnyResult, baseline: Option<u32>, threshold: f64) -> Result<Diff, String> {
     let AnyResult::Irq(doc) = d else {
-        return Err(format!("comparing the CPUs of one document needs an irq result of a per-CPU run (--cpus), not a {:?} result", d.kind()));
+        return Err(format!(
+            "comparing the CPUs of one document needs an irq result of a per-CPU run (--cpus), not a {:?} result",
+            d.kind()
+        ));
     };
     let mut fa = Vec::new();
     let mut fb = Vec::new();
