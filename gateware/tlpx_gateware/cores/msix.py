@@ -69,37 +69,7 @@ class MsiXTable(LiteXModule):
         msg_port = table.get_port(async_read=False)
         self.specials += table, host_port, msg_port
 
-        # The window: the table's DWs, then the PBA; writes to the PBA or beyond are ignored.
-        dw = Signal(10)
-        in_table = Signal()
-        control_dw = Signal()
-        pba_dw = Signal(10)
-        self.comb += [
-            dw.eq(bus.adr[:10]),
-            in_table.eq(dw < vectors * 4),
-            control_dw.eq(dw[:2] == 3),
-            pba_dw.eq(dw - MSIX_PBA_OFFSET // 4),
-            host_port.adr.eq(dw),
-            host_port.dat_w.eq(bus.dat_w),
-            host_port.we.eq(Mux(bus.cyc & bus.stb & bus.we & ~bus.ack & in_table, bus.sel, 0)),
-        ]
-        # A read answers a cycle later (the table's synchronous read): the PBA's word is
-        # latched in the same cycle, anything else in the window reads 0.
-        assert vectors <= 32, "the PBA is one DW"
-        reading_table = Signal()
-        other_read = Signal(32)
-        self.sync += [
-            bus.ack.eq(bus.cyc & bus.stb & ~bus.ack),
-            reading_table.eq(in_table & ~control_dw),
-            other_read.eq(Mux(in_table, (masks >> dw[2:])[0], Mux(pba_dw == 0, pba, 0))),
-            If(bus.cyc & bus.stb & bus.we & ~bus.ack & in_table & control_dw & bus.sel[0],
-                masks.eq(Mux(bus.dat_w[0], masks | (1 << dw[2:]), masks & ~(1 << dw[2:]))),
-            ),
-        ]
-        self.comb += [
-            bus.dat_r.eq(Mux(reading_table, host_port.dat_r, other_read)),
-            bus.err.eq(0),
-        ]
+        table_write = self._add_window(bus, host_port, masks, pba, vectors)
 
         # Messages: the entry is read DW by DW (address low, high, data, control), then sent
         # or, masked, left pending. Pending vectors are retried, in turn, once after something
@@ -117,35 +87,7 @@ class MsiXTable(LiteXModule):
         scan = Signal(max=vectors)
         self.comb += msg_port.adr.eq(Cat(word, vector))
 
-        hdr4 = Signal()
-        self.comb += hdr4.eq(addr_hi != 0)
-        dws3 = [
-            Cat(C(1, 10), C(0, 14), C(TYPE_MEM, 5), C(FMT_3DW_DATA, 3)),
-            Cat(C(0xF, 4), C(0, 4), C(MSIX_TAG, 8), requester_id),
-            Cat(C(0, 2), addr_lo[2:]),
-            data,
-            C(0, 32),
-        ]
-        dws4 = [
-            Cat(C(1, 10), C(0, 14), C(TYPE_MEM, 5), C(FMT_4DW_DATA, 3)),
-            Cat(C(0xF, 4), C(0, 4), C(MSIX_TAG, 8), requester_id),
-            addr_hi,
-            Cat(C(0, 2), addr_lo[2:]),
-            data,
-        ]
-        beats3 = (4 + n - 1) // n
-        beats4 = (5 + n - 1) // n
-        beat = Signal(max=max(beats3, beats4) + 1)
-        def beat_dat(dws, b):
-            words = dws[b * n:(b + 1) * n]
-            return Cat(*(words + [C(0, 32)] * (n - len(words))))
-        def beat_be(total, b):
-            valid = min(n, total - b * n)
-            return (1 << (4 * valid)) - 1
-        dat_cases3 = {b: [source.dat.eq(beat_dat(dws3, b)), source.be.eq(beat_be(4, b))] for b in range(beats3)}
-        dat_cases4 = {b: [source.dat.eq(beat_dat(dws4, b)), source.be.eq(beat_be(5, b))] for b in range(beats4)}
-        last_beat = Signal(max=max(beats3, beats4, 2))
-        self.comb += last_beat.eq(Mux(hdr4, beats4 - 1, beats3 - 1))
+        hdr4, beat, dat_cases3, dat_cases4, last_beat = self._message_beats(source, requester_id, n, addr_lo, addr_hi, data)
 
         vector_bit = Signal(vectors)
         self.comb += vector_bit.eq(1 << vector)
@@ -170,8 +112,7 @@ class MsiXTable(LiteXModule):
             )
         )
         self.sync += [
-            If((host_port.we != 0) | (bus.cyc & bus.stb & bus.we & ~bus.ack & in_table & control_dw) |
-               (function_mask_was & ~self.function_mask),
+            If(table_write | (function_mask_was & ~self.function_mask),
                 rescan.eq(1),
                 steps.eq(0),
             ).Elif(fsm.ongoing("IDLE") & ~sink.valid & ((pba == 0) | (steps == vectors)),
@@ -219,3 +160,79 @@ class MsiXTable(LiteXModule):
             )
         )
         self.comb += self.pending.eq(sink.valid | (rescan & (pba != 0)) | ~fsm.ongoing("IDLE"))
+
+    def _add_window(self, bus, host_port, masks, pba, vectors):
+        """The BAR0 window on `bus`: the table's DWs (the memory through `host_port`, each
+        entry's control DW in `masks`), then the PBA (read-only). Returns a signal high for any
+        write into the table."""
+        # The window: the table's DWs, then the PBA; writes to the PBA or beyond are ignored.
+        dw = Signal(10)
+        in_table = Signal()
+        control_dw = Signal()
+        pba_dw = Signal(10)
+        self.comb += [
+            dw.eq(bus.adr[:10]),
+            in_table.eq(dw < vectors * 4),
+            control_dw.eq(dw[:2] == 3),
+            pba_dw.eq(dw - MSIX_PBA_OFFSET // 4),
+            host_port.adr.eq(dw),
+            host_port.dat_w.eq(bus.dat_w),
+            host_port.we.eq(Mux(bus.cyc & bus.stb & bus.we & ~bus.ack & in_table, bus.sel, 0)),
+        ]
+        # A read answers a cycle later (the table's synchronous read): the PBA's word is
+        # latched in the same cycle, anything else in the window reads 0.
+        assert vectors <= 32, "the PBA is one DW"
+        reading_table = Signal()
+        other_read = Signal(32)
+        self.sync += [
+            bus.ack.eq(bus.cyc & bus.stb & ~bus.ack),
+            reading_table.eq(in_table & ~control_dw),
+            other_read.eq(Mux(in_table, (masks >> dw[2:])[0], Mux(pba_dw == 0, pba, 0))),
+            If(bus.cyc & bus.stb & bus.we & ~bus.ack & in_table & control_dw & bus.sel[0],
+                masks.eq(Mux(bus.dat_w[0], masks | (1 << dw[2:]), masks & ~(1 << dw[2:]))),
+            ),
+        ]
+        self.comb += [
+            bus.dat_r.eq(Mux(reading_table, host_port.dat_r, other_read)),
+            bus.err.eq(0),
+        ]
+
+        table_write = Signal()
+        self.comb += table_write.eq(bus.cyc & bus.stb & bus.we & ~bus.ack & in_table)
+        return table_write
+
+    def _message_beats(self, source, requester_id, n, addr_lo, addr_hi, data):
+        """The MWr of one message as `source` beats: a 3-DW header (a 32-bit address) or a 4-DW
+        one, then the data DW, `n` DWs per beat, header DW 0 first (as the card's other request
+        sources). Returns (hdr4, beat counter, beat cases for 3- and 4-DW headers, last beat)."""
+        hdr4 = Signal()
+        self.comb += hdr4.eq(addr_hi != 0)
+        dws3 = [
+            Cat(C(1, 10), C(0, 14), C(TYPE_MEM, 5), C(FMT_3DW_DATA, 3)),
+            Cat(C(0xF, 4), C(0, 4), C(MSIX_TAG, 8), requester_id),
+            Cat(C(0, 2), addr_lo[2:]),
+            data,
+            C(0, 32),
+        ]
+        dws4 = [
+            Cat(C(1, 10), C(0, 14), C(TYPE_MEM, 5), C(FMT_4DW_DATA, 3)),
+            Cat(C(0xF, 4), C(0, 4), C(MSIX_TAG, 8), requester_id),
+            addr_hi,
+            Cat(C(0, 2), addr_lo[2:]),
+            data,
+        ]
+        beats3 = (4 + n - 1) // n
+        beats4 = (5 + n - 1) // n
+        beat = Signal(max=max(beats3, beats4) + 1)
+        def beat_dat(dws, b):
+            words = dws[b * n:(b + 1) * n]
+            return Cat(*(words + [C(0, 32)] * (n - len(words))))
+        def beat_be(total, b):
+            valid = min(n, total - b * n)
+            return (1 << (4 * valid)) - 1
+        dat_cases3 = {b: [source.dat.eq(beat_dat(dws3, b)), source.be.eq(beat_be(4, b))] for b in range(beats3)}
+        dat_cases4 = {b: [source.dat.eq(beat_dat(dws4, b)), source.be.eq(beat_be(5, b))] for b in range(beats4)}
+        last_beat = Signal(max=max(beats3, beats4, 2))
+        self.comb += last_beat.eq(Mux(hdr4, beats4 - 1, beats3 - 1))
+
+        return hdr4, beat, dat_cases3, dat_cases4, last_beat
