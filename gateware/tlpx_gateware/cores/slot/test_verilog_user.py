@@ -109,6 +109,6 @@ def test_one_megabyte_read(tb):
     s = Script(tb)
     s.load(SRC, data)
     s.command("read", size=size, src=SRC, checksum=crc32_le(data))
-    ((cycles, irqs, st, _, _),) = results(s.run())
+    ((cycles, irqs, st, _, _, _),) = results(s.run())
     assert st == status("read_success", "irq_raised") and irqs == 1
     print(f"1024001-byte READ through the mover: {cycles} cycles, {size / cycles:.2f} B/cycle")

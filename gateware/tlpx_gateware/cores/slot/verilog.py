@@ -252,7 +252,9 @@ class VerilogSlotUser(LiteXModule):
             # The DUT chooses each interrupt's vector among those the host granted (the
             # function's vectors, as its stock driver numbers them: cores/msi.py).
             self.irq_vector = Signal(5)
-            self.msi_vectors_granted = Signal(6)
+            # One vector until the card drives it (soc.py): a DUT outside the card (the slot's
+            # own test bench) sees the single-vector host every stock driver starts from.
+            self.msi_vectors_granted = Signal(6, reset=1)
             self.msix_enabled = Signal()
         self.busy = Signal()
         self.verilog_sources = dict(manifest.sources)
