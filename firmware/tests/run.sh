@@ -44,9 +44,14 @@ NO_CPU_HASH=$(sed -n 's/^#define TLPX_MAP_HASH *\(0x[0-9a-f]*\)u.*/\1/p' "$ROOT/
 [ -n "$NO_CPU_HASH" ] || { echo "FAIL  no TLPX_MAP_HASH in firmware/include/tlpx_regs.h"; fail=1; }
 expect "pamette, map without the CPU" 2 --card-hash "$NO_CPU_HASH" "$W/pamette.bin"
 expect "datamover, no host side" 3 "$W/datamover_card_side.bin"
-expect "datamover, done but no count" 2 --event-set 0x4834:2 "$W/datamover_card_side.bin"
+# Register offsets from the generated header too (a new register moves the ones after it).
+reg() { sed -n "s/^#define TLPX_$1 *\(0x[0-9a-f]*\)u.*/\1/p" "$ROOT/firmware/include/tlpx_regs.h"; }
+RT_LOOP_STATUS=$(reg RT_LOOP_STATUS); IRQ_TIMER_STATUS=$(reg IRQ_TIMER_STATUS)
+[ -n "$RT_LOOP_STATUS" ] && [ -n "$IRQ_TIMER_STATUS" ] ||
+    { echo "FAIL  no TLPX_RT_LOOP_STATUS / TLPX_IRQ_TIMER_STATUS in firmware/include/tlpx_regs.h"; fail=1; }
+expect "datamover, done but no count" 2 --event-set "$RT_LOOP_STATUS:2" "$W/datamover_card_side.bin"
 expect "irq_schedule, no host side" 3 "$W/irq_schedule.bin"
-expect "irq_schedule, done at once (fires 0)" 2 --event-set 0x4030:2 "$W/irq_schedule.bin"
+expect "irq_schedule, done at once (fires 0)" 2 --event-set "$IRQ_TIMER_STATUS:2" "$W/irq_schedule.bin"
 
 if "$HT" --mailbox "$W/burst_torture.bin" >"$W/mailbox.log" 2>"$W/console" && grep -q "self-test: PASS" "$W/console"; then
     echo "ok    firmware main: self-test PASS, RUN_SCRIPT, SELFTEST, unknown command, heartbeat"
