@@ -180,7 +180,9 @@ host: $(STAMPS)/rust
 # Main jobs -------------------------------------------------------------------------------------
 
 # VPLAT=1: the demo ends with the card in a QEMU guest (needs the trixie root: vplat-root).
-demo: setup gateware $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
+# Every width: the characterisation's Gen3 x8 and x4 links take the widest card that keeps up
+# (tlpx-sim picks it from build/card), so an old one there must be rebuilt, not picked.
+demo: setup gateware $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
 test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root

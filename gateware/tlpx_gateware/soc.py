@@ -675,6 +675,9 @@ class TlpxCard(SoCMini):
         msix_bar0 = MSIX_WINDOW_BASE + (RELOCATED_TLPX_BASE if user.placement == "bar0" else 0)
         self.add_constant("MSIX_TABLE_BAR0_OFFSET", msix_bar0 + MSIX_TABLE_OFFSET)
         self.add_constant("MSIX_PBA_BAR0_OFFSET", msix_bar0 + MSIX_PBA_OFFSET)
+        # A board's hard IP builds the capability itself: it must point at the same window.
+        if hasattr(self.pcie_phy, "offer_msix"):
+            self.pcie_phy.offer_msix(msix_bar0 + MSIX_TABLE_OFFSET, msix_bar0 + MSIX_PBA_OFFSET, MSI_VECTORS)
 
         # Slot window -----------------------------------------------------------------------------
         self.bus.add_slave(name=user.dut_name, slave=user.bus,

@@ -124,6 +124,12 @@ def msi_64bit(board):
     return board.family == "ultrascale"
 
 
+def interrupt_vectors(board):
+    """(MSI vectors, MSI-X entries) the board's hard IP offers the card (cores/msi.py has 32)."""
+    from tlpx_gateware.cores.msi import MSI_VECTORS
+    return (MSI_VECTORS, MSI_VECTORS) if board.family == "7series" else (1, 0)
+
+
 def hard_ip_profile(board):
     """What the board's hard IP presents in configuration space, as tlpx-sim's --board
     presents it (tlpx_gateware.build writes these into the card's boards.json)."""
@@ -134,13 +140,12 @@ def hard_ip_profile(board):
         "max_link_lanes": board.lanes,
         "mps_supported": max_payload_supported(board),
         "msi_64bit": msi_64bit(board),
-        # One MSI vector: LitePCIe's PHYs configure their IP's MSI capability with one vector
-        # and leave its Multiple Message Enable output unconnected (cfg_interrupt_mmenable:
-        # Open()), so the card could not know more were granted (docs/interrupts.md).
-        "msi_vectors": 1,
-        # No MSI-X: the board targets build LitePCIe's PHY with msi_type "msi" (its IP without
-        # the MSI-X capability); docs/interrupts.md says what a board build would need.
-        "msix_vectors": 0,
+        # pcie_7x: 32 MSI vectors and 32 MSI-X entries, its Multiple Message Enable and MSI-X
+        # Function Mask wired to the card (targets/phy.py). pcie3_ultrascale: one MSI vector, no
+        # MSI-X: LitePCIe's wrapper (pcie_us_support.v) derives the message from the MME alone
+        # and has no MSI-X ports (docs/interrupts.md).
+        "msi_vectors": interrupt_vectors(board)[0],
+        "msix_vectors": interrupt_vectors(board)[1],
         "extended_tags": True,
     }
 

@@ -491,6 +491,7 @@ class HardwarePHY(Module):
         if widen_requests:
             raise ValueError("request widening is for UltraScale PHYs (split request/completion streams)")
         self.bus_master_enable = phy._bus_master_enable.status
+        self._offer_interrupt_vectors(phy)
         if phy.endianness != "big":
             raise NotImplementedError(f"a shared-stream PHY must have endianness 'big' (S7PCIEPHY), not {phy.endianness!r}")
         self.submodules.rx_swap = rx = PayloadByteSwap(phy.data_width)
@@ -505,3 +506,39 @@ class HardwarePHY(Module):
         # (before its clock-domain crossing; docs/boards.md says what this leaves unordered).
         self.submodules.leaving = leaving = RequestsLeaving(tx.source)
         self.requests_done = leaving.count
+
+    def _offer_interrupt_vectors(self, phy):
+        """pcie_7x: 32 MSI vectors and the MSI-X capability (offer_msix), with what the host
+        enabled brought to the card as SimPHY gives it. LitePCIe's S7PCIEPHY configures one
+        MSI vector and leaves cfg_interrupt_mmenable and cfg_interrupt_msixfm unconnected; the
+        card needs them (cores/msi.py folds vectors above the grant; cores/msix.py holds messages
+        while the function is masked). The message number of a multi-message MSI is
+        cfg_interrupt_di, the card's msi.dat (PG054: the core puts it in the low bits of the
+        message data the MME leaves to the function). MSI-X messages are the card's own memory
+        writes (its table), as LitePCIe's msi-x mode expects of user logic."""
+        self.msi_multiple_enable = Signal(3)    # MSI's Multiple Message Enable: 1 << this granted
+        self.msix_function_mask  = Signal()
+        self.msix_enable         = phy._msix_enable.status
+        phy.pcie_phy_params.update(
+            o_cfg_interrupt_mmenable = phy.add_resync(self.msi_multiple_enable, "sys"),
+            o_cfg_interrupt_msixfm   = phy.add_resync(self.msix_function_mask, "sys"),
+        )
+        phy.update_config({"Multiple_Message_Capable": "32_vectors"})
+
+    def offer_msix(self, table_offset, pba_offset, vectors):
+        """The MSI-X capability of pcie_7x pointing at the card's table and PBA in BAR0 (the
+        card calls this with its window's offsets). Table Size is written as N-1, the value of
+        Message Control[10:0] (PG054 says the parameter is transferred there; LitePCIe's own
+        msi-x mode writes 0x20 for its 32 entries: docs/hardware.md says how bring-up settles
+        it). Only on pcie_7x: LitePCIe's UltraScale wrapper has no MSI-X ports."""
+        if not hasattr(self, "msi_multiple_enable"):
+            return
+        self.vendor.update_config({
+            "mode_selection":    "Advanced",
+            "MSIx_Enabled":      True,
+            "MSIx_Table_Size":   f"{vectors - 1:03X}",
+            "MSIx_Table_BIR":    "BAR_0",
+            "MSIx_Table_Offset": f"{table_offset:X}",
+            "MSIx_PBA_BIR":      "BAR_0",
+            "MSIx_PBA_Offset":   f"{pba_offset:X}",
+        })

@@ -110,6 +110,45 @@ def test_tcl_creates_the_pcie_ip_for_the_board_link_and_card_ids(projects, name)
     assert re.search(r"^write_bitstream -force tlpx_card\.bit", tcl, re.MULTILINE)
 
 
+def _instance_port(verilog, instance, port):
+    """What `instance`'s `port` is connected to in the card's Verilog ("" if unconnected)."""
+    body = re.search(rf"^{instance} {instance}\((.*?)\n\);", verilog, re.MULTILINE | re.DOTALL)
+    assert body, f"no instance {instance}"
+    m = re.search(rf"\.{port}\s*\(([^)]*)\)", body.group(1))
+    assert m, f"{instance} has no port {port}"
+    return m.group(1).strip()
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_the_hard_ip_offers_the_cards_interrupt_vectors_where_its_wrapper_allows(projects, name):
+    """pcie_7x: 32 MSI vectors and an MSI-X capability whose table and PBA are the card's BAR0
+    window (csr.json's constants), with Multiple Message Enable and the MSI-X Function Mask
+    brought to the card; the board's profile (boards.json of the simulated card, tlpx-sim
+    --board) says the same. pcie3_ultrascale: one MSI vector and no MSI-X (LitePCIe's wrapper
+    has no MSI-X ports and derives the message from the MME alone)."""
+    from tlpx_gateware.targets.board import hard_ip_profile
+    board = BOARDS[name]
+    tcl = (projects / name / "tlpx_card.tcl").read_text()
+    config = dict(re.findall(r"^CONFIG\.(\w+) \{(.*)\} \\$", tcl, re.MULTILINE))
+    constants = json.loads((projects / name / "csr.json").read_text())["constants"]
+    profile = hard_ip_profile(board)
+    if board.family == "7series":
+        assert config["Multiple_Message_Capable"] == "32_vectors"
+        assert (config["MSIx_Enabled"], config["mode_selection"]) == ("True", "Advanced")
+        assert int(config["MSIx_Table_Size"], 16) + 1 == constants["MSI_VECTORS"] == 32
+        assert config["MSIx_Table_BIR"] == config["MSIx_PBA_BIR"] == "BAR_0"
+        assert int(config["MSIx_Table_Offset"], 16) == constants["MSIX_TABLE_BAR0_OFFSET"]
+        assert int(config["MSIx_PBA_Offset"], 16) == constants["MSIX_PBA_BAR0_OFFSET"]
+        verilog = (projects / name / "tlpx_card.v").read_text()
+        for port in ["cfg_interrupt_mmenable", "cfg_interrupt_msixenable", "cfg_interrupt_msixfm", "cfg_interrupt_di"]:
+            assert _instance_port(verilog, "pcie_s7", port), f"{port} is left unconnected"
+        assert (profile["msi_vectors"], profile["msix_vectors"]) == (32, 32)
+    else:
+        assert config["PF0_MSI_CAP_MULTIMSGCAP"] == "1_vector"
+        assert not any(k.startswith("PF0_MSIX") and v not in ("false", "0") for k, v in config.items()), config
+        assert (profile["msi_vectors"], profile["msix_vectors"]) == (1, 0)
+
+
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_xdc_places_the_lanes_and_leds(projects, name):
     xdc = (projects / name / "tlpx_card.xdc").read_text()

@@ -510,12 +510,10 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
     // the kernel's own tracepoint, when it can be opened.
     let hardware = realtime::basis_kind(session).0 == "hardware";
     let tracer = if hardware { Some(start_isr_trace(session, plan.amount)) } else { None };
-    // One vector per CPU, steered through the kernel's affinity, where a kernel dispatches
-    // them; on the simulator the interrupts come over its socket, with nothing to steer.
-    let steering = match &plan.cpus {
-        Some(cpus) if hardware => Some(percpu::steer(&mut session.card, cpus)),
-        _ => None,
-    };
+    // One vector per CPU, steered through the kernel's affinity where a kernel dispatches
+    // them; on the simulator the interrupts come over its socket, with nothing to steer, but
+    // each CPU's thread still waits on a vector of its own when the card was granted them.
+    let steering = plan.cpus.as_ref().map(|cpus| percpu::steer(&mut session.card, cpus, hardware));
     let (result, mut notes) = match &plan.cpus {
         // A thread per CPU, each pinned there; the card goes from one to the next.
         Some(cpus) => {

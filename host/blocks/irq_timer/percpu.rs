@@ -254,8 +254,12 @@ pub fn reset_timer_vectors(card: &mut Card, vectors: &[u32]) -> Result<(), Strin
 }
 
 /// Asks for one vector per CPU and steers each to its CPU; falls back to the one vector (and
-/// says so) when they are not granted or the timer cannot raise them.
-pub fn steer(card: &mut Card, cpus: &[usize]) -> Steering {
+/// says so) when they are not granted or the timer cannot raise them. `kernel_dispatches`: a kernel
+/// dispatches the card's interrupts (hardware, vfio), so each vector's host irq is steered
+/// through /proc/irq and checked in /proc/interrupts; without one (the simulator, whose
+/// messages arrive on its socket) the card still raises vector 8+i for the thread of the
+/// i-th CPU, which waits on that vector alone, and nothing is steered.
+pub fn steer(card: &mut Card, cpus: &[usize], kernel_dispatches: bool) -> Steering {
     let k = cpus.len() as u32;
     let proc_root = std::path::Path::new(kernel::PROC);
     let mut problems = Vec::new();
@@ -270,12 +274,12 @@ pub fn steer(card: &mut Card, cpus: &[usize]) -> Steering {
     } else {
         configure_timer_vectors(card, &vectors)
     };
-    let before = InterruptCounts::read(proc_root).map_err(|e| problems.push(e)).ok();
+    let before = if kernel_dispatches { InterruptCounts::read(proc_root).map_err(|e| problems.push(e)).ok() } else { None };
     match per_cpu {
         Ok(()) => {
             let mut steered = Vec::new();
             for (&v, &cpu) in vectors.iter().zip(cpus) {
-                let irq = card.device().vector_host_irq(v);
+                let irq = if kernel_dispatches { card.device().vector_host_irq(v) } else { None };
                 if let Some(irq) = irq {
                     if let Err(e) = kernel::steer_irq(proc_root, irq, cpu as u32) {
                         problems.push(e);
@@ -289,10 +293,14 @@ pub fn steer(card: &mut Card, cpus: &[usize]) -> Steering {
                 report: SteeringReport {
                     granted,
                     mode: "per_cpu_vectors".into(),
-                    statement: format!(
-                        "one vector per CPU ({:?}), vector {FIRST_TIMER_VECTOR}+i steered to the i-th CPU of --cpus",
-                        granted.mode
-                    ),
+                    statement: if kernel_dispatches {
+                        format!("one vector per CPU ({:?}), vector {FIRST_TIMER_VECTOR}+i steered to the i-th CPU of --cpus", granted.mode)
+                    } else {
+                        format!(
+                            "one vector per CPU ({:?}, {} granted): the card raises vector {FIRST_TIMER_VECTOR}+i for the thread of the i-th CPU of --cpus, which waits on it alone; no kernel dispatches them here (the simulator's socket delivers each message), so nothing is steered",
+                            granted.mode, granted.count
+                        )
+                    },
                     checks: Vec::new(),
                     effective_affinity: None,
                     problems,
@@ -301,15 +309,19 @@ pub fn steer(card: &mut Card, cpus: &[usize]) -> Steering {
             }
         }
         Err(why) => {
-            let irq = card.device().vector_host_irq(0);
+            let irq = if kernel_dispatches { card.device().vector_host_irq(0) } else { None };
             let effective = irq.and_then(|i| kernel::effective_affinity(proc_root, i));
-            let statement = format!(
-                "one vector for every CPU ({why}): the kernel dispatches it on {}, and each CPU's thread wakes from there",
-                effective.as_ref().map_or("the CPUs its affinity allows".to_string(), |e| format!(
-                    "CPU {} (effective_affinity_list)",
-                    cpu_list_text(&e.iter().map(|&c| c as usize).collect::<Vec<_>>())
-                ))
-            );
+            let statement = if kernel_dispatches {
+                format!(
+                    "one vector for every CPU ({why}): the kernel dispatches it on {}, and each CPU's thread wakes from there",
+                    effective.as_ref().map_or("the CPUs its affinity allows".to_string(), |e| format!(
+                        "CPU {} (effective_affinity_list)",
+                        cpu_list_text(&e.iter().map(|&c| c as usize).collect::<Vec<_>>())
+                    ))
+                )
+            } else {
+                format!("one vector for every CPU ({why}): the simulator's socket delivers it to the thread whose turn it is")
+            };
             Steering {
                 masks: vec![irq_timer::WAIT_MASK; cpus.len()],
                 vectors: vec![(Some(0), irq); cpus.len()],
@@ -399,13 +411,20 @@ pub fn per_cpu_table(r: &RunReport, what: &str) -> Vec<String> {
     }
     let mut out = vec![format!("  per CPU ({what}):")];
     out.push(format!(
-        "    {:>4}  {:<20} {:>7} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>11}",
-        "CPU", "role", "fires", "overruns", "woke off", "min", "p50", "p99", "p99.9", "max"
+        "    {:>4}  {:<20} {:>7} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
+        "CPU", "role", "fires", "overruns", "woke off", "min", "p50", "p99", "p99.9", "max", "vector"
     ));
     for c in &r.per_cpu {
         let cell = |f: fn(&Summary) -> f64| c.user_ns.as_ref().map_or("-".into(), |s| fmt_ns(f(s)));
+        // The card's vector this CPU's thread waited on, and the host irq it was steered as
+        // (last, as one token, so the columns before it keep their places for scripts).
+        let vector = match (c.vector, c.host_irq) {
+            (Some(v), Some(irq)) => format!("{v}:irq{irq}"),
+            (Some(v), None) => v.to_string(),
+            (None, _) => "-".into(),
+        };
         out.push(format!(
-            "    {:>4}  {:<20} {:>7} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>11}",
+            "    {:>4}  {:<20} {:>7} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
             c.cpu,
             if c.role.is_empty() { "-" } else { &c.role },
             c.fires,
@@ -415,7 +434,8 @@ pub fn per_cpu_table(r: &RunReport, what: &str) -> Vec<String> {
             cell(|s| s.median),
             cell(|s| s.p99),
             cell(|s| s.p999),
-            cell(|s| s.max)
+            cell(|s| s.max),
+            vector
         ));
         if let Some(s) = &c.isr_ns {
             out.push(format!("    {:>4}  isr stage: {}", "", summary_line(&Some(*s))));
