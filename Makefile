@@ -60,7 +60,7 @@ help:
 	@echo "make litepcie-driver - build LitePCIe's kernel driver for the card (against a Debian kernel's headers)"
 	@echo "make pcitest - Linux's pci_endpoint_test.ko, pcitest and pcitest.sh for the vplat guest (Debian's linux-source)"
 	@echo "make kernel73 - Debian's 7.3 kernel (trixie-backports) for the vplat, with the kselftest pci_endpoint_test, its module and litepcie.ko"
-	@echo "make vplat-k73 / vplat-test-k73 - the vplat with the 7.3 guest: the card boot and the kselftest boot (opt-in, not in make test)"
+	@echo "make vplat-k73 / vplat-test-k73 - the vplat with the 7.3 guest: the whole card boot and the kselftest boot (make test runs 7.3's driver and kselftest boots)"
 
 all: gateware host
 
@@ -185,7 +185,7 @@ host: $(STAMPS)/rust
 demo: setup gateware $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
-test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root
+test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root kernel73
 	@scripts/test.sh
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
@@ -243,9 +243,9 @@ pcitest:
 # checks). vplat-guest: kernel + initramfs (cached). vplat: boot it with a device server
 # (default the card: tlpx-sim --vfio-user; VPLAT_SERVER='cmd args' VPLAT_ID=vvvv:dddd for another), PASS/FAIL per check.
 # Then a second boot, Linux's endpoint test (pcitest) against the card with the pci_epf_test DUT.
-# vplat-test: the run with the card's servers (VPLAT_SERVER, VPLAT_ID, VPLAT_BOOTS, VPLAT_PCITEST_*
-# cleared), then every check asserted from its results.json; part of `make test` (scripts/test.sh
-# runs it last).
+# vplat-test (scripts/vplat_test.sh): the runs with the card's servers (every VPLAT_* override
+# cleared), each asserted check by check from its results.json: 6.1's card and pcitest boots, then
+# 7.3's driver and kselftest boots; part of `make test` (scripts/test.sh runs it last).
 .PHONY: vplat vplat-root vplat-guest vplat-test vplat-k73 vplat-test-k73
 vplat-root: | $(STAMPS)/apt
 	@scripts/vplat_root.sh
@@ -256,17 +256,15 @@ vplat-guest: setup host
 vplat: setup host vplat-root $(PCI_EPF_TEST_CARD_LIB)
 	@scripts/vplat.sh
 
-vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root
-	@env -u VPLAT_SERVER -u VPLAT_ID -u VPLAT_LINK -u VPLAT_BOOTS -u VPLAT_PCITEST_SERVER -u VPLAT_PCITEST_ID \
-	    -u VPLAT_PCITEST_OFFER -u VPLAT_PCITEST_FAULT -u VPLAT_KERNEL -u VPLAT_SMP scripts/vplat.sh
-	@python3 scripts/vplat/vplat_checks.py --assert-results build/vplat/run/results.json
+vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root kernel73
+	@scripts/vplat_test.sh
 
 # The second guest kernel, Debian's 7.3 from trixie-backports (docs/virtual-platform.md, "The 7.3
 # kernel"): kernel73 fetches it (pinned) and builds, in a trixie chroot, the kselftest
 # pci_endpoint_test, its pci_endpoint_test.ko and LitePCIe's litepcie.ko against it (idempotent;
 # about 420 MB of downloads and a 440 MB chroot once, 3.5 min here). vplat-k73 boots it (VPLAT_KERNEL=7.3: the
-# card boot and the kselftest boot, -smp 2); vplat-test-k73 also asserts every check. Opt-in:
-# neither is part of `make test` (they add about 5 minutes).
+# card boot and the kselftest boot, -smp 2); vplat-test-k73 also asserts every check. make test
+# (vplat-test) runs the 7.3 driver boot and kselftest boot; the whole 7.3 card boot only here.
 kernel73: setup
 	@scripts/kernel73.sh >/dev/null
 

@@ -34,8 +34,13 @@
 #                                          scripts/kernel73.sh) instead of 6.1: its boots are "card"
 #                                          (the same checks) and "kselftest" (the kselftest
 #                                          pci_endpoint_test against the pci_epf_test card, in place
-#                                          of pcitest); files in build/vplat/run-7.3. Opt-in: not in
-#                                          `make vplat-test` (make vplat-k73, vplat-test-k73)
+#                                          of pcitest); files in build/vplat/run-7.3. `make
+#                                          vplat-test` (and make test) runs it with
+#                                          VPLAT_BOOTS='driver kselftest' after 6.1's two boots;
+#                                          make vplat-test-k73 runs both whole boots
+#   VPLAT_BOOTS=driver                     (either kernel) the card boot cut to LitePCIe's stock
+#                                          driver: lspci, tlpx list, then only the litepcie checks
+#                                          (scripts/vplat/litepcie-checks), in place of "card"
 #   VPLAT_SMP=N                            the guest's CPUs (default 2: per-CPU interrupt vectors)
 #   VPLAT_KSELFTEST_TIMEOUT=600            wall-clock limit of the kselftest boot (s)
 #
@@ -98,18 +103,22 @@ tlpx_version=$("$ROOT/host/target/release/tlpx" --version)
 # Which boots: "card" (the 35 checks, the card of build/card/dw64) and "pcitest" (Linux's endpoint
 # test against the card with the pci_epf_test DUT, build/card/dw64-pci_epf_test). Both by default.
 # With VPLAT_KERNEL=7.3: "card" and "kselftest" (the kselftest pci_endpoint_test in place of pcitest,
-# which Linux 6.14 removed).
+# which Linux 6.14 removed). "driver" in place of "card": the card boot cut to LitePCIe's driver
+# (what make test runs on 7.3, whose card checks are otherwise 6.1's).
 BOOTS=${VPLAT_BOOTS:-$DEFAULT_BOOTS}
 for b in $BOOTS; do
-    [ "$b" = card ] || [ "$b" = "$ENDPOINT_BOOT" ] ||
-        die "VPLAT_BOOTS takes 'card' and/or '$ENDPOINT_BOOT' with kernel $KERNEL, not '$b'"
+    [ "$b" = card ] || [ "$b" = driver ] || [ "$b" = "$ENDPOINT_BOOT" ] ||
+        die "VPLAT_BOOTS takes 'card' or 'driver', and '$ENDPOINT_BOOT', with kernel $KERNEL, not '$b'"
 done
 want_boot() { case " $BOOTS " in *" $1 "*) true ;; *) false ;; esac; }
+want_boot card && want_boot driver && die "VPLAT_BOOTS takes 'card' or 'driver', not both (the driver boot is the card boot cut short)"
+# The card's device server serves both.
+CARD_BOOT=""; want_boot card && CARD_BOOT=card; want_boot driver && CARD_BOOT=driver
 [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
 build_sim() { (cd host && "$CARGO" build --release -q -p tlpx-sim --bin tlpx-sim) || die "cargo could not build tlpx-sim"; }
 
 echo "== device servers"
-if want_boot card; then
+if [ -n "$CARD_BOOT" ]; then
     if [ -n "${VPLAT_SERVER:-}" ]; then
         read -ra server_cmd <<<"$VPLAT_SERVER"
         [ -n "${VPLAT_ID:-}" ] || die "VPLAT_SERVER is set but not VPLAT_ID (the vendor:device its device presents, e.g. 10ee:7c01)"
@@ -287,8 +296,13 @@ boot() {
 }
 
 checker_args=(--kernel "$KERNEL" --smp "$SMP" --release "$release" --addr "$ADDR" --tlpx-version "$tlpx_version" --qemu "$qemu_version" --out "$RUN/results.json")
-if want_boot card; then
-    boot "$RUN" "$ID" "$TIMEOUT" "" numa "${server_cmd[@]}"
+if [ -n "$CARD_BOOT" ]; then
+    if [ "$CARD_BOOT" = driver ]; then
+        boot "$RUN" "$ID" "$TIMEOUT" "vplat_mode=driver" flat "${server_cmd[@]}"
+        checker_args+=(--card-mode driver)
+    else
+        boot "$RUN" "$ID" "$TIMEOUT" "" numa "${server_cmd[@]}"
+    fi
     checker_args+=(--checks "$RUN/checks.log" --console "$RUN/console.log" --id "$ID"
         --qemu-status "$qemu_status" --timeout "$TIMEOUT" --server "$server_end" --server-command "${server_cmd[*]}"
         --qemu-seconds "$qemu_seconds" --link "$LINK" --mps-supported "$MPS_SUPPORTED" --server-log "$RUN/server.log")

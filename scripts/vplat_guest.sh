@@ -11,6 +11,7 @@
 #                    version by scripts/pcitest_build.sh (/lib/modules/<release>/extra/
 #                    pci_endpoint_test.ko; /usr/bin/pcitest, pcitest.sh, pcitest-short.sh) and
 #                    scripts/vplat/pcitest-checks (/lib/vplat: the second boot's checks),
+#                    scripts/vplat/litepcie-checks (/lib/vplat: LitePCIe's driver, card and driver boots),
 #                    the kernel's vfio-pci and vfio_iommu_type1 with the modules they depend on
 #                    (tlpx's vfio backend in the guest, through its emulated IOMMU),
 #                    tlpx from host/target/release with the libraries ldd lists, and
@@ -40,6 +41,7 @@ case "$KERNEL" in
 esac
 CARGO=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 INIT=scripts/vplat/init
+LITEPCIE_CHECKS=scripts/vplat/litepcie-checks
 
 say() { echo "vplat-guest: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -146,7 +148,7 @@ done
 
 key=$( {
     echo "release $release"
-    sha256sum "$VMLINUZ" "$INIT" "$PCITEST_CHECKS" "${PCITEST_FILES[@]}" scripts/vplat_guest.sh "$KO" "$LITEPCIE_UTIL" "$LITEPCIE_TEST" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
+    sha256sum "$VMLINUZ" "$INIT" "$LITEPCIE_CHECKS" "$PCITEST_CHECKS" "${PCITEST_FILES[@]}" scripts/vplat_guest.sh "$KO" "$LITEPCIE_UTIL" "$LITEPCIE_TEST" "$TLPX" "$BUSYBOX" "$LSPCI" "$PCI_IDS" "${KMODS[@]}"
     for lib in $LIBS; do sha256sum "$(readlink -f "$lib")" | sed "s#  .*#  $lib#"; done
 } )
 if [ -f "$OUT/inputs.sha256" ] && [ -f "$OUT/initramfs.cpio" ] && [ -f "$OUT/vmlinuz" ] &&
@@ -165,6 +167,7 @@ ln -s busybox "$STAGE/bin/sh"
 install -m 0755 "$INIT" "$STAGE/init"
 mkdir -p "$STAGE/lib/vplat"
 install -m 0644 "$PCITEST_CHECKS" "$STAGE/lib/vplat/$(basename "$PCITEST_CHECKS")"
+install -m 0644 "$LITEPCIE_CHECKS" "$STAGE/lib/vplat/litepcie-checks"
 # The module where modprobe and lspci -k look (/lib/modules/<release>/extra), with the module
 # index depmod writes for the staged tree: lspci -vv reads it (without it lspci complains
 # "Unable to load libkmod resources") and names the module that would bind a function.

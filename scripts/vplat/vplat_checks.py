@@ -12,10 +12,13 @@ twice, or an expected check missing fails the run, with the line quoted.
     vplat_checks.py --checks FILE ...  the verdict (see main)
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "qemu"))
 import vfio_checks  # noqa: E402  (scripts/qemu: parse_channel, decode, quote)
@@ -54,6 +57,18 @@ GUEST_CHECKS = ["lspci_runs", "device_listed", "litepcie_module_loads", "tlpx_ve
 # Checks made here, on the records and on what the run script saw.
 HOST_CHECKS = ["kernel_boots", "device_config_space", "card_lspci", "dma_refused_counted", "guest_finished", "qemu_exit",
                "server_ran"]
+# The driver boot (vplat_mode=driver: the 7.3 guest in make test): the card boot cut to LitePCIe's
+# stock driver (scripts/vplat/litepcie-checks), so no vfio check and no refused DMA to count.
+DRIVER_GUEST_CHECKS = [c for c in GUEST_CHECKS[:GUEST_CHECKS.index("vfio_bind")]] + \
+    [c for c in GUEST_CHECKS if c.startswith("litepcie_") and c != "litepcie_module_loads"]
+DRIVER_HOST_CHECKS = [c for c in HOST_CHECKS if c != "dma_refused_counted"]
+
+
+def card_checks(mode):
+    """(guest checks, host checks) of the card's boot in `mode` ("card" or "driver")."""
+    if mode not in ("card", "driver"):
+        raise ValueError(f"the card boot's mode is card or driver, not {mode!r}")
+    return (DRIVER_GUEST_CHECKS, DRIVER_HOST_CHECKS) if mode == "driver" else (GUEST_CHECKS, HOST_CHECKS)
 
 
 def dma_refused(log, addr):
@@ -103,7 +118,9 @@ def evaluate(data, want):
     """Bytes of the channel and what to expect -> (checks, facts, problems).
 
     want: release (kernel), addr, id (vendor:device), tlpx_version, qemu_status, timeout,
-    server (how the server ended: "running", "exit 0", "exit N", "signal N")."""
+    server (how the server ended: "running", "exit 0", "exit N", "signal N"), mode ("card",
+    the default, or "driver": card_checks)."""
+    guest_checks, host_checks = card_checks(want.get("mode", "card"))
     records, problems = vfio_checks.parse_channel(data, RECORDS)
     by_kind = {}
     for n, kind, m in records:
@@ -126,11 +143,12 @@ def evaluate(data, want):
             problems.append(f"check {name} appears twice (lines {seen[name]} and {n})")
             continue
         seen[name] = n
-        if name not in GUEST_CHECKS:
-            problems.append(f"unknown check {name!r} on line {n} (not in vplat_checks.py's GUEST_CHECKS)")
+        if name not in guest_checks:
+            problems.append(f"unknown check {name!r} on line {n} (not in vplat_checks.py's "
+                            f"{'DRIVER_GUEST_CHECKS' if guest_checks is DRIVER_GUEST_CHECKS else 'GUEST_CHECKS'})")
             continue
         checks.append({"name": name, "pass": verdict == "PASS", "detail": detail, "by": "guest"})
-    for name in GUEST_CHECKS:
+    for name in guest_checks:
         if name not in seen:
             checks.append({"name": name, "pass": False, "detail": "did not run (no record on the checks channel)",
                            "by": "guest"})
@@ -181,9 +199,10 @@ def evaluate(data, want):
 
     ok, detail = card_lspci(facts["lspci"], want.get("link"), want.get("mps_supported"))
     host("card_lspci", ok, detail)
-    refused_at = by_kind.get("TLPX-REFUSED", [(0, None)])[0][1]
-    ok, detail = dma_refused(want.get("server_log") or "", refused_at.group(1) if refused_at else None)
-    host("dma_refused_counted", ok, detail)
+    if "dma_refused_counted" in host_checks:
+        refused_at = by_kind.get("TLPX-REFUSED", [(0, None)])[0][1]
+        ok, detail = dma_refused(want.get("server_log") or "", refused_at.group(1) if refused_at else None)
+        host("dma_refused_counted", ok, detail)
 
     done = by_kind.get("TLPX-DONE")
     host("guest_finished", bool(done),
@@ -226,15 +245,16 @@ GOOD_SERVER_LOG = (
     "tlpx-sim vfio-user: stopped (the client closed the connection) at card cycle 9: refused DMA: 2 reads 0 writes; x\n")
 
 
-def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01)):
-    """A well-formed channel of the card, for the self-test."""
+def good_channel(addr="0000:01:00.0", ids=(0x10ee, 0x7c01), mode="card"):
+    """A well-formed channel of the card's boot in `mode`, for the self-test."""
     cfg = bytearray(256)
     cfg[0:4] = ids[0].to_bytes(2, "little") + ids[1].to_bytes(2, "little")
     lines = [b"TLPX-BOOT kernel 6.1.0-56-amd64 uptime 2.41"]
-    lines += [f"TLPX-CHECK {c} PASS fine".encode() for c in GUEST_CHECKS if c != "tlpx_version"]
+    lines += [f"TLPX-CHECK {c} PASS fine".encode() for c in card_checks(mode)[0] if c != "tlpx_version"]
     lines += [b"TLPX-CHECK tlpx_version PASS tlpx 0.1.0", f"TLPX-PCI {addr} - {cfg.hex()}".encode()]
     lines += [f"TLPX-LSPCI {l}".encode() for l in CARD_LSPCI]
-    lines += [b"TLPX-LIST SOURCE   ADDRESS", b"TLPX-REFUSED 0xdead0000", b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
+    lines += [b"TLPX-LIST SOURCE   ADDRESS"] + ([b"TLPX-REFUSED 0xdead0000"] if mode == "card" else [])
+    lines += [b"TLPX-UPTIME 3.05", b"TLPX-DONE"]
     return b"\n".join(lines) + b"\n"
 
 
@@ -290,16 +310,72 @@ def self_test():
     _, _, problems = evaluate(b"", want)
     if not any("empty" in p for p in problems):
         failures.append(f"an empty channel gave {problems}")
+    # The driver boot: its own list (LitePCIe's checks, no vfio), held as strictly.
+    driver = dict(want, mode="driver", server_log="")
+    checks, _, problems = evaluate(good_channel(mode="driver"), driver)
+    if problems or len(checks) != len(DRIVER_GUEST_CHECKS) + len(DRIVER_HOST_CHECKS) or \
+            any(c["name"].startswith("vfio_") for c in checks):
+        failures.append(f"a good driver channel gave {problems} ({len(checks)} checks)")
+    driver_cases = [
+        ("a vfio check in the driver boot", good_channel(mode="driver").replace(b"TLPX-DONE", b"TLPX-CHECK vfio_bind PASS x\nTLPX-DONE"),
+         "unknown check 'vfio_bind'"),
+        ("a litepcie check missing", b"\n".join(x for x in good_channel(mode="driver").split(b"\n") if b"litepcie_bw " not in x),
+         "check litepcie_bw failed: did not run"),
+        ("the card boot's channel as a driver boot's", good_channel(), "unknown check 'vfio_bind'"),
+    ]
+    for what, data, must_say in driver_cases:
+        _, _, problems = evaluate(data, driver)
+        if not any(must_say in p for p in problems):
+            failures.append(f"{what}: {problems} has nothing saying {must_say!r}")
+    failures += assert_results_self_test()
     n_pcitest, pcitest_failures = pcitest_checks.self_test(RECORDS)
     failures += [f"pcitest: {f}" for f in pcitest_failures]
     n_kselftest, kselftest_failures = kselftest_checks.self_test(RECORDS)
     failures += [f"kselftest: {f}" for f in kselftest_failures]
     for f in failures:
         print(f"vplat_checks self-test: FAIL: {f}", file=sys.stderr)
-    print(f"vplat_checks self-test: {len(cases) + 7} bad channels, {len(failures)} not refused; "
+    print(f"vplat_checks self-test: {len(cases) + 7 + len(driver_cases)} bad channels, {len(failures)} not refused; "
           f"pcitest table: {n_pcitest} cases (the recorded fixture, {len(pcitest_failures)} wrong); "
           f"kselftest table: {n_kselftest} cases ({len(kselftest_failures)} wrong)")
     return 1 if failures else 0
+
+
+def assert_results_self_test():
+    """--assert-results passes the servers scripts/vplat.sh starts and refuses others: the
+    failures (empty when it does)."""
+    offer = pcitest_checks.parse_offer(pcitest_checks.CARD_OFFER)
+    sim = "/x/host/target/release/tlpx-sim"
+    epf = f"{sim} --card /x/build/card/dw64-pci_epf_test/libtlpxcard.so --msi-vectors 32 --msix 32 --vfio-user"
+    good = {
+        "6.1": {"kernel": "6.1", "pass": True, "pcitest_offer": pcitest_checks.CARD_OFFER,
+                "server_command": f"{sim} --msi-vectors 32 --msix 32 --vfio-user", "pcitest_server_command": epf,
+                "checks": [{"name": n, "pass": True} for n in GUEST_CHECKS + HOST_CHECKS
+                           + pcitest_checks.expected_check_names(offer)]},
+        "7.3 driver": {"kernel": "7.3", "card_mode": "driver", "pass": True,
+                       "server_command": f"{sim} --msi-vectors 32 --msix 32 --vfio-user", "kselftest_server_command": epf,
+                       "checks": [{"name": n, "pass": True} for n in DRIVER_GUEST_CHECKS + DRIVER_HOST_CHECKS
+                                  + kselftest_checks.expected_check_names(offer)]},
+    }
+    bad = [("6.1", {"server_command": f"{sim} --vfio-user"}, "not the card's"),
+           ("6.1", {"pcitest_server_command": epf.replace(" --msix 32", "")}, "not tlpx-sim with the pci_epf_test card"),
+           ("7.3 driver", {"card_mode": "card"}, "check vfio_bind is missing"),
+           ("7.3 driver", {"kselftest_server_command": epf.replace("dw64-pci_epf_test", "dw64")}, "not tlpx-sim with"),
+           ("6.1", {"pass": False}, "the run did not pass")]
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "results.json")
+        cases = [(name, {}, None) for name in good] + bad
+        for name, change, must_say in cases:
+            with open(path, "w") as f:
+                json.dump(dict(good[name], **change), f)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                rc = assert_results(path)
+            if must_say is None and rc != 0:
+                failures.append(f"--assert-results refused a good {name} run: {out.getvalue()}")
+            if must_say is not None and (rc == 0 or must_say not in out.getvalue()):
+                failures.append(f"--assert-results of a {name} run with {change} said {out.getvalue()!r}, not {must_say!r}")
+    return failures
 
 
 def assert_results(path):
@@ -316,7 +392,9 @@ def assert_results(path):
     # The 7.3 guest (VPLAT_KERNEL=7.3, make vplat-test-k73): the kselftest boot in place of pcitest.
     k73 = doc.get("kernel") == "7.3"
     endpoint = "kselftest" if k73 else "pcitest"
-    expected = GUEST_CHECKS + HOST_CHECKS + (kselftest_checks.expected_check_names(offer) if k73
+    # make test's 7.3 run has the driver boot in place of the card boot (`card_mode`).
+    guest_checks, host_checks = card_checks(doc.get("card_mode", "card"))
+    expected = guest_checks + host_checks + (kselftest_checks.expected_check_names(offer) if k73
                                              else pcitest_checks.expected_check_names(offer))
     for name in expected:
         c = by_name.get(name)
@@ -327,12 +405,14 @@ def assert_results(path):
     extra = sorted(set(by_name) - set(expected))
     if extra:
         problems.append(f"checks not expected here: {', '.join(extra)}")
-    if not str(doc.get("server_command", "")).endswith("tlpx-sim --vfio-user"):
-        problems.append(f"the server was {doc.get('server_command')!r}, not the card's (tlpx-sim --vfio-user)")
-    if not re.fullmatch(r"\S*tlpx-sim --card \S*/build/card/dw64-pci_epf_test/libtlpxcard\.so --vfio-user",
+    # The card's servers as scripts/vplat.sh starts them: 32 MSI vectors and a 32-entry MSI-X table.
+    vectors = "--msi-vectors 32 --msix 32 --vfio-user"
+    if not str(doc.get("server_command", "")).endswith(f"tlpx-sim {vectors}"):
+        problems.append(f"the server was {doc.get('server_command')!r}, not the card's (tlpx-sim {vectors})")
+    if not re.fullmatch(rf"\S*tlpx-sim --card \S*/build/card/dw64-pci_epf_test/libtlpxcard\.so {vectors}",
                         str(doc.get(f"{endpoint}_server_command", ""))):
         problems.append(f"the {endpoint} boot's server was {doc.get(f'{endpoint}_server_command')!r}, not tlpx-sim with the "
-                        "pci_epf_test card (build/card/dw64-pci_epf_test)")
+                        f"pci_epf_test card (build/card/dw64-pci_epf_test) and {vectors}")
     if not k73 and doc.get("pcitest_offer") != pcitest_checks.CARD_OFFER:
         problems.append(f"the pcitest table was for {doc.get('pcitest_offer')!r}, not the card's {pcitest_checks.CARD_OFFER!r}")
     if not doc.get("pass"):
@@ -366,6 +446,8 @@ def main():
     ap.add_argument("--link", help="the link the card's lspci must show, e.g. '5GT/s x1'")
     ap.add_argument("--mps-supported", type=int, help="the max payload the card's DevCap must show (its board's hard IP's)")
     ap.add_argument("--server-log", help="the device server's log (server.log): its stop line")
+    ap.add_argument("--card-mode", choices=["card", "driver"], default="card",
+                    help="the card's boot: whole (card) or cut to LitePCIe's driver (driver: vplat_mode=driver)")
     # The second boot (Linux's endpoint test): the same, for its own channel and server.
     ap.add_argument("--pcitest-checks", help="the pcitest boot's checks channel; without it, no pcitest boot ran")
     ap.add_argument("--pcitest-console")
@@ -432,6 +514,7 @@ def main():
         data = read(a.checks)
         want = {"release": a.release, "addr": a.addr, "id": a.id, "tlpx_version": a.tlpx_version, "qemu_status": a.qemu_status,
                 "timeout": a.timeout, "server": a.server, "link": a.link, "mps_supported": a.mps_supported, "smp": a.smp,
+                "mode": a.card_mode,
                 "server_log": open(a.server_log, errors="replace").read() if a.server_log and os.path.exists(a.server_log) else ""}
         c, facts, p = evaluate(data, want)
         if facts["lspci"]:
@@ -447,11 +530,13 @@ def main():
             print(f"{'PASS' if x['pass'] else 'FAIL'}  {x['name']}: {x['detail']}")
         checks += c
         problems += p
-        doc.update({"device": {"addr": a.addr, "id": a.id}, "server_command": a.server_command, "server_end": a.server,
+        doc.update({"card_mode": a.card_mode, "device": {"addr": a.addr, "id": a.id}, "server_command": a.server_command,
+                    "server_end": a.server,
                     "init_uptime_s": facts["init_uptime_s"], "done_uptime_s": facts["done_uptime_s"], "qemu_seconds": a.qemu_seconds,
                     "lspci": facts["lspci"], "tlpx_list": facts["listing"]})
-        n_all = len(GUEST_CHECKS) + len(HOST_CHECKS)
-        summary.append(f"the card: {sum(x['pass'] for x in c)} of {n_all} checks passed; guest /init reached "
+        n_all = sum(len(x) for x in card_checks(a.card_mode))
+        summary.append(f"the card{' (driver boot)' if a.card_mode == 'driver' else ''}: {sum(x['pass'] for x in c)} of {n_all} "
+                       f"checks passed; guest /init reached "
                        f"{at(facts['init_uptime_s'])} and done {at(facts['done_uptime_s'])} of guest uptime; QEMU ran "
                        f"{a.qemu_seconds} s wall (TCG)")
         console_tail(data, a.console)
