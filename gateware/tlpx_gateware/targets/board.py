@@ -127,7 +127,7 @@ def msi_64bit(board):
 def interrupt_vectors(board):
     """(MSI vectors, MSI-X entries) the board's hard IP offers the card (cores/msi.py has 32)."""
     from tlpx_gateware.cores.msi import MSI_VECTORS
-    return (MSI_VECTORS, MSI_VECTORS) if board.family == "7series" else (1, 0)
+    return (MSI_VECTORS, MSI_VECTORS) if board.family == "7series" else (MSI_VECTORS, 0)
 
 
 def hard_ip_profile(board):
@@ -141,9 +141,9 @@ def hard_ip_profile(board):
         "mps_supported": max_payload_supported(board),
         "msi_64bit": msi_64bit(board),
         # pcie_7x: 32 MSI vectors and 32 MSI-X entries, its Multiple Message Enable and MSI-X
-        # Function Mask wired to the card (targets/phy.py). pcie3_ultrascale: one MSI vector, no
-        # MSI-X: LitePCIe's wrapper (pcie_us_support.v) derives the message from the MME alone
-        # and has no MSI-X ports (docs/interrupts.md).
+        # Function Mask wired to the card (targets/phy.py). pcie3_ultrascale: 32 MSI vectors
+        # (LitePCIe's wrapper with tlpx's MSI encoder, targets/litepcie_us.py), no MSI-X: the
+        # wrapper has no MSI-X ports (docs/interrupts.md).
         "msi_vectors": interrupt_vectors(board)[0],
         "msix_vectors": interrupt_vectors(board)[1],
         "extended_tags": True,
@@ -186,7 +186,7 @@ def pcie3_ultrascale_config(board, bar0_size):
     """pcie3_ultrascale IP parameters on top of LitePCIe's (uspciephy.py add_sources): the card's
     IDs and class, the Max_Payload_Size the card takes (max_payload_supported), 64 requester
     tags (Extended Tag Field supported: PG156, the Split Completion Table has 64 entries and
-    6-bit tags; the card's non-posted tags are all below 64), one MSI vector as on pcie_7x.
+    6-bit tags; the card's non-posted tags are all below 64), 32 MSI vectors.
     BAR0 in whole megabytes: LitePCIe writes `max(bar0_size/MB, 1)`, a float ("1.0")."""
     if bar0_size % (1 << 20):
         raise ValueError(f"BAR0 of the UltraScale card must be whole megabytes, not {bar0_size:#x} bytes")
@@ -201,7 +201,7 @@ def pcie3_ultrascale_config(board, bar0_size):
         "PF0_CLASS_CODE":                      f"{PCI_CLASS_CODE:06X}",
         "pf0_dev_cap_max_payload":             f"{max_payload_supported(board)}_bytes",
         "extended_tag_field":                  "true",
-        "PF0_MSI_CAP_MULTIMSGCAP":             "1_vector",
+        "PF0_MSI_CAP_MULTIMSGCAP":             f"{interrupt_vectors(board)[0]}_vectors",
         "PL_LINK_CAP_MAX_LINK_SPEED":          {1: "2.5_GT/s", 2: "5.0_GT/s", 3: "8.0_GT/s"}[board.gen],
     }
 

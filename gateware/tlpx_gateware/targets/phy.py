@@ -487,6 +487,12 @@ class HardwarePHY(Module):
             # a host leaves off for a card without I/O BARs); the card reads bit 2.
             self.bus_master_enable = Signal()
             self.specials += MultiReg(phy.pcie_phy_params["o_cfg_function_status"][2], self.bus_master_enable, "sys")
+            # Multi-message MSI: PF0's Multiple Message Enable (cfg_interrupt_msi_mmenable[2:0],
+            # LitePCIe leaves it open) to the card, which numbers its vectors within the grant;
+            # the wrapper sends the card's number (litepcie_us.py's MSI encoder fix).
+            mmenable = Signal(12)
+            phy.pcie_phy_params["o_cfg_interrupt_msi_mmenable"] = phy.add_resync(mmenable, "sys")
+            self.msi_multiple_enable = mmenable[0:3]
             return
         if widen_requests:
             raise ValueError("request widening is for UltraScale PHYs (split request/completion streams)")

@@ -124,8 +124,9 @@ def test_the_hard_ip_offers_the_cards_interrupt_vectors_where_its_wrapper_allows
     """pcie_7x: 32 MSI vectors and an MSI-X capability whose table and PBA are the card's BAR0
     window (csr.json's constants), with Multiple Message Enable and the MSI-X Function Mask
     brought to the card; the board's profile (boards.json of the simulated card, tlpx-sim
-    --board) says the same. pcie3_ultrascale: one MSI vector and no MSI-X (LitePCIe's wrapper
-    has no MSI-X ports and derives the message from the MME alone)."""
+    --board) says the same. pcie3_ultrascale: 32 MSI vectors through LitePCIe's wrapper with
+    tlpx's MSI encoder, its MME brought to the card, and no MSI-X (the wrapper has no MSI-X
+    ports)."""
     from tlpx_gateware.targets.board import hard_ip_profile
     board = BOARDS[name]
     tcl = (projects / name / "tlpx_card.tcl").read_text()
@@ -144,9 +145,18 @@ def test_the_hard_ip_offers_the_cards_interrupt_vectors_where_its_wrapper_allows
             assert _instance_port(verilog, "pcie_s7", port), f"{port} is left unconnected"
         assert (profile["msi_vectors"], profile["msix_vectors"]) == (32, 32)
     else:
-        assert config["PF0_MSI_CAP_MULTIMSGCAP"] == "1_vector"
+        assert config["PF0_MSI_CAP_MULTIMSGCAP"] == "32_vectors"
         assert not any(k.startswith("PF0_MSIX") and v not in ("false", "0") for k, v in config.items()), config
-        assert (profile["msi_vectors"], profile["msix_vectors"]) == (1, 0)
+        assert (profile["msi_vectors"], profile["msix_vectors"]) == (32, 0)
+        # LitePCIe's wrapper with tlpx's MSI encoder, in place of LitePCIe's own file.
+        from tlpx_gateware.targets.litepcie_us import MSI_ENCODER, SUPPORT, litepcie_us_dir
+        support = (projects / name / SUPPORT).read_text()
+        assert MSI_ENCODER[1] in support and MSI_ENCODER[0] not in support
+        assert str(litepcie_us_dir()) not in tcl, "LitePCIe's own wrapper is not read"
+        verilog = (projects / name / "tlpx_card.v").read_text()
+        body = re.search(r"^pcie_support #\((.*?)\n\);", verilog, re.MULTILINE | re.DOTALL).group(1)
+        mme = re.search(r"\.cfg_interrupt_msi_mmenable\s*\(([^)]*)\)", body)
+        assert mme and mme.group(1).strip(), "cfg_interrupt_msi_mmenable is left unconnected"
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
@@ -373,6 +383,21 @@ def test_the_cc_adapter_fix_changes_only_the_descriptor_line_to_pg156s_layout(wi
     (tmp_path / cc_adapter_name(width)).write_text("\n".join(l for l in original if CC_DESCRIPTOR_LINE[0] not in l))
     with pytest.raises(LitePCIeFixError, match="not there once"):
         fixed_cc_adapter(width, tmp_path)
+
+
+def test_the_msi_encoder_fix_replaces_only_litepcies_encoder_with_the_cards_vector(tmp_path):
+    """LitePCIe's pcie_us_support.v derives the MSI vector from the MME alone; the fixed one
+    sends bit cfg_interrupt_msi_int[4:0] (the card's vector) and differs in nothing else; a
+    LitePCIe file without the encoder is refused, not patched."""
+    from tlpx_gateware.targets.litepcie_us import MSI_ENCODER, SUPPORT, LitePCIeFixError, fixed_support, litepcie_us_dir
+    original = (litepcie_us_dir() / SUPPORT).read_text()
+    fixed = fixed_support().split("\n", 1)[1]
+    old, new = MSI_ENCODER
+    assert fixed.replace(new, old) == original and old not in fixed
+    assert "cfg_interrupt_msi_int_enc = 32'h0000_0001 << cfg_interrupt_msi_int[4:0];" in new
+    (tmp_path / SUPPORT).write_text(original.replace("3'd2 : cfg_interrupt_msi_int_enc", "3'd2: cfg_interrupt_msi_int_enc"))
+    with pytest.raises(LitePCIeFixError, match="not there once"):
+        fixed_support(tmp_path)
 
 
 def test_the_kcu105_project_carries_the_corrected_cc_adapter(projects):

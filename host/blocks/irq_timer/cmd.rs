@@ -239,6 +239,8 @@ struct Job {
     config: TimerConfig,
     amount: Amount,
     no_ack: u32,
+    /// The timer's vectors (`Run::start_on_vectors`; 0: its own source's).
+    vectors: u32,
 }
 
 /// Per-wait timeout in card time: four longest intervals, at least 20 ms.
@@ -296,7 +298,7 @@ impl Measuring {
             Amount::Samples(n) => n.next_power_of_two().clamp(irq_timer::MIN_RING_RECORDS, 4096),
             Amount::Seconds(_) => 4096,
         };
-        let run = Run::start(card, &job.config, ring)?;
+        let run = Run::start_on_vectors(card, &job.config, ring, job.vectors)?;
         Ok(Measuring {
             run,
             samples: Vec::new(),
@@ -505,7 +507,7 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
     let (ping_cycles, _) = irq_timer::ping_cost(&mut session.card, 9)?;
     let pl = &plan.placement;
     let load = realtime::load_for(pl, condition)?;
-    let job = Job { config: config.clone(), amount: plan.amount, no_ack: plan.no_ack };
+    let mut job = Job { config: config.clone(), amount: plan.amount, no_ack: plan.no_ack, vectors: 0 };
     // On a real card nothing of tlpx runs in the kernel's handler: the ISR stage comes from
     // the kernel's own tracepoint, when it can be opened.
     let hardware = realtime::basis_kind(session).0 == "hardware";
@@ -514,6 +516,7 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
     // them; on the simulator the interrupts come over its socket, with nothing to steer, but
     // each CPU's thread still waits on a vector of its own when the card was granted them.
     let steering = plan.cpus.as_ref().map(|cpus| percpu::steer(&mut session.card, cpus, hardware));
+    job.vectors = steering.as_ref().map_or(0, |s| s.timer_vectors);
     let (result, mut notes) = match &plan.cpus {
         // A thread per CPU, each pinned there; the card goes from one to the next.
         Some(cpus) => {
@@ -524,6 +527,14 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
         None => realtime::on_measuring_thread(&mut session.card, "tlpx-irq", pl, |card| measure(card, &job, ticker)),
     };
     drop(load);
+    // The timer back on its own vector, the extra vectors' enables off, whether or not the run
+    // measured anything (a killed run leaves them: the next Run::start rewrites the vectors).
+    if let Some(s) = steering.as_ref().filter(|s| s.report.mode == "per_cpu_vectors") {
+        let vectors: Vec<u32> = s.vectors.iter().filter_map(|v| v.0).collect();
+        if let Err(e) = percpu::reset_timer_vectors(&mut session.card, &vectors) {
+            notes.push(e);
+        }
+    }
     let Measured { mut samples, end, waited, stopped: interrupted, woke } = result?;
     let (isr_trace, isr_missing) = match tracer {
         None => (None, "nothing on this backend writes ack_isr: no interrupt handler of tlpx runs in the kernel".to_string()),
@@ -583,12 +594,6 @@ fn run_condition(session: &mut Session, plan: &Plan, condition: Condition, ticke
         Some(cpus) => percpu::per_cpu_reports(cpus, &cpu_roles(), &samples, &woke, clock_hz, &vectors),
         None => Default::default(),
     };
-    if let Some(s) = steering.as_ref().filter(|s| s.report.mode == "per_cpu_vectors") {
-        let vectors: Vec<u32> = s.vectors.iter().filter_map(|v| v.0).collect();
-        if let Err(e) = percpu::reset_timer_vectors(&mut session.card, &vectors) {
-            notes.push(e);
-        }
-    }
     let steering = plan.cpus.as_ref().zip(steering).map(|(cpus, s)| s.finish(cpus));
     // The vector of each fire is known only where several were dealt out.
     let sample_vectors = if steering.as_ref().is_some_and(|s| s.mode == "per_cpu_vectors") {

@@ -391,6 +391,14 @@ impl Run {
     /// 16..=2^24), programs `config` and the ring, enables the timer's MSI and starts firing.
     /// The card becomes this process's owner of the timer (a lease, [`crate::lease`]).
     pub fn start(card: &mut Card, config: &TimerConfig, ring_records: u32) -> Result<Run, DeviceError> {
+        Run::start_on_vectors(card, config, ring_records, 0)
+    }
+
+    /// [`Run::start`] with the fires raising `vectors` in turn (`vector_mode` rotate; 0: the
+    /// timer's own source's vector, what [`Run::start`] gives). Written once this process owns
+    /// the timer, and by every start, so nothing an earlier run left there (a killed per-CPU
+    /// run's vectors) reaches this one. The vectors' `pcie_msi` enables are set here too.
+    pub fn start_on_vectors(card: &mut Card, config: &TimerConfig, ring_records: u32, vectors: u32) -> Result<Run, DeviceError> {
         card.require(Feature::IrqTimer, "interrupt latency timer")?;
         let config = ValidTimerConfig::new(config)?;
         let ring_records = tlpx_blocks::irq_timer::ring_records(ring_records)?;
@@ -402,7 +410,7 @@ impl Run {
             card.device().free_dma(ring)?;
             return Err(IrqTimerError::RingMisaligned { bus }.into());
         }
-        if let Err(e) = program(card, &ring, ring_records, &config) {
+        if let Err(e) = program(card, &ring, ring_records, &config, vectors) {
             let _ = card.device().free_dma(ring);
             return Err(e);
         }
@@ -526,10 +534,11 @@ fn refuse_ownerless_run(card: &mut Card) -> Result<(), DeviceError> {
     Ok(())
 }
 
-fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &ValidTimerConfig) -> Result<(), DeviceError> {
+fn program(card: &mut Card, ring: &DmaBuffer, ring_records: u32, config: &ValidTimerConfig, vectors: u32) -> Result<(), DeviceError> {
     for w in config.config_writes() {
         card.write(w.register, w.value)?;
     }
+    set_vectors(card, vectors, false)?;
     program_ring_and_msi(card, ring, ring_records)?;
     card.write(regs::CONTROL, regs::control::START.set(1))
 }
@@ -572,8 +581,10 @@ impl Responder {
         card.claim(Block::IrqTimer)?;
         refuse_ownerless_run(card)?;
         let ring = card.device().alloc_dma(ring_records as usize * RECORD_BYTES)?;
-        let programmed =
-            card.write(regs::CONTROL, regs::control::CLEAR.set(1)).and_then(|_| program_ring_and_msi(card, &ring, ring_records));
+        let programmed = card
+            .write(regs::CONTROL, regs::control::CLEAR.set(1))
+            .and_then(|_| set_vectors(card, 0, false))
+            .and_then(|_| program_ring_and_msi(card, &ring, ring_records));
         if let Err(e) = programmed {
             let _ = card.device().free_dma(ring);
             return Err(e);

@@ -15,7 +15,7 @@
 use std::sync::mpsc;
 
 use tlpx_device::isr_trace::{self as kernel, CpuRoles, InterruptCounts, SteeringCheck};
-use tlpx_device::InterruptVectors;
+use tlpx_device::{InterruptMode, InterruptVectors};
 
 use super::*;
 
@@ -217,6 +217,8 @@ pub(super) fn measure_per_cpu(
 pub struct Steering {
     /// The vector mask thread i waits on.
     pub masks: Vec<u32>,
+    /// The timer's vectors (`Run::start_on_vectors`; 0: its own source's, one vector for all).
+    pub timer_vectors: u32,
     /// Per CPU: (card vector, host irq) where known.
     pub vectors: Vec<(Option<u32>, Option<u32>)>,
     pub report: SteeringReport,
@@ -227,11 +229,11 @@ pub struct Steering {
 /// (pcie_msi bits 0..=MSI_SLOT), so CPU i gets FIRST_TIMER_VECTOR + i.
 pub const FIRST_TIMER_VECTOR: u32 = 8;
 
-/// Where the irq timer's vectors get configured: each fire raising the next of `vectors` in
+/// The irq timer's vector mask for a per-CPU run: each fire raises the next of `vectors` in
 /// turn (`vector_mode` rotate), so fire n lands on vectors[(n-1) mod k] and the thread of the
-/// i-th CPU, waiting on vectors[i], takes the fires dealt to it. The rotation restarts from the
-/// lowest at the timer's start, which `Run::start` does after this; its clear leaves the mask.
-pub fn configure_timer_vectors(card: &mut Card, vectors: &[u32]) -> Result<(), String> {
+/// i-th CPU, waiting on vectors[i], takes the fires dealt to it. `Run::start_on_vectors`
+/// writes it once the timer is this process's (never before: another run may own it).
+pub fn timer_vector_mask(vectors: &[u32]) -> Result<u32, String> {
     if vectors.iter().any(|&v| v >= tlpx_regs::constants::MSI_VECTORS as u32) {
         return Err(format!(
             "{} CPUs need vectors up to {}, the card has {}",
@@ -240,8 +242,7 @@ pub fn configure_timer_vectors(card: &mut Card, vectors: &[u32]) -> Result<(), S
             tlpx_regs::constants::MSI_VECTORS
         ));
     }
-    let mask = vectors.iter().fold(0u32, |m, &v| m | 1 << v);
-    irq_timer::set_vectors(card, mask, false).map_err(|e| format!("setting the timer's vectors: {e}"))
+    Ok(vectors.iter().fold(0u32, |m, &v| m | 1 << v))
 }
 
 /// Puts the timer back on its own source's vector and disables the other `vectors` in the
@@ -272,11 +273,11 @@ pub fn steer(card: &mut Card, cpus: &[usize], kernel_dispatches: bool) -> Steeri
     let per_cpu = if granted.count < wanted {
         Err(format!("{wanted} vectors asked (the timer's start at {FIRST_TIMER_VECTOR}), {} granted ({:?})", granted.count, granted.mode))
     } else {
-        configure_timer_vectors(card, &vectors)
+        timer_vector_mask(&vectors)
     };
     let before = if kernel_dispatches { InterruptCounts::read(proc_root).map_err(|e| problems.push(e)).ok() } else { None };
     match per_cpu {
-        Ok(()) => {
+        Ok(timer_vectors) => {
             let mut steered = Vec::new();
             for (&v, &cpu) in vectors.iter().zip(cpus) {
                 let irq = if kernel_dispatches { card.device().vector_host_irq(v) } else { None };
@@ -289,6 +290,7 @@ pub fn steer(card: &mut Card, cpus: &[usize], kernel_dispatches: bool) -> Steeri
             }
             Steering {
                 masks: vectors.iter().map(|&v| 1u32 << v).collect(),
+                timer_vectors,
                 vectors: steered,
                 report: SteeringReport {
                     granted,
@@ -309,6 +311,16 @@ pub fn steer(card: &mut Card, cpus: &[usize], kernel_dispatches: bool) -> Steeri
             }
         }
         Err(why) => {
+            // Fewer multi-message MSI vectors than asked: the card folds its vectors above the
+            // grant into the last one, where the timer's own (MSI_IRQ_TIMER) may not land; one
+            // vector again (the stock set-up) brings every source to vector 0.
+            let mut why = why;
+            if granted.mode == InterruptMode::MsiMulti {
+                match card.device().request_vectors(1) {
+                    Ok(v) => why = format!("{why}; back to {} vector ({:?})", v.count, v.mode),
+                    Err(e) => problems.push(format!("going back to one vector failed: {e}")),
+                }
+            }
             let irq = if kernel_dispatches { card.device().vector_host_irq(0) } else { None };
             let effective = irq.and_then(|i| kernel::effective_affinity(proc_root, i));
             let statement = if kernel_dispatches {
@@ -324,6 +336,7 @@ pub fn steer(card: &mut Card, cpus: &[usize], kernel_dispatches: bool) -> Steeri
             };
             Steering {
                 masks: vec![irq_timer::WAIT_MASK; cpus.len()],
+                timer_vectors: 0,
                 vectors: vec![(Some(0), irq); cpus.len()],
                 report: SteeringReport {
                     granted,

@@ -73,8 +73,9 @@ impl RtLoopError {
 pub const CHUNK_ITERATIONS: u32 = tlpx_regs::constants::RT_LOOP_SAMPLE_FIFO_DEPTH as u32;
 /// Buckets of the card's loop-time log2 histogram.
 pub const HISTOGRAM_BUCKETS: usize = tlpx_regs::constants::RT_LOOP_HISTOGRAM_BUCKETS as usize;
-/// The interrupt mask for `Device::wait_interrupt` (LitePCIe's MSI block sends vector 0).
-pub const WAIT_MASK: u32 = 1;
+/// The interrupt mask for `Device::wait_interrupt`: vector 0 (one vector granted: LitePCIe's
+/// behaviour) and the loop's own vector (several granted, e.g. vfio's MSI-X: `msi::wait_mask`).
+pub const WAIT_MASK: u32 = msi::wait_mask(tlpx_regs::constants::MSI_RT_LOOP as u32);
 
 /// The card's statistics over a run (summed over chunks).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -30,7 +30,7 @@ def generate(board_name, output, slot_user=None):
     from tlpx_gateware.targets.board import max_payload_supported
     from tlpx_gateware.targets.build import elaborate
     from tlpx_gateware.targets.hardip.socket import PRIMITIVES_VERILOG, SocketBoard, socketed_support
-    from tlpx_gateware.targets.litepcie_us import litepcie_us_dir
+    from tlpx_gateware.targets.litepcie_us import SUPPORT, fixed_support
 
     board = SocketBoard.of(get_board(board_name))
     card, regmap = elaborate(board, slot_user=slot_user)
@@ -43,11 +43,13 @@ def generate(board_name, output, slot_user=None):
 
     put("tlpx_card.v", reproducible(str(card.platform.get_verilog(card, name="tlpx_card"))))
     for name, text in sorted(card.verilog_sources.items()):
-        put(name, text)
+        if name != SUPPORT:     # the wrapper goes in socketed, below
+            put(name, text)
     for filename, *_ in card.platform.sources:
         path = Path(filename)
         put(path.name, path.read_text())
-    put("pcie_support_socketed.v", socketed_support((litepcie_us_dir() / "pcie_us_support.v").read_text()))
+    # LitePCIe's wrapper with tlpx's MSI encoder (litepcie_us.py), its hard-IP instance socketed.
+    put("pcie_support_socketed.v", socketed_support(fixed_support()))
     put("tb_primitives.v", PRIMITIVES_VERILOG)
     write_if_changed(output / "csr.json", json.dumps(regmap, indent=2) + "\n")
     write_if_changed(output / "board.json", json.dumps({"board": board.name, "part": board.part,

@@ -150,3 +150,32 @@ fn a_late_acknowledgement_never_closes_a_later_fire() {
         assert!(user >= prompt_cycles, "fire {} closed after {user} cycles, less than the {prompt_cycles} the host waited", s.fire);
     }
 }
+
+#[test]
+fn whatever_vectors_an_earlier_run_left_a_new_run_starts_on_the_timers_own() {
+    // MSI-X on (every vector its own message), and the timer left rotating over vectors 8
+    // and 9, as a per-CPU run killed before its end leaves it: a plain run waits on vector 0
+    // and the timer's own, so unless its start puts the timer back there every fire would go
+    // to a vector nobody waits on.
+    let sim = SimProcess::start(&["--msix", "32"]);
+    let mut card = open(&sim);
+    let granted = card.device().request_vectors(32).expect("vectors");
+    assert_eq!(granted.mode, tlpx_device::InterruptMode::MsiX);
+    card.write(tlpx_regs::irq_timer::VECTORS, 0x300).expect("stale vectors");
+    let clock = card.identity().clock_hz;
+    let cfg = TimerConfig::periodic_ns(20_000.0, 6, 1, clock).expect("config");
+    let (samples, end) = run(&mut card, &cfg, 16, &[]);
+    assert_eq!((end.counters.fires, samples.len()), (6, 6));
+    assert_eq!(card.read(tlpx_regs::irq_timer::VECTORS).expect("read"), 1 << irq_timer::msi_bit());
+    assert!(samples.iter().all(|s| u32::from(s.vector) == irq_timer::msi_bit()), "{samples:?}");
+    // ...and a per-CPU run's vectors are written by its own start, after the claim.
+    let cfg = TimerConfig::periodic_ns(20_000.0, 4, 1, clock).expect("config");
+    let mut r = Run::start_on_vectors(&mut card, &cfg, 16, 0x300).expect("start");
+    for n in 1..=4u32 {
+        let irq = card.wait_interrupt(1 << (8 + (n - 1) % 2), Duration::from_millis(5)).expect("wait");
+        assert_eq!(irq.map(|i| i.vector), Some(8 + (n - 1) % 2), "fire {n}");
+        irq_timer::ack_user(&mut card, r.took_interrupt()).expect("ack");
+    }
+    let mut samples = Vec::new();
+    r.finish(&mut card, true, &mut samples).expect("finish");
+}

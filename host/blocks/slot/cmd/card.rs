@@ -168,9 +168,9 @@ pub(super) fn slot_busy(card: &mut Card) -> anyhow::Result<bool> {
 /// Wait slices the end of a session gives a command still running to end (100 ms of card time).
 pub(super) const QUIET_SLICES: u32 = 2000;
 
-/// The MSI of the slot: LitePCIe's MSI block sends vector 0 for every source; the source is
-/// the bit of `pcie_msi.vector`.
-pub(super) const MSI_WAIT_MASK: u32 = 1;
+/// The MSI of the slot: vector 0 with one vector granted (LitePCIe's behaviour: the source is
+/// the bit of `pcie_msi.vector`), the slot's own vector with several (`msi::wait_mask`).
+pub(super) const MSI_WAIT_MASK: u32 = msi::wait_mask(tlpx_regs::constants::MSI_SLOT as u32);
 
 pub(super) fn slot_bit() -> u64 {
     1 << tlpx_regs::constants::MSI_SLOT

@@ -72,13 +72,16 @@ pub const MSI_ADDRESS: u32 = 0xFEE0_0000;
 const CAP_ID_MSI: u8 = 0x05;
 const CAP_ID_MSIX: u8 = 0x11;
 
-/// Enables up to `count` vectors as a host's OS would for a driver that asks (Linux's
-/// `pci_alloc_irq_vectors`, MSI-X preferred): on a card with MSI-X, programs table entries
-/// 0..n (address [`MSI_ADDRESS`], data = the vector's number, unmasked), turns MSI off and
-/// MSI-X on; else sets MSI's Multiple Message Enable to the power of two that covers `count`,
-/// at most what the card is capable of. For the backends where nothing else plays the OS: the
-/// simulator's socket, where tlpx-sim delivers a message's vector as its data says (it restores
-/// the mode when this client leaves). Vectors then arrive as their own number.
+/// Enables `count` vectors or more as a host's OS would for a driver that asks (Linux's
+/// `pci_alloc_irq_vectors`, MSI-X preferred): with `count` > 1 on a card with MSI-X, programs
+/// every table entry (address [`MSI_ADDRESS`], data = the vector's number, unmasked: the card
+/// sends any of its vectors under MSI-X, and an entry left masked would hold a source's
+/// messages in the PBA for ever), turns MSI off and MSI-X on, and reports the table's size;
+/// else sets MSI's Multiple Message Enable to the power of two that covers `count`, at most
+/// what the card is capable of, with MSI-X off (one vector: the stock set-up). For the backends
+/// where nothing else plays the OS: the simulator's socket, where tlpx-sim delivers a message's
+/// vector as its data says (it restores the mode when this client leaves). Vectors then
+/// arrive as their own number.
 pub fn enable_vectors_as_host(dev: &mut dyn crate::Device, count: u32) -> Result<crate::InterruptVectors, DeviceError> {
     use crate::{InterruptMode, InterruptVectors, Width};
     if count == 0 {
@@ -96,7 +99,7 @@ pub fn enable_vectors_as_host(dev: &mut dyn crate::Device, count: u32) -> Result
         if table & 7 != 0 {
             return Err(DeviceError::Backend(format!("the MSI-X table is in BAR{}, not BAR0: not supported", table & 7)));
         }
-        let n = count.min(size);
+        let n = size;
         for v in 0..n {
             let entry = u64::from(table) + 16 * u64::from(v);
             dev.bar_write(0, entry, Width::W32, u64::from(MSI_ADDRESS))?;
@@ -114,9 +117,13 @@ pub fn enable_vectors_as_host(dev: &mut dyn crate::Device, count: u32) -> Result
     let Some(msi) = at(CAP_ID_MSI) else {
         return Err(DeviceError::Backend("the card has no MSI capability".into()));
     };
+    if let Some(msix) = at(CAP_ID_MSIX) {
+        // MSI-X off (an earlier request may have turned it on), before MSI goes on.
+        dev.config_write((msix + 2) as u16, &(get16(msix + 2) & !(1 << 15)).to_le_bytes())?;
+    }
     let control = get16(msi + 2);
     let capable = (control >> 1) & 7;
-    let mme = (count.next_power_of_two().trailing_zeros() as u16).min(capable);
+    let mme = (count.min(32).next_power_of_two().trailing_zeros() as u16).min(capable);
     dev.config_write((msi + 2) as u16, &((control & !(7 << 4)) | (mme << 4) | 1).to_le_bytes())?;
     let granted = 1u32 << mme;
     Ok(InterruptVectors { mode: if granted > 1 { InterruptMode::MsiMulti } else { InterruptMode::Msi }, count: granted })

@@ -330,6 +330,15 @@ fn msix_params(asked: u32, board: &str, profile: &HardIpProfile, build_info: &st
             profile.msix_vectors
         )));
     }
+    // Under MSI-X the card sends any of its vectors through its own table (cores/msix.py: no
+    // folding, the grant is the table), so a capability naming fewer entries would leave the
+    // sources above them unreachable: the table's whole size or nothing.
+    if asked != card_vectors {
+        return Err(SimError::Invalid(format!(
+            "--msix {asked}: the card's MSI-X table has {card_vectors} entries and its vectors use all of them; \
+             --msix takes {card_vectors} (MSI-X on) or 0 (off)"
+        )));
+    }
     let offset = |key: &str| build_info_number(build_info, key).map(|v| v as u32);
     match (offset("msix_table_bar0_offset"), offset("msix_pba_bar0_offset")) {
         (Some(table_offset), Some(pba_offset)) => Ok(Some(MsixParams { vectors: asked, table_offset, pba_offset })),
@@ -793,9 +802,12 @@ mod tests {
         assert!(e.contains("built before MSI-X"), "{e}");
         assert_eq!(msix_params(0, "kc705", &profile(1, 0), card).unwrap(), None);
         assert_eq!(
-            msix_params(8, "generic", &profile(32, 32), card).unwrap(),
-            Some(MsixParams { vectors: 8, table_offset: 0x50000, pba_offset: 0x50800 })
+            msix_params(32, "generic", &profile(32, 32), card).unwrap(),
+            Some(MsixParams { vectors: 32, table_offset: 0x50000, pba_offset: 0x50800 })
         );
+        // Fewer entries than the card's table would strand the vectors above them.
+        let e = msix_params(8, "generic", &profile(32, 32), card).unwrap_err().to_string();
+        assert!(e.contains("--msix 8") && e.contains("takes 32 (MSI-X on) or 0 (off)"), "{e}");
         assert_eq!(msi_vectors(32, "generic", &profile(32, 32)).unwrap(), 32);
         assert!(msi_vectors(0, "generic", &profile(32, 32)).is_err());
     }

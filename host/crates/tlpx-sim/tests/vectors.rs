@@ -73,8 +73,10 @@ fn msix_delivers_each_vector_and_the_mode_is_restored_when_the_client_leaves() {
     let mut dev = sim.connect();
     let (msi_before, msix_before) = controls(&mut dev);
     assert_eq!(msix_before & 0x7FF, 31, "a 32-entry table");
+    // Every entry of the table is programmed (the card sends any of its vectors under MSI-X):
+    // what is granted is the table, however few were asked.
     let granted = dev.request_vectors(16).unwrap();
-    assert_eq!(granted, InterruptVectors { mode: InterruptMode::MsiX, count: 16 });
+    assert_eq!(granted, InterruptVectors { mode: InterruptMode::MsiX, count: 32 });
     assert_eq!(r(&mut dev, pcie_msi::GRANTED), 32, "the card sees MSI-X on: its table's vectors");
     let got = fire(&mut dev, &TIMER_VECTORS, 8);
     assert_eq!(got, [8, 9, 10, 11, 8, 9, 10, 11]);
@@ -88,6 +90,30 @@ fn msix_delivers_each_vector_and_the_mode_is_restored_when_the_client_leaves() {
     assert_eq!(r(&mut next, pcie_msi::GRANTED), 1);
     let got = fire(&mut next, &TIMER_VECTORS, 4);
     assert_eq!(got, [0, 0, 0, 0], "one vector: every source as vector 0");
+}
+
+#[test]
+fn the_interrupt_mode_has_one_owner_a_second_client_is_refused_as_busy() {
+    let sim = Sim::start(&["--msi-vectors", "32", "--msix", "32"]);
+    let mut owner = sim.connect();
+    let mut other = sim.connect();
+    assert_eq!(owner.request_vectors(10).unwrap().mode, InterruptMode::MsiX);
+    // The other client may not change the mode from under the owner, nor turn it back.
+    let e = other.request_vectors(1).unwrap_err().to_string();
+    assert!(e.contains("busy") && e.contains("interrupt mode"), "{e}");
+    // Asking for the mode the card is already in changes nothing, and is not refused.
+    assert_eq!(other.request_vectors(4).unwrap(), InterruptVectors { mode: InterruptMode::MsiX, count: 32 });
+    assert_eq!(r(&mut owner, pcie_msi::GRANTED), 32, "the owner's MSI-X is untouched");
+    assert_eq!(fire(&mut owner, &TIMER_VECTORS, 4), TIMER_VECTORS);
+    // The owner itself may change it again: one vector, MSI-X off.
+    assert_eq!(owner.request_vectors(1).unwrap(), InterruptVectors::SINGLE_MSI);
+    assert_eq!(fire(&mut owner, &TIMER_VECTORS, 4), [0, 0, 0, 0]);
+    // Once the owner has left (the mode restored), the other client may take it.
+    drop(owner);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(other.request_vectors(1).unwrap(), InterruptVectors::SINGLE_MSI);
+    assert_eq!(other.request_vectors(16).unwrap(), InterruptVectors { mode: InterruptMode::MsiX, count: 32 });
+    assert_eq!(r(&mut other, pcie_msi::GRANTED), 32);
 }
 
 #[test]
@@ -121,4 +147,8 @@ fn bad_vector_counts_are_refused_naming_the_value() {
     let (code, err) = run_failing(&["--msix", "64", "--socket", "/nonexistent/x.sock"]);
     assert_ne!(code, Some(0));
     assert!(err.contains("--msix 64") && err.contains("offers 32 MSI-X vectors"), "{err}");
+    // Fewer entries than the card's table: the vectors above them could never be sent.
+    let (code, err) = run_failing(&["--msix", "8", "--socket", "/nonexistent/x.sock"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("--msix 8") && err.contains("takes 32 (MSI-X on) or 0 (off)"), "{err}");
 }

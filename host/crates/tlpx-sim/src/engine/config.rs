@@ -52,14 +52,33 @@ impl Sim {
     }
 
     /// A config write; one that changes what the card or the link sees is applied at once.
+    /// The interrupt mode (MSI's enable and Multiple Message Enable, MSI-X's control) has one
+    /// owner at a time, the client that changed it first: another client's change is refused
+    /// while that one is connected (undoing it when the owner leaves would pull the mode from
+    /// under the other), and allowed again once the owner has left and the mode is restored.
     pub(super) fn config_write(&mut self, id: u64, offset: u16, data: &[u8]) {
         let controls = self.config.interrupt_controls();
         match self.config.write(offset, data) {
             Ok(changed) => {
-                if changed {
-                    if self.interrupt_mode_owner.is_none() && self.config.interrupt_controls() != controls {
-                        self.interrupt_mode_owner = Some((id, controls));
+                let mode_changed = self.config.interrupt_controls() != controls;
+                match self.interrupt_mode_owner {
+                    Some((owner, _)) if mode_changed && owner != id => {
+                        self.config.set_interrupt_controls(controls);
+                        self.apply_view();
+                        self.error(
+                            id,
+                            ErrorKind::NotAllowed,
+                            format!(
+                                "busy: client {owner} changed the card's interrupt mode (MSI/MSI-X control) and is still \
+                                 connected; the mode goes back when it leaves (write at config offset {offset:#x} refused)"
+                            ),
+                        );
+                        return;
                     }
+                    None if mode_changed => self.interrupt_mode_owner = Some((id, controls)),
+                    _ => {}
+                }
+                if changed {
                     self.apply_view();
                 }
                 self.reply(id, &Reply::ConfigWritten);

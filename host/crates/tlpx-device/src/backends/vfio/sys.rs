@@ -163,7 +163,10 @@ pub fn parse_iova_ranges(buf: &[u8]) -> Vec<(u64, u64)> {
     Vec::new()
 }
 
-pub(super) fn set_irqs_eventfd(dfd: RawFd, index: u32, fds: &[i32]) -> std::io::Result<()> {
+/// Returns 0 when every vector was enabled, or the positive number the kernel says it could
+/// give instead: vfio-pci then enabled none (it frees a partial allocation and returns the
+/// count available, e.g. MSI on x86 without interrupt remapping: one), and the caller asks again.
+pub(super) fn set_irqs_eventfd(dfd: RawFd, index: u32, fds: &[i32]) -> std::io::Result<u32> {
     let head = std::mem::size_of::<vfio_irq_set>();
     let len = head + 4 * fds.len();
     let mut words = vec![0u32; len.div_ceil(4)];
@@ -179,6 +182,6 @@ pub(super) fn set_irqs_eventfd(dfd: RawFd, index: u32, fds: &[i32]) -> std::io::
     unsafe { std::ptr::write(words.as_mut_ptr() as *mut vfio_irq_set, set) };
     words[head / 4..].copy_from_slice(&fds.iter().map(|&f| f as u32).collect::<Vec<_>>());
     // SAFETY: the buffer is a vfio_irq_set followed by `count` eventfds, `argsz` bytes long.
-    unsafe { ioctl_ptr(dfd, VFIO_DEVICE_SET_IRQS, words.as_mut_ptr() as *mut vfio_irq_set) }?;
-    Ok(())
+    let r = unsafe { ioctl_ptr(dfd, VFIO_DEVICE_SET_IRQS, words.as_mut_ptr() as *mut vfio_irq_set) }?;
+    Ok(r as u32)
 }

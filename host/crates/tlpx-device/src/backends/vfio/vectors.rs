@@ -40,22 +40,37 @@ impl super::VfioDevice {
                 })
             }
         };
-        let n = count.min(options.max_vectors.max(1));
-        let mut fds = Vec::new();
-        for _ in 0..n {
-            // SAFETY: eventfd creates a new fd; the result is checked.
-            let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-            if fd < 0 {
-                return Err(io_err("eventfd".into(), errno()));
+        let mut n = count.min(options.max_vectors.max(1));
+        loop {
+            let mut fds = Vec::new();
+            for _ in 0..n {
+                // SAFETY: eventfd creates a new fd; the result is checked.
+                let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+                if fd < 0 {
+                    return Err(io_err("eventfd".into(), errno()));
+                }
+                // SAFETY: a fresh fd owned by nobody else.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
             }
-            // SAFETY: a fresh fd owned by nobody else.
-            fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            let fewer = set_irqs_eventfd(self.device.as_raw_fd(), index, &raw)
+                .map_err(|e| io_err(format!("VFIO_DEVICE_SET_IRQS: enabling {n} {kind} vector(s) of {}", self.address), e))?;
+            match fewer {
+                0 => {
+                    self.irqs = Some(Irqs { index, kind, pending: vec![0; fds.len()], fds });
+                    return Ok(());
+                }
+                // The kernel could give fewer and enabled none: ask for that many (n falls at
+                // every turn, so the loop ends; an answer not below n is an error).
+                m if m < n => n = m,
+                m => {
+                    return Err(DeviceError::Backend(format!(
+                        "VFIO_DEVICE_SET_IRQS: enabling {n} {kind} vector(s) of {} returned {m}: the kernel enabled none",
+                        self.address
+                    )))
+                }
+            }
         }
-        let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
-        set_irqs_eventfd(self.device.as_raw_fd(), index, &raw)
-            .map_err(|e| io_err(format!("VFIO_DEVICE_SET_IRQS: enabling {n} {kind} vector(s) of {}", self.address), e))?;
-        self.irqs = Some(Irqs { index, kind, pending: vec![0; fds.len()], fds });
-        Ok(())
     }
 }
 
