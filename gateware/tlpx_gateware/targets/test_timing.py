@@ -96,9 +96,10 @@ def test_registers_deeper_than_litepcie_are_grouped_and_counted():
 
 
 def test_the_kcu105_black_boxes_are_the_hard_ip_alone(tmp_path):
-    """The KCU105's CC adapter is LitePCIe's file corrected by tlpx (a source of the card, not of
-    the platform): the pre-pass reads it, so only the hard IP (pcie_us) is left to stub; a stub
-    of the adapter beside its definition stopped Yosys ("Re-definition of module")."""
+    """The KCU105's CC adapter and wrapper (pcie_support) are LitePCIe's files corrected by tlpx
+    (sources of the card, not of the platform): the pre-pass reads them, with the wrapper as the
+    vendor's top, so only the hard IP (pcie_us) is left to stub; a stub of the adapter beside its
+    definition stopped Yosys ("Re-definition of module")."""
     from tlpx_gateware.targets import BOARDS
     files, vendor = timing.design_files(BOARDS["kcu105"], "tlpx")
     for name, text in files.items():

@@ -122,7 +122,10 @@ def design_files(board, variant):
         files[name] = Path(source).read_text()
         vendor.append(name)
     defined = {m for text in files.values() for m in re.findall(r"^\s*module\s+(\w+)", text, re.M)}
-    vendor_defined = {m for n in vendor for m in re.findall(r"^\s*module\s+(\w+)", files[n], re.M)}
+    # The vendor's modules: its files', and those of the vendor files tlpx replaces (the
+    # KCU105's wrapper and CC adapter, targets/litepcie_us.py: the PHY's verilog_sources).
+    replaced = sorted(getattr(getattr(getattr(soc, "pcie_phy", None), "vendor", None), "verilog_sources", None) or {})
+    vendor_defined = {m for n in vendor + replaced for m in re.findall(r"^\s*module\s+(\w+)", files[n], re.M)}
     known = _yosys_cells()
     stubs = {}
     vendor_tops = {}   # a vendor module the design instantiates -> its parameters there
