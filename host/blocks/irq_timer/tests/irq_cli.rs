@@ -355,23 +355,25 @@ fn with_vectors_granted_each_cpu_waits_on_its_own_vector_and_each_fire_raises_it
         }
     }
     // One vector (the default card, as stock drivers take it): every thread waits on vector 0.
-    let sim = Sim::start(&[]);
+    let log = per_cpu_run_on(&[]);
+    assert!(log.contains("steering: one vector for every CPU") && log.contains("1 granted (Msi)"), "{log}");
+}
+
+/// `tlpx irq --samples 10 --cpus <every allowed CPU>` on a simulator started with `sim_args`;
+/// its output (the run must succeed).
+fn per_cpu_run_on(sim_args: &[&str]) -> String {
+    let list = allowed_cpus().iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let sim = Sim::start(sim_args);
     let out = tlpx(&sim.selector(), &["irq", "--samples", "10", "--cpus", &list]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let log = text(&out.stdout);
-    assert!(log.contains("steering: one vector for every CPU") && log.contains("1 granted (Msi)"), "{log}");
+    text(&out.stdout)
 }
 
 #[test]
 fn a_partial_multi_message_grant_falls_back_to_one_vector_and_still_measures_every_cpu() {
     // 4 vectors granted for the 10 a 2-CPU run asks: the timer's own vector (4) would fold
     // into 3, where nobody waits; tlpx goes back to one vector and says so.
-    let cpus = allowed_cpus();
-    let list = cpus.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-    let sim = Sim::start(&["--msi-vectors", "4"]);
-    let out = tlpx(&sim.selector(), &["irq", "--samples", "10", "--cpus", &list]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let log = text(&out.stdout);
+    let log = per_cpu_run_on(&["--msi-vectors", "4"]);
     assert!(log.contains("steering: one vector for every CPU") && log.contains("back to 1 vector (Msi)"), "{log}");
 }
 
