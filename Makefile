@@ -37,8 +37,18 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
+# Prerequisites build in parallel, one job per core (unless -j was given): the card builds,
+# cargo, the kernels' downloads and the cocotb models overlap (one after the other they took
+# 14 minutes of a fresh make test; docs/performance.md, "make test's time"). Every target that
+# shares a folder with another is ordered by its prerequisites (kernel61 before the drivers).
+NPROC        := $(shell nproc 2>/dev/null || echo 2)
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS    += -j$(NPROC)
+endif
+
 .PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards cocotb-pcie \
-        bitstream boards resources vfio-qemu-test litepcie-driver pcitest kernel73 firmware check-firmware FORCE
+        bitstream boards resources vfio-qemu-test litepcie-driver pcitest kernel61 kernel73 firmware check-firmware \
+        host-tests cocotb-pcie-models FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -177,6 +187,11 @@ check-firmware: | $(STAMPS)/apt
 host: $(STAMPS)/rust
 	cd host && $(CARGO) build --release --workspace --quiet
 
+# The test binaries (and examples) of `cargo test --release --workspace`, after `host` (cargo
+# would wait on its lock anyway); the same features as `host`, so nothing is built twice.
+host-tests: host
+	cd host && $(CARGO) test --release --workspace --no-run --quiet
+
 # Main jobs -------------------------------------------------------------------------------------
 
 # VPLAT=1: the demo ends with the card in a QEMU guest (needs the trixie root: vplat-root).
@@ -185,7 +200,11 @@ host: $(STAMPS)/rust
 demo: setup gateware $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 	@scripts/demo.sh
 
-test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host vplat-root kernel73
+# Everything make test builds is a prerequisite (built in parallel above); scripts/test.sh then
+# only runs: cargo's test binaries (host-tests), the cocotb models (cocotb-pcie-models), the 6.1
+# guest's kernel, LitePCIe driver and endpoint test (kernel61, litepcie-driver, pcitest).
+test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host host-tests vplat-root kernel73 \
+      kernel61 litepcie-driver pcitest cocotb-pcie-models
 	@scripts/test.sh
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
@@ -225,16 +244,26 @@ resources: setup
 cocotb-pcie: setup host $(call CARD_LIB,256)
 	$(PY) -m tlpx_gateware.targets.hardip --board kcu105
 
+# Its two models only (elaborated and Verilated; unchanged sources rebuild nothing).
+cocotb-pcie-models: setup
+	$(PY) -m tlpx_gateware.targets.hardip --board kcu105 --build-only
+
 vfio-qemu-test: setup host
 	@scripts/qemu_vfio_test.sh
 
-litepcie-driver: setup
+litepcie-driver: setup kernel61
 	@scripts/litepcie_driver.sh
+
+# Debian's current 6.1 kernel and headers (scripts/debian_kernel.sh, once): the guest of the QEMU
+# vfio test and of the virtual platform's 6.1 boots. The scripts that use it run it too; as a
+# target it runs once, before them, so that two of them never unpack it at the same time.
+kernel61: | $(STAMPS)/apt
+	@scripts/debian_kernel.sh >/dev/null
 
 # Linux's PCI endpoint test, host side, for the virtual platform's guest kernel: pci_endpoint_test.ko
 # (out of tree, unmodified), pcitest (static) and pcitest.sh from Debian's linux-source of the
 # guest kernel's version, into build/pcitest (idempotent; scripts/vplat_guest.sh runs it too).
-pcitest:
+pcitest: kernel61
 	@scripts/pcitest_build.sh >/dev/null
 
 # The virtual platform (docs/virtual-platform.md): a vfio-user device in a QEMU 11.1 guest.
@@ -265,7 +294,7 @@ vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root kernel73
 # about 420 MB of downloads and a 440 MB chroot once, 3.5 min here). vplat-k73 boots it (VPLAT_KERNEL=7.3: the
 # card boot and the kselftest boot, -smp 2); vplat-test-k73 also asserts every check. make test
 # (vplat-test) runs the 7.3 driver boot and kselftest boot; the whole 7.3 card boot only here.
-kernel73: setup
+kernel73: setup litepcie-driver
 	@scripts/kernel73.sh >/dev/null
 
 vplat-k73: setup host vplat-root kernel73 $(PCI_EPF_TEST_CARD_LIB)

@@ -44,7 +44,9 @@ fi
 python3 "$CHECKER" --self-test
 
 echo "== build (tlpx, examples/vfio_edu)"
-(cd host && "$CARGO" build --release -q -p tlpx --bin tlpx && "$CARGO" build --release -q -p tlpx-device --example vfio_edu)
+# The whole workspace with its examples (make test's cargo test built them): `-p` alone would
+# resolve the dependencies' features for one package and rebuild half of them.
+(cd host && "$CARGO" build --release -q --workspace --bins --examples)
 
 echo "== kernel"
 release=$(scripts/debian_kernel.sh)

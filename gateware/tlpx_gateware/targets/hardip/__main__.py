@@ -117,10 +117,9 @@ def build_model(files, build_dir, waves=False):
     return True
 
 
-def run_card(board, card, checks, output, waves):
-    """Builds the card (`card`: "rule30", or an accelerator's name in accelerators/) and runs
-    `checks` on it; returns {check: result} from results.json."""
-    from cocotb_tools.runner import get_runner
+def build_card(board, card, output, waves):
+    """Elaborates and Verilates the card (`card`: "rule30", or an accelerator's name in
+    accelerators/); returns its folder."""
     slot_user, folder = None, output / board.name
     if card != "rule30":
         from tlpx_gateware.build import load_dut
@@ -130,9 +129,16 @@ def run_card(board, card, checks, output, waves):
     files, regmap = generate(board.name, folder / "src", slot_user)
     t1 = time.monotonic()
     built = build_model(files, folder / "sim", waves)
-    t2 = time.monotonic()
     print(f"hardip: {board.name} card with {card} ({regmap['map_hash']}): elaborated in {t1 - t0:.0f} s, "
-          f"model {'built' if built else 'unchanged'} in {t2 - t1:.0f} s", flush=True)
+          f"model {'built' if built else 'unchanged'} in {time.monotonic() - t1:.0f} s", flush=True)
+    return folder
+
+
+def run_card(board, card, checks, output, waves):
+    """Builds the card and runs `checks` on it; returns {check: result} from results.json."""
+    from cocotb_tools.runner import get_runner
+    folder = build_card(board, card, output, waves)
+    t2 = time.monotonic()
     results = folder / "results.json"
     if results.exists():
         results.unlink()
@@ -158,6 +164,9 @@ def main(argv=None):
     parser.add_argument("--output", default=str(ROOT / "build" / "hardip"), help="build folder's parent")
     parser.add_argument("--checks", help="run only these checks (comma-separated names)")
     parser.add_argument("--waves", action="store_true", help="write dump.vcd (slow)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="elaborate and Verilate the cards the checks need, run nothing (make test builds "
+                             "them beside the other builds)")
     args = parser.parse_args(argv)
 
     from tlpx_gateware.targets import BOARDS, UnknownBoard, get_board
@@ -187,6 +196,10 @@ def main(argv=None):
     verilator_env()
     ran = {}
     cards = sorted({tb_card.CARD_OF[c] for c in checks}, key=lambda c: c != "rule30")
+    if args.build_only:
+        for card in cards:
+            build_card(board, card, Path(args.output), args.waves)
+        return EXIT_OK
     for card in cards:
         ran.update(run_card(board, card, [c for c in checks if tb_card.CARD_OF[c] == card], Path(args.output),
                             args.waves))
