@@ -37,13 +37,15 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
-# Prerequisites build in parallel, one job per core (unless -j was given): the card builds,
+# Prerequisites build in parallel (unless -j was given): the card builds,
 # cargo, the kernels' downloads and the cocotb models overlap (one after the other they took
 # 14 minutes of a fresh make test; docs/performance.md, "make test's time"). Every target that
 # shares a folder with another is ordered by its prerequisites (kernel61 before the drivers).
+# One job more than cores: the downloads (vplat-root, the kernels) wait on the network, and
+# test lists them first so that they start beside the first card build, not after the last.
 NPROC        := $(shell nproc 2>/dev/null || echo 2)
 ifeq ($(filter -j%,$(MAKEFLAGS)),)
-MAKEFLAGS    += -j$(NPROC)
+MAKEFLAGS    += -j$(shell echo $$(( $(NPROC) + 1 )))
 endif
 
 .PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards cocotb-pcie \
@@ -201,10 +203,11 @@ demo: setup gateware $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD
 	@scripts/demo.sh
 
 # Everything make test builds is a prerequisite (built in parallel above); scripts/test.sh then
-# only runs: cargo's test binaries (host-tests), the cocotb models (cocotb-pcie-models), the 6.1
-# guest's kernel, LitePCIe driver and endpoint test (kernel61, litepcie-driver, pcitest).
-test: setup gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs firmware host host-tests vplat-root kernel73 \
-      kernel61 litepcie-driver pcitest cocotb-pcie-models
+# only runs: cargo's test binaries (host-tests), clippy's check build (lint: its run in test.sh
+# then finds it done), the cocotb models (cocotb-pcie-models), the 6.1 guest's kernel, LitePCIe
+# driver and endpoint test (kernel61, litepcie-driver, pcitest).
+test: setup vplat-root kernel61 kernel73 pcitest litepcie-driver gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs \
+      firmware host host-tests lint cocotb-pcie-models
 	@scripts/test.sh
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
@@ -310,7 +313,7 @@ sim: setup gateware host
 
 lint: setup
 	cd host && $(CARGO) fmt --all --check
-	cd host && $(CARGO) clippy --workspace --release --all-targets -- -D warnings
+	cd host && $(CARGO) clippy --workspace --release --all-targets --quiet -- -D warnings
 
 clean:
 	rm -rf $(BUILD) host/target

@@ -120,8 +120,9 @@ the machine's load may have changed in between). Card-time figures do not change
 """
     # Sections other scripts own (bench_bw.sh: <!-- bw:begin --> .. <!-- bw:end -->) are kept.
     old = Path(doc).read_text() if Path(doc).exists() else ""
-    # simnotes: hand-written (how the simulator is built and why), kept as it is.
-    for name in ("user", "simspeed", "levers", "simnotes", "bw", "spy", "loop", "rule30", "cpu"):
+    # simnotes, testtime: hand-written (how the simulator is built and why; where make test's time
+    # goes), kept as they are.
+    for name in ("user", "simspeed", "levers", "simnotes", "testtime", "bw", "spy", "loop", "rule30", "cpu"):
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin in old and end in old:
             text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"

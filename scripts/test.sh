@@ -30,41 +30,69 @@ stage "gateware tests (pytest)"
 stage "dashboards: Grafana's dashboard-linter rules, PromQL through promql-parser and promtool, key panels on synthetic series (pytest)"
 .venv/bin/python -m pytest -q dashboards/tests
 
-stage "host tests (cargo test)"
-cd host
-mkdir -p ../build
-status=0
-"$CARGO" test --release --workspace >../build/cargo-test.log 2>&1 || status=$?
-cd ..
-grep -E "^(test result|     Running|error)|FAILED|panicked" build/cargo-test.log || true
-if [ "$status" != 0 ]; then
-    echo "cargo test failed (exit $status); full log in build/cargo-test.log"
-    tail -60 build/cargo-test.log
-    exit "$status"
-fi
-passed=$(grep -Eo "test result: ok\. [0-9]+ passed" build/cargo-test.log | awk '{s+=$4} END {print s+0}')
-echo "host: ${passed} passed, 0 failed"
+# The steps that leave a core idle run side by side, two groups of two or three (measured, fresh
+# make test: cargo's test binaries ran at 55 % of the two cores, the demo at 50 %, the cocotb
+# model and QEMU's short guest below 70 %): each writes its own log, printed whole when the group
+# is done; a group fails when any of its steps did, after all of them ended. The gateware tests
+# (both cores busy) and the virtual platform's guests (timeouts in guest time) run alone.
+host_tests() {
+    local status=0
+    (cd host && "$CARGO" test --release --workspace >../build/cargo-test.log 2>&1) || status=$?
+    grep -E "^(test result|     Running|error)|FAILED|panicked" build/cargo-test.log || true
+    if [ "$status" != 0 ]; then
+        echo "cargo test failed (exit $status); full log in build/cargo-test.log"
+        tail -60 build/cargo-test.log
+        return "$status"
+    fi
+    passed=$(grep -Eo "test result: ok\. [0-9]+ passed" build/cargo-test.log | awk '{s+=$4} END {print s+0}')
+    echo "host: ${passed} passed, 0 failed"
+}
+firmware_tests() {
+    make --no-print-directory -C firmware check &&
+        make --no-print-directory -C firmware OUT="$PWD/build/firmware" test
+}
+demo_run() {
+    local status=0
+    scripts/demo.sh > build/demo-run.log 2>&1 || status=$?
+    if [ "$status" != 0 ]; then
+        echo "make demo failed (exit $status); its output is in build/demo-run.log:"
+        tail -40 build/demo-run.log
+        return "$status"
+    fi
+    echo "demo: $(grep -c . build/demo/demo.log) lines of output, ended with: $(grep '^demo: ' build/demo/demo.log | head -1)"
+    .venv/bin/python scripts/readme_demo.py --check build/demo/demo.log
+}
+cocotb_pcie() { .venv/bin/python -m tlpx_gateware.targets.hardip --board kcu105; }
 
-stage "card firmware: two builds byte-identical, the interpreter against a model of the card (firmware/tests)"
-make --no-print-directory -C firmware check
-make --no-print-directory -C firmware OUT="$PWD/build/firmware" test
+# side_by_side "TITLE|FUNCTION" ...: runs the functions at once, then prints each one's title,
+# wall time and log in the order given; returns non-zero if any failed.
+side_by_side() {
+    local entry name title pids=() names=() titles=() failed=0 i
+    mkdir -p build/test-logs
+    for entry in "$@"; do
+        title=${entry%|*}; name=${entry##*|}
+        ( started=$SECONDS; status=0; "$name" || status=$?
+          echo "($name: $((SECONDS - started)) s wall, exit $status)"; exit "$status" ) > "build/test-logs/$name.log" 2>&1 &
+        pids+=("$!"); names+=("$name"); titles+=("$title")
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || failed=1
+    done
+    for i in "${!names[@]}"; do
+        echo "== ${titles[$i]} (side by side; log build/test-logs/${names[$i]}.log)"
+        cat "build/test-logs/${names[$i]}.log"
+    done
+    return "$failed"
+}
 
-stage "make demo (as a user runs it), and the README's block of what it prints"
-demo_status=0
-scripts/demo.sh > build/demo-run.log 2>&1 || demo_status=$?
-if [ "$demo_status" != 0 ]; then
-    echo "make demo failed (exit $demo_status); its output is in build/demo-run.log:"
-    tail -40 build/demo-run.log
-    exit "$demo_status"
-fi
-echo "demo: $(grep -c . build/demo/demo.log) lines of output, ended with: $(grep '^demo: ' build/demo/demo.log | head -1)"
-.venv/bin/python scripts/readme_demo.py --check build/demo/demo.log
+stage "host tests (cargo test) beside the card firmware's tests and make demo"
+side_by_side "host tests (cargo test)|host_tests" \
+    "card firmware: two builds byte-identical, the interpreter against a model of the card (firmware/tests)|firmware_tests" \
+    "make demo (as a user runs it), and the README's block of what it prints|demo_run"
 
-stage "the KCU105 card against an independent model of its hard IP and root complex (cocotbext-pcie; make cocotb-pcie)"
-.venv/bin/python -m tlpx_gateware.targets.hardip --board kcu105
-
-stage "vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)"
-scripts/qemu_vfio_test.sh
+stage "the KCU105 card against cocotbext-pcie beside the vfio backend on a real kernel in QEMU"
+side_by_side "the KCU105 card against an independent model of its hard IP and root complex (cocotbext-pcie; make cocotb-pcie)|cocotb_pcie" \
+    "vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)|scripts/qemu_vfio_test.sh"
 
 stage "the card on a real Linux PCI bus: the Verilated card served over vfio-user to QEMU guests, Linux 6.1 and 7.3 (scripts/vplat_test.sh)"
 scripts/vplat_test.sh
