@@ -63,21 +63,29 @@ demo_run() {
     .venv/bin/python scripts/readme_demo.py --check build/demo/demo.log
 }
 cocotb_pcie() { .venv/bin/python -m tlpx_gateware.targets.hardip --board kcu105; }
+qemu_vfio() { scripts/qemu_vfio_test.sh; }
 
-# side_by_side "TITLE|FUNCTION" ...: runs the functions at once, then prints each one's title,
-# wall time and log in the order given; returns non-zero if any failed.
+# side_by_side "TITLE|FUNCTION" ...: runs the functions (names of this script's functions, which
+# name their logs) at once, then prints each one's title, wall time and log in the order given;
+# returns non-zero if any failed. Interrupted (Ctrl-C, a kill), it ends the steps' process
+# groups too: background jobs of a script ignore SIGINT, and cargo's simulators would outlive it.
 side_by_side() {
     local entry name title pids=() names=() titles=() failed=0 i
     mkdir -p build/test-logs
+    trap 'kill -- $(printf -- "-%s " "${pids[@]}") 2>/dev/null; exit 130' INT TERM
     for entry in "$@"; do
         title=${entry%|*}; name=${entry##*|}
+        [[ "$name" =~ ^[a-z_]+$ ]] || { echo "side_by_side: '$name' is not one of test.sh's step functions" >&2; trap - INT TERM; return 2; }
+        set -m  # job control: each step in its own process group, which the trap ends whole
         ( started=$SECONDS; status=0; "$name" || status=$?
           echo "($name: $((SECONDS - started)) s wall, exit $status)"; exit "$status" ) > "build/test-logs/$name.log" 2>&1 &
+        set +m
         pids+=("$!"); names+=("$name"); titles+=("$title")
     done
     for i in "${!pids[@]}"; do
         wait "${pids[$i]}" || failed=1
     done
+    trap - INT TERM
     for i in "${!names[@]}"; do
         echo "== ${titles[$i]} (side by side; log build/test-logs/${names[$i]}.log)"
         cat "build/test-logs/${names[$i]}.log"
@@ -92,7 +100,7 @@ side_by_side "host tests (cargo test)|host_tests" \
 
 stage "the KCU105 card against cocotbext-pcie beside the vfio backend on a real kernel in QEMU"
 side_by_side "the KCU105 card against an independent model of its hard IP and root complex (cocotbext-pcie; make cocotb-pcie)|cocotb_pcie" \
-    "vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)|scripts/qemu_vfio_test.sh"
+    "vfio backend on a real kernel in QEMU (scripts/qemu_vfio_test.sh)|qemu_vfio"
 
 stage "the card on a real Linux PCI bus: the Verilated card served over vfio-user to QEMU guests, Linux 6.1 and 7.3 (scripts/vplat_test.sh)"
 scripts/vplat_test.sh
