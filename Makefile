@@ -37,20 +37,18 @@ GATEWARE_SRC := $(shell find gateware/tlpx_gateware -name '*.py' -o -name '*.h' 
 
 export PATH := $(dir $(CARGO)):$(PATH)
 
-# Prerequisites build in parallel (unless -j was given): the card builds,
-# cargo, the kernels' downloads and the cocotb models overlap (one after the other they took
-# 14 minutes of a fresh make test; docs/performance.md, "make test's time"). Every target that
-# shares a folder with another is ordered by its prerequisites (kernel61 before the drivers).
-# One job more than cores: the downloads (vplat-root, the kernels) wait on the network, and
-# test lists them first so that they start beside the first card build, not after the last.
+# make test and make demo build their prerequisites in parallel (a sub-make with -j$(JOBS)): the
+# card builds, cargo, the kernels' downloads and the cocotb models overlap (one after the other
+# they took 14 minutes of a fresh make test; docs/performance.md, "make test's time"). One job more
+# than cores: the downloads (listed first) wait on the network beside the first card build.
+# Every target that shares a folder with another is ordered by its prerequisites (kernel61 before
+# the drivers). Other targets stay serial; JOBS=1 makes these serial too.
 NPROC        := $(shell nproc 2>/dev/null || echo 2)
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
-MAKEFLAGS    += -j$(shell echo $$(( $(NPROC) + 1 )))
-endif
+JOBS         ?= $(shell echo $$(( $(NPROC) + 1 )))
 
 .PHONY: all setup demo test bench sim gateware gateware-all regs check-regs host lint clean help rule30-sweep dashboards cocotb-pcie \
         bitstream boards resources vfio-qemu-test litepcie-driver pcitest kernel61 kernel73 firmware check-firmware \
-        host-tests cocotb-pcie-models FORCE
+        host-tests cocotb-pcie-models test-prereqs demo-prereqs FORCE
 
 help:
 	@echo "make demo   - set up, build, and run list/info/selftest on the simulated card"
@@ -199,16 +197,22 @@ host-tests: host
 # VPLAT=1: the demo ends with the card in a QEMU guest (needs the trixie root: vplat-root).
 # Every width: the characterisation's Gen3 x8 and x4 links take the widest card that keeps up
 # (tlpx-sim picks it from build/card), so an old one there must be rebuilt, not picked.
-demo: setup gateware $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
+demo:
+	@$(MAKE) --no-print-directory -j$(JOBS) demo-prereqs
 	@scripts/demo.sh
+
+demo-prereqs: setup gateware $(foreach w,$(ALL_WIDTHS),$(call CARD_LIB,$(w))) $(CPU_CARD_LIB) $(PCI_EPF_TEST_CARD_LIB) firmware host $(if $(filter 1,$(VPLAT)),vplat-root,)
 
 # Everything make test builds is a prerequisite (built in parallel above); scripts/test.sh then
 # only runs: cargo's test binaries (host-tests), clippy's check build (lint: its run in test.sh
 # then finds it done), the cocotb models (cocotb-pcie-models), the 6.1 guest's kernel, LitePCIe
 # driver and endpoint test (kernel61, litepcie-driver, pcitest).
-test: setup vplat-root kernel61 kernel73 pcitest litepcie-driver gateware-all $(PCI_EPF_TEST_CARD_LIB) check-regs \
-      firmware host host-tests lint cocotb-pcie-models
+test:
+	@$(MAKE) --no-print-directory -j$(JOBS) test-prereqs
 	@scripts/test.sh
+
+test-prereqs: setup vplat-root kernel61 kernel73 pcitest litepcie-driver gateware-all $(PCI_EPF_TEST_CARD_LIB) \
+      check-regs firmware host host-tests lint cocotb-pcie-models
 
 bench: setup gateware-all $(LITEPCIE_LIBS) firmware host
 	@scripts/bench.sh
@@ -254,8 +258,8 @@ cocotb-pcie-models: setup
 vfio-qemu-test: setup host
 	@scripts/qemu_vfio_test.sh
 
-litepcie-driver: setup kernel61
-	@scripts/litepcie_driver.sh
+litepcie-driver: setup $(if $(filter 1,$(LITEPCIE_DRIVER_SKIP_DEBIAN)),,kernel61)
+	@env -u MAKEFLAGS -u MFLAGS scripts/litepcie_driver.sh
 
 # Debian's current 6.1 kernel and headers (scripts/debian_kernel.sh, once): the guest of the QEMU
 # vfio test and of the virtual platform's 6.1 boots. The scripts that use it run it too; as a
@@ -267,7 +271,7 @@ kernel61: | $(STAMPS)/apt
 # (out of tree, unmodified), pcitest (static) and pcitest.sh from Debian's linux-source of the
 # guest kernel's version, into build/pcitest (idempotent; scripts/vplat_guest.sh runs it too).
 pcitest: kernel61
-	@scripts/pcitest_build.sh >/dev/null
+	@env -u MAKEFLAGS -u MFLAGS scripts/pcitest_build.sh >/dev/null
 
 # The virtual platform (docs/virtual-platform.md): a vfio-user device in a QEMU 11.1 guest.
 # vplat-root: QEMU 11.1 in a Debian trixie root under build/vplat (mmdebstrap, once: the script's
@@ -298,7 +302,7 @@ vplat-test: setup gateware $(PCI_EPF_TEST_CARD_LIB) host vplat-root kernel73
 # card boot and the kselftest boot, -smp 2); vplat-test-k73 also asserts every check. make test
 # (vplat-test) runs the 7.3 driver boot and kselftest boot; the whole 7.3 card boot only here.
 kernel73: setup litepcie-driver
-	@scripts/kernel73.sh >/dev/null
+	@env -u MAKEFLAGS -u MFLAGS scripts/kernel73.sh >/dev/null
 
 vplat-k73: setup host vplat-root kernel73 $(PCI_EPF_TEST_CARD_LIB)
 	@VPLAT_KERNEL=7.3 scripts/vplat.sh

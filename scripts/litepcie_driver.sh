@@ -37,9 +37,12 @@ version=$("$PY" -c 'import importlib.metadata as m; print(m.version("litepcie"))
 
 # 1. The driver tree ----------------------------------------------------------------------------
 mkdir -p "$OUT"
+# Each file replaced only when it changes (main.c after its patch below), so that a second run
+# leaves the tree's times alone and nothing built from it (kernel73.sh's litepcie.ko) rebuilds.
 for f in main.c litepcie.h config.h flags.h litex.h liteuart.c Makefile init.sh README; do
     [ -f "$SRC/$f" ] || die "the stock driver lacks $f ($SRC)"
     cp "$SRC/$f" "$OUT/$f.new"
+    [ "$f" = main.c ] && continue
     cmp -s "$OUT/$f.new" "$OUT/$f" 2>/dev/null && rm "$OUT/$f.new" || mv "$OUT/$f.new" "$OUT/$f"
 done
 chmod +x "$OUT/init.sh"
@@ -51,7 +54,7 @@ chmod +x "$OUT/init.sh"
 # the card's CSR word order (identical to the stock ones for csr_ordering "big"; swapped for
 # "little", which the tlpx card uses). Without it the driver would program the descriptors' length
 # and flags as their address. Exactly four lines must change, or the stock code moved: stop.
-"$PY" - "$OUT/main.c" <<'EOF'
+"$PY" - "$OUT/main.c.new" <<'EOF'
 import re, sys
 path = sys.argv[1]
 text = open(path).read()
@@ -72,6 +75,7 @@ text = text.replace('#include "litepcie.h"\n',
 open(path, "w").write(text)
 print(f"litepcie-driver: main.c: {n} descriptor writes follow the card's CSR word order", file=sys.stderr)
 EOF
+cmp -s "$OUT/main.c.new" "$OUT/main.c" 2>/dev/null && rm "$OUT/main.c.new" || mv "$OUT/main.c.new" "$OUT/main.c"
 
 # Kbuild takes precedence over the stock Makefile for kbuild, so `make` (the stock Makefile,
 # init.sh) and `make -C <headers> M=<dir>` both build with tlpx_compat.h included first.
