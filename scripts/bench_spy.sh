@@ -29,12 +29,12 @@ log="$(mktemp)"
 section="$(mktemp)"
 trap 'rm -f "$log" "$section"' EXIT
 
-cmd="TLPX_BENCH_SPY_TLPS=$tlps TLPX_BENCH_SPY_BURST_MAX=$burst_max TLPX_BENCH_SPY_PAYLOAD=$payloads cargo test --release -p tlpx-device --test spy_sim bench_spy_bursts_rates_and_host_ingest -- --exact --nocapture --test-threads 1"
+cmd="TLPX_BENCH_SPY_TLPS=$tlps TLPX_BENCH_SPY_BURST_MAX=$burst_max TLPX_BENCH_SPY_PAYLOAD=$payloads cargo test --release -p tlpx-device --test integration spy_sim::bench_spy_bursts_rates_and_host_ingest -- --exact --nocapture --test-threads 1"
 cd "$root/host"
 cargo build --release -q
 t0=$(date +%s)
 TLPX_BENCH_SPY_TLPS="$tlps" TLPX_BENCH_SPY_BURST_MAX="$burst_max" TLPX_BENCH_SPY_PAYLOAD="$payloads" \
-  cargo test --release -q -p tlpx-device --test spy_sim bench_spy_bursts_rates_and_host_ingest -- --exact --nocapture --test-threads 1 \
+  cargo test --release -q -p tlpx-device --test integration spy_sim::bench_spy_bursts_rates_and_host_ingest -- --exact --nocapture --test-threads 1 \
   | tee "$log" | grep -E '^BENCH_(LINK|SOURCE|BURST_MAX|RATE_RESULT|INGEST)'
 wall=$(( $(date +%s) - t0 ))
 

@@ -18,8 +18,7 @@ use tlpx_device::spy;
 use tlpx_script::FirmwareImage;
 use tlpx_testkit::SimProcess as Sim;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{repo_root, text};
 
 /// The firmware image; fails (does not skip) when the CPU card or the firmware is not built.

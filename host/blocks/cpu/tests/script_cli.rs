@@ -6,8 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::text;
 
 fn tlpx(args: &[&str]) -> Output {

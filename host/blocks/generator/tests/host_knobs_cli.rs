@@ -9,8 +9,7 @@ use std::process::Output;
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{text, tlpx};
 
 fn json(out: &Output) -> Value {

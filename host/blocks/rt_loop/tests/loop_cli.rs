@@ -13,8 +13,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::text;
 
 fn tlpx_command(device: &str, args: &[&str]) -> Command {

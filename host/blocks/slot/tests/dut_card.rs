@@ -16,8 +16,7 @@ use std::process::Output;
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{dut_card, epf_regs as regs, epf_script as script, text, tlpx};
 
 fn ok(out: &Output) -> String {

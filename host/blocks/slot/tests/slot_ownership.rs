@@ -20,8 +20,7 @@ use tlpx_device::backends::sim::SimDevice;
 use tlpx_device::{Device, Width};
 use tlpx_testkit::SimProcess as Sim;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{dut_card, epf_regs, epf_script, text, tlpx, tlpx_bin};
 
 fn sim() -> Sim {

@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::csv::CSV_COLUMNS;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{text, tlpx, tlpx_bin};
 
 fn dissector() -> PathBuf {

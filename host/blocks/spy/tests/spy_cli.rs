@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::{Body, TraceReader};
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{text, tlpx, tlpx_bin};
 
 fn json(out: &Output) -> serde_json::Value {

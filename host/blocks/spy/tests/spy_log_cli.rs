@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::{Record, TraceReader};
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{text, tlpx, tlpx_bin};
 
 /// The time column of a log line, in ns (`   12.504 us  ...`).

@@ -9,8 +9,7 @@ use std::process::Output;
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::{Body, Direction, TraceReader};
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{text, tlpx};
 
 fn json(out: &Output) -> serde_json::Value {

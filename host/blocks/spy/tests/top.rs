@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_testkit::SimProcess as Sim;
 
-#[path = "../../../crates/tlpx/tests/common/mod.rs"]
-mod common;
+use crate::common;
 use common::{tlpx, tlpx_bin};
 
 /// Starts `tlpx bw` writing for `duration` of card time and returns once its first

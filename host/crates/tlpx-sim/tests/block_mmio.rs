@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{Sim, MAGIC};
 use tlpx_device::backends::sim::SimDevice;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::{dut_card, epf_regs, text, tlpx, tlpx_bin};
 
 fn ok(out: &Output) -> String {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Output;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::tlpx;
 
 fn json(out: &Output) -> serde_json::Value {

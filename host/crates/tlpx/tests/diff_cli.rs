@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::{text, tlpx};
 
 fn s(p: &Path) -> &str {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::text;
 
 /// The address space a child may use: enough for tlpx and a capped input, far from what

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::{text, tlpx};
 
 /// Registers whose value moves between two reads with nothing else running: the timebase,

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tlpx_device::backends::sim::SimDevice;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::{text, tlpx, tlpx_bin};
 
 fn json_file(path: &std::path::Path) -> Value {

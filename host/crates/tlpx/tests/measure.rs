@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::{tlpx, tlpx_bin};
 
 fn stderr(out: &Output) -> String {

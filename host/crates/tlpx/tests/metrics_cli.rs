@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::text;
 
 fn tlpx_command(device: &str, args: &[&str]) -> Command {

@@ -9,7 +9,7 @@
 use std::process::Output;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::tlpx;
 
 /// A device that is certainly not there, so the model falls back to its default link.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tlpx_testkit::SimProcess as Sim;
 use tlpx_trace::TraceReader;
 
-mod common;
+use crate::common;
 use common::{text, tlpx, tlpx_bin};
 
 fn spawn(device: &str, args: &[&str]) -> Child {

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use tlpx_regs::generator::config::{AddressPattern, Operation};
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::{text, tlpx, tlpx_bin};
 
 fn json(out: &Output) -> serde_json::Value {

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::text;
 
 fn tlpx(device: &str, args: &[&str]) -> Output {

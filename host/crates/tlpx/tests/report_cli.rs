@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use tlpx_testkit::SimProcess as Sim;
 
-mod common;
+use crate::common;
 use common::text;
 
 fn tlpx(device: Option<&str>, args: &[&str]) -> Output {

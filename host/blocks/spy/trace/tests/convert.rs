@@ -2,7 +2,7 @@
 //! converted by GTKWave's own parser (`vcd2fst`, installed by `make setup`).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 

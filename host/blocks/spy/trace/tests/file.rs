@@ -2,7 +2,7 @@
 //! the offset and the expectation its message must name.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use tlpx_trace::header::Header;
 use tlpx_trace::{build, field, Body, Direction, Footer, RawRecord, Record, TraceError, TraceReader, TraceWriter};

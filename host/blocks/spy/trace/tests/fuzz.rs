@@ -5,7 +5,7 @@
 //! The open-ended version is the cargo-fuzz target in fuzz/ (see traces/README.md).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -1,7 +1,7 @@
 //! Sequence gaps: lost-record counts, wrap-around, and the footer revealing a trailing loss.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use tlpx_trace::{gaps, Gap, GapDetector, TraceReader};
 

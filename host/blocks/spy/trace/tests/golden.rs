@@ -4,7 +4,7 @@
 //! the first difference.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};

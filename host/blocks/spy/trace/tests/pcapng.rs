@@ -5,7 +5,7 @@
 //! reads the same.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use tlpx_trace::pcapng::{self, flags, kind, LINKTYPE, PSEUDO_HEADER_LEN};
 use tlpx_trace::{build, entries, Body, Direction, Footer, Msi, PayloadChunk, Record, TraceReader};

@@ -2,7 +2,7 @@
 //! by hand here (not through the crate's field table), so a wrong table fails.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use rand::Rng;
 use tlpx_trace::{field, field_by_name, field_table, Body, CplStatus, Direction, RawRecord, Record, RequestKind, TraceError, FIELDS};
