@@ -83,7 +83,7 @@ def model_build():
         f = json.loads((Path("build/card/dw64") / "build_flags.json").read_text())
     except (OSError, ValueError):
         return "-O3"
-    return f"{f['compiler']} -O3 ({f['version']}), profile-guided: {f['pgo']}"
+    return f"{f['compiler']} {f.get('opt', '-O3')} ({f['version']}), profile-guided: {f['pgo']}"
 
 
 def main(out_dir, doc, widths):

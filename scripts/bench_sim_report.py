@@ -49,7 +49,7 @@ class Card:
         f = self.flags
         if not f:
             return "official build (g++ -O3, no PGO)"
-        return f"{f.get('compiler', '?')} -O3, PGO {f.get('pgo', '?').split(':')[0]}"
+        return f"{f.get('compiler', '?')} {f.get('opt', '-O3')}, PGO {f.get('pgo', '?').split(':')[0]}"
 
 
 def instr(x):

@@ -16,6 +16,9 @@ stage "Rust style and lints (cargo fmt --check, cargo clippy -D warnings)"
 stage "code size rules: no source file over 1,000 lines, no function over 150 (scripts/code_metrics.py)"
 python3 scripts/code_metrics.py
 
+stage "every Rust test file is compiled: named by its crate's tests/integration.rs (scripts/check_test_lists.py)"
+python3 scripts/check_test_lists.py
+
 stage "generated documents name paths relative to the repository (no machine's absolute path)"
 if grep -rnF "$PWD/" docs README.md || grep -rnE '(^|[ (`])/(work|home|root|Users)/' docs README.md; then
     echo "docs: the lines above hold an absolute path of a machine (this checkout is $PWD): generated documents must name paths relative to the repository"

@@ -184,13 +184,12 @@ class Toolchain:
             return ["-fprofile-instr-generate"]
         return [f"-fprofile-generate={profile_dir}", "-fprofile-update=single"]
 
-    @property
-    def instrumented_opt(self):
+    def instrumented_opt(self, final_opt):
         # clang's -fprofile-instr-generate counts source regions in its front end, before any
         # optimisation, so the profile is the same whatever -O the instrumented build has: -O1
         # compiles faster. gcc instruments after its early passes, which depend on -O: its
-        # instrumented build keeps the final build's -O3 so that the profile matches.
-        return "-O1" if self.kind == "clang" else "-O3"
+        # instrumented build keeps the final build's level so that the profile matches.
+        return "-O1" if self.kind == "clang" else final_opt
 
     def pgo_use(self, profile):
         if self.kind == "clang":
@@ -368,7 +367,7 @@ def verilate(output, data_width, jobs, trace=False, verilog=None, regmap=None, c
         pgo_dir.mkdir()
         try:
             gen = tc.pgo_generate((pgo_dir / "gcda").resolve())
-            _make_model(obj_dir, tc, gen, jobs, env, tc.instrumented_opt)
+            _make_model(obj_dir, tc, gen, jobs, env, tc.instrumented_opt(opt))
             _link_library(output, obj_dir, pgo_dir / "libtlpxcard-instrumented.so", tc, gen, data_width, trace, env)
             profile = _train(output, tc, regmap, env, log)
             use = tc.pgo_use(profile.resolve())

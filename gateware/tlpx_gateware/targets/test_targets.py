@@ -12,7 +12,7 @@ import pytest
 from migen import *
 from migen.sim import run_simulation
 
-from tlpx_gateware.conftest import csr_json
+from tlpx_gateware.conftest import BUILD, csr_json
 from tlpx_gateware.targets import BOARDS, UnknownBoard, get_board
 from tlpx_gateware.targets import build as target_build
 from tlpx_gateware.targets.board import PCI_DEVICE_ID, PCI_VENDOR_ID, pcie_user_clock_hz
@@ -45,11 +45,14 @@ def projects(generated):
 @pytest.fixture(scope="module")
 def simulated_map():
     """The simulated card's register map (64 bits, SimPHY) as its build wrote it and tlpx-sim
-    loads it (build/card/dw64/csr.json, built before the tests), its hash recomputed from its
-    regions (a stale or edited file fails here)."""
+    loads it (build/card/dw64/csr.json: make test builds it from the current sources before the
+    tests; pytest run by hand needs `make gateware` first, as the other tests of built cards do).
+    Its hash is recomputed from its regions: an edited file fails here."""
     from tlpx_gateware.soc import map_hash
+    if not (BUILD / "dw64" / "csr.json").exists():
+        pytest.fail("build/card/dw64/csr.json is missing: run make gateware")
     regmap = csr_json(64)
-    assert regmap["map_hash"] == f"0x{map_hash(regmap):08x}", "build/card/dw64/csr.json is stale: make gateware"
+    assert regmap["map_hash"] == f"0x{map_hash(regmap):08x}", "build/card/dw64/csr.json was edited: run make gateware"
     return map_hash(regmap), regmap
 
 

@@ -346,7 +346,7 @@ def test_bad_requests_are_refused(width):
 def test_throughput(width, capsys):
     """Bytes per card cycle with a user and a link that never stall and a host that answers an
     MRd after 20 cycles."""
-    size = 4096  # eight MWrs and eight MRds: the steady state, not the first TLP's wait
+    size = 4096  # 32 MWrs of 128 B and eight MRds of 512 B: the steady state, not the first TLP's wait
     payload = bytes(range(256)) * (size // 256)
     host, (w, r), _ = run(width, [("w", BASE, payload), ("r", BASE, size)], p=1.0, latency=20, tx_ready_p=1.0)
     assert r["data"] == payload
