@@ -26,6 +26,9 @@ def targets(crate_dir):
 def main(argv):
     host = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent / "host"
     crates = [t.parent for t in sorted(host.glob("**/Cargo.toml")) if "target" not in t.parts and t.parent != host]
+    if not crates:  # a wrong folder must not pass as "every file compiled"
+        print(f"check_test_lists: no crate (Cargo.toml) under {host}: give the workspace folder (host/)", file=sys.stderr)
+        return 2
     compiled = set()
     for crate in crates:
         toml = (crate / "Cargo.toml").read_text()
