@@ -504,8 +504,30 @@ mod tests {
             let delta = counts_after.get(&(irq, cpu)).copied().unwrap_or(0) - counts_before.get(&(irq, cpu)).copied().unwrap_or(0);
             assert!(n <= delta, "irq {irq} on CPU {cpu}: {n} entries but /proc/interrupts counted {delta}");
         }
-        // The busiest interrupt alone, filtered by the kernel.
+        // The busiest interrupt alone, filtered by the kernel. This machine's perf sometimes
+        // counts samples it never writes (`unreported` above: 99 of 174 in one run), and one
+        // 2 s window once delivered none of 1,277 handled: up to three windows, each a fresh
+        // open; every window's checks hold, and one must deliver.
         let (&(busiest, _), _) = per.iter().max_by_key(|(_, n)| **n).expect("some entry");
+        let mut windows = Vec::new();
+        for _ in 0..3 {
+            let (only, b, handled) = filtered_window(busiest);
+            windows.push((b.entries.len(), handled));
+            if !b.entries.is_empty() {
+                eprintln!(
+                    "filtered on irq {busiest} in the kernel: {} entries, {} unreported",
+                    b.entries.len(),
+                    only.unreported().expect("counts")
+                );
+                return;
+            }
+        }
+        panic!("three 2 s windows of the filtered trace delivered no entry of irq {busiest} (entries, handled): {windows:?}");
+    }
+
+    /// One 2 s window of a trace of `busiest` alone, filtered in the kernel, with disk writes to raise it:
+    /// the trace, what it delivered, and how many the kernel handled meanwhile (/proc/interrupts).
+    fn filtered_window(busiest: u32) -> (IrqHandlerTrace, TraceBatch, u64) {
         let opts = TraceOptions { kernel_filter: true, ..TraceOptions::default() };
         let mut only = IrqHandlerTrace::open(&[busiest], &opts).expect("open filtered");
         assert_eq!(only.kernel_filter(), Some(format!("irq == {busiest}").as_str()), "{:?}", only.kernel_filter_refused());
@@ -531,13 +553,8 @@ mod tests {
         let counted = only.counted().expect("counts");
         assert!(handled == 0 || counted > 0, "the kernel handled {handled} of irq {busiest} and the filtered trace counted none");
         assert_eq!(b.other_irqs, 0, "the kernel filter let other interrupts through");
-        assert!(!b.entries.is_empty(), "the filtered trace delivered no entry of irq {busiest} in 2 s (the kernel handled {handled})");
         assert!(counted >= b.entries.len() as u64, "counted {counted} < {} delivered", b.entries.len());
-        eprintln!(
-            "filtered on irq {busiest} in the kernel: {} entries, {} unreported",
-            b.entries.len(),
-            only.unreported().expect("counts")
-        );
+        (only, b, handled)
     }
 
     fn check_refusal(message: &str) {
