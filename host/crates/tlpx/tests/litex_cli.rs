@@ -235,12 +235,17 @@ fn read_reply(s: &mut TcpStream, n: usize) -> Vec<u32> {
 }
 
 /// The bridge closed `s`: end of stream, or a reset when it closed with bytes unread.
+/// A read cut short by EINTR is asked again: Linux returns it from a socket read with a timeout
+/// when the process was stopped and resumed (signal(7)), as happened once in a make test.
 fn assert_closed(s: &mut TcpStream, what: &str) {
     let mut rest = [0u8; 64];
-    match s.read(&mut rest) {
-        Ok(0) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        other => panic!("{what}: the connection is not closed: {other:?}"),
+    loop {
+        match s.read(&mut rest) {
+            Ok(0) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => panic!("{what}: the connection is not closed: {other:?}"),
+        }
     }
 }
 
