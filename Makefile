@@ -11,6 +11,9 @@ STAMPS       := $(ROOT)/.stamps
 BUILD        := $(ROOT)/build
 CARGO        ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 HOST_BIN     := $(ROOT)/host/target/release
+# Every script finds tlpx and tlpx-sim in host/target/release: a CARGO_TARGET_DIR of the user's
+# shell would put them elsewhere (seen: make test's firmware tests and demo found no binary).
+export CARGO_TARGET_DIR := $(ROOT)/host/target
 DATA_WIDTH   ?= 64
 ALL_WIDTHS   := 64 128 256
 # CPU=1: the card with the soft CPU (build/card/dw<N>-cpu), for `make gateware` and `make sim`.
